@@ -1,0 +1,228 @@
+// The program container (.loom): an in-memory model of its metadata, a writer
+// and a verifying reader.
+//
+// File layout (all integers little-endian):
+//   [head, 128 bytes][flatbuffer (schemas/program.fbs)][segment table]
+//   [segments, each aligned, page-aligned by default]
+// The head says where the flatbuffer and the segment table are; each segment
+// table entry gives a segment's 64-bit offset, size, alignment and xxh3-64
+// checksum. The generated flatbuffer code is private to the core: this header
+// exposes the decoded model (ProgramDef) instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom {
+
+inline constexpr uint16_t kProgramMajorVersion = 1;
+inline constexpr uint16_t kProgramMinorVersion = 0;
+inline constexpr uint32_t kProgramHeadSize = 128;
+inline constexpr uint32_t kSegmentTableEntrySize = 32;
+inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
+// Required feature bits this reader understands (none yet). A file that sets
+// any other required bit is rejected; unknown optional bits are ignored.
+inline constexpr uint64_t kKnownRequiredFeatures = 0;
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+};
+
+struct ArtifactDef {
+  std::string codegen_id;
+  std::string loader_key;
+  uint32_t format_version = 0;
+  std::string file_name;
+  int32_t content_segment = -1;  // -1: no content
+  std::vector<KeyValue> metadata;
+};
+
+struct DelegateDef {
+  std::string name;
+  std::vector<uint32_t> variants;  // artifact indices, preferred first
+  std::vector<KeyValue> compile_specs;
+};
+
+enum class ValueKind : uint8_t { kTensor = 0, kScalarInt = 1, kScalarFloat = 2, kIntList = 3 };
+
+struct ValueDef {
+  std::string name;
+  ValueKind kind = ValueKind::kTensor;
+  DType dtype = DType::kF32;
+  Shape shape;
+  std::vector<uint8_t> dim_order;  // empty: row-major
+  int64_t int_value = 0;
+  double float_value = 0;
+  std::vector<int64_t> ints;
+  int32_t parameter = -1;  // index into ProgramDef::parameters, -1: none
+};
+
+enum class OpCode : uint8_t { kDelegateCall = 0, kKernelCall = 1, kMove = 2, kFree = 3 };
+enum class AttributeKind : uint8_t { kInt = 0, kFloat = 1, kInts = 2, kFloats = 3, kString = 4 };
+
+struct AttributeDef {
+  std::string name;
+  AttributeKind kind = AttributeKind::kInt;
+  int64_t i = 0;
+  float f = 0;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::string s;
+};
+
+struct InstructionDef {
+  OpCode op = OpCode::kKernelCall;
+  int32_t delegate = -1;  // kDelegateCall: index into ProgramDef::delegates
+  std::string kernel;     // kKernelCall: operator name
+  std::vector<AttributeDef> attributes;
+  std::vector<uint32_t> inputs;   // value indices
+  std::vector<uint32_t> outputs;  // value indices
+};
+
+struct MemorySlotDef {
+  uint32_t value = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct MemoryPlanDef {
+  uint64_t arena_size = 0;
+  uint32_t alignment = 64;
+  std::vector<MemorySlotDef> slots;
+};
+
+struct FunctionDef {
+  std::string name;
+  std::vector<uint32_t> inputs;   // value indices
+  std::vector<uint32_t> outputs;  // value indices
+  std::string reflection;         // IREE-style ABI JSON
+  std::vector<ValueDef> values;
+  std::vector<InstructionDef> instructions;
+  MemoryPlanDef memory_plan;
+};
+
+struct ParameterDef {
+  std::string name;
+  std::string scope;
+  DType dtype = DType::kF32;
+  Shape shape;
+  int32_t segment = -1;  // inline: segment index
+  uint64_t offset = 0;   // inline: offset inside the segment
+  uint64_t size = 0;     // bytes
+  uint64_t checksum = 0; // xxh3-64 of the bytes, 0: not recorded
+  std::string archive;   // external archive (relative path), empty: inline
+};
+
+struct ProgramDef {
+  std::string producer;
+  std::vector<ArtifactDef> artifacts;
+  std::vector<DelegateDef> delegates;
+  std::vector<FunctionDef> functions;
+  std::vector<ParameterDef> parameters;
+  std::vector<KeyValue> metadata;
+};
+
+// The fixed head as read from a file.
+struct ProgramHead {
+  uint16_t major = 0;
+  uint16_t minor = 0;
+  uint32_t head_size = 0;
+  uint64_t required_features = 0;
+  uint64_t optional_features = 0;
+  uint64_t flatbuffer_offset = 0;
+  uint64_t flatbuffer_size = 0;
+  uint64_t segment_table_offset = 0;
+  uint64_t segment_count = 0;
+  uint64_t file_size = 0;
+};
+
+struct SegmentInfo {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;  // xxh3-64 of the segment's bytes
+  uint32_t alignment = 0;
+  uint32_t flags = 0;
+};
+
+// Builds a program file. Not thread-safe.
+class ProgramWriter {
+ public:
+  ProgramWriter();
+  ~ProgramWriter();
+  ProgramWriter(ProgramWriter&&) noexcept;
+  ProgramWriter& operator=(ProgramWriter&&) noexcept;
+
+  // The metadata to write; fill it in before write_*.
+  ProgramDef& program() { return program_; }
+
+  // Adds a segment holding a copy of `bytes`; returns its index. `alignment`
+  // is a power of two, 0 meaning kDefaultSegmentAlignment.
+  uint32_t add_segment(std::span<const std::byte> bytes, uint32_t alignment = 0);
+  // Adds a segment of `size` zero bytes that is written as a hole (sparse).
+  uint32_t add_zero_segment(uint64_t size, uint32_t alignment = 0);
+
+  // Sets optional/required feature bits (for tests and future features).
+  void set_features(uint64_t required, uint64_t optional);
+
+  // Validates the model (indices in range, ...) and writes the file.
+  Status write_file(const std::filesystem::path& path) const;
+  // The same, into memory (segments of add_zero_segment are materialized).
+  Result<std::vector<std::byte>> write_buffer() const;
+
+ private:
+  struct Segment;
+  ProgramDef program_;
+  std::vector<Segment> segments_;
+  uint64_t required_features_ = 0;
+  uint64_t optional_features_ = 0;
+};
+
+// Reads and verifies a program file. Verification is always on and bounded
+// by the file's size: the head, the flatbuffer (with the flatbuffers
+// Verifier), every offset, size and index (overflow-safe), and every
+// segment's checksum. Once open, the reader is immutable and thread-safe.
+class ProgramReader {
+ public:
+  // Maps the file read-only (no copy of segment bytes).
+  static Result<std::unique_ptr<ProgramReader>> open_file(
+      const std::filesystem::path& path);
+  // Reads from a caller buffer, which must outlive the reader.
+  static Result<std::unique_ptr<ProgramReader>> open_buffer(
+      std::span<const std::byte> bytes);
+
+  ~ProgramReader();
+
+  const ProgramHead& head() const { return head_; }
+  const ProgramDef& program() const { return program_; }
+  const std::vector<SegmentInfo>& segments() const { return segments_; }
+  // The bytes of segment `index` (checked when the file was opened).
+  Result<std::span<const std::byte>> segment_bytes(uint32_t index) const;
+  // The content of artifact `index` (empty when it has none).
+  Result<std::span<const std::byte>> artifact_content(uint32_t index) const;
+  // The bytes of an inline parameter.
+  Result<std::span<const std::byte>> parameter_bytes(uint32_t index) const;
+  // All bytes of the file.
+  std::span<const std::byte> file_bytes() const { return bytes_; }
+
+ private:
+  ProgramReader() = default;
+  struct Mapping;
+  std::unique_ptr<Mapping> mapping_;  // null for caller buffers
+  std::span<const std::byte> bytes_;
+  ProgramHead head_;
+  ProgramDef program_;
+  std::vector<SegmentInfo> segments_;
+
+  friend class ProgramReaderBuilder;
+};
+
+}  // namespace loom

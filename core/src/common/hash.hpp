@@ -1,0 +1,22 @@
+// Content hashes used by the container and by plugin manifests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+#include "loom/status.hpp"
+
+namespace loom {
+
+// xxh3-64 of `bytes` (seed 0): the segment and parameter checksum.
+uint64_t xxh3_64(std::span<const std::byte> bytes);
+
+// "xxh3-128:<32 lower-case hex digits>" of a file's whole content, read in
+// chunks. Not a security measure: it detects a library that does not match
+// its manifest (stale build, wrong file), not a forgery.
+Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path);
+
+}  // namespace loom

@@ -1,0 +1,122 @@
+// PluginHost: discovers plugins through their manifests, negotiates the ABI,
+// loads libraries lazily with Boost.DLL and keeps each library loaded while
+// any object it made is alive.
+//
+// Private to the core; the public face is loom::Runtime (loom/runtime.hpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "loom/device.hpp"
+#include "loom/plugin.h"
+#include "loom/status.hpp"
+
+namespace loom::host {
+
+// What a plugin's manifest (<name>.loom-plugin.json) says.
+struct PluginManifest {
+  std::filesystem::path manifest_path;
+  std::string name;
+  std::string version;
+  uint32_t abi_min = 0;  // LOOM_ABI_VERSION values
+  uint32_t abi_max = 0;
+  std::vector<std::string> loader_keys;
+  std::filesystem::path library;  // absolute, resolved against the manifest
+  std::string library_hash;       // "xxh3-128:<32 hex digits>"
+};
+
+// Parses a manifest file. Errors name the file and the field.
+Result<PluginManifest> parse_manifest(const std::filesystem::path& path);
+// Hash of a file in the manifest's notation ("xxh3-128:...").
+Result<std::string> hash_file(const std::filesystem::path& path);
+
+// Converts a plugin status object to a loom::Status and destroys it.
+// A NULL status is OK.
+Status take_status(const loom_plugin_api_t& api, loom_status_t* status);
+
+// One loaded, negotiated, created plugin. Shared by every object that the
+// plugin made, so the library outlives all of them. Thread-safe after
+// construction.
+class LoadedPlugin {
+ public:
+  ~LoadedPlugin();  // destroys the instance, then unloads the library
+
+  const PluginManifest& manifest() const;
+  const loom_plugin_api_t& api() const { return *api_; }
+  loom_plugin_t* instance() const { return instance_; }
+  uint32_t abi_version() const { return abi_version_; }
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  // Borrowed device handle for devices()[index].
+  loom_device_t* device_handle(size_t index) const { return device_handles_[index]; }
+  // Whether the plugin serves `loader_key` (per plugin_info).
+  bool serves(std::string_view loader_key) const;
+  // Converts and destroys a status object of this plugin.
+  Status take(loom_status_t* status) const { return take_status(*api_, status); }
+
+ private:
+  friend class PluginHost;
+  struct Library;  // the Boost.DLL handle, hidden from this header
+  LoadedPlugin() = default;
+  std::unique_ptr<Library> library_;
+  const loom_plugin_api_t* api_ = nullptr;
+  loom_plugin_t* instance_ = nullptr;
+  uint32_t abi_version_ = 0;
+  std::vector<std::string> loader_keys_;
+  std::vector<DeviceInfo> devices_;
+  std::vector<loom_device_t*> device_handles_;
+  std::unique_ptr<loom_host_services_t> services_;
+};
+
+struct HostOptions {
+  // Folders searched for *.loom-plugin.json, before the ones below.
+  std::vector<std::filesystem::path> search_paths;
+  // Also search the folders in $LOOM_PLUGIN_PATH (':'-separated).
+  bool use_environment = true;
+  // Also search the plugin folder of the build or install tree.
+  bool use_default_folder = true;
+  // Options handed to every plugin's plugin_create (e.g. loom.threads).
+  std::vector<std::pair<std::string, std::string>> plugin_options;
+  // The ABI range this host offers (tests narrow it).
+  uint32_t abi_min = LOOM_ABI_VERSION(1, 0);
+  uint32_t abi_max = LOOM_ABI_CURRENT;
+};
+
+// Scans manifests at creation; loads a library only when asked for it (its
+// devices are listed or one of its loader keys is needed). A plugin that fails
+// at any step stays in plugins() with the reason. Thread-safe.
+class PluginHost {
+ public:
+  static Result<std::unique_ptr<PluginHost>> create(HostOptions options);
+  ~PluginHost();
+
+  // A snapshot of every plugin found, loaded or not, rejected or not.
+  std::vector<PluginRecord> plugins() const;
+
+  // Loads (once) and returns the plugin named `name`.
+  Result<std::shared_ptr<LoadedPlugin>> load(std::string_view name);
+  // Loads every plugin that is not rejected; rejections are recorded, not
+  // returned.
+  void load_all();
+  // The loaded plugin serving `loader_key`, loading it if needed. The error
+  // lists the keys that are available and the plugin that serves each.
+  Result<std::shared_ptr<LoadedPlugin>> plugin_for_key(std::string_view loader_key);
+  // Every loader key named by a manifest that is not rejected, with its plugin.
+  std::vector<std::pair<std::string, std::string>> loader_keys() const;
+
+ private:
+  PluginHost() = default;
+  struct Entry;
+  Result<std::shared_ptr<LoadedPlugin>> load_entry(Entry& entry);
+  HostOptions options_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+}  // namespace loom::host
