@@ -294,6 +294,9 @@ typedef struct loom_device_info_t {
 
 typedef struct loom_plugin_create_args_t {
   size_t struct_size;
+  /* The same services as handed to the query; valid until the library is
+   * unloaded. Plugins keep this pointer instead of a global. */
+  const loom_host_services_t* host;
   size_t option_count;
   const loom_option_t* const* options; /* e.g. LOOM_OPTION_THREADS */
   loom_plugin_t* out_plugin;
