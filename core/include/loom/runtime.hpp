@@ -1,0 +1,172 @@
+// The public API of the Loom runtime: discover devices, load a program onto
+// them, and run its functions.
+//
+//   auto runtime = loom::Runtime::create().value();
+//   auto program = runtime->load_program("model.loom", {.device = "cpu-simd://0"});
+//   auto session = (*program)->create_session("main");
+//   (*session)->set_input("x", x);
+//   (*session)->run();
+//   const loom::Tensor& y = *(*session)->output("y");
+//
+// Thread safety: Runtime and Program are thread-safe. A Session is not; each
+// thread that runs a function uses its own Session (they are cheap to create
+// and share the program's loaded executables). Program::run creates a
+// temporary Session and is therefore thread-safe too.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/artifacts.hpp"
+#include "loom/device.hpp"
+#include "loom/program.hpp"
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom {
+
+namespace host {
+class PluginHost;
+}
+class Program;
+class Session;
+
+struct RuntimeOptions {
+  // Folders searched for plugin manifests before $LOOM_PLUGIN_PATH and the
+  // plugin folder of the build/install tree.
+  std::vector<std::filesystem::path> plugin_paths;
+  bool use_environment = true;      // search $LOOM_PLUGIN_PATH
+  bool use_default_folder = true;   // search <program dir>/../lib/loom/plugins
+  // Cap on the worker threads of every plugin that uses them; 0 = all cores.
+  uint32_t threads = 0;
+};
+
+struct LoadOptions {
+  // Device URI such as "cpu-simd://0". Empty: for each delegate the first
+  // variant (in the program's order of preference) that a present device can
+  // load is used.
+  std::string device;
+};
+
+// A tensor with the name of the function argument or result it belongs to.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// One argument or result of a function, as the program declares it.
+struct ArgumentInfo {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  Shape shape;
+};
+
+struct FunctionInfo {
+  std::string name;
+  std::vector<ArgumentInfo> inputs;
+  std::vector<ArgumentInfo> outputs;
+  std::string reflection;  // IREE-style ABI JSON as stored in the program
+};
+
+// Where one delegate of a loaded program runs.
+struct DelegatePlacement {
+  std::string delegate;    // the delegate's name
+  std::string loader_key;  // of the variant chosen
+  std::string device;      // URI
+};
+
+// Owns the plugin host. Create one per process (or per isolated use).
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> create(const RuntimeOptions& options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Every plugin found, with its state; loads each usable plugin so that its
+  // devices can be listed.
+  std::vector<PluginRecord> plugins();
+  // Every device of every usable plugin.
+  std::vector<DeviceInfo> devices();
+
+  // Maps, verifies and prepares a program file: each delegate is loaded on a
+  // device per `options`. Errors name the delegate, the device and the reason.
+  Result<std::shared_ptr<Program>> load_program(const std::filesystem::path& path,
+                                                const LoadOptions& options = {});
+  // The same for a program in memory; `bytes` must outlive the Program.
+  Result<std::shared_ptr<Program>> load_program(std::span<const std::byte> bytes,
+                                                const LoadOptions& options = {});
+
+  host::PluginHost& plugin_host() { return *host_; }
+
+ private:
+  Runtime() = default;
+  Result<std::shared_ptr<Program>> prepare(std::unique_ptr<ProgramReader> reader,
+                                           const LoadOptions& options);
+  std::unique_ptr<host::PluginHost> host_;
+};
+
+// A program loaded onto devices. Thread-safe; keeps its plugins loaded.
+class Program {
+ public:
+  ~Program();
+
+  const ProgramReader& reader() const;
+  const ArtifactRegistry& artifacts() const;
+  std::vector<FunctionInfo> functions() const;
+  Result<FunctionInfo> function(std::string_view name) const;
+  const std::vector<DelegatePlacement>& placements() const;
+
+  // A Session for running `function` (default: the only or first function).
+  Result<std::unique_ptr<Session>> create_session(std::string_view function = {});
+  // Runs `function` once with inputs bound by name; returns the results in the
+  // function's order.
+  Result<std::vector<NamedTensor>> run(std::string_view function,
+                                       std::span<const NamedTensor> inputs);
+
+  struct State;  // private
+
+ private:
+  friend class Runtime;
+  explicit Program(std::unique_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+// Runs one function repeatedly. Owns the inputs' staging, the arena of
+// intermediates and the outputs, all allocated when the Session is created,
+// so run() allocates nothing. Not thread-safe: one Session per thread.
+class Session {
+ public:
+  ~Session();
+
+  const FunctionInfo& function() const;
+
+  // Copies `tensor` into the input named `name`; dtype and shape must match.
+  Status set_input(std::string_view name, const Tensor& tensor);
+  Status set_input(size_t index, const Tensor& tensor);
+  // Binds caller memory as input `index` without copying. `data` must hold
+  // the input's bytes and stay valid and unchanged until run() returns.
+  Status bind_input(size_t index, const void* data, size_t size);
+
+  // Runs the function. Inputs not set are zero.
+  Status run();
+
+  size_t output_count() const;
+  // Results of the last run(); valid until the next run() or destruction.
+  const Tensor& output(size_t index) const;
+  Result<const Tensor*> output(std::string_view name) const;
+
+  struct State;  // private
+
+ private:
+  friend class Program;
+  explicit Session(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace loom

@@ -1,0 +1,127 @@
+#include "common/demo_program.hpp"
+
+#include <random>
+
+#include "common/program_builder.hpp"
+#include "loom/cpu_simd/blob_format.hpp"
+
+namespace loom::tools {
+namespace {
+
+Tensor random_tensor(Shape shape, float scale, std::mt19937_64& rng) {
+  Tensor t = Tensor::zeros(DType::kF32, std::move(shape)).value();
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  float* p = t.data_as<float>();
+  for (uint64_t i = 0; i < t.element_count(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+AttributeDef int_attr(std::string name, int64_t v) {
+  AttributeDef a;
+  a.name = std::move(name);
+  a.kind = AttributeKind::kInt;
+  a.i = v;
+  return a;
+}
+
+}  // namespace
+
+Tensor mlp_input(const MlpShape& s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return random_tensor({s.batch, s.in}, 1.0f, rng);
+}
+
+Result<ProgramWriter> build_mlp_program(const MlpShape& s, uint64_t seed, bool with_delegate) {
+  std::mt19937_64 rng(seed);
+  ProgramBuilder b("loom demo");
+  uint32_t w1 = b.add_parameter("w1", random_tensor({s.in, s.hidden}, 0.2f, rng));
+  uint32_t b1 = b.add_parameter("b1", random_tensor({s.hidden}, 0.1f, rng));
+  uint32_t w2 = b.add_parameter("w2", random_tensor({s.hidden, s.out}, 0.2f, rng));
+  uint32_t b2 = b.add_parameter("b2", random_tensor({s.out}, 0.1f, rng));
+
+  if (with_delegate) {
+  // The cpu-simd blob: tensors 0..4 are the delegate's inputs (x, w1, b1, w2,
+  // b2), 5..9 its intermediates and result.
+  namespace cs = loom::cpu_simd;
+  cs::BlobGraph g;
+  auto t = [&](std::vector<int64_t> shape) {
+    g.tensors.push_back(cs::BlobTensor{LOOM_DTYPE_F32, std::move(shape)});
+    return static_cast<uint32_t>(g.tensors.size() - 1);
+  };
+  uint32_t tx = t({s.batch, s.in}), tw1 = t({s.in, s.hidden}), tb1 = t({s.hidden});
+  uint32_t tw2 = t({s.hidden, s.out}), tb2 = t({s.out});
+  uint32_t th = t({s.batch, s.hidden}), th1 = t({s.batch, s.hidden}), tr = t({s.batch, s.hidden});
+  uint32_t tz = t({s.batch, s.out}), tz1 = t({s.batch, s.out}), ty = t({s.batch, s.out});
+  g.inputs = {tx, tw1, tb1, tw2, tb2};
+  g.outputs = {ty};
+  auto node = [&](cs::Op op, std::vector<uint32_t> in, std::vector<uint32_t> out) {
+    cs::BlobNode n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    g.nodes.push_back(std::move(n));
+  };
+  node(cs::Op::kMatMul, {tx, tw1}, {th});
+  node(cs::Op::kAdd, {th, tb1}, {th1});
+  node(cs::Op::kRelu, {th1}, {tr});
+  node(cs::Op::kMatMul, {tr, tw2}, {tz});
+  node(cs::Op::kAdd, {tz, tb2}, {tz1});
+  node(cs::Op::kSoftmax, {tz1}, {ty});
+  std::vector<std::byte> blob = cs::encode(g);
+  uint32_t cpu = b.add_artifact("cpu-simd", cs::kFormatVersion, "mlp.cpu-simd", blob);
+  uint32_t mlp = b.add_delegate("mlp", {cpu});
+
+  {
+    FunctionBuilder f = b.add_function("main");
+    uint32_t x = f.input("x", DType::kF32, {s.batch, s.in});
+    uint32_t y = f.value("y", DType::kF32, {s.batch, s.out});
+    f.delegate_call(mlp, {x, f.constant(w1), f.constant(b1), f.constant(w2), f.constant(b2)},
+                    {y});
+    f.output(y);
+  }
+  }
+  {
+    FunctionBuilder f = b.add_function("reference");
+    uint32_t x = f.input("x", DType::kF32, {s.batch, s.in});
+    uint32_t h = f.value("h", DType::kF32, {s.batch, s.hidden});
+    uint32_t h1 = f.value("h1", DType::kF32, {s.batch, s.hidden});
+    uint32_t r = f.value("r", DType::kF32, {s.batch, s.hidden});
+    uint32_t z = f.value("z", DType::kF32, {s.batch, s.out});
+    uint32_t z1 = f.value("z1", DType::kF32, {s.batch, s.out});
+    uint32_t y = f.value("y", DType::kF32, {s.batch, s.out});
+    f.kernel_call("MatMul", {x, f.constant(w1)}, {h});
+    f.kernel_call("Add", {h, f.constant(b1)}, {h1});
+    f.kernel_call("Relu", {h1}, {r});
+    f.kernel_call("MatMul", {r, f.constant(w2)}, {z});
+    f.kernel_call("Add", {z, f.constant(b2)}, {z1});
+    f.kernel_call("Softmax", {z1}, {y}, {int_attr("axis", -1)});
+    f.output(y);
+  }
+  return b.finish();
+}
+
+Result<ProgramWriter> build_single_op_program(int64_t n) {
+  namespace cs = loom::cpu_simd;
+  ProgramBuilder b("loom benchmark");
+  cs::BlobGraph g;
+  g.tensors.push_back(cs::BlobTensor{LOOM_DTYPE_F32, {n}});
+  g.tensors.push_back(cs::BlobTensor{LOOM_DTYPE_F32, {n}});
+  g.inputs = {0};
+  g.outputs = {1};
+  cs::BlobNode relu;
+  relu.op = cs::Op::kRelu;
+  relu.inputs = {0};
+  relu.outputs = {1};
+  g.nodes.push_back(relu);
+  std::vector<std::byte> blob = cs::encode(g);
+  uint32_t art = b.add_artifact("cpu-simd", cs::kFormatVersion, "relu.cpu-simd", blob);
+  uint32_t d = b.add_delegate("relu", {art});
+  FunctionBuilder f = b.add_function("main");
+  uint32_t x = f.input("x", DType::kF32, {n});
+  uint32_t y = f.value("y", DType::kF32, {n});
+  f.delegate_call(d, {x}, {y});
+  f.output(y);
+  return b.finish();
+}
+
+}  // namespace loom::tools

@@ -1,0 +1,175 @@
+#include "common/program_builder.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/hash.hpp"
+
+namespace loom::tools {
+
+uint32_t FunctionBuilder::input(std::string name, DType dtype, Shape shape) {
+  uint32_t v = value(std::move(name), dtype, std::move(shape));
+  def_->inputs.push_back(v);
+  return v;
+}
+
+uint32_t FunctionBuilder::constant(uint32_t parameter) {
+  const ParameterDef& p = owner_->writer_.program().parameters.at(parameter);
+  uint32_t v = value(p.name, p.dtype, p.shape);
+  def_->values[v].parameter = static_cast<int32_t>(parameter);
+  return v;
+}
+
+uint32_t FunctionBuilder::value(std::string name, DType dtype, Shape shape) {
+  ValueDef v;
+  v.name = std::move(name);
+  v.dtype = dtype;
+  v.shape = std::move(shape);
+  def_->values.push_back(std::move(v));
+  return static_cast<uint32_t>(def_->values.size() - 1);
+}
+
+void FunctionBuilder::output(uint32_t value) { def_->outputs.push_back(value); }
+
+void FunctionBuilder::kernel_call(std::string op, std::vector<uint32_t> inputs,
+                                  std::vector<uint32_t> outputs,
+                                  std::vector<AttributeDef> attributes) {
+  InstructionDef ins;
+  ins.op = OpCode::kKernelCall;
+  ins.kernel = std::move(op);
+  ins.inputs = std::move(inputs);
+  ins.outputs = std::move(outputs);
+  ins.attributes = std::move(attributes);
+  def_->instructions.push_back(std::move(ins));
+}
+
+void FunctionBuilder::delegate_call(uint32_t delegate, std::vector<uint32_t> inputs,
+                                    std::vector<uint32_t> outputs) {
+  InstructionDef ins;
+  ins.op = OpCode::kDelegateCall;
+  ins.delegate = static_cast<int32_t>(delegate);
+  ins.inputs = std::move(inputs);
+  ins.outputs = std::move(outputs);
+  def_->instructions.push_back(std::move(ins));
+}
+
+ProgramBuilder::ProgramBuilder(std::string producer) {
+  writer_.program().producer = std::move(producer);
+}
+
+uint32_t ProgramBuilder::add_parameter(std::string name, const Tensor& tensor) {
+  uint32_t segment = writer_.add_segment(tensor.bytes(), 64);
+  ParameterDef p;
+  p.name = std::move(name);
+  p.dtype = tensor.dtype();
+  p.shape = tensor.shape();
+  p.segment = static_cast<int32_t>(segment);
+  p.offset = 0;
+  p.size = tensor.byte_size();
+  p.checksum = xxh3_64(tensor.bytes());
+  writer_.program().parameters.push_back(std::move(p));
+  return static_cast<uint32_t>(writer_.program().parameters.size() - 1);
+}
+
+uint32_t ProgramBuilder::add_artifact(std::string loader_key, uint32_t format_version,
+                                      std::string file_name,
+                                      std::span<const std::byte> content) {
+  ArtifactDef a;
+  a.loader_key = std::move(loader_key);
+  a.format_version = format_version;
+  a.file_name = std::move(file_name);
+  a.codegen_id = writer_.program().producer;
+  a.content_segment = static_cast<int32_t>(writer_.add_segment(content));
+  writer_.program().artifacts.push_back(std::move(a));
+  return static_cast<uint32_t>(writer_.program().artifacts.size() - 1);
+}
+
+uint32_t ProgramBuilder::add_delegate(std::string name, std::vector<uint32_t> variants) {
+  DelegateDef d;
+  d.name = std::move(name);
+  d.variants = std::move(variants);
+  writer_.program().delegates.push_back(std::move(d));
+  return static_cast<uint32_t>(writer_.program().delegates.size() - 1);
+}
+
+FunctionBuilder ProgramBuilder::add_function(std::string name) {
+  FunctionDef f;
+  f.name = std::move(name);
+  writer_.program().functions.push_back(std::move(f));
+  return FunctionBuilder(this, &writer_.program().functions.back());
+}
+
+namespace {
+
+nlohmann::json type_record(const ValueDef& v) {
+  nlohmann::json r = nlohmann::json::array({"ndarray", std::string(dtype_name(v.dtype)),
+                                            v.shape.size()});
+  for (int64_t d : v.shape) r.push_back(d);
+  return r;
+}
+
+void plan_memory(FunctionDef& f) {
+  constexpr uint64_t kAlign = 64;
+  size_t n = f.values.size();
+  std::vector<bool> fixed(n, false);
+  for (uint32_t v : f.inputs) fixed[v] = true;
+  for (uint32_t v : f.outputs) fixed[v] = true;
+  for (size_t v = 0; v < n; ++v) fixed[v] = fixed[v] || f.values[v].parameter >= 0;
+  // Last instruction that reads each value.
+  std::vector<int64_t> last_use(n, -1);
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    for (uint32_t v : f.instructions[i].inputs) last_use[v] = static_cast<int64_t>(i);
+  }
+  struct Block { uint64_t offset, size; int64_t free_after; };
+  std::vector<Block> blocks;
+  uint64_t arena = 0;
+  f.memory_plan.slots.clear();
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    for (uint32_t v : f.instructions[i].outputs) {
+      if (fixed[v]) continue;
+      uint64_t bytes = dtype_size(f.values[v].dtype);
+      for (int64_t d : f.values[v].shape) bytes *= static_cast<uint64_t>(d);
+      uint64_t size = (std::max<uint64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+      auto reuse = std::find_if(blocks.begin(), blocks.end(), [&](const Block& b) {
+        return b.free_after < static_cast<int64_t>(i) && b.size >= size;
+      });
+      uint64_t offset;
+      if (reuse != blocks.end()) {
+        offset = reuse->offset;
+        reuse->free_after = std::max<int64_t>(last_use[v], static_cast<int64_t>(i));
+      } else {
+        offset = arena;
+        arena += size;
+        blocks.push_back({offset, size, std::max<int64_t>(last_use[v], static_cast<int64_t>(i))});
+      }
+      f.memory_plan.slots.push_back({v, offset, size});
+      fixed[v] = true;  // planned once, at its first write
+    }
+  }
+  f.memory_plan.arena_size = arena;
+  f.memory_plan.alignment = kAlign;
+}
+
+}  // namespace
+
+Result<ProgramWriter> ProgramBuilder::finish() {
+  for (FunctionDef& f : writer_.program().functions) {
+    plan_memory(f);
+    nlohmann::json args = nlohmann::json::array(), results = nlohmann::json::array();
+    nlohmann::json in_names = nlohmann::json::array(), out_names = nlohmann::json::array();
+    for (uint32_t v : f.inputs) {
+      args.push_back(type_record(f.values[v]));
+      in_names.push_back(f.values[v].name);
+    }
+    for (uint32_t v : f.outputs) {
+      results.push_back(type_record(f.values[v]));
+      out_names.push_back(f.values[v].name);
+    }
+    f.reflection = nlohmann::json{{"v", 1}, {"a", args}, {"r", results},
+                                  {"names", {{"a", in_names}, {"r", out_names}}}}
+                       .dump();
+  }
+  return std::move(writer_);
+}
+
+}  // namespace loom::tools

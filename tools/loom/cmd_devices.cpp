@@ -1,0 +1,115 @@
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "loom/plugin.h"
+#include "loom/runtime.hpp"
+
+namespace loom::cli {
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "loom: error: %s\n", status.to_string().c_str());
+  return 1;
+}
+
+namespace {
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes == 0) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string abi_string(uint32_t v) {
+  return std::to_string(LOOM_ABI_VERSION_MAJOR_OF(v)) + "." +
+         std::to_string(LOOM_ABI_VERSION_MINOR_OF(v));
+}
+
+std::vector<std::string> dtype_names(uint64_t mask) {
+  std::vector<std::string> out;
+  for (int i = 1; i < 64; ++i) {
+    if (mask & (uint64_t{1} << i)) out.emplace_back(dtype_name(static_cast<DType>(i)));
+  }
+  return out;
+}
+
+nlohmann::json device_json(const DeviceInfo& d) {
+  return {{"uri", d.uri},
+          {"name", d.name},
+          {"plugin", d.plugin},
+          {"kind", std::string(device_kind_name(d.kind))},
+          {"device_memory_bytes", d.device_memory_bytes},
+          {"host_visible_memory_bytes", d.host_visible_memory_bytes},
+          {"capabilities", capability_names(d.capabilities)},
+          {"dtypes", dtype_names(d.dtype_mask)}};
+}
+
+}  // namespace
+
+int run_devices(const DevicesArgs& args) {
+  auto runtime = Runtime::create();
+  if (!runtime.ok()) return fail(runtime.status());
+  std::vector<PluginRecord> plugins = (*runtime)->plugins();
+
+  if (args.json) {
+    nlohmann::json out = {{"plugins", nlohmann::json::array()}};
+    for (const PluginRecord& p : plugins) {
+      nlohmann::json devices = nlohmann::json::array();
+      for (const DeviceInfo& d : p.devices) devices.push_back(device_json(d));
+      nlohmann::json entry = {{"name", p.name},
+                              {"version", p.version},
+                              {"manifest", p.manifest_path.string()},
+                              {"state", std::string(plugin_state_name(p.state))},
+                              {"loader_keys", p.loader_keys},
+                              {"devices", devices}};
+      if (!p.reason.empty()) entry["reason"] = p.reason;
+      if (p.abi_version != 0) entry["abi"] = abi_string(p.abi_version);
+      out["plugins"].push_back(entry);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  if (plugins.empty()) {
+    std::cout << "No plugins found. Loom looks for *.loom-plugin.json manifests in "
+                 "$LOOM_PLUGIN_PATH and in <loom>/../lib/loom/plugins.\n";
+    return 0;
+  }
+  for (const PluginRecord& p : plugins) {
+    std::cout << "plugin " << p.name << " " << p.version << "  ["
+              << plugin_state_name(p.state);
+    if (p.abi_version != 0) std::cout << ", ABI " << abi_string(p.abi_version);
+    std::cout << "]\n";
+    std::cout << "  manifest: " << p.manifest_path.string() << "\n";
+    if (!p.loader_keys.empty()) {
+      std::cout << "  loader keys:";
+      for (const auto& k : p.loader_keys) std::cout << " " << k;
+      std::cout << "\n";
+    }
+    if (!p.reason.empty()) std::cout << "  reason: " << p.reason << "\n";
+    for (const DeviceInfo& d : p.devices) {
+      std::cout << "  device " << d.uri << "  " << device_kind_name(d.kind) << "  "
+                << d.name << "\n";
+      std::cout << "    memory: " << format_bytes(d.device_memory_bytes)
+                << " device, " << format_bytes(d.host_visible_memory_bytes)
+                << " host-visible\n";
+      std::cout << "    capabilities:";
+      for (const auto& c : capability_names(d.capabilities)) std::cout << " " << c;
+      std::cout << "\n    dtypes:";
+      for (const auto& t : dtype_names(d.dtype_mask)) std::cout << " " << t;
+      std::cout << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace loom::cli

@@ -1,0 +1,47 @@
+// loom: list devices, inspect and run programs, and run the demo.
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Loom: run machine-learning programs on the devices this machine has"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "loom 0.1.0");
+
+  loom::cli::DevicesArgs devices;
+  auto* cmd_devices = app.add_subcommand("devices", "List plugins and their devices");
+  cmd_devices->add_flag("--json", devices.json, "Print JSON");
+
+  loom::cli::InspectArgs inspect;
+  auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
+                                                    "artifacts and functions");
+  cmd_inspect->add_option("FILE", inspect.file, "Program file (.loom)")->required();
+  cmd_inspect->add_flag("--json", inspect.json, "Print JSON");
+
+  loom::cli::RunArgs run;
+  auto* cmd_run = app.add_subcommand("run", "Run a function of a program");
+  cmd_run->add_option("FILE", run.file, "Program file (.loom)")->required();
+  cmd_run->add_option("--function", run.function, "Function to run (default: the first)");
+  cmd_run->add_option("--device", run.device, "Device URI, e.g. cpu-simd://0 (default: "
+                                              "the first device that can load each delegate)");
+  cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy or NAME=random")->required();
+  cmd_run->add_option("--output", run.outputs, "NAME=PATH.npy: write a result");
+  cmd_run->add_option("--repeat", run.repeat, "Run N times and print latency")
+      ->check(CLI::Range(1u, 10000000u));
+  cmd_run->add_option("--threads", run.threads, "Cap on plugin worker threads (0 = all cores)");
+
+  loom::cli::DemoArgs demo;
+  auto* cmd_demo = app.add_subcommand("demo", "Build a small MLP program, run it on every "
+                                              "device and compare with the reference kernels");
+  cmd_demo->add_option("--save-dir", demo.save_dir,
+                       "Write program.loom, input_<NAME>.npy and expected_<NAME>.npy here");
+  cmd_demo->add_option("--threads", demo.threads, "Cap on plugin worker threads");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*cmd_devices) return loom::cli::run_devices(devices);
+  if (*cmd_inspect) return loom::cli::run_inspect(inspect);
+  if (*cmd_run) return loom::cli::run_run(run);
+  if (*cmd_demo) return loom::cli::run_demo(demo);
+  return 1;
+}
