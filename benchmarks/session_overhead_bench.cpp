@@ -1,0 +1,114 @@
+// Per-run overhead of the session API.
+//
+// BM_SessionRun runs a one-op program (a cpu-simd Relu over N floats) through
+// Session::run; BM_DirectExecute calls the same executable through the plugin
+// ABI with prepared arguments, in the same process. The difference between
+// the two is what the runtime adds per run (target: <= 1 us).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "common/demo_program.hpp"
+#include "host/handles.hpp"
+#include "host/plugin_host.hpp"
+#include "loom/runtime.hpp"
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<loom::Runtime> runtime;
+  std::vector<std::byte> file;
+  std::shared_ptr<loom::Program> program;
+  std::unique_ptr<loom::Session> session;
+  std::vector<float> input;
+};
+
+bool setup(Fixture& f, int64_t n, benchmark::State& state) {
+  auto runtime = loom::Runtime::create();
+  auto writer = loom::tools::build_single_op_program(n);
+  if (!runtime.ok() || !writer.ok()) {
+    state.SkipWithError("cannot create the runtime or the program");
+    return false;
+  }
+  f.runtime = std::move(*runtime);
+  f.file = writer->write_buffer().value();
+  auto program = f.runtime->load_program(f.file, {"cpu-simd://0"});
+  if (!program.ok()) {
+    state.SkipWithError(program.status().to_string().c_str());
+    return false;
+  }
+  f.program = *program;
+  f.session = f.program->create_session("main").value();
+  f.input.assign(static_cast<size_t>(n), -0.5f);
+  for (size_t i = 0; i < f.input.size(); i += 2) f.input[i] = 0.5f;
+  (void)f.session->bind_input(0, f.input.data(), f.input.size() * sizeof(float));
+  return true;
+}
+
+void BM_SessionRun(benchmark::State& state) {
+  Fixture f;
+  if (!setup(f, state.range(0), state)) return;
+  for (auto _ : state) {
+    loom::Status st = f.session->run();
+    if (!st.ok()) {
+      state.SkipWithError(st.to_string().c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_DirectExecute(benchmark::State& state) {
+  Fixture f;
+  if (!setup(f, state.range(0), state)) return;
+  auto plugin = f.runtime->plugin_host().plugin_for_key("cpu-simd");
+  auto blob = f.program->reader().artifact_content(0);
+  if (!plugin.ok() || !blob.ok()) {
+    state.SkipWithError("cpu-simd plugin or blob missing");
+    return;
+  }
+  auto exe = loom::host::Executable::load(*plugin, 0, "cpu-simd", 1, *blob, {});
+  if (!exe.ok()) {
+    state.SkipWithError(exe.status().to_string().c_str());
+    return;
+  }
+  std::vector<float> output(f.input.size());
+  int64_t shape[1] = {state.range(0)};
+  loom_tensor_t in{}, out{};
+  for (auto* t : {&in, &out}) {
+    t->struct_size = LOOM_TENSOR_STRUCT_SIZE;
+    t->dtype = LOOM_DTYPE_F32;
+    t->rank = 1;
+    t->shape = shape;
+    t->byte_size = f.input.size() * sizeof(float);
+  }
+  in.host_data = f.input.data();
+  out.host_data = output.data();
+  const loom_tensor_t* ins[] = {&in};
+  const loom_tensor_t* outs[] = {&out};
+  loom_execute_args_t args{};
+  args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+  args.executable = (*exe)->handle();
+  args.input_count = 1;
+  args.inputs = ins;
+  args.output_count = 1;
+  args.outputs = outs;
+  const loom_plugin_api_t& api = (*plugin)->api();
+  for (auto _ : state) {
+    loom_status_t* st = api.execute(&args);
+    if (st != nullptr) {
+      api.status_destroy(st);
+      state.SkipWithError("execute failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+BENCHMARK(BM_DirectExecute)->Arg(16)->Arg(4096);
+BENCHMARK(BM_SessionRun)->Arg(16)->Arg(4096);
+
+}  // namespace
+
+BENCHMARK_MAIN();
