@@ -1,0 +1,167 @@
+// End to end: write a program, read it back, run it on cpu-simd and on the
+// reference kernels, from one and from several threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "common/demo_program.hpp"
+#include "loom/runtime.hpp"
+
+namespace loom {
+namespace {
+
+class RuntimeIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto runtime = Runtime::create();
+    ASSERT_TRUE(runtime.ok()) << runtime.status().to_string();
+    runtime_ = std::move(*runtime);
+    bool has_cpu = false;
+    for (const auto& d : runtime_->devices()) has_cpu |= d.uri == "cpu-simd://0";
+    ASSERT_TRUE(has_cpu) << "cpu-simd plugin not found in the build tree";
+    dir_ = std::filesystem::temp_directory_path() /
+           ("loom_integration_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Tensor reference_output(const tools::MlpShape& shape, const Tensor& x) {
+    auto writer = tools::build_mlp_program(shape, 7, false);
+    EXPECT_TRUE(writer.ok());
+    ref_bytes_ = writer->write_buffer().value();
+    auto program = runtime_->load_program(ref_bytes_);
+    EXPECT_TRUE(program.ok()) << program.status().to_string();
+    NamedTensor in{"x", x};
+    auto out = (*program)->run("reference", {&in, 1});
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return (*out)[0].tensor;
+  }
+
+  std::unique_ptr<Runtime> runtime_;
+  std::filesystem::path dir_;
+  std::vector<std::byte> ref_bytes_;
+};
+
+float max_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float worst = 0;
+  for (uint64_t i = 0; i < a.element_count(); ++i) {
+    worst = std::max(worst, std::fabs(a.data_as<float>()[i] - b.data_as<float>()[i]));
+  }
+  return worst;
+}
+
+TEST_F(RuntimeIntegration, WrittenFileRunsOnCpuSimdAndMatchesReference) {
+  tools::MlpShape shape;
+  auto writer = tools::build_mlp_program(shape);
+  ASSERT_TRUE(writer.ok()) << writer.status().to_string();
+  auto path = dir_ / "mlp.loom";
+  ASSERT_TRUE(writer->write_file(path).ok());
+
+  auto program = runtime_->load_program(path, {"cpu-simd://0"});
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  ASSERT_EQ((*program)->placements().size(), 1u);
+  EXPECT_EQ((*program)->placements()[0].device, "cpu-simd://0");
+
+  Tensor x = tools::mlp_input(shape);
+  NamedTensor in{"x", x};
+  auto out = (*program)->run("main", {&in, 1});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  Tensor expected = reference_output(shape, x);
+  EXPECT_LE(max_diff((*out)[0].tensor, expected), 1e-5f);
+  // Softmax rows sum to one: the result is not trivially zero.
+  float row = 0;
+  for (int64_t j = 0; j < shape.out; ++j) row += (*out)[0].tensor.data_as<float>()[j];
+  EXPECT_NEAR(row, 1.0f, 1e-5f);
+}
+
+TEST_F(RuntimeIntegration, DefaultPlacementPicksAServingDevice) {
+  auto writer = tools::build_mlp_program({});
+  auto bytes = writer->write_buffer().value();
+  auto program = runtime_->load_program(bytes);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  EXPECT_EQ((*program)->placements()[0].loader_key, "cpu-simd");
+}
+
+TEST_F(RuntimeIntegration, FourThreadsGetIdenticalResults) {
+  tools::MlpShape shape{8, 64, 256, 16};
+  auto bytes = tools::build_mlp_program(shape).value().write_buffer().value();
+  auto program = runtime_->load_program(bytes, {"cpu-simd://0"});
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> expected;
+  for (int t = 0; t < 4; ++t) {
+    inputs.push_back(tools::mlp_input(shape, 100 + t));
+    NamedTensor in{"x", inputs.back()};
+    expected.push_back((*program)->run("main", {&in, 1}).value()[0].tensor);
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = (*program)->create_session("main").value();
+      for (int i = 0; i < 200; ++i) {
+        if (!session->set_input("x", inputs[t]).ok() || !session->run().ok()) {
+          ++mismatches[t];
+          continue;
+        }
+        const Tensor& y = session->output(0);
+        if (std::memcmp(y.data(), expected[t].data(), y.byte_size()) != 0) ++mismatches[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST_F(RuntimeIntegration, MistypedDeviceGetsSuggestionAndList) {
+  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto program = runtime_->load_program(bytes, {"cpu-smid://0"});
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(program.status().message().find("did you mean 'cpu-simd://0'"), std::string::npos)
+      << program.status().message();
+  EXPECT_NE(program.status().message().find("available: "), std::string::npos);
+}
+
+TEST_F(RuntimeIntegration, WrongInputShapeIsRejectedWithBothShapes) {
+  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto session = runtime_->load_program(bytes).value()->create_session("main").value();
+  Tensor bad = Tensor::zeros(DType::kF32, {3, 3}).value();
+  Status st = session->set_input("x", bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("[4, 64]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("[3, 3]"), std::string::npos) << st.message();
+  EXPECT_FALSE(session->set_input("nope", bad).ok());
+}
+
+TEST_F(RuntimeIntegration, UnknownFunctionListsFunctions) {
+  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto program = runtime_->load_program(bytes).value();
+  auto session = program->create_session("mian");
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("main, reference"), std::string::npos)
+      << session.status().message();
+}
+
+TEST_F(RuntimeIntegration, BindInputUsesCallerMemoryWithoutCopy) {
+  tools::MlpShape shape;
+  auto bytes = tools::build_mlp_program(shape).value().write_buffer().value();
+  auto session = runtime_->load_program(bytes).value()->create_session("main").value();
+  Tensor x = tools::mlp_input(shape);
+  ASSERT_TRUE(session->bind_input(0, x.data(), x.byte_size()).ok());
+  ASSERT_TRUE(session->run().ok());
+  Tensor first = session->output(0);
+  // Changing the caller's memory changes the next result: it was not copied.
+  for (uint64_t i = 0; i < x.element_count(); ++i) x.data_as<float>()[i] *= -1.0f;
+  ASSERT_TRUE(session->run().ok());
+  EXPECT_GT(max_diff(first, session->output(0)), 1e-4f);
+  EXPECT_FALSE(session->bind_input(0, x.data(), x.byte_size() - 4).ok());
+  EXPECT_FALSE(session->bind_input(5, x.data(), x.byte_size()).ok());
+}
+
+}  // namespace
+}  // namespace loom
