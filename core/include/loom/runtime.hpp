@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "loom/artifacts.hpp"
@@ -44,6 +45,9 @@ struct RuntimeOptions {
   bool use_default_folder = true;   // search <program dir>/../lib/loom/plugins
   // Cap on the worker threads of every plugin that uses them; 0 = all cores.
   uint32_t threads = 0;
+  // Further options handed to every plugin when it is created (key, value);
+  // plugins ignore keys they do not know.
+  std::vector<std::pair<std::string, std::string>> plugin_options;
 };
 
 struct LoadOptions {

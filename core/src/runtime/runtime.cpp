@@ -51,6 +51,9 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
     host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
                                              std::to_string(options.threads));
   }
+  for (const auto& option : options.plugin_options) {
+    host_options.plugin_options.push_back(option);
+  }
   LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->host_ = std::move(host);
