@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,10 +37,21 @@ struct PluginManifest {
 Result<PluginManifest> parse_manifest(const std::filesystem::path& path);
 // Hash of a file in the manifest's notation ("xxh3-128:...").
 Result<std::string> hash_file(const std::filesystem::path& path);
+// Parses "major.minor" into a LOOM_ABI_VERSION value.
+Result<uint32_t> parse_abi_version(std::string_view text);
+// Formats a LOOM_ABI_VERSION value as "major.minor".
+std::string format_abi_version(uint32_t version);
+
+// Receives the log lines of plugins. May be called from any thread; the host
+// serializes calls, so a sink needs no lock of its own.
+using LogSink = std::function<void(loom_log_level_t, std::string_view)>;
 
 // Converts a plugin status object to a loom::Status and destroys it.
 // A NULL status is OK.
 Status take_status(const loom_plugin_api_t& api, loom_status_t* status);
+
+struct HostOptions;
+struct LogChannel;  // the log sink shared by a host and its plugins
 
 // One loaded, negotiated, created plugin. Shared by every object that the
 // plugin made, so the library outlives all of them. Thread-safe after
@@ -48,7 +60,8 @@ class LoadedPlugin {
  public:
   ~LoadedPlugin();  // destroys the instance, then unloads the library
 
-  const PluginManifest& manifest() const;
+  const PluginManifest& manifest() const { return manifest_; }
+  const std::string& name() const { return manifest_.name; }
   const loom_plugin_api_t& api() const { return *api_; }
   loom_plugin_t* instance() const { return instance_; }
   uint32_t abi_version() const { return abi_version_; }
@@ -59,11 +72,28 @@ class LoadedPlugin {
   bool serves(std::string_view loader_key) const;
   // Converts and destroys a status object of this plugin.
   Status take(loom_status_t* status) const { return take_status(*api_, status); }
+  // Asks the plugin again whether it can run here (plugin_check_available);
+  // availability can change after loading, e.g. when a device is lost.
+  Status check_available() const;
+  // The reason the last check_available() failed; empty while available.
+  // Plugins unavailable at load time are rejected and never handed out.
+  std::string unavailable_reason() const;
 
  private:
   friend class PluginHost;
-  struct Library;  // the Boost.DLL handle, hidden from this header
+  struct Library;         // the Boost.DLL handle, hidden from this header
+  struct ServiceContext;  // what the host services' user_data points to
   LoadedPlugin() = default;
+  // Loads the library of `manifest`, negotiates the ABI, creates the instance
+  // and lists its devices. Errors are the rejection reason.
+  static Result<std::shared_ptr<LoadedPlugin>> open(const PluginManifest& manifest,
+                                                    const HostOptions& options,
+                                                    std::shared_ptr<LogChannel> log);
+  Status negotiate(const HostOptions& options);
+  Status create_instance(const HostOptions& options);
+  Status list_devices();
+
+  PluginManifest manifest_;
   std::unique_ptr<Library> library_;
   const loom_plugin_api_t* api_ = nullptr;
   loom_plugin_t* instance_ = nullptr;
@@ -71,7 +101,10 @@ class LoadedPlugin {
   std::vector<std::string> loader_keys_;
   std::vector<DeviceInfo> devices_;
   std::vector<loom_device_t*> device_handles_;
+  std::unique_ptr<ServiceContext> service_context_;
   std::unique_ptr<loom_host_services_t> services_;
+  mutable std::mutex availability_mutex_;
+  mutable std::string unavailable_reason_;
 };
 
 struct HostOptions {
@@ -86,6 +119,8 @@ struct HostOptions {
   // The ABI range this host offers (tests narrow it).
   uint32_t abi_min = LOOM_ABI_VERSION(1, 0);
   uint32_t abi_max = LOOM_ABI_CURRENT;
+  // Where plugin log lines go. Default: warnings and errors to stderr.
+  std::function<void(loom_log_level_t, std::string_view)> log_sink;
 };
 
 // Scans manifests at creation; loads a library only when asked for it (its
@@ -114,7 +149,9 @@ class PluginHost {
   PluginHost() = default;
   struct Entry;
   Result<std::shared_ptr<LoadedPlugin>> load_entry(Entry& entry);
+  void scan_folder(const std::filesystem::path& folder);
   HostOptions options_;
+  std::shared_ptr<LogChannel> log_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Entry>> entries_;
 };

@@ -1,0 +1,336 @@
+// LoadedPlugin: loading one library, negotiating the ABI, validating what the
+// plugin answers, creating its instance and listing its devices.
+//
+// Everything read from the plugin is checked before use: a plugin that lies
+// about a size or leaves an entry NULL is rejected with a reason, never called.
+#define BOOST_DLL_USE_STD_FS
+#include <vector>  // Boost 1.74's DLL headers use std::vector without including it
+
+#include <boost/dll/shared_library.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "host/log_channel.hpp"
+#include "host/plugin_host.hpp"
+
+namespace loom::host {
+
+struct LoadedPlugin::Library {
+  boost::dll::shared_library library;
+};
+
+namespace {
+// What user_data of the host services points to.
+struct ServiceState {
+  std::shared_ptr<LogChannel> log;
+  std::string plugin_name;
+};
+}  // namespace
+
+struct LoadedPlugin::ServiceContext : ServiceState {};
+
+void LogChannel::write(loom_log_level_t level, std::string_view plugin, std::string_view message) {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string line(plugin);
+  line += ": ";
+  line += message;
+  if (sink) {
+    sink(level, line);
+    return;
+  }
+  if (level >= LOOM_LOG_WARNING) {
+    std::fprintf(stderr, "loom: %s: %s\n", level == LOOM_LOG_ERROR ? "error" : "warning",
+                 line.c_str());
+  }
+}
+
+namespace {
+
+// Host services. They are C callbacks, so each one is a plain function that
+// finds its state through user_data.
+void* service_allocate(void* user_data, size_t size, size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
+  if (alignment < sizeof(void*)) alignment = sizeof(void*);
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+  return ptr;
+}
+
+void service_free(void* user_data, void* ptr) { std::free(ptr); }
+
+void service_log(void* user_data, loom_log_level_t level, const char* message) {
+  if (user_data == nullptr || message == nullptr) return;
+  const auto* state = static_cast<const ServiceState*>(user_data);
+  state->log->write(level, state->plugin_name, message);
+}
+
+void service_trace(void* user_data, const loom_trace_event_t* event) {}
+
+std::string abi_range(uint32_t min, uint32_t max) {
+  return format_abi_version(min) + "-" + format_abi_version(max);
+}
+
+}  // namespace
+
+Status take_status(const loom_plugin_api_t& api, loom_status_t* status) {
+  if (status == nullptr) return Status();
+  int code = static_cast<int>(api.status_code(status));
+  const char* text = api.status_message(status);
+  std::string message = text != nullptr ? text : "(no message)";
+  api.status_destroy(status);
+  if (code == LOOM_STATUS_OK) {
+    return internal_error("plugin returned a status object with code ok: " + message);
+  }
+  if (code < 0 || code > LOOM_STATUS_ALREADY_EXISTS) {
+    return internal_error("(unknown status code " + std::to_string(code) + ") " + message);
+  }
+  return Status(static_cast<StatusCode>(code), std::move(message));
+}
+
+LoadedPlugin::~LoadedPlugin() {
+  if (instance_ != nullptr) api_->plugin_destroy(instance_);
+  instance_ = nullptr;
+  api_ = nullptr;
+  // The services must stay valid until the library is gone, so the library
+  // goes first; the members below it are destroyed afterwards.
+  library_.reset();
+}
+
+bool LoadedPlugin::serves(std::string_view loader_key) const {
+  for (const std::string& key : loader_keys_) {
+    if (key == loader_key) return true;
+  }
+  return false;
+}
+
+Status LoadedPlugin::check_available() const {
+  Status status = take(api_->plugin_check_available(instance_));
+  std::lock_guard<std::mutex> lock(availability_mutex_);
+  unavailable_reason_ = status.ok() ? std::string() : status.message();
+  return status;
+}
+
+std::string LoadedPlugin::unavailable_reason() const {
+  std::lock_guard<std::mutex> lock(availability_mutex_);
+  return unavailable_reason_;
+}
+
+Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& manifest,
+                                                         const HostOptions& options,
+                                                         std::shared_ptr<LogChannel> log) {
+  std::shared_ptr<LoadedPlugin> plugin(new LoadedPlugin());
+  plugin->manifest_ = manifest;
+  const std::string& lib_path = manifest.library.string();
+
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(manifest.library, ec)) {
+    return not_found("library " + lib_path + " named by the manifest does not exist");
+  }
+  LOOM_ASSIGN_OR_RETURN(std::string hash, hash_file(manifest.library));
+  if (hash != manifest.library_hash) {
+    return data_loss("library " + lib_path + " has hash " + hash + ", the manifest expects " +
+                     manifest.library_hash + " (stale build or wrong file)");
+  }
+
+  plugin->library_ = std::make_unique<Library>();
+  // Boost.DLL reports a failed dlopen by exception; its text carries dlerror().
+  try {
+    plugin->library_->library.load(
+        manifest.library, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
+  } catch (const std::exception& e) {
+    return unavailable("cannot load library " + lib_path + ": " + e.what());
+  }
+
+  plugin->service_context_ = std::make_unique<ServiceContext>();
+  plugin->service_context_->log = std::move(log);
+  plugin->service_context_->plugin_name = manifest.name;
+  plugin->services_ = std::make_unique<loom_host_services_t>();
+  loom_host_services_t& services = *plugin->services_;
+  services.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
+  services.user_data = static_cast<ServiceState*>(plugin->service_context_.get());
+  services.allocate = &service_allocate;
+  services.free = &service_free;
+  services.log = &service_log;
+  services.trace = &service_trace;
+
+  LOOM_RETURN_IF_ERROR(plugin->negotiate(options));
+  LOOM_RETURN_IF_ERROR(plugin->create_instance(options));
+  LOOM_RETURN_IF_ERROR(plugin->list_devices());
+  return plugin;
+}
+
+Status LoadedPlugin::negotiate(const HostOptions& options) {
+  const std::string lib_path = manifest_.library.string();
+  boost::dll::shared_library& library = library_->library;
+  if (!library.has(LOOM_PLUGIN_ENTRY_POINT_NAME)) {
+    return not_found("library " + lib_path + " does not export the entry point " +
+                     LOOM_PLUGIN_ENTRY_POINT_NAME);
+  }
+  auto query_fn = reinterpret_cast<loom_plugin_query_fn_t>(
+      library.get<void()>(LOOM_PLUGIN_ENTRY_POINT_NAME));
+
+  char reason[512] = {};
+  loom_plugin_query_t query{};
+  query.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
+  query.host_abi_min = options.abi_min;
+  query.host_abi_max = options.abi_max;
+  query.host = services_.get();
+  query.reason = reason;
+  query.reason_capacity = sizeof reason;
+  loom_status_code_t code = query_fn(&query);
+  reason[sizeof reason - 1] = '\0';
+  const std::string host_range = abi_range(options.abi_min, options.abi_max);
+  if (code != LOOM_STATUS_OK) {
+    return incompatible("plugin refused the host's ABI range " + host_range + ": " +
+                        (reason[0] != '\0' ? reason : "(no reason given)"));
+  }
+  if (query.out_abi_version < options.abi_min || query.out_abi_version > options.abi_max) {
+    return incompatible("plugin chose ABI " + format_abi_version(query.out_abi_version) +
+                        ", outside the host's range " + host_range);
+  }
+  const loom_plugin_api_t* api = query.out_api;
+  if (api == nullptr) return incompatible("plugin answered the query without a function table");
+  if (api->struct_size < LOOM_PLUGIN_API_V1_0_SIZE) {
+    return incompatible("function table has struct_size " + std::to_string(api->struct_size) +
+                        ", smaller than the ABI 1.0 size " +
+                        std::to_string(LOOM_PLUGIN_API_V1_0_SIZE));
+  }
+  if (api->abi_version != query.out_abi_version) {
+    return incompatible("function table says ABI " + format_abi_version(api->abi_version) +
+                        " but the query answered " + format_abi_version(query.out_abi_version));
+  }
+  const std::pair<const char*, bool> required[] = {
+      {"status_code", api->status_code != nullptr},
+      {"status_message", api->status_message != nullptr},
+      {"status_destroy", api->status_destroy != nullptr},
+      {"plugin_info", api->plugin_info != nullptr},
+      {"plugin_create", api->plugin_create != nullptr},
+      {"plugin_destroy", api->plugin_destroy != nullptr},
+      {"plugin_check_available", api->plugin_check_available != nullptr},
+      {"device_count", api->device_count != nullptr},
+      {"device_get", api->device_get != nullptr},
+      {"device_info", api->device_info != nullptr},
+      {"executable_check", api->executable_check != nullptr},
+      {"executable_load", api->executable_load != nullptr},
+      {"executable_destroy", api->executable_destroy != nullptr},
+      {"execute", api->execute != nullptr},
+      {"buffer_allocate", api->buffer_allocate != nullptr},
+      {"buffer_free", api->buffer_free != nullptr},
+      {"buffer_map", api->buffer_map != nullptr},
+      {"buffer_unmap", api->buffer_unmap != nullptr},
+      {"buffer_copy_from_host", api->buffer_copy_from_host != nullptr},
+      {"buffer_copy_to_host", api->buffer_copy_to_host != nullptr},
+      {"fence_create", api->fence_create != nullptr},
+      {"fence_destroy", api->fence_destroy != nullptr},
+      {"fence_signal", api->fence_signal != nullptr},
+      {"fence_wait", api->fence_wait != nullptr},
+      {"fence_query", api->fence_query != nullptr},
+  };
+  for (const auto& [name, present] : required) {
+    if (!present) return incompatible(std::string("required entry ") + name + " is NULL");
+  }
+  if ((api->compile == nullptr) != (api->compile_supported == nullptr)) {
+    return incompatible("compile and compile_supported must be both set or both NULL");
+  }
+
+  const loom_plugin_info_t* info = api->plugin_info();
+  if (info == nullptr) return incompatible("plugin_info returned NULL");
+  if (!LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, name) || info->name == nullptr) {
+    return incompatible("plugin_info has no name (struct_size " +
+                        std::to_string(info->struct_size) + ")");
+  }
+  if (manifest_.name != info->name) {
+    return incompatible("plugin_info names the plugin '" + std::string(info->name) +
+                        "', its manifest names it '" + manifest_.name + "'");
+  }
+  if (LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, loader_keys) &&
+      info->loader_key_count > 0) {
+    if (info->loader_keys == nullptr) {
+      return incompatible("plugin_info has " + std::to_string(info->loader_key_count) +
+                          " loader keys but a NULL loader_keys array");
+    }
+    for (size_t i = 0; i < info->loader_key_count; ++i) {
+      const loom_loader_key_t* key = info->loader_keys[i];
+      if (key == nullptr || !LOOM_STRUCT_HAS(loom_loader_key_t, key->struct_size, key) ||
+          key->key == nullptr) {
+        return incompatible("plugin_info loader key " + std::to_string(i) + " is missing");
+      }
+      loader_keys_.emplace_back(key->key);
+    }
+  }
+  api_ = api;
+  abi_version_ = query.out_abi_version;
+  return Status();
+}
+
+Status LoadedPlugin::create_instance(const HostOptions& options) {
+  std::vector<loom_option_t> values(options.plugin_options.size());
+  std::vector<const loom_option_t*> pointers(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i].struct_size = LOOM_OPTION_STRUCT_SIZE;
+    values[i].key = options.plugin_options[i].first.c_str();
+    values[i].value = options.plugin_options[i].second.c_str();
+    pointers[i] = &values[i];
+  }
+  loom_plugin_create_args_t args{};
+  args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
+  args.host = services_.get();
+  args.option_count = pointers.size();
+  args.options = pointers.data();
+  Status created = take(api_->plugin_create(&args));
+  if (!created.ok()) return created.with_context("plugin_create failed");
+  if (args.out_plugin == nullptr) {
+    return internal_error("plugin_create succeeded but returned no instance");
+  }
+  instance_ = args.out_plugin;
+  Status available = take(api_->plugin_check_available(instance_));
+  if (!available.ok()) {
+    unavailable_reason_ = available.message();
+    return Status(available.code(), "unavailable: " + available.message());
+  }
+  return Status();
+}
+
+Status LoadedPlugin::list_devices() {
+  size_t count = 0;
+  LOOM_RETURN_IF_ERROR(take(api_->device_count(instance_, &count)).with_context("device_count"));
+  const std::string prefix = manifest_.name + "://";
+  std::set<std::string> uris;
+  for (size_t i = 0; i < count; ++i) {
+    const std::string where = "device " + std::to_string(i);
+    loom_device_t* device = nullptr;
+    LOOM_RETURN_IF_ERROR(take(api_->device_get(instance_, i, &device)).with_context(where));
+    if (device == nullptr) return internal_error(where + ": device_get returned no handle");
+    loom_device_info_t info{};
+    info.struct_size = LOOM_DEVICE_INFO_STRUCT_SIZE;
+    LOOM_RETURN_IF_ERROR(take(api_->device_info(device, &info)).with_context(where));
+    DeviceInfo out;
+    out.plugin = manifest_.name;
+    out.uri = info.uri != nullptr ? info.uri : prefix + std::to_string(i);
+    if (out.uri.rfind(prefix, 0) != 0 || out.uri.size() == prefix.size()) {
+      return incompatible(where + " has URI '" + out.uri + "', which does not start with '" +
+                          prefix + "'");
+    }
+    if (!uris.insert(out.uri).second) {
+      return incompatible(where + " repeats the URI '" + out.uri + "'");
+    }
+    out.name = info.name != nullptr ? info.name : out.uri;
+    if (info.kind < LOOM_DEVICE_KIND_CPU || info.kind > LOOM_DEVICE_KIND_VIRTUAL) {
+      return incompatible(where + " (" + out.uri + ") reports unknown device kind " +
+                          std::to_string(static_cast<int>(info.kind)));
+    }
+    out.kind = static_cast<DeviceKind>(info.kind);
+    out.device_memory_bytes = info.device_memory_bytes;
+    out.host_visible_memory_bytes = info.host_visible_memory_bytes;
+    out.capabilities = info.capabilities;
+    out.dtype_mask = info.dtype_mask;
+    devices_.push_back(std::move(out));
+    device_handles_.push_back(device);
+  }
+  return Status();
+}
+
+}  // namespace loom::host

@@ -1,0 +1,245 @@
+// PluginHost: finding manifests, keeping the record of every plugin, and
+// loading each library once, on demand.
+#include "host/plugin_host.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <set>
+
+#include "host/log_channel.hpp"
+
+namespace loom::host {
+namespace {
+
+constexpr std::string_view kManifestSuffix = ".loom-plugin.json";
+
+bool is_manifest_name(const std::string& file_name) {
+  return file_name.size() > kManifestSuffix.size() &&
+         file_name.compare(file_name.size() - kManifestSuffix.size(), kManifestSuffix.size(),
+                           kManifestSuffix) == 0;
+}
+
+// <dir of this program>/../lib/loom/plugins: the same in the build and the
+// install tree.
+std::optional<std::filesystem::path> default_plugin_folder() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) return std::nullopt;
+  return (exe.parent_path() / ".." / "lib" / "loom" / "plugins").lexically_normal();
+}
+
+std::vector<std::filesystem::path> split_path_list(std::string_view list) {
+  std::vector<std::filesystem::path> out;
+  while (!list.empty()) {
+    size_t colon = list.find(':');
+    std::string_view item = list.substr(0, colon);
+    if (!item.empty()) out.emplace_back(item);
+    if (colon == std::string_view::npos) break;
+    list.remove_prefix(colon + 1);
+  }
+  return out;
+}
+
+Status duplicate_name(const std::string& name, const std::filesystem::path& first,
+                      const std::filesystem::path& second) {
+  return Status(StatusCode::kAlreadyExists, "duplicate plugin name '" + name + "': " +
+                                                second.string() + " is ignored, " +
+                                                first.string() + " was found first");
+}
+
+}  // namespace
+
+struct PluginHost::Entry {
+  // Guarded by PluginHost::mutex_.
+  PluginRecord record;
+  Status rejection;  // why record.state is kRejected
+  std::shared_ptr<LoadedPlugin> plugin;
+  // Set when the manifest was read; constant afterwards.
+  std::optional<PluginManifest> manifest;
+  // Held for the whole load, so a library is opened once even when several
+  // threads ask for it; other entries and plugins() stay available meanwhile.
+  std::mutex load_mutex;
+};
+
+Result<std::unique_ptr<PluginHost>> PluginHost::create(HostOptions options) {
+  if (options.abi_min > options.abi_max) {
+    return invalid_argument("host ABI range " + format_abi_version(options.abi_min) + "-" +
+                            format_abi_version(options.abi_max) + " is empty");
+  }
+  std::unique_ptr<PluginHost> host(new PluginHost());
+  host->log_ = std::make_shared<LogChannel>(options.log_sink);
+  host->options_ = std::move(options);
+
+  std::vector<std::filesystem::path> folders = host->options_.search_paths;
+  if (host->options_.use_environment) {
+    if (const char* env = std::getenv("LOOM_PLUGIN_PATH"); env != nullptr) {
+      for (auto& folder : split_path_list(env)) folders.push_back(std::move(folder));
+    }
+  }
+  if (host->options_.use_default_folder) {
+    if (auto folder = default_plugin_folder()) folders.push_back(*folder);
+  }
+  // A folder named twice (say, in the options and in the environment) is
+  // scanned once, so its plugins do not show up as duplicates of themselves.
+  std::set<std::filesystem::path> seen;
+  for (const auto& folder : folders) {
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::weakly_canonical(folder, ec);
+    if (ec) canonical = folder.lexically_normal();
+    if (!seen.insert(canonical).second) continue;
+    host->scan_folder(folder);
+  }
+  return host;
+}
+
+PluginHost::~PluginHost() = default;
+
+void PluginHost::scan_folder(const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) return;  // absent folders are normal
+  std::vector<std::filesystem::path> files;
+  for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (is_manifest_name(it->path().filename().string())) files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+
+  for (const auto& file : files) {
+    auto entry = std::make_unique<Entry>();
+    PluginRecord& record = entry->record;
+    record.manifest_path = file;
+    std::string file_name = file.filename().string();
+    record.name = file_name.substr(0, file_name.size() - kManifestSuffix.size());
+
+    auto manifest = parse_manifest(file);
+    if (!manifest.ok()) {
+      entry->rejection = manifest.status();
+    } else {
+      record.name = manifest->name;
+      record.version = manifest->version;
+      record.loader_keys = manifest->loader_keys;
+      if (manifest->abi_max < options_.abi_min || manifest->abi_min > options_.abi_max) {
+        entry->rejection = incompatible(
+            "plugin speaks ABI " + format_abi_version(manifest->abi_min) + "-" +
+            format_abi_version(manifest->abi_max) + ", the host speaks " +
+            format_abi_version(options_.abi_min) + "-" + format_abi_version(options_.abi_max));
+      }
+      for (const auto& earlier : entries_) {
+        if (entry->rejection.ok() && earlier->rejection.ok() &&
+            earlier->record.name == record.name) {
+          entry->rejection = duplicate_name(record.name, earlier->record.manifest_path,
+                                                   file);
+        }
+      }
+      entry->manifest = std::move(*manifest);
+    }
+    if (!entry->rejection.ok()) {
+      record.state = PluginState::kRejected;
+      record.reason = entry->rejection.message();
+    }
+    entries_.push_back(std::move(entry));
+  }
+}
+
+std::vector<PluginRecord> PluginHost::plugins() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<PluginRecord> out;
+  out.reserve(entries_.size());
+  for (const auto& entry : entries_) out.push_back(entry->record);
+  return out;
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
+  std::lock_guard<std::mutex> load_lock(entry.load_mutex);
+  auto rejected = [&entry] {
+    return Status(entry.rejection.code(), "plugin '" + entry.record.name + "' (" +
+                                              entry.record.manifest_path.string() +
+                                              ") is rejected: " + entry.rejection.message());
+  };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entry.plugin) return entry.plugin;
+    if (!entry.rejection.ok()) return rejected();
+  }
+  auto opened = LoadedPlugin::open(*entry.manifest, options_, log_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  PluginRecord& record = entry.record;
+  if (!opened.ok()) {
+    entry.rejection = opened.status();
+    record.state = PluginState::kRejected;
+    record.reason = entry.rejection.message();
+    return rejected();
+  }
+  entry.plugin = std::move(*opened);
+  record.state = PluginState::kLoaded;
+  record.abi_version = entry.plugin->abi_version();
+  record.devices = entry.plugin->devices();
+  if (record.devices.empty()) record.reason = "no devices";
+  return entry.plugin;
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {
+  for (const auto& entry : entries_) {
+    // The first entry of a name is the one that counts; later ones are
+    // duplicates.
+    if (entry->record.name == name) return load_entry(*entry);
+  }
+  std::string names;
+  for (const auto& entry : entries_) {
+    names += (names.empty() ? "" : ", ") + entry->record.name;
+  }
+  return not_found("no plugin named '" + std::string(name) + "'; found: " +
+                   (names.empty() ? "none" : names));
+}
+
+void PluginHost::load_all() {
+  for (const auto& entry : entries_) {
+    bool candidate;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      candidate = entry->record.state == PluginState::kFound;
+    }
+    if (candidate) (void)load_entry(*entry);
+  }
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::plugin_for_key(std::string_view loader_key) {
+  std::string notes;
+  for (const auto& entry : entries_) {
+    const PluginRecord& record = entry->record;
+    // The record's name and keys come from the manifest and never change
+    // after create(), so reading them here needs no lock.
+    if (std::find(record.loader_keys.begin(), record.loader_keys.end(), loader_key) ==
+        record.loader_keys.end()) {
+      continue;
+    }
+    auto plugin = load_entry(*entry);
+    if (!plugin.ok()) {
+      notes += "; " + plugin.status().message();
+      continue;
+    }
+    if ((*plugin)->serves(loader_key)) return plugin;
+    notes += "; plugin '" + record.name + "' lists the key in its manifest, not in plugin_info";
+  }
+  std::string available;
+  for (const auto& [key, plugin] : loader_keys()) {
+    available += (available.empty() ? "" : ", ") + key + " (plugin " + plugin + ")";
+  }
+  return not_found("no plugin serves loader key '" + std::string(loader_key) + "'" + notes +
+                   "; available: " + (available.empty() ? "none" : available));
+}
+
+std::vector<std::pair<std::string, std::string>> PluginHost::loader_keys() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& entry : entries_) {
+    if (entry->record.state == PluginState::kRejected) continue;
+    for (const std::string& key : entry->record.loader_keys) {
+      out.emplace_back(key, entry->record.name);
+    }
+  }
+  return out;
+}
+
+}  // namespace loom::host

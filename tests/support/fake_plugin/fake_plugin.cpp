@@ -1,0 +1,766 @@
+// The fake plugin: a small, strict backend for testing the host and the
+// runtime. One source built several times; FAKE_NAME and FAKE_VARIANT (a
+// Variant enumerator) pick the plugin name and how it misbehaves.
+//
+// Blobs: "fake:add" (out = in0 + in1, f32, equal shapes) and "fake:copy"
+// (out = in0). Options read at plugin_create:
+//   fake.devices=N          number of devices (default 1)
+//   fake.fail_create=1      plugin_create fails
+//   fake.fail_execute=1     every execution fails (asynchronously: at the fence)
+//   fake.async=1            devices are CAP_ASYNC; executions with a signal
+//                           fence finish on a worker thread
+//   fake.async_delay_ms=N   how long the worker waits before computing
+//   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
+//   fake.null_uri=1         device_info leaves uri NULL
+// At plugin_destroy it logs any objects the host leaked ("leaked 2 buffers")
+// and frees them.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "loom/plugin.h"
+
+#ifndef FAKE_NAME
+#error "FAKE_NAME must name the plugin"
+#endif
+#ifndef FAKE_VARIANT
+#define FAKE_VARIANT kNormal
+#endif
+
+namespace {
+
+enum class Variant {
+  kNormal,
+  kAbi2,         // speaks only ABI 2.x
+  kNoEntry,      // does not export loom_plugin_query
+  kSmall,        // function table smaller than ABI 1.0
+  kLarge,        // every struct it fills is larger than ABI 1.0
+  kRefuses,      // query refuses with a reason
+  kUnavailable,  // plugin_check_available refuses
+  kNullEntry,    // a required entry (fence_wait) is NULL
+  kBadUri,       // device URIs of another plugin
+  kBadVersion,   // answers an ABI version outside the host's range
+  kNullApi,      // answers OK without a function table
+};
+constexpr Variant kVariant = Variant::FAKE_VARIANT;
+constexpr const char* kName = FAKE_NAME;
+// Each build serves a loader key equal to its name.
+constexpr const char* kLoaderKey = FAKE_NAME;
+
+enum class Op { kAdd, kCopy };
+
+constexpr uint32_t kExecutableMagic = 0x45584531;
+constexpr uint32_t kBufferMagic = 0x42554631;
+constexpr uint32_t kFenceMagic = 0x46454e31;
+constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 32;
+
+struct FenceState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool signaled = false;
+  loom_status_code_t error = LOOM_STATUS_OK;
+  std::string error_message;
+
+  void signal(loom_status_code_t code, std::string message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    signaled = true;
+    error = code;
+    error_message = std::move(message);
+    cv.notify_all();
+  }
+};
+
+struct Config {
+  size_t devices = 1;
+  bool fail_create = false;
+  bool fail_execute = false;
+  bool async = false;
+  uint64_t async_delay_ms = 0;
+  bool separate_memory = false;
+  bool null_uri = false;
+};
+
+}  // namespace
+
+struct loom_status_t {
+  loom_status_code_t code;
+  std::string message;
+};
+
+struct loom_device_t {
+  loom_plugin_t* plugin;
+  size_t index;
+  std::string uri;
+  std::string name;
+  uint64_t capabilities;
+};
+
+struct loom_executable_t {
+  uint32_t magic = kExecutableMagic;
+  loom_device_t* device;
+  Op op;
+};
+
+struct loom_buffer_t {
+  uint32_t magic = kBufferMagic;
+  loom_device_t* device;
+  std::vector<std::byte> bytes;  // the fake's "device memory"
+};
+
+struct loom_fence_t {
+  uint32_t magic = kFenceMagic;
+  loom_device_t* device;
+  std::shared_ptr<FenceState> state;  // shared with pending work
+};
+
+struct loom_plugin_t {
+  const loom_host_services_t* host = nullptr;
+  Config config;
+  std::vector<std::unique_ptr<loom_device_t>> devices;
+
+  // Live objects, to report and free what the host leaked.
+  std::mutex objects_mutex;
+  std::set<loom_executable_t*> executables;
+  std::set<loom_buffer_t*> buffers;
+  std::set<loom_fence_t*> fences;
+
+  // The worker that completes asynchronous executions in order.
+  std::mutex jobs_mutex;
+  std::condition_variable jobs_cv;
+  std::deque<std::function<void()>> jobs;
+  bool stopping = false;
+  std::thread worker;
+
+  void log(loom_log_level_t level, const std::string& message) const {
+    if (host != nullptr && LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, log) &&
+        host->log != nullptr) {
+      host->log(host->user_data, level, message.c_str());
+    }
+  }
+
+  template <typename T>
+  void track(std::set<T*>& set, T* object) {
+    std::lock_guard<std::mutex> lock(objects_mutex);
+    set.insert(object);
+  }
+  template <typename T>
+  void untrack_and_delete(std::set<T*>& set, T* object) {
+    {
+      std::lock_guard<std::mutex> lock(objects_mutex);
+      set.erase(object);
+    }
+    delete object;
+  }
+
+  void run_worker() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(jobs_mutex);
+        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
+        if (jobs.empty()) return;  // stopping, and everything submitted is done
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      job();
+    }
+  }
+};
+
+namespace {
+
+loom_status_t* make_status(loom_status_code_t code, const std::string& message) {
+  return new (std::nothrow) loom_status_t{code, std::string(kName) + ": " + message};
+}
+loom_status_t* invalid(const std::string& message) {
+  return make_status(LOOM_STATUS_INVALID_ARGUMENT, message);
+}
+
+// Runs an entry body, turning an escaping C++ exception into a status: no
+// exception may cross the C ABI.
+template <typename Body>
+loom_status_t* guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return make_status(LOOM_STATUS_INTERNAL, std::string("exception: ") + e.what());
+  } catch (...) {
+    return make_status(LOOM_STATUS_INTERNAL, "unknown exception");
+  }
+}
+
+loom_status_t* parse_flag(const char* key, const char* value, bool* out) {
+  if (std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0) {
+    *out = value[0] == '1';
+    return nullptr;
+  }
+  return invalid(std::string("option ") + key + " must be 0 or 1, got '" + value + "'");
+}
+
+loom_status_t* parse_count(const char* key, const char* value, uint64_t max, uint64_t* out) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(value, &end, 10);
+  if (value[0] == '\0' || value[0] == '-' || *end != '\0' || v > max) {
+    return invalid(std::string("option ") + key + " must be a number 0-" + std::to_string(max) +
+                   ", got '" + value + "'");
+  }
+  *out = v;
+  return nullptr;
+}
+
+loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* config) {
+  const std::string where = "options[" + std::to_string(i) + "]";
+  if (option == nullptr) return invalid(where + " is NULL");
+  if (option->struct_size < LOOM_OPTION_STRUCT_SIZE) return invalid(where + ".struct_size too small");
+  if (option->key == nullptr || option->value == nullptr) return invalid(where + " key or value is NULL");
+  const std::string key = option->key;
+  const char* value = option->value;
+  uint64_t n = 0;
+  loom_status_t* st = nullptr;
+  if (key == "fake.devices") {
+    st = parse_count(option->key, value, 64, &n);
+    config->devices = n;
+  } else if (key == "fake.async_delay_ms") {
+    st = parse_count(option->key, value, 10000, &n);
+    config->async_delay_ms = n;
+  } else if (key == "fake.fail_create") {
+    st = parse_flag(option->key, value, &config->fail_create);
+  } else if (key == "fake.fail_execute") {
+    st = parse_flag(option->key, value, &config->fail_execute);
+  } else if (key == "fake.async") {
+    st = parse_flag(option->key, value, &config->async);
+  } else if (key == "fake.separate_memory") {
+    st = parse_flag(option->key, value, &config->separate_memory);
+  } else if (key == "fake.null_uri") {
+    st = parse_flag(option->key, value, &config->null_uri);
+  } else if (key.rfind("fake.", 0) == 0) {
+    return invalid("unknown option " + key);
+  }
+  return st;  // options of other components (loom.threads) are ignored
+}
+
+// ---- status --------------------------------------------------------------
+
+loom_status_code_t status_code(const loom_status_t* s) { return s ? s->code : LOOM_STATUS_INTERNAL; }
+const char* status_message(const loom_status_t* s) { return s ? s->message.c_str() : "(null status)"; }
+void status_destroy(loom_status_t* s) { delete s; }
+
+// ---- plugin --------------------------------------------------------------
+
+const loom_plugin_info_t* plugin_info();
+
+loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("plugin_create args is NULL");
+    if (args->struct_size < LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE) return invalid("plugin_create args.struct_size too small");
+    if (args->option_count > 0 && args->options == nullptr) return invalid("args.options is NULL");
+    args->out_plugin = nullptr;
+    auto plugin = std::make_unique<loom_plugin_t>();
+    plugin->host = args->host;
+    for (size_t i = 0; i < args->option_count; ++i) {
+      if (loom_status_t* st = parse_option(args->options[i], i, &plugin->config)) return st;
+    }
+    const Config& c = plugin->config;
+    if (c.fail_create) return make_status(LOOM_STATUS_INTERNAL, "plugin_create fails (fake.fail_create=1)");
+    uint64_t caps = c.async ? LOOM_DEVICE_CAP_ASYNC : 0;
+    caps |= c.separate_memory ? 0 : (LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
+    for (size_t i = 0; i < c.devices; ++i) {
+      std::string scheme = kVariant == Variant::kBadUri ? "other-plugin" : kName;
+      plugin->devices.push_back(std::make_unique<loom_device_t>(loom_device_t{
+          plugin.get(), i, scheme + "://" + std::to_string(i),
+          std::string("Fake device ") + std::to_string(i), caps}));
+    }
+    if (c.async) plugin->worker = std::thread([p = plugin.get()] { p->run_worker(); });
+    plugin->log(LOOM_LOG_DEBUG, "created with " + std::to_string(c.devices) + " devices");
+    args->out_plugin = plugin.release();
+    return nullptr;
+  });
+}
+
+void plugin_destroy(loom_plugin_t* plugin) {
+  if (plugin == nullptr) return;
+  if (plugin->worker.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
+      plugin->stopping = true;
+    }
+    plugin->jobs_cv.notify_all();
+    plugin->worker.join();
+  }
+  std::string leaks;
+  auto report = [&leaks](size_t n, const char* what) {
+    if (n != 0) leaks += (leaks.empty() ? "" : ", ") + std::to_string(n) + " " + what;
+  };
+  report(plugin->executables.size(), "executables");
+  report(plugin->buffers.size(), "buffers");
+  report(plugin->fences.size(), "fences");
+  if (!leaks.empty()) plugin->log(LOOM_LOG_WARNING, "leaked " + leaks);
+  for (auto* e : plugin->executables) delete e;
+  for (auto* b : plugin->buffers) delete b;
+  for (auto* f : plugin->fences) delete f;
+  delete plugin;
+}
+
+loom_status_t* plugin_check_available(loom_plugin_t* plugin) {
+  if (plugin == nullptr) return invalid("plugin is NULL");
+  if (kVariant == Variant::kUnavailable) {
+    return make_status(LOOM_STATUS_UNAVAILABLE, "no fake hardware present (test variant)");
+  }
+  return nullptr;
+}
+
+// ---- devices -------------------------------------------------------------
+
+loom_status_t* device_count(loom_plugin_t* plugin, size_t* out_count) {
+  if (plugin == nullptr || out_count == nullptr) return invalid("device_count: plugin or out_count is NULL");
+  *out_count = plugin->devices.size();
+  return nullptr;
+}
+
+loom_status_t* device_get(loom_plugin_t* plugin, size_t index, loom_device_t** out_device) {
+  if (plugin == nullptr || out_device == nullptr) return invalid("device_get: plugin or out_device is NULL");
+  *out_device = nullptr;
+  if (index >= plugin->devices.size()) {
+    return make_status(LOOM_STATUS_OUT_OF_RANGE, "device index " + std::to_string(index) + " out of range");
+  }
+  *out_device = plugin->devices[index].get();
+  return nullptr;
+}
+
+loom_status_t* device_info(loom_device_t* device, loom_device_info_t* info) {
+  if (device == nullptr || info == nullptr) return invalid("device_info: device or info is NULL");
+  const size_t size = info->struct_size;
+#define FAKE_SET(field, value) \
+  if (LOOM_STRUCT_HAS(loom_device_info_t, size, field)) info->field = (value)
+  FAKE_SET(uri, device->plugin->config.null_uri ? nullptr : device->uri.c_str());
+  FAKE_SET(name, device->name.c_str());
+  FAKE_SET(kind, LOOM_DEVICE_KIND_VIRTUAL);
+  FAKE_SET(device_memory_bytes, kMaxBufferBytes);
+  FAKE_SET(host_visible_memory_bytes, device->plugin->config.separate_memory ? 0 : kMaxBufferBytes);
+  FAKE_SET(capabilities, device->capabilities);
+  FAKE_SET(dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
+#undef FAKE_SET
+  return nullptr;
+}
+
+// ---- executables ---------------------------------------------------------
+
+// Checks what executable_check and executable_load share; sets *op.
+loom_status_t* check_blob(loom_device_t* device, const char* loader_key, uint32_t format_version,
+                          const void* blob, size_t blob_size, Op* op) {
+  if (device == nullptr) return invalid("args.device is NULL");
+  if (loader_key == nullptr) return invalid("args.loader_key is NULL");
+  if (blob == nullptr && blob_size != 0) return invalid("args.blob is NULL");
+  if (std::strcmp(loader_key, kLoaderKey) != 0) {
+    return make_status(LOOM_STATUS_INCOMPATIBLE, std::string("loader key '") + loader_key +
+                                                     "' is not served (serves '" + kLoaderKey + "')");
+  }
+  if (format_version > 1) {
+    return make_status(LOOM_STATUS_INCOMPATIBLE,
+                       "format version " + std::to_string(format_version) + " is not 0-1");
+  }
+  std::string_view text(static_cast<const char*>(blob), blob_size);
+  if (text == "fake:add") {
+    *op = Op::kAdd;
+  } else if (text == "fake:copy") {
+    *op = Op::kCopy;
+  } else {
+    return make_status(LOOM_STATUS_INCOMPATIBLE, "unknown fake blob (" + std::to_string(blob_size) + " bytes)");
+  }
+  return nullptr;
+}
+
+loom_status_t* executable_check(loom_executable_check_args_t* args) {
+  if (args == nullptr) return invalid("executable_check args is NULL");
+  if (args->struct_size < LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE) return invalid("executable_check args.struct_size too small");
+  Op op;
+  return check_blob(args->device, args->loader_key, args->format_version, args->blob, args->blob_size, &op);
+}
+
+loom_status_t* executable_load(loom_executable_load_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("executable_load args is NULL");
+    if (args->struct_size < LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE) return invalid("executable_load args.struct_size too small");
+    args->out_executable = nullptr;
+    if (args->spec_count > 0 && args->specs == nullptr) return invalid("args.specs is NULL");
+    for (size_t i = 0; i < args->spec_count; ++i) {
+      const loom_option_t* spec = args->specs[i];
+      if (spec == nullptr || spec->struct_size < LOOM_OPTION_STRUCT_SIZE || spec->key == nullptr || spec->value == nullptr) {
+        return invalid("args.specs[" + std::to_string(i) + "] is malformed");
+      }
+    }
+    Op op;
+    if (loom_status_t* st = check_blob(args->device, args->loader_key, args->format_version, args->blob, args->blob_size, &op)) return st;
+    auto* executable = new loom_executable_t{kExecutableMagic, args->device, op};
+    args->device->plugin->track(args->device->plugin->executables, executable);
+    args->out_executable = executable;
+    return nullptr;
+  });
+}
+
+void executable_destroy(loom_executable_t* executable) {
+  if (executable == nullptr || executable->magic != kExecutableMagic) return;
+  loom_plugin_t* plugin = executable->device->plugin;
+  plugin->untrack_and_delete(plugin->executables, executable);
+}
+
+// ---- execution -----------------------------------------------------------
+
+struct ResolvedTensor {
+  std::byte* data;
+  uint64_t bytes;
+  std::vector<int64_t> shape;
+};
+
+loom_status_t* resolve_tensor(loom_device_t* device, const loom_tensor_t* t, const std::string& where,
+                              ResolvedTensor* out) {
+  if (t == nullptr) return invalid(where + " is NULL");
+  if (t->struct_size < LOOM_TENSOR_STRUCT_SIZE) return invalid(where + ".struct_size too small");
+  if (t->dtype != LOOM_DTYPE_F32) return invalid(where + ".dtype must be f32");
+  if (t->rank > LOOM_MAX_RANK) return invalid(where + ".rank " + std::to_string(t->rank) + " exceeds LOOM_MAX_RANK");
+  if (t->rank > 0 && t->shape == nullptr) return invalid(where + ".shape is NULL");
+  uint64_t elements = 1;
+  for (uint32_t d = 0; d < t->rank; ++d) {
+    int64_t dim = t->shape[d];
+    if (dim < 0) return invalid(where + ".shape[" + std::to_string(d) + "] is negative");
+    if (dim != 0 && elements > (kMaxBufferBytes / 4) / static_cast<uint64_t>(dim)) return invalid(where + " is too large");
+    elements *= static_cast<uint64_t>(dim);
+    out->shape.push_back(dim);
+  }
+  if (t->byte_size != elements * 4) {
+    return invalid(where + ".byte_size is " + std::to_string(t->byte_size) + ", the shape needs " + std::to_string(elements * 4));
+  }
+  if ((t->buffer == nullptr) == (t->host_data == nullptr)) return invalid(where + ": exactly one of buffer and host_data must be set");
+  out->bytes = t->byte_size;
+  if (t->host_data != nullptr) {
+    if (!(device->capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE)) {
+      return invalid(where + ".host_data is set but the device needs buffers (fake.separate_memory=1)");
+    }
+    out->data = static_cast<std::byte*>(t->host_data) + t->offset;
+    return nullptr;
+  }
+  const loom_buffer_t* buffer = t->buffer;
+  if (buffer->magic != kBufferMagic || buffer->device->plugin != device->plugin) return invalid(where + ".buffer is not a buffer of this plugin");
+  if (t->offset > buffer->bytes.size() || t->byte_size > buffer->bytes.size() - t->offset) {
+    return invalid(where + " (offset " + std::to_string(t->offset) + ", " + std::to_string(t->byte_size) +
+                   " bytes) exceeds its buffer of " + std::to_string(buffer->bytes.size()) + " bytes");
+  }
+  out->data = const_cast<std::byte*>(buffer->bytes.data()) + t->offset;
+  return nullptr;
+}
+
+void compute(Op op, const std::vector<ResolvedTensor>& in, const ResolvedTensor& out) {
+  if (op == Op::kCopy) {
+    std::memmove(out.data, in[0].data, out.bytes);
+    return;
+  }
+  for (uint64_t i = 0; i < out.bytes; i += 4) {
+    float a, b;
+    std::memcpy(&a, in[0].data + i, 4);
+    std::memcpy(&b, in[1].data + i, 4);
+    float sum = a + b;
+    std::memcpy(out.data + i, &sum, 4);
+  }
+}
+
+void wait_all(const std::vector<std::shared_ptr<FenceState>>& fences) {
+  for (const auto& f : fences) {
+    std::unique_lock<std::mutex> lock(f->mutex);
+    f->cv.wait(lock, [&] { return f->signaled; });
+  }
+}
+
+loom_status_t* execute(loom_execute_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("execute args is NULL");
+    if (args->struct_size < LOOM_EXECUTE_ARGS_STRUCT_SIZE) return invalid("execute args.struct_size too small");
+    loom_executable_t* exe = args->executable;
+    if (exe == nullptr || exe->magic != kExecutableMagic) return invalid("args.executable is not an executable of this plugin");
+    const size_t want_inputs = exe->op == Op::kAdd ? 2 : 1;
+    if (args->input_count != want_inputs) {
+      return invalid("args.input_count is " + std::to_string(args->input_count) + ", the blob takes " + std::to_string(want_inputs));
+    }
+    if (args->output_count != 1) return invalid("args.output_count is " + std::to_string(args->output_count) + ", the blob makes 1");
+    if (args->inputs == nullptr || args->outputs == nullptr) return invalid("args.inputs or args.outputs is NULL");
+    std::vector<ResolvedTensor> inputs(want_inputs);
+    for (size_t i = 0; i < want_inputs; ++i) {
+      if (auto* st = resolve_tensor(exe->device, args->inputs[i], "inputs[" + std::to_string(i) + "]", &inputs[i])) return st;
+    }
+    ResolvedTensor output;
+    if (auto* st = resolve_tensor(exe->device, args->outputs[0], "outputs[0]", &output)) return st;
+    for (size_t i = 0; i < want_inputs; ++i) {
+      if (inputs[i].shape != output.shape) return invalid("inputs[" + std::to_string(i) + "].shape differs from outputs[0].shape");
+    }
+    if (args->wait_fence_count > 0 && args->wait_fences == nullptr) return invalid("args.wait_fences is NULL");
+    std::vector<std::shared_ptr<FenceState>> waits;
+    for (size_t i = 0; i < args->wait_fence_count; ++i) {
+      loom_fence_t* f = args->wait_fences[i];
+      if (f == nullptr || f->magic != kFenceMagic) return invalid("args.wait_fences[" + std::to_string(i) + "] is not a fence");
+      waits.push_back(f->state);
+    }
+    std::shared_ptr<FenceState> signal;
+    if (args->signal_fence != nullptr) {
+      if (args->signal_fence->magic != kFenceMagic) return invalid("args.signal_fence is not a fence");
+      signal = args->signal_fence->state;
+    }
+    loom_plugin_t* plugin = exe->device->plugin;
+    const bool fail = plugin->config.fail_execute;
+    const std::string failure = "execute fails (fake.fail_execute=1)";
+
+    if (plugin->config.async && signal) {
+      uint64_t delay = plugin->config.async_delay_ms;
+      Op op = exe->op;
+      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
+      plugin->jobs.push_back([=] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        wait_all(waits);
+        if (fail) {
+          signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
+          return;
+        }
+        compute(op, inputs, output);
+        signal->signal(LOOM_STATUS_OK, "");
+      });
+      plugin->jobs_cv.notify_one();
+      return nullptr;
+    }
+    wait_all(waits);
+    if (fail) {
+      if (signal) signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
+      return make_status(LOOM_STATUS_INTERNAL, failure);
+    }
+    compute(exe->op, inputs, output);
+    if (signal) signal->signal(LOOM_STATUS_OK, "");
+    return nullptr;
+  });
+}
+
+// ---- buffers -------------------------------------------------------------
+
+loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("buffer_allocate args is NULL");
+    if (args->struct_size < LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE) return invalid("buffer_allocate args.struct_size too small");
+    args->out_buffer = nullptr;
+    if (args->device == nullptr) return invalid("args.device is NULL");
+    if (args->alignment & (args->alignment - 1)) return invalid("args.alignment is not a power of two");
+    if (args->size > kMaxBufferBytes) {
+      return make_status(LOOM_STATUS_RESOURCE_EXHAUSTED, "buffer of " + std::to_string(args->size) + " bytes exceeds the fake's limit");
+    }
+    if ((args->flags & LOOM_BUFFER_HOST_VISIBLE) && !(args->device->capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY)) {
+      return invalid("args.flags asks for host-visible memory, which the device lacks");
+    }
+    auto* buffer = new loom_buffer_t{kBufferMagic, args->device, std::vector<std::byte>(args->size)};
+    args->device->plugin->track(args->device->plugin->buffers, buffer);
+    args->out_buffer = buffer;
+    return nullptr;
+  });
+}
+
+void buffer_free(loom_buffer_t* buffer) {
+  if (buffer == nullptr || buffer->magic != kBufferMagic) return;
+  loom_plugin_t* plugin = buffer->device->plugin;
+  plugin->untrack_and_delete(plugin->buffers, buffer);
+}
+
+loom_status_t* buffer_map(loom_buffer_t* buffer, void** out_pointer) {
+  if (out_pointer == nullptr) return invalid("out_pointer is NULL");
+  *out_pointer = nullptr;
+  if (buffer == nullptr || buffer->magic != kBufferMagic) return invalid("buffer is not a buffer of this plugin");
+  if (!(buffer->device->capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY)) {
+    return make_status(LOOM_STATUS_FAILED_PRECONDITION, "buffer is not host-visible");
+  }
+  *out_pointer = buffer->bytes.data();
+  return nullptr;
+}
+
+void buffer_unmap(loom_buffer_t* buffer) {}
+
+loom_status_t* buffer_copy(loom_buffer_copy_args_t* args, bool to_host) {
+  if (args == nullptr) return invalid("buffer copy args is NULL");
+  if (args->struct_size < LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE) return invalid("buffer copy args.struct_size too small");
+  loom_buffer_t* buffer = args->buffer;
+  if (buffer == nullptr || buffer->magic != kBufferMagic) return invalid("args.buffer is not a buffer of this plugin");
+  if (args->host_pointer == nullptr && args->size != 0) return invalid("args.host_pointer is NULL");
+  const uint64_t size = buffer->bytes.size();
+  if (args->buffer_offset > size || args->size > size - args->buffer_offset) {
+    return make_status(LOOM_STATUS_OUT_OF_RANGE, "copy of " + std::to_string(args->size) + " bytes at offset " +
+                                                     std::to_string(args->buffer_offset) + " exceeds the buffer of " +
+                                                     std::to_string(size) + " bytes");
+  }
+  if (args->size == 0) return nullptr;
+  std::byte* device = buffer->bytes.data() + args->buffer_offset;
+  if (to_host) std::memcpy(args->host_pointer, device, args->size);
+  else std::memcpy(device, args->host_pointer, args->size);
+  return nullptr;
+}
+loom_status_t* buffer_copy_from_host(loom_buffer_copy_args_t* args) { return buffer_copy(args, false); }
+loom_status_t* buffer_copy_to_host(loom_buffer_copy_args_t* args) { return buffer_copy(args, true); }
+
+// ---- fences --------------------------------------------------------------
+
+loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence) {
+  return guarded([&]() -> loom_status_t* {
+    if (out_fence == nullptr) return invalid("out_fence is NULL");
+    *out_fence = nullptr;
+    if (device == nullptr) return invalid("device is NULL");
+    auto* fence = new loom_fence_t{kFenceMagic, device, std::make_shared<FenceState>()};
+    device->plugin->track(device->plugin->fences, fence);
+    *out_fence = fence;
+    return nullptr;
+  });
+}
+
+void fence_destroy(loom_fence_t* fence) {
+  if (fence == nullptr || fence->magic != kFenceMagic) return;
+  loom_plugin_t* plugin = fence->device->plugin;
+  plugin->untrack_and_delete(plugin->fences, fence);
+}
+
+loom_status_t* fence_signal(loom_fence_t* fence) {
+  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
+  fence->state->signal(LOOM_STATUS_OK, "");
+  return nullptr;
+}
+
+loom_status_t* fence_result(FenceState& state) {
+  return state.error == LOOM_STATUS_OK ? nullptr : new (std::nothrow) loom_status_t{state.error, state.error_message};
+}
+
+loom_status_t* fence_wait(loom_fence_t* fence, uint64_t timeout_ns) {
+  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
+  FenceState& state = *fence->state;
+  std::unique_lock<std::mutex> lock(state.mutex);
+  auto done = [&] { return state.signaled; };
+  // Waits of a day or more count as forever, which keeps the chrono
+  // arithmetic far from overflow.
+  constexpr uint64_t kForever = uint64_t{86400} * 1000000000;
+  if (timeout_ns >= kForever) {
+    state.cv.wait(lock, done);
+  } else if (!state.cv.wait_for(lock, std::chrono::nanoseconds(timeout_ns), done)) {
+    return make_status(LOOM_STATUS_DEADLINE_EXCEEDED, "fence not signaled within " + std::to_string(timeout_ns) + " ns");
+  }
+  return fence_result(state);
+}
+
+loom_status_t* fence_query(loom_fence_t* fence, bool* out_signaled) {
+  if (out_signaled == nullptr) return invalid("out_signaled is NULL");
+  *out_signaled = false;
+  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
+  std::lock_guard<std::mutex> lock(fence->state->mutex);
+  *out_signaled = fence->state->signaled;
+  return *out_signaled ? fence_result(*fence->state) : nullptr;
+}
+
+// ---- tables --------------------------------------------------------------
+
+// The large variant appends fields a future minor version might add; the
+// host must accept the struct and ignore them.
+struct LargeApi {
+  loom_plugin_api_t api;
+  void* future_entries[4];
+};
+struct LargeLoaderKey {
+  loom_loader_key_t key;
+  uint64_t future_field;
+};
+struct LargeInfo {
+  loom_plugin_info_t info;
+  uint64_t future_field;
+};
+
+const LargeApi& api_table() {
+  static const LargeApi table = [] {
+    LargeApi t{};
+    loom_plugin_api_t& a = t.api;
+    a.struct_size = kVariant == Variant::kLarge ? sizeof(LargeApi)
+                    : kVariant == Variant::kSmall ? offsetof(loom_plugin_api_t, compile)
+                                                  : LOOM_PLUGIN_API_V1_0_SIZE;
+    a.abi_version = kVariant == Variant::kAbi2 ? LOOM_ABI_VERSION(2, 0)
+                    : kVariant == Variant::kBadVersion ? LOOM_ABI_VERSION(1, 7)
+                                                       : LOOM_ABI_VERSION(1, 0);
+    a.status_code = status_code;
+    a.status_message = status_message;
+    a.status_destroy = status_destroy;
+    a.plugin_info = plugin_info;
+    a.plugin_create = plugin_create;
+    a.plugin_destroy = plugin_destroy;
+    a.plugin_check_available = plugin_check_available;
+    a.device_count = device_count;
+    a.device_get = device_get;
+    a.device_info = device_info;
+    a.executable_check = executable_check;
+    a.executable_load = executable_load;
+    a.executable_destroy = executable_destroy;
+    a.execute = execute;
+    a.buffer_allocate = buffer_allocate;
+    a.buffer_free = buffer_free;
+    a.buffer_map = buffer_map;
+    a.buffer_unmap = buffer_unmap;
+    a.buffer_copy_from_host = buffer_copy_from_host;
+    a.buffer_copy_to_host = buffer_copy_to_host;
+    a.buffer_import_host = nullptr;
+    a.fence_create = fence_create;
+    a.fence_destroy = fence_destroy;
+    a.fence_signal = fence_signal;
+    a.fence_wait = kVariant == Variant::kNullEntry ? nullptr : fence_wait;
+    a.fence_query = fence_query;
+    a.compile_supported = nullptr;
+    a.compile = nullptr;
+    return t;
+  }();
+  return table;
+}
+
+const loom_plugin_info_t* plugin_info() {
+  constexpr bool large = kVariant == Variant::kLarge;
+  static const LargeLoaderKey key{
+      {large ? sizeof(LargeLoaderKey) : LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey, 0, 1}, 0};
+  static const loom_loader_key_t* const keys[] = {&key.key};
+  static const LargeInfo info{
+      {large ? sizeof(LargeInfo) : LOOM_PLUGIN_INFO_STRUCT_SIZE, kName, "Loom tests", "1.0.0", 1, keys}, 0};
+  return &info.info;
+}
+
+}  // namespace
+
+// The no-entry variant exports its query under another name, so the library
+// is well-formed but lacks LOOM_PLUGIN_ENTRY_POINT_NAME.
+#if defined(FAKE_NO_ENTRY)
+#define FAKE_ENTRY_NAME fake_query_under_another_name
+#else
+#define FAKE_ENTRY_NAME loom_plugin_query
+#endif
+
+extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t FAKE_ENTRY_NAME(loom_plugin_query_t* query) {
+  if (query == nullptr || query->struct_size < LOOM_PLUGIN_QUERY_STRUCT_SIZE) return LOOM_STATUS_INVALID_ARGUMENT;
+  auto refuse = [query](const std::string& reason) {
+    if (query->reason != nullptr && query->reason_capacity > 0) {
+      size_t n = std::min(reason.size(), query->reason_capacity - 1);
+      std::memcpy(query->reason, reason.data(), n);
+      query->reason[n] = '\0';
+    }
+    return LOOM_STATUS_INCOMPATIBLE;
+  };
+  if (kVariant == Variant::kRefuses) return refuse(std::string(kName) + " refuses every host (test variant)");
+  const LargeApi& table = api_table();
+  const uint32_t version = table.api.abi_version;
+  if (kVariant != Variant::kBadVersion && (version < query->host_abi_min || version > query->host_abi_max)) {
+    return refuse(std::string(kName) + " speaks only ABI " + std::to_string(LOOM_ABI_VERSION_MAJOR_OF(version)) + "." +
+                  std::to_string(LOOM_ABI_VERSION_MINOR_OF(version)));
+  }
+  query->out_abi_version = version;
+  query->out_api = kVariant == Variant::kNullApi ? nullptr : &table.api;
+  return LOOM_STATUS_OK;
+}
