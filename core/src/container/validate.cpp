@@ -1,0 +1,175 @@
+#include "container/validate.hpp"
+
+#include <string>
+
+#include "container/format.hpp"
+
+namespace loom::container {
+namespace {
+
+std::string at(std::string_view table, size_t index) {
+  return std::string(table) + "[" + std::to_string(index) + "]";
+}
+
+Status check_index(const std::string& where, int64_t index, size_t count,
+                   std::string_view what, const std::string& owner) {
+  if (index < 0 || static_cast<uint64_t>(index) >= count) {
+    return invalid_argument(where + ": " + std::string(what) + " " + std::to_string(index) +
+                            " out of range (" + owner + " has " + std::to_string(count) +
+                            " " + std::string(what) + "s)");
+  }
+  return Status();
+}
+
+Status check_dtype(const std::string& where, DType dtype) {
+  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(DType::kBool)) {
+    return invalid_argument(where + ".dtype: unknown dtype " +
+                            std::to_string(static_cast<unsigned>(dtype)));
+  }
+  return Status();
+}
+
+Status validate_value(const std::string& where, const ValueDef& v, size_t parameter_count) {
+  if (static_cast<uint8_t>(v.kind) > static_cast<uint8_t>(ValueKind::kIntList)) {
+    return invalid_argument(where + ".kind: unknown value kind " +
+                            std::to_string(static_cast<unsigned>(v.kind)));
+  }
+  LOOM_RETURN_IF_ERROR(check_dtype(where, v.dtype));
+  if (!v.dim_order.empty()) {
+    if (v.dim_order.size() != v.shape.size()) {
+      return invalid_argument(where + ".dim_order: " + std::to_string(v.dim_order.size()) +
+                              " entries for a rank-" + std::to_string(v.shape.size()) +
+                              " shape");
+    }
+    std::vector<bool> seen(v.shape.size(), false);
+    for (size_t d = 0; d < v.dim_order.size(); ++d) {
+      uint8_t dim = v.dim_order[d];
+      if (dim >= seen.size() || seen[dim]) {
+        return invalid_argument(where + ".dim_order[" + std::to_string(d) + "]: " +
+                                std::to_string(dim) + " is not a permutation of 0.." +
+                                std::to_string(v.shape.size() - 1));
+      }
+      seen[dim] = true;
+    }
+  }
+  if (v.parameter != -1) {
+    LOOM_RETURN_IF_ERROR(
+        check_index(where + ".parameter", v.parameter, parameter_count, "parameter", "program"));
+  }
+  return Status();
+}
+
+Status validate_value_list(const std::string& where, const std::vector<uint32_t>& list,
+                           const FunctionDef& f) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(check_index(where + "[" + std::to_string(i) + "]", list[i],
+                                     f.values.size(), "value", "function '" + f.name + "'"));
+  }
+  return Status();
+}
+
+Status validate_instruction(const std::string& where, const InstructionDef& ins,
+                            const FunctionDef& f, size_t delegate_count) {
+  if (static_cast<uint8_t>(ins.op) > static_cast<uint8_t>(OpCode::kFree)) {
+    return invalid_argument(where + ".op: unknown opcode " +
+                            std::to_string(static_cast<unsigned>(ins.op)));
+  }
+  if (ins.op == OpCode::kDelegateCall || ins.delegate != -1) {
+    LOOM_RETURN_IF_ERROR(
+        check_index(where + ".delegate", ins.delegate, delegate_count, "delegate", "program"));
+  }
+  for (size_t a = 0; a < ins.attributes.size(); ++a) {
+    const AttributeDef& attr = ins.attributes[a];
+    if (static_cast<uint8_t>(attr.kind) > static_cast<uint8_t>(AttributeKind::kString)) {
+      return invalid_argument(where + ".attributes[" + std::to_string(a) +
+                              "].kind: unknown attribute kind " +
+                              std::to_string(static_cast<unsigned>(attr.kind)));
+    }
+  }
+  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".inputs", ins.inputs, f));
+  return validate_value_list(where + ".outputs", ins.outputs, f);
+}
+
+Status validate_memory_plan(const std::string& where, const MemoryPlanDef& plan,
+                            const FunctionDef& f) {
+  if (!is_power_of_two(plan.alignment)) {
+    return invalid_argument(where + ".alignment: " + std::to_string(plan.alignment) +
+                            " is not a power of two");
+  }
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const MemorySlotDef& slot = plan.slots[s];
+    std::string here = where + ".slots[" + std::to_string(s) + "]";
+    LOOM_RETURN_IF_ERROR(check_index(here + ".value", slot.value, f.values.size(), "value",
+                                     "function '" + f.name + "'"));
+    uint64_t end = 0;
+    if (!checked_add(slot.offset, slot.size, &end) || end > plan.arena_size) {
+      return invalid_argument(here + ": offset " + std::to_string(slot.offset) + " + size " +
+                              std::to_string(slot.size) + " runs past the arena (" +
+                              std::to_string(plan.arena_size) + " bytes)");
+    }
+  }
+  return Status();
+}
+
+Status validate_function(const std::string& where, const FunctionDef& f,
+                         const ProgramDef& program) {
+  for (size_t v = 0; v < f.values.size(); ++v) {
+    LOOM_RETURN_IF_ERROR(validate_value(where + "." + at("values", v), f.values[v],
+                                        program.parameters.size()));
+  }
+  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".inputs", f.inputs, f));
+  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".outputs", f.outputs, f));
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i),
+                                              f.instructions[i], f, program.delegates.size()));
+  }
+  return validate_memory_plan(where + ".memory_plan", f.memory_plan, f);
+}
+
+Status validate_parameter(const std::string& where, const ParameterDef& p,
+                          std::span<const uint64_t> segment_sizes) {
+  LOOM_RETURN_IF_ERROR(check_dtype(where, p.dtype));
+  if (!p.archive.empty() && p.segment == -1) return Status();
+  LOOM_RETURN_IF_ERROR(
+      check_index(where + ".segment", p.segment, segment_sizes.size(), "segment", "file"));
+  uint64_t segment_size = segment_sizes[static_cast<size_t>(p.segment)];
+  uint64_t end = 0;
+  if (!checked_add(p.offset, p.size, &end) || end > segment_size) {
+    return invalid_argument(where + " ('" + p.name + "'): offset " + std::to_string(p.offset) +
+                            " + size " + std::to_string(p.size) + " runs past segment " +
+                            std::to_string(p.segment) + " (" + std::to_string(segment_size) +
+                            " bytes)");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status validate_program(const ProgramDef& program, std::span<const uint64_t> segment_sizes) {
+  for (size_t a = 0; a < program.artifacts.size(); ++a) {
+    int32_t segment = program.artifacts[a].content_segment;
+    if (segment != -1) {
+      LOOM_RETURN_IF_ERROR(check_index(at("artifacts", a) + ".content_segment", segment,
+                                       segment_sizes.size(), "segment", "file"));
+    }
+  }
+  for (size_t d = 0; d < program.delegates.size(); ++d) {
+    const DelegateDef& del = program.delegates[d];
+    for (size_t v = 0; v < del.variants.size(); ++v) {
+      LOOM_RETURN_IF_ERROR(check_index(at("delegates", d) + ".variants[" + std::to_string(v) +
+                                           "]",
+                                       del.variants[v], program.artifacts.size(), "artifact",
+                                       "program"));
+    }
+  }
+  for (size_t f = 0; f < program.functions.size(); ++f) {
+    LOOM_RETURN_IF_ERROR(validate_function(at("functions", f), program.functions[f], program));
+  }
+  for (size_t p = 0; p < program.parameters.size(); ++p) {
+    LOOM_RETURN_IF_ERROR(
+        validate_parameter(at("parameters", p), program.parameters[p], segment_sizes));
+  }
+  return Status();
+}
+
+}  // namespace loom::container
