@@ -207,7 +207,8 @@ TEST(MatMul, NullDataIsRejected) {
   Buf y = zeros({2, 2});
   Shape shape{2, 2};
   TensorRef a{DType::kF32, shape, nullptr, 16};
-  auto k = KernelRegistry::reference().find("MatMul");
+  const KernelRegistry registry = KernelRegistry::reference();
+  const KernelInfo* k = registry.find("MatMul");
   std::vector<TensorRef> in = {a, b.ref()}, out = {y.ref()};
   Status s = k->run(in, out, Attributes());
   EXPECT_EQ(s.message(), "MatMul: A has no data");
