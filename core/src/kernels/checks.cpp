@@ -1,0 +1,63 @@
+#include "kernels/checks.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace loom::kernels {
+
+Status check_arity(std::string_view op, size_t inputs, size_t min_inputs,
+                   size_t max_inputs, size_t outputs, size_t outputs_expected) {
+  if (inputs < min_inputs || inputs > max_inputs) {
+    std::string want = min_inputs == max_inputs
+                           ? std::to_string(min_inputs)
+                           : std::to_string(min_inputs) + " to " + std::to_string(max_inputs);
+    return invalid_argument(std::string(op) + ": takes " + want + " inputs, got " +
+                            std::to_string(inputs));
+  }
+  if (outputs != outputs_expected) {
+    return invalid_argument(std::string(op) + ": produces " +
+                            std::to_string(outputs_expected) + " outputs, got " +
+                            std::to_string(outputs));
+  }
+  return Status();
+}
+
+Status check_f32_type(std::string_view op, std::string_view name, DType dtype) {
+  if (dtype != DType::kF32) {
+    return unimplemented(std::string(op) + ": " + std::string(name) + " has dtype " +
+                         std::string(dtype_name(dtype)) + ", only f32 is supported");
+  }
+  return Status();
+}
+
+Status check_f32_operand(std::string_view op, std::string_view name, const TensorRef& t) {
+  LOOM_RETURN_IF_ERROR(check_f32_type(op, name, t.dtype));
+  auto count = element_count(t.shape);
+  if (!count.ok()) {
+    return invalid_argument(std::string(op) + ": " + std::string(name) + ": " +
+                            count.status().message());
+  }
+  if (*count > SIZE_MAX / sizeof(float) || *count * sizeof(float) != t.byte_size) {
+    return invalid_argument(std::string(op) + ": " + std::string(name) + " of shape " +
+                            shape_to_string(t.shape) + " needs " +
+                            std::to_string(*count * sizeof(float)) + " bytes, has " +
+                            std::to_string(t.byte_size));
+  }
+  if (t.data == nullptr && t.byte_size != 0) {
+    return invalid_argument(std::string(op) + ": " + std::string(name) + " has no data");
+  }
+  return Status();
+}
+
+Status check_output_shape(std::string_view op, std::string_view name,
+                          std::span<const int64_t> actual,
+                          std::span<const int64_t> expected) {
+  if (!std::equal(actual.begin(), actual.end(), expected.begin(), expected.end())) {
+    return invalid_argument(std::string(op) + ": output " + std::string(name) + " is " +
+                            shape_to_string(actual) + ", expected " +
+                            shape_to_string(expected));
+  }
+  return Status();
+}
+
+}  // namespace loom::kernels

@@ -1,0 +1,33 @@
+// Operand checks shared by the reference kernels. Each error names the
+// operator and the operand; none of them allocates on success.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "kernels/kernel.hpp"
+
+namespace loom::kernels {
+
+// The operand counts of one call lie in [min_inputs, max_inputs] and equal
+// `outputs_expected`.
+Status check_arity(std::string_view op, size_t inputs, size_t min_inputs,
+                   size_t max_inputs, size_t outputs, size_t outputs_expected);
+
+// An f32 operand whose byte_size matches its shape and whose data is set.
+Status check_f32_operand(std::string_view op, std::string_view name,
+                         const TensorRef& t);
+
+// The dtype of an operand at infer time is f32.
+Status check_f32_type(std::string_view op, std::string_view name, DType dtype);
+
+// The output `name` has exactly `expected` as its shape.
+Status check_output_shape(std::string_view op, std::string_view name,
+                          std::span<const int64_t> actual,
+                          std::span<const int64_t> expected);
+
+inline const float* in_data(const TensorRef& t) { return static_cast<const float*>(t.data); }
+inline float* out_data(const TensorRef& t) { return static_cast<float*>(t.data); }
+
+}  // namespace loom::kernels
