@@ -32,7 +32,8 @@ Result<Tensor> parse_npy(std::span<const std::byte> bytes,
                          std::string_view what = "buffer");
 
 // Writes `tensor` to `path`, replacing it. Fails for dtypes .npy lacks
-// (bf16) and on I/O errors; the message names the path.
+// (bf16), leaving `path` untouched, and on I/O errors, which may leave a
+// partial file; the message names the path.
 Status write_npy(const std::filesystem::path& path, const Tensor& tensor);
 
 // The complete .npy encoding of `tensor`; empty when its dtype has no .npy

@@ -80,7 +80,7 @@ std::string shape_repr(std::span<const int64_t> shape) {
   return out + ")";
 }
 
-Result<DType> layout_descr(const PyValue& v) {
+Result<NpyDescr> layout_descr(const PyValue& v) {
   if (v.kind == PyValue::Kind::kList) {
     return unimplemented(
         "'descr' is a list: structured dtypes are not supported");
@@ -89,8 +89,7 @@ Result<DType> layout_descr(const PyValue& v) {
     return invalid_argument("'descr' is " + std::string(py_kind_name(v.kind)) +
                             ", expected a string such as '<f4'");
   }
-  LOOM_ASSIGN_OR_RETURN(NpyDescr d, parse_npy_descr(v.text));
-  return d.dtype;
+  return parse_npy_descr(v.text);
 }
 
 Result<Shape> layout_shape(const PyValue& v) {
@@ -268,8 +267,9 @@ Result<NpyLayout> parse_npy_layout(std::span<const std::byte> head,
   }
 
   NpyLayout layout;
-  LOOM_ASSIGN_OR_RETURN(layout.dtype, layout_descr(*descr));
-  layout.swap_bytes = parse_npy_descr(descr->text)->swap_bytes;
+  LOOM_ASSIGN_OR_RETURN(NpyDescr element, layout_descr(*descr));
+  layout.dtype = element.dtype;
+  layout.swap_bytes = element.swap_bytes;
   if (fortran->kind != PyValue::Kind::kBool) {
     return invalid_argument("'fortran_order' must be True or False, found " +
                             std::string(py_kind_name(fortran->kind)));
