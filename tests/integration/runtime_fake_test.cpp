@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/program_builder.hpp"
+#include "loom/plugin.h"
 #include "loom/runtime.hpp"
 
 namespace loom {
@@ -165,7 +166,7 @@ TEST(RuntimeFake, NoLoadableVariantGivesEveryReason) {
   auto bytes = sum_program({{"vulkan-compute", "spirv"}, {"fake", "fake:bogus"}});
   auto program = runtime->load_program(bytes);
   ASSERT_FALSE(program.ok());
-  const std::string& m = program.status().message();
+  const std::string m = program.status().message();
   EXPECT_NE(m.find("delegate 'sum'"), std::string::npos) << m;
   EXPECT_NE(m.find("vulkan-compute"), std::string::npos) << m;
   EXPECT_NE(m.find("fake (plugin fake)"), std::string::npos) << m;  // what is available

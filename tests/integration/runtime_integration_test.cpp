@@ -2,6 +2,8 @@
 // reference kernels, from one and from several threads.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <filesystem>
 #include <thread>

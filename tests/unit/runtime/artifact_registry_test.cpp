@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "loom/artifacts.hpp"
 #include "loom/program.hpp"
 

@@ -2,6 +2,8 @@
 // with an error naming the function, the instruction and the problem.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "common/program_builder.hpp"
 #include "loom/runtime.hpp"
 
