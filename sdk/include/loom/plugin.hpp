@@ -252,10 +252,10 @@ namespace detail {
 
 inline Status check_tensors(const loom_tensor_t* const* tensors, size_t count, const char* what) {
   if (count != 0 && tensors == nullptr) {
-    return invalid_argument(std::to_string(count) + " " + what + "s but no array");
+    return invalid_argument("execute: " + std::to_string(count) + " " + what + "s but no array");
   }
   for (size_t i = 0; i < count; ++i) {
-    const std::string where = std::string(what) + " " + std::to_string(i);
+    const std::string where = std::string("execute: ") + what + " " + std::to_string(i);
     const loom_tensor_t* t = tensors[i];
     if (t == nullptr) return invalid_argument(where + " is NULL");
     LOOM_SDK_RETURN_IF_ERROR(
