@@ -1,0 +1,233 @@
+#include "objects.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <new>
+
+namespace loom::cpu_simd {
+
+// ------------------------------------------------------------------ Fence
+
+Status Fence::signal() {
+  signal_with(Status());
+  return Status();
+}
+
+void Fence::signal_with(Status error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    signaled_ = true;
+    if (error_.ok()) error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+Status Fence::wait(uint64_t timeout_ns) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout_ns == UINT64_MAX) {
+    cv_.wait(lock, [this] { return signaled_; });
+  } else if (!cv_.wait_for(lock, std::chrono::nanoseconds(timeout_ns > INT64_MAX ? INT64_MAX : timeout_ns),
+                           [this] { return signaled_; })) {
+    return sdk::deadline_exceeded("fence not signaled within " + std::to_string(timeout_ns) + " ns");
+  }
+  return error_;
+}
+
+Status Fence::query(bool* out_signaled) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  *out_signaled = signaled_;
+  return signaled_ ? error_ : Status();
+}
+
+// ------------------------------------------------------------------ Buffer
+
+Status Buffer::create(uint64_t size, uint64_t alignment, std::unique_ptr<Buffer>* out) {
+  if (alignment < kDefaultAlignment) alignment = kDefaultAlignment;
+  if (alignment > (uint64_t{1} << 30) || size > SIZE_MAX - alignment) {
+    return sdk::resource_exhausted("buffer of " + std::to_string(size) + " bytes aligned to " +
+                                   std::to_string(alignment) + " cannot be allocated");
+  }
+  const size_t bytes = size == 0 ? 1 : static_cast<size_t>(size);
+  void* p = ::operator new(bytes, std::align_val_t(alignment), std::nothrow);
+  if (p == nullptr) {
+    return sdk::resource_exhausted("out of host memory allocating a buffer of " +
+                                   std::to_string(size) + " bytes");
+  }
+  std::unique_ptr<Buffer> b(new Buffer());
+  b->data_ = static_cast<std::byte*>(p);
+  b->size_ = size;
+  b->alignment_ = static_cast<size_t>(alignment);
+  *out = std::move(b);
+  return Status();
+}
+
+Buffer::~Buffer() { ::operator delete(data_, std::align_val_t(alignment_)); }
+
+Status Buffer::check_range(const char* what, uint64_t offset, uint64_t size) const {
+  if (offset > size_ || size > size_ - offset) {
+    return sdk::out_of_range(std::string(what) + ": range [" + std::to_string(offset) +
+                                        ", +" + std::to_string(size) + ") exceeds the buffer's " +
+                                        std::to_string(size_) + " bytes");
+  }
+  return Status();
+}
+
+Status Buffer::copy_from_host(uint64_t offset, const void* src, uint64_t size) {
+  LOOM_SDK_RETURN_IF_ERROR(check_range("buffer_copy_from_host", offset, size));
+  if (size != 0) std::memcpy(data_ + offset, src, static_cast<size_t>(size));
+  return Status();
+}
+
+Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
+  LOOM_SDK_RETURN_IF_ERROR(check_range("buffer_copy_to_host", offset, size));
+  if (size != 0) std::memcpy(dst, data_ + offset, static_cast<size_t>(size));
+  return Status();
+}
+
+// ------------------------------------------------------------------ Executable
+
+Executable::Executable(BlobGraph graph, ThreadPool* pool) : graph_(std::move(graph)), pool_(pool) {
+  const size_t n = graph_.tensors.size();
+  byte_size_.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    uint64_t e = 1;
+    for (int64_t d : graph_.tensors[t].shape) e *= static_cast<uint64_t>(d);
+    byte_size_[t] = e * sizeof(float);
+  }
+  // Intermediates get their own aligned slot in the arena; graph inputs and
+  // outputs live in the caller's memory.
+  scratch_offset_.assign(n, -1);
+  std::vector<bool> external(n, false);
+  for (uint32_t t : graph_.inputs) external[t] = true;
+  for (uint32_t t : graph_.outputs) external[t] = true;
+  for (const BlobNode& node : graph_.nodes) {
+    const uint32_t t = node.outputs[0];
+    if (external[t]) continue;
+    scratch_offset_[t] = static_cast<int64_t>(scratch_bytes_);
+    scratch_bytes_ += (byte_size_[t] + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
+  }
+  plans_.reserve(graph_.nodes.size());
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) plans_.push_back(plan_node(graph_, i));
+}
+
+size_t Executable::arena_count() {
+  std::lock_guard<std::mutex> lock(arenas_mutex_);
+  return arenas_.size();
+}
+
+Executable::Arena* Executable::acquire() {
+  std::lock_guard<std::mutex> lock(arenas_mutex_);
+  for (auto& a : arenas_) {
+    if (!a->busy) {
+      a->busy = true;
+      return a.get();
+    }
+  }
+  auto arena = std::make_unique<Arena>();
+  arena->storage.reset(new std::byte[scratch_bytes_ + kDefaultAlignment]);
+  const auto addr = reinterpret_cast<uintptr_t>(arena->storage.get());
+  arena->base = arena->storage.get() + ((kDefaultAlignment - addr % kDefaultAlignment) % kDefaultAlignment);
+  arena->tensors.assign(graph_.tensors.size(), nullptr);
+  for (size_t t = 0; t < graph_.tensors.size(); ++t) {
+    if (scratch_offset_[t] >= 0) {
+      arena->tensors[t] = reinterpret_cast<float*>(arena->base + scratch_offset_[t]);
+    }
+  }
+  arena->busy = true;
+  arenas_.push_back(std::move(arena));
+  return arenas_.back().get();
+}
+
+void Executable::release(Arena* arena) {
+  std::lock_guard<std::mutex> lock(arenas_mutex_);
+  arena->busy = false;
+}
+
+namespace {
+
+// Only the error path builds strings.
+Status tensor_error(const char* role, size_t index, const std::string& what) {
+  return sdk::invalid_argument(std::string("execute: ") + role + " " + std::to_string(index) + " " +
+                               what);
+}
+
+}  // namespace
+
+Status Executable::bind(const sdk::ExecuteCallT<Fence>& call, float** tensors) const {
+  if (call.input_count != graph_.inputs.size() || call.output_count != graph_.outputs.size()) {
+    return sdk::invalid_argument(
+        "execute: the executable takes " + std::to_string(graph_.inputs.size()) + " inputs and " +
+        std::to_string(graph_.outputs.size()) + " outputs, got " + std::to_string(call.input_count) +
+        " and " + std::to_string(call.output_count));
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const bool in = pass == 0;
+    const char* role = in ? "input" : "output";
+    const std::vector<uint32_t>& ids = in ? graph_.inputs : graph_.outputs;
+    const loom_tensor_t* const* given = in ? call.inputs : call.outputs;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const loom_tensor_t& t = *given[i];
+      const BlobTensor& want = graph_.tensors[ids[i]];
+      if (t.dtype != LOOM_DTYPE_F32) {
+        return tensor_error(role, i, "has dtype " + std::to_string(static_cast<int>(t.dtype)) +
+                                         ", expected f32 (" + std::to_string(LOOM_DTYPE_F32) + ")");
+      }
+      bool same = t.rank == want.shape.size();
+      for (size_t d = 0; same && d < want.shape.size(); ++d) same = t.shape[d] == want.shape[d];
+      if (!same) {
+        std::vector<int64_t> got(t.shape, t.shape + t.rank);
+        return tensor_error(role, i, "has shape " + detail::shape_string(got) + ", expected " +
+                                         detail::shape_string(want.shape));
+      }
+      const uint64_t bytes = byte_size_[ids[i]];
+      if (t.byte_size != bytes) {
+        return tensor_error(role, i, "has byte_size " + std::to_string(t.byte_size) + ", expected " +
+                                         std::to_string(bytes));
+      }
+      std::byte* base = nullptr;
+      if (t.buffer != nullptr && t.host_data != nullptr) {
+        return tensor_error(role, i, "sets both buffer and host_data");
+      }
+      if (t.buffer != nullptr) {
+        const Buffer* b = reinterpret_cast<const Buffer*>(t.buffer);
+        if (t.offset > b->size() || bytes > b->size() - t.offset) {
+          return tensor_error(role, i, "range [" + std::to_string(t.offset) + ", +" +
+                                           std::to_string(bytes) + ") exceeds its buffer of " +
+                                           std::to_string(b->size()) + " bytes");
+        }
+        base = b->data() + t.offset;
+      } else if (t.host_data != nullptr) {
+        base = static_cast<std::byte*>(t.host_data) + t.offset;
+      } else if (bytes != 0) {
+        return tensor_error(role, i, "has neither buffer nor host_data");
+      }
+      if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0) {
+        return tensor_error(role, i, "data is not aligned to 4 bytes");
+      }
+      tensors[ids[i]] = reinterpret_cast<float*>(base);
+    }
+  }
+  return Status();
+}
+
+Status Executable::execute(const sdk::ExecuteCallT<Fence>& call) {
+  for (size_t i = 0; i < call.wait_fence_count; ++i) {
+    Status s = call.wait_fence(i)->wait(UINT64_MAX);
+    if (!s.ok()) {
+      Status e = sdk::Status(s.code(), "execute: wait fence " + std::to_string(i) +
+                                           " reported an error: " + s.message());
+      if (call.signal_fence != nullptr) call.signal_fence->signal_with(e);
+      return e;
+    }
+  }
+  Arena* arena = acquire();
+  Status s = bind(call, arena->tensors.data());
+  if (s.ok()) {
+    for (const NodePlan& plan : plans_) run_node(plan, arena->tensors.data(), *pool_);
+  }
+  release(arena);
+  if (call.signal_fence != nullptr) call.signal_fence->signal_with(s);
+  return s;
+}
+
+}  // namespace loom::cpu_simd

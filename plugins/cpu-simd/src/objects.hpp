@@ -1,0 +1,107 @@
+// The objects behind the cpu-simd plugin's handles. Everything lives in host
+// memory: a buffer is an aligned allocation, a fence a flag with a condition
+// variable, and execution runs on the calling thread plus the plugin's pool.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "loom/cpu_simd/blob_format.hpp"
+#include "loom/plugin.hpp"
+#include "ops.hpp"
+#include "thread_pool.hpp"
+
+namespace loom::cpu_simd {
+
+inline constexpr const char* kLoaderKey = "cpu-simd";
+inline constexpr size_t kDefaultAlignment = 64;
+
+using sdk::Status;
+
+class Fence {
+ public:
+  Status signal();
+  // Marks the fence signaled with the error of the work that was to signal it.
+  void signal_with(Status error);
+  Status wait(uint64_t timeout_ns);
+  Status query(bool* out_signaled);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool signaled_ = false;
+  Status error_;
+};
+
+class Buffer {
+ public:
+  // Fails with RESOURCE_EXHAUSTED when the memory cannot be had.
+  static Status create(uint64_t size, uint64_t alignment, std::unique_ptr<Buffer>* out);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  uint64_t size() const { return size_; }
+  std::byte* data() const { return data_; }
+
+  Status map(void** out) {
+    *out = data_;
+    return Status();
+  }
+  void unmap() {}
+  Status copy_from_host(uint64_t offset, const void* src, uint64_t size);
+  Status copy_to_host(uint64_t offset, void* dst, uint64_t size);
+
+ private:
+  Buffer() = default;
+  Status check_range(const char* what, uint64_t offset, uint64_t size) const;
+
+  std::byte* data_ = nullptr;
+  uint64_t size_ = 0;
+  size_t alignment_ = kDefaultAlignment;
+};
+
+class Executable {
+ public:
+  // Plans `graph` (accepted by decode) for execution with `pool`, which
+  // outlives the executable.
+  Executable(BlobGraph graph, ThreadPool* pool);
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // Thread-safe. Allocates nothing unless every scratch arena is in use.
+  Status execute(const sdk::ExecuteCallT<Fence>& call);
+
+  // Scratch arenas made so far (for tests of the pool).
+  size_t arena_count();
+
+ private:
+  // Memory for one concurrent execution: intermediates plus the table of
+  // tensor pointers.
+  struct Arena {
+    std::unique_ptr<std::byte[]> storage;
+    std::byte* base = nullptr;  // storage, aligned to kDefaultAlignment
+    std::vector<float*> tensors;
+    bool busy = false;
+  };
+
+  Status bind(const sdk::ExecuteCallT<Fence>& call, float** tensors) const;
+  Arena* acquire();
+  void release(Arena* arena);
+
+  BlobGraph graph_;
+  std::vector<NodePlan> plans_;
+  std::vector<int64_t> scratch_offset_;  // per tensor, -1: bound by the caller
+  std::vector<uint64_t> byte_size_;      // per tensor
+  uint64_t scratch_bytes_ = 0;
+  ThreadPool* pool_;
+
+  std::mutex arenas_mutex_;
+  std::vector<std::unique_ptr<Arena>> arenas_;
+};
+
+}  // namespace loom::cpu_simd

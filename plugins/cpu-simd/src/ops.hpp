@@ -1,0 +1,50 @@
+// The cpu-simd operators. Each node's geometry is planned once at load time
+// from the validated blob, so running a node only loops over memory: no
+// shape work, no allocation.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "loom/cpu_simd/blob_format.hpp"
+#include "thread_pool.hpp"
+
+namespace loom::cpu_simd {
+
+// Numpy broadcast of two operands into an output of rank <= kMaxRank, with
+// element strides (0 along broadcast dimensions).
+struct BroadcastGeometry {
+  size_t rank = 0;
+  std::array<int64_t, kMaxRank> dims{};
+  std::array<int64_t, kMaxRank> a_strides{};
+  std::array<int64_t, kMaxRank> b_strides{};
+};
+
+struct NodePlan {
+  Op op = Op::kRelu;
+  std::array<uint32_t, 3> inputs{};
+  size_t input_count = 0;
+  uint32_t output = 0;
+  int64_t count = 0;  // output elements
+
+  // MatMul: per output matrix, the element offsets of its A and B matrices.
+  // Gemm: m, k, n, transposition, scales and C's strides over (M, N).
+  int64_t m = 0, k = 0, n = 0;
+  std::vector<int64_t> a_offsets, b_offsets;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 1;
+  int64_t c_row_stride = 0, c_col_stride = 0;
+
+  BroadcastGeometry add;  // Add
+
+  int64_t outer = 0, inner = 0;  // Softmax: outer x n x inner, along n
+};
+
+// Plans node `index` of a graph that decode() accepted.
+NodePlan plan_node(const BlobGraph& graph, size_t index);
+
+// Runs one node; `tensors[i]` is the data of blob tensor i.
+void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);
+
+}  // namespace loom::cpu_simd
