@@ -126,6 +126,12 @@ struct HostOptions {
 // Scans manifests at creation; loads a library only when asked for it (its
 // devices are listed or one of its loader keys is needed). A plugin that fails
 // at any step stays in plugins() with the reason. Thread-safe.
+//
+// Search order: HostOptions::search_paths, then $LOOM_PLUGIN_PATH, then the
+// default folder; within a folder, manifests by file name. When two accepted
+// manifests name the same plugin, the first wins and the later one is listed
+// as rejected, naming both files. Loaded plugins are shared with the objects
+// they made and may outlive the host.
 class PluginHost {
  public:
   static Result<std::unique_ptr<PluginHost>> create(HostOptions options);
@@ -139,8 +145,10 @@ class PluginHost {
   // Loads every plugin that is not rejected; rejections are recorded, not
   // returned.
   void load_all();
-  // The loaded plugin serving `loader_key`, loading it if needed. The error
-  // lists the keys that are available and the plugin that serves each.
+  // The loaded plugin serving `loader_key`, loading it if needed; the first
+  // in search order when several do. The error lists the keys that are
+  // available and the plugin that serves each, and why a plugin that names
+  // the key was rejected.
   Result<std::shared_ptr<LoadedPlugin>> plugin_for_key(std::string_view loader_key);
   // Every loader key named by a manifest that is not rejected, with its plugin.
   std::vector<std::pair<std::string, std::string>> loader_keys() const;
