@@ -35,6 +35,8 @@ inline constexpr uint64_t kKnownRequiredFeatures = 0;
 struct KeyValue {
   std::string key;
   std::string value;
+
+  friend bool operator==(const KeyValue&, const KeyValue&) = default;
 };
 
 struct ArtifactDef {
@@ -44,12 +46,16 @@ struct ArtifactDef {
   std::string file_name;
   int32_t content_segment = -1;  // -1: no content
   std::vector<KeyValue> metadata;
+
+  friend bool operator==(const ArtifactDef&, const ArtifactDef&) = default;
 };
 
 struct DelegateDef {
   std::string name;
   std::vector<uint32_t> variants;  // artifact indices, preferred first
   std::vector<KeyValue> compile_specs;
+
+  friend bool operator==(const DelegateDef&, const DelegateDef&) = default;
 };
 
 enum class ValueKind : uint8_t { kTensor = 0, kScalarInt = 1, kScalarFloat = 2, kIntList = 3 };
@@ -64,6 +70,8 @@ struct ValueDef {
   double float_value = 0;
   std::vector<int64_t> ints;
   int32_t parameter = -1;  // index into ProgramDef::parameters, -1: none
+
+  friend bool operator==(const ValueDef&, const ValueDef&) = default;
 };
 
 enum class OpCode : uint8_t { kDelegateCall = 0, kKernelCall = 1, kMove = 2, kFree = 3 };
@@ -77,6 +85,8 @@ struct AttributeDef {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string s;
+
+  friend bool operator==(const AttributeDef&, const AttributeDef&) = default;
 };
 
 struct InstructionDef {
@@ -86,18 +96,24 @@ struct InstructionDef {
   std::vector<AttributeDef> attributes;
   std::vector<uint32_t> inputs;   // value indices
   std::vector<uint32_t> outputs;  // value indices
+
+  friend bool operator==(const InstructionDef&, const InstructionDef&) = default;
 };
 
 struct MemorySlotDef {
   uint32_t value = 0;
   uint64_t offset = 0;
   uint64_t size = 0;
+
+  friend bool operator==(const MemorySlotDef&, const MemorySlotDef&) = default;
 };
 
 struct MemoryPlanDef {
   uint64_t arena_size = 0;
   uint32_t alignment = 64;
   std::vector<MemorySlotDef> slots;
+
+  friend bool operator==(const MemoryPlanDef&, const MemoryPlanDef&) = default;
 };
 
 struct FunctionDef {
@@ -108,6 +124,8 @@ struct FunctionDef {
   std::vector<ValueDef> values;
   std::vector<InstructionDef> instructions;
   MemoryPlanDef memory_plan;
+
+  friend bool operator==(const FunctionDef&, const FunctionDef&) = default;
 };
 
 struct ParameterDef {
@@ -120,6 +138,8 @@ struct ParameterDef {
   uint64_t size = 0;     // bytes
   uint64_t checksum = 0; // xxh3-64 of the bytes, 0: not recorded
   std::string archive;   // external archive (relative path), empty: inline
+
+  friend bool operator==(const ParameterDef&, const ParameterDef&) = default;
 };
 
 struct ProgramDef {
@@ -129,6 +149,8 @@ struct ProgramDef {
   std::vector<FunctionDef> functions;
   std::vector<ParameterDef> parameters;
   std::vector<KeyValue> metadata;
+
+  friend bool operator==(const ProgramDef&, const ProgramDef&) = default;
 };
 
 // The fixed head as read from a file.
@@ -143,6 +165,8 @@ struct ProgramHead {
   uint64_t segment_table_offset = 0;
   uint64_t segment_count = 0;
   uint64_t file_size = 0;
+
+  friend bool operator==(const ProgramHead&, const ProgramHead&) = default;
 };
 
 struct SegmentInfo {
@@ -151,6 +175,8 @@ struct SegmentInfo {
   uint64_t checksum = 0;  // xxh3-64 of the segment's bytes
   uint32_t alignment = 0;
   uint32_t flags = 0;
+
+  friend bool operator==(const SegmentInfo&, const SegmentInfo&) = default;
 };
 
 // Builds a program file. Not thread-safe.

@@ -57,7 +57,15 @@ class Decoder {
     std::vector<Out> out;
     if (!v || !charge(uint64_t{v->size()} * sizeof(In))) return out;
     out.reserve(v->size());
-    for (auto x : *v) out.push_back(static_cast<Out>(x));
+    // The verifier of flatbuffers 2.0.8 checks a vector's start for 4-byte
+    // alignment only, so 8-byte elements of a crafted file may be misaligned:
+    // copy them out instead of reading in place.
+    const uint8_t* data = v->Data();
+    for (uint32_t i = 0; i < v->size(); ++i) {
+      In x;
+      std::memcpy(&x, data + size_t{i} * sizeof(In), sizeof(In));
+      out.push_back(static_cast<Out>(flatbuffers::EndianScalar(x)));
+    }
     return out;
   }
 
@@ -146,8 +154,11 @@ class Decoder {
     const auto* slots = plan->slots();
     if (slots && charge(uint64_t{slots->size()} * sizeof(fb::MemorySlot))) {
       out.slots.reserve(slots->size());
-      for (const fb::MemorySlot* s : *slots) {
-        out.slots.push_back({s->value(), s->offset(), s->size()});
+      const uint8_t* data = slots->Data();  // possibly misaligned, as above
+      for (uint32_t i = 0; i < slots->size(); ++i) {
+        fb::MemorySlot s;
+        std::memcpy(&s, data + size_t{i} * sizeof(fb::MemorySlot), sizeof(fb::MemorySlot));
+        out.slots.push_back({s.value(), s.offset(), s.size()});
       }
     }
     return out;

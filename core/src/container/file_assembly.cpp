@@ -10,6 +10,7 @@
 #include <new>
 
 #include "common/hash.hpp"
+#include "container/checksum.hpp"
 #include "container/fb_codec.hpp"
 #include "container/format.hpp"
 #include "container/validate.hpp"

@@ -155,11 +155,12 @@ Status check_overlaps(const ProgramHead& head, const std::vector<SegmentInfo>& s
 }
 
 Status check_segment_checksums(std::span<const std::byte> bytes,
-                               const std::vector<SegmentInfo>& segments) {
+                               const std::vector<SegmentInfo>& segments,
+                               const SegmentChecksum& segment_checksum) {
   for (size_t i = 0; i < segments.size(); ++i) {
     const SegmentInfo& s = segments[i];
-    uint64_t computed = xxh3_64(bytes.subspan(static_cast<size_t>(s.offset),
-                                              static_cast<size_t>(s.size)));
+    auto range = bytes.subspan(static_cast<size_t>(s.offset), static_cast<size_t>(s.size));
+    uint64_t computed = segment_checksum ? segment_checksum(range, s.offset) : xxh3_64(range);
     if (computed != s.checksum) {
       return data_loss("segment " + num(i) + ": checksum mismatch (stored " + hex(s.checksum) +
                        ", computed " + hex(computed) + " over " + num(s.size) + " bytes at " +
@@ -188,7 +189,8 @@ Status check_parameter_checksums(std::span<const std::byte> bytes, const Program
 
 }  // namespace
 
-Result<VerifiedFile> verify_file(std::span<const std::byte> bytes) {
+Result<VerifiedFile> verify_file(std::span<const std::byte> bytes,
+                                 const SegmentChecksum& segment_checksum) {
   VerifiedFile out;
   LOOM_RETURN_IF_ERROR(verify_head(bytes, &out.head));
   const ProgramHead& head = out.head;
@@ -205,7 +207,7 @@ Result<VerifiedFile> verify_file(std::span<const std::byte> bytes) {
 
   LOOM_ASSIGN_OR_RETURN(out.segments, read_segment_table(bytes, head));
   LOOM_RETURN_IF_ERROR(check_overlaps(head, out.segments));
-  LOOM_RETURN_IF_ERROR(check_segment_checksums(bytes, out.segments));
+  LOOM_RETURN_IF_ERROR(check_segment_checksums(bytes, out.segments, segment_checksum));
 
   std::vector<uint64_t> sizes;
   sizes.reserve(out.segments.size());

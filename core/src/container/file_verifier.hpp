@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct VerifiedFile {
 // overlaps, checksum), the program's indices and the parameters' checksums.
 // Error codes: incompatible (version, features), data_loss (short or long
 // file, checksums), invalid_argument (everything malformed).
-Result<VerifiedFile> verify_file(std::span<const std::byte> bytes);
+// `segment_checksum`, when given, computes a segment's xxh3-64 from its bytes
+// and file offset (a mapped file uses it to skip holes); by default the bytes
+// are hashed.
+using SegmentChecksum = std::function<uint64_t(std::span<const std::byte>, uint64_t)>;
+Result<VerifiedFile> verify_file(std::span<const std::byte> bytes,
+                                 const SegmentChecksum& segment_checksum = {});
 
 }  // namespace loom::container

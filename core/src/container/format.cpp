@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -93,23 +92,6 @@ SegmentInfo decode_segment_entry(std::span<const std::byte, kSegmentTableEntrySi
   info.alignment = load_u32(in.data() + kEntryAlignmentAt);
   info.flags = load_u32(in.data() + kEntryFlagsAt);
   return info;
-}
-
-uint64_t zero_bytes_checksum(uint64_t size) {
-  constexpr size_t kChunk = size_t{1} << 20;
-  if (size <= kChunk) {
-    std::vector<std::byte> zeros(static_cast<size_t>(size));
-    return XXH3_64bits(zeros.data(), zeros.size());
-  }
-  std::vector<std::byte> zeros(kChunk);
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  for (uint64_t left = size; left > 0;) {
-    size_t n = left < kChunk ? static_cast<size_t>(left) : kChunk;
-    XXH3_64bits_update(&state, zeros.data(), n);
-    left -= n;
-  }
-  return XXH3_64bits_digest(&state);
 }
 
 std::string hex(uint64_t v) {

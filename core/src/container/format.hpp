@@ -59,10 +59,6 @@ void encode_segment_entry(const SegmentInfo& info,
                           std::span<std::byte, kSegmentTableEntrySize> out);
 SegmentInfo decode_segment_entry(std::span<const std::byte, kSegmentTableEntrySize> in);
 
-// xxh3-64 of `size` zero bytes, hashed in fixed-size chunks so that a huge
-// zero segment never needs its bytes in memory.
-uint64_t zero_bytes_checksum(uint64_t size);
-
 // a + b, or false when it wraps 2^64.
 inline bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_add_overflow(a, b, out);

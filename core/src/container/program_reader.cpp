@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "container/checksum.hpp"
 #include "container/file_verifier.hpp"
 #include "loom/program.hpp"
 
@@ -29,8 +30,10 @@ struct ProgramReader::Mapping {
 class ProgramReaderBuilder {
  public:
   static Result<std::unique_ptr<ProgramReader>> build(
-      std::span<const std::byte> bytes, std::unique_ptr<ProgramReader::Mapping> mapping) {
-    LOOM_ASSIGN_OR_RETURN(container::VerifiedFile file, container::verify_file(bytes));
+      std::span<const std::byte> bytes, std::unique_ptr<ProgramReader::Mapping> mapping,
+      const container::SegmentChecksum& segment_checksum = {}) {
+    LOOM_ASSIGN_OR_RETURN(container::VerifiedFile file,
+                          container::verify_file(bytes, segment_checksum));
     std::unique_ptr<ProgramReader> reader(new (std::nothrow) ProgramReader());
     if (!reader) return resource_exhausted("cannot allocate a ProgramReader");
     reader->mapping_ = std::move(mapping);
@@ -59,15 +62,22 @@ class ProgramReaderBuilder {
       return build({}, nullptr);  // mmap refuses empty files; verify reports it
     }
     void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);  // the mapping keeps the file alive
     if (address == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
       return resource_exhausted("cannot map " + path.string() + " (" + std::to_string(size) +
                                 " bytes): " + std::strerror(err));
     }
     auto mapping = std::make_unique<ProgramReader::Mapping>(address, size);
     std::span<const std::byte> bytes(static_cast<const std::byte*>(address), size);
-    return build(bytes, std::move(mapping));
+    // The descriptor stays open while verifying, to find holes; afterwards
+    // the mapping alone keeps the file's bytes.
+    auto result = build(bytes, std::move(mapping),
+                        [fd](std::span<const std::byte> range, uint64_t offset) {
+                          return container::checksum_skipping_holes(fd, range, offset);
+                        });
+    ::close(fd);
+    return result;
   }
 };
 

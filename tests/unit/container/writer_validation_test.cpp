@@ -1,0 +1,183 @@
+// The writer refuses a ProgramDef whose indices or ranges are wrong, naming
+// the table, the item and the field, and writes nothing.
+#include <gtest/gtest.h>
+
+#include "container_test_support.hpp"
+
+namespace loom {
+namespace {
+
+using testing::fails_with;
+
+// Both write paths must refuse with the same error; the file path must not
+// leave a file behind.
+::testing::AssertionResult writer_refuses(const ProgramWriter& writer, std::string_view part) {
+  auto buffer = writer.write_buffer();
+  auto result = fails_with(buffer, StatusCode::kInvalidArgument, part);
+  if (!result) return result;
+  testing::TempPath path("refused.loom");
+  result = fails_with(writer.write_file(path.path()), StatusCode::kInvalidArgument, part);
+  if (!result) return result;
+  if (std::filesystem::exists(path.path())) {
+    return ::testing::AssertionFailure() << "a refused write left " << path.path();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(ProgramWriterValidation, SmallProgramIsValid) {
+  auto file = testing::make_small_program().write_buffer();
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_TRUE(ProgramReader::open_buffer(*file).ok());
+}
+
+TEST(ProgramWriterValidation, ArtifactContentSegmentOutOfRange) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().artifacts[1].content_segment = 5;
+  EXPECT_TRUE(writer_refuses(
+      w, "artifacts[1].content_segment: segment 5 out of range (file has 3 segments)"));
+  w.program().artifacts[1].content_segment = -2;
+  EXPECT_TRUE(writer_refuses(w, "artifacts[1].content_segment: segment -2 out of range"));
+}
+
+TEST(ProgramWriterValidation, DelegateVariantOutOfRange) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().delegates[0].variants = {0, 3};
+  EXPECT_TRUE(writer_refuses(
+      w, "delegates[0].variants[1]: artifact 3 out of range (program has 3 artifacts)"));
+}
+
+TEST(ProgramWriterValidation, FunctionInputOrOutputOutOfRange) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].inputs = {0, 3};
+  EXPECT_TRUE(writer_refuses(
+      w, "functions[0].inputs[1]: value 3 out of range (function 'main' has 3 values)"));
+  w = testing::make_small_program();
+  w.program().functions[0].outputs = {9};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].outputs[0]: value 9 out of range"));
+}
+
+TEST(ProgramWriterValidation, InstructionValueOutOfRange) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].instructions[0].outputs = {1, 7};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].outputs[1]: value 7 out of range"));
+  w = testing::make_small_program();
+  w.program().functions[0].instructions[0].inputs = {4};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].inputs[0]: value 4 out of range"));
+}
+
+TEST(ProgramWriterValidation, DelegateCallNeedsADelegate) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].instructions[0].op = OpCode::kDelegateCall;
+  EXPECT_TRUE(writer_refuses(
+      w, "functions[0].instructions[0].delegate: delegate -1 out of range (program has 1 "
+         "delegates)"));
+  w.program().functions[0].instructions[0].delegate = 1;
+  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].delegate: delegate 1 out of range"));
+}
+
+TEST(ProgramWriterValidation, ValueParameterOutOfRange) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].values[2].parameter = 1;
+  EXPECT_TRUE(writer_refuses(
+      w, "functions[0].values[2].parameter: parameter 1 out of range (program has 1 "
+         "parameters)"));
+}
+
+TEST(ProgramWriterValidation, DimOrderMustBeAPermutation) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].values[0].shape = {2, 3};
+  w.program().functions[0].values[0].dim_order = {1, 1};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].dim_order[1]: 1 is not a permutation"));
+  w.program().functions[0].values[0].dim_order = {0};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].dim_order: 1 entries for a rank-2 shape"));
+}
+
+TEST(ProgramWriterValidation, UnknownEnumValues) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].values[0].dtype = static_cast<DType>(99);
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].dtype: unknown dtype 99"));
+  w = testing::make_small_program();
+  w.program().functions[0].values[0].kind = static_cast<ValueKind>(4);
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].kind: unknown value kind 4"));
+  w = testing::make_small_program();
+  w.program().functions[0].instructions[0].op = static_cast<OpCode>(4);
+  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].op: unknown opcode 4"));
+  w = testing::make_small_program();
+  AttributeDef bad;
+  bad.name = "x";
+  bad.kind = static_cast<AttributeKind>(5);
+  w.program().functions[0].instructions[0].attributes = {bad};
+  EXPECT_TRUE(writer_refuses(w, "instructions[0].attributes[0].kind: unknown attribute kind 5"));
+  w = testing::make_small_program();
+  w.program().parameters[0].dtype = static_cast<DType>(14);
+  EXPECT_TRUE(writer_refuses(w, "parameters[0].dtype: unknown dtype 14"));
+}
+
+TEST(ProgramWriterValidation, ParameterOutsideItsSegment) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().parameters[0].offset = 90;
+  EXPECT_TRUE(writer_refuses(
+      w, "parameters[0] ('w'): offset 90 + size 20 runs past segment 0 (100 bytes)"));
+  w.program().parameters[0].offset = UINT64_MAX - 4;
+  EXPECT_TRUE(writer_refuses(w, "parameters[0] ('w'): offset 18446744073709551611 + size 20"));
+}
+
+TEST(ProgramWriterValidation, InlineParameterNeedsASegment) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().parameters[0].segment = -1;
+  EXPECT_TRUE(writer_refuses(w, "parameters[0].segment: segment -1 out of range"));
+  w.program().parameters[0].segment = 3;
+  EXPECT_TRUE(writer_refuses(w, "parameters[0].segment: segment 3 out of range"));
+}
+
+TEST(ProgramWriterValidation, ExternalParameterNeedsNoSegment) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().parameters[0].segment = -1;
+  w.program().parameters[0].archive = "weights.irpa";
+  EXPECT_TRUE(w.write_buffer().ok());
+}
+
+TEST(ProgramWriterValidation, WrongParameterChecksum) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().parameters[0].checksum = 1234;
+  EXPECT_TRUE(writer_refuses(w, "parameters[0] ('w').checksum: recorded 0x4d2"));
+}
+
+TEST(ProgramWriterValidation, MemorySlotOutsideArena) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].memory_plan.slots[0].offset = 240;
+  EXPECT_TRUE(writer_refuses(
+      w, "functions[0].memory_plan.slots[0]: offset 240 + size 20 runs past the arena (256 "
+         "bytes)"));
+  w.program().functions[0].memory_plan.slots[0] = {1, UINT64_MAX, 2};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].memory_plan.slots[0]: offset"));
+  w.program().functions[0].memory_plan.slots[0] = {3, 0, 4};
+  EXPECT_TRUE(writer_refuses(w, "functions[0].memory_plan.slots[0].value: value 3 out of range"));
+}
+
+TEST(ProgramWriterValidation, MemoryPlanAlignmentIsAPowerOfTwo) {
+  ProgramWriter w = testing::make_small_program();
+  w.program().functions[0].memory_plan.alignment = 48;
+  EXPECT_TRUE(writer_refuses(w, "functions[0].memory_plan.alignment: 48 is not a power of two"));
+}
+
+TEST(ProgramWriterValidation, SegmentAlignmentIsAPowerOfTwo) {
+  ProgramWriter w = testing::make_small_program();
+  w.add_segment(testing::pattern(10, 1), 3000);
+  EXPECT_TRUE(writer_refuses(w, "segment 3: alignment 3000 is not a power of two"));
+}
+
+TEST(ProgramWriterValidation, SegmentsPastTwoToTheSixtyFourAreRefused) {
+  ProgramWriter w;
+  w.add_zero_segment(UINT64_MAX - 100);
+  EXPECT_TRUE(writer_refuses(w, "does not fit in 64-bit file offsets"));
+}
+
+TEST(ProgramWriterValidation, UnwritablePathIsReported) {
+  ProgramWriter w = testing::make_small_program();
+  EXPECT_TRUE(fails_with(w.write_file("/nonexistent/dir/out.loom"), StatusCode::kNotFound,
+                         "cannot create /nonexistent/dir/out.loom"));
+}
+
+}  // namespace
+}  // namespace loom
