@@ -242,10 +242,16 @@ Status Session::set_input(size_t index, const Tensor& tensor) {
   }
   const ArgumentInfo& a = inputs[index];
   if (tensor.dtype() != a.dtype || tensor.shape() != a.shape) {
-    return invalid_argument("input '" + a.name + "' must be " + std::string(dtype_name(a.dtype)) +
-                            " " + shape_to_string(a.shape) + ", got " +
+    const bool dtype_differs = tensor.dtype() != a.dtype;
+    const bool shape_differs = tensor.shape() != a.shape;
+    const char* what = dtype_differs && shape_differs ? "dtype and shape differ"
+                       : dtype_differs                ? "dtype differs"
+                                                      : "shape differs";
+    return invalid_argument("input '" + a.name + "' of function '" + state_->plan->info.name +
+                            "' must be " + std::string(dtype_name(a.dtype)) + " " +
+                            shape_to_string(a.shape) + ", got " +
                             std::string(dtype_name(tensor.dtype())) + " " +
-                            shape_to_string(tensor.shape()));
+                            shape_to_string(tensor.shape()) + " (" + what + ")");
   }
   Tensor& staging = state_->staging[index];
   if (staging.byte_size() != 0) std::memcpy(staging.data(), tensor.data(), staging.byte_size());

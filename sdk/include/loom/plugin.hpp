@@ -254,17 +254,21 @@ inline Status check_tensors(const loom_tensor_t* const* tensors, size_t count, c
   if (count != 0 && tensors == nullptr) {
     return invalid_argument("execute: " + std::to_string(count) + " " + what + "s but no array");
   }
+  // The happy path builds no strings: execute runs per inference and must
+  // not allocate.
+  auto where = [&](size_t i) { return std::string("execute: ") + what + " " + std::to_string(i); };
   for (size_t i = 0; i < count; ++i) {
-    const std::string where = std::string("execute: ") + what + " " + std::to_string(i);
     const loom_tensor_t* t = tensors[i];
-    if (t == nullptr) return invalid_argument(where + " is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(
-        check_size(where.c_str(), "loom_tensor_t", t->struct_size, LOOM_TENSOR_STRUCT_SIZE));
-    if (t->rank > LOOM_MAX_RANK) {
-      return invalid_argument(where + " has rank " + std::to_string(t->rank) + ", the ABI allows " +
-                              std::to_string(LOOM_MAX_RANK));
+    if (t == nullptr) return invalid_argument(where(i) + " is NULL");
+    if (t->struct_size < LOOM_TENSOR_STRUCT_SIZE) {
+      LOOM_SDK_RETURN_IF_ERROR(check_size(where(i).c_str(), "loom_tensor_t", t->struct_size,
+                                          LOOM_TENSOR_STRUCT_SIZE));
     }
-    if (t->rank != 0 && t->shape == nullptr) return invalid_argument(where + " has no shape");
+    if (t->rank > LOOM_MAX_RANK) {
+      return invalid_argument(where(i) + " has rank " + std::to_string(t->rank) +
+                              ", the ABI allows " + std::to_string(LOOM_MAX_RANK));
+    }
+    if (t->rank != 0 && t->shape == nullptr) return invalid_argument(where(i) + " has no shape");
   }
   return Status();
 }
