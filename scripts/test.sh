@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: installs missing packages (idempotent), builds the default
 # preset and runs the whole suite, then builds with ASan+UBSan and runs the
-# suites labelled "sanitize" (loader, registry, host, kernels, plugins) again.
+# suites labelled "sanitize" (loader, registry, host, kernels, plugins, runtime,
+# CLI) again.
 # Set LOOM_SKIP_SANITIZE=1 to skip the sanitizer pass locally.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/demo_program.hpp"
+#include "common/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {
@@ -127,6 +128,25 @@ TEST_F(RuntimeIntegration, MistypedDeviceGetsSuggestionAndList) {
   EXPECT_NE(program.status().message().find("did you mean 'cpu-simd://0'"), std::string::npos)
       << program.status().message();
   EXPECT_NE(program.status().message().find("available: "), std::string::npos);
+}
+
+TEST_F(RuntimeIntegration, UnknownLoaderKeyListsTheKeysAndTheirPlugins) {
+  tools::ProgramBuilder b;
+  std::byte blob[4] = {};
+  uint32_t art = b.add_artifact("npu-vendor-x", 1, "sub0.npu", blob);
+  uint32_t d = b.add_delegate("sub0", {art});
+  auto f = b.add_function("main");
+  uint32_t x = f.input("x", DType::kF32, {4});
+  uint32_t y = f.value("y", DType::kF32, {4});
+  f.delegate_call(d, {x}, {y});
+  f.output(y);
+  auto bytes = b.finish().value().write_buffer().value();
+  auto program = runtime_->load_program(bytes);
+  ASSERT_FALSE(program.ok());
+  const std::string m = program.status().message();
+  EXPECT_NE(m.find("delegate 'sub0'"), std::string::npos) << m;
+  EXPECT_NE(m.find("no plugin serves loader key 'npu-vendor-x'"), std::string::npos) << m;
+  EXPECT_NE(m.find("available: cpu-simd (plugin cpu-simd)"), std::string::npos) << m;
 }
 
 TEST_F(RuntimeIntegration, WrongInputShapeIsRejectedWithBothShapes) {

@@ -91,8 +91,13 @@ class [[nodiscard]] Result {
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  // The error; OK when a value is held.
-  Status status() const { return ok() ? Status() : std::get<1>(state_); }
+  // The error; OK when a value is held. On an lvalue this is a reference
+  // into the Result, so `r.status().message()` stays valid as long as `r`.
+  const Status& status() const& {
+    static const Status kOk;
+    return ok() ? kOk : std::get<1>(state_);
+  }
+  Status status() && { return ok() ? Status() : std::get<1>(std::move(state_)); }
 
   T& value() & { return std::get<0>(state_); }
   const T& value() const& { return std::get<0>(state_); }
