@@ -1,0 +1,158 @@
+// IREE parameter archives (.irpa): reading and writing, byte-compatible with
+// IREE's format (version 0.x).
+//
+// An archive is one or more headers linked through next_header_offset; each
+// header owns an entry table, a metadata segment (names, metadata, external
+// paths) and a storage segment (data). Entries are named blobs of `length`
+// bytes: DATA (stored in the archive), SPLAT (a repeated 1-16 byte pattern),
+// or EXTERNAL (a byte range of another file beside the archive).
+//
+// Reading is bounded and verified when the archive is opened: every header
+// of the chain (cycles refused), every entry, range and alignment, with
+// overflow-safe arithmetic. A malformed archive gets an error naming the
+// header, the entry and the field. Once open, a reader is immutable and
+// thread-safe; the views it returns live as long as the reader.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/status.hpp"
+
+namespace loom::io::irpa {
+
+// Facts of the format (all structs packed, little-endian).
+inline constexpr uint32_t kMagic = 0x41505249;  // "IRPA"
+inline constexpr uint16_t kVersionMajor = 0;
+inline constexpr uint16_t kVersionMinor = 0;
+inline constexpr uint64_t kHeaderPrefixSize = 32;
+inline constexpr uint64_t kHeaderV0Size = 88;
+inline constexpr uint64_t kEntryHeaderSize = 60;
+inline constexpr uint64_t kSplatEntrySize = 85;
+inline constexpr uint64_t kDataEntrySize = 76;
+inline constexpr uint64_t kExternalEntrySize = 92;
+inline constexpr uint64_t kHeaderAlignment = 16;
+inline constexpr uint64_t kEntryAlignment = 16;
+inline constexpr uint64_t kDefaultDataAlignment = 64;
+inline constexpr uint64_t kFileAlignment = 4096;
+
+enum class EntryType : uint32_t { kSkip = 0, kSplat = 1, kData = 2, kExternal = 3 };
+std::string_view entry_type_name(EntryType type);  // "skip", "splat", "data", "external", "unknown"
+
+// One entry as read (or as to be written).
+struct Entry {
+  std::string name;
+  std::string metadata;  // opaque bytes; Loom writes JSON {"dtype":..,"shape":[..]} here
+  EntryType type = EntryType::kData;
+  uint64_t flags = 0;
+  uint64_t minimum_alignment = 0;
+  uint64_t length = 0;  // the parameter's size in bytes
+
+  // kSplat
+  std::array<std::byte, 16> pattern{};
+  uint8_t pattern_length = 0;
+
+  // kData: where the bytes lie, as absolute offsets in the archive file.
+  uint64_t data_offset = 0;
+
+  // kExternal: path as stored (relative to the archive's folder) and the
+  // byte range in that file.
+  std::string external_path;
+  uint64_t external_offset = 0;
+
+  // Where the entry was found (for dump and error messages).
+  uint32_t header_index = 0;    // 0: first header of the chain
+  uint64_t entry_offset = 0;    // absolute offset of the entry header
+};
+
+// One header of the chain.
+struct HeaderInfo {
+  uint64_t offset = 0;  // absolute
+  uint16_t version_major = 0;
+  uint16_t version_minor = 0;
+  uint64_t header_size = 0;
+  uint64_t next_header_offset = 0;  // relative to this header; 0: last
+  uint64_t flags = 0;
+  uint64_t entry_count = 0;
+  uint64_t entry_segment_offset = 0, entry_segment_length = 0;        // relative to header
+  uint64_t metadata_segment_offset = 0, metadata_segment_length = 0;  // relative to header
+  uint64_t storage_segment_offset = 0, storage_segment_length = 0;    // relative to header
+};
+
+class ArchiveReader {
+ public:
+  // Maps the file read-only; EXTERNAL entries are resolved relative to the
+  // file's folder and mapped at open (absolute paths, '..' and symlinks
+  // leaving that folder are refused).
+  static Result<std::unique_ptr<ArchiveReader>> open_file(const std::filesystem::path& path);
+  // Reads a caller buffer that must outlive the reader. EXTERNAL entries are
+  // refused unless `base_dir` is given.
+  static Result<std::unique_ptr<ArchiveReader>> open_buffer(std::span<const std::byte> bytes,
+                                                            std::filesystem::path base_dir = {});
+  ~ArchiveReader();
+
+  const std::vector<HeaderInfo>& headers() const;
+  // Every entry except kSkip ones, in chain order. Names are unique inside
+  // one header; across linked headers a later entry replaces an earlier one
+  // of the same name (appending an archive updates parameters), and find()
+  // returns the last.
+  const std::vector<Entry>& entries() const;
+  const Entry* find(std::string_view name) const;
+  std::span<const std::byte> file_bytes() const;
+
+  // Zero-copy bytes of a DATA or EXTERNAL entry; an error for SPLAT entries
+  // (use read()).
+  Result<std::span<const std::byte>> view(const Entry& entry) const;
+  // Copies bytes [offset, offset + out.size()) of any entry into `out`,
+  // expanding splat patterns.
+  Status read(const Entry& entry, uint64_t offset, std::span<std::byte> out) const;
+
+ private:
+  ArchiveReader();
+  struct State;
+  std::unique_ptr<State> state_;
+  friend class ArchiveReaderBuilder;
+};
+
+// Builds one archive (one header). Data spans are not copied: they must stay
+// valid until the write call returns.
+class ArchiveBuilder {
+ public:
+  explicit ArchiveBuilder(uint64_t data_alignment = kDefaultDataAlignment);
+  ~ArchiveBuilder();
+  ArchiveBuilder(ArchiveBuilder&&) noexcept;
+  ArchiveBuilder& operator=(ArchiveBuilder&&) noexcept;
+
+  // Names must be non-empty and unique in the builder. alignment 0 means the
+  // builder's data alignment; otherwise a power of two.
+  Status add_data(std::string name, std::span<const std::byte> bytes, std::string metadata = {},
+                  uint64_t alignment = 0);
+  // pattern.size() is 1, 2, 4, 8 or 16 and divides length.
+  Status add_splat(std::string name, uint64_t length, std::span<const std::byte> pattern,
+                   std::string metadata = {});
+  // path is relative (no '..'); the range is not checked until read.
+  Status add_external(std::string name, std::string path, uint64_t offset, uint64_t length,
+                      std::string metadata = {});
+
+  // A complete archive file (padded to kFileAlignment).
+  Result<std::vector<std::byte>> write_buffer() const;
+  // Writes a new file, replacing `path`.
+  Status write_file(const std::filesystem::path& path) const;
+  // Appends this archive to an existing one at `path`, linking it from the
+  // last header of its chain, so readers see both (later entries win).
+  Status append_to_file(const std::filesystem::path& path) const;
+
+ private:
+  struct Pending;
+  uint64_t data_alignment_;
+  std::vector<Pending> entries_;
+};
+
+}  // namespace loom::io::irpa
