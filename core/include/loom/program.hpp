@@ -128,9 +128,13 @@ struct FunctionDef {
   friend bool operator==(const FunctionDef&, const FunctionDef&) = default;
 };
 
+// A named constant, either inline (bytes in segment `segment` at `offset`) or
+// external (entry `name` of scope `scope` in the .irpa archive `archive`,
+// a path relative to the program's folder without '..'; segment -1, offset
+// 0, and `size` equal to dtype x shape, the bytes the loader expects).
 struct ParameterDef {
   std::string name;
-  std::string scope;
+  std::string scope;     // external: the archive's scope (may be empty)
   DType dtype = DType::kF32;
   Shape shape;
   int32_t segment = -1;  // inline: segment index

@@ -1,6 +1,7 @@
 #include "container/validate.hpp"
 
 #include <string>
+#include <string_view>
 
 #include "container/format.hpp"
 
@@ -126,10 +127,70 @@ Status validate_function(const std::string& where, const FunctionDef& f,
   return validate_memory_plan(where + ".memory_plan", f.memory_plan, f);
 }
 
+// An archive path is resolved against the program's folder (or a folder the
+// host names), so it must stay inside it: relative, without '..', and
+// without bytes a file system would cut the name at.
+Status check_archive_path(const std::string& where, const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    return invalid_argument(where + ".archive: path contains a NUL byte");
+  }
+  if (path.front() == '/') {
+    return invalid_argument(where + ".archive: '" + path +
+                            "' is absolute; an archive path is relative to the program's "
+                            "folder");
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (std::string_view(path).substr(start, end - start) == "..") {
+      return invalid_argument(where + ".archive: '" + path +
+                              "' contains '..'; an archive must lie in the program's folder "
+                              "or below it");
+    }
+    start = end + 1;
+  }
+  if (path.back() == '/') {
+    return invalid_argument(where + ".archive: '" + path + "' names a folder, not a file");
+  }
+  return Status();
+}
+
+// An external parameter has no bytes here: its size and type are all a
+// loader can check the archive's entry against, so they must agree.
+Status validate_external_parameter(const std::string& where, const ParameterDef& p) {
+  if (p.name.empty()) {
+    return invalid_argument(where + ".name: an external parameter needs the name of its "
+                            "archive entry");
+  }
+  std::string label = where + " ('" + p.name + "')";
+  if (p.segment != -1 || p.offset != 0) {
+    return invalid_argument(label + ": external (archive '" + p.archive +
+                            "') and inline (segment " + std::to_string(p.segment) +
+                            ", offset " + std::to_string(p.offset) +
+                            ") at once; a parameter is one or the other");
+  }
+  LOOM_RETURN_IF_ERROR(check_archive_path(where, p.archive));
+  if (dtype_size(p.dtype) == 0) {
+    return invalid_argument(label + ".dtype: an external parameter needs a dtype");
+  }
+  auto count = element_count(p.shape);
+  if (!count.ok()) return count.status().with_context(label + ".shape");
+  uint64_t bytes = 0;
+  bool overflow = __builtin_mul_overflow(*count, dtype_size(p.dtype), &bytes);
+  if (overflow || bytes != p.size) {
+    return invalid_argument(label + ".size: " + std::to_string(p.size) + " bytes, but " +
+                            std::string(dtype_name(p.dtype)) + " " + shape_to_string(p.shape) +
+                            " takes " +
+                            (overflow ? std::string("more than 2^64") : std::to_string(bytes)));
+  }
+  return Status();
+}
+
 Status validate_parameter(const std::string& where, const ParameterDef& p,
                           std::span<const uint64_t> segment_sizes) {
   LOOM_RETURN_IF_ERROR(check_dtype(where, p.dtype));
-  if (!p.archive.empty() && p.segment == -1) return Status();
+  if (!p.archive.empty()) return validate_external_parameter(where, p);
   LOOM_RETURN_IF_ERROR(
       check_index(where + ".segment", p.segment, segment_sizes.size(), "segment", "file"));
   uint64_t segment_size = segment_sizes[static_cast<size_t>(p.segment)];

@@ -133,8 +133,12 @@ TEST(ProgramWriterValidation, InlineParameterNeedsASegment) {
 TEST(ProgramWriterValidation, ExternalParameterNeedsNoSegment) {
   ProgramWriter w = testing::make_small_program();
   w.program().parameters[0].segment = -1;
+  w.program().parameters[0].offset = 0;
   w.program().parameters[0].archive = "weights.irpa";
   EXPECT_TRUE(w.write_buffer().ok());
+  w.program().parameters[0].offset = 16;  // an inline field on an external parameter
+  EXPECT_TRUE(writer_refuses(w, "parameters[0] ('w'): external (archive 'weights.irpa') and "
+                                "inline (segment -1, offset 16) at once"));
 }
 
 TEST(ProgramWriterValidation, WrongParameterChecksum) {
