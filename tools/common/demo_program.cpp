@@ -1,8 +1,12 @@
 #include "common/demo_program.hpp"
 
+#include <iterator>
 #include <random>
+#include <utility>
 
 #include "common/program_builder.hpp"
+#include "io/irpa.hpp"
+#include "io/tensor_metadata.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 
 namespace loom::tools {
@@ -31,13 +35,64 @@ Tensor mlp_input(const MlpShape& s, uint64_t seed) {
   return random_tensor({s.batch, s.in}, 1.0f, rng);
 }
 
-Result<ProgramWriter> build_mlp_program(const MlpShape& s, uint64_t seed, bool with_delegate) {
+std::vector<NamedWeight> mlp_weights(const MlpShape& s, uint64_t seed) {
   std::mt19937_64 rng(seed);
+  std::vector<NamedWeight> out;
+  out.push_back({"w1", random_tensor({s.in, s.hidden}, 0.2f, rng)});
+  out.push_back({"b1", random_tensor({s.hidden}, 0.1f, rng)});
+  out.push_back({"w2", random_tensor({s.hidden, s.out}, 0.2f, rng)});
+  out.push_back({"b2", random_tensor({s.out}, 0.1f, rng)});
+  return out;
+}
+
+Result<ProgramWriter> build_mlp_program(const MlpShape& s, uint64_t seed, bool with_delegate) {
+  MlpOptions options;
+  options.with_delegate = with_delegate;
+  LOOM_ASSIGN_OR_RETURN(MlpProgram program, build_mlp(s, mlp_weights(s, seed), options));
+  return std::move(program.writer);
+}
+
+Result<MlpProgram> build_mlp(const MlpShape& s, const std::vector<NamedWeight>& weights,
+                             const MlpOptions& options) {
+  const std::pair<const char*, Shape> expected[] = {
+      {"w1", {s.in, s.hidden}}, {"b1", {s.hidden}}, {"w2", {s.hidden, s.out}}, {"b2", {s.out}}};
+  if (weights.size() != std::size(expected)) {
+    return invalid_argument("the demo MLP takes 4 weights (w1, b1, w2, b2), got " +
+                            std::to_string(weights.size()));
+  }
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& t = weights[i].tensor;
+    if (weights[i].name != expected[i].first || t.dtype() != DType::kF32 ||
+        t.shape() != expected[i].second) {
+      return invalid_argument("demo MLP weight " + std::to_string(i) + " is '" +
+                              weights[i].name + "' " + std::string(dtype_name(t.dtype())) + " " +
+                              shape_to_string(t.shape()) + ", expected '" + expected[i].first +
+                              "' f32 " + shape_to_string(expected[i].second));
+    }
+  }
+
   ProgramBuilder b("loom demo");
-  uint32_t w1 = b.add_parameter("w1", random_tensor({s.in, s.hidden}, 0.2f, rng));
-  uint32_t b1 = b.add_parameter("b1", random_tensor({s.hidden}, 0.1f, rng));
-  uint32_t w2 = b.add_parameter("w2", random_tensor({s.hidden, s.out}, 0.2f, rng));
-  uint32_t b2 = b.add_parameter("b2", random_tensor({s.out}, 0.1f, rng));
+  MlpProgram out;
+  io::irpa::ArchiveBuilder archive;
+  std::vector<uint32_t> params;
+  for (const NamedWeight& w : weights) {
+    if (!options.external_weights) {
+      params.push_back(b.add_parameter(w.name, w.tensor));
+      continue;
+    }
+    ArchiveRef where{options.scope, options.archive};
+    params.push_back(options.record_checksums
+                         ? b.add_external_parameter(w.name, w.tensor, where)
+                         : b.add_external_parameter(w.name, w.tensor.dtype(), w.tensor.shape(),
+                                                    where));
+    LOOM_RETURN_IF_ERROR(archive.add_data(
+        w.name, w.tensor.bytes(), io::encode_tensor_metadata(w.tensor.dtype(), w.tensor.shape()))));
+  }
+  if (options.external_weights) {
+    LOOM_ASSIGN_OR_RETURN(out.archive, archive.write_buffer());
+  }
+  const uint32_t w1 = params[0], b1 = params[1], w2 = params[2], b2 = params[3];
+  const bool with_delegate = options.with_delegate;
 
   if (with_delegate) {
   // The cpu-simd blob: tensors 0..4 are the delegate's inputs (x, w1, b1, w2,
@@ -97,7 +152,8 @@ Result<ProgramWriter> build_mlp_program(const MlpShape& s, uint64_t seed, bool w
     f.kernel_call("Softmax", {z1}, {y}, {int_attr("axis", -1)});
     f.output(y);
   }
-  return b.finish();
+  LOOM_ASSIGN_OR_RETURN(out.writer, b.finish());
+  return out;
 }
 
 Result<ProgramWriter> build_single_op_program(int64_t n) {

@@ -71,6 +71,28 @@ uint32_t ProgramBuilder::add_parameter(std::string name, const Tensor& tensor) {
   return static_cast<uint32_t>(writer_.program().parameters.size() - 1);
 }
 
+uint32_t ProgramBuilder::add_external_parameter(std::string name, const Tensor& tensor,
+                                                ArchiveRef where) {
+  return add_external_parameter(std::move(name), tensor.dtype(), tensor.shape(),
+                                std::move(where), xxh3_64(tensor.bytes()));
+}
+
+uint32_t ProgramBuilder::add_external_parameter(std::string name, DType dtype, Shape shape,
+                                                ArchiveRef where, uint64_t checksum) {
+  ParameterDef p;
+  p.name = std::move(name);
+  p.scope = std::move(where.scope);
+  p.archive = std::move(where.archive);
+  p.dtype = dtype;
+  // A bad shape is left for the writer's validation to report by name.
+  auto count = element_count(shape);
+  p.size = count.ok() ? *count * dtype_size(dtype) : 0;
+  p.shape = std::move(shape);
+  p.checksum = checksum;
+  writer_.program().parameters.push_back(std::move(p));
+  return static_cast<uint32_t>(writer_.program().parameters.size() - 1);
+}
+
 uint32_t ProgramBuilder::add_artifact(std::string loader_key, uint32_t format_version,
                                       std::string file_name,
                                       std::span<const std::byte> content) {

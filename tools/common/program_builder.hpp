@@ -42,12 +42,28 @@ class FunctionBuilder {
   FunctionDef* def_;
 };
 
+// Where the bytes of an external parameter are found when the program is
+// loaded: the entry of the parameter's name in `scope` of the .irpa archive
+// at `archive`, a path relative to the program file's folder (no '..').
+struct ArchiveRef {
+  std::string scope;
+  std::string archive;
+};
+
 class ProgramBuilder {
  public:
   explicit ProgramBuilder(std::string producer = "loom");
 
   // Adds an inline parameter holding a copy of `tensor`; returns its index.
   uint32_t add_parameter(std::string name, const Tensor& tensor);
+  // Adds an external parameter whose bytes are `tensor`'s but live in an
+  // archive: the program records name, dtype, shape, size and the bytes'
+  // xxh3 checksum (checked at load), not the bytes.
+  uint32_t add_external_parameter(std::string name, const Tensor& tensor, ArchiveRef where);
+  // The same without the bytes at hand: `checksum` is their xxh3-64, 0 to
+  // skip the check at load (weights that are swapped or splatted).
+  uint32_t add_external_parameter(std::string name, DType dtype, Shape shape, ArchiveRef where,
+                                  uint64_t checksum = 0);
   // Adds an artifact with `content`; returns its index.
   uint32_t add_artifact(std::string loader_key, uint32_t format_version,
                         std::string file_name, std::span<const std::byte> content);

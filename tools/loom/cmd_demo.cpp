@@ -1,9 +1,16 @@
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <span>
+#include <utility>
 
 #include "commands.hpp"
 #include "common/demo_program.hpp"
@@ -18,6 +25,7 @@ constexpr int kTimedRuns = 50;
 
 struct Row {
   std::string device;
+  std::string weights;  // "inline" or the archive
   std::string result;
   std::string detail;
 };
@@ -33,13 +41,52 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
+// A folder of its own under the temp dir, removed with this object: where
+// the demo puts the external-weights program when no --save-dir is given.
+class ScratchDir {
+ public:
+  static Result<ScratchDir> create() {
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string pattern = (base / "loom-demo-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return unavailable("cannot create a scratch folder in " + base.string() + ": " +
+                         std::strerror(errno));
+    }
+    ScratchDir dir;
+    dir.path_ = pattern;
+    return dir;
+  }
+  ScratchDir() = default;
+  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  ScratchDir& operator=(ScratchDir&&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+Status write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return data_loss("cannot write " + path.string());
+  return Status();
+}
+
 }  // namespace
 
 int run_demo(const DemoArgs& args) {
   tools::MlpShape shape;
-  auto writer = tools::build_mlp_program(shape);
-  if (!writer.ok()) return fail(writer.status());
-  auto bytes = writer->write_buffer();
+  const std::vector<tools::NamedWeight> weights = tools::mlp_weights(shape);
+  auto inline_program = tools::build_mlp(shape, weights);
+  if (!inline_program.ok()) return fail(inline_program.status());
+  auto bytes = inline_program->writer.write_buffer();
   if (!bytes.ok()) return fail(bytes.status());
   Tensor x = tools::mlp_input(shape);
 
@@ -60,26 +107,61 @@ int run_demo(const DemoArgs& args) {
   if (!expected.ok()) return fail(expected.status().with_context("reference run"));
   const Tensor& y_ref = (*expected)[0].tensor;
 
+  // The external-weights variant is written to disk and loaded from there,
+  // so that its archive is found the way a user's is: beside the program.
+  std::filesystem::path dir(args.save_dir);
+  if (!args.save_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return fail(invalid_argument("cannot create " + args.save_dir + ": " + ec.message()));
+  }
+  ScratchDir scratch;
+  std::filesystem::path external_path;
+  if (args.external_params) {
+    tools::MlpOptions external_options;
+    external_options.external_weights = true;
+    auto external = tools::build_mlp(shape, weights, external_options);
+    if (!external.ok()) return fail(external.status());
+    if (dir.empty()) {
+      auto made = ScratchDir::create();
+      if (!made.ok()) return fail(made.status());
+      scratch = std::move(*made);
+    }
+    const std::filesystem::path& folder = dir.empty() ? scratch.path() : dir;
+    external_path = folder / "program.loom";
+    Status st = external->writer.write_file(external_path);
+    if (st.ok()) st = write_file(folder / external_options.archive, external->archive);
+    if (!st.ok()) return fail(st);
+  }
+
   std::cout << "Loom demo: MLP x[" << shape.batch << "x" << shape.in << "] -> " << shape.hidden
             << " -> Relu -> " << shape.out << " -> Softmax, " << bytes->size()
             << "-byte program\n";
 
   std::vector<Row> rows;
   int ran = 0, failed = 0;
-  std::vector<DeviceInfo> devices = (*runtime)->devices();
-  for (const DeviceInfo& device : devices) {
-    auto program = (*runtime)->load_program(*bytes, LoadOptions{device.uri});
+  // Returns whether the program loaded on `device`. A device that cannot
+  // load the demo is skipped; one that loads it with inline weights must load
+  // it with external ones too.
+  auto run_on = [&](const DeviceInfo& device, bool external) {
+    LoadOptions load;
+    load.device = device.uri;
+    const char* weights_label = external ? "weights.irpa" : "inline";
+    auto program = external ? (*runtime)->load_program(external_path, load)
+                            : (*runtime)->load_program(*bytes, load);
     if (!program.ok()) {
-      rows.push_back({device.uri, "skipped", program.status().message()});
-      continue;
+      rows.push_back({device.uri, weights_label, external ? "FAILED" : "skipped",
+                      program.status().message()});
+      failed += external;
+      return false;
     }
     auto session = (*program)->create_session("main");
     Status st = session.ok() ? (*session)->set_input("x", x) : session.status();
     if (st.ok()) st = (*session)->run();
     if (!st.ok()) {
-      rows.push_back({device.uri, "FAILED", st.message()});
+      rows.push_back({device.uri, weights_label, "FAILED", st.message()});
       ++failed;
-      continue;
+      return true;
     }
     float err = max_abs_diff((*session)->output(0), y_ref);
     std::vector<double> times;
@@ -94,29 +176,36 @@ int run_demo(const DemoArgs& args) {
     std::snprintf(detail, sizeof detail, "max |diff| %.2e, median %.1f us over %d runs", err,
                   times[times.size() / 2], kTimedRuns);
     bool ok = st.ok() && err <= kTolerance;
-    rows.push_back({device.uri, ok ? "passed" : "FAILED", detail});
-    ++ran;
+    rows.push_back({device.uri, weights_label, ok ? "passed" : "FAILED", detail});
     failed += !ok;
+    return true;
+  };
+  std::vector<DeviceInfo> devices = (*runtime)->devices();
+  for (const DeviceInfo& device : devices) {
+    if (!run_on(device, false)) continue;
+    ++ran;
+    if (args.external_params) run_on(device, true);
   }
 
   size_t width = 8;
   for (const Row& r : rows) width = std::max(width, r.device.size());
-  std::printf("%-*s  %-8s  %s\n", static_cast<int>(width), "device", "result", "detail");
-  for (const Row& r : rows) {
-    std::printf("%-*s  %-8s  %s\n", static_cast<int>(width), r.device.c_str(), r.result.c_str(),
-                r.detail.c_str());
-  }
+  auto print_row = [&](const std::string& device, const std::string& weights,
+                       const std::string& result, const std::string& detail) {
+    std::printf("%-*s  ", static_cast<int>(width), device.c_str());
+    if (args.external_params) std::printf("%-12s  ", weights.c_str());
+    std::printf("%-8s  %s\n", result.c_str(), detail.c_str());
+  };
+  print_row("device", "weights", "result", "detail");
+  for (const Row& r : rows) print_row(r.device, r.weights, r.result, r.detail);
 
   if (!args.save_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(args.save_dir, ec);
-    if (ec) return fail(invalid_argument("cannot create " + args.save_dir + ": " + ec.message()));
-    std::filesystem::path dir(args.save_dir);
-    Status st = writer->write_file(dir / "program.loom");
+    Status st = Status();
+    if (!args.external_params) st = inline_program->writer.write_file(dir / "program.loom");
     if (st.ok()) st = io::write_npy(dir / "input_x.npy", x);
     if (st.ok()) st = io::write_npy(dir / "expected_y.npy", y_ref);
     if (!st.ok()) return fail(st);
-    std::cout << "saved program.loom, input_x.npy and expected_y.npy in " << args.save_dir << "\n";
+    std::cout << "saved program.loom" << (args.external_params ? ", weights.irpa" : "")
+              << ", input_x.npy and expected_y.npy in " << args.save_dir << "\n";
   }
 
   if (ran == 0) {
@@ -126,10 +215,11 @@ int run_demo(const DemoArgs& args) {
                                 : "no device could run the demo program"));
   }
   if (failed > 0) {
-    return fail(internal_error(std::to_string(failed) + " device(s) disagree with the "
+    return fail(internal_error(std::to_string(failed) + " run(s) disagree with the "
                                "reference kernels"));
   }
-  std::cout << "demo passed on " << ran << " device(s)\n";
+  std::cout << "demo passed on " << ran << " device(s)"
+            << (args.external_params ? ", with inline and with external weights" : "") << "\n";
   return 0;
 }
 

@@ -84,9 +84,19 @@ nlohmann::json to_json(const ProgramReader& reader, const ArtifactRegistry& regi
   }
   out["parameters"] = nlohmann::json::array();
   for (const ParameterDef& prm : p.parameters) {
-    out["parameters"].push_back({{"name", prm.name}, {"dtype", std::string(dtype_name(prm.dtype))},
-                                 {"shape", prm.shape}, {"bytes", prm.size},
-                                 {"segment", prm.segment}});
+    nlohmann::json j = {{"name", prm.name}, {"dtype", std::string(dtype_name(prm.dtype))},
+                        {"shape", prm.shape}, {"bytes", prm.size}};
+    if (prm.archive.empty()) {
+      j["storage"] = "inline";
+      j["segment"] = prm.segment;
+      j["offset"] = prm.offset;
+    } else {
+      j["storage"] = "external";
+      j["archive"] = prm.archive;
+      j["scope"] = prm.scope;
+    }
+    if (prm.checksum != 0) j["xxh3"] = hex64(prm.checksum);
+    out["parameters"].push_back(j);
   }
   return out;
 }
@@ -152,7 +162,13 @@ int run_inspect(const InspectArgs& args) {
   for (const auto& p : j["parameters"]) {
     std::cout << "  " << p["name"].get<std::string>() << ": " << p["dtype"].get<std::string>()
               << shape_to_string(p["shape"].get<std::vector<int64_t>>()) << "  "
-              << p["bytes"].get<uint64_t>() << " bytes\n";
+              << p["bytes"].get<uint64_t>() << " bytes  ";
+    if (p["storage"] == "inline") {
+      std::cout << "inline (segment " << p["segment"].get<int32_t>() << ")\n";
+    } else {
+      std::cout << "archive '" << p["archive"].get<std::string>() << "' scope '"
+                << p["scope"].get<std::string>() << "'\n";
+    }
   }
   return 0;
 }

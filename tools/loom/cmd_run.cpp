@@ -11,12 +11,15 @@
 namespace loom::cli {
 namespace {
 
-// Splits "NAME=VALUE"; the error names the option.
+// Splits "NAME=VALUE"; the error names the option. A parameter scope may be
+// empty (IREE's default scope), so --params accepts "=PATH".
 Result<std::pair<std::string, std::string>> split_binding(const std::string& text,
-                                                          const char* option) {
+                                                          const char* option,
+                                                          const char* form = "NAME=VALUE",
+                                                          bool allow_empty_name = false) {
   size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    return invalid_argument(std::string(option) + " '" + text + "' is not NAME=VALUE");
+  if (eq == std::string::npos || (eq == 0 && !allow_empty_name) || eq + 1 == text.size()) {
+    return invalid_argument(std::string(option) + " '" + text + "' is not " + form);
   }
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
@@ -82,7 +85,14 @@ int run_run(const RunArgs& args) {
   options.threads = args.threads;
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
-  auto program = (*runtime)->load_program(args.file, LoadOptions{args.device});
+  LoadOptions load;
+  load.device = args.device;
+  for (const std::string& text : args.params) {
+    auto binding = split_binding(text, "--params", "SCOPE=PATH.irpa", true);
+    if (!binding.ok()) return fail(binding.status());
+    load.parameter_archives.emplace_back(binding->first, binding->second);
+  }
+  auto program = (*runtime)->load_program(args.file, load);
   if (!program.ok()) return fail(program.status());
   auto session = (*program)->create_session(args.function);
   if (!session.ok()) return fail(session.status());

@@ -25,6 +25,7 @@ struct RunArgs {
   std::string device;
   std::vector<std::string> inputs;   // NAME=PATH.npy | NAME=random
   std::vector<std::string> outputs;  // NAME=PATH.npy
+  std::vector<std::string> params;   // SCOPE=PATH.irpa
   uint32_t repeat = 1;
   uint32_t threads = 0;
 };
@@ -32,6 +33,7 @@ struct RunArgs {
 struct DemoArgs {
   std::string save_dir;
   uint32_t threads = 0;
+  bool external_params = false;
 };
 
 int run_devices(const DevicesArgs& args);

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
                                               "the first device that can load each delegate)");
   cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy or NAME=random")->required();
   cmd_run->add_option("--output", run.outputs, "NAME=PATH.npy: write a result");
+  cmd_run->add_option("--params", run.params,
+                      "SCOPE=PATH.irpa: take the external parameters of SCOPE from this "
+                      "archive (default: the path the program records, beside it)");
   cmd_run->add_option("--repeat", run.repeat, "Run N times and print latency")
       ->check(CLI::Range(1u, 10000000u));
   cmd_run->add_option("--threads", run.threads, "Cap on plugin worker threads (0 = all cores)");
@@ -36,6 +39,9 @@ int main(int argc, char** argv) {
   cmd_demo->add_option("--save-dir", demo.save_dir,
                        "Write program.loom, input_<NAME>.npy and expected_<NAME>.npy here");
   cmd_demo->add_option("--threads", demo.threads, "Cap on plugin worker threads");
+  cmd_demo->add_flag("--external-params", demo.external_params,
+                     "Also run the program with its weights in a parameter archive "
+                     "(--save-dir then writes that program and weights.irpa)");
 
   CLI11_PARSE(app, argc, argv);
 

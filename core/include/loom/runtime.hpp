@@ -55,6 +55,13 @@ struct LoadOptions {
   // variant (in the program's order of preference) that a present device can
   // load is used.
   std::string device;
+  // Where the archives of external parameters are: (scope, path of the .irpa
+  // file). A scope listed here takes all its parameters from that file;
+  // every other scope is looked up at the path the program records, relative
+  // to the program file's folder. A program loaded from memory has no folder,
+  // so each scope it uses must be listed. Listing a scope the program does
+  // not use is an error (not_found), so that a misspelt scope is not ignored.
+  std::vector<std::pair<std::string, std::filesystem::path>> parameter_archives;
 };
 
 // A tensor with the name of the function argument or result it belongs to.
@@ -98,11 +105,14 @@ class Runtime {
   // Every device of every usable plugin.
   std::vector<DeviceInfo> devices();
 
-  // Maps, verifies and prepares a program file: each delegate is loaded on a
-  // device per `options`. Errors name the delegate, the device and the reason.
+  // Maps, verifies and prepares a program file: external parameters are found
+  // in their archives (LoadOptions::parameter_archives) and checked, each
+  // delegate is loaded on a device per `options`. Errors name the parameter
+  // or the delegate, the archive or the device, and the reason.
   Result<std::shared_ptr<Program>> load_program(const std::filesystem::path& path,
                                                 const LoadOptions& options = {});
-  // The same for a program in memory; `bytes` must outlive the Program.
+  // The same for a program in memory; `bytes` must outlive the Program. Its
+  // external parameters need LoadOptions::parameter_archives.
   Result<std::shared_ptr<Program>> load_program(std::span<const std::byte> bytes,
                                                 const LoadOptions& options = {});
 
@@ -110,7 +120,9 @@ class Runtime {
 
  private:
   Runtime() = default;
+  // `folder`: the program file's folder, empty for a program in memory.
   Result<std::shared_ptr<Program>> prepare(std::unique_ptr<ProgramReader> reader,
+                                           const std::filesystem::path& folder,
                                            const LoadOptions& options);
   std::unique_ptr<host::PluginHost> host_;
 };

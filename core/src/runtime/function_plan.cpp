@@ -75,6 +75,7 @@ Status check_inferred(const FunctionDef& def, size_t instruction,
 }  // namespace
 
 Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
+                                         const ParameterStore& parameters,
                                          const FunctionDef& def,
                                          const kernels::KernelRegistry& kernels,
                                          size_t delegate_count) {
@@ -164,22 +165,17 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
                               std::to_string(params.size()) + ")");
     }
     const ParameterDef& p = params[vd.parameter];
-    if (!p.archive.empty()) {
-      return unimplemented("parameter '" + p.name + "' lives in external archive '" +
-                           p.archive + "', which this runtime cannot open yet");
-    }
-    auto bytes = reader.parameter_bytes(static_cast<uint32_t>(vd.parameter));
-    if (!bytes.ok()) return bytes.status().with_context("parameter '" + p.name + "'");
-    if (bytes->size() != v.bytes || p.dtype != v.dtype) {
+    std::span<const std::byte> bytes = parameters.bytes(static_cast<uint32_t>(vd.parameter));
+    if (bytes.size() != v.bytes || p.dtype != v.dtype) {
       return invalid_argument("function '" + def.name + "' " + value_label(def, i) +
                               " is " + std::string(dtype_name(v.dtype)) + " " +
                               shape_to_string(v.shape) + " (" + std::to_string(v.bytes) +
                               " bytes) but parameter '" + p.name + "' is " +
                               std::string(dtype_name(p.dtype)) + " with " +
-                              std::to_string(bytes->size()) + " bytes");
+                              std::to_string(bytes.size()) + " bytes");
     }
     v.storage = Storage::kParameter;
-    v.parameter = bytes->data();
+    v.parameter = bytes.data();
   }
 
   // Memory plan.

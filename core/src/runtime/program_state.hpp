@@ -12,6 +12,7 @@
 #include "kernels/kernel.hpp"
 #include "loom/artifacts.hpp"
 #include "loom/runtime.hpp"
+#include "runtime/parameter_store.hpp"
 
 namespace loom::runtime {
 
@@ -47,7 +48,7 @@ struct ValuePlan {
   uint64_t bytes = 0;
   Storage storage = Storage::kNone;
   uint64_t arena_offset = 0;              // kArena
-  const std::byte* parameter = nullptr;   // kParameter
+  const std::byte* parameter = nullptr;   // kParameter: in the ParameterStore
   uint32_t io_index = 0;                  // kInput/kOutput: argument index
 };
 
@@ -71,9 +72,11 @@ struct FunctionPlan {
   uint32_t arena_alignment = 64;
 };
 
-// Builds the plan of `def`, validating it against the kernels and parameters
-// available. Errors name the function, instruction and value.
+// Builds the plan of `def`, validating it against the kernels and the
+// parameters resolved in `parameters`. Errors name the function, instruction
+// and value.
 Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
+                                         const ParameterStore& parameters,
                                          const FunctionDef& def,
                                          const kernels::KernelRegistry& kernels,
                                          size_t delegate_count);
@@ -84,6 +87,7 @@ namespace loom {
 
 struct Program::State {
   std::unique_ptr<ProgramReader> reader;
+  runtime::ParameterStore parameters;  // keeps the archives of external ones open
   ArtifactRegistry registry;
   kernels::KernelRegistry kernels;
   std::vector<runtime::LoadedDelegate> delegates;

@@ -79,7 +79,11 @@ Result<std::shared_ptr<Program>> Runtime::load_program(const std::filesystem::pa
                                                        const LoadOptions& options) {
   auto reader = ProgramReader::open_file(path);
   if (!reader.ok()) return reader.status().with_context(path.string());
-  auto program = prepare(std::move(*reader), options);
+  // External parameters are found relative to the program's folder.
+  std::error_code ec;
+  std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
+  if (ec || folder.empty()) folder = path.parent_path().empty() ? "." : path.parent_path();
+  auto program = prepare(std::move(*reader), folder, options);
   if (!program.ok()) return program.status().with_context(path.string());
   return program;
 }
@@ -87,15 +91,19 @@ Result<std::shared_ptr<Program>> Runtime::load_program(const std::filesystem::pa
 Result<std::shared_ptr<Program>> Runtime::load_program(std::span<const std::byte> bytes,
                                                        const LoadOptions& options) {
   LOOM_ASSIGN_OR_RETURN(auto reader, ProgramReader::open_buffer(bytes));
-  return prepare(std::move(reader), options);
+  return prepare(std::move(reader), {}, options);
 }
 
 Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader> reader,
+                                                  const std::filesystem::path& folder,
                                                   const LoadOptions& options) {
   auto state = std::make_unique<Program::State>();
   state->reader = std::move(reader);
   const ProgramDef& def = state->reader->program();
   LOOM_ASSIGN_OR_RETURN(state->registry, ArtifactRegistry::build(*state->reader));
+  LOOM_ASSIGN_OR_RETURN(state->parameters,
+                        runtime::ParameterStore::open(*state->reader, folder,
+                                                      options.parameter_archives));
   state->kernels = kernels::KernelRegistry::reference();
 
   // An explicit device: resolve it before looking at any delegate, so a typo
@@ -216,7 +224,8 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
 
   for (const FunctionDef& function : def.functions) {
     LOOM_ASSIGN_OR_RETURN(auto plan,
-                          runtime::build_function_plan(*state->reader, function,
+                          runtime::build_function_plan(*state->reader, state->parameters,
+                                                       function,
                                                        state->kernels, def.delegates.size()));
     state->functions.push_back(std::move(plan));
   }

@@ -4,25 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/aligned_bytes.hpp"
 #include "runtime/program_state.hpp"
 
 namespace loom {
 namespace {
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBytes = std::unique_ptr<std::byte[], AlignedFree>;
-
-Result<AlignedBytes> allocate_aligned(uint64_t size, uint64_t alignment) {
-  uint64_t rounded = (std::max<uint64_t>(size, 1) + alignment - 1) / alignment * alignment;
-  void* p = std::aligned_alloc(alignment, rounded);
-  if (p == nullptr) {
-    return resource_exhausted("cannot allocate " + std::to_string(size) + " bytes");
-  }
-  std::memset(p, 0, rounded);
-  return AlignedBytes(static_cast<std::byte*>(p));
-}
+using runtime::AlignedBytes;
+using runtime::allocate_aligned;
 
 // The prepared arguments of one delegate call.
 struct DelegateCall {

@@ -1,0 +1,64 @@
+#include "io/tensor_metadata.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace loom::io {
+namespace {
+
+constexpr size_t kMaxParsedMetadata = 64 * 1024;
+
+// The recorded shape as text, without dump(): a hostile value may be nested
+// deeply enough for recursive printing to run out of stack.
+std::string describe_shape(const nlohmann::json& value, bool* is_shape, Shape* out) {
+  *is_shape = value.is_array();
+  if (*is_shape) {
+    for (const auto& d : value) {
+      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX)) {
+        *is_shape = false;
+        break;
+      }
+      out->push_back(d.get<int64_t>());
+    }
+  }
+  return *is_shape ? shape_to_string(*out) : std::string("a value that is not a shape");
+}
+
+}  // namespace
+
+std::string encode_tensor_metadata(DType dtype, std::span<const int64_t> shape) {
+  nlohmann::json j = {{"dtype", std::string(dtype_name(dtype))},
+                      {"shape", std::vector<int64_t>(shape.begin(), shape.end())}};
+  return j.dump();
+}
+
+Status check_tensor_metadata(std::string_view metadata, DType dtype,
+                             std::span<const int64_t> shape) {
+  if (metadata.empty() || metadata.size() > kMaxParsedMetadata || metadata.front() != '{') {
+    return Status();
+  }
+  nlohmann::json j = nlohmann::json::parse(metadata, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status();
+  if (auto it = j.find("dtype"); it != j.end()) {
+    if (!it->is_string()) {
+      return invalid_argument("archive records a dtype that is not a string, expected " +
+                              std::string(dtype_name(dtype)));
+    }
+    const std::string& name = it->get_ref<const std::string&>();
+    if (dtype_from_name(name) != dtype) {
+      return invalid_argument("archive records dtype '" + name.substr(0, 32) + "', expected " +
+                              std::string(dtype_name(dtype)));
+    }
+  }
+  if (auto it = j.find("shape"); it != j.end()) {
+    bool is_shape = false;
+    Shape recorded;
+    std::string text = describe_shape(*it, &is_shape, &recorded);
+    if (!is_shape || !std::equal(recorded.begin(), recorded.end(), shape.begin(), shape.end())) {
+      return invalid_argument("archive records shape " + text + ", expected " +
+                              shape_to_string(shape));
+    }
+  }
+  return Status();
+}
+
+}  // namespace loom::io
