@@ -71,6 +71,35 @@ size=$(stat -c %s "$dir/flipped.loom")
 printf '\xff' | dd of="$dir/flipped.loom" bs=1 seek=$((size - 10)) conv=notrunc status=none
 expect_error "flipped segment byte" "checksum" "$loom" inspect "$dir/flipped.loom"
 
+# External weights: the demo's program with its weights in weights.irpa.
+expect_ok "demo --external-params" "weights.irpa  passed" \
+  "$loom" demo --external-params --save-dir "$dir/ext"
+for f in program.loom weights.irpa input_x.npy expected_y.npy; do
+  [ -s "$dir/ext/$f" ] || fail "demo --external-params did not write $f"
+done
+ext="$dir/ext/program.loom"
+expect_ok "inspect external" "archive 'weights.irpa' scope 'mlp'" "$loom" inspect "$ext"
+expect_ok "inspect external --json" '"storage": "external"' "$loom" inspect "$ext" --json
+expect_ok "inspect inline" "inline (segment" "$loom" inspect "$prog"
+expect_ok "run external (archive beside it)" "y:" "$loom" run "$ext" \
+  --input "x=$dir/ext/input_x.npy" --output "y=$dir/y_ext.npy"
+cmp -s "$dir/y_ext.npy" "$dir/y.npy" || fail "external weights: y differs from the inline run"
+mkdir -p "$dir/moved"
+cp "$ext" "$dir/moved/program.loom"
+expect_ok "run --params" "y:" "$loom" run "$dir/moved/program.loom" \
+  --input "x=$dir/ext/input_x.npy" --params "mlp=$dir/ext/weights.irpa" --output "y=$dir/y_moved.npy"
+cmp -s "$dir/y_moved.npy" "$dir/y.npy" || fail "--params: y differs from the inline run"
+expect_error "missing archive" "not found at $dir/moved/weights.irpa.*--params mlp=" \
+  "$loom" run "$dir/moved/program.loom" --input x=random
+expect_error "--params unknown scope" "no external parameters in scope 'mpl'" \
+  "$loom" run "$ext" --input x=random --params "mpl=$dir/ext/weights.irpa"
+expect_error "--params missing file" "nope.irpa" \
+  "$loom" run "$ext" --input x=random --params "mlp=$dir/nope.irpa"
+expect_error "--params without =" "SCOPE=PATH" "$loom" run "$ext" --input x=random --params mlp
+cp "$prog" "$dir/moved/weights.irpa"
+expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): archive" \
+  "$loom" run "$dir/moved/program.loom" --input x=random
+
 "$loom" frobnicate >/dev/null 2>&1; rc=$?
 [ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "unknown subcommand: exit $rc"
 

@@ -85,8 +85,8 @@ Result<MlpProgram> build_mlp(const MlpShape& s, const std::vector<NamedWeight>& 
                          ? b.add_external_parameter(w.name, w.tensor, where)
                          : b.add_external_parameter(w.name, w.tensor.dtype(), w.tensor.shape(),
                                                     where));
-    LOOM_RETURN_IF_ERROR(archive.add_data(
-        w.name, w.tensor.bytes(), io::encode_tensor_metadata(w.tensor.dtype(), w.tensor.shape()))));
+    std::string metadata = io::encode_tensor_metadata(w.tensor.dtype(), w.tensor.shape());
+    LOOM_RETURN_IF_ERROR(archive.add_data(w.name, w.tensor.bytes(), std::move(metadata)));
   }
   if (options.external_weights) {
     LOOM_ASSIGN_OR_RETURN(out.archive, archive.write_buffer());

@@ -60,7 +60,10 @@ class ScratchDir {
   }
   ScratchDir() = default;
   ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  ScratchDir& operator=(ScratchDir&&) = delete;
+  ScratchDir& operator=(ScratchDir&& other) noexcept {
+    std::swap(path_, other.path_);  // `other` removes what this held
+    return *this;
+  }
   ~ScratchDir() {
     std::error_code ec;
     if (!path_.empty()) std::filesystem::remove_all(path_, ec);

@@ -61,7 +61,9 @@ struct LoadOptions {
   // to the program file's folder. A program loaded from memory has no folder,
   // so each scope it uses must be listed. Listing a scope the program does
   // not use is an error (not_found), so that a misspelt scope is not ignored.
-  std::vector<std::pair<std::string, std::filesystem::path>> parameter_archives;
+  // (The initializer lets callers brace-initialize `device` alone without a
+  // missing-initializer warning.)
+  std::vector<std::pair<std::string, std::filesystem::path>> parameter_archives = {};
 };
 
 // A tensor with the name of the function argument or result it belongs to.
