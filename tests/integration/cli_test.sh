@@ -97,7 +97,7 @@ expect_error "--params missing file" "nope.irpa" \
   "$loom" run "$ext" --input x=random --params "mlp=$dir/nope.irpa"
 expect_error "--params without =" "SCOPE=PATH" "$loom" run "$ext" --input x=random --params mlp
 cp "$prog" "$dir/moved/weights.irpa"
-expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): archive" \
+expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): .*not a parameter archive" \
   "$loom" run "$dir/moved/program.loom" --input x=random
 
 "$loom" frobnicate >/dev/null 2>&1; rc=$?

@@ -456,9 +456,9 @@ TEST_F(ExternalParams, DamagedArchiveIsAnErrorNamingTheParameterAndArchive) {
   auto path = write_external();
   std::vector<std::byte> garbage(4096, std::byte{0x5a});
   write_bytes(dir_ / "weights.irpa", garbage);
-  EXPECT_TRUE(fails_with(load_status(path), load_status(path).code(),
-                         {"parameter 'w1' (scope 'mlp'): archive " +
-                          (dir_ / "weights.irpa").string()}));
+  EXPECT_TRUE(fails_with(load_status(path), StatusCode::kInvalidArgument,
+                         {"parameter 'w1' (scope 'mlp'): " + (dir_ / "weights.irpa").string(),
+                          "not a parameter archive"}));
   write_bytes(dir_ / "weights.irpa", {});
   EXPECT_FALSE(load_status(path).ok());
   // Truncations of a valid archive never crash.
@@ -474,8 +474,9 @@ TEST_F(ExternalParams, ArchivePathThatIsAFolderIsAnError) {
   auto path = write_external();
   std::filesystem::remove(dir_ / "weights.irpa");
   std::filesystem::create_directories(dir_ / "weights.irpa");
-  EXPECT_TRUE(fails_with(load_status(path), load_status(path).code(),
-                         {"parameter 'w1' (scope 'mlp'): archive"}));
+  EXPECT_TRUE(fails_with(load_status(path), StatusCode::kInvalidArgument,
+                         {"parameter 'w1' (scope 'mlp'): " + (dir_ / "weights.irpa").string(),
+                          "is not a regular file"}));
 }
 
 }  // namespace

@@ -149,9 +149,8 @@ Result<ParameterStore> ParameterStore::open(
                          path.string() + how);
       }
       auto archive = irpa::ArchiveReader::open_file(path);
-      if (!archive.ok()) {
-        return archive.status().with_context(label(p) + ": archive " + path.string());
-      }
+      // The reader's errors start with the path.
+      if (!archive.ok()) return archive.status().with_context(label(p));
       found = opened.emplace(path.lexically_normal().string(), store.archives_.size()).first;
       store.archives_.push_back(std::move(*archive));
       store.archive_paths_.push_back(path);
