@@ -56,12 +56,13 @@ struct LoadOptions {
   // load is used.
   std::string device;
   // Where the archives of external parameters are: (scope, path of the .irpa
-  // file). A scope listed here takes all its parameters from that file;
-  // every other scope is looked up at the path the program records, relative
-  // to the program file's folder. A program loaded from memory has no folder,
-  // so each scope it uses must be listed. Listing a scope the program does
-  // not use is an error (not_found), so that a misspelt scope is not ignored.
-  // (The initializer lets callers brace-initialize `device` alone without a
+  // file; a relative path is taken from the current directory). A scope
+  // listed here takes all its parameters from that file; every other scope
+  // is looked up at the path the program records, relative to the program
+  // file's folder. A program loaded from memory has no folder, so each scope
+  // it uses must be listed. Listing a scope the program does not use is an
+  // error (not_found), so that a misspelt scope is not ignored. (The
+  // initializer lets callers brace-initialize `device` alone without a
   // missing-initializer warning.)
   std::vector<std::pair<std::string, std::filesystem::path>> parameter_archives = {};
 };

@@ -138,8 +138,10 @@ Result<ParameterStore> ParameterStore::open(
 
     auto found = opened.find(path.lexically_normal().string());
     if (found == opened.end()) {
+      // Only a clean "does not exist" gets this message; other trouble
+      // (permissions, ...) is reported by the reader.
       std::error_code ec;
-      if (!std::filesystem::exists(path, ec)) {
+      if (!std::filesystem::exists(path, ec) && !ec) {
         std::string how = given != overrides.end()
                               ? " (the path given for scope '" + p.scope + "')"
                               : "; to use another file, give its path for scope '" + p.scope +

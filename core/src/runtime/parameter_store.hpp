@@ -8,7 +8,10 @@
 // Where a scope's archive is: the path given for the scope in
 // LoadOptions::parameter_archives if any; otherwise the path the program
 // records, relative to the program file's folder (a program loaded from
-// memory has none, so each of its scopes must be given).
+// memory has none, so each of its scopes must be given). The recorded path
+// cannot leave that folder lexically (the container refuses '..' and
+// absolute paths), but a symlink there is followed: that is how programs
+// share one archive.
 //
 // Each external parameter is checked against its entry: size, the dtype and
 // shape the entry's metadata records (when it records them), and the xxh3
