@@ -137,6 +137,11 @@ class ArchiveBuilder {
   // builder's data alignment; otherwise a power of two.
   Status add_data(std::string name, std::span<const std::byte> bytes, std::string metadata = {},
                   uint64_t alignment = 0);
+  // A DATA entry of `length` zero bytes that needs no buffer: write_file
+  // leaves it as a hole (a sparse file), write_buffer zero-fills it. For
+  // placeholder weights, and for making huge archives in tests cheaply.
+  Status add_zero_data(std::string name, uint64_t length, std::string metadata = {},
+                       uint64_t alignment = 0);
   // pattern.size() is 1, 2, 4, 8 or 16 and divides length.
   Status add_splat(std::string name, uint64_t length, std::span<const std::byte> pattern,
                    std::string metadata = {});
