@@ -1,29 +1,16 @@
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
+#include "common/mapped_file.hpp"
 #include "container/checksum.hpp"
 #include "container/file_verifier.hpp"
 #include "loom/program.hpp"
 
 namespace loom {
 
-// A read-only private mapping of a whole file, unmapped on destruction.
+// The file behind a reader opened with open_file (the public header only
+// forward-declares it, keeping <sys/mman.h> details out of it).
 struct ProgramReader::Mapping {
-  void* address = nullptr;
-  size_t size = 0;
-
-  Mapping(void* a, size_t s) : address(a), size(s) {}
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (address != nullptr) ::munmap(address, size);
-  }
+  MappedFile file;
 };
 
 // Builds readers; the one friend of ProgramReader's private parts.
@@ -45,38 +32,17 @@ class ProgramReaderBuilder {
   }
 
   static Result<std::unique_ptr<ProgramReader>> map(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      int err = errno;
-      std::string message = "cannot open " + path.string() + ": " + std::strerror(err);
-      return err == ENOENT ? not_found(message) : unavailable(message);
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return invalid_argument(path.string() + " is not a regular file");
-    }
-    size_t size = static_cast<size_t>(st.st_size);
-    if (size == 0) {
-      ::close(fd);
-      return build({}, nullptr);  // mmap refuses empty files; verify reports it
-    }
-    void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (address == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
-      return resource_exhausted("cannot map " + path.string() + " (" + std::to_string(size) +
-                                " bytes): " + std::strerror(err));
-    }
-    auto mapping = std::make_unique<ProgramReader::Mapping>(address, size);
-    std::span<const std::byte> bytes(static_cast<const std::byte*>(address), size);
+    LOOM_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+    int fd = file.descriptor();
+    std::span<const std::byte> bytes = file.bytes();
+    auto mapping = std::make_unique<ProgramReader::Mapping>(ProgramReader::Mapping{std::move(file)});
     // The descriptor stays open while verifying, to find holes; afterwards
     // the mapping alone keeps the file's bytes.
     auto result = build(bytes, std::move(mapping),
                         [fd](std::span<const std::byte> range, uint64_t offset) {
                           return container::checksum_skipping_holes(fd, range, offset);
                         });
-    ::close(fd);
+    if (result.ok()) (*result)->mapping_->file.close_descriptor();
     return result;
   }
 };

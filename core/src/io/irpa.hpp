@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ inline constexpr uint64_t kHeaderAlignment = 16;
 inline constexpr uint64_t kEntryAlignment = 16;
 inline constexpr uint64_t kDefaultDataAlignment = 64;
 inline constexpr uint64_t kFileAlignment = 4096;
+// Not a format limit: the largest data alignment the builder accepts.
+inline constexpr uint64_t kMaxDataAlignment = uint64_t{1} << 30;
 
 enum class EntryType : uint32_t { kSkip = 0, kSplat = 1, kData = 2, kExternal = 3 };
 std::string_view entry_type_name(EntryType type);  // "skip", "splat", "data", "external", "unknown"
@@ -151,8 +154,11 @@ class ArchiveBuilder {
 
  private:
   struct Pending;
+  Status check_new_name(const std::string& name) const;
+
   uint64_t data_alignment_;
   std::vector<Pending> entries_;
+  std::set<std::string, std::less<>> names_;
 };
 
 }  // namespace loom::io::irpa
