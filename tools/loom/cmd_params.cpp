@@ -10,7 +10,8 @@
 //
 // Entries made by create carry {"dtype":..,"shape":[..]} as metadata, which
 // extract uses to rebuild the .npy. The editing actions read the whole chain
-// and write one new archive; the input is never modified.
+// and write one new archive (later entries win); the builder writes it
+// beside OUT and renames it over, so OUT may be the input itself.
 #include <CLI/CLI.hpp>
 #include <climits>
 #include <map>
@@ -37,7 +38,6 @@ using params::ArchiveCopier;
 // extract writes a splat out in full; past this it is surely a mistake
 // (a stripped multi-gigabyte weight), and the allocation could fail.
 constexpr uint64_t kMaxMaterializedSplat = uint64_t{4} << 30;
-constexpr uint64_t kMaxAlignment = uint64_t{1} << 20;
 
 Status create_archive(const ParamsArgs& args) {
   if (args.pairs.empty() && args.from_onnx.empty()) {
@@ -45,10 +45,10 @@ Status create_archive(const ParamsArgs& args) {
                             "--from-onnx MODEL.onnx");
   }
   if (args.alignment == 0 || (args.alignment & (args.alignment - 1)) != 0 ||
-      args.alignment > kMaxAlignment) {
+      args.alignment > irpa::kMaxDataAlignment) {
     return invalid_argument("--alignment " + std::to_string(args.alignment) +
                             " is not a power of two between 1 and " +
-                            std::to_string(kMaxAlignment));
+                            std::to_string(irpa::kMaxDataAlignment));
   }
   std::error_code ec;
   if (args.append && !fs::is_regular_file(args.output, ec)) {
@@ -162,9 +162,7 @@ Status transform_archive(const ParamsArgs& args) {
       }
     }
   }
-  LOOM_RETURN_IF_ERROR(params::check_distinct(args.input, args.output));
   LOOM_ASSIGN_OR_RETURN(auto reader, params::open_archive(args.input));
-  auto entries = params::resolved_entries(*reader);
 
   if (args.action == "splat" && !reader->find(args.key)) {
     return params::unknown_key(*reader, args.input, args.key);
@@ -179,15 +177,15 @@ Status transform_archive(const ParamsArgs& args) {
 
   ArchiveCopier copier(*reader, args.input, args.output, args.inline_external);
   const params::Pattern zero{.bytes = {}, .length = 1};
-  for (const irpa::Entry* e : entries) {
+  for (const irpa::Entry& e : reader->entries()) {
     Status st;
     if (args.action == "strip") {
-      st = copier.add_splat(*e, e->name, zero);
-    } else if (args.action == "splat" && e->name == args.key) {
-      st = copier.add_splat(*e, e->name, *pattern);
+      st = copier.add_splat(e, e.name, zero);
+    } else if (args.action == "splat" && e.name == args.key) {
+      st = copier.add_splat(e, e.name, *pattern);
     } else {
-      auto it = renames.find(e->name);
-      st = copier.copy(*e, it == renames.end() ? e->name : it->second);
+      auto it = renames.find(e.name);
+      st = copier.copy(e, it == renames.end() ? e.name : it->second);
     }
     if (!st.ok()) return st.with_context(args.input);
   }

@@ -1,6 +1,7 @@
 // `loom params dump FILE [--json]`: every header of the chain and every
-// entry as stored (replaced ones included), with offsets, lengths,
-// alignment, metadata and splat patterns.
+// entry a reader sees (ArchiveReader drops entries replaced by a later
+// header of the chain), with offsets, lengths, alignment, metadata and
+// splat patterns.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -52,7 +53,7 @@ json header_json(const irpa::HeaderInfo& h, size_t index) {
           {"storage_segment", range(h.storage_segment_offset, h.storage_segment_length)}};
 }
 
-json entry_json(const irpa::Entry& e, bool shadowed) {
+json entry_json(const irpa::Entry& e) {
   json j = {{"header", e.header_index},
             {"entry_offset", e.entry_offset},
             {"name", e.name},
@@ -61,7 +62,6 @@ json entry_json(const irpa::Entry& e, bool shadowed) {
             {"minimum_alignment", e.minimum_alignment},
             {"length", e.length},
             {"metadata", e.metadata}};
-  if (shadowed) j["replaced_by_later_header"] = true;
   switch (e.type) {
     case irpa::EntryType::kData:
       j["data_offset"] = e.data_offset;
@@ -89,11 +89,7 @@ json archive_json(const irpa::ArchiveReader& reader) {
     out["headers"].push_back(header_json(reader.headers()[i], i));
   }
   out["entries"] = json::array();
-  auto live = params::resolved_entries(reader);
-  for (const irpa::Entry& e : reader.entries()) {
-    bool shadowed = std::find(live.begin(), live.end(), &e) == live.end();
-    out["entries"].push_back(entry_json(e, shadowed));
-  }
+  for (const irpa::Entry& e : reader.entries()) out["entries"].push_back(entry_json(e));
   return out;
 }
 
@@ -132,7 +128,6 @@ void print_text(const std::string& file, const json& j) {
       }
       std::cout << "  min align " << u64(e["minimum_alignment"]) << "  flags " << u64(e["flags"])
                 << "  entry @" << u64(e["entry_offset"]);
-      if (e.contains("replaced_by_later_header")) std::cout << "  (replaced by a later header)";
       std::cout << "\n";
       const std::string& metadata = e["metadata"].get_ref<const std::string&>();
       if (!metadata.empty()) std::cout << "    metadata " << printable(metadata) << "\n";

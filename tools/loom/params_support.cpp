@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -106,39 +105,19 @@ Result<std::unique_ptr<irpa::ArchiveReader>> open_archive(const std::string& pat
   return std::move(reader).value();
 }
 
-std::vector<const irpa::Entry*> resolved_entries(const irpa::ArchiveReader& reader) {
-  std::map<std::string_view, size_t> slot;
-  std::vector<const irpa::Entry*> out;
-  for (const irpa::Entry& e : reader.entries()) {
-    auto [it, fresh] = slot.emplace(e.name, out.size());
-    if (fresh) out.push_back(&e);
-    else out[it->second] = &e;
-  }
-  return out;
-}
-
 Status unknown_key(const irpa::ArchiveReader& reader, const std::string& path,
                    const std::string& key) {
   constexpr size_t kMaxListed = 20;
-  auto entries = resolved_entries(reader);
+  const auto& entries = reader.entries();
   std::string list;
   for (size_t i = 0; i < entries.size() && i < kMaxListed; ++i) {
-    list += (i ? ", " : "") + entries[i]->name;
+    list += (i ? ", " : "") + entries[i].name;
   }
   if (entries.size() > kMaxListed) {
     list += ", ... (" + std::to_string(entries.size() - kMaxListed) + " more)";
   }
   if (entries.empty()) list = "(none)";
   return not_found("no entry '" + key + "' in " + path + "; its entries: " + list);
-}
-
-Status check_distinct(const std::string& input, const std::string& output) {
-  std::error_code ec;
-  if (fs::exists(output, ec) && fs::equivalent(input, output, ec)) {
-    return invalid_argument("-o " + output + " is the input file; write to another file "
-                            "(the input is read while the output is written)");
-  }
-  return Status();
 }
 
 namespace {

@@ -52,17 +52,9 @@ Result<std::pair<std::string, std::string>> split_pair(const std::string& text,
 // Opens an archive; errors start with its path.
 Result<std::unique_ptr<irpa::ArchiveReader>> open_archive(const std::string& path);
 
-// The entries a reader of the chain sees: one per name, the last one of
-// that name, in the order names first appear.
-std::vector<const irpa::Entry*> resolved_entries(const irpa::ArchiveReader& reader);
-
 // "no entry 'x' in FILE; its entries: a, b, c" (at most 20 names listed).
 Status unknown_key(const irpa::ArchiveReader& reader, const std::string& path,
                    const std::string& key);
-
-// Refuses an output path that is the input file itself: the input is mapped
-// while the output is written.
-Status check_distinct(const std::string& input, const std::string& output);
 
 // Copies entries into a new archive, keeping their kind, metadata and
 // alignment. EXTERNAL entries stay external only when the output lies in
