@@ -14,7 +14,9 @@ namespace loom {
 
 Result<MappedFile> MappedFile::open(const std::filesystem::path& path) {
   MappedFile file;
-  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO named by a hostile file would otherwise wait
+  // for a writer forever; it is refused below as not a regular file.
+  file.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd_ < 0) {
     int err = errno;
     std::string message = "cannot open " + path.string() + ": " + std::strerror(err);

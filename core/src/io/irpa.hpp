@@ -8,10 +8,35 @@
 // or EXTERNAL (a byte range of another file beside the archive).
 //
 // Reading is bounded and verified when the archive is opened: every header
-// of the chain (cycles refused), every entry, range and alignment, with
-// overflow-safe arithmetic. A malformed archive gets an error naming the
-// header, the entry and the field. Once open, a reader is immutable and
-// thread-safe; the views it returns live as long as the reader.
+// of the chain, every entry, range and alignment, with overflow-safe
+// arithmetic. A malformed archive gets an error naming the header, the entry
+// and the field ("irpa: header 1 at offset 4096: entry 3 ('w1'): storage
+// range [0, 9) runs past the storage segment (size 8)"). Once open, a reader
+// is immutable and thread-safe; the views it returns live as long as the
+// reader.
+//
+// Reading rules beyond IREE's own parser (which refuses any minor version
+// but 0 and any unknown entry type):
+//   - a newer minor version of major 0 is read; its header may be longer
+//     than 88 bytes (header_size), the extra fields are ignored;
+//   - an unknown major version is refused (code incompatible);
+//   - entries of unknown type are skipped using entry_size, as are SKIP ones;
+//   - links must point forward: next_header_offset is added modulo 2^64 (as
+//     IREE does), and a result at or before the linking header is refused,
+//     naming the cycle when it targets a header already read; linked headers
+//     are 16-aligned; at most 65536 headers;
+//   - names are unique within one header; the last 'entry_size' padding of
+//     the table may lie outside the entry segment (IREE ends the table at the
+//     last entry's end);
+//   - minimum_alignment must be 0 or a power of two; where a DATA entry
+//     actually lies is not checked against it (IREE's tools do not either);
+//   - names, metadata and paths are copied; the copies are bounded by four
+//     times the file size plus 16 MiB, so entries sharing one large metadata
+//     range cannot exhaust memory.
+//
+// Status codes: invalid_argument (malformed), incompatible (major version),
+// not_found (external file missing), failed_precondition (external entry in a
+// buffer without base_dir), unavailable / resource_exhausted (I/O, mmap).
 #pragma once
 
 #include <array>
@@ -56,13 +81,14 @@ struct Entry {
   EntryType type = EntryType::kData;
   uint64_t flags = 0;
   uint64_t minimum_alignment = 0;
-  uint64_t length = 0;  // the parameter's size in bytes
+  uint64_t length = 0;  // the parameter's size in bytes (for DATA, the storage length)
 
   // kSplat
   std::array<std::byte, 16> pattern{};
   uint8_t pattern_length = 0;
 
-  // kData: where the bytes lie, as absolute offsets in the archive file.
+  // kData: where the bytes lie, as an absolute offset in the archive file
+  // (0 when length is 0).
   uint64_t data_offset = 0;
 
   // kExternal: path as stored (relative to the archive's folder) and the
@@ -102,16 +128,20 @@ class ArchiveReader {
   ~ArchiveReader();
 
   const std::vector<HeaderInfo>& headers() const;
-  // Every entry except kSkip ones, in chain order. Names are unique inside
-  // one header; across linked headers a later entry replaces an earlier one
-  // of the same name (appending an archive updates parameters), and find()
-  // returns the last.
+  // The live entries (never kSkip or unknown types), in chain order. Names
+  // are unique inside one header; across linked headers a later entry
+  // replaces an earlier one of the same name (appending an archive updates
+  // parameters): the earlier one is dropped from this list, so every name
+  // appears once. Entry::header_index tells where each came from.
   const std::vector<Entry>& entries() const;
+  // The entry named `name`, or null; O(log n). The pointer lives as long as
+  // the reader.
   const Entry* find(std::string_view name) const;
   std::span<const std::byte> file_bytes() const;
 
-  // Zero-copy bytes of a DATA or EXTERNAL entry; an error for SPLAT entries
-  // (use read()).
+  // Zero-copy bytes of a DATA or EXTERNAL entry of this reader; an error
+  // for SPLAT entries (use read(), or hand pattern/pattern_length to a
+  // device as a fill). Entries not from this reader are range-checked.
   Result<std::span<const std::byte>> view(const Entry& entry) const;
   // Copies bytes [offset, offset + out.size()) of any entry into `out`,
   // expanding splat patterns.
@@ -124,8 +154,16 @@ class ArchiveReader {
   friend class ArchiveReaderBuilder;
 };
 
-// Builds one archive (one header). Data spans are not copied: they must stay
-// valid until the write call returns.
+// Builds one archive (one header), laid out as IREE's builder does: the
+// header; the entry table at offset 96, entries in the order added, each
+// 16-aligned with zero padding; the metadata segment right after (per entry:
+// name, metadata, external path); the storage segment aligned to the largest
+// data alignment, each DATA entry at its own alignment (64 by default); the
+// file padded with zeros to a multiple of 4096. With default alignments the
+// bytes equal IREE's.
+//
+// Data spans are not copied: they must stay valid until the write call
+// returns. Not thread-safe; const calls may run concurrently.
 class ArchiveBuilder {
  public:
   explicit ArchiveBuilder(uint64_t data_alignment = kDefaultDataAlignment);
@@ -137,6 +175,11 @@ class ArchiveBuilder {
   // builder's data alignment; otherwise a power of two.
   Status add_data(std::string name, std::span<const std::byte> bytes, std::string metadata = {},
                   uint64_t alignment = 0);
+  // A DATA entry of `length` zero bytes that needs no buffer: write_file
+  // leaves it as a hole (a sparse file), write_buffer zero-fills it. For
+  // placeholder weights, and for making huge archives in tests cheaply.
+  Status add_zero_data(std::string name, uint64_t length, std::string metadata = {},
+                       uint64_t alignment = 0);
   // pattern.size() is 1, 2, 4, 8 or 16 and divides length.
   Status add_splat(std::string name, uint64_t length, std::span<const std::byte> pattern,
                    std::string metadata = {});
@@ -146,10 +189,16 @@ class ArchiveBuilder {
 
   // A complete archive file (padded to kFileAlignment).
   Result<std::vector<std::byte>> write_buffer() const;
-  // Writes a new file, replacing `path`.
+  // Writes a new file, replacing `path` atomically (a temporary file beside
+  // it, renamed over it; mode 0644). All-zero 64 KiB blocks of data are left
+  // as holes, so zero-filled parameters cost no disk.
   Status write_file(const std::filesystem::path& path) const;
-  // Appends this archive to an existing one at `path`, linking it from the
-  // last header of its chain, so readers see both (later entries win).
+  // Appends this archive to the valid archive at `path`: writes it after the
+  // end of the file (aligned to 4096 or the largest data alignment), syncs
+  // it, then sets the last header's next_header_offset to point at it; no
+  // other byte of the old file changes, and a crash before the link leaves
+  // the old archive as it was. Readers then see both (later entries win).
+  // The caller must keep other writers away from `path` meanwhile.
   Status append_to_file(const std::filesystem::path& path) const;
 
  private:

@@ -116,14 +116,15 @@ class ArchiveReaderBuilder {
   Result<uint64_t> next_header(const HeaderInfo& header, uint32_t index) const {
     std::string ctx = header_context(index, header.offset);
     uint64_t target = header.offset + header.next_header_offset;  // modulo 2^64 on purpose
-    for (size_t i = 0; i < s_.headers.size(); ++i) {
-      if (s_.headers[i].offset == target) {
-        return invalid_argument(ctx + "next_header_offset " + num(header.next_header_offset) +
-                                " links back to header " + num(i) + " at offset " + num(target) +
-                                ": the chain of headers has a cycle");
-      }
-    }
     if (target < header.offset) {
+      // Headers so far lie at increasing offsets: search them for the target.
+      auto it = std::lower_bound(s_.headers.begin(), s_.headers.end(), target,
+                                 [](const HeaderInfo& h, uint64_t at) { return h.offset < at; });
+      if (it != s_.headers.end() && it->offset == target) {
+        return invalid_argument(ctx + "next_header_offset " + num(header.next_header_offset) +
+                                " links back to header " + num(it - s_.headers.begin()) +
+                                " at offset " + num(target) + ": the chain of headers has a cycle");
+      }
       return invalid_argument(ctx + "next_header_offset " + num(header.next_header_offset) +
                               " wraps past 2^64 (to offset " + num(target) +
                               "); linked headers must follow the one linking them");
@@ -252,6 +253,12 @@ class ArchiveReaderBuilder {
     std::unordered_map<std::string_view, uint64_t> names;  // name -> entry index in this header
     for (uint64_t i = 0; i < h.entry_count; ++i) {
       std::string ctx = header_ctx + "entry " + num(i) + ": ";
+      // Tables of linked headers may overlap, so walking each could cost
+      // (headers x table); real archives hold at most one entry per 60 bytes.
+      if (++entries_walked_ > size_ / kEntryHeaderSize + 1) {
+        return invalid_argument(ctx + "the chain's entry tables hold more entries than a file of " +
+                                num(size_) + " bytes can (do linked headers share a table?)");
+      }
       if (remaining < kEntryHeaderSize) {
         return invalid_argument(ctx + "the entry table (length " + num(h.entry_segment_length) +
                                 ", entry_count " + num(h.entry_count) + ") ends after " +
@@ -429,6 +436,7 @@ class ArchiveReaderBuilder {
   ArchiveReader::State& s_;
   uint64_t size_;
   uint64_t copy_budget_;
+  uint64_t entries_walked_ = 0;
 };
 
 ArchiveReader::ArchiveReader() = default;

@@ -55,6 +55,13 @@ Status write_all(int fd, std::span<const std::byte> bytes, uint64_t offset,
   return Status();
 }
 
+// The block is zero when its first byte is and every byte equals the next
+// one (an overlapping memcmp, which runs at memory speed).
+bool all_zero(std::span<const std::byte> block) {
+  return block.empty() ||
+         (block[0] == std::byte{0} && std::memcmp(block.data(), block.data() + 1, block.size() - 1) == 0);
+}
+
 // Writes a planned archive at `base` of a file already sized to hold it (so
 // its region reads as zeros). All-zero blocks are not written, leaving holes.
 Status write_plan(int fd, const Plan& plan, uint64_t base, const std::filesystem::path& path) {
@@ -63,8 +70,7 @@ Status write_plan(int fd, const Plan& plan, uint64_t base, const std::filesystem
   for (const Plan::Piece& piece : plan.data) {
     for (size_t at = 0; at < piece.bytes.size(); at += kBlock) {
       auto block = piece.bytes.subspan(at, std::min(kBlock, piece.bytes.size() - at));
-      bool zero = std::all_of(block.begin(), block.end(), [](std::byte b) { return b == std::byte{0}; });
-      if (!zero) LOOM_RETURN_IF_ERROR(write_all(fd, block, base + piece.offset + at, path));
+      if (!all_zero(block)) LOOM_RETURN_IF_ERROR(write_all(fd, block, base + piece.offset + at, path));
     }
   }
   return Status();
@@ -92,7 +98,7 @@ struct ArchiveBuilder::Pending {
   std::string metadata;
   EntryType type = EntryType::kData;
   uint64_t length = 0;
-  std::span<const std::byte> bytes;  // kData
+  std::span<const std::byte> bytes;  // kData; empty for add_zero_data (length zero bytes)
   uint64_t alignment = 0;            // kData, resolved when added
   std::array<std::byte, 16> pattern{};
   uint8_t pattern_length = 0;
@@ -115,6 +121,13 @@ Status ArchiveBuilder::check_new_name(const std::string& name) const {
 
 Status ArchiveBuilder::add_data(std::string name, std::span<const std::byte> bytes,
                                 std::string metadata, uint64_t alignment) {
+  LOOM_RETURN_IF_ERROR(add_zero_data(std::move(name), bytes.size(), std::move(metadata), alignment));
+  entries_.back().bytes = bytes;
+  return Status();
+}
+
+Status ArchiveBuilder::add_zero_data(std::string name, uint64_t length, std::string metadata,
+                                     uint64_t alignment) {
   LOOM_RETURN_IF_ERROR(check_new_name(name));
   uint64_t effective = alignment == 0 ? data_alignment_ : alignment;
   if (!format::is_power_of_two(effective) || effective > kMaxDataAlignment) {
@@ -125,8 +138,7 @@ Status ArchiveBuilder::add_data(std::string name, std::span<const std::byte> byt
   p.name = name;
   p.metadata = std::move(metadata);
   p.type = EntryType::kData;
-  p.length = bytes.size();
-  p.bytes = bytes;
+  p.length = length;
   p.alignment = effective;
   entries_.push_back(std::move(p));
   names_.insert(std::move(name));
@@ -222,7 +234,7 @@ Result<Plan> make_plan(const std::vector<PendingT>& entries) {
     if (!end) return too_big;
     data_at[i] = *at;
     storage = *end;
-    plan.data.push_back({*storage_segment_offset + *at, entries[i].bytes});
+    if (!entries[i].bytes.empty()) plan.data.push_back({*storage_segment_offset + *at, entries[i].bytes});
   }
   auto total = checked_add(*storage_segment_offset, storage);
   total = total ? align_up(*total, kFileAlignment) : total;
@@ -311,6 +323,10 @@ Result<std::vector<std::byte>> ArchiveBuilder::write_buffer() const {
 
 Status ArchiveBuilder::write_file(const std::filesystem::path& path) const {
   LOOM_ASSIGN_OR_RETURN(Plan plan, make_plan(entries_));
+  if (plan.total_size > static_cast<uint64_t>(INT64_MAX)) {
+    return resource_exhausted("irpa: " + path.string() + " would be " + num(plan.total_size) +
+                              " bytes, more than a file can hold");
+  }
   // Written beside the target and renamed over it, so readers never see a
   // half-written archive.
   std::string temp = path.string() + ".tmp.XXXXXX";

@@ -2,6 +2,8 @@
 // absolute paths, no '..', no symlink leading out (checked on canonical
 // paths). Paths are patched into a valid archive, since the builder itself
 // refuses bad ones.
+#include <sys/stat.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -103,6 +105,11 @@ TEST_F(IrpaExternal, SymlinkedFolderLeadingOutIsRefused) {
 
 TEST_F(IrpaExternal, PathNamingTheFolderItselfIsRefused) {
   expect_refused("./.", "outside the archive's folder");
+}
+
+TEST_F(IrpaExternal, FifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo((folder_ / "pipe").c_str(), 0600), 0);
+  expect_refused("pipe", "not a regular file");
 }
 
 TEST_F(IrpaExternal, MissingFileIsNotFound) {

@@ -269,6 +269,29 @@ TEST(IrpaMalformed, SharedMetadataCannotBlowUpMemory) {
   expect_open_error(*bytes, {"names and metadata would take more than"});
 }
 
+TEST(IrpaMalformed, HeadersSharingOneEntryTableAreBounded) {
+  // Headers at 0 and 4096 both point at one table of 1000 skip entries at
+  // 8192: walking it once per header would make the work grow with
+  // headers x table, so the total walked is bounded by the file size.
+  const uint64_t entries = 1000, table = 8192;
+  std::vector<std::byte> bytes(table + 64 * entries);
+  for (uint64_t header : {uint64_t{0}, uint64_t{4096}}) {
+    put<uint32_t>(bytes, header + f::kMagicAt, kMagic);
+    put<uint64_t>(bytes, header + f::kHeaderSizeAt, kHeaderV0Size);
+    put<uint64_t>(bytes, header + f::kNextHeaderOffsetAt, header == 0 ? 4096 : 0);
+    put<uint64_t>(bytes, header + f::kEntryCountAt, entries);
+    put<uint64_t>(bytes, header + f::kEntrySegmentAt, table - header);
+    put<uint64_t>(bytes, header + f::kEntrySegmentAt + 8, 64 * entries);
+  }
+  for (uint64_t i = 0; i < entries; ++i) put<uint64_t>(bytes, table + 64 * i, kEntryHeaderSize);
+  std::vector<std::byte> one_header = bytes;
+  put<uint64_t>(one_header, f::kNextHeaderOffsetAt, 0);
+  auto reader = ArchiveReader::open_buffer(one_header);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_TRUE((*reader)->entries().empty());
+  expect_open_error(bytes, {"header 1 at offset 4096", "hold more entries than a file of 72192"});
+}
+
 TEST(IrpaMalformed, ReaderRefusesEntriesFromElsewhere) {
   auto bytes = small_archive();
   auto reader = ArchiveReader::open_buffer(bytes);

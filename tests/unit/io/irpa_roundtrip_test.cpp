@@ -1,5 +1,6 @@
 // Round trips through ArchiveBuilder and ArchiveReader: every entry type,
 // files and buffers, linked archives made by append_to_file.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <fstream>
@@ -208,6 +209,35 @@ TEST(IrpaRoundTrip, ExternalEntryReadsTheFileBesideTheArchive) {
   EXPECT_NE(no_dir.status().message().find("base_dir"), std::string::npos);
   auto with_dir = ArchiveReader::open_buffer(copy, dir.path());
   ASSERT_TRUE(with_dir.ok()) << with_dir.status().to_string();
+}
+
+TEST(IrpaRoundTrip, ArchivesPast4GiBUse64BitOffsets) {
+  // 5 GiB of zeros written as a hole: the file is sparse, cheap to make.
+  TempDir dir;
+  auto path = dir.path() / "large.irpa";
+  auto tail = iota_bytes(100, 9);
+  ArchiveBuilder builder;
+  ASSERT_TRUE(builder.add_zero_data("zeros", uint64_t{5} << 30).ok());
+  ASSERT_TRUE(builder.add_data("tail", tail).ok());
+  ASSERT_TRUE(builder.write_file(path).ok());
+  ArchiveBuilder appended;
+  ASSERT_TRUE(appended.add_data("after", tail).ok());
+  ASSERT_TRUE(appended.append_to_file(path).ok());
+
+  auto reader = ArchiveReader::open_file(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  const Entry* t = (*reader)->find("tail");
+  ASSERT_NE(t, nullptr);
+  EXPECT_GT(t->data_offset, uint64_t{5} << 30);
+  auto view = (*reader)->view(*t);
+  ASSERT_TRUE(view.ok());
+  EXPECT_TRUE(std::equal(view->begin(), view->end(), tail.begin(), tail.end()));
+  ASSERT_EQ((*reader)->headers().size(), 2u);
+  EXPECT_GT((*reader)->headers()[1].offset, uint64_t{5} << 30);
+  EXPECT_NE((*reader)->find("after"), nullptr);
+  std::vector<std::byte> some(16, std::byte{1});
+  ASSERT_TRUE((*reader)->read(*(*reader)->find("zeros"), (uint64_t{5} << 30) - 16, some).ok());
+  EXPECT_TRUE(std::all_of(some.begin(), some.end(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST(IrpaRoundTrip, BuilderRefusesBadInput) {
