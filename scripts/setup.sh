@@ -11,6 +11,9 @@ packages=(
   libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libxxhash-dev
+  # compile side only (ONNX import, `loom params create --from-onnx`);
+  # the runtime never links these
+  libonnx-dev libprotobuf-dev
 )
 
 missing=()

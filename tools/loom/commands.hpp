@@ -8,6 +8,10 @@
 
 #include "loom/status.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace loom::cli {
 
 struct DevicesArgs {
@@ -36,10 +40,32 @@ struct DemoArgs {
   bool external_params = false;
 };
 
+// `loom params <action> ...` (cmd_params.cpp); one struct for every action.
+struct ParamsArgs {
+  std::string action;                 // create, dump, repack, strip, splat, rename, extract
+  std::string input;                  // IN / FILE
+  std::string output;                 // -o
+  std::vector<std::string> pairs;     // create: NAME=FILE.npy; rename: OLD=NEW
+  std::string from_onnx;              // create --from-onnx
+  bool append = false;                // create --append
+  uint64_t alignment = 64;            // create --alignment
+  bool json = false;                  // dump --json
+  bool inline_external = false;       // repack/splat/rename --inline-external
+  bool raw = false;                   // extract --raw
+  std::string key;                    // splat --key
+  std::string pattern;                // splat --pattern
+  std::string name;                   // extract NAME
+};
+
+// Registers `params` and its actions on `app`, filling `args` when parsed.
+CLI::App* add_params_command(CLI::App& app, ParamsArgs& args);
+
 int run_devices(const DevicesArgs& args);
 int run_inspect(const InspectArgs& args);
 int run_run(const RunArgs& args);
 int run_demo(const DemoArgs& args);
+int run_params(const ParamsArgs& args);
+int run_params_dump(const ParamsArgs& args);  // params_dump.cpp
 
 // Prints "loom: error: <status message>" to stderr and returns 1.
 int fail(const Status& status);

@@ -1,4 +1,5 @@
-// loom: list devices, inspect and run programs, and run the demo.
+// loom: list devices, inspect and run programs, run the demo, and make and
+// edit parameter archives.
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
@@ -7,6 +8,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Loom: run machine-learning programs on the devices this machine has"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "loom 0.1.0");
+  // Usage errors read like every other error: one line, exit code 1.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "loom: error: " + std::string(e.what()) + " (see --help)\n";
+  });
 
   loom::cli::DevicesArgs devices;
   auto* cmd_devices = app.add_subcommand("devices", "List plugins and their devices");
@@ -43,11 +48,15 @@ int main(int argc, char** argv) {
                      "Also run the program with its weights in a parameter archive "
                      "(--save-dir then writes that program and weights.irpa)");
 
+  loom::cli::ParamsArgs params;
+  CLI::App* cmd_params = loom::cli::add_params_command(app, params);
+
   CLI11_PARSE(app, argc, argv);
 
   if (*cmd_devices) return loom::cli::run_devices(devices);
   if (*cmd_inspect) return loom::cli::run_inspect(inspect);
   if (*cmd_run) return loom::cli::run_run(run);
   if (*cmd_demo) return loom::cli::run_demo(demo);
+  if (*cmd_params) return loom::cli::run_params(params);
   return 1;
 }

@@ -31,6 +31,34 @@ std::string encode_tensor_metadata(DType dtype, std::span<const int64_t> shape) 
   return j.dump();
 }
 
+Result<std::optional<TensorMetadata>> decode_tensor_metadata(std::string_view metadata) {
+  if (metadata.empty() || metadata.size() > kMaxParsedMetadata || metadata.front() != '{') {
+    return std::optional<TensorMetadata>();
+  }
+  nlohmann::json j = nlohmann::json::parse(metadata, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("dtype")) {
+    return std::optional<TensorMetadata>();
+  }
+  TensorMetadata out;
+  const nlohmann::json& dtype = j["dtype"];
+  if (!dtype.is_string()) return invalid_argument("tensor metadata: \"dtype\" is not a string");
+  out.dtype = dtype_from_name(dtype.get_ref<const std::string&>());
+  if (out.dtype == DType::kInvalid) {
+    return invalid_argument("tensor metadata: dtype '" +
+                            dtype.get_ref<const std::string&>().substr(0, 32) +
+                            "' is not one Loom knows");
+  }
+  auto shape = j.find("shape");
+  if (shape == j.end()) return invalid_argument("tensor metadata: no \"shape\"");
+  bool is_shape = false;
+  std::string text = describe_shape(*shape, &is_shape, &out.shape);
+  if (!is_shape) return invalid_argument("tensor metadata: \"shape\" is " + text);
+  for (int64_t d : out.shape) {
+    if (d < 0) return invalid_argument("tensor metadata: shape " + text + " has a negative dimension");
+  }
+  return std::optional<TensorMetadata>(std::move(out));
+}
+
 Status check_tensor_metadata(std::string_view metadata, DType dtype,
                              std::span<const int64_t> shape) {
   if (metadata.empty() || metadata.size() > kMaxParsedMetadata || metadata.front() != '{') {

@@ -5,6 +5,7 @@
 // error, it just records nothing a loader can check. Thread-safe, no throw.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +17,16 @@ namespace loom::io {
 
 // {"dtype":"<dtype_name>","shape":[..]}, compact.
 std::string encode_tensor_metadata(DType dtype, std::span<const int64_t> shape);
+
+// The dtype and shape `metadata` records, when it is Loom's JSON (an object
+// with a "dtype" key, at most 64 KiB); nullopt for anything else (empty, or
+// another tool's metadata). invalid_argument when it is Loom's JSON but the
+// dtype is unknown or the shape is not an array of dimensions.
+struct TensorMetadata {
+  DType dtype = DType::kInvalid;
+  Shape shape;
+};
+Result<std::optional<TensorMetadata>> decode_tensor_metadata(std::string_view metadata);
 
 // Checks what `metadata` records against the expected type. OK when it
 // records nothing (not a JSON object, or no "dtype"/"shape" key); otherwise

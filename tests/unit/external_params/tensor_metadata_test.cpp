@@ -63,5 +63,34 @@ TEST(TensorMetadata, DeeplyNestedOrHugeMetadataNeverCrashes) {
   EXPECT_TRUE(check_tensor_metadata(huge, DType::kF32, kShape).ok());  // not parsed
 }
 
+TEST(TensorMetadata, DecodeReturnsWhatEncodeWrote) {
+  auto d = decode_tensor_metadata(encode_tensor_metadata(DType::kI64, kShape));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_TRUE(d->has_value());
+  EXPECT_EQ((*d)->dtype, DType::kI64);
+  EXPECT_EQ((*d)->shape, kShape);
+}
+
+TEST(TensorMetadata, DecodeIgnoresOtherToolsMetadata) {
+  for (const char* other : {"", "raw bytes", "[1,2]", R"({"shape":[2]})", "{not json"}) {
+    auto d = decode_tensor_metadata(other);
+    ASSERT_TRUE(d.ok()) << other;
+    EXPECT_FALSE(d->has_value()) << other;
+  }
+}
+
+TEST(TensorMetadata, DecodeNamesWhatIsWrong) {
+  EXPECT_EQ(decode_tensor_metadata(R"({"dtype":"float4000","shape":[1]})").status().message(),
+            "tensor metadata: dtype 'float4000' is not one Loom knows");
+  EXPECT_EQ(decode_tensor_metadata(R"({"dtype":7,"shape":[1]})").status().message(),
+            "tensor metadata: \"dtype\" is not a string");
+  EXPECT_EQ(decode_tensor_metadata(R"({"dtype":"f32"})").status().message(),
+            "tensor metadata: no \"shape\"");
+  EXPECT_EQ(decode_tensor_metadata(R"({"dtype":"f32","shape":"2x3"})").status().message(),
+            "tensor metadata: \"shape\" is a value that is not a shape");
+  EXPECT_EQ(decode_tensor_metadata(R"({"dtype":"f32","shape":[2,-3]})").status().message(),
+            "tensor metadata: shape [2, -3] has a negative dimension");
+}
+
 }  // namespace
 }  // namespace loom::io

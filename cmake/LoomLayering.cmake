@@ -1,0 +1,37 @@
+# loom_check_not_linked(<target> <forbidden>...): fails the configure step
+# when <target> links any of <forbidden>, directly or through other targets.
+# Keeps the runtime free of the compile side (protobuf, ONNX) as the code
+# grows: a stray target_link_libraries is caught at configure time.
+function(loom_check_not_linked target)
+  set(forbidden ${ARGN})
+  set(queue ${target})
+  set(seen "")
+  while(queue)
+    list(POP_FRONT queue current)
+    if(current IN_LIST seen OR NOT TARGET ${current})
+      continue()
+    endif()
+    list(APPEND seen ${current})
+    get_target_property(type ${current} TYPE)
+    set(deps "")
+    if(NOT type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(direct ${current} LINK_LIBRARIES)
+      if(direct)
+        list(APPEND deps ${direct})
+      endif()
+    endif()
+    get_target_property(iface ${current} INTERFACE_LINK_LIBRARIES)
+    if(iface)
+      list(APPEND deps ${iface})
+    endif()
+    foreach(dep IN LISTS deps)
+      # $<LINK_ONLY:x> and other generator expressions wrap static deps.
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" dep "${dep}")
+      if(dep IN_LIST forbidden)
+        message(FATAL_ERROR "${target} must not link ${dep} (reached through ${current}); "
+                            "the runtime never links the compile side")
+      endif()
+      list(APPEND queue ${dep})
+    endforeach()
+  endwhile()
+endfunction()
