@@ -100,6 +100,16 @@ cp "$prog" "$dir/moved/weights.irpa"
 expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): .*not a parameter archive" \
   "$loom" run "$dir/moved/program.loom" --input x=random
 
+# Fake weights for tests: zeros of the same sizes. The recorded checksums
+# refuse them unless the check is turned off; with all-zero weights the
+# softmax output is uniform (0.1 for 10 classes).
+"$loom" params strip "$dir/ext/weights.irpa" -o "$dir/zeros.irpa" 2>"$dir/stderr" ||
+  fail "params strip: $(cat "$dir/stderr")"
+expect_error "other weights, checksums on" "checksum mismatch.*--no-param-checksums" \
+  "$loom" run "$ext" --input x=random --params "mlp=$dir/zeros.irpa"
+expect_ok "other weights, --no-param-checksums" "y: f32\[4, 10\] = \[0.1, 0.1, 0.1" \
+  "$loom" run "$ext" --input x=random --params "mlp=$dir/zeros.irpa" --no-param-checksums
+
 "$loom" frobnicate >/dev/null 2>&1; rc=$?
 [ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "unknown subcommand: exit $rc"
 

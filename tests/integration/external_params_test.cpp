@@ -452,6 +452,24 @@ TEST_F(ExternalParams, ChecksumMismatchIsDataLoss) {
   EXPECT_TRUE(load_status(path).ok());
 }
 
+TEST_F(ExternalParams, ChecksumCheckCanBeTurnedOffToSwapWeights) {
+  // The program records checksums of weights_; the archive holds other
+  // weights of the same names and shapes.
+  std::vector<NamedWeight> other = tools::mlp_weights(shape_, 99);
+  auto archive = archive_with([&](irpa::ArchiveBuilder& b, const NamedWeight& w) {
+    for (const NamedWeight& o : other) {
+      if (o.name == w.name) add_as_is(b, o);
+    }
+  });
+  auto path = write_external(weights_, external_options(), &archive);
+  EXPECT_EQ(load_status(path).code(), StatusCode::kDataLoss);
+  LoadOptions options = device();
+  options.check_parameter_checksums = false;
+  auto program = runtime_->load_program(path, options);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  expect_same_as_inline(**program, other);
+}
+
 TEST_F(ExternalParams, DamagedArchiveIsAnErrorNamingTheParameterAndArchive) {
   auto path = write_external();
   std::vector<std::byte> garbage(4096, std::byte{0x5a});

@@ -87,6 +87,7 @@ int run_run(const RunArgs& args) {
   if (!runtime.ok()) return fail(runtime.status());
   LoadOptions load;
   load.device = args.device;
+  load.check_parameter_checksums = !args.no_param_checksums;
   for (const std::string& text : args.params) {
     auto binding = split_binding(text, "--params", "SCOPE=PATH.irpa", true);
     if (!binding.ok()) return fail(binding.status());

@@ -30,6 +30,7 @@ struct RunArgs {
   std::vector<std::string> inputs;   // NAME=PATH.npy | NAME=random
   std::vector<std::string> outputs;  // NAME=PATH.npy
   std::vector<std::string> params;   // SCOPE=PATH.irpa
+  bool no_param_checksums = false;
   uint32_t repeat = 1;
   uint32_t threads = 0;
 };

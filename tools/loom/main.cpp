@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   cmd_run->add_option("--params", run.params,
                       "SCOPE=PATH.irpa: take the external parameters of SCOPE from this "
                       "archive (default: the path the program records, beside it)");
+  cmd_run->add_flag("--no-param-checksums", run.no_param_checksums,
+                    "Accept external parameters whose bytes differ from the checksums the "
+                    "program records (other weights of the same shapes)");
   cmd_run->add_option("--repeat", run.repeat, "Run N times and print latency")
       ->check(CLI::Range(1u, 10000000u));
   cmd_run->add_option("--threads", run.threads, "Cap on plugin worker threads (0 = all cores)");

@@ -65,6 +65,11 @@ struct LoadOptions {
   // initializer lets callers brace-initialize `device` alone without a
   // missing-initializer warning.)
   std::vector<std::pair<std::string, std::filesystem::path>> parameter_archives = {};
+  // Whether external parameters must match the xxh3 checksums the program
+  // records. Turn it off to run with other weights of the same names, sizes
+  // and types (fine-tuned, or `loom params strip`/`splat` fakes for tests);
+  // sizes, dtypes and shapes are still checked.
+  bool check_parameter_checksums = true;
 };
 
 // A tensor with the name of the function argument or result it belongs to.

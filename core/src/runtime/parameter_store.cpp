@@ -103,7 +103,8 @@ ParameterStore& ParameterStore::operator=(ParameterStore&&) noexcept = default;
 
 Result<ParameterStore> ParameterStore::open(
     const ProgramReader& reader, const std::filesystem::path& program_dir,
-    std::span<const std::pair<std::string, std::filesystem::path>> overrides) {
+    std::span<const std::pair<std::string, std::filesystem::path>> overrides,
+    bool check_checksums) {
   const ProgramDef& program = reader.program();
   LOOM_RETURN_IF_ERROR(check_overrides(program, overrides));
 
@@ -200,12 +201,14 @@ Result<ParameterStore> ParameterStore::open(
       store.owned_.push_back(std::move(*owned));
     }
 
-    if (p.checksum != 0) {
+    if (check_checksums && p.checksum != 0) {
       uint64_t actual = xxh3_64(bytes);
       if (actual != p.checksum) {
         return data_loss(where + ": checksum mismatch: the program records xxh3 " +
                          hex(p.checksum) + ", the archive's bytes hash to " + hex(actual) +
-                         " (an archive of other weights?)");
+                         " (other weights? to run with them anyway, turn off "
+                         "LoadOptions::check_parameter_checksums; loom run: "
+                         "--no-param-checksums)");
       }
     }
     store.bytes_[i] = bytes;

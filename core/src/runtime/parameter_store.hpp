@@ -43,10 +43,12 @@ class ParameterStore {
   // Resolves every parameter of `reader`'s program. `program_dir` is the
   // folder of the program file, empty for a program in memory. `overrides`
   // maps scopes to archive paths; a scope the program does not use, or one
-  // given twice, is an error.
+  // given twice, is an error. With `check_checksums` false the recorded
+  // checksums of external parameters are not compared.
   static Result<ParameterStore> open(
       const ProgramReader& reader, const std::filesystem::path& program_dir,
-      std::span<const std::pair<std::string, std::filesystem::path>> overrides);
+      std::span<const std::pair<std::string, std::filesystem::path>> overrides,
+      bool check_checksums = true);
 
   ParameterStore();
   ~ParameterStore();

@@ -103,7 +103,8 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
   LOOM_ASSIGN_OR_RETURN(state->registry, ArtifactRegistry::build(*state->reader));
   LOOM_ASSIGN_OR_RETURN(state->parameters,
                         runtime::ParameterStore::open(*state->reader, folder,
-                                                      options.parameter_archives));
+                                                      options.parameter_archives,
+                                                      options.check_parameter_checksums));
   state->kernels = kernels::KernelRegistry::reference();
 
   // An explicit device: resolve it before looking at any delegate, so a typo
