@@ -14,6 +14,8 @@ packages=(
   # compile side only (ONNX import, `loom params create --from-onnx`);
   # the runtime never links these
   libonnx-dev libprotobuf-dev
+  # the ONNX backend test data: the oracle of `loom test-onnx`
+  libonnx-testdata
 )
 
 missing=()

@@ -75,7 +75,18 @@ struct ValueDef {
 };
 
 enum class OpCode : uint8_t { kDelegateCall = 0, kKernelCall = 1, kMove = 2, kFree = 3 };
-enum class AttributeKind : uint8_t { kInt = 0, kFloat = 1, kInts = 2, kFloats = 3, kString = 4 };
+enum class AttributeKind : uint8_t {
+  kInt = 0,
+  kFloat = 1,
+  kInts = 2,
+  kFloats = 3,
+  kString = 4,
+  kTensor = 5,   // t_dtype, t_shape, t_data
+  kStrings = 6,
+};
+
+// An instruction operand index that marks an optional operand left out.
+inline constexpr uint32_t kAbsentValue = 0xFFFFFFFFu;
 
 struct AttributeDef {
   std::string name;
@@ -85,6 +96,10 @@ struct AttributeDef {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::string s;
+  DType t_dtype = DType::kInvalid;  // kTensor: a small tensor, row-major bytes
+  Shape t_shape;
+  std::vector<std::byte> t_data;
+  std::vector<std::string> strings;  // kStrings
 
   friend bool operator==(const AttributeDef&, const AttributeDef&) = default;
 };
@@ -94,8 +109,9 @@ struct InstructionDef {
   int32_t delegate = -1;  // kDelegateCall: index into ProgramDef::delegates
   std::string kernel;     // kKernelCall: operator name
   std::vector<AttributeDef> attributes;
-  std::vector<uint32_t> inputs;   // value indices
+  std::vector<uint32_t> inputs;   // value indices; kAbsentValue: optional operand left out
   std::vector<uint32_t> outputs;  // value indices
+  int32_t opset = 0;              // kKernelCall: ONNX opset of the operator; 0 = newest
 
   friend bool operator==(const InstructionDef&, const InstructionDef&) = default;
 };

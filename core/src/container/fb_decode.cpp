@@ -132,6 +132,14 @@ class Decoder {
     out.ints = scalars<int64_t>(a.ints());
     out.floats = scalars<float>(a.floats());
     out.s = str(a.s());
+    out.t_dtype = dtype(a.t_dtype());
+    out.t_shape = scalars<int64_t>(a.t_shape());
+    std::vector<uint8_t> t_data = scalars<uint8_t>(a.t_data());
+    out.t_data.resize(t_data.size());
+    if (!t_data.empty()) std::memcpy(out.t_data.data(), t_data.data(), t_data.size());
+    if (a.strings() != nullptr && charge(uint64_t{a.strings()->size()} * sizeof(flatbuffers::uoffset_t))) {
+      for (const flatbuffers::String* s : *a.strings()) out.strings.push_back(str(s));
+    }
     return out;
   }
 
@@ -143,6 +151,7 @@ class Decoder {
     out.attributes = all<AttributeDef>(ins.attributes());
     out.inputs = scalars<uint32_t>(ins.inputs());
     out.outputs = scalars<uint32_t>(ins.outputs());
+    out.opset = ins.opset();
     return out;
   }
 

@@ -66,9 +66,16 @@ Offset<fb::Attribute> encode(FlatBufferBuilder& b, const AttributeDef& a) {
   auto ints = opt_vector(b, a.ints);
   auto floats = opt_vector(b, a.floats);
   auto s = opt_string(b, a.s);
+  auto t_shape = opt_vector(b, a.t_shape);
+  Offset<flatbuffers::Vector<uint8_t>> t_data = 0;
+  if (!a.t_data.empty()) {
+    t_data = b.CreateVector(reinterpret_cast<const uint8_t*>(a.t_data.data()), a.t_data.size());
+  }
+  Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> strings = 0;
+  if (!a.strings.empty()) strings = b.CreateVectorOfStrings(a.strings);
   return fb::CreateAttribute(b, name,
                              static_cast<fb::AttributeKind>(static_cast<uint8_t>(a.kind)), a.i,
-                             a.f, ints, floats, s);
+                             a.f, ints, floats, s, to_fb(a.t_dtype), t_shape, t_data, strings);
 }
 
 Offset<fb::Instruction> encode(FlatBufferBuilder& b, const InstructionDef& ins) {
@@ -82,7 +89,7 @@ Offset<fb::Instruction> encode(FlatBufferBuilder& b, const InstructionDef& ins) 
   auto inputs = opt_vector(b, ins.inputs);
   auto outputs = opt_vector(b, ins.outputs);
   return fb::CreateInstruction(b, static_cast<fb::OpCode>(static_cast<uint8_t>(ins.op)),
-                               ins.delegate, kernel, attributes, inputs, outputs);
+                               ins.delegate, kernel, attributes, inputs, outputs, ins.opset);
 }
 
 Offset<fb::MemoryPlan> encode(FlatBufferBuilder& b, const MemoryPlanDef& plan) {

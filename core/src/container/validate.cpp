@@ -81,13 +81,39 @@ Status validate_instruction(const std::string& where, const InstructionDef& ins,
   }
   for (size_t a = 0; a < ins.attributes.size(); ++a) {
     const AttributeDef& attr = ins.attributes[a];
-    if (static_cast<uint8_t>(attr.kind) > static_cast<uint8_t>(AttributeKind::kString)) {
-      return invalid_argument(where + ".attributes[" + std::to_string(a) +
-                              "].kind: unknown attribute kind " +
+    const std::string at = where + ".attributes[" + std::to_string(a) + "]";
+    if (static_cast<uint8_t>(attr.kind) > static_cast<uint8_t>(AttributeKind::kStrings)) {
+      return invalid_argument(at + ".kind: unknown attribute kind " +
                               std::to_string(static_cast<unsigned>(attr.kind)));
     }
+    if (attr.kind == AttributeKind::kTensor) {
+      const size_t es = dtype_size(attr.t_dtype);
+      if (es == 0) return invalid_argument(at + ".t_dtype: not a valid dtype");
+      auto count = element_count(attr.t_shape);
+      if (!count.ok()) return count.status().with_context(at + ".t_shape");
+      if (*count > attr.t_data.size() / es || *count * es != attr.t_data.size()) {
+        return invalid_argument(at + ".t_data: " + std::to_string(attr.t_data.size()) +
+                                " bytes, but " + std::string(dtype_name(attr.t_dtype)) + " " +
+                                shape_to_string(attr.t_shape) + " needs " +
+                                std::to_string(*count) + " elements");
+      }
+    }
   }
-  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".inputs", ins.inputs, f));
+  if (ins.opset < 0) {
+    return invalid_argument(where + ".opset: negative opset " + std::to_string(ins.opset));
+  }
+  for (size_t i = 0; i < ins.inputs.size(); ++i) {
+    if (ins.inputs[i] == kAbsentValue) {
+      if (ins.op != OpCode::kKernelCall) {
+        return invalid_argument(where + ".inputs[" + std::to_string(i) +
+                                "]: only a kernel call may leave an operand out");
+      }
+      continue;
+    }
+    LOOM_RETURN_IF_ERROR(check_index(where + ".inputs[" + std::to_string(i) + "]",
+                                     ins.inputs[i], f.values.size(), "value",
+                                     "function '" + f.name + "'"));
+  }
   return validate_value_list(where + ".outputs", ins.outputs, f);
 }
 

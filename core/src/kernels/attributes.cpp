@@ -35,4 +35,23 @@ std::string_view Attributes::get_string(std::string_view name,
                                                             : fallback;
 }
 
+std::vector<float> Attributes::get_floats(std::string_view name) const {
+  const AttributeDef* a = find(name);
+  return a != nullptr && a->kind == AttributeKind::kFloats ? a->floats : std::vector<float>{};
+}
+
+TensorRef Attributes::get_tensor(std::string_view name) const {
+  const AttributeDef* a = find(name);
+  if (a == nullptr || a->kind != AttributeKind::kTensor) return TensorRef{};
+  // The attribute outlives the kernel call; kernels only read through `data`.
+  return TensorRef{a->t_dtype, a->t_shape,
+                   const_cast<std::byte*>(a->t_data.data()), a->t_data.size()};
+}
+
+Status needs_constant(std::string_view op, size_t index, std::string_view name) {
+  return Status(StatusCode::kFailedPrecondition,
+                std::string(op) + ": operand " + std::to_string(index) + " ('" +
+                    std::string(name) + "') must be a constant: its values decide the output shape");
+}
+
 }  // namespace loom::kernels

@@ -1,17 +1,16 @@
 #include <algorithm>
 
 #include "kernels/kernel.hpp"
-#include "kernels/ops.hpp"
+#include "kernels/registry_families.hpp"
 
 namespace loom::kernels {
 
 KernelRegistry KernelRegistry::reference() {
   KernelRegistry r;
-  r.add({"Add", &ops::add_run, &ops::add_infer});
-  r.add({"Gemm", &ops::gemm_run, &ops::gemm_infer});
-  r.add({"MatMul", &ops::matmul_run, &ops::matmul_infer});
-  r.add({"Relu", &ops::relu_run, &ops::relu_infer});
-  r.add({"Softmax", &ops::softmax_run, &ops::softmax_infer});
+  register_elementwise_kernels(r);
+  register_nn_kernels(r);
+  register_shape_kernels(r);
+  register_reduce_kernels(r);
   return r;
 }
 

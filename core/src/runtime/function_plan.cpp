@@ -44,8 +44,24 @@ Status check_inferred(const FunctionDef& def, size_t instruction,
                       const std::vector<ValuePlan>& values, const StepPlan& step) {
   if (kernel.infer == nullptr) return Status();
   std::vector<kernels::TensorType> in;
+  std::vector<kernels::TensorRef> constants(step.inputs.size());
   in.reserve(step.inputs.size());
-  for (uint32_t v : step.inputs) in.push_back({values[v].dtype, values[v].shape});
+  for (size_t k = 0; k < step.inputs.size(); ++k) {
+    const uint32_t v = step.inputs[k];
+    if (v == kAbsentValue) {
+      in.push_back({});
+      continue;
+    }
+    kernels::TensorType t{values[v].dtype, values[v].shape};
+    if (values[v].storage == Storage::kParameter) {
+      // Operators whose output shape depends on an operand's contents read
+      // the parameter here.
+      constants[k] = {values[v].dtype, values[v].shape,
+                      const_cast<std::byte*>(values[v].parameter), values[v].bytes};
+      t.value = &constants[k];
+    }
+    in.push_back(std::move(t));
+  }
   auto inferred = kernel.infer(in, attributes);
   if (!inferred.ok()) {
     return inferred.status().with_context(where(def, instruction) + " (" +
@@ -215,6 +231,7 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
     step.inputs = ins.inputs;
     step.outputs = ins.outputs;
     for (uint32_t v : ins.inputs) {
+      if (v == kAbsentValue && ins.op == OpCode::kKernelCall) continue;  // optional operand left out
       LOOM_RETURN_IF_ERROR(check_value_index(def, n, v, "input"));
     }
     for (uint32_t v : ins.outputs) {
@@ -236,7 +253,7 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
           return unimplemented(where(def, n) + ": no reference kernel for operator '" +
                                ins.kernel + "' (available: " + known + ")");
         }
-        step.attributes = kernels::Attributes(ins.attributes);
+        step.attributes = kernels::Attributes(ins.attributes, ins.opset);
         LOOM_RETURN_IF_ERROR(check_inferred(def, n, *step.kernel, step.attributes,
                                             plan.values, step));
         break;
@@ -274,6 +291,7 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
   }
   for (const StepPlan& step : plan.steps) {
     for (uint32_t v : step.inputs) {
+      if (v == kAbsentValue) continue;
       if (!defined[v]) {
         return invalid_argument(where(def, step.instruction) + " reads " +
                                 value_label(def, v) + " before anything writes it");

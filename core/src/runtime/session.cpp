@@ -127,6 +127,7 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
     const runtime::StepPlan& step = plan->steps[i];
     if (step.op == OpCode::kKernelCall || step.op == OpCode::kMove) {
       auto ref = [&](uint32_t v) {
+        if (v == kAbsentValue) return kernels::TensorRef{};  // optional operand left out
         const runtime::ValuePlan& vp = plan->values[v];
         return kernels::TensorRef{vp.dtype, vp.shape, s->value_data[v], vp.bytes};
       };
@@ -196,6 +197,7 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
   for (size_t i = 0; i < plan->steps.size(); ++i) {
     const runtime::StepPlan& step = plan->steps[i];
     for (size_t k = 0; k < step.inputs.size(); ++k) {
+      if (step.inputs[k] == kAbsentValue) continue;
       const runtime::ValuePlan& vp = plan->values[step.inputs[k]];
       if (vp.storage != runtime::Storage::kInput) continue;
       auto& users = s->input_users[vp.io_index];

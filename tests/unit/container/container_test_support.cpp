@@ -170,8 +170,15 @@ ProgramWriter make_full_program() {
   afs.floats = {1.5f, -2.0f};
   AttributeDef as = attribute("mode", AttributeKind::kString);
   as.s = "nearest";
-  gemm.attributes = {ai, af, ais, afs, as};
-  gemm.inputs = {5, 4};
+  AttributeDef at = attribute("value", AttributeKind::kTensor);
+  at.t_dtype = DType::kI64;
+  at.t_shape = {1};
+  at.t_data = std::vector<std::byte>(8, std::byte{7});
+  AttributeDef ass = attribute("names", AttributeKind::kStrings);
+  ass.strings = {"a", "", "bc"};
+  gemm.attributes = {ai, af, ais, afs, as, at, ass};
+  gemm.opset = 11;
+  gemm.inputs = {5, 4, kAbsentValue};
   gemm.outputs = {6};
   InstructionDef mv;
   mv.op = OpCode::kMove;

@@ -1,0 +1,96 @@
+// The compile side's public API: ONNX model in, Loom program out.
+//
+//   model.onnx ─ import (bind dynamic dims, shape inference, constant folding,
+//                BatchNormalization into Conv, dead-node removal)
+//              ─ partition (ask each target plugin which nodes it takes;
+//                maximal subgraphs per plugin in order of preference; the
+//                rest runs on the core's reference kernels)
+//              ─ plugin compile (one delegate blob per subgraph)
+//              ─ program (.loom), weights inline or in an .irpa archive
+//
+// Library: loom_compiler. It links protobuf and libonnx; the runtime never
+// links it. Not thread-safe per call; separate calls may run concurrently on
+// separate Runtimes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom {
+
+class Runtime;
+
+namespace compiler {
+
+struct CompileOptions {
+  // Plugin names in order of preference ("cpu-simd"). A node goes to the
+  // first listed plugin that supports it; nodes none of them takes run on
+  // the core's reference kernels. Empty: everything on reference kernels.
+  std::vector<std::string> targets;
+
+  // Binds the dynamic dimensions of a model input: ("x", {1, 3, 224, 224}).
+  // Every input with a dynamic dimension must be listed; a listed shape must
+  // agree with the model's static dimensions.
+  std::vector<std::pair<std::string, Shape>> input_shapes;
+
+  // Values of model inputs that decide shapes (for example an input fed
+  // straight into Reshape's `shape`). The importer asks for one when shape
+  // inference needs it; returning null makes that an error that names the
+  // input and the node. The compiled program then takes the value as a
+  // constant, and the input is no longer an argument of the function
+  // (CompileReport::frozen_inputs lists it). May be empty.
+  std::function<const Tensor*(std::string_view input_name)> input_value;
+
+  // Where weights go. Empty: inline in the program. Otherwise the path of an
+  // IREE parameter archive (.irpa) written beside the program; the program
+  // records its path relative to the program's folder, under `params_scope`.
+  std::filesystem::path params_out;
+  std::string params_scope = "model";
+
+  // Called as the work proceeds: a stage ("import", "partition", "compile",
+  // "write") and the fraction done overall, in [0, 1].
+  std::function<void(std::string_view stage, double fraction)> progress;
+};
+
+// What went where.
+struct TargetReport {
+  std::string plugin;
+  std::string loader_key;
+  size_t subgraphs = 0;
+  size_t nodes = 0;
+  std::vector<std::string> op_types;  // sorted, unique
+  uint64_t blob_bytes = 0;
+};
+
+struct CompileReport {
+  int64_t opset = 0;                    // default-domain opset of the model
+  size_t model_nodes = 0;               // nodes in the ONNX graph
+  size_t folded_nodes = 0;              // removed by constant folding
+  size_t fused_nodes = 0;               // removed by fusions (BN into Conv)
+  size_t dead_nodes = 0;                // removed as unused
+  std::vector<TargetReport> targets;    // in the order of CompileOptions::targets
+  size_t reference_nodes = 0;           // nodes left to reference kernels
+  std::vector<std::string> reference_op_types;  // sorted, unique
+  std::vector<std::string> frozen_inputs;       // see CompileOptions::input_value
+  uint64_t program_bytes = 0;
+  uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
+};
+
+// Compiles the ONNX model at `model` into the program file `out`, using the
+// plugins of `runtime` for the targets. Errors name the model, and the node
+// (name, op type, opset) or input where the problem is.
+Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem::path& model,
+                                        const std::filesystem::path& out,
+                                        const CompileOptions& options = {});
+
+}  // namespace compiler
+}  // namespace loom

@@ -1,0 +1,1 @@
+target_sources(loom_compiler PRIVATE compiler_placeholder.cpp)

@@ -1,0 +1,70 @@
+// ONNX import: an onnx_io::Model in, a static-shape loom::graph::Graph out,
+// ready to partition.
+//
+// Steps, in order: read the graph (opsets 7-17 of the default domain;
+// initializers and Constant nodes become constant tensors); bind dynamic
+// input dimensions from ImportOptions::input_shapes; infer every tensor's
+// dtype and shape with the reference kernels' infer functions (asking
+// ImportOptions::input_value for a model input whose values decide a shape);
+// fold every node whose inputs are all constant by running its reference
+// kernel (which removes the Constant/Shape/Gather/Concat/Reshape chains
+// exporters emit); fold BatchNormalization into a preceding Conv where that
+// is exact; remove nodes whose outputs nobody uses.
+//
+// Errors name the model, and the node (name, op type, opset) or input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "kernels/kernel.hpp"
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+#include "onnx/onnx_model.hpp"
+
+namespace loom::compiler {
+
+struct ImportOptions {
+  // As CompileOptions::input_shapes / input_value (loom/compiler.hpp).
+  std::vector<std::pair<std::string, Shape>> input_shapes;
+  std::function<const Tensor*(std::string_view input_name)> input_value;
+  // Ops without a reference kernel that a target plugin claims it can run
+  // (the partitioner asks before importing): import keeps such a node when
+  // the model states its output types (value_info / graph outputs) instead
+  // of failing. Empty: every op needs a reference kernel.
+  std::function<bool(std::string_view domain, std::string_view op_type, int64_t opset)>
+      plugin_takes;
+  // Turn passes off (tests, debugging).
+  bool fold_constants = true;
+  bool fold_batch_norm = true;
+  bool remove_dead_nodes = true;
+};
+
+struct ImportStats {
+  int64_t opset = 0;           // default-domain opset of the model
+  size_t model_nodes = 0;      // nodes in the ONNX graph
+  size_t folded_nodes = 0;     // removed by constant folding
+  size_t fused_nodes = 0;      // removed by BatchNormalization folding
+  size_t dead_nodes = 0;       // removed as unused
+  std::vector<std::string> frozen_inputs;  // inputs made constant via input_value
+};
+
+struct ImportedModel {
+  // Graph inputs: the model's inputs that are not initializers and were not
+  // frozen, in model order, with their ONNX names. Graph outputs: the
+  // model's outputs, in order, with their ONNX names. Constants carry their
+  // initializer name (or the producing node's output name when folded).
+  graph::Graph graph;
+  ImportStats stats;
+};
+
+Result<ImportedModel> import_onnx(const onnx_io::Model& model, const ImportOptions& options,
+                                  const kernels::KernelRegistry& kernels);
+
+}  // namespace loom::compiler

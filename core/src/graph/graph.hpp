@@ -1,0 +1,76 @@
+// The compiler's in-memory operator graph: what the ONNX importer produces,
+// what the passes (shape inference, constant folding, BN folding, dead-node
+// removal) rewrite, what the partitioner cuts into subgraphs, and what
+// graph_codec turns into schemas/graph.fbs bytes for a plugin.
+//
+// ONNX semantics throughout: a node keeps its op type, domain, the opset it
+// was written for and its attributes as ONNX names them. Shapes are static
+// once the importer has bound the dynamic dimensions.
+//
+// Compile side only (the runtime does not link it), but it needs nothing
+// beyond loom_common: no protobuf.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loom/program.hpp"
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom::graph {
+
+// A node input that marks an optional operand left out.
+inline constexpr int32_t kNoTensor = -1;
+
+// The bytes of a constant, shared between graphs (a subgraph refers to the
+// same weights as the whole model) and never changed once made.
+using ConstantBytes = std::shared_ptr<const std::vector<std::byte>>;
+
+struct Tensor {
+  std::string name;  // unique within the graph
+  DType dtype = DType::kInvalid;
+  Shape shape;       // static; the importer rejects what it cannot bind
+  // A constant (initializer, Constant node, folded value): its bytes,
+  // dtype_size(dtype) * elements long. Null for every other tensor.
+  ConstantBytes data;
+
+  bool is_constant() const { return data != nullptr; }
+};
+
+struct Node {
+  std::string name;     // may be empty in ONNX; error messages then use the index
+  std::string op_type;  // "Conv"
+  std::string domain;   // empty = default ONNX domain ("ai.onnx")
+  int64_t opset = 0;    // the opset of `domain` the model imports
+  std::vector<AttributeDef> attributes;
+  std::vector<int32_t> inputs;   // tensor indices; kNoTensor = left out
+  std::vector<int32_t> outputs;  // tensor indices
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;       // topological order
+  std::vector<int32_t> inputs;   // tensor indices of the graph's inputs
+  std::vector<int32_t> outputs;  // tensor indices of the graph's outputs
+
+  // Appends a tensor and returns its index.
+  int32_t add_tensor(Tensor tensor);
+};
+
+// "node 7 ('conv1', Conv)": how messages name a node.
+std::string describe_node(const Graph& graph, size_t node);
+
+// Checks the invariants every pass keeps and graph.fbs promises:
+// indices in range, unique tensor names, each tensor produced once (by one
+// node, or being an input or a constant, not two of these), nodes in
+// topological order, outputs produced, constants sized to their dtype and
+// shape, shapes without negative dimensions. Errors name node and tensor.
+Status validate(const Graph& graph);
+
+}  // namespace loom::graph

@@ -1,0 +1,1 @@
+target_sources(loom_kernels PRIVATE elementwise.cpp elementwise_registry.cpp)

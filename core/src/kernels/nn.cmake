@@ -1,0 +1,1 @@
+target_sources(loom_kernels PRIVATE matmul.cpp nn_registry.cpp)

@@ -1,0 +1,1 @@
+target_sources(loom_kernels PRIVATE softmax.cpp reduce_registry.cpp)

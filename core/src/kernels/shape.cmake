@@ -1,0 +1,1 @@
+target_sources(loom_kernels PRIVATE shape_registry.cpp)
