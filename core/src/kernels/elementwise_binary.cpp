@@ -180,6 +180,21 @@ auto apply(C a, C b, const Params& p, Flags& f) {
   }
 }
 
+// PRelu before opset 7 (old PyTorch exports) applies a 1-D slope of X's
+// channel count along axis 1; from opset 7 the slope broadcasts numpy-style.
+// Returns the shape to broadcast the slope with, written into `storage`.
+std::span<const int64_t> prelu_slope_shape(const Attributes& a, std::span<const int64_t> x,
+                                           std::span<const int64_t> slope,
+                                           std::array<int64_t, kMaxKernelRank>& storage) {
+  if (!a.opset_before(7) || slope.size() != 1 || x.size() < 2 || x.size() > kMaxKernelRank ||
+      slope[0] != x[1] || slope[0] == 1) {
+    return slope;
+  }
+  storage.fill(1);
+  storage[0] = slope[0];
+  return {storage.data(), x.size() - 1};
+}
+
 // Runs the element loop of a two-operand op over a planned broadcast.
 template <Bin op, typename T>
 void binary_loop(const NaryPlan& plan, const T* a, const T* b, void* out, const Params& p,
@@ -212,7 +227,9 @@ Status binary_run(std::span<const TensorRef> inputs, std::span<const TensorRef> 
   LOOM_RETURN_IF_ERROR(check_operand(bi.name, b_name, b, a.dtype));
   LOOM_RETURN_IF_ERROR(check_operand(bi.name, c_name, c, bi.bool_output ? DType::kBool : a.dtype));
   LOOM_ASSIGN_OR_RETURN(Params p, read_params(op, a.dtype, attrs));
-  const std::array<std::span<const int64_t>, 2> shapes = {a.shape, b.shape};
+  std::array<int64_t, kMaxKernelRank> slope_storage;
+  const std::array<std::span<const int64_t>, 2> shapes = {
+      a.shape, prelu ? prelu_slope_shape(attrs, a.shape, b.shape, slope_storage) : b.shape};
   const std::array<std::string_view, 2> names = {a_name, b_name};
   NaryPlan plan;
   LOOM_RETURN_IF_ERROR(plan_nary(bi.name, shapes, names, &plan));
@@ -308,8 +325,14 @@ Result<std::vector<TensorType>> binary_infer(std::span<const TensorType> inputs,
     const std::string name = "input " + std::to_string(k);
     LOOM_RETURN_IF_ERROR(check_dtype(bi.name, name, inputs[k].dtype, dtype));
     LOOM_RETURN_IF_ERROR(check_infer_shape(bi.name, name, inputs[k].shape));
-    LOOM_ASSIGN_OR_RETURN(shape, broadcast_shape(bi.name, k == 1 ? "A" : "the earlier inputs",
-                                                 shape, k == 1 ? "B" : name, inputs[k].shape));
+    std::array<int64_t, kMaxKernelRank> slope_storage;
+    const std::span<const int64_t> other =
+        op == Bin::kPRelu
+            ? prelu_slope_shape(attrs, inputs[0].shape, inputs[1].shape, slope_storage)
+            : std::span<const int64_t>(inputs[k].shape);
+    LOOM_ASSIGN_OR_RETURN(shape, broadcast_shape(
+                              bi.name, k == 1 ? (op == Bin::kPRelu ? "X" : "A") : "the earlier inputs",
+                              shape, k == 1 ? (op == Bin::kPRelu ? "slope" : "B") : name, other));
   }
   if (op == Bin::kPRelu && shape != inputs[0].shape) {
     return invalid_argument("PRelu: slope " + shape_to_string(inputs[1].shape) +
