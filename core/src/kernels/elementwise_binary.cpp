@@ -156,7 +156,8 @@ auto apply(C a, C b, const Params& p, Flags& f) {
       return a < C{0} ? wrap<C>(ua * ub) : a;
     } else if constexpr (op == Bin::kBitShift) {
       if (b >= static_cast<C>(sizeof(C) * 8)) return C{0};
-      return p.left ? static_cast<C>(a << b) : static_cast<C>(a >> b);
+      // Shift in uint64: u16 would promote to int, where << can overflow.
+      return p.left ? static_cast<C>(ua << ub) : static_cast<C>(ua >> ub);
     } else if constexpr (op == Bin::kDiv || op == Bin::kMod) {
       if (b == 0) {
         f.divide_by_zero = true;

@@ -417,6 +417,51 @@ Result<std::vector<TensorType>> dequantize_infer(std::span<const TensorType> inp
   return std::vector<TensorType>{{DType::kF32, inputs[0].shape}};
 }
 
+// DynamicQuantizeLinear: u8 quantization with the scale and zero point
+// chosen from the data's range (which always includes 0).
+Status dynamic_quantize_run(std::span<const TensorRef> inputs,
+                            std::span<const TensorRef> outputs, const Attributes&) {
+  constexpr std::string_view op = "DynamicQuantizeLinear";
+  LOOM_RETURN_IF_ERROR(check_arity(op, inputs.size(), 1, 1, outputs.size(), 3));
+  const TensorRef& x = inputs[0];
+  LOOM_RETURN_IF_ERROR(check_operand(op, "x", x, DType::kF32));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "y", outputs[0], DType::kU8));
+  LOOM_RETURN_IF_ERROR(check_shape(op, "y", outputs[0].shape, x.shape));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "y_scale", outputs[1], DType::kF32));
+  LOOM_RETURN_IF_ERROR(check_shape(op, "y_scale", outputs[1].shape, {}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "y_zero_point", outputs[2], DType::kU8));
+  LOOM_RETURN_IF_ERROR(check_shape(op, "y_zero_point", outputs[2].shape, {}));
+  const float* xs = static_cast<const float*>(x.data);
+  const size_t n = count_of(x);
+  float lo = 0.0f, hi = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    lo = std::min(lo, xs[i]);
+    hi = std::max(hi, xs[i]);
+  }
+  const float scale = (hi - lo) / 255.0f;
+  // All zeros (or no elements): any scale works; 0 with zero point 0 keeps y = 0.
+  const float zp =
+      scale == 0.0f ? 0.0f : std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  uint8_t* ys = static_cast<uint8_t*>(outputs[0].data);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = scale == 0.0f ? 0.0f : std::nearbyint(xs[i] / scale) + zp;
+    ys[i] = convert<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+  }
+  *static_cast<float*>(outputs[1].data) = scale;
+  *static_cast<uint8_t*>(outputs[2].data) = static_cast<uint8_t>(zp);
+  return Status();
+}
+
+Result<std::vector<TensorType>> dynamic_quantize_infer(std::span<const TensorType> inputs,
+                                                       const Attributes&) {
+  constexpr std::string_view op = "DynamicQuantizeLinear";
+  LOOM_RETURN_IF_ERROR(check_arity(op, inputs.size(), 1, 1, 3, 3));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "x", inputs[0].dtype, DType::kF32));
+  LOOM_RETURN_IF_ERROR(check_infer_shape(op, "x", inputs[0].shape));
+  return std::vector<TensorType>{
+      {DType::kU8, inputs[0].shape}, {DType::kF32, {}}, {DType::kU8, {}}};
+}
+
 }  // namespace
 
 void register_misc(KernelRegistry& r) {
@@ -427,6 +472,7 @@ void register_misc(KernelRegistry& r) {
   r.add({"Dropout", &dropout_run, &dropout_infer});
   r.add({"QuantizeLinear", &quantize_run, &quantize_infer});
   r.add({"DequantizeLinear", &dequantize_run, &dequantize_infer});
+  r.add({"DynamicQuantizeLinear", &dynamic_quantize_run, &dynamic_quantize_infer});
 }
 
 }  // namespace loom::kernels::elementwise

@@ -302,6 +302,11 @@ TEST(ElementwiseBinary, ComparisonsAndLogicGiveBool) {
 }
 
 TEST(ElementwiseBinary, BitShift) {
+  T w = make<uint16_t>(DType::kU16, {1}, {65535});
+  T ws = make<uint16_t>(DType::kU16, {1}, {15});
+  T wo = out(DType::kU16, {1});
+  ASSERT_TRUE(run("BitShift", {&w, &ws}, {&wo}, {sattr("direction", "LEFT")}).ok());
+  EXPECT_EQ(wo.as<uint16_t>()[0], 32768);
   T a = make<uint8_t>(DType::kU8, {3}, {1, 16, 255});
   T b = make<uint8_t>(DType::kU8, {3}, {2, 3, 9});
   T c = out(DType::kU8, {3});
@@ -529,6 +534,28 @@ TEST(ElementwiseQuant, PerAxisAndDequantize) {
   EXPECT_EQ(run("DequantizeLinear", {&xi, &s, &zp}, {&fo}).message(),
             "DequantizeLinear: zero_point has dtype i8, expected i32");
   (void)scale3;
+}
+
+TEST(ElementwiseQuant, DynamicQuantizeLinearPicksScaleFromTheRange) {
+  T x = f32({4}, {0, 2, -1.02f, 1.53f});
+  T y = out(DType::kU8, {4});
+  T scale = out(DType::kF32, {});
+  T zp = out(DType::kU8, {});
+  ASSERT_TRUE(run("DynamicQuantizeLinear", {&x}, {&y, &scale, &zp}).ok());
+  EXPECT_NEAR(scale.as<float>()[0], (2 + 1.02f) / 255, 1e-7f);  // range includes 0
+  EXPECT_EQ(zp.as<uint8_t>()[0], 86);                             // round(1.02 / scale)
+  EXPECT_EQ(y.as<uint8_t>(), (std::vector<uint8_t>{86, 255, 0, 215}));
+  T zeros = f32({2}, {0, 0});
+  T y2 = out(DType::kU8, {2});
+  ASSERT_TRUE(run("DynamicQuantizeLinear", {&zeros}, {&y2, &scale, &zp}).ok());
+  EXPECT_EQ(y2.as<uint8_t>(), (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(zp.as<uint8_t>()[0], 0);
+  EXPECT_EQ(run("DynamicQuantizeLinear", {&x}, {&y}).message(),
+            "DynamicQuantizeLinear: produces 3 outputs, got 1");
+  auto t = infer("DynamicQuantizeLinear", {{DType::kF32, {3, 2}}});
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[2].dtype, DType::kU8);
 }
 
 }  // namespace
