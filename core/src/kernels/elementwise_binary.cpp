@@ -196,6 +196,11 @@ std::span<const int64_t> prelu_slope_shape(const Attributes& a, std::span<const 
   return {storage.data(), x.size() - 1};
 }
 
+Status check_variadic_arity(std::string_view op, size_t inputs) {
+  if (inputs == 0) return invalid_argument(std::string(op) + ": takes at least 1 input, got 0");
+  return Status();
+}
+
 // Runs the element loop of a two-operand op over a planned broadcast.
 template <Bin op, typename T>
 void binary_loop(const NaryPlan& plan, const T* a, const T* b, void* out, const Params& p,
@@ -259,7 +264,8 @@ template <Bin op>
 Status variadic_run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                     const Attributes&) {
   constexpr BinInfo bi = info(op);
-  LOOM_RETURN_IF_ERROR(check_arity(bi.name, inputs.size(), 1, SIZE_MAX, outputs.size(), 1));
+  LOOM_RETURN_IF_ERROR(check_variadic_arity(bi.name, inputs.size()));
+  LOOM_RETURN_IF_ERROR(check_arity(bi.name, 1, 1, 1, outputs.size(), 1));
   const TensorRef& out = outputs[0];
   BroadcastPlan total;
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -271,8 +277,7 @@ Status variadic_run(std::span<const TensorRef> inputs, std::span<const TensorRef
                                           &total));
     } else {
       BroadcastPlan next;
-      const Shape so_far(total.shape().begin(), total.shape().end());
-      LOOM_RETURN_IF_ERROR(plan_broadcast(bi.name, "the earlier inputs", so_far, name,
+      LOOM_RETURN_IF_ERROR(plan_broadcast(bi.name, "the earlier inputs", total.shape(), name,
                                           inputs[k].shape, &next));
       total = next;
     }
@@ -314,7 +319,7 @@ Result<std::vector<TensorType>> binary_infer(std::span<const TensorType> inputs,
                                              const Attributes& attrs) {
   constexpr BinInfo bi = info(op);
   if constexpr (bi.variadic) {
-    LOOM_RETURN_IF_ERROR(check_arity(bi.name, inputs.size(), 1, SIZE_MAX, 1, 1));
+    LOOM_RETURN_IF_ERROR(check_variadic_arity(bi.name, inputs.size()));
   } else {
     LOOM_RETURN_IF_ERROR(check_arity(bi.name, inputs.size(), 2, 2, 1, 1));
   }

@@ -353,7 +353,10 @@ TEST(ElementwiseBinary, VariadicMaxMinSumMean) {
   T single = out(DType::kF32, {2});
   ASSERT_TRUE(run("Sum", {&a}, {&single}).ok());
   expect_floats(single, {1, 5});
-  EXPECT_EQ(run("Max", {}, {&single}).message(), "Max: takes 1 to 18446744073709551615 inputs, got 0");
+  EXPECT_EQ(run("Max", {}, {&single}).message(), "Max: takes at least 1 input, got 0");
+  T y3 = out(DType::kF32, {2});
+  EXPECT_EQ(run("Sum", {&a, &a}, {&y3, &y3}).message(), "Sum: produces 1 outputs, got 2");
+  EXPECT_EQ(run("Sum", {&a, &b}, {&single}).message(), "Sum: output output is [2], expected [2, 2]");
   auto t = infer("Sum", {{DType::kF32, {2}}, {DType::kF32, {3, 1}}, {DType::kF32, {1}}});
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)[0].shape, (Shape{3, 2}));
