@@ -138,6 +138,10 @@ Result<Spec> analyze(std::string_view equation, const std::vector<std::span<cons
       }
       s.out_labels.push_back(l);
     }
+    if (width > 0 && !out.ellipsis) {
+      // NumPy (the ONNX reference) does not sum broadcast dimensions away.
+      return bad(equation, "the inputs have '...' dimensions but the output has no '...'");
+    }
   } else {
     for (size_t j = 0; j < width; ++j) s.out_labels.push_back(kLetters + static_cast<int>(j));
     for (int l = 0; l < kLetters; ++l) {

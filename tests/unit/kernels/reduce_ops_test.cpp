@@ -187,6 +187,9 @@ TEST(Einsum, Errors) {
   EXPECT_TRUE(contains(einsum("ij->ii", {a}).status, "occurs twice"));
   EXPECT_TRUE(contains(einsum("i.j->", {a}).status, "'...'"));
   EXPECT_TRUE(contains(einsum("i1->", {a}).status, "unexpected character '1'"));
+  EXPECT_TRUE(contains(einsum("...j->j", {a}).status, "the output has no '...'"));
+  // An ellipsis that covers no dimension needs none in the output.
+  EXPECT_TRUE(einsum("...ij->ij", {a}).status.ok());
   EXPECT_TRUE(contains(call("Einsum", {a}, {}, 12).status, "attribute 'equation' is missing"));
   EXPECT_TRUE(contains(einsum("ij,ij->", {a, make<int32_t>({2, 3}, {0, 0, 0, 0, 0, 0})}).status,
                        "has dtype i32, input 0 has f32"));
@@ -237,6 +240,12 @@ TEST(Softmax, DoubleInput) {
   Call r = call("Softmax", {make<double>({2}, {0.0, 0.0})}, {}, 13);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.out[0].values<double>(), (std::vector<double>{0.5, 0.5}));
+}
+
+TEST(Softmax, HalfInput) {
+  Call r = call("Softmax", {make<Half>({2}, {to_half(1.0f), to_half(1.0f)})}, {}, 13);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(to_float(r.out[0].values<Half>()[1]), 0.5f);
 }
 
 TEST(Softmax, Errors) {

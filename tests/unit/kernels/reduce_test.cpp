@@ -100,6 +100,16 @@ TEST(Reduce, AxesInputBeforeItsOpsetIsRejected) {
   EXPECT_FALSE(m.status.ok());
 }
 
+TEST(Reduce, EveryOperatorTakesAxesAsAnInputFromOpset18) {
+  Call r = call("ReduceMean", {x23(), i64({1}, {1})}, {iattr("keepdims", 0)}, 18);
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  expect_near_all(r.out[0].values<float>(), {2, 5});
+  // Opset 0 means the newest form.
+  Call n = call("ReduceMax", {x23(), i64({1}, {0})}, {iattr("keepdims", 0)});
+  ASSERT_TRUE(n.status.ok()) << n.status.message();
+  expect_near_all(n.out[0].values<float>(), {4, 5, 6});
+}
+
 TEST(Reduce, AxesInputMustBeConstantAtInfer) {
   auto t = infer_types("ReduceSum", {{DType::kF32, {2, 3}}, {DType::kI64, {1}}}, {}, 13);
   ASSERT_FALSE(t.ok());
