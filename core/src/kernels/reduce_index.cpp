@@ -130,7 +130,10 @@ Result<std::vector<TensorType>> argmin_infer(std::span<const TensorType> i, cons
 namespace {
 
 Result<int64_t> topk_k(const Attributes& a, const std::vector<int64_t>& k_input) {
-  if (a.opset_before(10)) return a.get_int("k", -1);
+  if (a.opset_before(10)) {
+    if (a.find("k") == nullptr) return invalid_argument("TopK: attribute 'k' is missing");
+    return a.get_int("k", -1);
+  }
   if (k_input.size() != 1) {
     return invalid_argument("TopK: input 'K' must hold exactly one value, got " +
                             std::to_string(k_input.size()));

@@ -66,6 +66,7 @@ TEST(TopK, Errors) {
   EXPECT_TRUE(contains(call("TopK", {x, i64({2}, {1, 1})}, {}, 11).status,
                        "input 'K' must hold exactly one value"));
   EXPECT_TRUE(contains(call("TopK", {x}, {}, 11).status, "TopK: takes 2 inputs, got 1"));
+  EXPECT_EQ(call("TopK", {x}, {}, 9).status.message(), "TopK: attribute 'k' is missing");
   EXPECT_TRUE(contains(call("TopK", {x}, {iattr("k", 1), iattr("axis", 1)}, 9).status,
                        "'axis' 1 is out of range"));
   auto t = infer_types("TopK", {{DType::kF32, {3}}, {DType::kI64, {1}}}, {}, 11);
