@@ -41,8 +41,10 @@ std::string list_names(const std::vector<std::string>& names) {
 // error when the type is not a tensor Loom knows.
 Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
   DeclaredType d;
-  if (!v.has_type() || !v.type().has_tensor_type()) {
-    return invalid_argument("'" + v.name() + "' is not a tensor");
+  if (!v.has_type()) return invalid_argument("'" + v.name() + "' has no type");
+  if (!v.type().has_tensor_type()) {
+    // Sequences, maps and optionals.
+    return unimplemented("'" + v.name() + "' is not a tensor; Loom supports tensors only");
   }
   const auto& tt = v.type().tensor_type();
   if (tt.elem_type() != 0) {
@@ -114,10 +116,14 @@ class Reader {
       }
     }
     if (!any) {
-      if (proto_.ir_version() >= 3) {
-        return invalid_argument("the model imports no opset of the default ONNX domain");
+      // Fine for a model made only of other domains' operators.
+      for (const auto& node : proto_.graph().node()) {
+        if (is_default_domain(node.domain())) {
+          return invalid_argument("the model imports no opset of the default ONNX domain, but " +
+                                  where_node(node) + " is in it");
+        }
       }
-      out_.opset = 1;  // IR < 3 models predate opset_import: opset 1
+      return Status();
     }
     if (out_.opset < 7 || out_.opset > 17) {
       return unimplemented("the model uses opset " + std::to_string(out_.opset) +
@@ -241,6 +247,9 @@ class Reader {
     const auto& node = proto_.graph().node(n);
     const std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(n) : node.name();
     return "node '" + name + "' (" + node.op_type() + ")";
+  }
+  static std::string where_node(const ::onnx::NodeProto& node) {
+    return "node '" + node.name() + "' (" + node.op_type() + ")";
   }
 
   // Kahn's algorithm, taking the lowest model index first so that a sorted

@@ -45,7 +45,7 @@ TEST(ImportErrorsTest, OpsetOutOfRange) {
   set_opset(m, 18);
   expect_error(m, "opset 18", StatusCode::kUnimplemented);
   m.clear_opset_import();
-  expect_error(m, "imports no opset of the default ONNX domain");
+  expect_error(m, "imports no opset of the default ONNX domain, but node 'r' (Relu) is in it");
 }
 
 TEST(ImportErrorsTest, MissingNodeInput) {
@@ -118,7 +118,10 @@ TEST(ImportErrorsTest, GraphOutputNotProduced) {
 TEST(ImportErrorsTest, InputWithoutTensorType) {
   auto m = relu_model();
   m.mutable_graph()->mutable_input(0)->clear_type();
-  expect_error(m, "'x' is not a tensor");
+  expect_error(m, "'x' has no type");
+  auto m2 = relu_model();
+  m2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();
+  expect_error(m2, "'x' is not a tensor", StatusCode::kUnimplemented);
 }
 
 TEST(ImportErrorsTest, KernelInferErrorNamesNode) {

@@ -60,6 +60,7 @@ Status gather_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
 
 // Unsqueeze with `axes` as an input (opset 13).
 Result<std::vector<TensorType>> unsqueeze_infer(std::span<const TensorType> in, const Attributes&) {
+  if (in.size() != 2) return invalid_argument("Unsqueeze(test): axes must be an input");
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> axes, kernels::constant_ints("Unsqueeze", 1, "axes", in[1]));
   Shape s = in[0].shape;
   std::sort(axes.begin(), axes.end());
@@ -94,6 +95,7 @@ Status concat_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
 }
 
 Result<std::vector<TensorType>> reshape_infer(std::span<const TensorType> in, const Attributes&) {
+  if (in.size() != 2) return invalid_argument("Reshape(test): two operands");
   LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> shape, kernels::constant_ints("Reshape", 1, "shape", in[1]));
   LOOM_ASSIGN_OR_RETURN(uint64_t total, element_count(in[0].shape));
   int64_t known = 1, infer_at = -1;
@@ -113,6 +115,7 @@ Result<std::vector<TensorType>> reshape_infer(std::span<const TensorType> in, co
 
 // Conv: 2-D, f32, no padding, stride 1, with group.
 Result<std::vector<TensorType>> conv_infer(std::span<const TensorType> in, const Attributes&) {
+  if (in.size() < 2) return invalid_argument("Conv(test): operands");
   const Shape& x = in[0].shape;
   const Shape& w = in[1].shape;
   if (x.size() != 4 || w.size() != 4) return invalid_argument("Conv(test): 2-D only");
@@ -147,6 +150,7 @@ Status conv_run(std::span<const TensorRef> in, std::span<const TensorRef> out, c
 }
 
 Result<std::vector<TensorType>> same_infer(std::span<const TensorType> in, const Attributes&) {
+  if (in.size() != 5) return invalid_argument("BatchNormalization(test): five operands");
   return std::vector<TensorType>{{in[0].dtype, in[0].shape, nullptr}};
 }
 Status bn_run(std::span<const TensorRef> in, std::span<const TensorRef> out, const Attributes& a) {
