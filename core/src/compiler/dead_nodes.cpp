@@ -1,9 +1,60 @@
-// Dead-node removal and tensor compaction: the last passes of the import.
+// Identity bypassing, dead-node removal and tensor compaction.
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "compiler/import_passes.hpp"
 
 namespace loom::compiler::passes {
+
+namespace {
+
+// Dropout is the identity at inference unless opset 12+ sets training_mode
+// to a true (or unknown) value; only its first output may be in use.
+bool is_inference_dropout(const graph::Graph& g, const graph::Node& node) {
+  if (node.outputs.size() != 1) return false;
+  if (node.inputs.size() < 3 || node.inputs[2] == graph::kNoTensor) return true;
+  const graph::Tensor& mode = g.tensors[node.inputs[2]];
+  if (!mode.is_constant() || mode.dtype != DType::kBool || mode.data->size() != 1) return false;
+  return (*mode.data)[0] == std::byte{0};
+}
+
+}  // namespace
+
+size_t bypass_identities(graph::Graph& g) {
+  std::vector<bool> removed(g.nodes.size(), false);
+  std::vector<int32_t> replace(g.tensors.size(), graph::kNoTensor);
+  size_t count = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    graph::Node& node = g.nodes[n];
+    for (int32_t& t : node.inputs) {
+      if (t != graph::kNoTensor && replace[t] != graph::kNoTensor) t = replace[t];
+    }
+    if (!node.domain.empty() || node.inputs.empty() || node.inputs[0] == graph::kNoTensor ||
+        node.outputs.size() != 1) {
+      continue;
+    }
+    const bool identity = node.op_type == "Identity" ||
+                          (node.op_type == "Dropout" && is_inference_dropout(g, node));
+    const int32_t out = node.outputs[0];
+    // A graph output keeps its name, so the node producing it stays.
+    if (!identity || std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) {
+      continue;
+    }
+    replace[out] = node.inputs[0];
+    removed[n] = true;
+    ++count;
+  }
+  size_t w = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (!removed[n]) {
+      if (w != n) g.nodes[w] = std::move(g.nodes[n]);
+      ++w;
+    }
+  }
+  g.nodes.resize(w);
+  return count;
+}
 
 size_t remove_dead_nodes(graph::Graph& g) {
   std::vector<bool> live(g.tensors.size(), false);

@@ -422,6 +422,7 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
   result.stats.opset = read.opset;
   result.stats.model_nodes = static_cast<size_t>(model.proto().graph().node_size());
 
+  if (options.remove_dead_nodes) result.stats.identity_nodes = passes::bypass_identities(read.graph);
   graph::Graph g;
   for (;;) {
     g = read.graph;  // constants are shared, not copied

@@ -43,7 +43,7 @@ struct ImportOptions {
   // Turn passes off (tests, debugging).
   bool fold_constants = true;
   bool fold_batch_norm = true;
-  bool remove_dead_nodes = true;
+  bool remove_dead_nodes = true;  // also bypasses Identity and inference-mode Dropout
 };
 
 struct ImportStats {
@@ -52,6 +52,7 @@ struct ImportStats {
   size_t folded_nodes = 0;     // removed by constant folding
   size_t fused_nodes = 0;      // removed by BatchNormalization folding
   size_t dead_nodes = 0;       // removed as unused
+  size_t identity_nodes = 0;   // Identity / inference Dropout bypassed (with remove_dead_nodes)
   std::vector<std::string> frozen_inputs;  // inputs made constant via input_value
 };
 

@@ -65,6 +65,11 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
 // number of BatchNormalization nodes removed.
 Result<size_t> fold_batch_norm(graph::Graph& g);
 
+// Removes Identity and inference-mode Dropout nodes whose output is not a
+// graph output, pointing their readers at their input (before shape
+// inference, so that neither needs a kernel). Returns how many.
+size_t bypass_identities(graph::Graph& g);
+
 // Removes nodes none of whose outputs reach a graph output; returns how many.
 size_t remove_dead_nodes(graph::Graph& g);
 

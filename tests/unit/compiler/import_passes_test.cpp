@@ -108,6 +108,36 @@ TEST(ImportPassesTest, DeadNodesAndUnusedConstantsRemoved) {
   EXPECT_EQ(r->graph.nodes.size(), 3u);
 }
 
+TEST(ImportPassesTest, IdentityAndInferenceDropoutBypassed) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {2});
+  add_node(m, "Identity", {"x"}, {"a"}, "id1");
+  add_node(m, "Dropout", {"a"}, {"b"}, "drop");
+  add_node(m, "Relu", {"b"}, {"c"}, "relu");
+  add_node(m, "Identity", {"c"}, {"y"}, "id_out");  // produces a graph output: stays
+  add_output(m, "y", TP::FLOAT, {2});
+  auto r = import(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const graph::Graph& g = r->graph;
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].name, "relu");
+  EXPECT_EQ(g.tensors[g.nodes[0].inputs[0]].name, "x");
+  EXPECT_EQ(g.nodes[1].name, "id_out");
+  EXPECT_EQ(r->stats.identity_nodes, 2u);
+  EXPECT_EQ(find_tensor(g, "a"), -1);
+  EXPECT_TRUE(graph::validate(g).ok());
+
+  // Dropout whose mask is used stays (and needs a kernel: unsupported here).
+  auto m2 = fx::empty_model();
+  add_input(m2, "x", TP::FLOAT, {2});
+  add_node(m2, "Dropout", {"x"}, {"y", "mask"}, "drop");
+  add_output(m2, "y", TP::FLOAT, {2});
+  add_output(m2, "mask", TP::BOOL, {2});
+  auto r2 = import(m2);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().code(), StatusCode::kUnimplemented);
+}
+
 // Reshape(x, shape) with `shape` a model input.
 ::onnx::ModelProto reshape_input_model() {
   auto m = fx::empty_model();

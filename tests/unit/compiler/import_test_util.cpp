@@ -153,6 +153,10 @@ Result<std::vector<TensorType>> same_infer(std::span<const TensorType> in, const
   if (in.size() != 5) return invalid_argument("BatchNormalization(test): five operands");
   return std::vector<TensorType>{{in[0].dtype, in[0].shape, nullptr}};
 }
+Result<std::vector<TensorType>> identity_infer(std::span<const TensorType> in, const Attributes&) {
+  if (in.size() != 1) return invalid_argument("Identity(test): one operand");
+  return std::vector<TensorType>{{in[0].dtype, in[0].shape, nullptr}};
+}
 Status bn_run(std::span<const TensorRef> in, std::span<const TensorRef> out, const Attributes& a) {
   const float eps = a.get_float("epsilon", 1e-5f);
   const auto x = in[0].shape;
@@ -256,6 +260,7 @@ kernels::KernelRegistry test_registry() {
   add_if_missing({"Reshape", copy_run, reshape_infer});
   add_if_missing({"Conv", conv_run, conv_infer});
   add_if_missing({"BatchNormalization", bn_run, same_infer});
+  add_if_missing({"Identity", copy_run, identity_infer});
   return r;
 }
 
