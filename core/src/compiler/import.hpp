@@ -9,9 +9,16 @@
 // fold every node whose inputs are all constant by running its reference
 // kernel (which removes the Constant/Shape/Gather/Concat/Reshape chains
 // exporters emit); fold BatchNormalization into a preceding Conv where that
-// is exact; remove nodes whose outputs nobody uses.
+// is exact; remove nodes whose outputs nobody uses (and, before inference,
+// bypass Identity and inference-mode Dropout).
 //
-// Errors name the model, and the node (name, op type, opset) or input.
+// Errors name the model, and the node (name, op type, opset) or input. An
+// operator, opset, attribute or input type Loom cannot handle is
+// kUnimplemented ("unsupported"); a malformed model is kInvalidArgument.
+//
+// The passes live in import_passes.hpp (shape_inference.cpp,
+// batchnorm_fold.cpp, dead_nodes.cpp); attribute conversion in
+// import_attributes.hpp.
 #pragma once
 
 #include <cstddef>
