@@ -170,6 +170,10 @@ class Reader {
       auto declared = declared_of(in);
       if (!declared.ok()) return declared.status().with_context("graph input");
       LOOM_ASSIGN_OR_RETURN(graph::Tensor tensor, bind_input(in, *declared));
+      if (!element_count(tensor.shape).ok()) {
+        return invalid_argument("graph input '" + in.name() + "' has an impossible shape " +
+                                shape_to_string(tensor.shape) + " (too many elements)");
+      }
       LOOM_ASSIGN_OR_RETURN(int32_t index, add(std::move(tensor), "graph input"));
       out_.graph.inputs.push_back(index);
     }

@@ -61,10 +61,10 @@ void fold_shape_or_size(graph::Graph& g, const graph::Node& node) {
   graph::Tensor& out = g.tensors[node.outputs[0]];
   out.dtype = DType::kI64;
   if (node.op_type == "Size") {
-    int64_t n = 1;
-    for (int64_t d : in) n *= d;
+    // Every shape here passed element_count(), so this does not overflow.
+    const auto n = element_count(in);
     out.shape = {};
-    out.data = make_bytes(i64_bytes({n}));
+    out.data = make_bytes(i64_bytes({n.ok() ? static_cast<int64_t>(*n) : 0}));
     return;
   }
   const int64_t rank = static_cast<int64_t>(in.size());
@@ -125,6 +125,11 @@ Status keep_for_plugin(graph::Graph& g, const graph::Node& node,
                            " has no reference kernel; a target plugin takes it, but the model "
                            "does not state the static type of its output '" +
                            g.tensors[t].name + "' (value_info or graph output)");
+    }
+    if (!element_count(declared[t].dims).ok()) {
+      return invalid_argument("output '" + g.tensors[t].name + "' of " + describe(node) +
+                              " is declared with an impossible shape " +
+                              shape_to_string(declared[t].dims));
     }
     g.tensors[t].dtype = declared[t].dtype;
     g.tensors[t].shape = declared[t].dims;

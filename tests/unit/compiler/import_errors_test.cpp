@@ -124,6 +124,14 @@ TEST(ImportErrorsTest, InputWithoutTensorType) {
   expect_error(m2, "'x' is not a tensor", StatusCode::kUnimplemented);
 }
 
+TEST(ImportErrorsTest, HugeInputShapeRefused) {
+  auto m = relu_model();
+  auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim(0)->set_dim_value(int64_t{1} << 40);
+  shape->add_dim()->set_dim_value(int64_t{1} << 40);
+  expect_error(m, "impossible shape");
+}
+
 TEST(ImportErrorsTest, KernelInferErrorNamesNode) {
   auto m = fx::empty_model();
   add_input(m, "a", TP::FLOAT, {2, 3});
