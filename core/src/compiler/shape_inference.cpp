@@ -233,9 +233,11 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
       return s.with_context(describe(node));
     }
     if (inferred->size() < node.outputs.size()) {
-      return internal_error(describe(node) + ": its reference kernel infers " +
-                            std::to_string(inferred->size()) + " outputs, the node has " +
-                            std::to_string(node.outputs.size()));
+      // Optional outputs (training statistics, masks) the kernel does not
+      // compute: unsupported rather than malformed.
+      return unimplemented(describe(node) + " asks for " + std::to_string(node.outputs.size()) +
+                           " outputs; its reference kernel computes " +
+                           std::to_string(inferred->size()));
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const int32_t t = node.outputs[o];
