@@ -161,10 +161,15 @@ inline bool validate(const BlobGraph& g, std::string* error) {
                std::to_string(kMaxRank);
       return false;
     }
+    for (size_t d = 0; d < bt.shape.size(); ++d) {
+      if (bt.shape[d] < 0) {
+        *error = where + ": dimension " + std::to_string(d) + " is " + std::to_string(bt.shape[d]);
+        return false;
+      }
+    }
     uint64_t elements = 0;
     if (!element_count(bt.shape, &elements)) {
-      *error = where + ": shape " + detail::shape_string(bt.shape) +
-               " has a negative dimension or is too large";
+      *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large";
       return false;
     }
     if (bt.constant ? bt.data.size() != elements : !bt.data.empty()) {
