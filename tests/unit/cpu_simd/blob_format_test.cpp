@@ -114,7 +114,7 @@ TEST(BlobFormat, TruncatedRecordNamesOffsetAndField) {
   EXPECT_NE(decode_error(bytes).find("byte 24: tensor count 7 needs at least 12 bytes each"),
             std::string::npos);
   bytes = encode(small_graph());
-  // The last node is 48 fixed bytes and two operands; cut into its
+  // The last node is 44 fixed bytes and two operands; cut into its
   // float_count.
   bytes.resize(bytes.size() - 10);
   EXPECT_EQ(decode_error(bytes), "byte " + std::to_string(bytes.size() - 2) +

@@ -27,19 +27,30 @@ struct Attr {
   std::vector<int64_t> ints;
   std::string s;
 };
-inline Attr attr_i(std::string n, int64_t v) { return {std::move(n), gfb::AttributeKind::int_, v}; }
+inline Attr attr_i(std::string n, int64_t v) {
+  Attr a;
+  a.name = std::move(n);
+  a.i = v;
+  return a;
+}
 inline Attr attr_f(std::string n, float v) {
-  Attr a{std::move(n), gfb::AttributeKind::float_};
+  Attr a;
+  a.name = std::move(n);
+  a.kind = gfb::AttributeKind::float_;
   a.f = v;
   return a;
 }
 inline Attr attr_ints(std::string n, std::vector<int64_t> v) {
-  Attr a{std::move(n), gfb::AttributeKind::ints};
+  Attr a;
+  a.name = std::move(n);
+  a.kind = gfb::AttributeKind::ints;
   a.ints = std::move(v);
   return a;
 }
 inline Attr attr_s(std::string n, std::string v) {
-  Attr a{std::move(n), gfb::AttributeKind::string};
+  Attr a;
+  a.name = std::move(n);
+  a.kind = gfb::AttributeKind::string;
   a.s = std::move(v);
   return a;
 }

@@ -437,6 +437,7 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
   for (uint32_t& o : g.outputs) {
     if (!r.u32("graph output", &o, error)) return false;
   }
+  // The fixed fields (36 bytes, 44 in v2) plus the one output every node has.
   const size_t node_fixed_bytes = v2 ? 48 : 40;
   if (!r.fits(nodes, node_fixed_bytes, "node", error)) return false;
   g.nodes.resize(nodes);
