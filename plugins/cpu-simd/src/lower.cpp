@@ -185,7 +185,8 @@ class Lowering {
     return true;
   }
 
-  // The node's one output (further outputs must be left out); f32.
+  // The node's one output; the operator's optional further outputs (up to
+  // `allowed_outputs` entries in all) must be left out (-1). f32.
   bool output(size_t allowed_outputs) {
     const auto* outs = node_.outputs();
     if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
@@ -526,7 +527,8 @@ bool lower_batch_norm(Lowering& l) {
   for (size_t i = 0; i < 5; ++i) {
     if (!l.data(i)) return false;
   }
-  return l.output(1);
+  // Opsets before 14 list up to four training outputs, which must be left out.
+  return l.output(l.opset() >= 14 ? 3 : 5);
 }
 
 bool dispatch(Lowering& l, const std::string& op) {

@@ -134,6 +134,20 @@ TEST_F(Compile, GlobalAveragePoolAndBatchNorm) {
   expect_near(out[1], {2, 6});
 }
 
+TEST_F(Compile, BatchNormTrainingOutputsMustBeLeftOut) {
+  GraphBuilder b;
+  const int x = b.input({1, 2, 1, 1});
+  std::vector<int32_t> p;
+  for (int i = 0; i < 4; ++i) p.push_back(b.constant_f32({2}, {1, 1}));
+  const std::vector<int32_t> in = {x, p[0], p[1], p[2], p[3]};
+  b.node("BatchNormalization", in, {b.tensor({1, 2, 1, 1}), -1, -1, -1, -1}, {}, 9);
+  b.node("BatchNormalization", in, {b.tensor({1, 2, 1, 1}), b.tensor({2})}, {}, 9);
+  b.node("BatchNormalization", in, {b.tensor({1, 2, 1, 1})}, {attr_i("training_mode", 1)}, 15);
+  b.node("BatchNormalization", in, {b.tensor({1, 2, 1, 1})}, {attr_i("spatial", 1)}, 9);
+  b.node("BatchNormalization", in, {b.tensor({1, 2, 1, 1})}, {attr_i("spatial", 1)}, 7);
+  EXPECT_EQ(supported(b), (std::vector<bool>{true, false, false, false, true}));
+}
+
 // ------------------------------------------------------------------ elementwise
 
 TEST_F(Compile, BinaryOpsBroadcast) {
