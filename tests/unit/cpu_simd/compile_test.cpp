@@ -74,7 +74,55 @@ TEST_F(Compile, GroupedConvMixesOnlyItsGroup) {
   expect_near(out[0], {21, 4300});
 }
 
+TEST_F(Compile, LargeConvSplitOverThePoolMatchesADirectSum) {
+  // 16 x 14 x 14 outputs x 72 taps: above the threshold that spreads output
+  // channels over the pool.
+  const int64_t c = 8, m = 16, h = 16;
+  std::vector<float> xv(c * h * h), wv(m * c * 9);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7) % 13) - 6;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>((i * 5) % 11) * 0.1f - 0.5f;
+  GraphBuilder b;
+  const int x = b.input({1, c, h, h});
+  const int w = b.constant_f32({m, c, 3, 3}, wv);
+  const int y = b.tensor({1, m, h - 2, h - 2});
+  b.node("Conv", {x, w}, {y}, {}, 11);
+  b.output(y);
+  auto out = run(b, {{{1, c, h, h}, xv}}, {{1, m, h - 2, h - 2}});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<float> want;
+  for (int64_t o = 0; o < m; ++o) {
+    for (int64_t r = 0; r < h - 2; ++r) {
+      for (int64_t q = 0; q < h - 2; ++q) {
+        double sum = 0;
+        for (int64_t i = 0; i < c; ++i) {
+          for (int64_t a = 0; a < 3; ++a) {
+            for (int64_t e = 0; e < 3; ++e) {
+              sum += double(xv[(i * h + r + a) * h + q + e]) * wv[((o * c + i) * 3 + a) * 3 + e];
+            }
+          }
+        }
+        want.push_back(static_cast<float>(sum));
+      }
+    }
+  }
+  expect_near(out[0], want, 1e-4f);
+}
+
 // ------------------------------------------------------------------ pooling
+
+TEST_F(Compile, AveragePoolCeilMode) {
+  GraphBuilder b;
+  const int x = b.input({1, 1, 4, 4});
+  const int y = b.tensor({1, 1, 2, 2});
+  b.node("AveragePool", {x}, {y},
+         {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_i("ceil_mode", 1)},
+         10);
+  b.output(y);
+  auto out = run(b, {{{1, 1, 4, 4}, iota(16)}}, {{1, 1, 2, 2}});
+  ASSERT_EQ(out.size(), 1u);
+  // The ONNX averagepool_2d_ceil values: windows clipped to the input.
+  expect_near(out[0], {6, 7.5f, 12, 13.5f});
+}
 
 TEST_F(Compile, MaxPoolPlainAndCeilMode) {
   GraphBuilder b;
