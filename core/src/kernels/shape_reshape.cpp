@@ -310,12 +310,24 @@ Result<int64_t> range_count(std::span<const TensorRef> v, DType dtype) {
   }
   if (x[2] == 0) return bad(op, "'delta' is 0");
   if (is_int_dtype(dtype)) {
-    int64_t s = static_cast<int64_t>(x[0]), l = static_cast<int64_t>(x[1]),
-            d = static_cast<int64_t>(x[2]);
-    // Done in double to avoid overflow on extreme operands; exact for the
-    // counts that pass the size limit below.
-    double n = std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
-    if (n > kMaxRangeElements) return bad(op, "would produce more than 2^32 elements");
+    // Exact in 128 bits: i64 operands near the limits do not fit a double.
+    __int128 iv[3];
+    for (size_t i = 0; i < 3; ++i) {
+      if (dtype == DType::kI64) {
+        int64_t t;
+        std::memcpy(&t, v[i].data, 8);
+        iv[i] = t;
+      } else {
+        iv[i] = static_cast<__int128>(x[i]);  // i16/i32 are exact in a double
+      }
+    }
+    const __int128 span = iv[1] - iv[0], d = iv[2];
+    // ceil(span / d) with C++'s truncating division.
+    __int128 n = span / d;
+    if (n * d != span && ((span > 0) == (d > 0))) ++n;
+    if (n > static_cast<__int128>(kMaxRangeElements)) {
+      return bad(op, "would produce more than 2^32 elements");
+    }
     return n > 0 ? static_cast<int64_t>(n) : 0;
   }
   const double n = std::ceil((x[1] - x[0]) / x[2]);

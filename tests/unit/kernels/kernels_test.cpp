@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -35,7 +36,11 @@ std::vector<float> iota(size_t n, float start = 1.0f) {
 TEST(KernelRegistry, ReferenceListsEveryOperatorSorted) {
   auto r = KernelRegistry::reference();
   std::vector<std::string_view> want = {"Add", "Gemm", "MatMul", "Relu", "Softmax"};
-  EXPECT_EQ(r.ops(), want);
+  // Each kernel family adds its own operators; these must be among them.
+  const std::vector<std::string_view> ops = r.ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  EXPECT_EQ(std::adjacent_find(ops.begin(), ops.end()), ops.end());
+  for (auto op : want) EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   for (auto op : want) {
     const KernelInfo* k = r.find(op);
     ASSERT_NE(k, nullptr) << op;
@@ -47,8 +52,9 @@ TEST(KernelRegistry, ReferenceListsEveryOperatorSorted) {
 
 TEST(KernelRegistry, AddReplacesAnExistingOperator) {
   auto r = KernelRegistry::reference();
+  const size_t before = r.ops().size();
   r.add({"Relu", nullptr, nullptr});
-  EXPECT_EQ(r.ops().size(), 5u);
+  EXPECT_EQ(r.ops().size(), before);
   EXPECT_EQ(r.find("Relu")->run, nullptr);
 }
 
