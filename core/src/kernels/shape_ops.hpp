@@ -37,6 +37,14 @@ LOOM_SHAPE_DECLARE_OP(pad);
 LOOM_SHAPE_DECLARE_OP(resize);
 LOOM_SHAPE_DECLARE_OP(upsample);
 
+// shape_index.cpp: index-driven movement.
+LOOM_SHAPE_DECLARE_OP(gather_elements);
+LOOM_SHAPE_DECLARE_OP(scatter_elements);
+LOOM_SHAPE_DECLARE_OP(gather_nd);
+LOOM_SHAPE_DECLARE_OP(one_hot);
+LOOM_SHAPE_DECLARE_OP(reverse_sequence);
+LOOM_SHAPE_DECLARE_OP(trilu);
+
 #undef LOOM_SHAPE_DECLARE_OP
 
 }  // namespace loom::kernels::shape

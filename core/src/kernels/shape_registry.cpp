@@ -25,6 +25,14 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add({"Pad", &pad_run, &pad_infer});
   r.add({"Resize", &resize_run, &resize_infer});
   r.add({"Upsample", &upsample_run, &upsample_infer});
+  r.add({"GatherElements", &gather_elements_run, &gather_elements_infer});
+  r.add({"ScatterElements", &scatter_elements_run, &scatter_elements_infer});
+  // Scatter (opsets 9-10) is ScatterElements without 'reduction'.
+  r.add({"Scatter", &scatter_elements_run, &scatter_elements_infer});
+  r.add({"GatherND", &gather_nd_run, &gather_nd_infer});
+  r.add({"OneHot", &one_hot_run, &one_hot_infer});
+  r.add({"ReverseSequence", &reverse_sequence_run, &reverse_sequence_infer});
+  r.add({"Trilu", &trilu_run, &trilu_infer});
 }
 
 }  // namespace loom::kernels
