@@ -1,6 +1,7 @@
 // Index-driven data movement: GatherElements, ScatterElements (and Scatter,
-// its opset 9-10 name), GatherND, OneHot, ReverseSequence, Trilu. Indices
-// are i32 or i64; an index out of range is an error at run time naming it.
+// its opset 9-10 name), GatherND, ScatterND, OneHot, ReverseSequence, Trilu.
+// Indices are i32 or i64; an index out of range is an error at run time
+// naming it.
 #include <cstring>
 #include <string>
 
@@ -70,6 +71,24 @@ Result<size_t> elements_axis(std::string_view op, std::span<const TensorType> in
     }
   }
   return ax;
+}
+
+// Applies `reduction` (0 none, 1 add, 2 mul) of u onto the element at y.
+template <typename T>
+void reduce_into(T& y, const T& u, int reduction) {
+  if constexpr (std::is_same_v<T, bool>) {
+    y = u;
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    y = reduction == 1 ? static_cast<T>(y + u) : reduction == 2 ? static_cast<T>(y * u) : u;
+  } else {
+    if (reduction == 0) {
+      y = u;
+      return;
+    }
+    const float v = reduction == 1 ? to_float(y) + to_float(u) : to_float(y) * to_float(u);
+    if constexpr (std::is_same_v<T, Half>) y = to_half(v);
+    else y = to_bfloat16(v);
+  }
 }
 
 // Calls fn(flat index of an element of `shape`, its offset in a tensor of
@@ -174,26 +193,7 @@ Status scatter_elements_run(std::span<const TensorRef> in, std::span<const Tenso
                             [&](uint64_t i, int64_t base, int64_t stride) -> Status {
                               LOOM_ASSIGN_OR_RETURN(
                                   int64_t idx, checked_index(op, "indices", i, index_at(in[1], i), dim));
-                              T& target = y[base + idx * stride];
-                              if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
-                                if (reduction == 1) {
-                                  target = static_cast<T>(target + u[i]);
-                                  return Status();
-                                }
-                                if (reduction == 2) {
-                                  target = static_cast<T>(target * u[i]);
-                                  return Status();
-                                }
-                              } else if constexpr (!std::is_same_v<T, bool>) {
-                                if (reduction != 0) {
-                                  const float v = reduction == 1 ? to_float(target) + to_float(u[i])
-                                                                 : to_float(target) * to_float(u[i]);
-                                  if constexpr (std::is_same_v<T, Half>) target = to_half(v);
-                                  else target = to_bfloat16(v);
-                                  return Status();
-                                }
-                              }
-                              target = u[i];
+                              reduce_into(y[base + idx * stride], u[i], reduction);
                               return Status();
                             });
   });
@@ -277,6 +277,73 @@ Status gather_nd_run(std::span<const TensorRef> in, std::span<const TensorRef> o
     }
   }
   return Status();
+}
+
+// ---------------------------------------------------------------- ScatterND
+
+namespace {
+
+Result<int> scatter_nd_check(std::span<const TensorType> in, const Attributes& a) {
+  constexpr std::string_view op = "ScatterND";
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), 3, 3, 1, 1));
+  LOOM_RETURN_IF_ERROR(check_index_dtype(op, "indices", in[1].dtype));
+  const Shape& d = in[0].shape;
+  const Shape& ix = in[1].shape;
+  if (ix.empty() || ix.back() < 1 || ix.back() > static_cast<int64_t>(d.size())) {
+    return bad(op, "'indices' " + shape_to_string(ix) + " must end in a dimension in [1, " +
+                       std::to_string(d.size()) + "]");
+  }
+  Shape want(ix.begin(), ix.end() - 1);
+  want.insert(want.end(), d.begin() + ix.back(), d.end());
+  if (in[2].shape != want || in[2].dtype != in[0].dtype) {
+    return bad(op, "'updates' " + std::string(dtype_name(in[2].dtype)) + " " +
+                       shape_to_string(in[2].shape) + " must be " +
+                       std::string(dtype_name(in[0].dtype)) + " " + shape_to_string(want));
+  }
+  const std::string_view r = a.get_string("reduction", "none");
+  if (r != "none" && r != "add" && r != "mul") {
+    return bad(op, "unknown 'reduction' '" + std::string(r) + "'");
+  }
+  return r == "add" ? 1 : (r == "mul" ? 2 : 0);
+}
+
+}  // namespace
+
+Result<std::vector<TensorType>> scatter_nd_infer(std::span<const TensorType> in,
+                                                 const Attributes& a) {
+  LOOM_RETURN_IF_ERROR(scatter_nd_check(in, a).status());
+  return std::vector<TensorType>{{in[0].dtype, in[0].shape}};
+}
+
+Status scatter_nd_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
+                      const Attributes& a) {
+  constexpr std::string_view op = "ScatterND";
+  LOOM_RETURN_IF_ERROR(prologue(op, in, out, {"data", "indices", "updates"},
+                                [&](std::span<const TensorType> t) { return scatter_nd_infer(t, a); })
+                           .status());
+  std::vector<TensorType> types = types_of(in);
+  LOOM_ASSIGN_OR_RETURN(int reduction, scatter_nd_check(types, a));
+  if (in[0].byte_size != 0) std::memcpy(out[0].data, in[0].data, in[0].byte_size);
+  const auto& d = in[0].shape;
+  const auto& ix = in[1].shape;
+  const size_t k = static_cast<size_t>(ix.back());
+  const Shape strides = strides_of(d);
+  const int64_t tuples = product(ix, 0, ix.size() - 1);
+  const int64_t slice = product(d, k, d.size());
+  return visit_dtype(op, in[0].dtype, [&]<typename T>() -> Status {
+    T* y = static_cast<T*>(out[0].data);
+    const T* u = static_cast<const T*>(in[2].data);
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t offset = 0;
+      for (size_t j = 0; j < k; ++j) {
+        const size_t at = static_cast<size_t>(t) * k + j;
+        LOOM_ASSIGN_OR_RETURN(int64_t idx, checked_index(op, "indices", at, index_at(in[1], at), d[j]));
+        offset += idx * strides[j];
+      }
+      for (int64_t e = 0; e < slice; ++e) reduce_into(y[offset + e], u[t * slice + e], reduction);
+    }
+    return Status();
+  });
 }
 
 // ---------------------------------------------------------------- OneHot

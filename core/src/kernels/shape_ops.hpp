@@ -41,6 +41,7 @@ LOOM_SHAPE_DECLARE_OP(upsample);
 LOOM_SHAPE_DECLARE_OP(gather_elements);
 LOOM_SHAPE_DECLARE_OP(scatter_elements);
 LOOM_SHAPE_DECLARE_OP(gather_nd);
+LOOM_SHAPE_DECLARE_OP(scatter_nd);
 LOOM_SHAPE_DECLARE_OP(one_hot);
 LOOM_SHAPE_DECLARE_OP(reverse_sequence);
 LOOM_SHAPE_DECLARE_OP(trilu);

@@ -30,6 +30,7 @@ void register_shape_kernels(KernelRegistry& r) {
   // Scatter (opsets 9-10) is ScatterElements without 'reduction'.
   r.add({"Scatter", &scatter_elements_run, &scatter_elements_infer});
   r.add({"GatherND", &gather_nd_run, &gather_nd_infer});
+  r.add({"ScatterND", &scatter_nd_run, &scatter_nd_infer});
   r.add({"OneHot", &one_hot_run, &one_hot_infer});
   r.add({"ReverseSequence", &reverse_sequence_run, &reverse_sequence_infer});
   r.add({"Trilu", &trilu_run, &trilu_infer});
