@@ -336,19 +336,24 @@ Result<SlicePlan> slice_plan(std::span<const TensorType> in, const Attributes& a
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
     if (end < 0) end += dim;
-    int64_t len;
+    // |step| without overflow, also for INT64_MIN.
+    const uint64_t abs_step =
+        step > 0 ? static_cast<uint64_t>(step) : static_cast<uint64_t>(-(step + 1)) + 1;
+    uint64_t distance = 0;
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      len = end > start ? (end - start + step - 1) / step : 0;
+      if (end > start) distance = static_cast<uint64_t>(end - start);
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      len = start > end ? (start - end - step - 1) / (-step) : 0;
+      if (start > end) distance = static_cast<uint64_t>(start - end);
     }
+    const int64_t len = distance == 0 ? 0 : static_cast<int64_t>((distance - 1) / abs_step + 1);
     p.shape[ax] = len;
     if (len > 0) p.base += start * p.strides[ax];
-    p.strides[ax] *= step;
+    // With two or more elements, step * stride stays inside the tensor.
+    p.strides[ax] = len > 1 ? p.strides[ax] * step : 0;
   }
   return p;
 }

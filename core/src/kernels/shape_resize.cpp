@@ -229,6 +229,10 @@ Taps taps_for(const ResizeSpec& spec, size_t d, int64_t in_len, int64_t o) {
       break;
     }
   }
+  if (!std::isfinite(x)) {  // a NaN/inf roi or cubic input: nothing to read
+    t.outside = true;
+    return t;
+  }
   const double x0 = std::floor(x);
   const double r = x - x0;
   const int64_t i0 = static_cast<int64_t>(x0);

@@ -94,6 +94,10 @@ TEST(ShapeSlice, InputsWithNegativeStepsAndClamping) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)[0].shape, (Shape{2, 2}));
   EXPECT_EQ((*r)[0].values<float>(), (std::vector<float>{11, 8, 3, 0}));
+  auto huge = call("Slice", {x, ints({0, -1}), ints({kMax, -kMax}), ints({0, 1}),
+                             ints({kMax, std::numeric_limits<int64_t>::min()})}, {}, 13);
+  ASSERT_TRUE(huge.ok()) << huge.status().to_string();
+  EXPECT_EQ((*huge)[0].values<float>(), (std::vector<float>{3}));
   auto empty = call("Slice", {x, ints({3}), ints({1}), ints({1})}, {}, 13);
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ((*empty)[0].shape, (Shape{3, 0}));
