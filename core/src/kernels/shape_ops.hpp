@@ -24,6 +24,10 @@ LOOM_SHAPE_DECLARE_OP(range);
 // shape_move.cpp: ops that move elements.
 LOOM_SHAPE_DECLARE_OP(transpose);
 LOOM_SHAPE_DECLARE_OP(concat);
+// Split without sizes (no 'split' attribute/operand) splits into equal parts,
+// one per output. run() counts its outputs; infer() cannot see them and reads
+// the count from the attribute 'num_outputs' (the opset-18 name), which a
+// caller inferring an older Split must add (the node's output count).
 LOOM_SHAPE_DECLARE_OP(split);
 LOOM_SHAPE_DECLARE_OP(slice);
 LOOM_SHAPE_DECLARE_OP(gather);
