@@ -124,3 +124,39 @@ TEST(ShapeTrilu, UpperLowerWithK) {
 
 }  // namespace
 }  // namespace loom::kernels
+
+namespace loom::kernels {
+namespace {
+
+using namespace shape_testing;
+
+// Every op of the family rejects missing, absent and mistyped operands with
+// an error naming it, never a crash.
+TEST(ShapeFamily, MissingOrAbsentOperandsAreErrors) {
+  const char* ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Shape", "Size",
+                       "ConstantOfShape", "Range", "Transpose", "Concat", "Split", "Slice",
+                       "Gather", "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Pad",
+                       "Resize", "Upsample", "GatherElements", "ScatterElements", "Scatter",
+                       "GatherND", "ScatterND", "OneHot", "ReverseSequence", "Trilu"};
+  const Tensor x = f32({2, 2}, {1, 2, 3, 4});
+  for (const char* op : ops) {
+    const KernelInfo& k = kernel(op);
+    auto none = k.infer({}, Attributes());
+    EXPECT_FALSE(none.ok()) << op;
+    if (!none.ok()) EXPECT_NE(none.status().message().find(op), std::string::npos) << op;
+    EXPECT_FALSE(k.run({}, {}, Attributes()).ok()) << op;
+    for (size_t n = 1; n <= 4; ++n) {
+      std::vector<TensorType> absent(n);
+      EXPECT_FALSE(k.infer(absent, Attributes()).ok()) << op << " with " << n << " absent";
+      std::vector<TensorRef> refs(n);
+      const TensorRef out = x.ref();
+      EXPECT_FALSE(k.run(refs, {&out, 1}, Attributes()).ok()) << op;
+    }
+    // An output the kernel cannot have written: no outputs at all.
+    std::vector<TensorRef> ins = {x.ref()};
+    EXPECT_FALSE(k.run(ins, {}, Attributes()).ok()) << op;
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels
