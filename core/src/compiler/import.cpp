@@ -345,6 +345,19 @@ class Reader {
       LOOM_ASSIGN_OR_RETURN(AttributeDef def, convert_attribute(model_, a, desc));
       node.attributes.push_back(std::move(def));
     }
+    if (node.domain.empty() && node.op_type == "Split") {
+      // Split into equal parts takes its part count from the node's outputs,
+      // which infer() cannot see: record it the way opset 18 spells it.
+      bool has = false;
+      for (const AttributeDef& a : node.attributes) has |= a.name == "num_outputs";
+      if (!has) {
+        AttributeDef count;
+        count.name = "num_outputs";
+        count.kind = AttributeKind::kInt;
+        count.i = np.output_size();
+        node.attributes.push_back(std::move(count));
+      }
+    }
     for (const std::string& in : np.input()) {
       if (in.empty()) {
         node.inputs.push_back(graph::kNoTensor);

@@ -234,6 +234,17 @@ Outcome run_case(const fs::path& dir, const kernels::KernelRegistry& registry) {
         values[node.output(0)] = std::move(c);
         continue;
       }
+      if (node.op_type() == "Split") {  // as the importer does: equal parts need the count
+        bool has = false;
+        for (const AttributeDef& a : attrs) has |= a.name == "num_outputs";
+        if (!has) {
+          AttributeDef count;
+          count.name = "num_outputs";
+          count.kind = AttributeKind::kInt;
+          count.i = node.output_size();
+          attrs.push_back(std::move(count));
+        }
+      }
       const kernels::KernelInfo* k = registry.find(node.op_type());
       kernels::Attributes attributes(attrs, static_cast<int32_t>(opset));
       std::vector<kernels::TensorRef> in_refs(node.input_size());
