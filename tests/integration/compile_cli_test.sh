@@ -13,6 +13,7 @@ rm -rf "$dir" && mkdir -p "$dir"
 # shellcheck source=cli_checks.sh
 source "$(dirname "$0")/cli_checks.sh"
 
+mkdir -p "$dir/models"
 "$make_onnx" "$dir/models" >/dev/null 2>&1 || fail "loom-test-make-onnx failed"
 mlp="$dir/models/mlp.onnx"
 
@@ -20,7 +21,10 @@ mlp="$dir/models/mlp.onnx"
 expect_ok "compile mlp" "reference" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
 [ -s "$dir/mlp.loom" ] || fail "compile wrote no program"
-grep -q "^loom: compile: import" "$dir/stderr" || fail "no progress lines on a non-terminal stderr"
+# Not a terminal: progress as plain lines on stdout, nothing on stderr.
+expect_ok "progress lines" "^loom: compile: import" \
+  "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
+[ -s "$dir/stderr" ] && fail "stderr not empty on success: $(cat "$dir/stderr")"
 expect_ok "summary lists the reference ops" "MatMul" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
 expect_ok "run the compiled program" "y" \
@@ -38,6 +42,10 @@ expect_ok "run with external weights" "y" "$loom" run "$dir/ext/mlp.loom" --inpu
 inline_size=$(stat -c %s "$dir/mlp.loom")
 ext_size=$(stat -c %s "$dir/ext/mlp.loom")
 [ "$ext_size" -lt "$inline_size" ] || fail "program with external weights is not smaller ($ext_size >= $inline_size)"
+
+expect_ok "--params-out into a new subfolder" "params: " \
+  "$loom" compile "$mlp" -o "$dir/ext/sub.loom" --input-shape x=2x4 --params-out "$dir/ext/new/w.irpa"
+expect_ok "run with weights in the subfolder" "y" "$loom" run "$dir/ext/sub.loom" --input x=random
 
 # --- a target plugin ---------------------------------------------------------
 expect_ok "fake takes Relu" "fake " \

@@ -64,7 +64,9 @@ std::vector<std::string> split_targets(const std::vector<std::string>& values) {
   return out;
 }
 
-// A bar redrawn in place on a terminal; one line per stage otherwise.
+// A bar redrawn in place on stderr when stderr is a terminal. Otherwise one
+// plain line per stage, on stdout: a script's stderr then holds nothing but
+// the one-line error ("loom: error: ...") when the compile fails.
 class Progress {
  public:
   Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
@@ -80,7 +82,8 @@ class Progress {
       std::fflush(stderr);
       drawn_ = true;
     } else if (stage != last_) {
-      std::fprintf(stderr, "loom: compile: %.*s\n", static_cast<int>(stage.size()), stage.data());
+      std::printf("loom: compile: %.*s\n", static_cast<int>(stage.size()), stage.data());
+      std::fflush(stdout);
     }
     last_ = stage;
   }

@@ -75,6 +75,9 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   report.reference_nodes = result->reference_nodes;
   report.reference_op_types = result->reference_op_types;
   if (result->program.archive != nullptr) {
+    // The archive may go to a subfolder of the program's (checked above).
+    std::error_code mkdir_error;
+    std::filesystem::create_directories(std::filesystem::absolute(options.params_out).parent_path(), mkdir_error);
     LOOM_RETURN_IF_ERROR(result->program.archive->write_file(options.params_out)
                              .with_context("writing parameters to '" + options.params_out.string() + "'"));
     report.params_bytes = result->program.params_bytes;
