@@ -108,6 +108,19 @@ Result<std::vector<std::byte>> encode_graph(const Graph& graph, const EncodeOpti
 
 namespace {
 
+// The verifier of flatbuffers 2.0.8 checks a vector's start for 4-byte
+// alignment only, so the elements of an int64 vector in a crafted buffer may
+// be misaligned: copy them out instead of reading in place.
+template <typename T>
+std::vector<T> copy_scalars(const flatbuffers::Vector<T>* v) {
+  std::vector<T> out;
+  if (v == nullptr) return out;
+  out.resize(v->size());
+  if (!out.empty()) std::memcpy(out.data(), v->Data(), out.size() * sizeof(T));
+  for (T& x : out) x = flatbuffers::EndianScalar(x);
+  return out;
+}
+
 Result<AttributeDef> decode_attribute(const fb::Attribute& a, const std::string& where) {
   AttributeDef out;
   out.name = a.name()->str();
@@ -118,8 +131,8 @@ Result<AttributeDef> decode_attribute(const fb::Attribute& a, const std::string&
   out.kind = static_cast<AttributeKind>(a.kind());
   out.i = a.i();
   out.f = a.f();
-  if (a.ints() != nullptr) out.ints.assign(a.ints()->begin(), a.ints()->end());
-  if (a.floats() != nullptr) out.floats.assign(a.floats()->begin(), a.floats()->end());
+  out.ints = copy_scalars(a.ints());
+  out.floats = copy_scalars(a.floats());
   if (a.s() != nullptr) out.s = a.s()->str();
   if (a.strings() != nullptr) {
     for (const flatbuffers::String* s : *a.strings()) out.strings.push_back(s == nullptr ? "" : s->str());
@@ -128,7 +141,7 @@ Result<AttributeDef> decode_attribute(const fb::Attribute& a, const std::string&
     const auto d = static_cast<uint8_t>(a.t_dtype());
     if (!valid_dtype(d)) return invalid_argument(label + ": tensor has unknown dtype " + std::to_string(d));
     out.t_dtype = static_cast<DType>(d);
-    if (a.t_shape() != nullptr) out.t_shape.assign(a.t_shape()->begin(), a.t_shape()->end());
+    out.t_shape = copy_scalars(a.t_shape());
     auto count = element_count(out.t_shape);
     if (!count.ok()) return count.status().with_context(label);
     const size_t size = a.t_data() == nullptr ? 0 : a.t_data()->size();
@@ -169,7 +182,7 @@ Result<Graph> decode_graph(std::span<const std::byte> bytes) {
     const auto d = static_cast<uint8_t>(t->dtype());
     if (!valid_dtype(d)) return invalid_argument(label + ": unknown dtype " + std::to_string(d));
     tensor.dtype = static_cast<DType>(d);
-    if (t->shape() != nullptr) tensor.shape.assign(t->shape()->begin(), t->shape()->end());
+    tensor.shape = copy_scalars(t->shape());
     auto count = element_count(tensor.shape);
     if (!count.ok()) return count.status().with_context(label);
     if (t->data() != nullptr && t->parameter() != nullptr) {
