@@ -287,6 +287,34 @@ TEST(Driver, WeightsInAnArchiveBesideTheProgram) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Driver, LargeWeightsReachTheDelegateAsParameterInputs) {
+  auto runtime = make_runtime({{"fake.compile_ops", "Add"}});
+  ASSERT_NE(runtime, nullptr);
+  auto targets = load_targets(runtime->plugin_host(), {"fake"});
+  ASSERT_TRUE(targets.ok());
+  graph::Graph g;
+  int32_t x = add_input(g, "x", {32, 64});
+  int32_t w = add_constant<float>(g, "W", {32, 64}, DType::kF32, std::vector<float>(32 * 64, 1.5f));
+  int32_t a = binary(g, "Add", x, w, "a");
+  g.outputs = {a};
+  auto result = compile_graph(g, *targets, EmitOptions{});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const ProgramDef& program = result->program.writer.program();
+  ASSERT_EQ(program.parameters.size(), 1u);
+  EXPECT_EQ(program.parameters[0].name, "W");
+  const InstructionDef& call = program.functions[0].instructions.at(0);
+  ASSERT_EQ(call.op, OpCode::kDelegateCall);
+  ASSERT_EQ(call.inputs.size(), 2u);
+  EXPECT_EQ(program.functions[0].values[call.inputs[1]].parameter, 0);
+  auto bytes = result->program.writer.write_buffer();
+  ASSERT_TRUE(bytes.ok());
+  auto out = run_buffer(*runtime, *bytes, {{"x", f32({32, 64}, x_values())}});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<float> r = values_of((*out)[0].tensor);
+  EXPECT_FLOAT_EQ(r[0], 2.5f);
+  EXPECT_FLOAT_EQ(r[1], 0.5f);
+}
+
 TEST(Emit, MemoryPlanReusesSlotsOfDeadValues) {
   graph::Graph g;
   int32_t x = add_input(g, "x", {16});
