@@ -52,6 +52,10 @@ expect_ok "fake takes Relu" "fake " \
   "$loom" compile "$mlp" -o "$dir/fake.loom" --input-shape x=2x4 --target fake \
   --plugin-path "$fake_dir" --plugin-option fake.compile_ops=Relu
 
+expect_ok "an op without a kernel that the plugin takes" "NoSuchOp" \
+  "$loom" compile "$dir/models/mlp_bad_op.onnx" -o "$dir/fake_op.loom" --input-shape x=2x4 --target fake \
+  --plugin-path "$fake_dir" --plugin-option fake.compile_ops=NoSuchOp
+
 # --- errors ------------------------------------------------------------------
 expect_error "missing model" "nothing.onnx" \
   "$loom" compile "$dir/nothing.onnx" -o "$dir/x.loom"

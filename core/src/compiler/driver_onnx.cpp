@@ -4,6 +4,8 @@
 
 #include "compiler/driver.hpp"
 #include "compiler/import.hpp"
+#include "graph/graph_codec.hpp"
+#include "host/compile_entries.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/runtime.hpp"
 #include "onnx/onnx_model.hpp"
@@ -27,6 +29,36 @@ Result<std::string> archive_path_for(const std::filesystem::path& program,
                             "' must lie in the program's folder or below it ('" + folder.string() + "')");
   }
   return s;
+}
+
+// Whether one of `targets` claims op (domain, op_type, opset), asked with a
+// one-node graph. The importer asks only about ops without a reference
+// kernel; the answer for the real node, with its shapes, comes later from
+// the partitioner's compile_supported call.
+bool any_target_takes(const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets,
+                      std::string_view domain, std::string_view op_type, int64_t opset) {
+  if (targets.empty()) return false;
+  graph::Graph probe;
+  probe.name = "probe";
+  graph::Tensor out;
+  out.name = "probe_out";
+  out.dtype = DType::kF32;
+  out.shape = {1};
+  probe.tensors.push_back(out);
+  graph::Node node;
+  node.op_type = std::string(op_type);
+  node.domain = std::string(domain);
+  node.opset = opset;
+  node.outputs = {0};
+  probe.nodes.push_back(node);
+  probe.outputs = {0};
+  auto bytes = graph::encode_graph(probe);
+  if (!bytes.ok()) return false;
+  for (const auto& plugin : targets) {
+    auto answer = host::compile_supported(*plugin, *bytes, 1);
+    if (answer.ok() && (*answer)[0]) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -54,6 +86,9 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   ImportOptions import_options;
   import_options.input_shapes = options.input_shapes;
   import_options.input_value = options.input_value;
+  import_options.plugin_takes = [&](std::string_view domain, std::string_view op_type, int64_t opset) {
+    return any_target_takes(*targets, domain, op_type, opset);
+  };
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   auto imported = import_onnx(**loaded, import_options, kernels);
   if (!imported.ok()) return imported.status();
@@ -61,6 +96,18 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
 
   auto result = compile_graph(imported->graph, *targets, emit, options.progress, 0.3, 0.9);
   if (!result.ok()) return fail(result.status());
+  // A node kept because a plugin claimed its op, that no plugin then took.
+  for (const Group& group : result->partition.groups) {
+    if (group.target != kReferenceTarget) continue;
+    for (size_t n : group.nodes) {
+      const graph::Node& node = imported->graph.nodes[n];
+      if (kernels.find(node.op_type) == nullptr) {
+        return fail(Status(StatusCode::kUnimplemented,
+                           graph::describe_node(imported->graph, n) + " (opset " + std::to_string(node.opset) +
+                               "): no target plugin takes it and there is no reference kernel for it"));
+      }
+    }
+  }
 
   progress("write", 0.9);
   CompileReport report;

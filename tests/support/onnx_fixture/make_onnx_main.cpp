@@ -4,7 +4,7 @@
 // DIR/escape.onnx, whose external data names '../outside.bin', and
 // DIR/mlp.onnx for `loom compile`: x [N,4] (N dynamic) -> MatMul W [4,512]
 // -> Add b [512] -> Relu -> Softmax -> y, and DIR/mlp_bad_op.onnx, the same
-// with an op no kernel implements.
+// with an op no kernel implements (its output y stated as [2,512]).
 #include <cstdio>
 #include <filesystem>
 
@@ -50,7 +50,8 @@ onnx::ModelProto mlp_model(const std::string& last_op) {
   add_node(g, "Add", {"h", "b"}, "a");
   add_node(g, "Relu", {"a"}, "r");
   add_node(g, last_op, {"r"}, "y");
-  add_value_info(g->add_output(), "y", {"N", "512"});
+  // The unknown op's output type must be stated for a plugin to take it.
+  add_value_info(g->add_output(), "y", {last_op == "Softmax" ? "N" : "2", "512"});
   return model;
 }
 
