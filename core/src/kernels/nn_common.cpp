@@ -40,8 +40,7 @@ Status check_data(std::string_view op, std::string_view name, const TensorRef& t
   const uint64_t need = static_cast<uint64_t>(*count) * dtype_size(t.dtype);
   if (dtype_size(t.dtype) == 0 || need != t.byte_size) {
     return invalid_argument(std::string(op) + ": " + std::string(name) + " of shape " +
-                            shape_to_string(t.shape) + " and dtype " +
-                            std::string(dtype_name(t.dtype)) + " needs " +
+                            shape_to_string(t.shape) + " needs " +
                             std::to_string(need) + " bytes, has " +
                             std::to_string(t.byte_size));
   }
