@@ -83,8 +83,9 @@ Status transpose_geometry(std::span<const int64_t> x, std::span<const int64_t> w
                                 shape_to_string(out_shape));
       }
       const int64_t total = natural - want;
-      // SAME_UPPER puts the odd pixel at the end; otherwise at the start.
-      w.pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      // SAME_LOWER puts the odd pixel at the start; SAME_UPPER and an
+      // explicit output_shape at the end (what the ONNX test data expects).
+      w.pad_begin[i] = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
       w.pad_end[i] = total - w.pad_begin[i];
       w.out[i] = want;
     } else {
