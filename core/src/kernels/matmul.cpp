@@ -331,15 +331,18 @@ Status integer_matmul(std::string_view op, const TensorRef& a, const TensorRef& 
       for_each_broadcast(d.batch, [&](int64_t o, int64_t ia, int64_t ib) {
         const TA* ab = pa + ia * a_step;
         const TB* bb = pb + ib * b_step;
-        ops::matmul_block<int32_t>(
+        // Accumulated in 64 bits and wrapped to i32: overflow is defined.
+        ops::matmul_block<int64_t>(
             d.m, d.k, d.n,
             [&](int64_t i, int64_t p) {
-              return static_cast<int32_t>(ab[i * d.k + p]) - static_cast<int32_t>(a_zero.at(i));
+              return int64_t{ab[i * d.k + p]} - static_cast<int64_t>(a_zero.at(i));
             },
             [&](int64_t p, int64_t j) {
-              return static_cast<int32_t>(bb[p * d.n + j]) - static_cast<int32_t>(b_zero.at(j));
+              return int64_t{bb[p * d.n + j]} - static_cast<int64_t>(b_zero.at(j));
             },
-            [&](int64_t i, int64_t j, int32_t acc) { emit(o * y_step + i * d.n + j, i, j, acc); });
+            [&](int64_t i, int64_t j, int64_t acc) {
+              emit(o * y_step + i * d.n + j, i, j, static_cast<int32_t>(acc));
+            });
       });
       return Status();
     });

@@ -189,12 +189,12 @@ Status conv_integer_run(std::span<const TensorRef> in, std::span<const TensorRef
     return visit_int8(op, "w", in[1].dtype, [&]<typename TW>() {
       const TX* x = static_cast<const TX*>(in[0].data);
       const TW* w = static_cast<const TW*>(in[1].data);
-      conv_loop<int32_t>(
-          g, [&](int64_t i) { return static_cast<int32_t>(x[i]) - xz; },
+      conv_loop<int64_t>(
+          g, [&](int64_t i) { return int64_t{x[i]} - xz; },
           [&](int64_t i, int64_t m) {
-            return static_cast<int32_t>(w[i]) - static_cast<int32_t>(wzp.at(m));
+            return int64_t{w[i]} - static_cast<int64_t>(wzp.at(m));
           },
-          [&](int64_t i, int64_t, int32_t acc) { y[i] = acc; });
+          [&](int64_t i, int64_t, int64_t acc) { y[i] = static_cast<int32_t>(acc); });
       return Status();
     });
   });
@@ -251,13 +251,14 @@ Status qlinear_conv_run(std::span<const TensorRef> in, std::span<const TensorRef
     return visit_int8(op, "w", in[3].dtype, [&]<typename TW>() {
       const TX* x = static_cast<const TX*>(in[0].data);
       const TW* w = static_cast<const TW*>(in[3].data);
-      conv_loop<int32_t>(
-          g, [&](int64_t i) { return static_cast<int32_t>(x[i]) - xz; },
+      conv_loop<int64_t>(
+          g, [&](int64_t i) { return int64_t{x[i]} - xz; },
           [&](int64_t i, int64_t m) {
-            return static_cast<int32_t>(w[i]) - static_cast<int32_t>(wzp.at(m));
+            return int64_t{w[i]} - static_cast<int64_t>(wzp.at(m));
           },
-          [&](int64_t i, int64_t m, int32_t acc) {
-            const int64_t total = int64_t{acc} + (bias ? bias[m] : 0);
+          [&](int64_t i, int64_t m, int64_t acc) {
+            // i32 accumulation as the spec states, wrapping on overflow.
+            const int64_t total = int64_t{static_cast<int32_t>(acc)} + (bias ? bias[m] : 0);
             // Computed in float like the ONNX reference, then rounded.
             const float scaled = static_cast<float>(total) *
                                  (static_cast<float>(xs.at(0)) * static_cast<float>(ws.at(m)) /

@@ -78,8 +78,8 @@ Status transpose_geometry(std::span<const int64_t> x, std::span<const int64_t> w
     const int64_t natural = strides[i] * (x[2 + i] - 1) + out_pad[i] + eff;
     if (!out_shape.empty() || same) {
       const int64_t want = !out_shape.empty() ? out_shape[i] : x[2 + i] * strides[i];
-      if (want < 0) {
-        return invalid_argument("ConvTranspose: negative output_shape " +
+      if (want < 0 || want > (int64_t{1} << 31)) {
+        return invalid_argument("ConvTranspose: output_shape out of range: " +
                                 shape_to_string(out_shape));
       }
       const int64_t total = natural - want;
