@@ -68,7 +68,8 @@ struct PerChannel {
   double at(int64_t i) const;
 };
 // Views `t` as a PerChannel with 1 or `channels` elements (rank 0 or 1);
-// absent operands give count 0 when `optional`.
+// absent operands give count 0 when `optional`. A `name` ending in "scale"
+// must be f32, any other (a zero point) u8 or i8.
 Status per_channel(std::string_view op, std::string_view name, const TensorRef& t,
                    int64_t channels, bool optional, PerChannel* out);
 

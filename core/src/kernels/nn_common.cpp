@@ -84,8 +84,13 @@ Status per_channel(std::string_view op, std::string_view name, const TensorRef& 
     if (optional) return Status();
     return invalid_argument(std::string(op) + ": " + std::string(name) + " is missing");
   }
-  LOOM_RETURN_IF_ERROR(
-      check_operand(op, name, t, {DType::kF32, DType::kU8, DType::kI8, DType::kI32}));
+  // Scales are f32; zero points have the quantized operand's type.
+  const bool scale = name.ends_with("scale");
+  if (scale) {
+    LOOM_RETURN_IF_ERROR(check_operand(op, name, t, {DType::kF32}));
+  } else {
+    LOOM_RETURN_IF_ERROR(check_operand(op, name, t, {DType::kU8, DType::kI8}));
+  }
   auto count = checked_count(op, name, t.shape);
   LOOM_RETURN_IF_ERROR(count.status());
   if (t.shape.size() > 1 || (*count != 1 && *count != channels)) {

@@ -90,6 +90,11 @@ TEST(QLinearMatMul, RequantizesWithRoundingAndSaturation) {
   ASSERT_TRUE(run("QLinearMatMul", {&a, &as, &az, &b, &big_bs, &bz, &tiny, &yz8}, {&y8}).ok());
   EXPECT_EQ(y8.values<int8_t>(), (std::vector<int8_t>{-128}));
   EXPECT_TRUE(contains(run("QLinearMatMul", {&a, &as, &az, &b}, {&y}), "takes 8 inputs, got 4"));
+  // Scales are f32 and zero points u8/i8, whatever the other operands are.
+  EXPECT_EQ(message(run("QLinearMatMul", {&a, &az, &az, &b, &bs, &bz, &ys, &yz}, {&y})),
+            "QLinearMatMul: a_scale has dtype u8, supported: f32");
+  EXPECT_EQ(message(run("QLinearMatMul", {&a, &as, &as, &b, &bs, &bz, &ys, &yz}, {&y})),
+            "QLinearMatMul: a_zero_point has dtype f32, supported: u8, i8");
   EXPECT_EQ(infer("QLinearMatMul", {{DType::kU8, {1, 2}}, {}, {}, {DType::kU8, {2, 1}}, {}, {}, {},
                                     {DType::kI32, {}}})
                 .status()
