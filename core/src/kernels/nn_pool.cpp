@@ -13,14 +13,17 @@
 namespace loom::kernels::nn {
 namespace {
 
-// Positions k in [0, kernel) whose coordinate start + k*dil lies in [lo, hi).
-int64_t positions_within(int64_t start, int64_t kernel, int64_t dil, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t k = 0; k < kernel; ++k) {
-    const int64_t p = start + k * dil;
-    if (p >= lo && p < hi) ++n;
-  }
-  return n;
+// The window positions k in [0, kernel) whose coordinate start + k * dil
+// lies in [lo, hi), as [*first, *last): computed, not searched, so that a
+// huge kernel_shape over huge pads costs nothing for the positions outside.
+void window_range(int64_t start, int64_t kernel, int64_t dil, int64_t lo, int64_t hi,
+                  int64_t* first, int64_t* last) {
+  int64_t f = start >= lo ? 0 : (lo - start + dil - 1) / dil;
+  int64_t l = hi <= start ? 0 : (hi - start + dil - 1) / dil;
+  if (l > kernel) l = kernel;
+  if (f > l) f = l;
+  *first = f;
+  *last = l;
 }
 
 // For each plane (N*C of them) and output position: acc.reset(), then
@@ -30,36 +33,34 @@ int64_t positions_within(int64_t start, int64_t kernel, int64_t dil, int64_t lo,
 template <typename Acc>
 void pool_loop(const Window& w, int64_t planes, Acc& acc) {
   int64_t out_index = 0;
+  std::array<int64_t, kMaxSpatial> first{}, last{};
   for (int64_t p = 0; p < planes; ++p) {
     for (int64_t o0 = 0; o0 < w.out[0]; ++o0) {
-      const int64_t s0 = o0 * w.stride[0] - w.pad_begin[0];
       for (int64_t o1 = 0; o1 < w.out[1]; ++o1) {
-        const int64_t s1 = o1 * w.stride[1] - w.pad_begin[1];
         for (int64_t o2 = 0; o2 < w.out[2]; ++o2, ++out_index) {
-          const int64_t s2 = o2 * w.stride[2] - w.pad_begin[2];
+          const int64_t o[kMaxSpatial] = {o0, o1, o2};
+          int64_t start[kMaxSpatial];
+          int64_t padded = 1;
+          for (size_t d = 0; d < kMaxSpatial; ++d) {
+            start[d] = o[d] * w.stride[d] - w.pad_begin[d];
+            int64_t pf, pl;
+            window_range(start[d], w.kernel[d], w.dilation[d], -w.pad_begin[d],
+                         w.in[d] + w.pad_end[d], &pf, &pl);
+            padded *= pl - pf;
+            window_range(start[d], w.kernel[d], w.dilation[d], 0, w.in[d], &first[d], &last[d]);
+          }
           acc.reset();
           int64_t valid = 0;
-          for (int64_t k0 = 0; k0 < w.kernel[0]; ++k0) {
-            const int64_t i0 = s0 + k0 * w.dilation[0];
-            if (i0 < 0 || i0 >= w.in[0]) continue;
-            for (int64_t k1 = 0; k1 < w.kernel[1]; ++k1) {
-              const int64_t i1 = s1 + k1 * w.dilation[1];
-              if (i1 < 0 || i1 >= w.in[1]) continue;
-              for (int64_t k2 = 0; k2 < w.kernel[2]; ++k2) {
-                const int64_t i2 = s2 + k2 * w.dilation[2];
-                if (i2 < 0 || i2 >= w.in[2]) continue;
-                acc.add(p, i0, i1, i2);
+          for (int64_t k0 = first[0]; k0 < last[0]; ++k0) {
+            const int64_t i0 = start[0] + k0 * w.dilation[0];
+            for (int64_t k1 = first[1]; k1 < last[1]; ++k1) {
+              const int64_t i1 = start[1] + k1 * w.dilation[1];
+              for (int64_t k2 = first[2]; k2 < last[2]; ++k2) {
+                acc.add(p, i0, i1, start[2] + k2 * w.dilation[2]);
                 ++valid;
               }
             }
           }
-          const int64_t padded =
-              positions_within(s0, w.kernel[0], w.dilation[0], -w.pad_begin[0],
-                               w.in[0] + w.pad_end[0]) *
-              positions_within(s1, w.kernel[1], w.dilation[1], -w.pad_begin[1],
-                               w.in[1] + w.pad_end[1]) *
-              positions_within(s2, w.kernel[2], w.dilation[2], -w.pad_begin[2],
-                               w.in[2] + w.pad_end[2]);
           acc.finish(out_index, valid, padded);
         }
       }

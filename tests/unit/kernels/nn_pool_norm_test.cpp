@@ -68,6 +68,16 @@ TEST(MaxPool, Errors) {
   EXPECT_TRUE(contains(run("MaxPool", {}, {&y}, {ints("kernel_shape", {2, 2})}), "takes 1 input"));
 }
 
+TEST(Pools, HugeKernelOverHugePadsCostsOnlyTheValidPositions) {
+  const int64_t k = int64_t{1} << 30;
+  TBuf x = f32({1, 1, 1}, {8});
+  std::vector<AttributeDef> a = {ints("kernel_shape", {k}), ints("pads", {k - 1, 0})};
+  expect_near(infer_and_run("MaxPool", {&x}, {1, 1, 1}, a).values<float>(), {8});
+  expect_near(infer_and_run("AveragePool", {&x}, {1, 1, 1}, a).values<float>(), {8});
+  a.push_back(iattr("count_include_pad", 1));
+  expect_near(infer_and_run("AveragePool", {&x}, {1, 1, 1}, a).values<float>(), {8.0f / static_cast<float>(k)});
+}
+
 TEST(AveragePool, CountIncludePad) {
   TBuf x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
   std::vector<AttributeDef> a = {ints("kernel_shape", {2, 2}), ints("pads", {1, 1, 1, 1})};
