@@ -118,7 +118,12 @@ Result<std::vector<TensorType>> batch_norm_infer(std::span<const TensorType> in,
   for (size_t i = 1; i < 5; ++i) {
     LOOM_RETURN_IF_ERROR(check_shape_is(kBatchNorm, kNames[i], in[i].shape, ps));
   }
-  return std::vector<TensorType>{{DType::kF32, in[0].shape}};
+  // The optional training outputs are typed too (4 before opset 14, 2 from
+  // it), so that a node asking for them reaches run() and its clear
+  // kUnimplemented rather than an output-count mismatch.
+  std::vector<TensorType> out{{DType::kF32, in[0].shape}};
+  out.resize(a.opset_before(14) ? 5 : 3, TensorType{DType::kF32, ps});
+  return out;
 }
 
 Status batch_norm_run(std::span<const TensorRef> in, std::span<const TensorRef> out,

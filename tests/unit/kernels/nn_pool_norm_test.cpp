@@ -141,6 +141,15 @@ TEST(BatchNormalization, TrainingIsUnimplemented) {
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_TRUE(contains(s, "training_mode"));
   EXPECT_EQ(run("BatchNormalization", {&x, &p, &p, &p, &p}, {&y, &m, &m}, {}, 9).code(), StatusCode::kUnimplemented);
+  // infer types every output the opset allows, so such nodes reach run().
+  const TensorType c{DType::kF32, {1}};
+  auto t9 = infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, c, c, c, c}, {}, 9);
+  ASSERT_TRUE(t9.ok());
+  EXPECT_EQ(t9->size(), 5u);
+  auto t15 = infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, c, c, c, c}, {}, 15);
+  ASSERT_TRUE(t15.ok());
+  ASSERT_EQ(t15->size(), 3u);
+  EXPECT_EQ((*t15)[2].shape, (Shape{1}));
   EXPECT_TRUE(contains(run("BatchNormalization", {&x, &p, &p, &p}, {&y}), "takes 5 inputs"));
   EXPECT_TRUE(contains(infer("BatchNormalization", {{DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}}).status(), "rank >= 2"));
 }
