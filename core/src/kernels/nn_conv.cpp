@@ -29,8 +29,14 @@ Status conv_geometry(std::string_view op, std::span<const int64_t> x,
                             ", expected rank " + std::to_string(x.size()) + " like X " +
                             shape_to_string(x));
   }
+  for (int64_t d : w) {
+    if (d < 0) {
+      return invalid_argument(std::string(op) + ": W has a negative dimension: " +
+                              shape_to_string(w));
+    }
+  }
   const int64_t group = a.get_int("group", 1);
-  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
+  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] != x[1] / group) {
     return invalid_argument(std::string(op) + ": group " + std::to_string(group) +
                             " does not fit X " + shape_to_string(x) + " and W " +
                             shape_to_string(w) + " (need W[1] * group == C, M % group == 0)");

@@ -29,6 +29,12 @@ Status transpose_geometry(std::span<const int64_t> x, std::span<const int64_t> w
                             ", expected rank " + std::to_string(x.size()) + " like X " +
                             shape_to_string(x));
   }
+  for (int64_t d : wshape) {
+    if (d < 0) {
+      return invalid_argument("ConvTranspose: W has a negative dimension: " +
+                              shape_to_string(wshape));
+    }
+  }
   const int64_t group = a.get_int("group", 1);
   if (group < 1 || wshape[0] != x[1] || x[1] % group != 0 || wshape[1] > (int64_t{1} << 31)) {
     return invalid_argument("ConvTranspose: group " + std::to_string(group) +

@@ -83,6 +83,11 @@ TEST(Conv, Errors) {
                        "group 2 does not fit"));
   EXPECT_TRUE(contains(infer("Conv", {x, {DType::kF32, {4, 1, 3, 3}}}, {iattr("group", 0)}).status(),
                        "group 0"));
+  EXPECT_TRUE(contains(infer("Conv", {x, {DType::kF32, {4, 1, 3, 3}}}, {iattr("group", int64_t{1} << 62)}).status(),
+                       "does not fit"));
+  EXPECT_TRUE(contains(infer("Conv", {x, {DType::kF32, {-4, 2, 3, 3}}}).status(), "W has a negative dimension"));
+  EXPECT_TRUE(contains(infer("ConvTranspose", {x, {DType::kF32, {2, -1, 3, 3}}}).status(),
+                       "W has a negative dimension"));
   const TensorType w{DType::kF32, {4, 2, 3, 3}};
   EXPECT_TRUE(contains(infer("Conv", {x, w}, {ints("strides", {1})}).status(),
                        "attribute 'strides' has 1 values, expected 2"));
