@@ -9,9 +9,16 @@
 // fold every node whose inputs are all constant by running its reference
 // kernel (which removes the Constant/Shape/Gather/Concat/Reshape chains
 // exporters emit); fold BatchNormalization into a preceding Conv where that
-// is exact; remove nodes whose outputs nobody uses.
+// is exact; remove nodes whose outputs nobody uses (and, before inference,
+// bypass Identity and inference-mode Dropout).
 //
-// Errors name the model, and the node (name, op type, opset) or input.
+// Errors name the model, and the node (name, op type, opset) or input. An
+// operator, opset, attribute or input type Loom cannot handle is
+// kUnimplemented ("unsupported"); a malformed model is kInvalidArgument.
+//
+// The passes live in import_passes.hpp (shape_inference.cpp,
+// batchnorm_fold.cpp, dead_nodes.cpp); attribute conversion in
+// import_attributes.hpp.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +50,7 @@ struct ImportOptions {
   // Turn passes off (tests, debugging).
   bool fold_constants = true;
   bool fold_batch_norm = true;
-  bool remove_dead_nodes = true;
+  bool remove_dead_nodes = true;  // also bypasses Identity and inference-mode Dropout
 };
 
 struct ImportStats {
@@ -52,6 +59,7 @@ struct ImportStats {
   size_t folded_nodes = 0;     // removed by constant folding
   size_t fused_nodes = 0;      // removed by BatchNormalization folding
   size_t dead_nodes = 0;       // removed as unused
+  size_t identity_nodes = 0;   // Identity / inference Dropout bypassed (with remove_dead_nodes)
   std::vector<std::string> frozen_inputs;  // inputs made constant via input_value
 };
 

@@ -11,10 +11,8 @@ namespace loom::kernels::ops {
   Result<std::vector<TensorType>> name##_infer(std::span<const TensorType> inputs, \
                                                const Attributes& attributes)
 
-LOOM_KERNELS_DECLARE_OP(add);
 LOOM_KERNELS_DECLARE_OP(gemm);
 LOOM_KERNELS_DECLARE_OP(matmul);
-LOOM_KERNELS_DECLARE_OP(relu);
 LOOM_KERNELS_DECLARE_OP(softmax);
 
 #undef LOOM_KERNELS_DECLARE_OP
