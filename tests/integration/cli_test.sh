@@ -112,7 +112,7 @@ expect_ok "other weights, --no-param-checksums" "y: f32\[4, 10\] = \[0.1, 0.1, 0
 # `loom test-onnx` (only in a loom built with the compiler) on copies of two
 # ONNX test cases, so that the outcome does not hang on the whole test data.
 data=/usr/share/libonnx-testdata/data/node
-if "$loom" test-onnx --help >/dev/null 2>&1 && [ -d "$data/test_relu" ]; then
+if "$loom" --help 2>/dev/null | grep -q "test-onnx" && [ -d "$data/test_relu" ]; then
   mkdir -p "$dir/cases"
   cp -r "$data/test_relu" "$data/test_lstm_defaults" "$dir/cases/"
   expect_ok "test-onnx one case" "^PASS test_relu$" "$loom" test-onnx "$dir/cases/test_relu"
