@@ -74,6 +74,18 @@ struct ParamsArgs {
   std::string name;                   // extract NAME
 };
 
+// `loom compile` (cmd_compile.cpp).
+struct CompileArgs {
+  std::string model;
+  std::string output;                       // -o
+  std::vector<std::string> targets;         // --target a,b (repeatable)
+  std::vector<std::string> input_shapes;    // NAME=DIMS
+  std::string params_out;
+  std::string params_scope = "model";
+  std::vector<std::string> plugin_paths;    // --plugin-path DIR
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+};
+
 // Registers `params` and its actions on `app`, filling `args` when parsed.
 CLI::App* add_params_command(CLI::App& app, ParamsArgs& args);
 
@@ -85,6 +97,7 @@ int run_demo(const DemoArgs& args);
 int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);
 int run_test_onnx(const TestOnnxArgs& args);
 int run_params(const ParamsArgs& args);
+int run_compile(const CompileArgs& args);
 int run_params_dump(const ParamsArgs& args);  // params_dump.cpp
 
 // Prints "loom: error: <status message>" to stderr and returns 1.

@@ -1,5 +1,5 @@
-// loom: list devices, inspect and run programs, run the demo, and make and
-// edit parameter archives.
+// loom: list devices, inspect and run programs, run the demo, make and edit
+// parameter archives, and compile ONNX models.
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
@@ -89,6 +89,24 @@ int main(int argc, char** argv) {
   loom::cli::ParamsArgs params;
   CLI::App* cmd_params = loom::cli::add_params_command(app, params);
 
+  loom::cli::CompileArgs compile;
+  auto* cmd_compile = app.add_subcommand("compile", "Compile an ONNX model into a program");
+  cmd_compile->add_option("MODEL", compile.model, "ONNX model (.onnx)")->required();
+  cmd_compile->add_option("-o,--output", compile.output, "Program file to write (.loom)")->required();
+  cmd_compile->add_option("--target", compile.targets,
+                          "Plugins to compile for, in order of preference (cpu-simd,...); "
+                          "what none takes runs on the reference kernels");
+  cmd_compile->add_option("--input-shape", compile.input_shapes,
+                          "NAME=DIMS (1x3x224x224): bind an input's dynamic dimensions");
+  cmd_compile->add_option("--params-out", compile.params_out,
+                          "Write the weights to this .irpa archive (in the program's folder) "
+                          "instead of into the program");
+  cmd_compile->add_option("--params-scope", compile.params_scope,
+                          "Scope of the weights in the archive (default: model)");
+  cmd_compile->add_option("--plugin-path", compile.plugin_paths, "Also search DIR for plugins");
+  cmd_compile->add_option("--plugin-option", compile.plugin_options,
+                          "KEY=VALUE handed to every plugin when it is created");
+
   CLI11_PARSE(app, argc, argv);
 
   if (*cmd_devices) return loom::cli::run_devices(devices);
@@ -96,6 +114,7 @@ int main(int argc, char** argv) {
   if (*cmd_run) return loom::cli::run_run(run);
   if (*cmd_demo) return loom::cli::run_demo(demo);
   if (*cmd_params) return loom::cli::run_params(params);
+  if (*cmd_compile) return loom::cli::run_compile(compile);
 #if LOOM_HAVE_COMPILER
   if (*cmd_test_onnx) return loom::cli::run_test_onnx(test_onnx);
 #endif

@@ -12,6 +12,7 @@
 //   fake.async_delay_ms=N   how long the worker waits before computing
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
 //   fake.null_uri=1         device_info leaves uri NULL
+//   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
 // At plugin_destroy it logs any objects the host leaked ("leaked 2 buffers")
 // and frees them.
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_compile.hpp"
 #include "loom/plugin.h"
 
 #ifndef FAKE_NAME
@@ -89,6 +91,8 @@ struct Config {
   uint64_t async_delay_ms = 0;
   bool separate_memory = false;
   bool null_uri = false;
+  std::set<std::string> compile_ops;
+  std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
 };
 
 }  // namespace
@@ -244,6 +248,12 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
     st = parse_flag(option->key, value, &config->separate_memory);
   } else if (key == "fake.null_uri") {
     st = parse_flag(option->key, value, &config->null_uri);
+  } else if (key == "fake.compile_ops") {
+    if (!fake_compile::parse_ops(value, &config->compile_ops)) {
+      return invalid(std::string("option fake.compile_ops has an empty op name: '") + value + "'");
+    }
+  } else if (key == "fake.compile_fault") {
+    config->compile_fault = value;
   } else if (key.rfind("fake.", 0) == 0) {
     return invalid("unknown option " + key);
   }
@@ -663,6 +673,50 @@ loom_status_t* fence_query(loom_fence_t* fence, bool* out_signaled) {
   return *out_signaled ? fence_result(*fence->state) : nullptr;
 }
 
+// ---- compile -------------------------------------------------------------
+
+loom_status_t* compile_supported(loom_compile_supported_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("compile_supported args is NULL");
+    if (args->struct_size < LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE) return invalid("compile_supported args.struct_size too small");
+    if (args->plugin == nullptr) return invalid("args.plugin is NULL");
+    std::string error = fake_compile::supported(args->plugin->config.compile_ops, args->graph, args->graph_size,
+                                                args->node_count, args->out_supported);
+    return error.empty() ? nullptr : invalid(error);
+  });
+}
+
+loom_status_t* compile(loom_compile_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("compile args is NULL");
+    if (args->struct_size < LOOM_COMPILE_ARGS_STRUCT_SIZE) return invalid("compile args.struct_size too small");
+    if (args->plugin == nullptr) return invalid("args.plugin is NULL");
+    const Config& config = args->plugin->config;
+    std::string blob;
+    std::string error = fake_compile::compile(config.compile_ops, args->graph, args->graph_size, &blob);
+    if (!error.empty()) return invalid(error);
+    if (config.compile_fault == "fail") return make_status(LOOM_STATUS_INTERNAL, "compile fails (fake.compile_fault=fail)");
+    const loom_host_services_t* host = args->plugin->host;
+    if (host == nullptr || host->allocate == nullptr) return make_status(LOOM_STATUS_INTERNAL, "no host allocator");
+    void* memory = host->allocate(host->user_data, blob.size(), 16);
+    if (memory == nullptr) return make_status(LOOM_STATUS_RESOURCE_EXHAUSTED, "blob allocation failed");
+    std::memcpy(memory, blob.data(), blob.size());
+    args->out_blob = memory;
+    args->out_blob_size = blob.size();
+    args->out_loader_key = kLoaderKey;
+    args->out_format_version = 1;
+    if (config.compile_fault == "null_blob") {
+      host->free(host->user_data, memory);
+      args->out_blob = nullptr;
+    } else if (config.compile_fault == "bad_key") {
+      args->out_loader_key = "not-a-key";
+    } else if (config.compile_fault == "bad_version") {
+      args->out_format_version = 9;
+    }
+    return nullptr;
+  });
+}
+
 // ---- tables --------------------------------------------------------------
 
 // The large variant appends fields a future minor version might add; the
@@ -716,8 +770,9 @@ const LargeApi& api_table() {
     a.fence_signal = fence_signal;
     a.fence_wait = kVariant == Variant::kNullEntry ? nullptr : fence_wait;
     a.fence_query = fence_query;
-    a.compile_supported = nullptr;
-    a.compile = nullptr;
+    // Only the normal build compiles; the others stand for run-only plugins.
+    a.compile_supported = kVariant == Variant::kNormal ? compile_supported : nullptr;
+    a.compile = kVariant == Variant::kNormal ? compile : nullptr;
     return t;
   }();
   return table;

@@ -1,7 +1,10 @@
 // loom-test-make-onnx DIR: writes the sample model of onnx_fixtures.hpp as
 // DIR/model.onnx (+ DIR/model.weights), each initializer's expected value as
 // DIR/expected_<i>.npy, and prints "<i> <name>" per initializer; also writes
-// DIR/escape.onnx, whose external data names '../outside.bin'.
+// DIR/escape.onnx, whose external data names '../outside.bin', and
+// DIR/mlp.onnx for `loom compile`: x [N,4] (N dynamic) -> MatMul W [4,512]
+// -> Add b [512] -> Relu -> Softmax -> y, and DIR/mlp_bad_op.onnx, the same
+// with an op no kernel implements.
 #include <cstdio>
 #include <filesystem>
 
@@ -9,6 +12,49 @@
 #include "onnx_fixtures.hpp"
 
 namespace fx = loom::testing::onnx_fixtures;
+
+namespace {
+
+void add_value_info(onnx::ValueInfoProto* v, const std::string& name, const std::vector<std::string>& dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (const std::string& d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (!d.empty() && d[0] >= '0' && d[0] <= '9') {
+      dim->set_dim_value(std::stoll(d));
+    } else {
+      dim->set_dim_param(d);
+    }
+  }
+}
+
+void add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  n->set_name(op + "_" + out);
+  for (const std::string& i : in) n->add_input(i);
+  n->add_output(out);
+}
+
+onnx::ModelProto mlp_model(const std::string& last_op) {
+  auto model = fx::empty_model();
+  std::vector<float> w(4 * 512), b(512);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.01f - 0.03f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 3) * 0.1f;
+  fx::set_raw(fx::add_initializer(model, "W", onnx::TensorProto::FLOAT, {4, 512}), fx::bytes_of(w));
+  fx::set_raw(fx::add_initializer(model, "b", onnx::TensorProto::FLOAT, {512}), fx::bytes_of(b));
+  auto* g = model.mutable_graph();
+  add_value_info(g->add_input(), "x", {"N", "4"});
+  add_node(g, "MatMul", {"x", "W"}, "h");
+  add_node(g, "Add", {"h", "b"}, "a");
+  add_node(g, "Relu", {"a"}, "r");
+  add_node(g, last_op, {"r"}, "y");
+  add_value_info(g->add_output(), "y", {"N", "512"});
+  return model;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -35,6 +81,8 @@ int main(int argc, char** argv) {
   fx::set_external(fx::add_initializer(escape, "w", onnx::TensorProto::FLOAT, {2}),
                    "../outside.bin", "0", "8");
   loom::Status st = fx::write_model(escape, dir / "escape.onnx");
+  if (st.ok()) st = fx::write_model(mlp_model("Softmax"), dir / "mlp.onnx");
+  if (st.ok()) st = fx::write_model(mlp_model("NoSuchOp"), dir / "mlp_bad_op.onnx");
   if (!st.ok()) {
     std::fprintf(stderr, "%s\n", st.to_string().c_str());
     return 1;

@@ -1,0 +1,116 @@
+#include "compiler/driver.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "graph/graph_codec.hpp"
+#include "host/compile_entries.hpp"
+
+namespace loom::compiler {
+
+namespace {
+
+std::vector<std::string> sorted_unique(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+std::string first_loader_key(const host::LoadedPlugin& plugin) {
+  return plugin.manifest().loader_keys.empty() ? std::string() : plugin.manifest().loader_keys.front();
+}
+
+}  // namespace
+
+Result<std::vector<std::shared_ptr<host::LoadedPlugin>>> load_targets(
+    host::PluginHost& host, const std::vector<std::string>& targets) {
+  std::vector<std::shared_ptr<host::LoadedPlugin>> out;
+  for (const std::string& name : targets) {
+    std::vector<PluginRecord> found = host.plugins();
+    const bool known = std::any_of(found.begin(), found.end(), [&](const PluginRecord& r) { return r.name == name; });
+    if (!known) {
+      std::string list;
+      for (const PluginRecord& r : found) list += (list.empty() ? "" : ", ") + r.name;
+      return Status(StatusCode::kNotFound, "target '" + name + "': no such plugin (found: " +
+                                               (list.empty() ? "none" : list) + ")");
+    }
+    auto plugin = host.load(name);
+    if (!plugin.ok()) return plugin.status().with_context("target '" + name + "'");
+    if (!host::has_compile_entries(**plugin)) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "target '" + name + "': plugin '" + name + "' cannot compile (it has no compile entries)");
+    }
+    if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p->name() == name; })) {
+      return invalid_argument("target '" + name + "' is listed twice");
+    }
+    out.push_back(*plugin);
+  }
+  return out;
+}
+
+Result<GraphCompileResult> compile_graph(
+    const graph::Graph& graph, const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets,
+    const EmitOptions& emit, const std::function<void(std::string_view, double)>& progress,
+    double from, double to) {
+  auto report = [&](std::string_view stage, double f) {
+    if (progress) progress(stage, from + (to - from) * f);
+  };
+  GraphCompileResult out;
+  const graph::EncodeOptions encode;
+  std::vector<std::vector<bool>> supported;
+  if (!targets.empty()) {
+    report("partition", 0);
+    LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> whole, graph::encode_graph(graph, encode));
+    for (const auto& plugin : targets) {
+      LOOM_ASSIGN_OR_RETURN(std::vector<bool> flags,
+                            host::compile_supported(*plugin, whole, graph.nodes.size()));
+      supported.push_back(std::move(flags));
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(out.partition, partition_graph(graph, supported));
+  report("partition", 0.2);
+
+  for (const auto& plugin : targets) {
+    TargetReport t;
+    t.plugin = plugin->name();
+    t.loader_key = first_loader_key(*plugin);
+    out.targets.push_back(std::move(t));
+  }
+  std::vector<std::optional<CompiledGroup>> compiled(out.partition.groups.size());
+  std::vector<std::vector<std::string>> target_ops(targets.size());
+  std::vector<std::string> reference_ops;
+  size_t plugin_groups = 0, done = 0;
+  for (const Group& g : out.partition.groups) plugin_groups += g.target != kReferenceTarget;
+  for (size_t i = 0; i < out.partition.groups.size(); ++i) {
+    const Group& group = out.partition.groups[i];
+    if (group.target == kReferenceTarget) {
+      for (size_t n : group.nodes) reference_ops.push_back(graph.nodes[n].op_type);
+      out.reference_nodes += group.nodes.size();
+      continue;
+    }
+    const auto& plugin = targets[static_cast<size_t>(group.target)];
+    TargetReport& t = out.targets[static_cast<size_t>(group.target)];
+    const std::string name = plugin->name() + "_" + std::to_string(t.subgraphs);
+    LOOM_ASSIGN_OR_RETURN(Subgraph sub, make_subgraph(graph, group, encode, name));
+    LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, graph::encode_graph(sub.graph, encode));
+    auto blob = host::compile(*plugin, bytes);
+    if (!blob.ok()) {
+      return blob.status().with_context("subgraph '" + name + "' (" + std::to_string(group.nodes.size()) +
+                                        " nodes, first " + graph::describe_node(graph, group.nodes.front()) + ")");
+    }
+    t.subgraphs += 1;
+    t.nodes += group.nodes.size();
+    t.blob_bytes += blob->bytes.size();
+    t.loader_key = blob->loader_key;
+    for (size_t n : group.nodes) target_ops[static_cast<size_t>(group.target)].push_back(graph.nodes[n].op_type);
+    compiled[i] = CompiledGroup{plugin->name(), std::move(sub), std::move(*blob)};
+    report("compile", 0.2 + 0.6 * static_cast<double>(++done) / static_cast<double>(plugin_groups));
+  }
+  for (size_t t = 0; t < targets.size(); ++t) out.targets[t].op_types = sorted_unique(std::move(target_ops[t]));
+  out.reference_op_types = sorted_unique(std::move(reference_ops));
+  LOOM_ASSIGN_OR_RETURN(out.program, emit_program(graph, out.partition, compiled, emit));
+  report("compile", 1);
+  return out;
+}
+
+}  // namespace loom::compiler

@@ -1,0 +1,93 @@
+// compile_onnx_file: load, import, then the pipeline of driver.cpp, then
+// write the program (and its parameter archive).
+#include <system_error>
+
+#include "compiler/driver.hpp"
+#include "compiler/import.hpp"
+#include "kernels/kernel.hpp"
+#include "loom/runtime.hpp"
+#include "onnx/onnx_model.hpp"
+
+namespace loom::compiler {
+
+namespace {
+
+// Where the program records the archive: relative to the program's folder,
+// inside it (the loader refuses '..').
+Result<std::string> archive_path_for(const std::filesystem::path& program,
+                                     const std::filesystem::path& archive) {
+  std::error_code ec;
+  auto folder = std::filesystem::weakly_canonical(std::filesystem::absolute(program, ec).parent_path(), ec);
+  auto target = std::filesystem::weakly_canonical(std::filesystem::absolute(archive, ec), ec);
+  if (ec) return invalid_argument("params-out '" + archive.string() + "': " + ec.message());
+  std::filesystem::path rel = target.lexically_relative(folder);
+  const std::string s = rel.generic_string();
+  if (rel.empty() || rel.is_absolute() || s == ".." || s.rfind("../", 0) == 0) {
+    return invalid_argument("params-out '" + archive.string() +
+                            "' must lie in the program's folder or below it ('" + folder.string() + "')");
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem::path& model,
+                                        const std::filesystem::path& out,
+                                        const CompileOptions& options) {
+  auto progress = [&](std::string_view stage, double f) {
+    if (options.progress) options.progress(stage, f);
+  };
+  auto fail = [&](const Status& st) { return st.with_context(model.string()); };
+  progress("import", 0);
+  auto targets = load_targets(runtime.plugin_host(), options.targets);
+  if (!targets.ok()) return targets.status();
+  EmitOptions emit;
+  emit.params_scope = options.params_scope;
+  if (!options.params_out.empty()) {
+    auto rel = archive_path_for(out, options.params_out);
+    if (!rel.ok()) return rel.status();
+    emit.archive_path = *rel;
+  }
+
+  auto loaded = onnx_io::Model::load_file(model);
+  if (!loaded.ok()) return loaded.status();
+  ImportOptions import_options;
+  import_options.input_shapes = options.input_shapes;
+  import_options.input_value = options.input_value;
+  const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
+  auto imported = import_onnx(**loaded, import_options, kernels);
+  if (!imported.ok()) return imported.status();
+  progress("import", 0.3);
+
+  auto result = compile_graph(imported->graph, *targets, emit, options.progress, 0.3, 0.9);
+  if (!result.ok()) return fail(result.status());
+
+  progress("write", 0.9);
+  CompileReport report;
+  const ImportStats& stats = imported->stats;
+  report.opset = stats.opset;
+  report.model_nodes = stats.model_nodes;
+  report.folded_nodes = stats.folded_nodes;
+  report.fused_nodes = stats.fused_nodes;
+  report.dead_nodes = stats.dead_nodes;
+  report.frozen_inputs = stats.frozen_inputs;
+  report.targets = result->targets;
+  report.reference_nodes = result->reference_nodes;
+  report.reference_op_types = result->reference_op_types;
+  if (result->program.archive != nullptr) {
+    // The archive may go to a subfolder of the program's (checked above).
+    std::error_code mkdir_error;
+    std::filesystem::create_directories(std::filesystem::absolute(options.params_out).parent_path(), mkdir_error);
+    LOOM_RETURN_IF_ERROR(result->program.archive->write_file(options.params_out)
+                             .with_context("writing parameters to '" + options.params_out.string() + "'"));
+    report.params_bytes = result->program.params_bytes;
+  }
+  LOOM_RETURN_IF_ERROR(result->program.writer.write_file(out).with_context("writing '" + out.string() + "'"));
+  std::error_code ec;
+  report.program_bytes = std::filesystem::file_size(out, ec);
+  if (ec) report.program_bytes = 0;
+  progress("write", 1);
+  return report;
+}
+
+}  // namespace loom::compiler

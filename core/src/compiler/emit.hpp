@@ -1,0 +1,71 @@
+// Program emission: a partitioned graph and its compiled blobs in, a Loom
+// program (ProgramWriter) out, with one function "main".
+//
+//   - values are named by the ONNX tensor names; main's inputs and outputs
+//     are the graph's, in order, with the same reflection JSON the other
+//     program writers produce ({"v":1,"a":..,"r":..,"names":..});
+//   - a reference node becomes a kernel_call (op type, attributes, opset,
+//     kAbsentValue for an operand left out);
+//   - a plugin group becomes a delegate_call of a delegate whose one variant
+//     is the blob, stored as an artifact under the plugin's loader key;
+//   - constants become program parameters when something in the program
+//     reads them (a kernel, a delegate's parameter inputs, a result):
+//     inline segments, or entries of an .irpa archive (EmitOptions);
+//   - a result that is a constant, a function input or another result gets
+//     its own value, filled by a move;
+//   - memory plan: intermediates get arena slots, first-fit over slots whose
+//     last reader ran before the writer (liveness by instruction index).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/partition.hpp"
+#include "graph/graph.hpp"
+#include "host/compile_entries.hpp"
+#include "io/irpa.hpp"
+#include "loom/program.hpp"
+#include "loom/status.hpp"
+
+namespace loom::compiler {
+
+// What the plugin made of one group.
+struct CompiledGroup {
+  std::string plugin;
+  Subgraph subgraph;
+  host::CompiledBlob blob;
+};
+
+struct EmitOptions {
+  std::string producer = "loom-compiler";
+  // Empty: weights inline. Otherwise the .irpa archive's path as the
+  // program records it (relative to the program's folder, no '..').
+  std::string archive_path;
+  std::string params_scope = "model";
+};
+
+struct EmittedProgram {
+  ProgramWriter writer;
+  // The archive to write beside the program when EmitOptions::archive_path
+  // is set; null otherwise.
+  std::unique_ptr<io::irpa::ArchiveBuilder> archive;
+  // The constants the archive builder refers to (it keeps views, not
+  // copies), kept alive until the archive is written.
+  std::vector<graph::ConstantBytes> archive_bytes;
+  uint64_t params_bytes = 0;  // bytes of the archive's parameters
+};
+
+// `compiled[g]` holds group g's blob for plugin groups (empty optional for
+// reference groups).
+Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& partition,
+                                    const std::vector<std::optional<CompiledGroup>>& compiled,
+                                    const EmitOptions& options);
+
+// Fills the memory plan of `function` (exposed for tests).
+void plan_function_memory(FunctionDef& function);
+
+}  // namespace loom::compiler

@@ -1,0 +1,471 @@
+// import_onnx: reads the ModelProto into a graph::Graph (initializers and
+// Constant nodes as constants, inputs bound to static shapes, nodes sorted),
+// then runs the passes of import_passes.hpp.
+//
+// A node whose output shape depends on a value computed from model inputs
+// (Reshape fed by a "shape" input) stops shape inference; the importer then
+// asks ImportOptions::input_value for those inputs, makes them constants and
+// starts the passes again on the freshly read graph. Each round freezes at
+// least one input, so there are at most as many rounds as inputs.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "compiler/import.hpp"
+#include "compiler/import_attributes.hpp"
+#include "compiler/import_passes.hpp"
+#include "onnx/onnx_pb.h"
+
+namespace loom::compiler {
+
+namespace {
+
+using passes::DeclaredType;
+
+bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+std::string list_names(const std::vector<std::string>& names) {
+  if (names.empty()) return "(none)";
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+  return s;
+}
+
+// The model's statement about a value (dtype from elem_type, dims), or an
+// error when the type is not a tensor Loom knows.
+Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
+  DeclaredType d;
+  if (!v.has_type()) return invalid_argument("'" + v.name() + "' has no type");
+  if (!v.type().has_tensor_type()) {
+    // Sequences, maps and optionals.
+    return unimplemented("'" + v.name() + "' is not a tensor; Loom supports tensors only");
+  }
+  const auto& tt = v.type().tensor_type();
+  if (tt.elem_type() != 0) {
+    auto dtype = onnx_io::dtype_from_onnx(tt.elem_type());
+    if (!dtype.ok()) return dtype.status().with_context("'" + v.name() + "'");
+    d.dtype = *dtype;
+  }
+  if (tt.has_shape()) {
+    d.has_shape = true;
+    for (const auto& dim : tt.shape().dim()) {
+      d.dims.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+    }
+  }
+  return d;
+}
+
+struct ReadGraph {
+  graph::Graph graph;
+  std::vector<DeclaredType> declared;  // by tensor index
+  int64_t opset = 0;
+  size_t constant_nodes = 0;
+};
+
+class Reader {
+ public:
+  Reader(const onnx_io::Model& model, const ImportOptions& options)
+      : model_(model), proto_(model.proto()), options_(options) {}
+
+  Result<ReadGraph> read() {
+    if (!proto_.has_graph()) return invalid_argument("the model has no graph");
+    LOOM_RETURN_IF_ERROR(read_opsets());
+    const auto& gp = proto_.graph();
+    out_.graph.name = gp.name();
+    LOOM_RETURN_IF_ERROR(read_initializers());
+    LOOM_RETURN_IF_ERROR(read_inputs());
+    LOOM_ASSIGN_OR_RETURN(std::vector<int> order, sort_nodes());
+    for (int n : order) LOOM_RETURN_IF_ERROR(read_node(n));
+    for (const auto& o : gp.output()) {
+      auto it = by_name_.find(o.name());
+      if (it == by_name_.end()) {
+        return invalid_argument("graph output '" + o.name() +
+                                "' is not produced by any node, input or initializer");
+      }
+      out_.graph.outputs.push_back(it->second);
+    }
+    // What the model declares about node outputs, for plugin-taken nodes and
+    // to check inference against.
+    out_.declared.resize(out_.graph.tensors.size());
+    auto declare = [&](const ::onnx::ValueInfoProto& v) {
+      auto it = by_name_.find(v.name());
+      if (it == by_name_.end() || out_.graph.tensors[it->second].is_constant()) return;
+      auto d = declared_of(v);
+      if (d.ok()) out_.declared[it->second] = *d;  // an unusable statement is no statement
+    };
+    for (const auto& v : gp.value_info()) declare(v);
+    for (const auto& v : gp.output()) declare(v);
+    return std::move(out_);
+  }
+
+ private:
+  Status read_opsets() {
+    bool any = false;
+    for (const auto& o : proto_.opset_import()) {
+      if (is_default_domain(o.domain())) {
+        out_.opset = o.version();
+        any = true;
+      } else {
+        opsets_[o.domain()] = o.version();
+      }
+    }
+    if (!any) {
+      // Fine for a model made only of other domains' operators.
+      for (const auto& node : proto_.graph().node()) {
+        if (is_default_domain(node.domain())) {
+          return invalid_argument("the model imports no opset of the default ONNX domain, but " +
+                                  where_node(node) + " is in it");
+        }
+      }
+      return Status();
+    }
+    if (out_.opset < 7 || out_.opset > 17) {
+      return unimplemented("the model uses opset " + std::to_string(out_.opset) +
+                           " of the default ONNX domain; Loom supports opsets 7 to 17");
+    }
+    return Status();
+  }
+
+  Status read_initializers() {
+    LOOM_ASSIGN_OR_RETURN(std::vector<onnx_io::TensorData> inits, onnx_io::read_initializers(model_));
+    for (onnx_io::TensorData& t : inits) {
+      graph::Tensor tensor;
+      tensor.name = t.info().name;
+      tensor.dtype = t.info().dtype;
+      tensor.shape = t.info().shape;
+      tensor.data = std::make_shared<const std::vector<std::byte>>(t.bytes().begin(), t.bytes().end());
+      LOOM_RETURN_IF_ERROR(add(std::move(tensor), "initializer").status());
+    }
+    return Status();
+  }
+
+  Status read_inputs() {
+    const auto& gp = proto_.graph();
+    std::vector<std::string> names;
+    for (const auto& in : gp.input()) {
+      if (!by_name_.count(in.name())) names.push_back(in.name());
+    }
+    for (const auto& [name, shape] : options_.input_shapes) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        return invalid_argument("a shape is given for input '" + name +
+                                "', which the model does not have; its inputs are " +
+                                list_names(names));
+      }
+    }
+    for (const auto& in : gp.input()) {
+      if (in.name().empty()) return invalid_argument("a graph input has no name");
+      auto existing = by_name_.find(in.name());
+      if (existing != by_name_.end()) {
+        // IR < 4: an input that is also an initializer is a constant with a
+        // default value; Loom keeps the initializer.
+        if (out_.graph.tensors[existing->second].is_constant()) continue;
+        return invalid_argument("graph input '" + in.name() + "' is listed twice");
+      }
+      auto declared = declared_of(in);
+      if (!declared.ok()) return declared.status().with_context("graph input");
+      LOOM_ASSIGN_OR_RETURN(graph::Tensor tensor, bind_input(in, *declared));
+      LOOM_ASSIGN_OR_RETURN(int32_t index, add(std::move(tensor), "graph input"));
+      out_.graph.inputs.push_back(index);
+    }
+    return Status();
+  }
+
+  Result<graph::Tensor> bind_input(const ::onnx::ValueInfoProto& in, const DeclaredType& d) {
+    const std::string& name = in.name();
+    if (d.dtype == DType::kInvalid) {
+      return invalid_argument("graph input '" + name + "' has no element type");
+    }
+    graph::Tensor t{name, d.dtype, {}, nullptr};
+    const Shape* given = nullptr;
+    for (const auto& [n, s] : options_.input_shapes) {
+      if (n == name) given = &s;
+    }
+    if (given != nullptr) {
+      for (int64_t dim : *given) {
+        if (dim < 0) {
+          return invalid_argument("the shape given for input '" + name + "', " +
+                                  shape_to_string(*given) + ", has a negative dimension");
+        }
+      }
+      if (d.has_shape) {
+        if (given->size() != d.dims.size()) {
+          return invalid_argument("the shape given for input '" + name + "', " +
+                                  shape_to_string(*given) + ", has rank " +
+                                  std::to_string(given->size()) + "; the model's input has rank " +
+                                  std::to_string(d.dims.size()));
+        }
+        for (size_t i = 0; i < d.dims.size(); ++i) {
+          if (d.dims[i] >= 0 && d.dims[i] != (*given)[i]) {
+            return invalid_argument("the shape given for input '" + name + "', " +
+                                    shape_to_string(*given) + ", differs in dimension " +
+                                    std::to_string(i) + " from the model's static size " +
+                                    std::to_string(d.dims[i]));
+          }
+        }
+      }
+      t.shape = *given;
+      return t;
+    }
+    if (!d.has_shape) {
+      return invalid_argument("input '" + name + "' has no shape in the model; give it, e.g. "
+                              "--input-shape " + name + "=1,3,224,224");
+    }
+    const auto& dims = in.type().tensor_type().shape().dim();
+    for (size_t i = 0; i < d.dims.size(); ++i) {
+      if (d.dims[i] >= 0) continue;
+      std::string example;
+      for (size_t j = 0; j < d.dims.size(); ++j) {
+        example += (j ? "," : "") + std::to_string(d.dims[j] >= 0 ? d.dims[j] : 1);
+      }
+      const std::string param = dims[static_cast<int>(i)].dim_param();
+      return invalid_argument("input '" + name + "' has a dynamic dimension " +
+                              std::to_string(i) + (param.empty() ? "" : " ('" + param + "')") +
+                              "; give its size, e.g. --input-shape " + name + "=" + example);
+    }
+    t.shape = d.dims;
+    return t;
+  }
+
+  Result<int32_t> add(graph::Tensor tensor, std::string_view what) {
+    if (by_name_.count(tensor.name)) {
+      return invalid_argument(std::string(what) + " '" + tensor.name +
+                              "' has the name of another tensor of the graph");
+    }
+    std::string name = tensor.name;
+    const int32_t index = out_.graph.add_tensor(std::move(tensor));
+    by_name_.emplace(std::move(name), index);
+    return index;
+  }
+
+  std::string where(int n) const {
+    const auto& node = proto_.graph().node(n);
+    const std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(n) : node.name();
+    return "node '" + name + "' (" + node.op_type() + ")";
+  }
+  static std::string where_node(const ::onnx::NodeProto& node) {
+    return "node '" + node.name() + "' (" + node.op_type() + ")";
+  }
+
+  // Kahn's algorithm, taking the lowest model index first so that a sorted
+  // model keeps its order.
+  Result<std::vector<int>> sort_nodes() {
+    const auto& gp = proto_.graph();
+    const int count = gp.node_size();
+    std::unordered_map<std::string, int> producer;
+    for (int n = 0; n < count; ++n) {
+      for (const std::string& o : gp.node(n).output()) {
+        if (o.empty()) continue;
+        if (by_name_.count(o)) {
+          return invalid_argument(where(n) + " writes '" + o +
+                                  "', which is a graph input or initializer");
+        }
+        if (!producer.emplace(o, n).second) {
+          return invalid_argument(where(n) + " writes '" + o + "', which " +
+                                  where(producer[o]) + " writes too");
+        }
+      }
+    }
+    std::vector<int> pending(count, 0);
+    std::vector<std::vector<int>> users(count);
+    for (int n = 0; n < count; ++n) {
+      for (const std::string& in : gp.node(n).input()) {
+        if (in.empty() || by_name_.count(in)) continue;
+        auto it = producer.find(in);
+        if (it == producer.end()) {
+          return invalid_argument(where(n) + " reads '" + in +
+                                  "', which no node, graph input or initializer produces");
+        }
+        ++pending[n];
+        users[it->second].push_back(n);
+      }
+    }
+    std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+    for (int n = 0; n < count; ++n) {
+      if (pending[n] == 0) ready.push(n);
+    }
+    std::vector<int> order;
+    order.reserve(count);
+    while (!ready.empty()) {
+      const int n = ready.top();
+      ready.pop();
+      order.push_back(n);
+      for (int u : users[n]) {
+        if (--pending[u] == 0) ready.push(u);
+      }
+    }
+    if (static_cast<int>(order.size()) != count) {
+      for (int n = 0; n < count; ++n) {
+        if (pending[n] > 0) {
+          return invalid_argument("the graph has a cycle through " + where(n));
+        }
+      }
+    }
+    return order;
+  }
+
+  Status read_node(int n) {
+    const auto& np = proto_.graph().node(n);
+    graph::Node node;
+    node.name = np.name().empty() ? np.op_type() + "_" + std::to_string(n) : np.name();
+    node.op_type = np.op_type();
+    if (node.op_type.empty()) return invalid_argument("node " + std::to_string(n) + " has no op type");
+    if (!is_default_domain(np.domain())) {
+      node.domain = np.domain();
+      auto it = opsets_.find(node.domain);
+      if (it == opsets_.end()) {
+        return invalid_argument("node '" + node.name + "' (" + node.op_type + ") is in domain '" +
+                                node.domain + "', which the model does not import");
+      }
+      node.opset = it->second;
+    } else {
+      node.opset = out_.opset;
+    }
+    const std::string desc = passes::describe(node);
+
+    if (node.domain.empty() && node.op_type == "Constant") {
+      if (np.output_size() != 1 || np.output(0).empty()) {
+        return invalid_argument(desc + " must have one output");
+      }
+      LOOM_ASSIGN_OR_RETURN(graph::Tensor t, constant_node_value(model_, np, np.output(0), desc));
+      LOOM_RETURN_IF_ERROR(add(std::move(t), "output of " + desc).status());
+      ++out_.constant_nodes;
+      return Status();
+    }
+    for (const auto& a : np.attribute()) {
+      LOOM_ASSIGN_OR_RETURN(AttributeDef def, convert_attribute(model_, a, desc));
+      node.attributes.push_back(std::move(def));
+    }
+    for (const std::string& in : np.input()) {
+      if (in.empty()) {
+        node.inputs.push_back(graph::kNoTensor);
+        continue;
+      }
+      node.inputs.push_back(by_name_.at(in));  // sort_nodes() checked every name
+    }
+    // Optional outputs left out at the end are dropped; one left out in the
+    // middle still needs a tensor, under a name of its own.
+    int last = np.output_size();
+    while (last > 0 && np.output(last - 1).empty()) --last;
+    for (int k = 0; k < last; ++k) {
+      std::string name = np.output(k);
+      if (name.empty()) {
+        name = node.name + ":unused" + std::to_string(k);
+        while (by_name_.count(name)) name += "_";
+      }
+      LOOM_ASSIGN_OR_RETURN(int32_t t, add(graph::Tensor{name, DType::kInvalid, {}, nullptr},
+                                           "output of " + desc));
+      node.outputs.push_back(t);
+    }
+    if (node.outputs.empty()) return invalid_argument(desc + " has no output");
+    out_.graph.nodes.push_back(std::move(node));
+    return Status();
+  }
+
+  const onnx_io::Model& model_;
+  const ::onnx::ModelProto& proto_;
+  const ImportOptions& options_;
+  ReadGraph out_;
+  std::unordered_map<std::string, int32_t> by_name_;
+  std::unordered_map<std::string, int64_t> opsets_;
+};
+
+// The model inputs (not constant) that tensor `t` is computed from.
+std::vector<int32_t> source_inputs(const graph::Graph& g, int32_t t) {
+  std::vector<int32_t> producer(g.tensors.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (int32_t o : g.nodes[n].outputs) producer[o] = static_cast<int32_t>(n);
+  }
+  std::vector<bool> seen(g.tensors.size(), false);
+  std::vector<int32_t> stack{t}, found;
+  while (!stack.empty()) {
+    const int32_t x = stack.back();
+    stack.pop_back();
+    if (x == graph::kNoTensor || seen[x] || g.tensors[x].is_constant()) continue;
+    seen[x] = true;
+    if (producer[x] < 0) {
+      if (std::find(g.inputs.begin(), g.inputs.end(), x) != g.inputs.end()) found.push_back(x);
+      continue;
+    }
+    for (int32_t in : g.nodes[producer[x]].inputs) stack.push_back(in);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Makes model input `t` a constant with the caller's value.
+Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
+  graph::Tensor& tensor = g.tensors[t];
+  if (value.dtype() != tensor.dtype || value.shape() != tensor.shape) {
+    return invalid_argument("the value given for input '" + tensor.name + "' is " +
+                            std::string(dtype_name(value.dtype())) + " " +
+                            shape_to_string(value.shape()) + "; the input is " +
+                            std::string(dtype_name(tensor.dtype)) + " " +
+                            shape_to_string(tensor.shape));
+  }
+  tensor.data = std::make_shared<const std::vector<std::byte>>(value.bytes().begin(),
+                                                               value.bytes().end());
+  g.inputs.erase(std::find(g.inputs.begin(), g.inputs.end(), t));
+  return Status();
+}
+
+Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOptions& options,
+                                 const kernels::KernelRegistry& kernels) {
+  Reader reader(model, options);
+  LOOM_ASSIGN_OR_RETURN(ReadGraph read, reader.read());
+  ImportedModel result;
+  result.stats.opset = read.opset;
+  result.stats.model_nodes = static_cast<size_t>(model.proto().graph().node_size());
+
+  graph::Graph g;
+  for (;;) {
+    g = read.graph;  // constants are shared, not copied
+    passes::InferStats infer_stats;
+    std::optional<passes::NeedsValue> needs;
+    LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, read.declared, kernels, options,
+                                                options.fold_constants, infer_stats, needs));
+    if (!needs) {
+      result.stats.folded_nodes = read.constant_nodes + infer_stats.folded_nodes;
+      break;
+    }
+    const graph::Node& node = g.nodes[needs->node];
+    const std::vector<int32_t> sources = source_inputs(g, needs->tensor);
+    if (sources.empty()) return needs->cause.with_context(passes::describe(node));
+    for (int32_t t : sources) {
+      const std::string& name = g.tensors[t].name;
+      const Tensor* value = options.input_value ? options.input_value(name) : nullptr;
+      if (value == nullptr) {
+        return invalid_argument("input '" + name + "' of the model decides the output shape of node '" +
+                                node.name + "' (" + node.op_type +
+                                "); its value must be known at compile time");
+      }
+      LOOM_RETURN_IF_ERROR(freeze_input(read.graph, t, *value));
+      result.stats.frozen_inputs.push_back(name);
+    }
+  }
+  if (options.fold_batch_norm) {
+    LOOM_ASSIGN_OR_RETURN(result.stats.fused_nodes, passes::fold_batch_norm(g));
+  }
+  if (options.remove_dead_nodes) result.stats.dead_nodes = passes::remove_dead_nodes(g);
+  passes::compact_tensors(g);
+  Status valid = graph::validate(g);
+  if (!valid.ok()) return internal_error("the imported graph is inconsistent: " + valid.message());
+  result.graph = std::move(g);
+  return result;
+}
+
+}  // namespace
+
+Result<ImportedModel> import_onnx(const onnx_io::Model& model, const ImportOptions& options,
+                                  const kernels::KernelRegistry& kernels) {
+  auto result = run_import(model, options, kernels);
+  if (!result.ok()) return result.status().with_context(model.source());
+  return result;
+}
+
+}  // namespace loom::compiler

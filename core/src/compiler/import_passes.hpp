@@ -1,0 +1,75 @@
+// The graph passes import_onnx runs after reading the model (private to
+// loom_compiler). Each works on a graph::Graph in place:
+//   infer_and_fold   dtype/shape of every node output (reference kernels'
+//                    infer), folding nodes whose operands are all constant;
+//   fold_batch_norm  Conv followed by an inference BatchNormalization;
+//   remove_dead_nodes / compact_tensors  what no graph output needs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "compiler/import.hpp"
+#include "graph/graph.hpp"
+#include "kernels/kernel.hpp"
+#include "loom/status.hpp"
+
+namespace loom::compiler::passes {
+
+// What the model states about a tensor (value_info, graph inputs/outputs).
+// A dimension of -1 is unknown (dim_param or left out).
+struct DeclaredType {
+  DType dtype = DType::kInvalid;  // kInvalid: not stated
+  bool has_shape = false;
+  Shape dims;
+
+  // dtype stated and every dimension known.
+  bool is_static() const;
+};
+
+// "node 'conv1' (Conv, opset 13)"; a domain other than the default one is
+// named too ("node 'n' (com.acme.Foo, opset 1)").
+std::string describe(const graph::Node& node);
+
+// Set by infer_and_fold when a node's output shape depends on the values of
+// `tensor`, which is not constant: the importer then asks for the values of
+// the model inputs it is computed from and runs the pass again.
+struct NeedsValue {
+  size_t node = 0;
+  int32_t tensor = graph::kNoTensor;
+  Status cause;  // the infer function's needs_constant() error
+};
+
+struct InferStats {
+  size_t folded_nodes = 0;
+};
+
+// Fills dtype and shape of every node output in topological order. `declared`
+// is indexed by tensor (may be shorter than g.tensors). With `fold`, a node
+// whose present operands are all constant is run through its reference
+// kernel (Shape and Size whenever their operand's shape is known) and
+// removed, its outputs becoming constants; random operators and outputs over
+// kMaxFoldBytes are left for run time. Returns OK with `needs` set when a
+// shape depends on a non-constant value (the graph is then half done and
+// must be discarded).
+inline constexpr uint64_t kMaxFoldBytes = uint64_t{64} << 20;
+Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
+                      const kernels::KernelRegistry& kernels, const ImportOptions& options,
+                      bool fold, InferStats& stats, std::optional<NeedsValue>& needs);
+
+// Folds BatchNormalization (inference form, constant f32 parameters) into the
+// Conv that alone feeds it (constant f32 weights and bias). Returns the
+// number of BatchNormalization nodes removed.
+Result<size_t> fold_batch_norm(graph::Graph& g);
+
+// Removes nodes none of whose outputs reach a graph output; returns how many.
+size_t remove_dead_nodes(graph::Graph& g);
+
+// Drops tensors nothing refers to (unused constants, outputs of removed
+// nodes) and renumbers the rest, keeping their order.
+void compact_tensors(graph::Graph& g);
+
+}  // namespace loom::compiler::passes

@@ -1,0 +1,30 @@
+// The fake plugin's compile side (built into the kNormal variant only).
+//
+// Options read at plugin_create:
+//   fake.compile_ops=Relu,Add   op types it claims (default: none)
+//   fake.compile_fault=KIND     compile misbehaves, for the host's checks:
+//                               fail, null_blob, bad_key, bad_version
+// A subgraph that is a single Add of two graph inputs compiles to "fake:add"
+// (which executes); anything else compiles to "fake:graph:<op types>", which
+// the host stores but the fake cannot load.
+#pragma once
+
+#include <cstddef>
+#include <set>
+#include <string>
+
+namespace fake_compile {
+
+// Splits "Relu,Add"; false on an empty name.
+bool parse_ops(const char* value, std::set<std::string>* ops);
+
+// Verifies the graph.fbs buffer and answers per node. Returns an error
+// message, empty on success.
+std::string supported(const std::set<std::string>& ops, const void* graph, size_t size,
+                      size_t node_count, bool* out_supported);
+
+// Verifies the buffer, checks that every node is claimed and sets *blob.
+std::string compile(const std::set<std::string>& ops, const void* graph, size_t size,
+                    std::string* blob);
+
+}  // namespace fake_compile

@@ -1,0 +1,211 @@
+// The passes: BatchNormalization folding, dead nodes, frozen inputs, nodes
+// kept for plugins.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "import_test_util.hpp"
+
+namespace loom::compiler::testing {
+namespace {
+
+namespace fx = loom::testing::onnx_fixtures;
+
+std::vector<float> ramp(size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = offset + scale * static_cast<float>((i * 7) % 11);
+  return v;
+}
+
+// x[1,4,5,5] -> Conv(w[4,4/group,3,3], b) -> BN -> Relu -> y
+::onnx::ModelProto conv_bn_model(int64_t group, bool with_bias) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {1, 4, 5, 5});
+  const int64_t cin = 4 / group;
+  init_f32(m, "w", {4, cin, 3, 3}, ramp(static_cast<size_t>(4 * cin * 9), 0.1f, -0.4f));
+  std::vector<std::string> conv_in{"x", "w"};
+  if (with_bias) {
+    init_f32(m, "cb", {4}, {0.5f, -0.25f, 1.0f, 0.0f});
+    conv_in.push_back("cb");
+  }
+  init_f32(m, "scale", {4}, {1.5f, 0.5f, -1.0f, 2.0f});
+  init_f32(m, "shift", {4}, {0.1f, 0.2f, 0.3f, -0.4f});
+  init_f32(m, "mean", {4}, {0.3f, -0.2f, 0.0f, 1.0f});
+  init_f32(m, "var", {4}, {0.5f, 2.0f, 1.0f, 0.25f});
+  attr_int(add_node(m, "Conv", conv_in, {"c"}, "conv"), "group", group);
+  attr_float(add_node(m, "BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"}, "bn"),
+             "epsilon", 1e-3f);
+  add_node(m, "Relu", {"bn"}, {"y"}, "relu");
+  add_output(m, "y", TP::FLOAT, {1, 4, 3, 3});
+  return m;
+}
+
+void check_bn_fold(int64_t group, bool with_bias) {
+  auto registry = test_registry();
+  ImportOptions plain;
+  plain.fold_batch_norm = false;
+  auto reference = import(conv_bn_model(group, with_bias), plain, registry);
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+  ASSERT_EQ(reference->graph.nodes.size(), 3u);
+  auto fused = import(conv_bn_model(group, with_bias), {}, registry);
+  ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+  const graph::Graph& g = fused->graph;
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "Conv");
+  EXPECT_EQ(g.nodes[1].op_type, "Relu");
+  EXPECT_EQ(fused->stats.fused_nodes, 1u);
+  EXPECT_EQ(g.tensors[g.nodes[0].outputs[0]].name, "bn");
+  EXPECT_EQ(find_tensor(g, "scale"), -1);  // BN parameters dropped
+  EXPECT_TRUE(graph::validate(g).ok());
+
+  const std::map<std::string, std::vector<float>> in{{"x", ramp(100, 0.3f, -1.2f)}};
+  auto want = run_graph(reference->graph, registry, in);
+  auto got = run_graph(g, registry, in);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ((*want)[0].size(), 36u);
+  ASSERT_EQ((*got)[0].size(), 36u);
+  float max_abs = 0;
+  for (size_t i = 0; i < 36; ++i) {
+    EXPECT_NEAR((*got)[0][i], (*want)[0][i], 1e-4f) << i;
+    max_abs = std::max(max_abs, std::fabs((*want)[0][i]));
+  }
+  EXPECT_GT(max_abs, 0.1f);  // the comparison is not between zeros
+}
+
+TEST(ImportPassesTest, BatchNormFoldsIntoConv) { check_bn_fold(1, true); }
+TEST(ImportPassesTest, BatchNormFoldsIntoGroupedConvWithoutBias) { check_bn_fold(2, false); }
+
+TEST(ImportPassesTest, BatchNormNotFoldedWhenConvOutputIsUsedElsewhere) {
+  auto m = conv_bn_model(1, true);
+  add_output(m, "c", TP::FLOAT, {1, 4, 3, 3});
+  auto r = import(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->graph.nodes.size(), 3u);
+  EXPECT_EQ(r->stats.fused_nodes, 0u);
+}
+
+TEST(ImportPassesTest, DeadNodesAndUnusedConstantsRemoved) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {2});
+  init_f32(m, "unused", {2}, {1, 2});
+  add_node(m, "Relu", {"x"}, {"y"}, "live");
+  add_node(m, "Relu", {"x"}, {"d1"}, "dead1");
+  add_node(m, "Add", {"d1", "unused"}, {"d2"}, "dead2");
+  add_output(m, "y", TP::FLOAT, {2});
+  auto r = import(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->graph.nodes.size(), 1u);
+  EXPECT_EQ(r->graph.nodes[0].name, "live");
+  EXPECT_EQ(r->stats.dead_nodes, 2u);
+  EXPECT_EQ(find_tensor(r->graph, "unused"), -1);
+  EXPECT_EQ(r->graph.tensors.size(), 2u);
+
+  ImportOptions keep;
+  keep.remove_dead_nodes = false;
+  r = import(m, keep);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->graph.nodes.size(), 3u);
+}
+
+// Reshape(x, shape) with `shape` a model input.
+::onnx::ModelProto reshape_input_model() {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {2, 6});
+  add_input(m, "shape", TP::INT64, {2});
+  add_node(m, "Reshape", {"x", "shape"}, {"y"}, "r");
+  add_output(m, "y", TP::FLOAT, {});
+  m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  return m;
+}
+
+TEST(ImportPassesTest, ShapeInputMustBeGiven) {
+  auto r = import(reshape_input_model());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("input 'shape' of the model decides the output shape of node "
+                                      "'r' (Reshape); its value must be known at compile time"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(ImportPassesTest, ShapeInputFrozenFromInputValue) {
+  auto value = Tensor::copy_of(DType::kI64, {2}, fx::bytes_of(std::vector<int64_t>{3, 4}));
+  ASSERT_TRUE(value.ok());
+  ImportOptions opts;
+  std::vector<std::string> asked;
+  opts.input_value = [&](std::string_view name) -> const Tensor* {
+    asked.emplace_back(name);
+    return name == "shape" ? &*value : nullptr;
+  };
+  auto r = import(reshape_input_model(), opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(asked, (std::vector<std::string>{"shape"}));
+  EXPECT_EQ(r->stats.frozen_inputs, (std::vector<std::string>{"shape"}));
+  ASSERT_EQ(r->graph.inputs.size(), 1u);
+  EXPECT_EQ(r->graph.tensors[r->graph.inputs[0]].name, "x");
+  EXPECT_EQ(r->graph.tensors[r->graph.outputs[0]].shape, (Shape{3, 4}));
+  EXPECT_TRUE(graph::validate(r->graph).ok());
+
+  auto wrong = Tensor::copy_of(DType::kI64, {3}, fx::bytes_of(std::vector<int64_t>{3, 4, 1}));
+  ASSERT_TRUE(wrong.ok());
+  opts.input_value = [&](std::string_view) -> const Tensor* { return &*wrong; };
+  r = import(reshape_input_model(), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the value given for input 'shape'"), std::string::npos)
+      << r.status().message();
+}
+
+::onnx::ModelProto custom_op_model(bool declare) {
+  auto m = fx::empty_model();
+  auto* o = m.add_opset_import();
+  o->set_domain("com.acme");
+  o->set_version(1);
+  add_input(m, "x", TP::FLOAT, {2, 2});
+  auto& n = add_node(m, "Fancy", {"x"}, {"f"}, "fancy");
+  n.set_domain("com.acme");
+  add_node(m, "Relu", {"f"}, {"y"}, "relu");
+  add_output(m, "y", TP::FLOAT, {2, 2});
+  if (declare) add_value_info(m, "f", TP::FLOAT, {2, 2});
+  return m;
+}
+
+TEST(ImportPassesTest, PluginOpKeptWithDeclaredTypes) {
+  ImportOptions opts;
+  opts.plugin_takes = [](std::string_view domain, std::string_view op, int64_t opset) {
+    return domain == "com.acme" && op == "Fancy" && opset == 1;
+  };
+  auto r = import(custom_op_model(true), opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->graph.nodes.size(), 2u);
+  EXPECT_EQ(r->graph.nodes[0].domain, "com.acme");
+  EXPECT_EQ(r->graph.nodes[0].opset, 1);
+  EXPECT_EQ(r->graph.tensors[r->graph.nodes[0].outputs[0]].shape, (Shape{2, 2}));
+
+  r = import(custom_op_model(false), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("output 'f'"), std::string::npos) << r.status().message();
+}
+
+TEST(ImportPassesTest, UnsupportedOperator) {
+  auto m = fx::empty_model();
+  set_opset(m, 13);
+  add_input(m, "x", TP::FLOAT, {2});
+  add_node(m, "Foo", {"x"}, {"y"}, "n");
+  add_output(m, "y", TP::FLOAT, {2});
+  auto r = import(m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("unsupported operator 'Foo' (node 'n', opset 13): no reference "
+                                      "kernel, and no target plugin takes it"),
+            std::string::npos)
+      << r.status().message();
+  // A custom domain without a plugin is unsupported too.
+  r = import(custom_op_model(true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("'com.acme.Fancy'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom::compiler::testing

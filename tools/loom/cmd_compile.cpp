@@ -1,0 +1,168 @@
+// `loom compile MODEL.onnx -o OUT.loom`: ONNX model in, Loom program out
+// (loom/compiler.hpp), with a progress bar on stderr and a summary of what
+// went where on stdout.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "commands.hpp"
+
+#if LOOM_HAVE_COMPILER
+#include "loom/compiler.hpp"
+#include "loom/runtime.hpp"
+#endif
+
+namespace loom::cli {
+
+#if LOOM_HAVE_COMPILER
+namespace {
+
+// "x=1x3x224x224" or "x=1,3,224,224".
+Result<std::pair<std::string, Shape>> parse_input_shape(const std::string& text) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) {
+    return invalid_argument("--input-shape '" + text + "': expected NAME=DIMS, e.g. x=1x3x224x224");
+  }
+  std::string dims = text.substr(eq + 1);
+  std::replace(dims.begin(), dims.end(), ',', 'x');
+  Shape shape;
+  std::stringstream in(dims);
+  std::string part;
+  while (std::getline(in, part, 'x')) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = part.empty() ? -1 : std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || errno != 0 || v < 0) {
+      return invalid_argument("--input-shape '" + text + "': '" + part + "' is not a dimension (0 or more)");
+    }
+    shape.push_back(v);
+  }
+  if (dims.empty()) shape.clear();  // "x=" binds a scalar
+  return std::make_pair(text.substr(0, eq), shape);
+}
+
+Result<std::pair<std::string, std::string>> parse_pair(const std::string& text, const char* flag) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return invalid_argument(std::string(flag) + " '" + text + "': expected KEY=VALUE");
+  }
+  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+std::vector<std::string> split_targets(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    std::stringstream in(v);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      if (!part.empty()) out.push_back(part);
+    }
+  }
+  return out;
+}
+
+// A bar redrawn in place on stderr when stderr is a terminal. Otherwise one
+// plain line per stage, on stdout: a script's stderr then holds nothing but
+// the one-line error ("loom: error: ...") when the compile fails.
+class Progress {
+ public:
+  Progress() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { finish(); }
+
+  void update(std::string_view stage, double fraction) {
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
+      std::fprintf(stderr, "\r[%s%s] %3d%% %-10.*s", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, '.').c_str(), static_cast<int>(fraction * 100),
+                   static_cast<int>(stage.size()), stage.data());
+      std::fflush(stderr);
+      drawn_ = true;
+    } else if (stage != last_) {
+      std::printf("loom: compile: %.*s\n", static_cast<int>(stage.size()), stage.data());
+      std::fflush(stdout);
+    }
+    last_ = stage;
+  }
+  // Clears the bar so that what follows starts on a clean line.
+  void finish() {
+    if (tty_ && drawn_) std::fprintf(stderr, "\r%*s\r", 50, "");
+    drawn_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  std::string last_;
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ",") + x;
+  return s.empty() ? "-" : s;
+}
+
+void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
+  std::printf("compiled %s -> %s (opset %lld, %zu nodes in the model)\n", args.model.c_str(),
+              args.output.c_str(), static_cast<long long>(r.opset), r.model_nodes);
+  std::printf("%-16s %9s %6s  %-12s %s\n", "target", "subgraphs", "nodes", "blob bytes", "op types");
+  for (const compiler::TargetReport& t : r.targets) {
+    std::printf("%-16s %9zu %6zu  %-12llu %s\n", t.plugin.c_str(), t.subgraphs, t.nodes,
+                static_cast<unsigned long long>(t.blob_bytes), join(t.op_types).c_str());
+  }
+  std::printf("%-16s %9s %6zu  %-12s %s\n", "reference", "-", r.reference_nodes, "-",
+              join(r.reference_op_types).c_str());
+  std::printf("removed: %zu folded, %zu fused, %zu dead\n", r.folded_nodes, r.fused_nodes, r.dead_nodes);
+  if (!r.frozen_inputs.empty()) std::printf("frozen inputs: %s\n", join(r.frozen_inputs).c_str());
+  std::printf("program: %llu bytes\n", static_cast<unsigned long long>(r.program_bytes));
+  if (!args.params_out.empty()) {
+    std::printf("params: %llu bytes in %s (scope '%s')\n", static_cast<unsigned long long>(r.params_bytes),
+                args.params_out.c_str(), args.params_scope.c_str());
+  }
+}
+
+}  // namespace
+
+int run_compile(const CompileArgs& args) {
+  compiler::CompileOptions options;
+  options.targets = split_targets(args.targets);
+  for (const std::string& s : args.input_shapes) {
+    auto shape = parse_input_shape(s);
+    if (!shape.ok()) return fail(shape.status());
+    options.input_shapes.push_back(std::move(*shape));
+  }
+  options.params_out = args.params_out;
+  options.params_scope = args.params_scope;
+  if (args.params_scope.empty() && !args.params_out.empty()) {
+    return fail(invalid_argument("--params-scope must not be empty"));
+  }
+  RuntimeOptions runtime_options;
+  for (const std::string& p : args.plugin_paths) runtime_options.plugin_paths.emplace_back(p);
+  for (const std::string& o : args.plugin_options) {
+    auto kv = parse_pair(o, "--plugin-option");
+    if (!kv.ok()) return fail(kv.status());
+    runtime_options.plugin_options.push_back(std::move(*kv));
+  }
+  auto runtime = Runtime::create(runtime_options);
+  if (!runtime.ok()) return fail(runtime.status());
+  Progress progress;
+  options.progress = [&](std::string_view stage, double f) { progress.update(stage, f); };
+  auto report = compiler::compile_onnx_file(**runtime, args.model, args.output, options);
+  progress.finish();
+  if (!report.ok()) return fail(report.status());
+  print_summary(*report, args);
+  return 0;
+}
+
+#else
+
+int run_compile(const CompileArgs&) {
+  return fail(Status(StatusCode::kUnimplemented, "compile: loom was built without ONNX support"));
+}
+
+#endif
+
+}  // namespace loom::cli
