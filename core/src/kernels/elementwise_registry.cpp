@@ -1,11 +1,12 @@
-#include "kernels/ops.hpp"
+#include "kernels/elementwise_common.hpp"
 #include "kernels/registry_families.hpp"
 
 namespace loom::kernels {
 
 void register_elementwise_kernels(KernelRegistry& r) {
-  r.add({"Add", &ops::add_run, &ops::add_infer});
-  r.add({"Relu", &ops::relu_run, &ops::relu_infer});
+  elementwise::register_unary(r);
+  elementwise::register_binary(r);
+  elementwise::register_misc(r);
 }
 
 }  // namespace loom::kernels

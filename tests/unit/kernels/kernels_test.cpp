@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -35,7 +36,9 @@ std::vector<float> iota(size_t n, float start = 1.0f) {
 TEST(KernelRegistry, ReferenceListsEveryOperatorSorted) {
   auto r = KernelRegistry::reference();
   std::vector<std::string_view> want = {"Add", "Gemm", "MatMul", "Relu", "Softmax"};
-  EXPECT_EQ(r.ops(), want);
+  const auto ops = r.ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  for (auto op : want) EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
   for (auto op : want) {
     const KernelInfo* k = r.find(op);
     ASSERT_NE(k, nullptr) << op;
@@ -47,8 +50,9 @@ TEST(KernelRegistry, ReferenceListsEveryOperatorSorted) {
 
 TEST(KernelRegistry, AddReplacesAnExistingOperator) {
   auto r = KernelRegistry::reference();
+  const size_t before = r.ops().size();
   r.add({"Relu", nullptr, nullptr});
-  EXPECT_EQ(r.ops().size(), 5u);
+  EXPECT_EQ(r.ops().size(), before);
   EXPECT_EQ(r.find("Relu")->run, nullptr);
 }
 
@@ -345,7 +349,7 @@ TEST(Add, NonFloatOutputIsRejected) {
   Buf b = zeros({2});
   Buf c = zeros({2});
   c.dtype = DType::kI64;
-  EXPECT_EQ(run("Add", {&a, &b}, {&c}).message(), "Add: C has dtype i64, only f32 is supported");
+  EXPECT_EQ(run("Add", {&a, &b}, {&c}).message(), "Add: C has dtype i64, expected f32");
 }
 
 // ---------------------------------------------------------------- Relu
@@ -365,8 +369,8 @@ TEST(Relu, ShapeMismatchAndArityAreRejected) {
   Buf y = zeros({6});
   EXPECT_EQ(run("Relu", {&x}, {&y}).message(), "Relu: output Y is [6], expected [2, 3]");
   EXPECT_EQ(run("Relu", {&x, &x}, {&y}).message(), "Relu: takes 1 inputs, got 2");
-  auto t = infer("Relu", {{DType::kBF16, {2}}});
-  EXPECT_EQ(t.status().message(), "Relu: X has dtype bf16, only f32 is supported");
+  auto t = infer("Relu", {{DType::kU8, {2}}});
+  EXPECT_EQ(t.status().message(), "Relu: X has unsupported dtype u8");
   auto u = infer("Relu", {{DType::kF32, {2, -1}}});
   ASSERT_FALSE(u.ok());
   EXPECT_NE(u.status().message().find("Relu: X"), std::string::npos);
