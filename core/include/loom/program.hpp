@@ -24,13 +24,19 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 0;
+inline constexpr uint16_t kProgramMinorVersion = 1;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
-// Required feature bits this reader understands (none yet). A file that sets
-// any other required bit is rejected; unknown optional bits are ignored.
-inline constexpr uint64_t kKnownRequiredFeatures = 0;
+// Required feature bit: some kernel call records the ONNX opset of its
+// operator (Instruction.opset, format 1.1). A 1.0 reader would ignore the
+// field and run the newest semantics, which differ for some operators
+// (Softmax before 13, ...), so such files must be refused by it. The writer
+// sets the bit by itself when an instruction has a non-zero opset.
+inline constexpr uint64_t kRequiredFeatureKernelOpsets = uint64_t{1} << 0;
+// Required feature bits this reader understands. A file that sets any other
+// required bit is rejected; unknown optional bits are ignored.
+inline constexpr uint64_t kKnownRequiredFeatures = kRequiredFeatureKernelOpsets;
 
 struct KeyValue {
   std::string key;

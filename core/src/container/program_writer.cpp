@@ -57,17 +57,31 @@ std::vector<container::SegmentSource> sources_of(const Segments& segments) {
   return out;
 }
 
+// The required features the program's content needs, on top of those set.
+uint64_t content_features(const ProgramDef& program) {
+  for (const FunctionDef& f : program.functions) {
+    for (const InstructionDef& ins : f.instructions) {
+      if (ins.opset != 0) return kRequiredFeatureKernelOpsets;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 Status ProgramWriter::write_file(const std::filesystem::path& path) const {
   auto sources = sources_of(segments_);
-  container::FileContents contents{&program_, sources, required_features_, optional_features_};
+  container::FileContents contents{&program_, sources,
+                                   required_features_ | content_features(program_),
+                                   optional_features_};
   return container::write_file(contents, path);
 }
 
 Result<std::vector<std::byte>> ProgramWriter::write_buffer() const {
   auto sources = sources_of(segments_);
-  container::FileContents contents{&program_, sources, required_features_, optional_features_};
+  container::FileContents contents{&program_, sources,
+                                   required_features_ | content_features(program_),
+                                   optional_features_};
   return container::write_buffer(contents);
 }
 

@@ -1,10 +1,15 @@
-// MatMul (numpy matmul semantics, as ONNX states them) and Gemm.
+// MatMul (numpy matmul semantics, as ONNX states them), Gemm, and the
+// integer forms MatMulInteger and QLinearMatMul (nn family).
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
 
 #include "kernels/broadcast.hpp"
 #include "kernels/checks.hpp"
+#include "kernels/nn.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/util.hpp"
 
 namespace loom::kernels::ops {
 namespace {
@@ -23,15 +28,17 @@ std::string operands(std::span<const int64_t> a, std::span<const int64_t> b) {
   return "A is " + shape_to_string(a) + ", B is " + shape_to_string(b);
 }
 
-Status matmul_dims(std::span<const int64_t> a, std::span<const int64_t> b, MatMulDims* d) {
+Status matmul_dims(std::span<const int64_t> a, std::span<const int64_t> b, MatMulDims* d,
+                   std::string_view op = "MatMul") {
+  const std::string name(op);
   if (a.empty() || b.empty()) {
-    return invalid_argument("MatMul: operands must have rank >= 1: " + operands(a, b));
+    return invalid_argument(name + ": operands must have rank >= 1: " + operands(a, b));
   }
   for (int64_t x : a) {
-    if (x < 0) return invalid_argument("MatMul: negative dimension in A: " + operands(a, b));
+    if (x < 0) return invalid_argument(name + ": negative dimension in A: " + operands(a, b));
   }
   for (int64_t x : b) {
-    if (x < 0) return invalid_argument("MatMul: negative dimension in B: " + operands(a, b));
+    if (x < 0) return invalid_argument(name + ": negative dimension in B: " + operands(a, b));
   }
   // A 1-D A is a row vector [1, K], a 1-D B a column vector [K, 1]; the
   // added dimension is dropped from the result.
@@ -42,14 +49,14 @@ Status matmul_dims(std::span<const int64_t> a, std::span<const int64_t> b, MatMu
   const int64_t kb = b_vec ? b[0] : b[b.size() - 2];
   d->n = b_vec ? 1 : b.back();
   if (ka != kb) {
-    return invalid_argument("MatMul: inner dimensions differ: " + operands(a, b));
+    return invalid_argument(name + ": inner dimensions differ: " + operands(a, b));
   }
   d->k = ka;
   auto a_batch = a.size() > 2 ? a.first(a.size() - 2) : std::span<const int64_t>{};
   auto b_batch = b.size() > 2 ? b.first(b.size() - 2) : std::span<const int64_t>{};
-  Status s = plan_broadcast("MatMul", "A", a_batch, "B", b_batch, &d->batch);
+  Status s = plan_broadcast(op, "A", a_batch, "B", b_batch, &d->batch);
   if (!s.ok()) {
-    return invalid_argument("MatMul: batch dimensions do not broadcast: " + operands(a, b));
+    return invalid_argument(name + ": batch dimensions do not broadcast: " + operands(a, b));
   }
   d->out_rank = 0;
   for (size_t i = 0; i < d->batch.rank; ++i) d->out[d->out_rank++] = d->batch.dims[i];
@@ -58,50 +65,103 @@ Status matmul_dims(std::span<const int64_t> a, std::span<const int64_t> b, MatMu
   return Status();
 }
 
-// C[m, n] = A[m, k] * B[k, n], all row-major and dense.
-void matmul_block(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+// The arithmetic of one element type: f16/bf16 compute in float, the other
+// types in themselves (integers wrap like the ONNX reference's numpy).
+template <typename T>
+struct Arith {
+  using Acc = T;
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+// Signed integers accumulate unsigned so that overflow wraps instead of
+// being undefined.
+template <>
+struct Arith<int32_t> {
+  using Acc = uint32_t;
+  static Acc load(int32_t v) { return static_cast<Acc>(v); }
+  static int32_t store(Acc v) { return static_cast<int32_t>(v); }
+};
+template <>
+struct Arith<int64_t> {
+  using Acc = uint64_t;
+  static Acc load(int64_t v) { return static_cast<Acc>(v); }
+  static int64_t store(Acc v) { return static_cast<int64_t>(v); }
+};
+template <>
+struct Arith<Half> {
+  using Acc = float;
+  static float load(Half v) { return to_float(v); }
+  static Half store(float v) { return to_half(v); }
+};
+template <>
+struct Arith<BFloat16> {
+  using Acc = float;
+  static float load(BFloat16 v) { return to_float(v); }
+  static BFloat16 store(float v) { return to_bfloat16(v); }
+};
+
+// C[m, n] = A[m, k] * B[k, n], all row-major and dense. `load_a(i, p)` and
+// `load_b(p, j)` give the accumulator-typed elements; `store(i, j, acc)`
+// writes one result.
+template <typename Acc, typename LoadA, typename LoadB, typename Store>
+void matmul_block(int64_t m, int64_t k, int64_t n, LoadA load_a, LoadB load_b, Store store) {
   for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * n;
-    for (int64_t j = 0; j < n; ++j) row[j] = 0.0f;
-    for (int64_t p = 0; p < k; ++p) {
-      const float av = a[i * k + p];
-      const float* brow = b + p * n;
-      for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+    for (int64_t j = 0; j < n; ++j) {
+      Acc acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += load_a(i, p) * load_b(p, j);
+      store(i, j, acc);
     }
   }
 }
+
+constexpr std::initializer_list<DType> kMatMulTypes = {
+    DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
+    DType::kI32, DType::kI64, DType::kU32, DType::kU64};
 
 }  // namespace
 
 Status matmul_run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                   const Attributes&) {
   LOOM_RETURN_IF_ERROR(check_arity("MatMul", inputs.size(), 2, 2, outputs.size(), 1));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("MatMul", "A", inputs[0]));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("MatMul", "B", inputs[1]));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("MatMul", "Y", outputs[0]));
+  LOOM_RETURN_IF_ERROR(nn::check_operand("MatMul", "A", inputs[0], kMatMulTypes));
+  LOOM_RETURN_IF_ERROR(nn::check_operand("MatMul", "B", inputs[1], {inputs[0].dtype}));
+  LOOM_RETURN_IF_ERROR(nn::check_operand("MatMul", "Y", outputs[0], {inputs[0].dtype}));
   MatMulDims d;
   LOOM_RETURN_IF_ERROR(matmul_dims(inputs[0].shape, inputs[1].shape, &d));
   LOOM_RETURN_IF_ERROR(check_output_shape("MatMul", "Y", outputs[0].shape, d.out_shape()));
-  const float* a = in_data(inputs[0]);
-  const float* b = in_data(inputs[1]);
-  float* y = out_data(outputs[0]);
   const int64_t a_step = d.m * d.k, b_step = d.k * d.n, y_step = d.m * d.n;
   if (y_step == 0) return Status();
-  for_each_broadcast(d.batch, [&](int64_t o, int64_t ia, int64_t ib) {
-    matmul_block(a + ia * a_step, b + ib * b_step, y + o * y_step, d.m, d.k, d.n);
+  return visit_dtype("MatMul", inputs[0].dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool> || sizeof(T) < 2) {
+      return nn::check_dtype("MatMul", "A", inputs[0].dtype, kMatMulTypes);
+    } else {
+      using A = Arith<T>;
+      const T* a = static_cast<const T*>(inputs[0].data);
+      const T* b = static_cast<const T*>(inputs[1].data);
+      T* y = static_cast<T*>(outputs[0].data);
+      for_each_broadcast(d.batch, [&](int64_t o, int64_t ia, int64_t ib) {
+        const T* ab = a + ia * a_step;
+        const T* bb = b + ib * b_step;
+        T* yb = y + o * y_step;
+        matmul_block<typename A::Acc>(
+            d.m, d.k, d.n, [&](int64_t i, int64_t p) { return A::load(ab[i * d.k + p]); },
+            [&](int64_t p, int64_t j) { return A::load(bb[p * d.n + j]); },
+            [&](int64_t i, int64_t j, typename A::Acc v) { yb[i * d.n + j] = A::store(v); });
+      });
+      return Status();
+    }
   });
-  return Status();
 }
 
 Result<std::vector<TensorType>> matmul_infer(std::span<const TensorType> inputs,
                                              const Attributes&) {
   LOOM_RETURN_IF_ERROR(check_arity("MatMul", inputs.size(), 2, 2, 1, 1));
-  LOOM_RETURN_IF_ERROR(check_f32_type("MatMul", "A", inputs[0].dtype));
-  LOOM_RETURN_IF_ERROR(check_f32_type("MatMul", "B", inputs[1].dtype));
+  LOOM_RETURN_IF_ERROR(nn::check_dtype("MatMul", "A", inputs[0].dtype, kMatMulTypes));
+  LOOM_RETURN_IF_ERROR(nn::check_dtype("MatMul", "B", inputs[1].dtype, {inputs[0].dtype}));
   MatMulDims d;
   LOOM_RETURN_IF_ERROR(matmul_dims(inputs[0].shape, inputs[1].shape, &d));
   auto out = d.out_shape();
-  return std::vector<TensorType>{{DType::kF32, Shape(out.begin(), out.end())}};
+  return std::vector<TensorType>{{inputs[0].dtype, Shape(out.begin(), out.end())}};
 }
 
 namespace {
@@ -163,56 +223,215 @@ Status gemm_dims(std::span<const int64_t> a, std::span<const int64_t> b,
 Status gemm_run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                 const Attributes& attributes) {
   LOOM_RETURN_IF_ERROR(check_arity("Gemm", inputs.size(), 2, 3, outputs.size(), 1));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("Gemm", "A", inputs[0]));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("Gemm", "B", inputs[1]));
-  const bool has_c = inputs.size() == 3;
-  if (has_c) LOOM_RETURN_IF_ERROR(check_f32_operand("Gemm", "C", inputs[2]));
-  LOOM_RETURN_IF_ERROR(check_f32_operand("Gemm", "Y", outputs[0]));
+  LOOM_RETURN_IF_ERROR(nn::check_operand("Gemm", "A", inputs[0], kMatMulTypes));
+  const DType dt = inputs[0].dtype;
+  LOOM_RETURN_IF_ERROR(nn::check_operand("Gemm", "B", inputs[1], {dt}));
+  const bool has_c = inputs.size() == 3 && inputs[2].present();
+  if (has_c) LOOM_RETURN_IF_ERROR(nn::check_operand("Gemm", "C", inputs[2], {dt}));
+  if (!has_c && attributes.opset_before(11)) {
+    return invalid_argument("Gemm: input 'C' is required before opset 11");
+  }
+  LOOM_RETURN_IF_ERROR(nn::check_operand("Gemm", "Y", outputs[0], {dt}));
   GemmDims d;
   std::span<const int64_t> c_shape = has_c ? inputs[2].shape : std::span<const int64_t>{};
   LOOM_RETURN_IF_ERROR(gemm_dims(inputs[0].shape, inputs[1].shape,
                                  has_c ? &c_shape : nullptr, attributes, &d));
   LOOM_RETURN_IF_ERROR(check_output_shape("Gemm", "Y", outputs[0].shape, d.out));
-  const float* a = in_data(inputs[0]);
-  const float* b = in_data(inputs[1]);
-  float* y = out_data(outputs[0]);
+  BroadcastPlan plan;
+  if (has_c) LOOM_RETURN_IF_ERROR(plan_broadcast("Gemm", "C", c_shape, "Y", d.out, &plan));
   // Element (i, p) of op(A) and (p, j) of op(B).
   const int64_t a_i = d.trans_a ? 1 : d.k, a_p = d.trans_a ? d.m : 1;
   const int64_t b_p = d.trans_b ? 1 : d.n, b_j = d.trans_b ? d.k : 1;
-  for (int64_t i = 0; i < d.m; ++i) {
-    float* row = y + i * d.n;
-    for (int64_t j = 0; j < d.n; ++j) row[j] = 0.0f;
-    for (int64_t p = 0; p < d.k; ++p) {
-      const float av = a[i * a_i + p * a_p];
-      const float* bp = b + p * b_p;
-      for (int64_t j = 0; j < d.n; ++j) row[j] += av * bp[j * b_j];
+  return visit_dtype("Gemm", dt, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool> || sizeof(T) < 2) {
+      return nn::check_dtype("Gemm", "A", dt, kMatMulTypes);
+    } else {
+      using Ar = Arith<T>;
+      using Acc = typename Ar::Acc;
+      const T* a = static_cast<const T*>(inputs[0].data);
+      const T* b = static_cast<const T*>(inputs[1].data);
+      T* y = static_cast<T*>(outputs[0].data);
+      // alpha and beta are float attributes; integer types scale through
+      // double and truncate like the reference's numpy cast.
+      auto scale = [](Acc v, float f) -> Acc {
+        if constexpr (std::is_floating_point_v<Acc>) {
+          return static_cast<Acc>(v * static_cast<Acc>(f));
+        } else {
+          if (f == 1.0f) return v;
+          const double scaled = static_cast<double>(Ar::store(v)) * f;
+          // Out-of-range values saturate instead of being undefined.
+          const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+          const double hi = static_cast<double>(std::numeric_limits<T>::max());
+          const double c = scaled != scaled ? 0.0 : std::clamp(scaled, lo, hi);
+          return Ar::load(c >= hi ? std::numeric_limits<T>::max() : static_cast<T>(c));
+        }
+      };
+      matmul_block<Acc>(
+          d.m, d.k, d.n, [&](int64_t i, int64_t p) { return Ar::load(a[i * a_i + p * a_p]); },
+          [&](int64_t p, int64_t j) { return Ar::load(b[p * b_p + j * b_j]); },
+          [&](int64_t i, int64_t j, Acc v) { y[i * d.n + j] = Ar::store(scale(v, d.alpha)); });
+      if (has_c) {
+        const T* c = static_cast<const T*>(inputs[2].data);
+        for_each_broadcast(plan, [&](int64_t o, int64_t ic, int64_t) {
+          y[o] = Ar::store(Ar::load(y[o]) + scale(Ar::load(c[ic]), d.beta));
+        });
+      }
+      return Status();
     }
-    for (int64_t j = 0; j < d.n; ++j) row[j] *= d.alpha;
-  }
-  if (has_c) {
-    BroadcastPlan plan;
-    LOOM_RETURN_IF_ERROR(plan_broadcast("Gemm", "C", c_shape, "Y", d.out, &plan));
-    const float* c = in_data(inputs[2]);
-    const float beta = d.beta;
-    for_each_broadcast(plan, [&](int64_t o, int64_t ic, int64_t) { y[o] += beta * c[ic]; });
-  }
-  return Status();
+  });
 }
 
 Result<std::vector<TensorType>> gemm_infer(std::span<const TensorType> inputs,
                                            const Attributes& attributes) {
   LOOM_RETURN_IF_ERROR(check_arity("Gemm", inputs.size(), 2, 3, 1, 1));
-  LOOM_RETURN_IF_ERROR(check_f32_type("Gemm", "A", inputs[0].dtype));
-  LOOM_RETURN_IF_ERROR(check_f32_type("Gemm", "B", inputs[1].dtype));
+  LOOM_RETURN_IF_ERROR(nn::check_dtype("Gemm", "A", inputs[0].dtype, kMatMulTypes));
+  LOOM_RETURN_IF_ERROR(nn::check_dtype("Gemm", "B", inputs[1].dtype, {inputs[0].dtype}));
   std::span<const int64_t> c_shape;
-  if (inputs.size() == 3) {
-    LOOM_RETURN_IF_ERROR(check_f32_type("Gemm", "C", inputs[2].dtype));
+  const bool has_c = inputs.size() == 3 && inputs[2].dtype != DType::kInvalid;
+  if (has_c) {
+    LOOM_RETURN_IF_ERROR(nn::check_dtype("Gemm", "C", inputs[2].dtype, {inputs[0].dtype}));
     c_shape = inputs[2].shape;
+  } else if (attributes.opset_before(11)) {
+    return invalid_argument("Gemm: input 'C' is required before opset 11");
   }
   GemmDims d;
   LOOM_RETURN_IF_ERROR(gemm_dims(inputs[0].shape, inputs[1].shape,
-                                 inputs.size() == 3 ? &c_shape : nullptr, attributes, &d));
-  return std::vector<TensorType>{{DType::kF32, Shape{d.m, d.n}}};
+                                 has_c ? &c_shape : nullptr, attributes, &d));
+  return std::vector<TensorType>{{inputs[0].dtype, Shape{d.m, d.n}}};
 }
 
 }  // namespace loom::kernels::ops
+
+// ------------------------------------------------- MatMulInteger, QLinearMatMul
+// Both take u8/i8 operands with zero points: scalar (per tensor), one per
+// row of A ([M]) or one per column of B ([N]). Products accumulate in i32.
+
+namespace loom::kernels::nn {
+namespace {
+
+template <typename Fn>
+Status visit_int8(std::string_view op, std::string_view name, DType d, Fn&& fn) {
+  if (d == DType::kU8) return fn.template operator()<uint8_t>();
+  if (d == DType::kI8) return fn.template operator()<int8_t>();
+  return check_dtype(op, name, d, {DType::kU8, DType::kI8});
+}
+
+// Runs the integer product of A and B (already checked) and hands each
+// accumulated sum to emit(y index, row i, column j, acc).
+template <typename Emit>
+Status integer_matmul(std::string_view op, const TensorRef& a, const TensorRef& b,
+                      const ops::MatMulDims& d, const PerChannel& a_zero,
+                      const PerChannel& b_zero, Emit emit) {
+  const int64_t a_step = d.m * d.k, b_step = d.k * d.n, y_step = d.m * d.n;
+  if (y_step == 0) return Status();
+  return visit_int8(op, "A", a.dtype, [&]<typename TA>() {
+    return visit_int8(op, "B", b.dtype, [&]<typename TB>() {
+      const TA* pa = static_cast<const TA*>(a.data);
+      const TB* pb = static_cast<const TB*>(b.data);
+      for_each_broadcast(d.batch, [&](int64_t o, int64_t ia, int64_t ib) {
+        const TA* ab = pa + ia * a_step;
+        const TB* bb = pb + ib * b_step;
+        // Accumulated in 64 bits and wrapped to i32: overflow is defined.
+        ops::matmul_block<int64_t>(
+            d.m, d.k, d.n,
+            [&](int64_t i, int64_t p) {
+              return int64_t{ab[i * d.k + p]} - static_cast<int64_t>(a_zero.at(i));
+            },
+            [&](int64_t p, int64_t j) {
+              return int64_t{bb[p * d.n + j]} - static_cast<int64_t>(b_zero.at(j));
+            },
+            [&](int64_t i, int64_t j, int64_t acc) {
+              emit(o * y_step + i * d.n + j, i, j, static_cast<int32_t>(acc));
+            });
+      });
+      return Status();
+    });
+  });
+}
+
+}  // namespace
+
+Result<std::vector<TensorType>> matmul_integer_infer(std::span<const TensorType> in,
+                                                     const Attributes&) {
+  constexpr std::string_view op = "MatMulInteger";
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 4, 1, 1));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "A", in[0].dtype, {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "B", in[1].dtype, {DType::kU8, DType::kI8}));
+  ops::MatMulDims d;
+  LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[1].shape, &d, op));
+  auto out = d.out_shape();
+  return std::vector<TensorType>{{DType::kI32, Shape(out.begin(), out.end())}};
+}
+
+Status matmul_integer_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
+                          const Attributes&) {
+  constexpr std::string_view op = "MatMulInteger";
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), 2, 4, out.size(), 1));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "A", in[0], {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "B", in[1], {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "Y", out[0], {DType::kI32}));
+  ops::MatMulDims d;
+  LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[1].shape, &d, op));
+  LOOM_RETURN_IF_ERROR(check_output_shape(op, "Y", out[0].shape, d.out_shape()));
+  const TensorRef none;
+  PerChannel az, bz;
+  LOOM_RETURN_IF_ERROR(per_channel(op, "a_zero_point", in.size() > 2 ? in[2] : none, d.m, true, &az));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "b_zero_point", in.size() > 3 ? in[3] : none, d.n, true, &bz));
+  int32_t* y = static_cast<int32_t*>(out[0].data);
+  return integer_matmul(op, in[0], in[1], d, az, bz,
+                        [&](int64_t o, int64_t, int64_t, int32_t acc) { y[o] = acc; });
+}
+
+// Inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+// y_zero_point; y has y_zero_point's dtype.
+Result<std::vector<TensorType>> qlinear_matmul_infer(std::span<const TensorType> in,
+                                                     const Attributes&) {
+  constexpr std::string_view op = "QLinearMatMul";
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), 8, 8, 1, 1));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "a", in[0].dtype, {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "b", in[3].dtype, {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_dtype(op, "y_zero_point", in[7].dtype, {DType::kU8, DType::kI8}));
+  ops::MatMulDims d;
+  LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[3].shape, &d, op));
+  auto out = d.out_shape();
+  return std::vector<TensorType>{{in[7].dtype, Shape(out.begin(), out.end())}};
+}
+
+Status qlinear_matmul_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
+                          const Attributes&) {
+  constexpr std::string_view op = "QLinearMatMul";
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), 8, 8, out.size(), 1));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "a", in[0], {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "b", in[3], {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "y_zero_point", in[7], {DType::kU8, DType::kI8}));
+  LOOM_RETURN_IF_ERROR(check_operand(op, "y", out[0], {in[7].dtype}));
+  ops::MatMulDims d;
+  LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[3].shape, &d, op));
+  LOOM_RETURN_IF_ERROR(check_output_shape(op, "y", out[0].shape, d.out_shape()));
+  PerChannel as, az, bs, bz, ys, yz;
+  LOOM_RETURN_IF_ERROR(per_channel(op, "a_scale", in[1], d.m, false, &as));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "a_zero_point", in[2], d.m, false, &az));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "b_scale", in[4], d.n, false, &bs));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "b_zero_point", in[5], d.n, false, &bz));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "y_scale", in[6], 1, false, &ys));
+  LOOM_RETURN_IF_ERROR(per_channel(op, "y_zero_point", in[7], 1, false, &yz));
+  if (!(ys.at(0) > 0.0)) return invalid_argument("QLinearMatMul: y_scale must be positive");
+  const bool y_unsigned = out[0].dtype == DType::kU8;
+  const float y_scale = static_cast<float>(ys.at(0));
+  const double y_zero = yz.at(0);
+  return integer_matmul(op, in[0], in[3], d, az, bz,
+                        [&](int64_t o, int64_t i, int64_t j, int32_t acc) {
+                          const float k = static_cast<float>(as.at(i)) *
+                                          static_cast<float>(bs.at(j)) / y_scale;
+                          const int32_t q = requantize(
+                              static_cast<double>(static_cast<float>(acc) * k) + y_zero,
+                              y_unsigned);
+                          if (y_unsigned) {
+                            static_cast<uint8_t*>(out[0].data)[o] = static_cast<uint8_t>(q);
+                          } else {
+                            static_cast<int8_t*>(out[0].data)[o] = static_cast<int8_t>(q);
+                          }
+                        });
+}
+
+}  // namespace loom::kernels::nn

@@ -84,6 +84,29 @@ TEST_F(ProgramCorruption, NewerMinorIsAccepted) {
   EXPECT_EQ((*reader)->head().minor, kProgramMinorVersion + 5);
 }
 
+TEST_F(ProgramCorruption, AVersion10FileStillOpens) {
+  // Files of format 1.0 have no opsets and minor 0; 1.1 readers open them.
+  file_.put_u16(container::kHeadMinorAt, 0);
+  file_.reseal();
+  auto reader = ProgramReader::open_buffer(file_.bytes);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ((*reader)->head().minor, 0);
+  EXPECT_EQ((*reader)->head().required_features, 0u);
+}
+
+TEST_F(ProgramCorruption, KernelOpsetsSetTheRequiredFeatureBit) {
+  ProgramWriter writer = testing::make_small_program();
+  auto plain = writer.write_buffer().value();
+  EXPECT_EQ(ProgramReader::open_buffer(plain).value()->head().required_features, 0u);
+  for (auto& ins : writer.program().functions[0].instructions) {
+    if (ins.op == OpCode::kKernelCall) ins.opset = 12;
+  }
+  auto file = writer.write_buffer().value();
+  auto reader = ProgramReader::open_buffer(file);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ((*reader)->head().required_features, kRequiredFeatureKernelOpsets);
+}
+
 TEST_F(ProgramCorruption, UnknownRequiredFeatureBitsAreRejectedByName) {
   ProgramWriter writer = testing::make_small_program();
   writer.set_features((uint64_t{1} << 2) | (uint64_t{1} << 5), 0);

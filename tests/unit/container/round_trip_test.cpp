@@ -80,7 +80,7 @@ TEST(ProgramRoundTrip, HeadIsFilledAsDocumented) {
   EXPECT_EQ(h.major, kProgramMajorVersion);
   EXPECT_EQ(h.minor, kProgramMinorVersion);
   EXPECT_EQ(h.head_size, kProgramHeadSize);
-  EXPECT_EQ(h.required_features, 0u);
+  EXPECT_EQ(h.required_features, kRequiredFeatureKernelOpsets);  // its Gemm records opset 11
   EXPECT_EQ(h.optional_features, 0x30u);
   EXPECT_EQ(h.flatbuffer_offset, kProgramHeadSize);
   EXPECT_GT(h.flatbuffer_size, 0u);

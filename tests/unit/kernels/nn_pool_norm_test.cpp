@@ -1,0 +1,194 @@
+// The pools and the normalizations: hand-computed cases, opset forms and
+// error paths.
+#include "nn_test_util.hpp"
+
+namespace loom::kernels::nntest {
+namespace {
+
+std::vector<float> iota(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i + 1);
+  return v;
+}
+
+// ------------------------------------------------------------------ pools
+
+TEST(MaxPool, ValuesAndIndicesInBothStorageOrders) {
+  TBuf x = f32({1, 1, 3, 3}, iota(9));
+  auto t = infer("MaxPool", {{DType::kF32, x.shape}}, {ints("kernel_shape", {2, 2})});
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[1].dtype, DType::kI64);
+  TBuf y = out({1, 1, 2, 2});
+  TBuf idx = out(DType::kI64, {1, 1, 2, 2});
+  ASSERT_TRUE(run("MaxPool", {&x}, {&y, &idx}, {ints("kernel_shape", {2, 2})}).ok());
+  expect_near(y.values<float>(), {5, 6, 8, 9});
+  EXPECT_EQ(idx.values<int64_t>(), (std::vector<int64_t>{4, 5, 7, 8}));
+  ASSERT_TRUE(run("MaxPool", {&x}, {&y, &idx}, {ints("kernel_shape", {2, 2}), iattr("storage_order", 1)}).ok());
+  EXPECT_EQ(idx.values<int64_t>(), (std::vector<int64_t>{4, 7, 5, 8}));
+  // Y alone is fine too.
+  TBuf y1 = infer_and_run("MaxPool", {&x}, {1, 1, 2, 2}, {ints("kernel_shape", {2, 2})});
+  expect_near(y1.values<float>(), {5, 6, 8, 9});
+}
+
+TEST(MaxPool, CeilModeDilationsAndUint8) {
+  TBuf x = f32({1, 1, 4, 4}, iota(16));
+  auto floor_t = infer("MaxPool", {{DType::kF32, x.shape}}, {ints("kernel_shape", {3, 3}), ints("strides", {2, 2})});
+  ASSERT_TRUE(floor_t.ok());
+  EXPECT_EQ((*floor_t)[0].shape, (Shape{1, 1, 1, 1}));
+  TBuf y = infer_and_run("MaxPool", {&x}, {1, 1, 2, 2},
+                         {ints("kernel_shape", {3, 3}), ints("strides", {2, 2}), iattr("ceil_mode", 1)});
+  expect_near(y.values<float>(), {11, 12, 15, 16});
+  TBuf x1 = f32({1, 1, 1, 5}, iota(5));
+  TBuf y1 = infer_and_run("MaxPool", {&x1}, {1, 1, 1, 3}, {ints("kernel_shape", {1, 2}), ints("dilations", {1, 2})});
+  expect_near(y1.values<float>(), {3, 4, 5});
+  TBuf xu = typed<uint8_t>(DType::kU8, {1, 1, 4}, {7, 200, 3, 9});
+  TBuf yu = infer_and_run("MaxPool", {&xu}, {1, 1, 2}, {ints("kernel_shape", {2}), ints("strides", {2})});
+  EXPECT_EQ(yu.values<uint8_t>(), (std::vector<uint8_t>{200, 9}));
+}
+
+TEST(MaxPool, Errors) {
+  const TensorType x{DType::kF32, {1, 1, 4, 4}};
+  EXPECT_EQ(message(infer("MaxPool", {x}).status()), "MaxPool: attribute 'kernel_shape' is required");
+  EXPECT_TRUE(contains(infer("MaxPool", {x}, {ints("kernel_shape", {2})}).status(), "does not match X"));
+  EXPECT_TRUE(contains(infer("MaxPool", {x}, {ints("kernel_shape", {5, 5})}).status(), "exceeds the padded input"));
+  EXPECT_TRUE(contains(infer("MaxPool", {x}, {ints("kernel_shape", {2, 2}), iattr("ceil_mode", 2)}).status(),
+                       "'ceil_mode' must be 0 or 1"));
+  EXPECT_EQ(infer("MaxPool", {{DType::kI32, {1, 1, 4, 4}}}, {ints("kernel_shape", {2, 2})}).status().code(),
+            StatusCode::kUnimplemented);
+  TBuf xb = f32({1, 1, 2, 2}, iota(4));
+  TBuf y = out({1, 1, 1, 1});
+  EXPECT_TRUE(contains(run("MaxPool", {&xb}, {&y}, {ints("kernel_shape", {2, 2}), iattr("storage_order", 3)}),
+                       "'storage_order' must be 0 or 1"));
+  TBuf idx = out(DType::kI32, {1, 1, 1, 1});
+  EXPECT_TRUE(contains(run("MaxPool", {&xb}, {&y, &idx}, {ints("kernel_shape", {2, 2})}), "Indices has dtype i32"));
+  TBuf y_bad = out({1, 1, 2, 2});
+  EXPECT_EQ(message(run("MaxPool", {&xb}, {&y_bad}, {ints("kernel_shape", {2, 2})})),
+            "MaxPool: output Y is [1, 1, 2, 2], expected [1, 1, 1, 1]");
+  EXPECT_TRUE(contains(run("MaxPool", {}, {&y}, {ints("kernel_shape", {2, 2})}), "takes 1 input"));
+}
+
+TEST(AveragePool, CountIncludePad) {
+  TBuf x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  std::vector<AttributeDef> a = {ints("kernel_shape", {2, 2}), ints("pads", {1, 1, 1, 1})};
+  TBuf y = infer_and_run("AveragePool", {&x}, {1, 1, 3, 3}, a);
+  expect_near(y.values<float>(), {1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4});
+  a.push_back(iattr("count_include_pad", 1));
+  TBuf yi = infer_and_run("AveragePool", {&x}, {1, 1, 3, 3}, a);
+  expect_near(yi.values<float>(), {0.25f, 0.75f, 0.5f, 1, 2.5f, 1.5f, 0.75f, 1.75f, 1});
+  a.back() = iattr("count_include_pad", 5);
+  TBuf y_bad = out({1, 1, 3, 3});
+  EXPECT_TRUE(contains(run("AveragePool", {&x}, {&y_bad}, a), "'count_include_pad' must be 0 or 1"));
+  EXPECT_EQ(infer("AveragePool", {{DType::kU8, {1, 1, 2, 2}}}, {ints("kernel_shape", {2, 2})}).status().code(),
+            StatusCode::kUnimplemented);
+}
+
+TEST(GlobalPools, AverageMaxLp) {
+  TBuf x = f32({1, 2, 2, 2}, iota(8));
+  expect_near(infer_and_run("GlobalAveragePool", {&x}, {1, 2, 1, 1}).values<float>(), {2.5f, 6.5f});
+  expect_near(infer_and_run("GlobalMaxPool", {&x}, {1, 2, 1, 1}).values<float>(), {4, 8});
+  TBuf x2 = f32({1, 1, 2}, {3, 4});
+  expect_near(infer_and_run("GlobalLpPool", {&x2}, {1, 1, 1}).values<float>(), {5});
+  expect_near(infer_and_run("LpPool", {&x2}, {1, 1, 1}, {ints("kernel_shape", {2}), iattr("p", 1)}).values<float>(),
+              {7});
+  TBuf y = out({1, 1, 1});
+  EXPECT_TRUE(contains(run("LpPool", {&x2}, {&y}, {ints("kernel_shape", {2}), iattr("p", 0)}), "'p' must be"));
+  EXPECT_TRUE(contains(infer("GlobalAveragePool", {{DType::kF32, {2, 3}}}).status(), "must have rank 3-5"));
+  EXPECT_TRUE(contains(infer("GlobalMaxPool", {{DType::kF32, {1, 1, 0}}}).status(), "empty spatial dimension"));
+}
+
+// ------------------------------------------------------------ normalizations
+
+TEST(BatchNormalization, InferenceForm) {
+  TBuf x = f32({1, 2, 1, 2}, {1, 2, 3, 4});
+  TBuf scale = f32({2}, {1, 2}), b = f32({2}, {0, 1}), mean = f32({2}, {1, 3}), var = f32({2}, {1, 4});
+  TBuf y = infer_and_run("BatchNormalization", {&x, &scale, &b, &mean, &var}, {1, 2, 1, 2},
+                         {fattr("epsilon", 0.0f)});
+  expect_near(y.values<float>(), {0, 1, 1, 2});
+}
+
+TEST(BatchNormalization, Opset7NonSpatialUsesPerElementParameters) {
+  TBuf x = f32({1, 2, 1, 2}, {1, 2, 3, 4});
+  TBuf ones = f32({2, 1, 2}, {1, 1, 1, 1}), zeros = f32({2, 1, 2}, {0, 0, 0, 0});
+  TBuf mean = f32({2, 1, 2}, {1, 2, 3, 4});
+  TBuf y = infer_and_run("BatchNormalization", {&x, &ones, &zeros, &mean, &ones}, {1, 2, 1, 2},
+                         {iattr("spatial", 0), fattr("epsilon", 0.0f)}, 7);
+  expect_near(y.values<float>(), {0, 0, 0, 0});
+  // At opset 9 `spatial` is gone: the parameters must be [C].
+  EXPECT_TRUE(contains(infer("BatchNormalization",
+                             {{DType::kF32, {1, 2, 1, 2}}, {DType::kF32, {2, 1, 2}}, {DType::kF32, {2, 1, 2}},
+                              {DType::kF32, {2, 1, 2}}, {DType::kF32, {2, 1, 2}}},
+                             {iattr("spatial", 0)}, 9)
+                           .status(),
+                       "scale has shape [2, 1, 2], expected [2]"));
+}
+
+TEST(BatchNormalization, TrainingIsUnimplemented) {
+  TBuf x = f32({1, 1, 2}, {1, 2});
+  TBuf p = f32({1}, {1});
+  TBuf y = out({1, 1, 2}), m = out({1});
+  Status s = run("BatchNormalization", {&x, &p, &p, &p, &p}, {&y}, {iattr("training_mode", 1)}, 15);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(s, "training_mode"));
+  EXPECT_EQ(run("BatchNormalization", {&x, &p, &p, &p, &p}, {&y, &m, &m}, {}, 9).code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(run("BatchNormalization", {&x, &p, &p, &p}, {&y}), "takes 5 inputs"));
+  EXPECT_TRUE(contains(infer("BatchNormalization", {{DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}, {DType::kF32, {2}}}).status(), "rank >= 2"));
+}
+
+TEST(InstanceNormalization, PerPlaneStatistics) {
+  TBuf x = f32({1, 1, 2}, {1, 3});
+  TBuf s = f32({1}, {2}), b = f32({1}, {1});
+  TBuf y = infer_and_run("InstanceNormalization", {&x, &s, &b}, {1, 1, 2}, {fattr("epsilon", 0.0f)});
+  expect_near(y.values<float>(), {-1, 3});
+  TBuf bad = f32({2}, {1, 1});
+  TBuf y2 = out({1, 1, 2});
+  EXPECT_TRUE(contains(run("InstanceNormalization", {&x, &bad, &b}, {&y2}), "scale has shape [2], expected [1]"));
+}
+
+TEST(LayerNormalization, AxisAndOptionalOutputs) {
+  TBuf x = f32({2, 2}, {1, 3, 2, 2});
+  TBuf s = f32({2}, {1, 1});
+  auto t = infer("LayerNormalization", {{DType::kF32, {2, 2}}, {DType::kF32, {2}}});
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ((*t)[1].shape, (Shape{2, 1}));
+  TBuf y = out({2, 2}), mean = out({2, 1}), inv = out({2, 1});
+  ASSERT_TRUE(run("LayerNormalization", {&x, &s}, {&y, &mean, &inv}).ok());
+  expect_near(y.values<float>(), {-1, 1, 0, 0});
+  expect_near(mean.values<float>(), {2, 2});
+  expect_near(inv.values<float>(), {1.0f / std::sqrt(1.00001f), 1.0f / std::sqrt(1e-5f)}, 1e-3f);
+  // axis 0 normalizes everything; B adds per element.
+  TBuf s4 = f32({2, 2}, {1, 1, 1, 1}), b4 = f32({2, 2}, {0, 0, 0, 10});
+  TBuf y0 = infer_and_run("LayerNormalization", {&x, &s4, &b4}, {2, 2}, {iattr("axis", 0), fattr("epsilon", 0)});
+  expect_near(y0.values<float>(), {-std::sqrt(2.0f), std::sqrt(2.0f), 0, 10});
+  EXPECT_TRUE(contains(infer("LayerNormalization", {{DType::kF32, {2, 2}}, {DType::kF32, {3}}}).status(),
+                       "Scale [3] does not broadcast to [2]"));
+  EXPECT_TRUE(contains(infer("LayerNormalization", {{DType::kF32, {2, 2}}, {DType::kF32, {2}}}, {iattr("axis", 2)}).status(),
+                       "axis 2 out of range"));
+  EXPECT_EQ(infer("LayerNormalization", {{DType::kF32, {2, 2}}, {DType::kF32, {2}}}, {iattr("stash_type", 11)})
+                .status()
+                .code(),
+            StatusCode::kUnimplemented);
+  TBuf bad_mean = out({2});
+  EXPECT_TRUE(contains(run("LayerNormalization", {&x, &s}, {&y, &bad_mean}), "output Mean is [2], expected [2, 1]"));
+}
+
+TEST(LpNormalization, P1AndP2) {
+  TBuf x = f32({1, 2}, {3, 4});
+  expect_near(infer_and_run("LpNormalization", {&x}, {1, 2}).values<float>(), {0.6f, 0.8f});
+  expect_near(infer_and_run("LpNormalization", {&x}, {1, 2}, {iattr("p", 1)}).values<float>(), {3.f / 7, 4.f / 7});
+  expect_near(infer_and_run("LpNormalization", {&x}, {1, 2}, {iattr("axis", 0)}).values<float>(), {1, 1});
+  EXPECT_TRUE(contains(infer("LpNormalization", {{DType::kF32, {2}}}, {iattr("p", 3)}).status(), "'p' must be 1 or 2"));
+}
+
+TEST(MeanVarianceNormalization, DefaultAndExplicitAxes) {
+  TBuf x = f32({1, 1, 1, 2}, {1, 3});
+  expect_near(infer_and_run("MeanVarianceNormalization", {&x}, {1, 1, 1, 2}).values<float>(), {-1, 1});
+  TBuf x2 = f32({2, 2}, {1, 3, 5, 5});
+  expect_near(infer_and_run("MeanVarianceNormalization", {&x2}, {2, 2}, {ints("axes", {1})}).values<float>(),
+              {-1, 1, 0, 0});
+  EXPECT_TRUE(contains(infer("MeanVarianceNormalization", {{DType::kF32, {2, 2}}}).status(), "axis 2 out of range"));
+}
+
+}  // namespace
+}  // namespace loom::kernels::nntest
