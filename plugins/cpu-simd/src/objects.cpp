@@ -131,6 +131,9 @@ Executable::Arena* Executable::acquire() {
   for (size_t t = 0; t < graph_.tensors.size(); ++t) {
     if (scratch_offset_[t] >= 0) {
       arena->tensors[t] = reinterpret_cast<float*>(arena->base + scratch_offset_[t]);
+    } else if (graph_.tensors[t].constant) {
+      // Kernels never write their inputs, so constants are shared read-only.
+      arena->tensors[t] = const_cast<float*>(graph_.tensors[t].data.data());
     }
   }
   arena->busy = true;

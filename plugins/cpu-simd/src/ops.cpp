@@ -5,11 +5,10 @@
 namespace loom::cpu_simd {
 namespace {
 
-// Work below this many multiply-adds stays on the calling thread: waking
-// workers costs more than it saves.
-constexpr int64_t kParallelThreshold = 1 << 16;
 // Columns of B kept hot while sweeping a row panel.
 constexpr int64_t kBlockK = 128;
+
+}  // namespace
 
 BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   BroadcastGeometry g;
@@ -34,6 +33,8 @@ BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a, const std::v
   strides(b, g.b_strides);
   return g;
 }
+
+namespace {
 
 int64_t elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -124,61 +125,6 @@ void run_gemm(const NodePlan& p, float* const* t, ThreadPool& pool) {
   }
 }
 
-void run_add(const NodePlan& p, float* const* t) {
-  const float* a = t[p.inputs[0]];
-  const float* b = t[p.inputs[1]];
-  float* y = t[p.output];
-  const BroadcastGeometry& g = p.add;
-  if (p.count == 0) return;
-  if (g.rank == 0) {
-    y[0] = a[0] + b[0];
-    return;
-  }
-  std::array<int64_t, kMaxRank> index{};
-  const size_t last = g.rank - 1;
-  const int64_t inner = g.dims[last], as = g.a_strides[last], bs = g.b_strides[last];
-  int64_t ao = 0, bo = 0;
-  for (int64_t o = 0; o < p.count; o += inner) {
-    float* out = y + o;
-    if (as == 1 && bs == 1) {
-      for (int64_t j = 0; j < inner; ++j) out[j] = a[ao + j] + b[bo + j];
-    } else {
-      for (int64_t j = 0; j < inner; ++j) out[j] = a[ao + j * as] + b[bo + j * bs];
-    }
-    for (size_t d = last; d-- > 0;) {
-      ++index[d];
-      ao += g.a_strides[d];
-      bo += g.b_strides[d];
-      if (index[d] < g.dims[d]) break;
-      ao -= g.a_strides[d] * index[d];
-      bo -= g.b_strides[d] * index[d];
-      index[d] = 0;
-    }
-  }
-}
-
-void run_softmax(const NodePlan& p, float* const* t) {
-  const float* x = t[p.inputs[0]];
-  float* y = t[p.output];
-  const int64_t n = p.n, inner = p.inner;
-  if (n == 0) return;
-  for (int64_t o = 0; o < p.outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t base = o * n * inner + i;
-      float max = x[base];
-      for (int64_t j = 1; j < n; ++j) max = std::fmax(max, x[base + j * inner]);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        const float e = std::exp(x[base + j * inner] - max);
-        y[base + j * inner] = e;
-        sum += e;
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < n; ++j) y[base + j * inner] *= inv;
-    }
-  }
-}
-
 }  // namespace
 
 NodePlan plan_node(const BlobGraph& graph, size_t index) {
@@ -186,7 +132,7 @@ NodePlan plan_node(const BlobGraph& graph, size_t index) {
   NodePlan p;
   p.op = node.op;
   p.input_count = node.inputs.size();
-  for (size_t i = 0; i < node.inputs.size(); ++i) p.inputs[i] = node.inputs[i];
+  p.inputs = node.inputs;
   p.output = node.outputs[0];
   const std::vector<int64_t>& out = graph.tensors[p.output].shape;
   p.count = elements(out);
@@ -240,21 +186,8 @@ NodePlan plan_node(const BlobGraph& graph, size_t index) {
       }
       break;
     }
-    case Op::kAdd:
-      p.add = broadcast_geometry(shape(0), shape(1));
-      break;
-    case Op::kSoftmax: {
-      const std::vector<int64_t>& x = shape(0);
-      const int64_t rank = static_cast<int64_t>(x.size());
-      const size_t axis = static_cast<size_t>(node.axis < 0 ? node.axis + rank : node.axis);
-      p.outer = 1;
-      p.inner = 1;
-      for (size_t d = 0; d < axis; ++d) p.outer *= x[d];
-      for (size_t d = axis + 1; d < x.size(); ++d) p.inner *= x[d];
-      p.n = x[axis];
-      break;
-    }
-    case Op::kRelu:
+    default:
+      plan_nn_node(graph, node, &p);
       break;
   }
   return p;
@@ -264,14 +197,7 @@ void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool) {
   switch (plan.op) {
     case Op::kMatMul: run_matmul(plan, tensors, pool); return;
     case Op::kGemm: run_gemm(plan, tensors, pool); return;
-    case Op::kAdd: run_add(plan, tensors); return;
-    case Op::kRelu: {
-      const float* x = tensors[plan.inputs[0]];
-      float* y = tensors[plan.output];
-      for (int64_t i = 0; i < plan.count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
-      return;
-    }
-    case Op::kSoftmax: run_softmax(plan, tensors); return;
+    default: run_nn_node(plan, tensors, pool); return;
   }
 }
 

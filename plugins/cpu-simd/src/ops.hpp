@@ -23,7 +23,7 @@ struct BroadcastGeometry {
 
 struct NodePlan {
   Op op = Op::kRelu;
-  std::array<uint32_t, 3> inputs{};
+  std::vector<uint32_t> inputs;
   size_t input_count = 0;
   uint32_t output = 0;
   int64_t count = 0;  // output elements
@@ -38,8 +38,31 @@ struct NodePlan {
 
   BroadcastGeometry add;  // Add
 
-  int64_t outer = 0, inner = 0;  // Softmax: outer x n x inner, along n
+  // Softmax / LogSoftmax: outer x n x inner, along n. Concat: outer copies
+  // of each input's chunk. GlobalAveragePool, BatchNorm: outer = N,
+  // n = channels, inner = spatial size.
+  int64_t outer = 0, inner = 0;
+  std::vector<int64_t> chunks;  // Concat: elements per outer step, per input
+
+  // Transpose: output dims and, per output dim, the input's stride.
+  BroadcastGeometry transpose;
+
+  // Conv / pooling, with the spatial dims padded to 3 (extent 1, kernel 1).
+  Window window;
+  int64_t batch = 0, in_channels = 0, out_channels = 0;
+  int64_t in_sp[kMaxSpatial] = {}, out_sp[kMaxSpatial] = {};
 };
+
+// Numpy broadcast of `a` and `b` as strides over the broadcast shape.
+BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+// Plans and runs the format-2 operators (ops_nn.cpp).
+void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);
+void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);
+
+// Work below this many multiply-adds stays on the calling thread: waking
+// workers costs more than it saves.
+inline constexpr int64_t kParallelThreshold = 1 << 16;
 
 // Plans node `index` of a graph that decode() accepted.
 NodePlan plan_node(const BlobGraph& graph, size_t index);

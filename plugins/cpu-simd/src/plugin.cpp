@@ -1,12 +1,16 @@
-// The cpu-simd plugin: one CPU device running cpu-simd blobs (format 1) on
-// host memory. The glue to the C ABI is loom/plugin.hpp.
+// The cpu-simd plugin: one CPU device running cpu-simd blobs (formats 1 and
+// 2) on host memory, and the compile entries that build format-2 blobs from
+// graph.fbs. The glue to the C ABI is loom/plugin.hpp; the compile entries,
+// which that helper leaves NULL, are added to its table here.
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "compile.hpp"
 #include "objects.hpp"
 
 #ifndef LOOM_CPU_SIMD_VERSION
@@ -42,8 +46,10 @@ Status check_blob(const sdk::Blob& blob, BlobGraph* graph) {
     return sdk::incompatible("cpu-simd serves loader key \"cpu-simd\", not \"" +
                              std::string(blob.loader_key) + "\"");
   }
-  if (blob.format_version != 0 && blob.format_version != kFormatVersion) {
-    return sdk::incompatible("cpu-simd reads blob format " + std::to_string(kFormatVersion) +
+  if (blob.format_version != 0 &&
+      (blob.format_version < kMinFormatVersion || blob.format_version > kFormatVersion)) {
+    return sdk::incompatible("cpu-simd reads blob formats " + std::to_string(kMinFormatVersion) +
+                             " to " + std::to_string(kFormatVersion) +
                              ", the program records format " + std::to_string(blob.format_version));
   }
   std::string error;
@@ -106,15 +112,19 @@ class CpuSimdDevice {
 
 class CpuSimdPlugin {
  public:
-  explicit CpuSimdPlugin(size_t threads)
-      : pool_(threads), device_(&pool_, cpu_model_name(), physical_memory_bytes()) {}
+  CpuSimdPlugin(size_t threads, const loom_host_services_t* host)
+      : host_(host), pool_(threads), device_(&pool_, cpu_model_name(), physical_memory_bytes()) {}
+
+  // The host's services (may be NULL): compile allocates the blob with them.
+  const loom_host_services_t* host() const { return host_; }
 
   Status check_available() { return Status(); }
   size_t device_count() { return 1; }
   CpuSimdDevice* device(size_t index) { return index == 0 ? &device_ : nullptr; }
 
  private:
-  ThreadPool pool_;  // declared first: the device and executables use it
+  const loom_host_services_t* host_;
+  ThreadPool pool_;  // declared before the device: the device and executables use it
   CpuSimdDevice device_;
 };
 
@@ -126,8 +136,8 @@ struct CpuSimd {
   using Fence = cpu_simd::Fence;
 
   static const loom_plugin_info_t* info() {
-    static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey, kFormatVersion,
-                                           kFormatVersion};
+    static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey,
+                                           kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "cpu-simd", "Loom",
                                              LOOM_CPU_SIMD_VERSION, 1, kKeys};
@@ -139,11 +149,86 @@ struct CpuSimd {
     LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint(LOOM_OPTION_THREADS, 0, 4096, &threads));
     if (threads == 0) threads = std::thread::hardware_concurrency();
     if (threads == 0) threads = 1;
-    *out = std::make_unique<Plugin>(static_cast<size_t>(threads));
+    *out = std::make_unique<Plugin>(static_cast<size_t>(threads), ctx.host);
     return Status();
   }
 };
 
+// ------------------------------------------------------------ compile entries
+
+namespace {
+
+using Thunks = sdk::detail::Thunks<CpuSimd>;
+
+loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
+  return Thunks::guard("compile_supported", [&]() -> Status {
+    if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile_supported",
+                                                     "loom_compile_supported_args_t",
+                                                     args->struct_size,
+                                                     LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE));
+    if (args->plugin == nullptr) return sdk::invalid_argument("compile_supported: plugin is NULL");
+    if (args->node_count != 0 && args->out_supported == nullptr) {
+      return sdk::invalid_argument("compile_supported: out_supported is NULL");
+    }
+    for (size_t i = 0; i < args->node_count; ++i) args->out_supported[i] = false;
+    return compile_supported(args->graph, args->graph_size, args->node_count, args->out_supported);
+  });
+}
+
+loom_status_t* compile_entry(loom_compile_args_t* args) {
+  return Thunks::guard("compile", [&]() -> Status {
+    if (args == nullptr) return sdk::invalid_argument("compile: args is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile", "loom_compile_args_t",
+                                                     args->struct_size,
+                                                     LOOM_COMPILE_ARGS_STRUCT_SIZE));
+    args->out_blob = nullptr;
+    args->out_blob_size = 0;
+    args->out_loader_key = nullptr;
+    args->out_format_version = 0;
+    if (args->plugin == nullptr) return sdk::invalid_argument("compile: plugin is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(
+        sdk::Options::validate(args->options, args->option_count, "compile option"));
+    const loom_host_services_t* host = reinterpret_cast<CpuSimdPlugin*>(args->plugin)->host();
+    if (host == nullptr ||
+        !LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, free) ||
+        host->allocate == nullptr) {
+      return sdk::Status(LOOM_STATUS_FAILED_PRECONDITION,
+                         "compile: the host offers no allocate service for the blob");
+    }
+    BlobGraph graph;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(args->graph, args->graph_size, &graph));
+    const std::vector<std::byte> bytes = encode(graph);
+    void* blob = host->allocate(host->user_data, bytes.size(), kDefaultAlignment);
+    if (blob == nullptr) {
+      return sdk::resource_exhausted("compile: the host could not allocate " +
+                                     std::to_string(bytes.size()) + " bytes for the blob");
+    }
+    std::memcpy(blob, bytes.data(), bytes.size());
+    args->out_blob = blob;
+    args->out_blob_size = bytes.size();
+    args->out_loader_key = kLoaderKey;
+    args->out_format_version = kFormatVersion;
+    return Status();
+  });
+}
+
+// The SDK's table with the compile entries filled in.
+const loom_plugin_api_t* api_with_compile() {
+  static const loom_plugin_api_t kApi = [] {
+    loom_plugin_api_t api = *sdk::make_api<CpuSimd>();
+    api.compile_supported = &compile_supported_entry;
+    api.compile = &compile_entry;
+    return api;
+  }();
+  return &kApi;
+}
+
+}  // namespace
 }  // namespace loom::cpu_simd
 
-LOOM_SDK_DEFINE_ENTRY(loom::cpu_simd::CpuSimd)
+extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_query_t* query) {
+  const loom_status_code_t code = ::loom::sdk::query<::loom::cpu_simd::CpuSimd>(query);
+  if (code == LOOM_STATUS_OK) query->out_api = ::loom::cpu_simd::api_with_compile();
+  return code;
+}

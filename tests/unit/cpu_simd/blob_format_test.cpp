@@ -111,14 +111,15 @@ TEST(BlobFormat, TruncatedRecordNamesOffsetAndField) {
   std::vector<std::byte> bytes = encode(small_graph());
   bytes.resize(kHeaderSize + 8 + 8);  // tensor 0 header and its first dim
   // The count check catches it before any record is read.
-  EXPECT_NE(decode_error(bytes).find("byte 24: tensor count 7 needs at least 8 bytes each"),
+  EXPECT_NE(decode_error(bytes).find("byte 24: tensor count 7 needs at least 12 bytes each"),
             std::string::npos);
   bytes = encode(small_graph());
-  // The last node is 40 fixed bytes and two operands; cut into its trans_b.
+  // The last node is 44 fixed bytes and two operands; cut into its
+  // float_count.
   bytes.resize(bytes.size() - 10);
   EXPECT_EQ(decode_error(bytes), "byte " + std::to_string(bytes.size() - 2) +
-                                     ": blob truncated reading node trans_b (4 bytes needed, 2 "
-                                     "remain)");
+                                     ": blob truncated reading node float_count (4 bytes needed, "
+                                     "2 remain)");
 }
 
 TEST(BlobFormat, HugeCountsAreRejectedBeforeAllocating) {
@@ -132,9 +133,11 @@ TEST(BlobFormat, HugeCountsAreRejectedBeforeAllocating) {
 
 TEST(BlobFormat, UnsupportedVersionIsNamed) {
   std::vector<std::byte> bytes = encode(small_graph());
-  set_u32(bytes, 4, 2);
+  set_u32(bytes, 4, 3);
   EXPECT_EQ(decode_error(bytes),
-            "byte 4: format version 2 is not supported (this reader handles 1)");
+            "byte 4: format version 3 is not supported (this reader handles 1 to 2)");
+  set_u32(bytes, 4, 0);
+  EXPECT_NE(decode_error(bytes).find("format version 0 is not supported"), std::string::npos);
 }
 
 TEST(BlobFormat, TrailingBytesAreRejected) {

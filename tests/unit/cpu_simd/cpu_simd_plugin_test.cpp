@@ -284,7 +284,7 @@ TEST(CpuSimdQuery, NegotiatesTheNewestCommonVersion) {
   EXPECT_STREQ(info->name, "cpu-simd");
   ASSERT_EQ(info->loader_key_count, 1u);
   EXPECT_STREQ(info->loader_keys[0]->key, "cpu-simd");
-  EXPECT_EQ(info->loader_keys[0]->format_version_min, kFormatVersion);
+  EXPECT_EQ(info->loader_keys[0]->format_version_min, kMinFormatVersion);
   EXPECT_EQ(info->loader_keys[0]->format_version_max, kFormatVersion);
 }
 
@@ -406,7 +406,7 @@ TEST_F(CpuSimdPlugin, CheckRejectsAForeignKeyOrVersion) {
                 "cpu-simd serves loader key \"cpu-simd\", not \"vulkan-compute\"");
   EXPECT_EQ(check(blob, "cpu-simd", 9),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
-                "cpu-simd reads blob format 1, the program records format 9");
+                "cpu-simd reads blob formats 1 to 2, the program records format 9");
 }
 
 TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {

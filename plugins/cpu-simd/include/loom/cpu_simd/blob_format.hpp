@@ -5,21 +5,27 @@
 // Byte layout, all integers little-endian (see plugins/cpu-simd/README.md):
 //   header   "LCPU" u32 version u32 tensor_count u32 input_count
 //            u32 output_count u32 node_count                     (24 bytes)
-//   tensors  tensor_count x { u32 dtype, u32 rank, rank x i64 dim }
+//   tensors  tensor_count x { u32 dtype, u32 rank, rank x i64 dim,
+//                             [v2] u32 flags (bit 0: constant),
+//                             [v2, constant] element_count x f32 }
 //   inputs   input_count x u32 tensor index
 //   outputs  output_count x u32 tensor index
 //   nodes    node_count x { u32 op, u32 input_count, u32 output_count,
 //                           i64 axis, f32 alpha, f32 beta, i32 trans_a,
-//                           i32 trans_b, input_count x u32, output_count x u32 }
-// Nothing may follow the last node.
+//                           i32 trans_b, [v2] u32 int_count, u32 float_count,
+//                           int_count x i64, float_count x f32,
+//                           input_count x u32, output_count x u32 }
+// Nothing may follow the last node. Version 1 (operators 1-5, no constants,
+// no attribute lists) is still decoded; encode() writes version 2 unless
+// asked for 1.
 //
 // decode() checks everything it reads with bounded work and never allocates
 // more than the blob's size justifies: the version, every count against the
 // bytes that remain, every index, every shape (rank <= 8, dims >= 0, byte
 // size fits in 62 bits), each operator's arity and attributes, each node's
 // declared output shapes against the operator's shape rule, and that nodes
-// come in topological order (a node reads only graph inputs or outputs of
-// earlier nodes, and every tensor is written once).
+// come in topological order (a node reads only graph inputs, constants or
+// outputs of earlier nodes, and every tensor is written once).
 #pragma once
 
 #include <cstddef>
@@ -28,60 +34,17 @@
 #include <string>
 #include <vector>
 
+#include "loom/cpu_simd/blob_ops.hpp"
 #include "loom/plugin.h"
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
-inline constexpr uint32_t kMaxRank = LOOM_MAX_RANK;
-
-enum class Op : uint32_t { kMatMul = 1, kGemm = 2, kAdd = 3, kRelu = 4, kSoftmax = 5 };
-
-struct BlobTensor {
-  loom_dtype_t dtype;
-  std::vector<int64_t> shape;
-};
-
-struct BlobNode {
-  Op op;
-  std::vector<uint32_t> inputs;
-  std::vector<uint32_t> outputs;
-  int64_t axis = -1;               // Softmax
-  float alpha = 1, beta = 1;       // Gemm
-  int32_t trans_a = 0, trans_b = 0;  // Gemm
-};
-
-struct BlobGraph {
-  std::vector<BlobTensor> tensors;
-  std::vector<uint32_t> inputs, outputs;
-  std::vector<BlobNode> nodes;
-};
-
-// The ONNX name of an operator, or "unknown".
-inline const char* op_name(Op op) {
-  switch (op) {
-    case Op::kMatMul: return "MatMul";
-    case Op::kGemm: return "Gemm";
-    case Op::kAdd: return "Add";
-    case Op::kRelu: return "Relu";
-    case Op::kSoftmax: return "Softmax";
-  }
-  return "unknown";
-}
 
 namespace detail {
-
-inline std::string shape_string(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(s[i]);
-  }
-  return out + "]";
-}
-
 inline void put_u32(std::vector<std::byte>& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xffu));
 }
@@ -166,105 +129,18 @@ class Reader {
 
 }  // namespace detail
 
-// Numpy broadcast of two shapes; false when they do not broadcast.
-inline bool broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                             std::vector<int64_t>* out) {
-  const size_t rank = a.size() > b.size() ? a.size() : b.size();
-  out->assign(rank, 1);
-  for (size_t d = 0; d < rank; ++d) {
-    const size_t from_end = rank - d;
-    const int64_t da = from_end <= a.size() ? a[a.size() - from_end] : 1;
-    const int64_t db = from_end <= b.size() ? b[b.size() - from_end] : 1;
-    if (da != db && da != 1 && db != 1) return false;
-    (*out)[d] = da == 1 ? db : da;
+// Element count of `shape` when every dimension is >= 0 and the count stays
+// below 2^60 (so byte sizes fit in 62 bits); false otherwise.
+inline bool element_count(const std::vector<int64_t>& shape, uint64_t* out) {
+  uint64_t elements = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) return false;
+    const uint64_t limit = (uint64_t{1} << 60);
+    if (dim != 0 && elements > limit / static_cast<uint64_t>(dim)) return false;
+    elements *= static_cast<uint64_t>(dim);
   }
+  *out = elements;
   return true;
-}
-
-// The output shape of `node` given its input shapes (ONNX rules); false with
-// `*error` naming the operator and the mismatch.
-inline bool infer_output_shape(const BlobNode& node,
-                               const std::vector<const std::vector<int64_t>*>& in,
-                               std::vector<int64_t>* out, std::string* error) {
-  using detail::shape_string;
-  const std::string op = op_name(node.op);
-  switch (node.op) {
-    case Op::kRelu:
-    case Op::kSoftmax: {
-      const std::vector<int64_t>& x = *in[0];
-      if (node.op == Op::kSoftmax) {
-        const int64_t rank = static_cast<int64_t>(x.size());
-        if (node.axis < -rank || node.axis >= rank) {
-          *error = op + ": axis " + std::to_string(node.axis) + " is out of range for input " +
-                   shape_string(x);
-          return false;
-        }
-      }
-      *out = x;
-      return true;
-    }
-    case Op::kAdd:
-      if (!broadcast_shapes(*in[0], *in[1], out)) {
-        *error = op + ": shapes do not broadcast: A is " + shape_string(*in[0]) + ", B is " +
-                 shape_string(*in[1]);
-        return false;
-      }
-      return true;
-    case Op::kMatMul: {
-      const std::vector<int64_t>& a = *in[0];
-      const std::vector<int64_t>& b = *in[1];
-      const std::string both = "A is " + shape_string(a) + ", B is " + shape_string(b);
-      if (a.empty() || b.empty()) {
-        *error = op + ": operands must have rank >= 1: " + both;
-        return false;
-      }
-      const int64_t ka = a.back();
-      const int64_t kb = b.size() == 1 ? b[0] : b[b.size() - 2];
-      if (ka != kb) {
-        *error = op + ": inner dimensions differ: " + both;
-        return false;
-      }
-      std::vector<int64_t> ba(a.begin(), a.end() - (a.size() >= 2 ? 2 : a.size()));
-      std::vector<int64_t> bb(b.begin(), b.end() - (b.size() >= 2 ? 2 : b.size()));
-      if (!broadcast_shapes(ba, bb, out)) {
-        *error = op + ": batch dimensions do not broadcast: " + both;
-        return false;
-      }
-      if (a.size() >= 2) out->push_back(a[a.size() - 2]);
-      if (b.size() >= 2) out->push_back(b.back());
-      return true;
-    }
-    case Op::kGemm: {
-      const std::vector<int64_t>& a = *in[0];
-      const std::vector<int64_t>& b = *in[1];
-      if (a.size() != 2 || b.size() != 2) {
-        *error = op + ": A and B must be 2-D: A is " + shape_string(a) + ", B is " + shape_string(b);
-        return false;
-      }
-      const int64_t m = node.trans_a ? a[1] : a[0];
-      const int64_t k = node.trans_a ? a[0] : a[1];
-      const int64_t kb = node.trans_b ? b[1] : b[0];
-      const int64_t n = node.trans_b ? b[0] : b[1];
-      if (k != kb) {
-        *error = op + ": inner dimensions differ: A is " + shape_string(a) + ", B is " +
-                 shape_string(b) + " (trans_a " + std::to_string(node.trans_a) + ", trans_b " +
-                 std::to_string(node.trans_b) + ")";
-        return false;
-      }
-      *out = {m, n};
-      if (in.size() == 3) {
-        std::vector<int64_t> c_out;
-        if (!broadcast_shapes(*in[2], *out, &c_out) || c_out != *out) {
-          *error = op + ": C is " + shape_string(*in[2]) + ", does not broadcast to " +
-                   shape_string(*out);
-          return false;
-        }
-      }
-      return true;
-    }
-  }
-  *error = "unknown operator " + std::to_string(static_cast<uint32_t>(node.op));
-  return false;
 }
 
 // Checks a decoded or hand-built graph (everything listed in the header
@@ -277,7 +153,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     const std::string where = "tensor " + std::to_string(t);
     if (bt.dtype != LOOM_DTYPE_F32) {
       *error = where + ": dtype " + std::to_string(static_cast<int>(bt.dtype)) +
-               " is not supported (cpu-simd format 1 holds f32 only)";
+               " is not supported (cpu-simd blobs hold f32 only)";
       return false;
     }
     if (bt.shape.size() > kMaxRank) {
@@ -285,24 +161,29 @@ inline bool validate(const BlobGraph& g, std::string* error) {
                std::to_string(kMaxRank);
       return false;
     }
-    uint64_t elements = 1;
     for (size_t d = 0; d < bt.shape.size(); ++d) {
-      const int64_t dim = bt.shape[d];
-      if (dim < 0) {
-        *error = where + ": dimension " + std::to_string(d) + " is " + std::to_string(dim);
+      if (bt.shape[d] < 0) {
+        *error = where + ": dimension " + std::to_string(d) + " is " + std::to_string(bt.shape[d]);
         return false;
       }
-      // Keep byte sizes below 2^62 so that every later product is safe.
-      const uint64_t limit = (uint64_t{1} << 60);
-      if (dim != 0 && elements > limit / static_cast<uint64_t>(dim)) {
-        *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large";
-        return false;
-      }
-      elements *= static_cast<uint64_t>(dim);
+    }
+    uint64_t elements = 0;
+    if (!element_count(bt.shape, &elements)) {
+      *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large";
+      return false;
+    }
+    if (bt.constant ? bt.data.size() != elements : !bt.data.empty()) {
+      *error = where + ": holds " + std::to_string(bt.data.size()) + " values, " +
+               (bt.constant ? "its shape needs " + std::to_string(elements)
+                            : std::string("but is not a constant"));
+      return false;
     }
   }
-  // 0: undefined, 1: graph input, 2: written by a node.
+  // 0: undefined, 1: graph input, 2: written by a node, 3: constant.
   std::vector<uint8_t> defined(tensor_count, 0);
+  for (size_t t = 0; t < tensor_count; ++t) {
+    if (g.tensors[t].constant) defined[t] = 3;
+  }
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const uint32_t t = g.inputs[i];
     if (t >= tensor_count) {
@@ -312,7 +193,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     }
     if (defined[t]) {
       *error = "graph input " + std::to_string(i) + ": tensor " + std::to_string(t) +
-               " is listed twice";
+               (defined[t] == 3 ? " is a constant" : " is listed twice");
       return false;
     }
     defined[t] = 1;
@@ -322,19 +203,18 @@ inline bool validate(const BlobGraph& g, std::string* error) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const BlobNode& node = g.nodes[n];
     std::string where = "node " + std::to_string(n);
-    size_t min_in = 0, max_in = 0;
-    switch (node.op) {
-      case Op::kMatMul: case Op::kAdd: min_in = max_in = 2; break;
-      case Op::kGemm: min_in = 2; max_in = 3; break;
-      case Op::kRelu: case Op::kSoftmax: min_in = max_in = 1; break;
-      default:
-        *error = where + ": unknown operator " + std::to_string(static_cast<uint32_t>(node.op));
-        return false;
+    const uint32_t op_value = static_cast<uint32_t>(node.op);
+    if (op_value < 1 || op_value > kLastOp) {
+      *error = where + ": unknown operator " + std::to_string(op_value);
+      return false;
     }
+    size_t min_in = 0, max_in = 0;
+    op_arity(node.op, &min_in, &max_in);
     where += " (" + std::string(op_name(node.op)) + ")";
-    if (node.inputs.size() < min_in || node.inputs.size() > max_in) {
+    if (node.inputs.size() < min_in || (max_in != 0 && node.inputs.size() > max_in)) {
       *error = where + ": has " + std::to_string(node.inputs.size()) + " inputs, needs " +
-               std::to_string(min_in) + (min_in == max_in ? "" : " to " + std::to_string(max_in));
+               std::to_string(min_in) +
+               (min_in == max_in ? "" : max_in == 0 ? " or more" : " to " + std::to_string(max_in));
       return false;
     }
     if (node.outputs.size() != 1) {
@@ -370,7 +250,9 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     }
     if (defined[o]) {
       *error = where + ": output tensor " + std::to_string(o) + " is already " +
-               (defined[o] == 1 ? "a graph input" : "written by an earlier node");
+               (defined[o] == 1   ? "a graph input"
+                : defined[o] == 3 ? "a constant"
+                                  : "written by an earlier node");
       return false;
     }
     std::string why;
@@ -378,7 +260,17 @@ inline bool validate(const BlobGraph& g, std::string* error) {
       *error = where + ": " + why;
       return false;
     }
-    if (inferred != g.tensors[o].shape) {
+    if (node.op == Op::kCopy) {
+      uint64_t a = 0, b = 0;
+      element_count(*in_shapes[0], &a);
+      element_count(g.tensors[o].shape, &b);
+      if (a != b) {
+        *error = where + ": output tensor " + std::to_string(o) + " is declared " +
+                 detail::shape_string(g.tensors[o].shape) + ", which does not hold the " +
+                 std::to_string(a) + " elements of the input";
+        return false;
+      }
+    } else if (inferred != g.tensors[o].shape) {
       *error = where + ": output tensor " + std::to_string(o) + " is declared " +
                detail::shape_string(g.tensors[o].shape) + " but the operator produces " +
                detail::shape_string(inferred);
@@ -409,20 +301,29 @@ inline bool validate(const BlobGraph& g, std::string* error) {
   return true;
 }
 
-// Serializes `g` in format kFormatVersion. Does not validate: decode() does.
-inline std::vector<std::byte> encode(const BlobGraph& g) {
+// Serializes `g` in format `version` (1 or 2; 1 drops constants and the
+// attribute lists, so only graphs of format-1 operators survive it). Does
+// not validate: decode() does.
+inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = kFormatVersion) {
   using detail::put_u32;
   std::vector<std::byte> out;
   for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
-  put_u32(out, kFormatVersion);
+  put_u32(out, version);
   put_u32(out, static_cast<uint32_t>(g.tensors.size()));
   put_u32(out, static_cast<uint32_t>(g.inputs.size()));
   put_u32(out, static_cast<uint32_t>(g.outputs.size()));
   put_u32(out, static_cast<uint32_t>(g.nodes.size()));
+  const bool v2 = version >= 2;
   for (const BlobTensor& t : g.tensors) {
     put_u32(out, static_cast<uint32_t>(t.dtype));
     put_u32(out, static_cast<uint32_t>(t.shape.size()));
     for (int64_t d : t.shape) detail::put_u64(out, static_cast<uint64_t>(d));
+    if (v2) {
+      put_u32(out, t.constant ? 1u : 0u);
+      if (t.constant) {
+        for (float f : t.data) detail::put_f32(out, f);
+      }
+    }
   }
   for (uint32_t i : g.inputs) put_u32(out, i);
   for (uint32_t o : g.outputs) put_u32(out, o);
@@ -435,14 +336,21 @@ inline std::vector<std::byte> encode(const BlobGraph& g) {
     detail::put_f32(out, n.beta);
     put_u32(out, static_cast<uint32_t>(n.trans_a));
     put_u32(out, static_cast<uint32_t>(n.trans_b));
+    if (v2) {
+      put_u32(out, static_cast<uint32_t>(n.ints.size()));
+      put_u32(out, static_cast<uint32_t>(n.floats.size()));
+      for (int64_t v : n.ints) detail::put_u64(out, static_cast<uint64_t>(v));
+      for (float f : n.floats) detail::put_f32(out, f);
+    }
     for (uint32_t i : n.inputs) put_u32(out, i);
     for (uint32_t o : n.outputs) put_u32(out, o);
   }
   return out;
 }
 
-// Parses and validates a blob. Returns false and fills `*error` (naming the
-// byte offset or the graph element) on bad input; bounded, never crashes.
+// Parses and validates a blob of format 1 or 2. Returns false and fills
+// `*error` (naming the byte offset or the graph element) on bad input;
+// bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
   std::string scratch;
   if (error == nullptr) error = &scratch;
@@ -464,19 +372,22 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
   auto at = [](size_t offset) { return "byte " + std::to_string(offset); };
   uint32_t version = 0, tensors = 0, inputs = 0, outputs = 0, nodes = 0;
   if (!r.u32("version", &version, error)) return false;
-  if (version != kFormatVersion) {
+  if (version < kMinFormatVersion || version > kFormatVersion) {
     *error = "byte 4: format version " + std::to_string(version) + " is not supported (this "
-             "reader handles " + std::to_string(kFormatVersion) + ")";
+             "reader handles " + std::to_string(kMinFormatVersion) + " to " +
+             std::to_string(kFormatVersion) + ")";
     return false;
   }
+  const bool v2 = version >= 2;
   if (!r.u32("tensor_count", &tensors, error) || !r.u32("input_count", &inputs, error) ||
       !r.u32("output_count", &outputs, error) || !r.u32("node_count", &nodes, error)) {
     return false;
   }
   BlobGraph g;
-  if (!r.fits(tensors, 8, "tensor", error)) return false;
+  if (!r.fits(tensors, v2 ? 12 : 8, "tensor", error)) return false;
   g.tensors.resize(tensors);
   for (uint32_t t = 0; t < tensors; ++t) {
+    BlobTensor& bt = g.tensors[t];
     const size_t start = r.offset();
     uint32_t dtype = 0, rank = 0;
     if (!r.u32("tensor dtype", &dtype, error) || !r.u32("tensor rank", &rank, error)) return false;
@@ -487,14 +398,34 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     }
     if (dtype != LOOM_DTYPE_F32) {
       *error = at(start) + ": tensor " + std::to_string(t) + ": dtype " + std::to_string(dtype) +
-               " is not supported (cpu-simd format 1 holds f32 only)";
+               " is not supported (cpu-simd blobs hold f32 only)";
       return false;
     }
-    g.tensors[t].dtype = static_cast<loom_dtype_t>(dtype);
-    g.tensors[t].shape.resize(rank);
+    bt.dtype = static_cast<loom_dtype_t>(dtype);
+    bt.shape.resize(rank);
     for (uint32_t d = 0; d < rank; ++d) {
-      if (!r.i64("tensor dimension", &g.tensors[t].shape[d], error)) return false;
+      if (!r.i64("tensor dimension", &bt.shape[d], error)) return false;
     }
+    if (!v2) continue;
+    uint32_t flags = 0;
+    const size_t flags_at = r.offset();
+    if (!r.u32("tensor flags", &flags, error)) return false;
+    if (flags > 1) {
+      *error = at(flags_at) + ": tensor " + std::to_string(t) + ": unknown flags " +
+               std::to_string(flags);
+      return false;
+    }
+    if (flags == 0) continue;
+    uint64_t elements = 0;
+    if (!element_count(bt.shape, &elements)) {
+      *error = at(start) + ": tensor " + std::to_string(t) + ": shape " +
+               detail::shape_string(bt.shape) + " has a negative dimension or is too large";
+      return false;
+    }
+    if (!r.fits(elements, 4, "constant value", error)) return false;
+    bt.constant = true;
+    bt.data.resize(static_cast<size_t>(elements));
+    for (float& f : bt.data) r.f32("constant value", &f, error);
   }
   if (!r.fits(inputs, 4, "graph input", error)) return false;
   g.inputs.resize(inputs);
@@ -506,8 +437,9 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
   for (uint32_t& o : g.outputs) {
     if (!r.u32("graph output", &o, error)) return false;
   }
-  constexpr size_t kNodeFixedBytes = 40;
-  if (!r.fits(nodes, kNodeFixedBytes, "node", error)) return false;
+  // The fixed fields (36 bytes, 44 in v2) plus the one output every node has.
+  const size_t node_fixed_bytes = v2 ? 48 : 40;
+  if (!r.fits(nodes, node_fixed_bytes, "node", error)) return false;
   g.nodes.resize(nodes);
   for (uint32_t n = 0; n < nodes; ++n) {
     BlobNode& node = g.nodes[n];
@@ -520,12 +452,24 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
         !r.i32("node trans_b", &node.trans_b, error)) {
       return false;
     }
-    if (op < static_cast<uint32_t>(Op::kMatMul) || op > static_cast<uint32_t>(Op::kSoftmax)) {
+    if (op < 1 || op > (v2 ? kLastOp : kLastOpV1)) {
       *error = at(start) + ": node " + std::to_string(n) + ": unknown operator " +
-               std::to_string(op);
+               std::to_string(op) + " for format " + std::to_string(version);
       return false;
     }
     node.op = static_cast<Op>(op);
+    if (v2) {
+      uint32_t n_ints = 0, n_floats = 0;
+      if (!r.u32("node int_count", &n_ints, error) || !r.u32("node float_count", &n_floats, error)) {
+        return false;
+      }
+      if (!r.fits(n_ints, 8, "node int", error)) return false;
+      node.ints.resize(n_ints);
+      for (int64_t& v : node.ints) r.i64("node int", &v, error);
+      if (!r.fits(n_floats, 4, "node float", error)) return false;
+      node.floats.resize(n_floats);
+      for (float& f : node.floats) r.f32("node float", &f, error);
+    }
     if (!r.fits(uint64_t{n_in} + n_out, 4, "node operand", error)) return false;
     node.inputs.resize(n_in);
     node.outputs.resize(n_out);

@@ -1,0 +1,448 @@
+// The cpu-simd operator set: blob types, per-operator arity and attribute
+// layout, and each operator's shape rule. Header-only (plugin.h and the
+// standard library); blob_format.hpp builds the codec on top of it.
+//
+// Attributes travel in the node's fixed fields (axis, alpha, beta, trans_a,
+// trans_b) and, from format 2, in two lists `ints` and `floats` whose layout
+// is per operator (see attribute_layout below and the README).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/plugin.h"
+
+namespace loom::cpu_simd {
+
+inline constexpr uint32_t kMaxRank = LOOM_MAX_RANK;
+// Conv and pooling handle 1 to 3 spatial dimensions.
+inline constexpr int64_t kMaxSpatial = 3;
+// Every integer attribute must lie in [-kMaxAttr, kMaxAttr]: later products
+// of a few of them then stay far from overflow.
+inline constexpr int64_t kMaxAttr = int64_t{1} << 31;
+
+enum class Op : uint32_t {
+  // Format 1.
+  kMatMul = 1, kGemm = 2, kAdd = 3, kRelu = 4, kSoftmax = 5,
+  // Format 2: binary elementwise with numpy broadcasting.
+  kSub = 6, kMul = 7, kDiv = 8, kMax = 9, kMin = 10, kPow = 11,
+  kPRelu = 12,  // slope broadcast to X (unidirectional)
+  // Unary; alpha/beta carry LeakyRelu alpha, Elu alpha, Selu alpha/gamma,
+  // HardSigmoid alpha/beta, Clip min/max.
+  kLeakyRelu = 13, kElu = 14, kSelu = 15, kSigmoid = 16, kHardSigmoid = 17, kHardSwish = 18,
+  kTanh = 19, kSoftplus = 20, kClip = 21, kErf = 22, kExp = 23, kLog = 24, kSqrt = 25,
+  kNeg = 26, kAbs = 27, kReciprocal = 28, kFloor = 29, kCeil = 30,
+  kCopy = 31,  // Identity, Dropout, Reshape, Flatten: same elements, new shape
+  kLogSoftmax = 32,
+  kConcat = 33,     // axis; 1 or more inputs
+  kTranspose = 34,  // ints = perm
+  kConv = 35,       // ints = [k, group, kernel[k], strides[k], dilations[k], pads[2k]]
+  kMaxPool = 36,    // ints = [k, ceil_mode, count_include_pad, kernel[k], strides[k],
+  kAveragePool = 37,  //       dilations[k], pads[2k]]
+  kGlobalAveragePool = 38,
+  kBatchNorm = 39,  // inputs X, scale, B, mean, var; alpha = epsilon
+};
+inline constexpr uint32_t kLastOpV1 = 5;
+inline constexpr uint32_t kLastOp = 39;
+
+// The ONNX name of an operator, or "unknown".
+inline const char* op_name(Op op) {
+  static const char* const kNames[] = {
+      "unknown", "MatMul", "Gemm", "Add", "Relu", "Softmax", "Sub", "Mul", "Div", "Max", "Min",
+      "Pow", "PRelu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+      "Softplus", "Clip", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor",
+      "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
+      "GlobalAveragePool", "BatchNormalization"};
+  const uint32_t i = static_cast<uint32_t>(op);
+  return i <= kLastOp ? kNames[i] : kNames[0];
+}
+
+inline bool is_binary(Op op) {
+  return op == Op::kAdd || (op >= Op::kSub && op <= Op::kPRelu);
+}
+inline bool is_unary(Op op) {
+  return op == Op::kRelu || (op >= Op::kLeakyRelu && op <= Op::kCeil);
+}
+
+struct BlobTensor {
+  loom_dtype_t dtype = LOOM_DTYPE_F32;
+  std::vector<int64_t> shape;
+  // A constant embedded in the blob (format 2): element_count f32 values.
+  bool constant = false;
+  std::vector<float> data = {};
+};
+
+struct BlobNode {
+  Op op;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  int64_t axis = -1;                 // Softmax, LogSoftmax, Concat
+  float alpha = 1, beta = 1;         // Gemm; unary parameters; BatchNorm epsilon
+  int32_t trans_a = 0, trans_b = 0;  // Gemm
+  std::vector<int64_t> ints;         // format 2, per operator
+  std::vector<float> floats;         // format 2, reserved: must be empty
+};
+
+struct BlobGraph {
+  std::vector<BlobTensor> tensors;
+  std::vector<uint32_t> inputs, outputs;
+  std::vector<BlobNode> nodes;
+};
+
+namespace detail {
+
+inline std::string shape_string(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace detail
+
+// Numpy broadcast of two shapes; false when they do not broadcast.
+inline bool broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
+                             std::vector<int64_t>* out) {
+  const size_t rank = a.size() > b.size() ? a.size() : b.size();
+  out->assign(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    const size_t from_end = rank - d;
+    const int64_t da = from_end <= a.size() ? a[a.size() - from_end] : 1;
+    const int64_t db = from_end <= b.size() ? b[b.size() - from_end] : 1;
+    if (da != db && da != 1 && db != 1) return false;
+    (*out)[d] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+// Conv / pooling geometry unpacked from BlobNode::ints.
+struct Window {
+  int64_t k = 0;  // spatial dimensions
+  int64_t group = 1;
+  int64_t ceil_mode = 0, count_include_pad = 0;
+  int64_t kernel[kMaxSpatial] = {}, stride[kMaxSpatial] = {}, dilation[kMaxSpatial] = {};
+  int64_t pad_begin[kMaxSpatial] = {}, pad_end[kMaxSpatial] = {};
+};
+
+// Unpacks and range-checks a Conv / MaxPool / AveragePool node's ints.
+inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
+  const bool conv = node.op == Op::kConv;
+  const size_t head = conv ? 2 : 3;
+  const std::vector<int64_t>& v = node.ints;
+  if (v.empty() || v[0] < 1 || v[0] > kMaxSpatial) {
+    *error = "the spatial rank (ints[0]) must be 1 to " + std::to_string(kMaxSpatial);
+    return false;
+  }
+  const size_t k = static_cast<size_t>(v[0]);
+  if (v.size() != head + 5 * k) {
+    *error = "has " + std::to_string(v.size()) + " ints, expected " + std::to_string(head + 5 * k);
+    return false;
+  }
+  w->k = v[0];
+  if (conv) {
+    w->group = v[1];
+    if (w->group < 1 || w->group > kMaxAttr) {
+      *error = "group " + std::to_string(w->group) + " is not positive";
+      return false;
+    }
+  } else {
+    w->ceil_mode = v[1];
+    w->count_include_pad = v[2];
+    if ((v[1] != 0 && v[1] != 1) || (v[2] != 0 && v[2] != 1)) {
+      *error = "ceil_mode and count_include_pad must be 0 or 1";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < k; ++i) {
+    w->kernel[i] = v[head + i];
+    w->stride[i] = v[head + k + i];
+    w->dilation[i] = v[head + 2 * k + i];
+    w->pad_begin[i] = v[head + 3 * k + i];
+    w->pad_end[i] = v[head + 4 * k + i];
+    if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dilation[i] < 1 || w->pad_begin[i] < 0 ||
+        w->pad_end[i] < 0 || w->kernel[i] > kMaxAttr || w->stride[i] > kMaxAttr ||
+        w->dilation[i] > kMaxAttr || w->pad_begin[i] > kMaxAttr || w->pad_end[i] > kMaxAttr) {
+      *error = "spatial dimension " + std::to_string(i) +
+               ": kernel, stride and dilation must be >= 1 and pads >= 0 (all < 2^31)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Output extent of one windowed dimension; -1 when the window does not fit.
+inline int64_t window_extent(int64_t in, int64_t kernel, int64_t stride, int64_t dilation,
+                             int64_t pad_begin, int64_t pad_end, bool ceil_mode) {
+  const int64_t span = (kernel - 1) * dilation + 1;
+  const int64_t padded = in + pad_begin + pad_end;
+  if (padded < span) return -1;
+  int64_t out = (padded - span) / stride + 1;
+  if (ceil_mode && (padded - span) % stride != 0) {
+    ++out;
+    // The last window must start inside the input or the leading pad.
+    if ((out - 1) * stride >= in + pad_begin) --out;
+  }
+  return out;
+}
+
+namespace detail {
+
+inline bool infer_window(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in,
+                         std::vector<int64_t>* out, std::string* error) {
+  const std::string op = op_name(node.op);
+  Window w;
+  std::string why;
+  if (!unpack_window(node, &w, &why)) {
+    *error = op + ": " + why;
+    return false;
+  }
+  const std::vector<int64_t>& x = *in[0];
+  if (static_cast<int64_t>(x.size()) != w.k + 2) {
+    *error = op + ": input " + shape_string(x) + " must have rank " + std::to_string(w.k + 2);
+    return false;
+  }
+  *out = x;
+  if (node.op == Op::kConv) {
+    const std::vector<int64_t>& wt = *in[1];
+    if (wt.size() != x.size() || x[1] % w.group != 0 || wt[0] % w.group != 0 ||
+        wt[1] * w.group != x[1]) {
+      *error = op + ": weight " + shape_string(wt) + " does not fit input " + shape_string(x) +
+               " with group " + std::to_string(w.group);
+      return false;
+    }
+    for (int64_t i = 0; i < w.k; ++i) {
+      if (wt[2 + i] != w.kernel[i]) {
+        *error = op + ": weight " + shape_string(wt) + " disagrees with the kernel shape";
+        return false;
+      }
+    }
+    if (in.size() == 3 && *in[2] != std::vector<int64_t>{wt[0]}) {
+      *error = op + ": bias " + shape_string(*in[2]) + " must be [" + std::to_string(wt[0]) + "]";
+      return false;
+    }
+    (*out)[1] = wt[0];
+  }
+  for (int64_t i = 0; i < w.k; ++i) {
+    const int64_t e = window_extent(x[2 + i], w.kernel[i], w.stride[i], w.dilation[i],
+                                    w.pad_begin[i], w.pad_end[i], w.ceil_mode != 0);
+    if (e < 0) {
+      *error = op + ": the window does not fit spatial dimension " + std::to_string(i) +
+               " of input " + shape_string(x);
+      return false;
+    }
+    (*out)[2 + i] = e;
+  }
+  return true;
+}
+
+inline bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
+  if (axis < -rank || axis >= rank) return false;
+  *out = axis < 0 ? axis + rank : axis;
+  return true;
+}
+
+}  // namespace detail
+
+// Arity of an operator: [min_in, max_in] inputs (max 0 = unbounded).
+inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
+  if (is_binary(op) || op == Op::kMatMul) {
+    *min_in = *max_in = 2;
+  } else if (op == Op::kGemm || op == Op::kConv) {
+    *min_in = 2;
+    *max_in = 3;
+  } else if (op == Op::kConcat) {
+    *min_in = 1;
+    *max_in = 0;
+  } else if (op == Op::kBatchNorm) {
+    *min_in = *max_in = 5;
+  } else {
+    *min_in = *max_in = 1;
+  }
+}
+
+// The output shape of `node` given its input shapes (ONNX rules), except for
+// kCopy, whose output shape is free (only its element count is checked by
+// validate). False with `*error` naming the operator and the mismatch.
+inline bool infer_output_shape(const BlobNode& node,
+                               const std::vector<const std::vector<int64_t>*>& in,
+                               std::vector<int64_t>* out, std::string* error) {
+  using detail::shape_string;
+  const std::string op = op_name(node.op);
+  const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
+                            node.op == Op::kTranspose || node.op == Op::kConv ||
+                            node.op == Op::kMaxPool || node.op == Op::kAveragePool;
+  if ((!ints_allowed && !node.ints.empty()) || !node.floats.empty()) {
+    *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
+             " ints, " + std::to_string(node.floats.size()) + " floats)";
+    return false;
+  }
+  if (is_binary(node.op)) {
+    if (!broadcast_shapes(*in[0], *in[1], out)) {
+      *error = op + ": shapes do not broadcast: A is " + shape_string(*in[0]) + ", B is " +
+               shape_string(*in[1]);
+      return false;
+    }
+    if (node.op == Op::kPRelu && *out != *in[0]) {
+      *error = op + ": slope " + shape_string(*in[1]) + " does not broadcast to X " +
+               shape_string(*in[0]);
+      return false;
+    }
+    return true;
+  }
+  if (is_unary(node.op) || node.op == Op::kCopy) {
+    *out = *in[0];
+    return true;
+  }
+  switch (node.op) {
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: {
+      const std::vector<int64_t>& x = *in[0];
+      int64_t axis = 0;
+      if (!detail::normalize_axis(node.axis, static_cast<int64_t>(x.size()), &axis)) {
+        *error = op + ": axis " + std::to_string(node.axis) + " is out of range for input " +
+                 shape_string(x);
+        return false;
+      }
+      if (node.ints.size() > 1 || (node.ints.size() == 1 && node.ints[0] != 0 && node.ints[0] != 1)) {
+        *error = op + ": ints must be empty or [coerce_2d (0 or 1)]";
+        return false;
+      }
+      *out = x;
+      return true;
+    }
+    case Op::kMatMul: {
+      const std::vector<int64_t>& a = *in[0];
+      const std::vector<int64_t>& b = *in[1];
+      const std::string both = "A is " + shape_string(a) + ", B is " + shape_string(b);
+      if (a.empty() || b.empty()) {
+        *error = op + ": operands must have rank >= 1: " + both;
+        return false;
+      }
+      const int64_t ka = a.back();
+      const int64_t kb = b.size() == 1 ? b[0] : b[b.size() - 2];
+      if (ka != kb) {
+        *error = op + ": inner dimensions differ: " + both;
+        return false;
+      }
+      std::vector<int64_t> ba(a.begin(), a.end() - (a.size() >= 2 ? 2 : a.size()));
+      std::vector<int64_t> bb(b.begin(), b.end() - (b.size() >= 2 ? 2 : b.size()));
+      if (!broadcast_shapes(ba, bb, out)) {
+        *error = op + ": batch dimensions do not broadcast: " + both;
+        return false;
+      }
+      if (a.size() >= 2) out->push_back(a[a.size() - 2]);
+      if (b.size() >= 2) out->push_back(b.back());
+      return true;
+    }
+    case Op::kGemm: {
+      const std::vector<int64_t>& a = *in[0];
+      const std::vector<int64_t>& b = *in[1];
+      if (a.size() != 2 || b.size() != 2) {
+        *error = op + ": A and B must be 2-D: A is " + shape_string(a) + ", B is " + shape_string(b);
+        return false;
+      }
+      const int64_t m = node.trans_a ? a[1] : a[0];
+      const int64_t k = node.trans_a ? a[0] : a[1];
+      const int64_t kb = node.trans_b ? b[1] : b[0];
+      const int64_t n = node.trans_b ? b[0] : b[1];
+      if (k != kb) {
+        *error = op + ": inner dimensions differ: A is " + shape_string(a) + ", B is " +
+                 shape_string(b) + " (trans_a " + std::to_string(node.trans_a) + ", trans_b " +
+                 std::to_string(node.trans_b) + ")";
+        return false;
+      }
+      *out = {m, n};
+      if (in.size() == 3) {
+        std::vector<int64_t> c_out;
+        if (in[2]->size() > 2 || !broadcast_shapes(*in[2], *out, &c_out) || c_out != *out) {
+          *error = op + ": C is " + shape_string(*in[2]) + ", does not broadcast to " +
+                   shape_string(*out);
+          return false;
+        }
+      }
+      return true;
+    }
+    case Op::kConcat: {
+      const std::vector<int64_t>& first = *in[0];
+      int64_t axis = 0;
+      if (!detail::normalize_axis(node.axis, static_cast<int64_t>(first.size()), &axis)) {
+        *error = op + ": axis " + std::to_string(node.axis) + " is out of range for input " +
+                 shape_string(first);
+        return false;
+      }
+      *out = first;
+      for (size_t i = 1; i < in.size(); ++i) {
+        const std::vector<int64_t>& s = *in[i];
+        bool same = s.size() == first.size();
+        for (size_t d = 0; same && d < s.size(); ++d) same = d == size_t(axis) || s[d] == first[d];
+        if (!same) {
+          *error = op + ": input " + std::to_string(i) + " " + shape_string(s) +
+                   " does not match input 0 " + shape_string(first) + " off axis " +
+                   std::to_string(axis);
+          return false;
+        }
+        (*out)[axis] += s[axis];
+      }
+      return true;
+    }
+    case Op::kTranspose: {
+      const std::vector<int64_t>& x = *in[0];
+      if (node.ints.size() != x.size()) {
+        *error = op + ": perm has " + std::to_string(node.ints.size()) + " entries, input is " +
+                 shape_string(x);
+        return false;
+      }
+      std::vector<bool> seen(x.size(), false);
+      out->resize(x.size());
+      for (size_t d = 0; d < x.size(); ++d) {
+        const int64_t p = node.ints[d];
+        if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[p]) {
+          *error = op + ": perm is not a permutation of the input's axes";
+          return false;
+        }
+        seen[p] = true;
+        (*out)[d] = x[p];
+      }
+      return true;
+    }
+    case Op::kConv:
+    case Op::kMaxPool:
+    case Op::kAveragePool:
+      return detail::infer_window(node, in, out, error);
+    case Op::kGlobalAveragePool: {
+      const std::vector<int64_t>& x = *in[0];
+      if (x.size() < 3) {
+        *error = op + ": input " + shape_string(x) + " must have rank >= 3";
+        return false;
+      }
+      *out = x;
+      for (size_t d = 2; d < x.size(); ++d) (*out)[d] = 1;
+      return true;
+    }
+    case Op::kBatchNorm: {
+      const std::vector<int64_t>& x = *in[0];
+      if (x.size() < 2) {
+        *error = op + ": input " + shape_string(x) + " must have rank >= 2";
+        return false;
+      }
+      for (size_t i = 1; i < 5; ++i) {
+        if (*in[i] != std::vector<int64_t>{x[1]}) {
+          *error = op + ": input " + std::to_string(i) + " " + shape_string(*in[i]) +
+                   " must be [" + std::to_string(x[1]) + "]";
+          return false;
+        }
+      }
+      *out = x;
+      return true;
+    }
+    default:
+      break;
+  }
+  *error = "unknown operator " + std::to_string(static_cast<uint32_t>(node.op));
+  return false;
+}
+
+}  // namespace loom::cpu_simd

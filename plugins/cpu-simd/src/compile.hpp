@@ -1,0 +1,50 @@
+// The compile side of cpu-simd: graph.fbs (schemas/graph.fbs) in, a blob
+// graph out. compile.cpp verifies the buffer and assembles the blob;
+// lower.cpp decides, node by node, what cpu-simd runs exactly as ONNX
+// specifies and turns it into one blob node.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loom/cpu_simd/blob_format.hpp"
+#include "loom/graph/graph_generated.h"
+#include "loom/plugin.hpp"
+
+namespace loom::cpu_simd {
+
+namespace gfb = loom::graph::fb;
+
+// A verified graph.fbs buffer: every table passed the flatbuffers verifier
+// and every tensor index (graph inputs/outputs, node operands) is in range.
+struct GraphView {
+  const gfb::Graph* graph = nullptr;
+  size_t tensor_count = 0;
+  std::vector<bool> is_input;  // per tensor: listed in Graph.inputs
+
+  const gfb::Tensor& tensor(int32_t i) const { return *graph->tensors()->Get(static_cast<uint32_t>(i)); }
+  // The tensor's shape (an absent vector is a scalar).
+  std::vector<int64_t> shape(int32_t i) const;
+  // The node's name for messages: `name` (op_type), or "#index" when unnamed.
+  std::string node_label(size_t index) const;
+};
+
+// Verifies `data` as a graph.fbs buffer; INVALID_ARGUMENT naming what is
+// wrong otherwise.
+sdk::Status open_graph(const void* data, size_t size, GraphView* out);
+
+// Lowers node `index` to one blob node whose operands are graph tensor
+// indices, checking op type, domain, opset, every attribute, dtypes, constant
+// operands and the output shape. False with `*why` when cpu-simd cannot run
+// the node exactly as ONNX specifies.
+bool lower_node(const GraphView& g, size_t index, BlobNode* out, std::string* why);
+
+// compile_supported: out[i] for each of the graph's `node_count` nodes.
+sdk::Status compile_supported(const void* data, size_t size, size_t node_count, bool* out);
+
+// compile: the blob graph of the whole subgraph (every node must lower).
+sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out);
+
+}  // namespace loom::cpu_simd

@@ -1,0 +1,634 @@
+// Node-by-node lowering of graph.fbs to the cpu-simd blob. A node is claimed
+// only when every input it sees (op type, domain, opset, each attribute and
+// its value, dtypes, constant operands, shapes) is one cpu-simd runs exactly
+// as the ONNX operator of that opset specifies; anything else is refused with
+// the reason, so the partitioner can place the node elsewhere.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "compile.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+// (name, first opset that has the attribute)
+using AllowList = std::initializer_list<std::pair<const char*, int64_t>>;
+
+class Lowering {
+ public:
+  Lowering(const GraphView& g, const gfb::Node& node, BlobNode* out, std::string* why)
+      : g_(g), node_(node), out_(out), why_(why), opset_(node.opset()) {}
+
+  int64_t opset() const { return opset_; }
+
+  bool fail(std::string why) {
+    *why_ = std::move(why);
+    return false;
+  }
+
+  // --- attributes
+
+  bool check_attributes(AllowList allowed) {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return true;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      const std::string name = attrs->Get(i)->name()->str();
+      bool ok = false;
+      for (const auto& [n, since] : allowed) ok = ok || (name == n && opset_ >= since);
+      if (!ok) return fail("attribute '" + name + "' is not supported at opset " + std::to_string(opset_));
+      for (uint32_t j = 0; j < i; ++j) {
+        if (attrs->Get(j)->name()->str() == name) return fail("attribute '" + name + "' appears twice");
+      }
+    }
+    return true;
+  }
+
+  const gfb::Attribute* find(const char* name) const {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return nullptr;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      if (std::strcmp(attrs->Get(i)->name()->c_str(), name) == 0) return attrs->Get(i);
+    }
+    return nullptr;
+  }
+  bool has(const char* name) const { return find(name) != nullptr; }
+
+  bool get_int(const char* name, int64_t def, int64_t* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
+    *v = a->i();
+    return true;
+  }
+  bool get_float(const char* name, float def, float* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
+    *v = a->f();
+    return true;
+  }
+  bool get_ints(const char* name, Shape* v) {
+    const gfb::Attribute* a = find(name);
+    v->clear();
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
+    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
+    return true;
+  }
+  bool get_string(const char* name, const char* def, std::string* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
+    *v = a->s() == nullptr ? "" : a->s()->str();
+    return true;
+  }
+
+  // --- operands
+
+  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
+  bool present(size_t i) const { return i < input_count() && node_.inputs()->Get(i) != -1; }
+  int32_t input(size_t i) const { return node_.inputs()->Get(static_cast<uint32_t>(i)); }
+  Shape shape_of(size_t i) const { return g_.shape(input(i)); }
+
+  bool check_inputs(size_t min, size_t max) {
+    const size_t n = input_count();
+    if (n < min || n > max) {
+      return fail("has " + std::to_string(n) + " inputs, expected " + std::to_string(min) +
+                  (min == max ? "" : " to " + std::to_string(max)));
+    }
+    return true;
+  }
+
+  // An f32 tensor the kernel reads at run time (graph input, inline constant
+  // or an earlier node's output).
+  bool data(size_t i) {
+    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
+    const int32_t t = input(i);
+    const gfb::Tensor& tensor = g_.tensor(t);
+    if (tensor.dtype() != gfb::DType::f32) {
+      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(tensor.dtype()) +
+                  "; cpu-simd runs f32 only");
+    }
+    if (!shape_ok(g_.shape(t), "input " + std::to_string(i))) return false;
+    if (tensor.data() != nullptr && !g_.is_input[static_cast<size_t>(t)]) {
+      uint64_t elements = 0;
+      element_count(g_.shape(t), &elements);
+      if (tensor.data()->size() != elements * sizeof(float)) {
+        return fail("constant input " + std::to_string(i) + " holds " +
+                    std::to_string(tensor.data()->size()) + " bytes, its shape needs " +
+                    std::to_string(elements * sizeof(float)));
+      }
+    }
+    out_->inputs.push_back(static_cast<uint32_t>(t));
+    return true;
+  }
+
+  // The raw bytes of an inline constant input of `dtype` and `count`
+  // elements (count < 0: any); null after fail().
+  const uint8_t* constant(size_t i, gfb::DType dtype, size_t elem_size, int64_t count,
+                          uint64_t* elements) {
+    const gfb::Tensor& tensor = g_.tensor(input(i));
+    const std::string where = "input " + std::to_string(i);
+    if (tensor.data() == nullptr || tensor.parameter() != nullptr || g_.is_input[input(i)]) {
+      fail(where + " must be an inline constant");
+      return nullptr;
+    }
+    if (tensor.dtype() != dtype) {
+      fail(where + " is " + std::string(gfb::EnumNameDType(tensor.dtype())) + ", expected " +
+           gfb::EnumNameDType(dtype));
+      return nullptr;
+    }
+    if (!element_count(g_.shape(input(i)), elements) ||
+        tensor.data()->size() != *elements * elem_size ||
+        (count >= 0 && *elements != static_cast<uint64_t>(count))) {
+      fail(where + " has the wrong size");
+      return nullptr;
+    }
+    return tensor.data()->data();
+  }
+  bool constant_f32_scalar(size_t i, float* v) {
+    uint64_t n = 0;
+    const uint8_t* p = constant(i, gfb::DType::f32, 4, 1, &n);
+    if (p == nullptr) return false;
+    std::memcpy(v, p, 4);
+    return true;
+  }
+  bool constant_i64s(size_t i, Shape* v) {
+    uint64_t n = 0;
+    const uint8_t* p = constant(i, gfb::DType::i64, 8, -1, &n);
+    if (p == nullptr) return false;
+    if (g_.shape(input(i)).size() != 1) return fail("input " + std::to_string(i) + " must be 1-D");
+    v->resize(static_cast<size_t>(n));
+    if (n != 0) std::memcpy(v->data(), p, static_cast<size_t>(n) * 8);
+    return true;
+  }
+  bool constant_bool(size_t i, bool* v) {
+    uint64_t n = 0;
+    const uint8_t* p = constant(i, gfb::DType::bool_, 1, 1, &n);
+    if (p == nullptr) return false;
+    *v = p[0] != 0;
+    return true;
+  }
+
+  bool shape_ok(const Shape& s, const std::string& what) {
+    uint64_t ignored = 0;
+    if (s.size() > kMaxRank || !element_count(s, &ignored)) {
+      return fail(what + " has shape " + detail::shape_string(s) + ", beyond cpu-simd's limits");
+    }
+    return true;
+  }
+
+  // The node's one output; the operator's optional further outputs (up to
+  // `allowed_outputs` entries in all) must be left out (-1). f32.
+  bool output(size_t allowed_outputs) {
+    const auto* outs = node_.outputs();
+    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
+    if (outs->size() > allowed_outputs) {
+      return fail("has " + std::to_string(outs->size()) + " outputs, expected at most " +
+                  std::to_string(allowed_outputs));
+    }
+    for (uint32_t i = 1; i < outs->size(); ++i) {
+      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
+    }
+    const gfb::Tensor& t = g_.tensor(outs->Get(0));
+    if (t.dtype() != gfb::DType::f32) {
+      return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()) + "; cpu-simd runs f32 only");
+    }
+    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[outs->Get(0)]) {
+      return fail("output tensor is a constant or a graph input");
+    }
+    if (!shape_ok(g_.shape(outs->Get(0)), "output")) return false;
+    out_->outputs = {static_cast<uint32_t>(outs->Get(0))};
+    return true;
+  }
+  Shape output_shape() const { return g_.shape(node_.outputs()->Get(0)); }
+
+  BlobNode& node() { return *out_; }
+
+ private:
+  const GraphView& g_;
+  const gfb::Node& node_;
+  BlobNode* out_;
+  std::string* why_;
+  int64_t opset_;
+};
+
+// --------------------------------------------------------------- op lowering
+
+bool lower_binary(Lowering& l, Op op, int64_t min_opset) {
+  if (l.opset() < min_opset) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
+  l.node().op = op;
+  return l.check_attributes({}) && l.check_inputs(2, 2) && l.data(0) && l.data(1) && l.output(1);
+}
+
+bool lower_max_min(Lowering& l, Op op) {
+  if (l.opset() < 8) return l.fail("opset " + std::to_string(l.opset()) + " has no broadcasting");
+  if (!l.check_attributes({}) || !l.check_inputs(1, 2)) return false;
+  if (l.input_count() == 1) {
+    l.node().op = Op::kCopy;
+    return l.data(0) && l.output(1) && (l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's"));
+  }
+  l.node().op = op;
+  return l.data(0) && l.data(1) && l.output(1);
+}
+
+bool lower_unary(Lowering& l, Op op, int64_t min_opset, AllowList attrs = {}) {
+  if (l.opset() < min_opset) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  l.node().op = op;
+  return l.check_attributes(attrs) && l.check_inputs(1, 1) && l.data(0) && l.output(1);
+}
+
+bool lower_copy_same(Lowering& l) {
+  l.node().op = Op::kCopy;
+  if (!l.check_attributes({}) || !l.check_inputs(1, 1) || !l.data(0) || !l.output(1)) return false;
+  if (l.output_shape() != l.shape_of(0)) return l.fail("output shape differs from the input's");
+  return true;
+}
+
+bool lower_clip(Lowering& l) {
+  if (l.opset() < 6) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  BlobNode& n = l.node();
+  n.op = Op::kClip;
+  if (l.opset() < 11) {
+    if (!l.check_attributes({{"min", 6}, {"max", 6}}) || !l.check_inputs(1, 1)) return false;
+    if (!l.get_float("min", std::numeric_limits<float>::lowest(), &n.alpha) ||
+        !l.get_float("max", std::numeric_limits<float>::max(), &n.beta)) {
+      return false;
+    }
+  } else {
+    if (!l.check_attributes({}) || !l.check_inputs(1, 3)) return false;
+    n.alpha = -std::numeric_limits<float>::infinity();
+    n.beta = std::numeric_limits<float>::infinity();
+    if (l.present(1) && !l.constant_f32_scalar(1, &n.alpha)) return false;
+    if (l.present(2) && !l.constant_f32_scalar(2, &n.beta)) return false;
+  }
+  return l.data(0) && l.output(1);
+}
+
+bool lower_dropout(Lowering& l) {
+  if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  l.node().op = Op::kCopy;
+  if (!l.check_attributes({{"ratio", 7}, {"seed", 12}})) return false;
+  if (l.opset() >= 12 && l.has("ratio")) return l.fail("attribute 'ratio' is an input from opset 12");
+  if (!l.check_inputs(1, l.opset() >= 12 ? 3 : 1)) return false;
+  if (l.present(2)) {
+    bool training = true;
+    if (!l.constant_bool(2, &training)) return false;
+    if (training) return l.fail("training_mode is true");
+  }
+  // The ratio only matters in training mode.
+  return l.data(0) && l.output(2) &&
+         (l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's"));
+}
+
+bool lower_softmax(Lowering& l, Op op) {
+  BlobNode& n = l.node();
+  n.op = op;
+  if (!l.check_attributes({{"axis", 1}}) || !l.check_inputs(1, 1)) return false;
+  const bool legacy = l.opset() < 13;
+  if (!l.get_int("axis", legacy ? 1 : -1, &n.axis)) return false;
+  if (legacy) n.ints = {1};
+  return l.data(0) && l.output(1);
+}
+
+bool lower_concat(Lowering& l) {
+  if (l.opset() < 4) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  BlobNode& n = l.node();
+  n.op = Op::kConcat;
+  if (!l.check_attributes({{"axis", 4}}) || !l.check_inputs(1, 1u << 16)) return false;
+  if (!l.has("axis")) return l.fail("attribute 'axis' is required");
+  if (!l.get_int("axis", 0, &n.axis)) return false;
+  if (n.axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+  for (size_t i = 0; i < l.input_count(); ++i) {
+    if (!l.data(i)) return false;
+  }
+  return l.output(1);
+}
+
+bool lower_reshape(Lowering& l) {
+  if (l.opset() < 5) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  l.node().op = Op::kCopy;
+  int64_t allowzero = 0;
+  if (!l.check_attributes({{"allowzero", 14}}) || !l.check_inputs(2, 2) ||
+      !l.get_int("allowzero", 0, &allowzero)) {
+    return false;
+  }
+  Shape spec;
+  if (!l.present(1) || !l.constant_i64s(1, &spec)) {
+    return l.present(1) ? false : l.fail("the shape input is missing");
+  }
+  if (!l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0);
+  uint64_t total = 0;
+  element_count(x, &total);
+  Shape target(spec.size());
+  int64_t infer = -1;
+  uint64_t known = 1;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    int64_t v = spec[d];
+    if (v == -1) {
+      if (infer >= 0) return l.fail("shape has more than one -1");
+      infer = static_cast<int64_t>(d);
+      continue;
+    }
+    if (v == 0 && allowzero == 0) {
+      if (d >= x.size()) return l.fail("shape copies dimension " + std::to_string(d) + " the input lacks");
+      v = x[d];
+    }
+    if (v < 0) return l.fail("shape has the negative dimension " + std::to_string(v));
+    target[d] = v;
+    if (v != 0 && known > (uint64_t{1} << 60) / static_cast<uint64_t>(v)) return l.fail("shape is too large");
+    known *= static_cast<uint64_t>(v);
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) return l.fail("shape's -1 cannot be inferred");
+    target[static_cast<size_t>(infer)] = static_cast<int64_t>(total / known);
+  }
+  if (target != l.output_shape()) {
+    return l.fail("the shape input gives " + detail::shape_string(target) + ", the output is declared " +
+                  detail::shape_string(l.output_shape()));
+  }
+  return true;
+}
+
+bool lower_flatten(Lowering& l) {
+  l.node().op = Op::kCopy;
+  int64_t axis = 1;
+  if (!l.check_attributes({{"axis", 1}}) || !l.check_inputs(1, 1) || !l.get_int("axis", 1, &axis) ||
+      !l.data(0) || !l.output(1)) {
+    return false;
+  }
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+  if (axis < -rank || axis > rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[static_cast<size_t>(d)];
+  if (l.output_shape() != Shape{outer, inner}) return l.fail("output shape differs from Flatten's rule");
+  return true;
+}
+
+bool lower_transpose(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kTranspose;
+  if (!l.check_attributes({{"perm", 1}}) || !l.check_inputs(1, 1) || !l.get_ints("perm", &n.ints) ||
+      !l.data(0) || !l.output(1)) {
+    return false;
+  }
+  if (!l.has("perm")) {
+    const size_t rank = l.shape_of(0).size();
+    for (size_t d = 0; d < rank; ++d) n.ints.push_back(static_cast<int64_t>(rank - 1 - d));
+  }
+  return true;
+}
+
+bool lower_gemm(Lowering& l) {
+  if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
+  BlobNode& n = l.node();
+  n.op = Op::kGemm;
+  int64_t ta = 0, tb = 0;
+  if (!l.check_attributes({{"alpha", 1}, {"beta", 1}, {"transA", 1}, {"transB", 1}}) ||
+      !l.check_inputs(l.opset() >= 11 ? 2 : 3, 3) || !l.get_float("alpha", 1.0f, &n.alpha) ||
+      !l.get_float("beta", 1.0f, &n.beta) || !l.get_int("transA", 0, &ta) ||
+      !l.get_int("transB", 0, &tb) || !l.data(0) || !l.data(1)) {
+    return false;
+  }
+  n.trans_a = ta != 0;
+  n.trans_b = tb != 0;
+  if (l.present(2) && !l.data(2)) return false;
+  return l.output(1);
+}
+
+// Conv, MaxPool, AveragePool: resolves auto_pad into explicit pads.
+bool lower_window(Lowering& l, Op op) {
+  BlobNode& n = l.node();
+  n.op = op;
+  const bool conv = op == Op::kConv;
+  if (conv) {
+    if (!l.check_attributes({{"auto_pad", 1}, {"dilations", 1}, {"group", 1}, {"kernel_shape", 1},
+                             {"pads", 1}, {"strides", 1}}) ||
+        !l.check_inputs(2, 3) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2))) {
+      return false;
+    }
+  } else if (op == Op::kMaxPool) {
+    if (!l.check_attributes({{"auto_pad", 1}, {"kernel_shape", 1}, {"pads", 1}, {"strides", 1},
+                             {"storage_order", 8}, {"dilations", 10}, {"ceil_mode", 10}}) ||
+        !l.check_inputs(1, 1) || !l.data(0)) {
+      return false;
+    }
+  } else {
+    if (!l.check_attributes({{"auto_pad", 1}, {"kernel_shape", 1}, {"pads", 1}, {"strides", 1},
+                             {"count_include_pad", 7}, {"ceil_mode", 10}, {"dilations", 19}}) ||
+        !l.check_inputs(1, 1) || !l.data(0)) {
+      return false;
+    }
+  }
+  if (!l.output(op == Op::kMaxPool ? 2 : 1)) return false;
+  const Shape x = l.shape_of(0);
+  if (x.size() < 3 || x.size() > static_cast<size_t>(2 + kMaxSpatial)) {
+    return l.fail("input rank " + std::to_string(x.size()) + " is not 3 to " + std::to_string(2 + kMaxSpatial));
+  }
+  const size_t k = x.size() - 2;
+  Shape kernel, strides, dilations, pads;
+  std::string auto_pad;
+  int64_t group = 1, ceil_mode = 0, count_include_pad = 0, storage_order = 0;
+  if (!l.get_ints("kernel_shape", &kernel) || !l.get_ints("strides", &strides) ||
+      !l.get_ints("dilations", &dilations) || !l.get_ints("pads", &pads) ||
+      !l.get_string("auto_pad", "NOTSET", &auto_pad) || !l.get_int("group", 1, &group) ||
+      !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("count_include_pad", 0, &count_include_pad) ||
+      !l.get_int("storage_order", 0, &storage_order)) {
+    return false;
+  }
+  if (conv) {
+    const Shape w = l.shape_of(1);
+    if (w.size() != x.size()) return l.fail("weight rank differs from the input's");
+    const Shape from_w(w.begin() + 2, w.end());
+    if (kernel.empty()) kernel = from_w;
+    if (kernel != from_w) return l.fail("kernel_shape disagrees with the weight's shape");
+  } else if (kernel.empty()) {
+    return l.fail("attribute 'kernel_shape' is required");
+  }
+  if (strides.empty()) strides.assign(k, 1);
+  if (dilations.empty()) dilations.assign(k, 1);
+  if (kernel.size() != k || strides.size() != k || dilations.size() != k) {
+    return l.fail("kernel_shape, strides and dilations need " + std::to_string(k) + " entries");
+  }
+  if ((ceil_mode != 0 && ceil_mode != 1) || (count_include_pad != 0 && count_include_pad != 1) ||
+      (storage_order != 0 && storage_order != 1)) {
+    return l.fail("ceil_mode, count_include_pad and storage_order must be 0 or 1");
+  }
+  for (size_t i = 0; i < k; ++i) {
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1 || kernel[i] > kMaxAttr ||
+        strides[i] > kMaxAttr || dilations[i] > kMaxAttr) {
+      return l.fail("kernel_shape, strides and dilations must be positive and < 2^31");
+    }
+  }
+  Shape begin(k, 0), end(k, 0);
+  if (auto_pad == "NOTSET") {
+    if (!pads.empty()) {
+      if (pads.size() != 2 * k) return l.fail("pads needs " + std::to_string(2 * k) + " entries");
+      for (size_t i = 0; i < k; ++i) {
+        begin[i] = pads[i];
+        end[i] = pads[k + i];
+        if (begin[i] < 0 || end[i] < 0 || begin[i] > kMaxAttr || end[i] > kMaxAttr) {
+          return l.fail("pads must be >= 0 and < 2^31");
+        }
+      }
+    }
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    if (!pads.empty()) return l.fail("pads together with auto_pad " + auto_pad);
+    if (ceil_mode != 0) return l.fail("ceil_mode together with auto_pad " + auto_pad);
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t out = (x[2 + i] + strides[i] - 1) / strides[i];
+      const int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + span - x[2 + i]);
+      begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+    }
+  } else if (auto_pad == "VALID") {
+    if (!pads.empty()) return l.fail("pads together with auto_pad VALID");
+  } else {
+    return l.fail("auto_pad '" + auto_pad + "' is unknown");
+  }
+  n.ints = {static_cast<int64_t>(k)};
+  if (conv) {
+    n.ints.push_back(group);
+  } else {
+    n.ints.push_back(ceil_mode);
+    n.ints.push_back(count_include_pad);
+  }
+  for (const Shape* v : {&kernel, &strides, &dilations, &begin, &end}) {
+    n.ints.insert(n.ints.end(), v->begin(), v->end());
+  }
+  return true;
+}
+
+bool lower_batch_norm(Lowering& l) {
+  if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  BlobNode& n = l.node();
+  n.op = Op::kBatchNorm;
+  if (!l.check_attributes({{"epsilon", 1}, {"momentum", 1}, {"spatial", 7}, {"training_mode", 14}}) ||
+      !l.check_inputs(5, 5) || !l.get_float("epsilon", 1e-5f, &n.alpha)) {
+    return false;
+  }
+  if (l.opset() >= 9 && l.has("spatial")) return l.fail("attribute 'spatial' was removed in opset 9");
+  int64_t spatial = 1, training = 0;
+  if (!l.get_int("spatial", 1, &spatial) || !l.get_int("training_mode", 0, &training)) return false;
+  if (spatial != 1) return l.fail("spatial = 0 is not supported");
+  if (training != 0) return l.fail("training_mode is not supported");
+  for (size_t i = 0; i < 5; ++i) {
+    if (!l.data(i)) return false;
+  }
+  // Opsets before 14 list up to four training outputs, which must be left out.
+  return l.output(l.opset() >= 14 ? 3 : 5);
+}
+
+bool dispatch(Lowering& l, const std::string& op) {
+  if (op == "Add") return lower_binary(l, Op::kAdd, 7);
+  if (op == "Sub") return lower_binary(l, Op::kSub, 7);
+  if (op == "Mul") return lower_binary(l, Op::kMul, 7);
+  if (op == "Div") return lower_binary(l, Op::kDiv, 7);
+  if (op == "Pow") return lower_binary(l, Op::kPow, 7);
+  if (op == "PRelu") return lower_binary(l, Op::kPRelu, 7);
+  if (op == "Max") return lower_max_min(l, Op::kMax);
+  if (op == "Min") return lower_max_min(l, Op::kMin);
+  if (op == "Relu") return lower_unary(l, Op::kRelu, 6);
+  if (op == "Sigmoid") return lower_unary(l, Op::kSigmoid, 6);
+  if (op == "Tanh") return lower_unary(l, Op::kTanh, 6);
+  if (op == "Exp") return lower_unary(l, Op::kExp, 6);
+  if (op == "Log") return lower_unary(l, Op::kLog, 6);
+  if (op == "Sqrt") return lower_unary(l, Op::kSqrt, 6);
+  if (op == "Neg") return lower_unary(l, Op::kNeg, 6);
+  if (op == "Abs") return lower_unary(l, Op::kAbs, 6);
+  if (op == "Reciprocal") return lower_unary(l, Op::kReciprocal, 6);
+  if (op == "Floor") return lower_unary(l, Op::kFloor, 6);
+  if (op == "Ceil") return lower_unary(l, Op::kCeil, 6);
+  if (op == "Erf") return lower_unary(l, Op::kErf, 9);
+  if (op == "Softplus") return lower_unary(l, Op::kSoftplus, 1);
+  if (op == "HardSwish") return lower_unary(l, Op::kHardSwish, 14);
+  BlobNode& n = l.node();
+  if (op == "LeakyRelu") {
+    return lower_unary(l, Op::kLeakyRelu, 6, {{"alpha", 1}}) && l.get_float("alpha", 0.01f, &n.alpha);
+  }
+  if (op == "Elu") {
+    return lower_unary(l, Op::kElu, 6, {{"alpha", 1}}) && l.get_float("alpha", 1.0f, &n.alpha);
+  }
+  if (op == "Selu") {
+    return lower_unary(l, Op::kSelu, 6, {{"alpha", 1}, {"gamma", 1}}) &&
+           l.get_float("alpha", 1.67326319217681884765625f, &n.alpha) &&
+           l.get_float("gamma", 1.05070102214813232421875f, &n.beta);
+  }
+  if (op == "HardSigmoid") {
+    return lower_unary(l, Op::kHardSigmoid, 6, {{"alpha", 1}, {"beta", 1}}) &&
+           l.get_float("alpha", 0.2f, &n.alpha) && l.get_float("beta", 0.5f, &n.beta);
+  }
+  if (op == "Clip") return lower_clip(l);
+  if (op == "Identity") return lower_copy_same(l);
+  if (op == "Dropout") return lower_dropout(l);
+  if (op == "Softmax") return lower_softmax(l, Op::kSoftmax);
+  if (op == "LogSoftmax") return lower_softmax(l, Op::kLogSoftmax);
+  if (op == "Concat") return lower_concat(l);
+  if (op == "Reshape") return lower_reshape(l);
+  if (op == "Flatten") return lower_flatten(l);
+  if (op == "Transpose") return lower_transpose(l);
+  if (op == "MatMul") {
+    n.op = Op::kMatMul;
+    return l.check_attributes({}) && l.check_inputs(2, 2) && l.data(0) && l.data(1) && l.output(1);
+  }
+  if (op == "Gemm") return lower_gemm(l);
+  if (op == "Conv") return lower_window(l, Op::kConv);
+  if (op == "MaxPool") return lower_window(l, Op::kMaxPool);
+  if (op == "AveragePool") return lower_window(l, Op::kAveragePool);
+  if (op == "GlobalAveragePool") {
+    n.op = Op::kGlobalAveragePool;
+    return l.check_attributes({}) && l.check_inputs(1, 1) && l.data(0) && l.output(1);
+  }
+  if (op == "BatchNormalization") return lower_batch_norm(l);
+  return l.fail("operator " + op + " is not implemented by cpu-simd");
+}
+
+}  // namespace
+
+bool lower_node(const GraphView& g, size_t index, BlobNode* out, std::string* why) {
+  const gfb::Node& node = *g.graph->nodes()->Get(static_cast<uint32_t>(index));
+  *out = BlobNode{};
+  if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
+    *why = "domain '" + node.domain()->str() + "' is not the default ONNX domain";
+    return false;
+  }
+  if (node.opset() < 1) {
+    *why = "opset " + std::to_string(node.opset()) + " is not valid";
+    return false;
+  }
+  Lowering l(g, node, out, why);
+  if (!dispatch(l, node.op_type()->str())) return false;
+  // The output shape the operator's rule gives must be the declared one
+  // (kCopy's shapes were checked by its lowering).
+  std::vector<Shape> shapes;
+  for (uint32_t t : out->inputs) shapes.push_back(g.shape(static_cast<int32_t>(t)));
+  std::vector<const Shape*> in;
+  for (const Shape& s : shapes) in.push_back(&s);
+  Shape inferred;
+  std::string error;
+  if (!infer_output_shape(*out, in, &inferred, &error)) {
+    *why = error;
+    return false;
+  }
+  const Shape declared = g.shape(static_cast<int32_t>(out->outputs[0]));
+  if (out->op != Op::kCopy && inferred != declared) {
+    *why = "the output is declared " + detail::shape_string(declared) + " but the operator gives " +
+           detail::shape_string(inferred);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace loom::cpu_simd

@@ -1,0 +1,453 @@
+// The format-2 operators: elementwise, softmax family, data movement,
+// convolution, pooling and batch normalization. Plain loops, written for
+// ONNX-exact results first (speed is a later issue); Conv spreads output
+// channels over the pool when the work is large.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ops.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+int64_t product(const std::vector<int64_t>& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d) n *= s[d];
+  return n;
+}
+
+// y = f(a, b) over the broadcast geometry, the innermost dimension as a
+// contiguous run.
+template <typename F>
+void binary_loop(const NodePlan& p, const float* a, const float* b, float* y, F f) {
+  const BroadcastGeometry& g = p.add;
+  if (p.count == 0) return;
+  if (g.rank == 0) {
+    y[0] = f(a[0], b[0]);
+    return;
+  }
+  std::array<int64_t, kMaxRank> index{};
+  const size_t last = g.rank - 1;
+  const int64_t inner = g.dims[last], as = g.a_strides[last], bs = g.b_strides[last];
+  int64_t ao = 0, bo = 0;
+  for (int64_t o = 0; o < p.count; o += inner) {
+    float* out = y + o;
+    if (as == 1 && bs == 1) {
+      for (int64_t j = 0; j < inner; ++j) out[j] = f(a[ao + j], b[bo + j]);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) out[j] = f(a[ao + j * as], b[bo + j * bs]);
+    }
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      ao += g.a_strides[d];
+      bo += g.b_strides[d];
+      if (index[d] < g.dims[d]) break;
+      ao -= g.a_strides[d] * index[d];
+      bo -= g.b_strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+void run_binary(const NodePlan& p, float* const* t) {
+  const float* a = t[p.inputs[0]];
+  const float* b = t[p.inputs[1]];
+  float* y = t[p.output];
+  switch (p.op) {
+    case Op::kAdd: return binary_loop(p, a, b, y, [](float u, float v) { return u + v; });
+    case Op::kSub: return binary_loop(p, a, b, y, [](float u, float v) { return u - v; });
+    case Op::kMul: return binary_loop(p, a, b, y, [](float u, float v) { return u * v; });
+    case Op::kDiv: return binary_loop(p, a, b, y, [](float u, float v) { return u / v; });
+    // NaN propagates, as numpy's maximum / minimum do.
+    case Op::kMax:
+      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u > v ? u : v; });
+    case Op::kMin:
+      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u < v ? u : v; });
+    case Op::kPow: return binary_loop(p, a, b, y, [](float u, float v) { return std::pow(u, v); });
+    case Op::kPRelu:
+      return binary_loop(p, a, b, y, [](float u, float v) { return u < 0.0f ? u * v : u; });
+    default: return;
+  }
+}
+
+template <typename F>
+void unary_loop(const float* x, float* y, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+void run_unary(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const int64_t n = p.count;
+  const float alpha = p.alpha, beta = p.beta;
+  switch (p.op) {
+    case Op::kRelu: return unary_loop(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
+    case Op::kLeakyRelu:
+      return unary_loop(x, y, n, [alpha](float v) { return v < 0.0f ? alpha * v : v; });
+    case Op::kElu:
+      return unary_loop(x, y, n, [alpha](float v) { return v < 0.0f ? alpha * std::expm1(v) : v; });
+    case Op::kSelu:  // beta carries gamma
+      return unary_loop(x, y, n, [alpha, beta](float v) {
+        return v > 0.0f ? beta * v : beta * (alpha * std::exp(v) - alpha);
+      });
+    case Op::kSigmoid:
+      return unary_loop(x, y, n, [](float v) {
+        if (v >= 0.0f) return 1.0f / (1.0f + std::exp(-v));
+        const float e = std::exp(v);
+        return e / (1.0f + e);
+      });
+    case Op::kHardSigmoid:
+      return unary_loop(x, y, n, [alpha, beta](float v) {
+        return std::fmax(0.0f, std::fmin(1.0f, alpha * v + beta));
+      });
+    case Op::kHardSwish:
+      return unary_loop(x, y, n, [](float v) {
+        return v * std::fmax(0.0f, std::fmin(1.0f, v / 6.0f + 0.5f));
+      });
+    case Op::kTanh: return unary_loop(x, y, n, [](float v) { return std::tanh(v); });
+    case Op::kSoftplus:
+      return unary_loop(x, y, n, [](float v) {
+        return v > 0.0f ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+      });
+    case Op::kClip:  // alpha = min, beta = max; min > max yields max, as numpy's clip
+      return unary_loop(x, y, n, [alpha, beta](float v) {
+        const float lo = v < alpha ? alpha : v;
+        return lo > beta ? beta : lo;
+      });
+    case Op::kErf: return unary_loop(x, y, n, [](float v) { return std::erf(v); });
+    case Op::kExp: return unary_loop(x, y, n, [](float v) { return std::exp(v); });
+    case Op::kLog: return unary_loop(x, y, n, [](float v) { return std::log(v); });
+    case Op::kSqrt: return unary_loop(x, y, n, [](float v) { return std::sqrt(v); });
+    case Op::kNeg: return unary_loop(x, y, n, [](float v) { return -v; });
+    case Op::kAbs: return unary_loop(x, y, n, [](float v) { return std::fabs(v); });
+    case Op::kReciprocal: return unary_loop(x, y, n, [](float v) { return 1.0f / v; });
+    case Op::kFloor: return unary_loop(x, y, n, [](float v) { return std::floor(v); });
+    case Op::kCeil: return unary_loop(x, y, n, [](float v) { return std::ceil(v); });
+    default: return;
+  }
+}
+
+void run_softmax(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const int64_t n = p.n, inner = p.inner;
+  const bool log = p.op == Op::kLogSoftmax;
+  if (n == 0) return;
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      float max = x[base];
+      for (int64_t j = 1; j < n; ++j) max = std::fmax(max, x[base + j * inner]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float e = std::exp(x[base + j * inner] - max);
+        if (!log) y[base + j * inner] = e;
+        sum += e;
+      }
+      if (log) {
+        const float shift = max + std::log(sum);
+        for (int64_t j = 0; j < n; ++j) y[base + j * inner] = x[base + j * inner] - shift;
+      } else {
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; ++j) y[base + j * inner] *= inv;
+      }
+    }
+  }
+}
+
+void run_concat(const NodePlan& p, float* const* t) {
+  float* y = t[p.output];
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const int64_t chunk = p.chunks[i];
+      if (chunk != 0) std::memcpy(y, t[p.inputs[i]] + o * chunk, sizeof(float) * chunk);
+      y += chunk;
+    }
+  }
+}
+
+void run_transpose(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const BroadcastGeometry& g = p.transpose;
+  if (p.count == 0) return;
+  if (g.rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  std::array<int64_t, kMaxRank> index{};
+  const size_t last = g.rank - 1;
+  const int64_t inner = g.dims[last], stride = g.a_strides[last];
+  int64_t xo = 0;
+  for (int64_t o = 0; o < p.count; o += inner) {
+    for (int64_t j = 0; j < inner; ++j) y[o + j] = x[xo + j * stride];
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      xo += g.a_strides[d];
+      if (index[d] < g.dims[d]) break;
+      xo -= g.a_strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// Output channels [begin, end) over all batches: the flat index is
+// batch * out_channels + channel.
+void conv_range(const NodePlan& p, const float* x, const float* w, const float* bias, float* y,
+                int64_t begin, int64_t end) {
+  const Window& win = p.window;
+  const int64_t od = p.out_sp[0], oh = p.out_sp[1], ow = p.out_sp[2];
+  const int64_t id = p.in_sp[0], ih = p.in_sp[1], iw = p.in_sp[2];
+  const int64_t kd = win.kernel[0], kh = win.kernel[1], kw = win.kernel[2];
+  const int64_t cin_g = p.in_channels / win.group, cout_g = p.out_channels / win.group;
+  const int64_t in_plane = id * ih * iw, out_plane = od * oh * ow, k_plane = kd * kh * kw;
+  for (int64_t flat = begin; flat < end; ++flat) {
+    const int64_t nb = flat / p.out_channels, oc = flat % p.out_channels;
+    const int64_t g = oc / cout_g;
+    const float* xg = x + (nb * p.in_channels + g * cin_g) * in_plane;
+    const float* wc = w + oc * cin_g * k_plane;
+    float* yc = y + flat * out_plane;
+    const float b0 = bias != nullptr ? bias[oc] : 0.0f;
+    for (int64_t z = 0; z < od; ++z) {
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t c = 0; c < ow; ++c) {
+          float sum = b0;
+          for (int64_t ic = 0; ic < cin_g; ++ic) {
+            const float* xi = xg + ic * in_plane;
+            const float* wi = wc + ic * k_plane;
+            for (int64_t a = 0; a < kd; ++a) {
+              const int64_t zi = z * win.stride[0] - win.pad_begin[0] + a * win.dilation[0];
+              if (zi < 0 || zi >= id) continue;
+              for (int64_t b = 0; b < kh; ++b) {
+                const int64_t ri = r * win.stride[1] - win.pad_begin[1] + b * win.dilation[1];
+                if (ri < 0 || ri >= ih) continue;
+                const float* xrow = xi + (zi * ih + ri) * iw;
+                const float* wrow = wi + (a * kh + b) * kw;
+                for (int64_t e = 0; e < kw; ++e) {
+                  const int64_t ci = c * win.stride[2] - win.pad_begin[2] + e * win.dilation[2];
+                  if (ci < 0 || ci >= iw) continue;
+                  sum += xrow[ci] * wrow[e];
+                }
+              }
+            }
+          }
+          yc[(z * oh + r) * ow + c] = sum;
+        }
+      }
+    }
+  }
+}
+
+void run_conv(const NodePlan& p, float* const* t, ThreadPool& pool) {
+  const float* x = t[p.inputs[0]];
+  const float* w = t[p.inputs[1]];
+  const float* bias = p.inputs.size() == 3 ? t[p.inputs[2]] : nullptr;
+  float* y = t[p.output];
+  const int64_t channels = p.batch * p.out_channels;
+  const int64_t per_channel = p.count / (channels == 0 ? 1 : channels);
+  const int64_t k_elems = p.window.kernel[0] * p.window.kernel[1] * p.window.kernel[2] *
+                          (p.in_channels / p.window.group);
+  auto body = [&](size_t begin, size_t end) {
+    conv_range(p, x, w, bias, y, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+  };
+  if (channels == 0 || p.count == 0) return;
+  if (p.count * k_elems < kParallelThreshold) {
+    body(0, static_cast<size_t>(channels));
+  } else {
+    (void)per_channel;
+    pool.parallel_for(static_cast<size_t>(channels), 1, body);
+  }
+}
+
+void run_pool(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const Window& win = p.window;
+  const bool max = p.op == Op::kMaxPool;
+  const int64_t od = p.out_sp[0], oh = p.out_sp[1], ow = p.out_sp[2];
+  const int64_t id = p.in_sp[0], ih = p.in_sp[1], iw = p.in_sp[2];
+  const int64_t in_plane = id * ih * iw, out_plane = od * oh * ow;
+  const int64_t in_ext[3] = {id, ih, iw};
+  // The window positions counted by AveragePool along one dimension: inside
+  // the input, or (count_include_pad) inside input plus pads.
+  auto counted = [&](int dim, int64_t pos) {
+    const int64_t lo = win.count_include_pad ? -win.pad_begin[dim] : 0;
+    const int64_t hi = win.count_include_pad ? in_ext[dim] + win.pad_end[dim] : in_ext[dim];
+    return pos >= lo && pos < hi;
+  };
+  for (int64_t plane = 0; plane < p.batch * p.in_channels; ++plane) {
+    const float* xp = x + plane * in_plane;
+    float* yp = y + plane * out_plane;
+    for (int64_t z = 0; z < od; ++z) {
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t c = 0; c < ow; ++c) {
+          float acc = max ? -std::numeric_limits<float>::infinity() : 0.0f;
+          int64_t n = 0;
+          for (int64_t a = 0; a < win.kernel[0]; ++a) {
+            const int64_t zi = z * win.stride[0] - win.pad_begin[0] + a * win.dilation[0];
+            if (!max && !counted(0, zi)) continue;
+            for (int64_t b = 0; b < win.kernel[1]; ++b) {
+              const int64_t ri = r * win.stride[1] - win.pad_begin[1] + b * win.dilation[1];
+              if (!max && !counted(1, ri)) continue;
+              for (int64_t e = 0; e < win.kernel[2]; ++e) {
+                const int64_t ci = c * win.stride[2] - win.pad_begin[2] + e * win.dilation[2];
+                if (!max && !counted(2, ci)) continue;
+                const bool inside = zi >= 0 && zi < id && ri >= 0 && ri < ih && ci >= 0 && ci < iw;
+                if (max) {
+                  if (inside) {
+                    const float v = xp[(zi * ih + ri) * iw + ci];
+                    if (v > acc || v != v) acc = v;
+                  }
+                } else {
+                  ++n;
+                  if (inside) acc += xp[(zi * ih + ri) * iw + ci];
+                }
+              }
+            }
+          }
+          yp[(z * oh + r) * ow + c] = max ? acc : (n == 0 ? 0.0f : acc / static_cast<float>(n));
+        }
+      }
+    }
+  }
+}
+
+void run_global_average(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const int64_t planes = p.outer * p.n;
+  for (int64_t i = 0; i < planes; ++i) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < p.inner; ++j) sum += x[i * p.inner + j];
+    y[i] = p.inner == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(p.inner));
+  }
+}
+
+void run_batch_norm(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  const float* scale = t[p.inputs[1]];
+  const float* bias = t[p.inputs[2]];
+  const float* mean = t[p.inputs[3]];
+  const float* var = t[p.inputs[4]];
+  float* y = t[p.output];
+  for (int64_t o = 0; o < p.outer; ++o) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      const float k = scale[c] / std::sqrt(var[c] + p.alpha);
+      const float m = mean[c], b = bias[c];
+      const int64_t base = (o * p.n + c) * p.inner;
+      for (int64_t j = 0; j < p.inner; ++j) y[base + j] = (x[base + j] - m) * k + b;
+    }
+  }
+}
+
+}  // namespace
+
+void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
+  auto shape = [&](size_t i) -> const std::vector<int64_t>& {
+    return graph.tensors[node.inputs[i]].shape;
+  };
+  const std::vector<int64_t>& out = graph.tensors[node.outputs[0]].shape;
+  p->alpha = node.alpha;
+  p->beta = node.beta;
+  if (is_binary(node.op)) {
+    p->add = broadcast_geometry(shape(0), shape(1));
+    return;
+  }
+  switch (node.op) {
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: {
+      const std::vector<int64_t>& x = shape(0);
+      const int64_t rank = static_cast<int64_t>(x.size());
+      const size_t axis = static_cast<size_t>(node.axis < 0 ? node.axis + rank : node.axis);
+      const bool coerce_2d = !node.ints.empty() && node.ints[0] == 1;
+      p->outer = product(x, 0, axis);
+      p->n = coerce_2d ? product(x, axis, x.size()) : x[axis];
+      p->inner = coerce_2d ? 1 : product(x, axis + 1, x.size());
+      return;
+    }
+    case Op::kConcat: {
+      const int64_t rank = static_cast<int64_t>(out.size());
+      const size_t axis = static_cast<size_t>(node.axis < 0 ? node.axis + rank : node.axis);
+      p->outer = product(out, 0, axis);
+      const int64_t inner = product(out, axis + 1, out.size());
+      for (size_t i = 0; i < node.inputs.size(); ++i) p->chunks.push_back(shape(i)[axis] * inner);
+      return;
+    }
+    case Op::kTranspose: {
+      const std::vector<int64_t>& x = shape(0);
+      BroadcastGeometry& g = p->transpose;
+      g.rank = x.size();
+      std::array<int64_t, kMaxRank> in_strides{};
+      int64_t stride = 1;
+      for (size_t d = x.size(); d-- > 0;) {
+        in_strides[d] = stride;
+        stride *= x[d];
+      }
+      for (size_t d = 0; d < x.size(); ++d) {
+        g.dims[d] = out[d];
+        g.a_strides[d] = in_strides[static_cast<size_t>(node.ints[d])];
+      }
+      return;
+    }
+    case Op::kConv:
+    case Op::kMaxPool:
+    case Op::kAveragePool: {
+      std::string ignored;
+      unpack_window(node, &p->window, &ignored);  // validate() accepted it
+      const std::vector<int64_t>& x = shape(0);
+      p->batch = x[0];
+      p->in_channels = x[1];
+      p->out_channels = out[1];
+      const int64_t k = p->window.k;
+      // Left-pad the spatial dims to 3 so one loop nest serves 1-D to 3-D.
+      const int64_t shift = kMaxSpatial - k;
+      Window w = p->window;
+      for (int64_t i = kMaxSpatial - 1; i >= 0; --i) {
+        const bool real = i >= shift;
+        p->in_sp[i] = real ? x[2 + i - shift] : 1;
+        p->out_sp[i] = real ? out[2 + i - shift] : 1;
+        w.kernel[i] = real ? p->window.kernel[i - shift] : 1;
+        w.stride[i] = real ? p->window.stride[i - shift] : 1;
+        w.dilation[i] = real ? p->window.dilation[i - shift] : 1;
+        w.pad_begin[i] = real ? p->window.pad_begin[i - shift] : 0;
+        w.pad_end[i] = real ? p->window.pad_end[i - shift] : 0;
+      }
+      w.k = kMaxSpatial;
+      p->window = w;
+      return;
+    }
+    case Op::kGlobalAveragePool:
+    case Op::kBatchNorm: {
+      const std::vector<int64_t>& x = shape(0);
+      p->outer = x[0];
+      p->n = x[1];
+      p->inner = product(x, 2, x.size());
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
+  if (is_binary(p.op)) return run_binary(p, t);
+  if (is_unary(p.op)) return run_unary(p, t);
+  switch (p.op) {
+    case Op::kCopy:
+      if (p.count != 0) std::memmove(t[p.output], t[p.inputs[0]], sizeof(float) * p.count);
+      return;
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: return run_softmax(p, t);
+    case Op::kConcat: return run_concat(p, t);
+    case Op::kTranspose: return run_transpose(p, t);
+    case Op::kConv: return run_conv(p, t, pool);
+    case Op::kMaxPool:
+    case Op::kAveragePool: return run_pool(p, t);
+    case Op::kGlobalAveragePool: return run_global_average(p, t);
+    case Op::kBatchNorm: return run_batch_norm(p, t);
+    default: return;
+  }
+}
+
+}  // namespace loom::cpu_simd

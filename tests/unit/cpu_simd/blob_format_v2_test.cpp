@@ -1,0 +1,188 @@
+// Format 2 of the cpu-simd blob: constants, attribute lists and the new
+// operators' shape rules; format 1 still decodes.
+#include <gtest/gtest.h>
+
+#include "loom/cpu_simd/blob_format.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+struct Builder {
+  BlobGraph g;
+  uint32_t t(std::vector<int64_t> shape) {
+    BlobTensor bt;
+    bt.shape = std::move(shape);
+    g.tensors.push_back(std::move(bt));
+    return static_cast<uint32_t>(g.tensors.size() - 1);
+  }
+  uint32_t constant(std::vector<int64_t> shape, std::vector<float> data) {
+    const uint32_t i = t(std::move(shape));
+    g.tensors[i].constant = true;
+    g.tensors[i].data = std::move(data);
+    return i;
+  }
+  BlobNode& node(Op op, std::vector<uint32_t> in, uint32_t out) {
+    BlobNode n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+};
+
+// x[1,2,4,4] -> Conv(w const, 3x3, pad 1) -> MaxPool 2x2/2 -> Transpose ->
+// Copy (reshape) -> Concat with a constant -> y
+BlobGraph conv_graph() {
+  Builder b;
+  const uint32_t x = b.t({1, 2, 4, 4});
+  const uint32_t w = b.constant({3, 2, 3, 3}, std::vector<float>(54, 0.5f));
+  const uint32_t c = b.t({1, 3, 4, 4}), p = b.t({1, 3, 2, 2}), tr = b.t({1, 2, 2, 3});
+  const uint32_t r = b.t({4, 3}), k = b.constant({1, 3}, {1, 2, 3}), y = b.t({5, 3});
+  b.g.inputs = {x};
+  b.g.outputs = {y};
+  b.node(Op::kConv, {x, w}, c).ints = {2, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  b.node(Op::kMaxPool, {c}, p).ints = {2, 0, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
+  b.node(Op::kTranspose, {p}, tr).ints = {0, 2, 3, 1};
+  b.node(Op::kCopy, {tr}, r);
+  b.node(Op::kConcat, {r, k}, y).axis = 0;
+  return b.g;
+}
+
+std::string decode_error(const std::vector<std::byte>& bytes) {
+  BlobGraph g;
+  std::string error;
+  EXPECT_FALSE(decode(bytes.data(), bytes.size(), &g, &error));
+  return error;
+}
+
+std::string validate_error(const BlobGraph& g) { return decode_error(encode(g)); }
+
+TEST(BlobFormatV2, RoundTripsConstantsAndAttributeLists) {
+  const BlobGraph g = conv_graph();
+  const std::vector<std::byte> bytes = encode(g);
+  BlobGraph d;
+  std::string error;
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  ASSERT_EQ(d.tensors.size(), g.tensors.size());
+  EXPECT_TRUE(d.tensors[1].constant);
+  EXPECT_EQ(d.tensors[1].data.size(), 54u);
+  EXPECT_FALSE(d.tensors[0].constant);
+  EXPECT_EQ(d.nodes[0].ints, g.nodes[0].ints);
+  EXPECT_EQ(d.nodes[2].ints, (std::vector<int64_t>{0, 2, 3, 1}));
+  EXPECT_EQ(encode(d), bytes);
+}
+
+TEST(BlobFormatV2, FormatOneStillDecodes) {
+  Builder b;
+  const uint32_t x = b.t({2, 3}), y = b.t({2, 3});
+  b.g.inputs = {x};
+  b.g.outputs = {y};
+  b.node(Op::kRelu, {x}, y);
+  const std::vector<std::byte> v1 = encode(b.g, 1);
+  EXPECT_EQ(static_cast<uint8_t>(v1[4]), 1u);
+  EXPECT_EQ(v1.size(), kHeaderSize + 2 * (8 + 16) + 8 + 36 + 8);
+  BlobGraph d;
+  std::string error;
+  ASSERT_TRUE(decode(v1.data(), v1.size(), &d, &error)) << error;
+  EXPECT_EQ(d.nodes[0].op, Op::kRelu);
+  // Operators of format 2 are unknown to format 1.
+  b.g.nodes[0].op = Op::kSigmoid;
+  EXPECT_NE(decode_error(encode(b.g, 1)).find("unknown operator 16 for format 1"), std::string::npos);
+}
+
+TEST(BlobFormatV2, EveryTruncationAndFlipIsHandled) {
+  const std::vector<std::byte> bytes = encode(conv_graph());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(decode_error(std::vector<std::byte>(bytes.begin(), bytes.begin() + n)).empty());
+  }
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<std::byte> bad = bytes;
+    bad[i] ^= std::byte{0xff};
+    BlobGraph g;
+    std::string error;
+    EXPECT_TRUE(decode(bad.data(), bad.size(), &g, &error) || !error.empty()) << i;
+  }
+}
+
+TEST(BlobFormatV2, ConstantsAreChecked) {
+  BlobGraph g = conv_graph();
+  g.tensors[1].data.pop_back();
+  std::string error;
+  EXPECT_FALSE(validate(g, &error));
+  EXPECT_EQ(error, "tensor 1: holds 53 values, its shape needs 54");
+  g = conv_graph();
+  g.inputs.push_back(1);
+  EXPECT_EQ(validate_error(g), "graph input 1: tensor 1 is a constant");
+  g = conv_graph();
+  g.nodes[0].outputs[0] = 6;
+  EXPECT_NE(validate_error(g).find("output tensor 6 is already a constant"), std::string::npos);
+  std::vector<std::byte> bytes = encode(conv_graph());
+  // Tensor 0: dtype, rank, 4 dims, then its flags.
+  const size_t flags_at = kHeaderSize + 8 + 4 * 8;
+  bytes[flags_at] = std::byte{7};
+  EXPECT_EQ(decode_error(bytes), "byte " + std::to_string(flags_at) + ": tensor 0: unknown flags 7");
+  // Tensor 0 claimed constant: its "values" swallow the following records.
+  bytes = encode(conv_graph());
+  bytes[flags_at] = std::byte{1};
+  EXPECT_FALSE(decode_error(bytes).empty());
+}
+
+TEST(BlobFormatV2, WindowAttributesAreChecked) {
+  BlobGraph g = conv_graph();
+  g.nodes[0].ints.pop_back();
+  EXPECT_EQ(validate_error(g), "node 0 (Conv): Conv: has 11 ints, expected 12");
+  g = conv_graph();
+  g.nodes[0].ints[1] = 2;  // group 2 does not divide 3 output channels
+  EXPECT_NE(validate_error(g).find("does not fit input"), std::string::npos);
+  g = conv_graph();
+  g.nodes[0].ints[4] = 0;  // stride 0
+  EXPECT_NE(validate_error(g).find("must be >= 1"), std::string::npos);
+  g = conv_graph();
+  g.nodes[0].ints[0] = 4;
+  EXPECT_NE(validate_error(g).find("spatial rank"), std::string::npos);
+  g = conv_graph();
+  g.nodes[1].ints[1] = 2;  // ceil_mode 2
+  EXPECT_NE(validate_error(g).find("ceil_mode and count_include_pad must be 0 or 1"),
+            std::string::npos);
+  g = conv_graph();
+  g.nodes[1].ints[3] = 9;  // a 9-wide window on 4 columns
+  EXPECT_NE(validate_error(g).find("the window does not fit spatial dimension 0"), std::string::npos);
+  g = conv_graph();
+  g.tensors[2].shape = {1, 3, 3, 4};
+  EXPECT_NE(validate_error(g).find("is declared [1, 3, 3, 4] but the operator produces [1, 3, 4, 4]"),
+            std::string::npos);
+}
+
+TEST(BlobFormatV2, OtherShapeRulesAreChecked) {
+  BlobGraph g = conv_graph();
+  g.nodes[2].ints = {0, 2, 2, 1};
+  EXPECT_EQ(validate_error(g),
+            "node 2 (Transpose): Transpose: perm is not a permutation of the input's axes");
+  g = conv_graph();
+  g.tensors[5].shape = {4, 4};
+  EXPECT_NE(validate_error(g).find("does not hold the 12 elements"), std::string::npos);
+  g = conv_graph();
+  g.nodes[4].axis = 2;
+  EXPECT_NE(validate_error(g).find("Concat: axis 2 is out of range"), std::string::npos);
+  g = conv_graph();
+  g.nodes[4].axis = 1;
+  EXPECT_NE(validate_error(g).find("does not match input 0"), std::string::npos);
+  g = conv_graph();
+  g.nodes[3].ints = {1};
+  EXPECT_NE(validate_error(g).find("unexpected attribute lists"), std::string::npos);
+  g = conv_graph();
+  g.nodes[4].inputs.clear();
+  EXPECT_EQ(validate_error(g), "node 4 (Concat): has 0 inputs, needs 1 or more");
+  Builder b;
+  const uint32_t x = b.t({2, 3}), s = b.t({2}), y = b.t({2, 3});
+  b.g.inputs = {x, s};
+  b.g.outputs = {y};
+  b.node(Op::kPRelu, {x, s}, y);
+  EXPECT_NE(validate_error(b.g).find("shapes do not broadcast"), std::string::npos);
+  b.g.tensors[s].shape = {1, 2, 1};
+  EXPECT_NE(validate_error(b.g).find("does not broadcast to X"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
