@@ -92,7 +92,7 @@ int run_demo(const DemoArgs& args) {
     std::filesystem::path root =
         args.onnx_data.empty() ? "/usr/share/libonnx-testdata/data" : args.onnx_data;
     std::error_code ec;
-    if (std::filesystem::is_directory(root / "pytorch-converted", ec)) {
+    if (std::filesystem::is_directory(root / "node", ec)) {
       return run_onnx_demo(args, root);
     }
     std::cout << "ONNX test data not found at " << root.string()
