@@ -64,12 +64,13 @@ Verdict run_case(const cf::TestCase& test, const cf::ModelSummary& summary,
                                        (known.empty() ? "none" : known) + ")"};
     }
   }
+  if (!summary.non_tensor.empty()) return {cf::Outcome::kUnsupported, summary.non_tensor};
   LoadOptions load;
   load.device = args.device;
   for (size_t s = 0; s < test.data_sets.size(); ++s) {
     std::string set_label = " (data set " + std::to_string(s) + ")";
     auto data = cf::read_data_set(test.data_sets[s], summary.inputs, summary.outputs);
-    if (!data.ok()) return {cf::Outcome::kError, data.status().message()};
+    if (!data.ok()) return from_status(data.status(), "test data");
     // Every input's shape comes from the data set, which binds any dynamic
     // dimension; values are handed over when shape inference asks for one.
     // Data sets may differ in shapes, so each is compiled on its own.

@@ -335,6 +335,18 @@ Result<ModelSummary> summarize_model(const fs::path& model) {
     if (!initializers.count(in.name())) summary.inputs.push_back(in.name());
   }
   for (const auto& out : graph.output()) summary.outputs.push_back(out.name());
+  auto check_type = [&summary](const ::onnx::ValueInfoProto& v, const char* role) {
+    if (!summary.non_tensor.empty() || !v.has_type() || v.type().has_tensor_type()) return;
+    const auto& t = v.type();
+    const char* kind = t.has_sequence_type() ? "a sequence"
+                       : t.has_map_type()    ? "a map"
+                       : t.has_optional_type() ? "an optional"
+                                               : "not a tensor";
+    summary.non_tensor = std::string(role) + " '" + v.name() + "' is " + kind +
+                         "; Loom supports tensors only";
+  };
+  for (const auto& in : graph.input()) check_type(in, "input");
+  for (const auto& out : graph.output()) check_type(out, "output");
   std::set<std::string> ops;
   collect_ops(graph, ops, 0);
   summary.op_types.assign(ops.begin(), ops.end());

@@ -66,6 +66,9 @@ struct ModelSummary {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<std::string> op_types;
+  // The first input or output that is not a tensor (a sequence, map or
+  // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
+  std::string non_tensor;
 };
 Result<ModelSummary> summarize_model(const fs::path& model);
 
