@@ -23,6 +23,27 @@ expect_ok "inspect --json" '"functions"' "$loom" inspect "$prog" --json
 expect_ok "run with .npy" "y:" "$loom" run "$prog" --input "x=$dir/demo/input_x.npy" \
   --output "y=$dir/y.npy"
 [ -s "$dir/y.npy" ] || fail "run did not write y.npy"
+# ONNX TensorProto inputs (.pb, as in ONNX's test data): the demo's x as a
+# hand-made TensorProto (dims 4, 64; FLOAT; name "x"; 1024 raw bytes).
+npy="$dir/demo/input_x.npy"
+hlen=$(od -An -tu2 -j8 -N2 "$npy" | tr -d ' ')
+{ printf '\x08\x04\x08\x40\x10\x01\x42\x01x\x4a\x80\x08'; tail -c +$((11 + hlen)) "$npy"; } \
+  > "$dir/x.pb"
+expect_ok "run with .pb" "y:" "$loom" run "$prog" --input "x=$dir/x.pb" --output "y=$dir/y_pb.npy"
+cmp -s "$dir/y_pb.npy" "$dir/y.npy" || fail "run with .pb: y differs from the .npy run"
+cp "$dir/x.pb" "$dir/x.tensor"
+expect_ok "run with a TensorProto by content" "y:" "$loom" run "$prog" --input "x=$dir/x.tensor"
+expect_ok "run --output-dir" "wrote y to $dir/out/y.npy" "$loom" run "$prog" \
+  --input "x=$dir/demo/input_x.npy" --output-dir "$dir/out"
+cmp -s "$dir/out/y.npy" "$dir/y.npy" || fail "--output-dir: y differs from --output"
+printf 'garbage that is no tensor' > "$dir/bad.pb"
+expect_error "bad .pb input" "bad.pb" "$loom" run "$prog" --input "x=$dir/bad.pb"
+head -c 40 "$dir/x.pb" > "$dir/short.pb"
+expect_error "truncated .pb input" "short.pb" "$loom" run "$prog" --input "x=$dir/short.pb"
+: > "$dir/out_is_file"
+expect_error "--output-dir is a file" "output-dir" "$loom" run "$prog" --input x=random \
+  --output-dir "$dir/out_is_file"
+
 expect_ok "run --repeat" "median" "$loom" run "$prog" --input x=random --repeat 5 --threads 1
 expect_ok "run reference function" "y:" "$loom" run "$prog" --function reference --input x=random
 
@@ -87,6 +108,34 @@ expect_error "other weights, checksums on" "checksum mismatch.*--no-param-checks
   "$loom" run "$ext" --input x=random --params "mlp=$dir/zeros.irpa"
 expect_ok "other weights, --no-param-checksums" "y: f32\[4, 10\] = \[0.1, 0.1, 0.1" \
   "$loom" run "$ext" --input x=random --params "mlp=$dir/zeros.irpa" --no-param-checksums
+
+# `loom test-onnx` (only in a loom built with the compiler) on copies of two
+# ONNX test cases, so that the outcome does not hang on the whole test data.
+data=/usr/share/libonnx-testdata/data/node
+if "$loom" --help 2>/dev/null | grep -q "test-onnx" && [ -d "$data/test_relu" ]; then
+  mkdir -p "$dir/cases"
+  cp -r "$data/test_relu" "$data/test_lstm_defaults" "$dir/cases/"
+  expect_ok "test-onnx one case" "^PASS test_relu$" "$loom" test-onnx "$dir/cases/test_relu"
+  expect_ok "test-onnx totals last" "test-onnx: 1 cases: 1 passed, 0 failed" \
+    bash -c "\"\$0\" test-onnx --filter relu \"\$1\" | tail -n 1" "$loom" "$dir/cases"
+  expect_ok "test-onnx unsupported op allowed" "UNSUPPORTED test_lstm_defaults: .*LSTM" \
+    "$loom" test-onnx --report "$dir/report.json" "$dir/cases"
+  grep -q '"status": "PASS"' "$dir/report.json" || fail "test-onnx --report lacks a PASS case"
+  printf 'test_relu reference deliberately listed\n' > "$dir/kf_pass.txt"
+  "$loom" test-onnx --known-failures "$dir/kf_pass.txt" "$dir/cases/test_relu" > "$dir/kf.out"
+  [ $? -eq 1 ] || fail "test-onnx: a listed known failure that passes must fail the run"
+  grep -q "known failure 'test_relu' passed: remove it from" "$dir/kf.out" ||
+    fail "test-onnx: no 'remove it' message: $(cat "$dir/kf.out")"
+  printf 'test_relu reference\n' > "$dir/kf_bad.txt"
+  expect_error "test-onnx known failure without reason" "kf_bad.txt:1.*reason" \
+    "$loom" test-onnx --known-failures "$dir/kf_bad.txt" "$dir/cases"
+  expect_error "test-onnx missing folder" "nope" "$loom" test-onnx "$dir/nope"
+  printf 'junk' > "$dir/cases/test_relu/test_data_set_0/output_0.pb"
+  "$loom" test-onnx "$dir/cases/test_relu" > "$dir/junk.out"; rc=$?
+  [ $rc -eq 1 ] || fail "test-onnx with a broken .pb: exit $rc"
+  grep -q "^ERROR test_relu: .*output_0.pb" "$dir/junk.out" ||
+    fail "test-onnx broken .pb: $(cat "$dir/junk.out")"
+fi
 
 "$loom" frobnicate >/dev/null 2>&1; rc=$?
 [ $rc -ne 0 ] && [ $rc -lt 128 ] || fail "unknown subcommand: exit $rc"

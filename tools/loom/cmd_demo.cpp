@@ -85,6 +85,21 @@ Status write_file(const std::filesystem::path& path, std::span<const std::byte> 
 }  // namespace
 
 int run_demo(const DemoArgs& args) {
+#if LOOM_HAVE_COMPILER
+  // The ONNX demo, unless asked for what only the MLP demo does (save its
+  // program, external weights).
+  if (!args.mlp && args.save_dir.empty() && !args.external_params) {
+    std::filesystem::path root =
+        args.onnx_data.empty() ? "/usr/share/libonnx-testdata/data" : args.onnx_data;
+    std::error_code ec;
+    if (std::filesystem::is_directory(root / "node", ec)) {
+      return run_onnx_demo(args, root);
+    }
+    std::cout << "ONNX test data not found at " << root.string()
+              << " (scripts/setup.sh installs libonnx-testdata); running the built-in MLP "
+                 "demo instead\n";
+  }
+#endif
   tools::MlpShape shape;
   const std::vector<tools::NamedWeight> weights = tools::mlp_weights(shape);
   auto inline_program = tools::build_mlp(shape, weights);

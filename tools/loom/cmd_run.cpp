@@ -1,12 +1,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include "commands.hpp"
 #include "io/npy.hpp"
 #include "loom/runtime.hpp"
+#if LOOM_HAVE_ONNX
+#include "onnx_conformance.hpp"
+#endif
+#if LOOM_HAVE_COMPILER
+#include "loom/compiler.hpp"
+#endif
 
 namespace loom::cli {
 namespace {
@@ -63,6 +73,42 @@ Result<Tensor> random_tensor(const ArgumentInfo& arg, std::mt19937_64& rng) {
   return t;
 }
 
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(),
+                                                suffix) == 0;
+}
+
+// An input file is .npy or a serialized ONNX TensorProto (.pb, as in ONNX's
+// test data): by extension, else by content (.npy files start with a magic).
+Result<Tensor> read_input_file(const std::string& path) {
+  bool pb = ends_with(path, ".pb");
+  if (!pb && !ends_with(path, ".npy")) {
+    std::ifstream in(path, std::ios::binary);
+    char magic[6] = {};
+    in.read(magic, sizeof magic);
+    pb = in.gcount() == sizeof magic && std::string_view(magic, 6) != "\x93NUMPY";
+  }
+  if (!pb) return io::read_npy(path);
+#if LOOM_HAVE_ONNX
+  LOOM_ASSIGN_OR_RETURN(conformance::NamedTensor t, conformance::read_tensor_pb(path));
+  return std::move(t.tensor);
+#else
+  return unimplemented(path + ": reading ONNX .pb tensors needs loom built with ONNX support");
+#endif
+}
+
+// A file name for an output: ONNX names may hold '/', ':' and the like.
+std::string sanitize_file_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == '_';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
 void print_summary(const std::string& name, const Tensor& t) {
   std::cout << name << ": " << dtype_name(t.dtype()) << shape_to_string(t.shape());
   if (t.dtype() == DType::kF32) {
@@ -76,6 +122,57 @@ void print_summary(const std::string& name, const Tensor& t) {
     std::cout << (n > 8 ? ", ...]" : "]");
   }
   std::cout << "\n";
+}
+
+// The program compiled from an ONNX model, removed with this object.
+class TempProgram {
+ public:
+  TempProgram() = default;
+  TempProgram(const TempProgram&) = delete;
+  TempProgram& operator=(const TempProgram&) = delete;
+  ~TempProgram() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+  std::filesystem::path dir;
+};
+
+// `loom run model.onnx`: compiles for --device's plugin (or the reference
+// kernels) into a scratch folder; the given input files bind the shapes.
+Result<std::filesystem::path> compile_for_run(
+    Runtime& runtime, const RunArgs& args,
+    const std::vector<std::pair<std::string, Tensor>>& files, TempProgram& temp) {
+#if LOOM_HAVE_COMPILER
+  compiler::CompileOptions options;
+  if (!args.device.empty()) {
+    for (const DeviceInfo& d : runtime.devices()) {
+      if (d.uri == args.device) options.targets = {d.plugin};
+    }
+    // An unknown device is reported by load_program with suggestions.
+  }
+  for (const auto& [name, tensor] : files) options.input_shapes.emplace_back(name, tensor.shape());
+  options.input_value = [&files](std::string_view name) -> const Tensor* {
+    for (const auto& [n, t] : files) {
+      if (n == name) return &t;
+    }
+    return nullptr;
+  };
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string pattern = (base / "loom-run-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return unavailable("cannot create a scratch folder in " + base.string());
+  }
+  temp.dir = pattern;
+  std::filesystem::path out = temp.dir / "program.loom";
+  auto report = compiler::compile_onnx_file(runtime, args.file, out, options);
+  if (!report.ok()) return report.status();
+  return out;
+#else
+  return unimplemented(args.file + ": running an ONNX model needs loom built with the compiler; "
+                       "compile it to a .loom program first");
+#endif
 }
 
 }  // namespace
@@ -93,7 +190,26 @@ int run_run(const RunArgs& args) {
     if (!binding.ok()) return fail(binding.status());
     load.parameter_archives.emplace_back(binding->first, binding->second);
   }
-  auto program = (*runtime)->load_program(args.file, load);
+  // Input files are read first: compiling an ONNX model needs their shapes.
+  std::vector<std::pair<std::string, std::string>> bindings;
+  std::vector<std::pair<std::string, Tensor>> files;
+  for (const std::string& text : args.inputs) {
+    auto binding = split_binding(text, "--input");
+    if (!binding.ok()) return fail(binding.status());
+    bindings.push_back(*binding);
+    if (binding->second == "random") continue;
+    Result<Tensor> tensor = read_input_file(binding->second);
+    if (!tensor.ok()) return fail(tensor.status().with_context("--input " + binding->first));
+    files.emplace_back(binding->first, std::move(*tensor));
+  }
+  std::filesystem::path program_path = args.file;
+  TempProgram temp;
+  if (ends_with(args.file, ".onnx")) {
+    auto compiled = compile_for_run(**runtime, args, files, temp);
+    if (!compiled.ok()) return fail(compiled.status());
+    program_path = *compiled;
+  }
+  auto program = (*runtime)->load_program(program_path, load);
   if (!program.ok()) return fail(program.status());
   auto session = (*program)->create_session(args.function);
   if (!session.ok()) return fail(session.status());
@@ -101,10 +217,7 @@ int run_run(const RunArgs& args) {
 
   std::mt19937_64 rng(1234);
   std::vector<bool> given(fn.inputs.size(), false);
-  for (const std::string& text : args.inputs) {
-    auto binding = split_binding(text, "--input");
-    if (!binding.ok()) return fail(binding.status());
-    const auto& [name, source] = *binding;
+  for (const auto& [name, source] : bindings) {
     auto it = std::find_if(fn.inputs.begin(), fn.inputs.end(),
                            [&](const ArgumentInfo& a) { return a.name == name; });
     if (it == fn.inputs.end()) {
@@ -114,7 +227,14 @@ int run_run(const RunArgs& args) {
                             "' (inputs: " + names + ")"));
     }
     size_t index = static_cast<size_t>(it - fn.inputs.begin());
-    Result<Tensor> tensor = source == "random" ? random_tensor(*it, rng) : io::read_npy(source);
+    Result<Tensor> tensor = Tensor();
+    if (source == "random") {
+      tensor = random_tensor(*it, rng);
+    } else {
+      for (const auto& [file_name, t] : files) {
+        if (file_name == name) tensor = t;
+      }
+    }
     if (!tensor.ok()) return fail(tensor.status().with_context("--input " + name));
     Status st = (*session)->set_input(index, *tensor);
     if (!st.ok()) return fail(st.with_context("--input " + name + "=" + source));
@@ -160,6 +280,21 @@ int run_run(const RunArgs& args) {
     Status st = io::write_npy(path, **(*session)->output(name));
     if (!st.ok()) return fail(st.with_context("--output " + name));
     std::cout << "wrote " << name << " to " << path << "\n";
+  }
+  if (!args.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(args.output_dir, ec);
+    if (ec) return fail(invalid_argument("--output-dir " + args.output_dir + ": " + ec.message()));
+    std::set<std::string> used;
+    for (size_t i = 0; i < (*session)->output_count(); ++i) {
+      std::string base = sanitize_file_name(fn.outputs[i].name);
+      std::string file = base;
+      for (int k = 2; !used.insert(file).second; ++k) file = base + "_" + std::to_string(k);
+      std::filesystem::path path = std::filesystem::path(args.output_dir) / (file + ".npy");
+      Status st = io::write_npy(path, (*session)->output(i));
+      if (!st.ok()) return fail(st.with_context("--output-dir: output '" + fn.outputs[i].name + "'"));
+      std::cout << "wrote " << fn.outputs[i].name << " to " << path.string() << "\n";
+    }
   }
   if (args.repeat > 1) {
     std::sort(times_us.begin(), times_us.end());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,16 +28,31 @@ struct RunArgs {
   std::string file;
   std::string function;
   std::string device;
-  std::vector<std::string> inputs;   // NAME=PATH.npy | NAME=random
+  std::vector<std::string> inputs;   // NAME=PATH.npy | NAME=PATH.pb | NAME=random
   std::vector<std::string> outputs;  // NAME=PATH.npy
+  std::string output_dir;            // every output as DIR/<name>.npy
   std::vector<std::string> params;   // SCOPE=PATH.irpa
   bool no_param_checksums = false;
   uint32_t repeat = 1;
   uint32_t threads = 0;
 };
 
+// `loom test-onnx` (cmd_test_onnx.cpp; built when loom has the compiler).
+struct TestOnnxArgs {
+  std::vector<std::string> dirs;   // cases or folders of cases
+  std::string device;              // URI; empty: the reference kernels
+  std::string report;              // JSON report path
+  std::string known_failures;      // tests/onnx/known_failures.txt format
+  std::string filter;              // keep cases whose name contains this
+  uint32_t timeout_s = 300;        // per case; 0: none
+  uint32_t threads = 0;
+  bool no_fork = false;            // run cases in this process (debugging)
+};
+
 struct DemoArgs {
   std::string save_dir;
+  std::string onnx_data;  // ONNX test data root; empty: libonnx-testdata's
+  bool mlp = false;       // the built-in MLP even when ONNX models can run
   uint32_t threads = 0;
   bool external_params = false;
 };
@@ -77,6 +93,9 @@ int run_devices(const DevicesArgs& args);
 int run_inspect(const InspectArgs& args);
 int run_run(const RunArgs& args);
 int run_demo(const DemoArgs& args);
+// The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).
+int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);
+int run_test_onnx(const TestOnnxArgs& args);
 int run_params(const ParamsArgs& args);
 int run_compile(const CompileArgs& args);
 int run_params_dump(const ParamsArgs& args);  // params_dump.cpp

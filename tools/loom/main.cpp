@@ -25,12 +25,17 @@ int main(int argc, char** argv) {
 
   loom::cli::RunArgs run;
   auto* cmd_run = app.add_subcommand("run", "Run a function of a program");
-  cmd_run->add_option("FILE", run.file, "Program file (.loom)")->required();
+  cmd_run->add_option("FILE", run.file, "Program file (.loom), or an ONNX model (.onnx) to "
+                                        "compile first when loom has the compiler")->required();
   cmd_run->add_option("--function", run.function, "Function to run (default: the first)");
   cmd_run->add_option("--device", run.device, "Device URI, e.g. cpu-simd://0 (default: "
                                               "the first device that can load each delegate)");
-  cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy or NAME=random")->required();
+  cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy, NAME=PATH.pb (an ONNX "
+                                             "TensorProto) or NAME=random")->required();
   cmd_run->add_option("--output", run.outputs, "NAME=PATH.npy: write a result");
+  cmd_run->add_option("--output-dir", run.output_dir,
+                      "Write every result as DIR/<name>.npy (characters other than letters, "
+                      "digits, '.', '-' and '_' become '_')");
   cmd_run->add_option("--params", run.params,
                       "SCOPE=PATH.irpa: take the external parameters of SCOPE from this "
                       "archive (default: the path the program records, beside it)");
@@ -42,14 +47,44 @@ int main(int argc, char** argv) {
   cmd_run->add_option("--threads", run.threads, "Cap on plugin worker threads (0 = all cores)");
 
   loom::cli::DemoArgs demo;
-  auto* cmd_demo = app.add_subcommand("demo", "Build a small MLP program, run it on every "
-                                              "device and compare with the reference kernels");
+  auto* cmd_demo = app.add_subcommand(
+      "demo", "Compile small ONNX models from the ONNX test data for every device and check "
+              "them against their expected outputs (without the test data, or with --mlp, "
+              "--save-dir or --external-params: build a small MLP program, run it on every "
+              "device and compare with the reference kernels)");
+  cmd_demo->add_flag("--mlp", demo.mlp, "Run the built-in MLP demo");
+  cmd_demo->add_option("--onnx-data", demo.onnx_data,
+                       "Root of the ONNX backend test data (default: "
+                       "/usr/share/libonnx-testdata/data)");
   cmd_demo->add_option("--save-dir", demo.save_dir,
                        "Write program.loom, input_<NAME>.npy and expected_<NAME>.npy here");
   cmd_demo->add_option("--threads", demo.threads, "Cap on plugin worker threads");
   cmd_demo->add_flag("--external-params", demo.external_params,
                      "Also run the program with its weights in a parameter archive "
                      "(--save-dir then writes that program and weights.irpa)");
+
+#if LOOM_HAVE_COMPILER
+  loom::cli::TestOnnxArgs test_onnx;
+  auto* cmd_test_onnx = app.add_subcommand(
+      "test-onnx", "Compile and run ONNX backend test cases (model.onnx + test_data_set_N) and "
+                   "compare with their expected outputs");
+  cmd_test_onnx->add_option("DIR", test_onnx.dirs, "A test case, or a folder of test cases")
+      ->required();
+  cmd_test_onnx->add_option("--device", test_onnx.device,
+                            "Device URI, e.g. cpu-simd://0: compile for its plugin and run "
+                            "there (default: the reference kernels)");
+  cmd_test_onnx->add_option("--report", test_onnx.report, "Write a JSON report of every case");
+  cmd_test_onnx->add_option("--known-failures", test_onnx.known_failures,
+                            "File of cases expected to fail: '<case> <reference|PLUGIN|*> "
+                            "<reason>' per line");
+  cmd_test_onnx->add_option("--filter", test_onnx.filter,
+                            "Run only the cases whose name contains this");
+  cmd_test_onnx->add_option("--timeout", test_onnx.timeout_s,
+                            "Seconds per case before it counts as an error (0: none)");
+  cmd_test_onnx->add_option("--threads", test_onnx.threads, "Cap on plugin worker threads");
+  cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
+                          "Run every case in this process (for debuggers; a crash ends the run)");
+#endif
 
   loom::cli::ParamsArgs params;
   CLI::App* cmd_params = loom::cli::add_params_command(app, params);
@@ -80,5 +115,8 @@ int main(int argc, char** argv) {
   if (*cmd_demo) return loom::cli::run_demo(demo);
   if (*cmd_params) return loom::cli::run_params(params);
   if (*cmd_compile) return loom::cli::run_compile(compile);
+#if LOOM_HAVE_COMPILER
+  if (*cmd_test_onnx) return loom::cli::run_test_onnx(test_onnx);
+#endif
   return 1;
 }

@@ -1,0 +1,168 @@
+// The parts of `loom test-onnx` that need no compiler: finding ONNX backend
+// test cases, reading their .pb tensors, comparing results, the list of known
+// failures, the rule for UNSUPPORTED cases and the report.
+//
+// A test case is a folder holding model.onnx and test_data_set_<N>/ folders,
+// each with input_<K>.pb and output_<K>.pb (serialized onnx::TensorProto),
+// the layout of ONNX's backend tests (libonnx-testdata).
+//
+// Library: loom_onnx_conformance (links loom_onnx, never the runtime or the
+// compiler), so that all of this is unit-tested on its own.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom::conformance {
+
+namespace fs = std::filesystem;
+
+struct TestCase {
+  std::string name;              // the folder's name, e.g. "test_abs"
+  fs::path dir;
+  std::vector<fs::path> data_sets;  // test_data_set_<N>, by N
+};
+
+// Each root is one case (it holds model.onnx) or a folder of cases (its
+// subfolders that hold model.onnx, sorted by name). `filter`, when not empty,
+// keeps the cases whose name contains it. A root that is neither, or a case
+// without a data set, is an error naming the folder.
+Result<std::vector<TestCase>> discover_cases(std::span<const fs::path> roots,
+                                             std::string_view filter = {});
+
+struct NamedTensor {
+  std::string name;  // empty when the .pb has none
+  Tensor tensor;
+};
+
+// Reads one serialized onnx::TensorProto (bounded: larger files are refused
+// before anything is allocated for them). Errors name the file.
+Result<NamedTensor> read_tensor_pb(const fs::path& file, uint64_t max_bytes = uint64_t{1} << 30);
+// The same from bytes; `what` names the source in errors.
+Result<NamedTensor> parse_tensor_pb(std::span<const std::byte> bytes, std::string_view what);
+
+struct DataSet {
+  std::vector<NamedTensor> inputs;   // named, in input_<K> order
+  std::vector<NamedTensor> outputs;  // named, in output_<K> order
+};
+
+// Reads input_0.pb, input_1.pb, ... and output_0.pb, ... of `dir` (numbering
+// must be contiguous). A tensor without a name takes the model's input or
+// output name at its position; one the model lacks is an error.
+Result<DataSet> read_data_set(const fs::path& dir, std::span<const std::string> input_names,
+                              std::span<const std::string> output_names);
+
+// What a model declares: its graph inputs that are not initializers, its
+// outputs, and the op types of its nodes (default domain as "Relu", others
+// as "domain:Op"; nested graphs included), sorted and unique.
+struct ModelSummary {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::vector<std::string> op_types;
+  // The first input or output that is not a tensor (a sequence, map or
+  // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
+  std::string non_tensor;
+};
+Result<ModelSummary> summarize_model(const fs::path& model);
+
+struct Tolerance {
+  double rtol = 1e-3;
+  double atol = 1e-7;
+};
+
+// Compares a result with the expected tensor: dtypes and shapes must match;
+// floating types within |got - expected| <= atol + rtol * |expected| (NaN
+// equals NaN, infinities must match exactly); integers and bools exactly.
+// The error names the output, the worst element by index, both values and
+// how many elements differ.
+Status compare_tensors(std::string_view output, const Tensor& got, const Tensor& expected,
+                       const Tolerance& tolerance = {});
+
+// The operators issue 3 covers (sorted). A case that uses only these may not
+// be UNSUPPORTED; the tool counts it as a failure unless it is a known one.
+std::span<const std::string_view> issue3_ops();
+bool is_issue3_op(std::string_view op_type);
+// The op types of `op_types` outside issue 3's list (in order).
+std::vector<std::string> ops_outside_issue3(std::span<const std::string> op_types);
+
+// tests/onnx/known_failures.txt: one case a line,
+//   <case folder name> <reference|cpu-simd|*> <reason...>
+// '#' starts a comment; blank lines are ignored. A line without a reason, a
+// duplicate (case, device) pair or a device other than those is an error
+// naming the file and line.
+struct KnownFailure {
+  std::string name;
+  std::string device;  // "reference", a plugin name, or "*"
+  std::string reason;
+  int line = 0;
+};
+
+class KnownFailures {
+ public:
+  static Result<KnownFailures> parse(std::string_view text, std::string_view source);
+  static Result<KnownFailures> load(const fs::path& file);
+
+  // The entry for `name` on `device` ("reference" or a plugin name); null if
+  // none. An entry for "*" matches every device.
+  const KnownFailure* find(std::string_view name, std::string_view device) const;
+  const std::vector<KnownFailure>& entries() const { return entries_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::vector<KnownFailure> entries_;
+  std::string source_;
+};
+
+// The device a known-failure entry names for a --device URI: the plugin's
+// name, which is the URI's scheme ("cpu-simd://0" -> "cpu-simd"), or
+// "reference" without a URI.
+std::string device_key(std::string_view device_uri);
+
+enum class Outcome { kPass, kFail, kUnsupported, kError };
+std::string_view outcome_name(Outcome outcome);  // "PASS", "FAIL", ...
+
+struct CaseResult {
+  std::string name;
+  fs::path dir;
+  Outcome outcome = Outcome::kError;
+  std::string message;
+  double ms = 0;
+  std::vector<std::string> op_types;  // from summarize_model; may be empty
+  // Filled by classify(): the known-failure entry's reason when the case is
+  // one, and a note on why the outcome was changed.
+  bool known_failure = false;
+  std::string known_reason;
+};
+
+// Applies the rules: an UNSUPPORTED case whose ops all lie in issue 3's list
+// becomes a FAIL; a FAIL or ERROR listed as a known failure on `device` is
+// marked known_failure. Returns the problems that make the run fail besides
+// unexpected failures: a listed case that passed ("known failure 'x' passed:
+// remove it from FILE").
+std::vector<std::string> classify(std::vector<CaseResult>& results, const KnownFailures* known,
+                                  std::string_view device);
+
+// "PASS name", "FAIL name: message", ... with " [known failure: reason]".
+std::string format_case(const CaseResult& result);
+
+struct Totals {
+  size_t cases = 0, passed = 0, failed = 0, unsupported = 0, errors = 0, known = 0;
+};
+Totals count(std::span<const CaseResult> results);
+// "test-onnx: N cases: P passed, F failed, U unsupported, E errors,
+//  K known failures (device D)" with D the URI or "reference".
+std::string format_totals(const Totals& totals, std::string_view device);
+
+// The --report JSON: {"device", "totals": {...}, "cases": [{name, dir,
+// status, message, ms, known_failure, known_reason}], "problems": [...]}.
+std::string report_json(std::span<const CaseResult> results, std::string_view device,
+                        std::span<const std::string> problems);
+
+}  // namespace loom::conformance
