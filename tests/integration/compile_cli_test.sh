@@ -29,6 +29,15 @@ expect_ok "summary lists the reference ops" "MatMul" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
 expect_ok "run the compiled program" "y" \
   "$loom" run "$dir/mlp.loom" --input x=random
+# The Shape/Gather/Unsqueeze/Concat chain folds away once N is bound: the
+# program keeps MatMul, Add, Relu, Softmax and a Reshape with a constant shape.
+summary=$("$loom" compile "$mlp" -o "$dir/mlp3.loom" --input-shape x=3,4 2>&1) ||
+  fail "compile with N=3: $summary"
+grep -q "Reshape" <<<"$summary" || fail "the Reshape is missing from the summary: $summary"
+grep -q "Gather\|Concat\|Unsqueeze\|Shape " <<<"$summary" && fail "shape chain left in the program: $summary"
+grep -q "[1-9][0-9]* folded" <<<"$summary" || fail "nothing folded: $summary"
+expect_ok "dynamic batch of 3 runs" "y" \
+  "$loom" run "$dir/mlp3.loom" --input x=random
 expect_ok "inspect names the inputs" "x" "$loom" inspect "$dir/mlp.loom"
 
 # --- weights in an archive -------------------------------------------------

@@ -347,6 +347,13 @@ Result<ModelSummary> summarize_model(const fs::path& model) {
   };
   for (const auto& in : graph.input()) check_type(in, "input");
   for (const auto& out : graph.output()) check_type(out, "output");
+  for (const auto& o : m->proto().opset_import()) {
+    if (!o.domain().empty() && o.domain() != "ai.onnx") continue;
+    if (o.version() < 7 || o.version() > 17) {
+      summary.out_of_scope = "the model imports opset " + std::to_string(o.version()) +
+                             " of the default ONNX domain; Loom compiles opsets 7-17";
+    }
+  }
   std::set<std::string> ops;
   collect_ops(graph, ops, 0);
   summary.op_types.assign(ops.begin(), ops.end());

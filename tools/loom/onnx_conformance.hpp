@@ -69,6 +69,10 @@ struct ModelSummary {
   // The first input or output that is not a tensor (a sequence, map or
   // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
   std::string non_tensor;
+  // Set when the model imports an opset of the default domain outside the
+  // 7-17 that issue 3 covers (the importer refuses it): the op-list rule
+  // does not apply to such a case.
+  std::string out_of_scope;
 };
 Result<ModelSummary> summarize_model(const fs::path& model);
 

@@ -67,13 +67,15 @@ Status check_inferred(const FunctionDef& def, size_t instruction,
     return inferred.status().with_context(where(def, instruction) + " (" +
                                           std::string(kernel.op) + ")");
   }
-  if (inferred->size() != step.outputs.size()) {
+  // Trailing optional outputs (MaxPool's Indices, Dropout's mask, ...) may be
+  // left out: infer() lists every output the operator can give.
+  if (inferred->size() < step.outputs.size()) {
     return invalid_argument(where(def, instruction) + " (" + std::string(kernel.op) +
                             "): declares " + std::to_string(step.outputs.size()) +
-                            " outputs, the operator produces " +
+                            " outputs, the operator produces at most " +
                             std::to_string(inferred->size()));
   }
-  for (size_t i = 0; i < inferred->size(); ++i) {
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
     const ValuePlan& out = values[step.outputs[i]];
     const kernels::TensorType& t = (*inferred)[i];
     if (t.dtype != out.dtype || t.shape != out.shape) {

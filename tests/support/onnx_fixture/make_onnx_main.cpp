@@ -3,7 +3,8 @@
 // DIR/expected_<i>.npy, and prints "<i> <name>" per initializer; also writes
 // DIR/escape.onnx, whose external data names '../outside.bin', and
 // DIR/mlp.onnx for `loom compile`: x [N,4] (N dynamic) -> MatMul W [4,512]
-// -> Add b [512] -> Relu -> Softmax -> y, and DIR/mlp_bad_op.onnx, the same
+// -> Add b [512] -> Relu -> Softmax -> Reshape to [N, -1] through an
+// exporter-style Shape/Gather/Unsqueeze/Concat chain -> y, and DIR/mlp_bad_op.onnx, the same
 // with an op no kernel implements (its output y stated as [2,512]).
 #include <cstdio>
 #include <filesystem>
@@ -49,7 +50,49 @@ onnx::ModelProto mlp_model(const std::string& last_op) {
   add_node(g, "MatMul", {"x", "W"}, "h");
   add_node(g, "Add", {"h", "b"}, "a");
   add_node(g, "Relu", {"a"}, "r");
-  add_node(g, last_op, {"r"}, "y");
+  if (last_op != "Softmax") {
+    add_node(g, last_op, {"r"}, "y");
+  } else {
+    // What exporters emit around a dynamic batch: a Constant/Shape/Gather/
+    // Unsqueeze/Concat chain that computes Reshape's target [N, -1]; the
+    // importer folds it once N is bound.
+    add_node(g, "Softmax", {"r"}, "sm");
+    auto constant = [&](const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> v) {
+      auto* n = g->add_node();
+      n->set_op_type("Constant");
+      n->set_name("Constant_" + name);
+      n->add_output(name);
+      auto* attr = n->add_attribute();
+      attr->set_name("value");
+      attr->set_type(onnx::AttributeProto::TENSOR);
+      auto* t = attr->mutable_t();
+      t->set_data_type(onnx::TensorProto::INT64);
+      for (int64_t d : dims) t->add_dims(d);
+      for (int64_t x : v) t->add_int64_data(x);
+    };
+    add_node(g, "Shape", {"sm"}, "sm_shape");
+    constant("zero", {}, {0});
+    auto* gather = g->add_node();
+    gather->set_op_type("Gather");
+    gather->set_name("Gather_batch");
+    gather->add_input("sm_shape");
+    gather->add_input("zero");
+    gather->add_output("batch");
+    constant("axes0", {1}, {0});
+    add_node(g, "Unsqueeze", {"batch", "axes0"}, "batch1");
+    constant("minus_one", {1}, {-1});
+    auto* concat = g->add_node();
+    concat->set_op_type("Concat");
+    concat->set_name("Concat_shape");
+    concat->add_input("batch1");
+    concat->add_input("minus_one");
+    concat->add_output("target");
+    auto* axis = concat->add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(0);
+    add_node(g, "Reshape", {"sm", "target"}, "y");
+  }
   // The unknown op's output type must be stated for a plugin to take it.
   add_value_info(g->add_output(), "y", {last_op == "Softmax" ? "N" : "2", "512"});
   return model;
