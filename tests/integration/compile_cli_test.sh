@@ -48,6 +48,13 @@ expect_ok "compile --params-out" "params: " \
 [ -s "$dir/ext/weights.irpa" ] || fail "--params-out wrote no archive"
 expect_ok "archive holds W" "W" "$loom" params dump "$dir/ext/weights.irpa"
 expect_ok "run with external weights" "y" "$loom" run "$dir/ext/mlp.loom" --input x=random
+# Inline and external weights give bit-identical results (random inputs use a
+# fixed seed).
+expect_ok "inline run writes y" "y" \
+  "$loom" run "$dir/mlp.loom" --input x=random --output y="$dir/y_inline.npy"
+expect_ok "external run writes y" "y" \
+  "$loom" run "$dir/ext/mlp.loom" --input x=random --output y="$dir/y_external.npy"
+cmp -s "$dir/y_inline.npy" "$dir/y_external.npy" || fail "inline and external weights give different results"
 inline_size=$(stat -c %s "$dir/mlp.loom")
 ext_size=$(stat -c %s "$dir/ext/mlp.loom")
 [ "$ext_size" -lt "$inline_size" ] || fail "program with external weights is not smaller ($ext_size >= $inline_size)"
