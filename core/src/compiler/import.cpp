@@ -125,9 +125,29 @@ class Reader {
       }
       return Status();
     }
-    if (out_.opset < 7 || out_.opset > 17) {
+    if (out_.opset < 6 || out_.opset > 17) {
       return unimplemented("the model uses opset " + std::to_string(out_.opset) +
-                           " of the default ONNX domain; Loom supports opsets 7 to 17");
+                           " of the default ONNX domain; Loom supports opsets 7 to 17 (and 6 "
+                           "for operators unchanged at 7)");
+    }
+    if (out_.opset == 6) {
+      // Opset 6 is taken for the operators whose definition opset 7 kept, so
+      // exporters' older models (PyTorch's, mostly) still compile; those that
+      // opset 7 changed (the legacy `broadcast` attribute of the arithmetic,
+      // BatchNormalization's and Dropout's is_test, ...) are refused by name.
+      static constexpr std::string_view kChangedAt7[] = {
+          "Acos", "Add", "And", "Asin", "Atan", "AveragePool", "BatchNormalization", "Cos",
+          "Div", "Dropout", "Equal", "GRU", "Gemm", "Greater", "LSTM", "Less", "Mul",
+          "Multinomial", "Or", "PRelu", "Pow", "RNN", "Sin", "Sub", "Tan", "Upsample", "Xor"};
+      for (const auto& node : proto_.graph().node()) {
+        if (!is_default_domain(node.domain())) continue;
+        for (std::string_view op : kChangedAt7) {
+          if (node.op_type() == op) {
+            return unimplemented(where_node(node) + " is written for opset 6, and opset 7 changed " +
+                                 node.op_type() + "; Loom implements opsets 7 to 17 of it");
+          }
+        }
+      }
     }
     return Status();
   }
