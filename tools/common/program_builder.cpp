@@ -1,9 +1,9 @@
 #include "common/program_builder.hpp"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "common/hash.hpp"
+#include "container/function_layout.hpp"
 
 namespace loom::tools {
 
@@ -121,75 +121,10 @@ FunctionBuilder ProgramBuilder::add_function(std::string name) {
   return FunctionBuilder(this, &writer_.program().functions.back());
 }
 
-namespace {
-
-nlohmann::json type_record(const ValueDef& v) {
-  nlohmann::json r = nlohmann::json::array({"ndarray", std::string(dtype_name(v.dtype)),
-                                            v.shape.size()});
-  for (int64_t d : v.shape) r.push_back(d);
-  return r;
-}
-
-void plan_memory(FunctionDef& f) {
-  constexpr uint64_t kAlign = 64;
-  size_t n = f.values.size();
-  std::vector<bool> fixed(n, false);
-  for (uint32_t v : f.inputs) fixed[v] = true;
-  for (uint32_t v : f.outputs) fixed[v] = true;
-  for (size_t v = 0; v < n; ++v) fixed[v] = fixed[v] || f.values[v].parameter >= 0;
-  // Last instruction that reads each value.
-  std::vector<int64_t> last_use(n, -1);
-  for (size_t i = 0; i < f.instructions.size(); ++i) {
-    for (uint32_t v : f.instructions[i].inputs) last_use[v] = static_cast<int64_t>(i);
-  }
-  struct Block { uint64_t offset, size; int64_t free_after; };
-  std::vector<Block> blocks;
-  uint64_t arena = 0;
-  f.memory_plan.slots.clear();
-  for (size_t i = 0; i < f.instructions.size(); ++i) {
-    for (uint32_t v : f.instructions[i].outputs) {
-      if (fixed[v]) continue;
-      uint64_t bytes = dtype_size(f.values[v].dtype);
-      for (int64_t d : f.values[v].shape) bytes *= static_cast<uint64_t>(d);
-      uint64_t size = (std::max<uint64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-      auto reuse = std::find_if(blocks.begin(), blocks.end(), [&](const Block& b) {
-        return b.free_after < static_cast<int64_t>(i) && b.size >= size;
-      });
-      uint64_t offset;
-      if (reuse != blocks.end()) {
-        offset = reuse->offset;
-        reuse->free_after = std::max<int64_t>(last_use[v], static_cast<int64_t>(i));
-      } else {
-        offset = arena;
-        arena += size;
-        blocks.push_back({offset, size, std::max<int64_t>(last_use[v], static_cast<int64_t>(i))});
-      }
-      f.memory_plan.slots.push_back({v, offset, size});
-      fixed[v] = true;  // planned once, at its first write
-    }
-  }
-  f.memory_plan.arena_size = arena;
-  f.memory_plan.alignment = kAlign;
-}
-
-}  // namespace
-
 Result<ProgramWriter> ProgramBuilder::finish() {
   for (FunctionDef& f : writer_.program().functions) {
-    plan_memory(f);
-    nlohmann::json args = nlohmann::json::array(), results = nlohmann::json::array();
-    nlohmann::json in_names = nlohmann::json::array(), out_names = nlohmann::json::array();
-    for (uint32_t v : f.inputs) {
-      args.push_back(type_record(f.values[v]));
-      in_names.push_back(f.values[v].name);
-    }
-    for (uint32_t v : f.outputs) {
-      results.push_back(type_record(f.values[v]));
-      out_names.push_back(f.values[v].name);
-    }
-    f.reflection = nlohmann::json{{"v", 1}, {"a", args}, {"r", results},
-                                  {"names", {{"a", in_names}, {"r", out_names}}}}
-                       .dump();
+    plan_function_memory(f);
+    f.reflection = function_reflection(f);
   }
   return std::move(writer_);
 }

@@ -65,7 +65,4 @@ Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& 
                                     const std::vector<std::optional<CompiledGroup>>& compiled,
                                     const EmitOptions& options);
 
-// Fills the memory plan of `function` (exposed for tests).
-void plan_function_memory(FunctionDef& function);
-
 }  // namespace loom::compiler

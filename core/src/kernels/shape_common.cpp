@@ -10,6 +10,19 @@
 
 namespace loom::kernels::shape {
 
+Status bad(std::string_view op, const std::string& msg) {
+  return invalid_argument(std::string(op) + ": " + msg);
+}
+
+Status check_infer(std::string_view op, std::span<const TensorType> in, size_t min, size_t max) {
+  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), min, max, 1, 1));
+  if (in[0].dtype == DType::kInvalid) return bad(op, "operand 0 must be given");
+  LOOM_RETURN_IF_ERROR(element_count(in[0].shape).status().with_context(std::string(op) +
+                                                                       ": input"));
+  return Status();
+}
+
+
 Status check_operand(std::string_view op, std::string_view name, const TensorRef& t) {
   auto count = element_count(t.shape);
   if (!count.ok()) {

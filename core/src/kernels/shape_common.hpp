@@ -15,6 +15,13 @@
 
 namespace loom::kernels::shape {
 
+// invalid_argument("<op>: <msg>").
+Status bad(std::string_view op, const std::string& msg);
+
+// The common infer prologue: operand count in [min, max], one output, and a
+// given operand 0 with a valid shape.
+Status check_infer(std::string_view op, std::span<const TensorType> in, size_t min, size_t max);
+
 // The operand's byte_size matches its shape and dtype and its data is set.
 Status check_operand(std::string_view op, std::string_view name, const TensorRef& t);
 

@@ -13,10 +13,6 @@
 namespace loom::kernels::shape {
 namespace {
 
-Status bad(std::string_view op, const std::string& msg) {
-  return invalid_argument(std::string(op) + ": " + msg);
-}
-
 const std::byte* src(const TensorRef& t) { return static_cast<const std::byte*>(t.data); }
 std::byte* dst(const TensorRef& t) { return static_cast<std::byte*>(t.data); }
 

@@ -12,19 +12,6 @@
 namespace loom::kernels::shape {
 namespace {
 
-Status bad(std::string_view op, const std::string& msg) {
-  return invalid_argument(std::string(op) + ": " + msg);
-}
-
-// The common infer prologue: operand count and a valid data shape.
-Status check_infer(std::string_view op, std::span<const TensorType> in, size_t min, size_t max) {
-  LOOM_RETURN_IF_ERROR(check_arity(op, in.size(), min, max, 1, 1));
-  if (in[0].dtype == DType::kInvalid) return bad(op, "operand 0 must be given");
-  LOOM_RETURN_IF_ERROR(element_count(in[0].shape).status().with_context(std::string(op) +
-                                                                       ": input"));
-  return Status();
-}
-
 // Ops whose output holds the input's bytes unchanged.
 template <auto Infer>
 Status copy_run(std::string_view op, std::span<const TensorRef> inputs,

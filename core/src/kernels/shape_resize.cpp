@@ -36,10 +36,6 @@ struct ResizeSpec {
   Shape out;
 };
 
-Status bad(std::string_view op, const std::string& msg) {
-  return invalid_argument(std::string(op) + ": " + msg);
-}
-
 Status parse_modes(std::string_view op, const Attributes& a, bool legacy, ResizeSpec* spec) {
   const std::string_view mode = a.get_string("mode", "nearest");
   if (mode == "nearest") {
