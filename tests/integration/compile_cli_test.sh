@@ -3,32 +3,51 @@
 # reference kernels and run, weights written to an .irpa archive
 # (--params-out) and run from there, a target plugin taking some nodes, and
 # bad input that must end in a one-line error (exit 1), never a crash.
-# Usage: compile_cli_test.sh <loom> <loom-test-make-onnx> <fake plugin dir> <scratch dir>
+# The numbers are checked against independent oracles: values worked out by
+# hand for the MLP, and the expected outputs shipped with ONNX's test data.
+# Usage: compile_cli_test.sh <loom> <loom-test-make-onnx> <loom-test-compare>
+#                            <fake plugin dir> <scratch dir>
 set -u
 loom="$1"
 make_onnx="$2"
-fake_dir="$3"
-dir="$4"
+compare="$3"
+fake_dir="$4"
+dir="$5"
 rm -rf "$dir" && mkdir -p "$dir"
 # shellcheck source=cli_checks.sh
 source "$(dirname "$0")/cli_checks.sh"
 
 mkdir -p "$dir/models"
-"$make_onnx" "$dir/models" >/dev/null 2>&1 || fail "loom-test-make-onnx failed"
+expect_exit "loom-test-make-onnx" 0 "^0 " "$make_onnx" "$dir/models"
 mlp="$dir/models/mlp.onnx"
 
 # --- reference kernels only ------------------------------------------------
-expect_ok "compile mlp" "reference" \
+expect_ok "compile mlp" "^reference  *-  *5  *-  *Add,MatMul,Relu,Reshape,Softmax$" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
 [ -s "$dir/mlp.loom" ] || fail "compile wrote no program"
 # Not a terminal: progress as plain lines on stdout, nothing on stderr.
 expect_ok "progress lines" "^loom: compile: import" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
 [ -s "$dir/stderr" ] && fail "stderr not empty on success: $(cat "$dir/stderr")"
-expect_ok "summary lists the reference ops" "MatMul" \
+expect_ok "summary names the model" "^compiled $mlp -> $dir/mlp.loom (opset 17, 12 nodes" \
   "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
-expect_ok "run the compiled program" "y" \
+expect_ok "run the compiled program" "^y: f32\[2, 512\] = \[" \
   "$loom" run "$dir/mlp.loom" --input x=random
+# x = 0 by hand: h = x W = 0, a = h + b = b with b[i] = 0.1 * (i % 3), Relu
+# keeps it, and Softmax over the 512 values has the denominator
+# S = 171 + 171 e^0.1 + 170 e^0.2 = 567.62270, so every row starts
+# 1/S = 0.00176173, e^0.1/S = 0.00194702, e^0.2/S = 0.00215179.
+npy_f32_zeros() {  # npy_f32_zeros <file> <rows> <cols>: a version 1.0 .npy of zeros
+  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': ($2, $3), }"
+  local hlen=$(( (10 + ${#dict} + 1 + 63) / 64 * 64 - 10 ))
+  { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $((hlen % 256)))\\x$(printf %02x $((hlen / 256)))";
+    printf '%s' "$dict"; printf '%*s' $((hlen - ${#dict} - 1)) ''; printf '\n';
+    head -c $(($2 * $3 * 4)) /dev/zero; } > "$1"
+}
+npy_f32_zeros "$dir/x0.npy" 2 4
+expect_ok "mlp on x = 0 gives the hand-computed softmax" \
+  "^y: f32\[2, 512\] = \[0.00176173, 0.00194702, 0.00215179, 0.00176173," \
+  "$loom" run "$dir/mlp.loom" --input "x=$dir/x0.npy"
 # The Shape/Gather/Unsqueeze/Concat chain folds away once N is bound: the
 # program keeps MatMul, Add, Relu, Softmax and a Reshape with a constant shape.
 summary=$("$loom" compile "$mlp" -o "$dir/mlp3.loom" --input-shape x=3,4 2>&1) ||
@@ -36,9 +55,10 @@ summary=$("$loom" compile "$mlp" -o "$dir/mlp3.loom" --input-shape x=3,4 2>&1) |
 grep -q "Reshape" <<<"$summary" || fail "the Reshape is missing from the summary: $summary"
 grep -q "Gather\|Concat\|Unsqueeze\|Shape " <<<"$summary" && fail "shape chain left in the program: $summary"
 grep -q "[1-9][0-9]* folded" <<<"$summary" || fail "nothing folded: $summary"
-expect_ok "dynamic batch of 3 runs" "y" \
+expect_ok "dynamic batch of 3 runs" "^y: f32\[3, 512\] = \[" \
   "$loom" run "$dir/mlp3.loom" --input x=random
-expect_ok "inspect names the inputs" "x" "$loom" inspect "$dir/mlp.loom"
+expect_ok "inspect shows the signature" "main(x: f32\[2, 4\]) -> (y: f32\[2, 512\])" \
+  "$loom" inspect "$dir/mlp.loom"
 
 # --- weights in an archive -------------------------------------------------
 mkdir -p "$dir/ext"
@@ -46,13 +66,14 @@ expect_ok "compile --params-out" "params: " \
   "$loom" compile "$mlp" -o "$dir/ext/mlp.loom" --input-shape x=2,4 \
   --params-out "$dir/ext/weights.irpa" --params-scope net
 [ -s "$dir/ext/weights.irpa" ] || fail "--params-out wrote no archive"
-expect_ok "archive holds W" "W" "$loom" params dump "$dir/ext/weights.irpa"
-expect_ok "run with external weights" "y" "$loom" run "$dir/ext/mlp.loom" --input x=random
+expect_ok "archive holds W" "data 'W'  length 8192" "$loom" params dump "$dir/ext/weights.irpa"
+expect_ok "run with external weights" "^y: f32\[2, 512\] = \[0.00176173, 0.00194702" \
+  "$loom" run "$dir/ext/mlp.loom" --input "x=$dir/x0.npy"
 # Inline and external weights give bit-identical results (random inputs use a
 # fixed seed).
-expect_ok "inline run writes y" "y" \
+expect_ok "inline run writes y" "^y: f32\[2, 512\]" \
   "$loom" run "$dir/mlp.loom" --input x=random --output y="$dir/y_inline.npy"
-expect_ok "external run writes y" "y" \
+expect_ok "external run writes y" "^y: f32\[2, 512\]" \
   "$loom" run "$dir/ext/mlp.loom" --input x=random --output y="$dir/y_external.npy"
 cmp -s "$dir/y_inline.npy" "$dir/y_external.npy" || fail "inline and external weights give different results"
 inline_size=$(stat -c %s "$dir/mlp.loom")
@@ -61,10 +82,11 @@ ext_size=$(stat -c %s "$dir/ext/mlp.loom")
 
 expect_ok "--params-out into a new subfolder" "params: " \
   "$loom" compile "$mlp" -o "$dir/ext/sub.loom" --input-shape x=2x4 --params-out "$dir/ext/new/w.irpa"
-expect_ok "run with weights in the subfolder" "y" "$loom" run "$dir/ext/sub.loom" --input x=random
+expect_ok "run with weights in the subfolder" "^y: f32\[2, 512\] = \[0.00176173" \
+  "$loom" run "$dir/ext/sub.loom" --input "x=$dir/x0.npy"
 
 # --- a target plugin ---------------------------------------------------------
-expect_ok "fake takes Relu" "fake " \
+expect_ok "fake takes Relu" "^fake  *1  *1  *[0-9]*  *Relu$" \
   "$loom" compile "$mlp" -o "$dir/fake.loom" --input-shape x=2x4 --target fake \
   --plugin-path "$fake_dir" --plugin-option fake.compile_ops=Relu
 
@@ -72,10 +94,44 @@ expect_ok "an op without a kernel that the plugin takes" "NoSuchOp" \
   "$loom" compile "$dir/models/mlp_bad_op.onnx" -o "$dir/fake_op.loom" --input-shape x=2x4 --target fake \
   --plugin-path "$fake_dir" --plugin-option fake.compile_ops=NoSuchOp
 
+# --- the ONNX test data's expected outputs -------------------------------------
+# Models exported by ONNX's generators and by PyTorch, compiled for the
+# reference kernels and for cpu-simd, run on the shipped inputs, and compared
+# with the shipped outputs (test-onnx's tolerances).
+data=/usr/share/libonnx-testdata/data
+if [ ! -d "$data/node/test_gemm_all_attributes" ] || [ ! -d "$data/pytorch-converted/test_Conv2d" ]; then
+  skip "ONNX test data oracle" "$data is missing test_gemm_all_attributes or test_Conv2d (libonnx-testdata)"
+else
+  for target in reference cpu-simd; do
+    targets=()
+    [ "$target" = reference ] || targets=(--target "$target")
+    gemm="$data/node/test_gemm_all_attributes"
+    set0="$gemm/test_data_set_0"
+    expect_ok "compile gemm for $target" "^compiled .*test_gemm_all_attributes/model.onnx" \
+      "$loom" compile "$gemm/model.onnx" -o "$dir/gemm_$target.loom" "${targets[@]}"
+    expect_ok "run gemm on $target" "wrote y to $dir/gemm_$target/y.npy" \
+      "$loom" run "$dir/gemm_$target.loom" --input "a=$set0/input_0.pb" --input "b=$set0/input_1.pb" \
+      --input "c=$set0/input_2.pb" --output-dir "$dir/gemm_$target"
+    expect_ok "gemm on $target matches the test data" "^same: " \
+      "$compare" "$dir/gemm_$target/y.npy" "$set0/output_0.pb"
+    conv="$data/pytorch-converted/test_Conv2d"
+    set0="$conv/test_data_set_0"
+    expect_ok "compile Conv2d for $target" "^compiled .*test_Conv2d/model.onnx" \
+      "$loom" compile "$conv/model.onnx" -o "$dir/conv_$target.loom" "${targets[@]}"
+    expect_ok "run Conv2d on $target" "wrote 3 to $dir/conv_$target/3.npy" \
+      "$loom" run "$dir/conv_$target.loom" --input "0=$set0/input_0.pb" --output-dir "$dir/conv_$target"
+    expect_ok "Conv2d on $target matches the test data" "^same: " \
+      "$compare" "$dir/conv_$target/3.npy" "$set0/output_0.pb"
+  done
+  # The oracle can fail: another data set's expected output does not match.
+  expect_exit "a wrong expected output is told apart" 1 "^differ: " \
+    "$compare" "$dir/gemm_reference/y.npy" "$data/node/test_gemm_default_zero_bias/test_data_set_0/output_0.pb"
+fi
+
 # --- errors ------------------------------------------------------------------
 expect_error "missing model" "nothing.onnx" \
   "$loom" compile "$dir/nothing.onnx" -o "$dir/x.loom"
-expect_error "not a model" "" \
+expect_error "not a model" "mlp.loom: not an ONNX model" \
   "$loom" compile "$dir/mlp.loom" -o "$dir/x.loom"
 expect_error "bad --input-shape" "input-shape" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2xq

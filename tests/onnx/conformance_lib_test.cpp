@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "onnx/onnx_pb.h"
+#include "conformance_baseline.hpp"
 #include "onnx_conformance.hpp"
 #include "onnx_fixtures.hpp"
 
@@ -304,6 +305,97 @@ TEST(Report, ClassifyCountAndFormat) {
   EXPECT_EQ(doc["cases"][1]["known_reason"], "broken kernel");
   EXPECT_EQ(doc["cases"][0]["ms"], 1.5);
   EXPECT_EQ(doc["problems"].size(), 1u);
+}
+
+CaseResult result_of(std::string name, Outcome outcome, std::string message = "") {
+  CaseResult r;
+  r.name = std::move(name);
+  r.outcome = outcome;
+  r.message = std::move(message);
+  return r;
+}
+
+TEST(BaselineTest, ParsesSortsAndFinds) {
+  auto b = Baseline::parse("# header\n\ntest_relu\n  test_abs  # trailing comment\r\n"
+                           "test_Conv2d\n",
+                           "base.txt");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(b->entries().size(), 3u);
+  EXPECT_EQ(b->entries()[0].name, "test_Conv2d");
+  ASSERT_NE(b->find("test_abs"), nullptr);
+  EXPECT_EQ(b->find("test_abs")->line, 4);
+  EXPECT_EQ(b->find("test_ab"), nullptr);
+  EXPECT_EQ(b->find("test_relu2"), nullptr);
+}
+
+TEST(BaselineTest, ErrorsNameFileAndLine) {
+  auto r = Baseline::parse("test_a\ntest_b reference\n", "base.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("base.txt:2: one case name a line"), std::string::npos)
+      << r.status().message();
+  r = Baseline::parse("test_a\n# x\ntest_a\n", "base.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("base.txt:3: 'test_a' is already listed on line 1"),
+            std::string::npos)
+      << r.status().message();
+  r = Baseline::parse("test_$x\n", "base.txt");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("base.txt:1:"), std::string::npos);
+  auto missing = Baseline::load("/nonexistent/base.txt");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/base.txt"), std::string::npos);
+}
+
+TEST(BaselineTest, RegressionsNewPassesAndMissingCasesAreProblems) {
+  auto b = Baseline::parse("test_pass\ntest_gone_unsupported\ntest_known\ntest_absent\n",
+                           "base.txt")
+               .value();
+  std::vector<CaseResult> results;
+  results.push_back(result_of("test_pass", Outcome::kPass));
+  results.push_back(result_of("test_gone_unsupported", Outcome::kUnsupported, "no Trilu"));
+  results.push_back(result_of("test_known", Outcome::kFail, "bad"));
+  results.back().known_failure = true;
+  results.push_back(result_of("test_new", Outcome::kPass));
+  results.push_back(result_of("test_lstm", Outcome::kUnsupported, "no LSTM"));
+
+  BaselineCheck c = check_baseline(results, b, /*complete=*/true);
+  EXPECT_EQ(c.listed, 4u);
+  EXPECT_EQ(c.regressed, 2u);
+  EXPECT_EQ(c.added, 1u);
+  EXPECT_EQ(c.missing, 1u);
+  ASSERT_EQ(c.problems.size(), 4u);
+  EXPECT_EQ(c.problems[0],
+            "baseline case 'test_gone_unsupported' (base.txt:2) did not pass: "
+            "UNSUPPORTED: no Trilu");
+  EXPECT_EQ(c.problems[1], "baseline case 'test_known' (base.txt:3) did not pass: FAIL: bad");
+  EXPECT_EQ(c.problems[2], "case 'test_new' passed but is not in the baseline base.txt: add it "
+                           "(--write-baseline writes the list)");
+  EXPECT_EQ(c.problems[3],
+            "baseline case 'test_absent' (base.txt:4) was not run: it is not in the test data "
+            "given");
+  EXPECT_EQ(format_baseline(c, b),
+            "baseline base.txt: 4 listed, 2 regressed, 1 newly passing, 1 missing");
+
+  // A filtered run checks only the cases it ran.
+  BaselineCheck partial = check_baseline(std::span(results).first(1), b, /*complete=*/false);
+  EXPECT_TRUE(partial.problems.empty());
+  EXPECT_EQ(partial.regressed + partial.added + partial.missing, 0u);
+}
+
+TEST(BaselineTest, WrittenTextIsTheExactPassingSet) {
+  std::vector<CaseResult> results;
+  results.push_back(result_of("test_b", Outcome::kPass));
+  results.push_back(result_of("test_a", Outcome::kPass));
+  results.push_back(result_of("test_c", Outcome::kFail, "x"));
+  results.push_back(result_of("test_d", Outcome::kUnsupported, "y"));
+  std::string text = baseline_text(results, "cpu-simd://0");
+  EXPECT_NE(text.find("cpu-simd://0"), std::string::npos);
+  auto b = Baseline::parse(text, "written");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(b->entries().size(), 2u);
+  EXPECT_EQ(b->entries()[0].name, "test_a");
+  EXPECT_EQ(b->entries()[1].name, "test_b");
+  EXPECT_TRUE(check_baseline(results, *b, true).problems.empty());
 }
 
 }  // namespace

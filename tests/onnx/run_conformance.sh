@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs `loom test-onnx` over the ONNX backend test data (the CTest tests
 # onnx_conformance_*). Usage:
-#   run_conformance.sh <loom> <data dir> <known failures> <report.json> [--device URI]
+#   run_conformance.sh <loom> <data dir> <known failures> <baseline> <report.json> [--device URI]
 set -u
-loom="$1" data="$2" known="$3" report="$4"
-shift 4
+loom="$1" data="$2" known="$3" baseline="$4" report="$5"
+shift 5
 dirs=()
 for group in node pytorch-converted pytorch-operator simple; do
   if [ ! -d "$data/$group" ]; then
@@ -14,4 +14,5 @@ for group in node pytorch-converted pytorch-operator simple; do
   fi
   dirs+=("$data/$group")
 done
-exec "$loom" test-onnx --known-failures "$known" --report "$report" "$@" "${dirs[@]}"
+exec "$loom" test-onnx --known-failures "$known" --baseline "$baseline" --report "$report" \
+  "$@" "${dirs[@]}"

@@ -14,6 +14,7 @@
 // beside OUT and renames it over, so OUT may be the input itself.
 #include <CLI/CLI.hpp>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <new>
 #include <optional>
@@ -39,7 +40,8 @@ using params::ArchiveCopier;
 // (a stripped multi-gigabyte weight), and the allocation could fail.
 constexpr uint64_t kMaxMaterializedSplat = uint64_t{4} << 30;
 
-Status create_archive(const ParamsArgs& args) {
+// Each action returns the line it prints on success (what it wrote).
+Result<std::string> create_archive(const ParamsArgs& args) {
   if (args.pairs.empty() && args.from_onnx.empty()) {
     return invalid_argument("params create: nothing to write; give NAME=FILE.npy ... or "
                             "--from-onnx MODEL.onnx");
@@ -99,10 +101,13 @@ Status create_archive(const ParamsArgs& args) {
 #endif
 
   Status st = args.append ? builder.append_to_file(args.output) : builder.write_file(args.output);
-  return st.ok() ? st : st.with_context(args.output);
+  if (!st.ok()) return st.with_context(args.output);
+  return std::string(args.append ? "appended " : "wrote ") + std::to_string(names.size()) +
+         (names.size() == 1 ? " entry" : " entries") + " to " +
+         args.output;
 }
 
-Status extract_entry(const ParamsArgs& args) {
+Result<std::string> extract_entry(const ParamsArgs& args) {
   LOOM_ASSIGN_OR_RETURN(auto reader, params::open_archive(args.input));
   const irpa::Entry* entry = reader->find(args.name);
   if (!entry) return params::unknown_key(*reader, args.input, args.name);
@@ -139,11 +144,13 @@ Status extract_entry(const ParamsArgs& args) {
   if (!st.ok() && dtype_name(layout.dtype) == "bf16") {
     return st.with_context("entry '" + entry->name + "' (pass --raw for its bytes)");
   }
-  return st;
+  if (!st.ok()) return st;
+  return "wrote entry '" + entry->name + "' as " + std::string(dtype_name(layout.dtype)) +
+         shape_to_string(layout.shape) + " to " + args.output;
 }
 
 // The editing actions: read the chain, write one archive.
-Status transform_archive(const ParamsArgs& args) {
+Result<std::string> transform_archive(const ParamsArgs& args) {
   std::optional<params::Pattern> pattern;
   if (args.action == "splat") {
     LOOM_ASSIGN_OR_RETURN(pattern, params::parse_pattern(args.pattern));
@@ -190,7 +197,10 @@ Status transform_archive(const ParamsArgs& args) {
     if (!st.ok()) return st.with_context(args.input);
   }
   Status st = copier.write();
-  return st.ok() ? st : st.with_context(args.output);
+  if (!st.ok()) return st.with_context(args.output);
+  size_t n = reader->entries().size();
+  return "wrote " + std::to_string(n) + (n == 1 ? " entry" : " entries") + " to " + args.output +
+         " (" + args.action + ")";
 }
 
 CLI::App* add_action(CLI::App* params, ParamsArgs& args, const std::string& name,
@@ -263,11 +273,12 @@ int run_params(const ParamsArgs& args) {
   // a library becomes the usual one-line error.
   try {
     if (args.action == "dump") return run_params_dump(args);
-    Status st;
-    if (args.action == "create") st = create_archive(args);
-    else if (args.action == "extract") st = extract_entry(args);
-    else st = transform_archive(args);
-    return st.ok() ? 0 : fail(st);
+    Result<std::string> done = args.action == "create"    ? create_archive(args)
+                               : args.action == "extract" ? extract_entry(args)
+                                                          : transform_archive(args);
+    if (!done.ok()) return fail(done.status());
+    std::printf("%s\n", done->c_str());
+    return 0;
   } catch (const std::bad_alloc&) {
     return fail(resource_exhausted("params " + args.action + ": out of memory"));
   } catch (const std::exception& e) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "conformance_baseline.hpp"
 #include "loom/compiler.hpp"
 #include "loom/runtime.hpp"
 #include "onnx_conformance.hpp"
@@ -221,6 +222,12 @@ int run_test_onnx(const TestOnnxArgs& args) {
     if (!loaded.ok()) return fail(loaded.status());
     known = std::move(*loaded);
   }
+  std::optional<cf::Baseline> baseline;
+  if (!args.baseline.empty()) {
+    auto loaded = cf::Baseline::load(args.baseline);
+    if (!loaded.ok()) return fail(loaded.status());
+    baseline = std::move(*loaded);
+  }
   auto scratch = make_scratch();
   if (!scratch.ok()) return fail(scratch.status());
   const std::string device = cf::device_key(args.device);
@@ -267,6 +274,17 @@ int run_test_onnx(const TestOnnxArgs& args) {
   std::error_code ec;
   fs::remove_all(*scratch, ec);
 
+  std::optional<cf::BaselineCheck> pinned;
+  if (baseline) {
+    pinned = cf::check_baseline(results, *baseline, args.filter.empty());
+    for (std::string& p : pinned->problems) problems.push_back(std::move(p));
+  }
+  if (!args.write_baseline.empty()) {
+    std::ofstream out(args.write_baseline, std::ios::binary | std::ios::trunc);
+    out << cf::baseline_text(results, args.device);
+    out.close();
+    if (!out) problems.push_back("cannot write the baseline " + args.write_baseline);
+  }
   if (!args.report.empty()) {
     std::ofstream out(args.report, std::ios::binary | std::ios::trunc);
     out << cf::report_json(results, args.device, problems);
@@ -274,6 +292,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
     if (!out) problems.push_back("cannot write the report " + args.report);
   }
   for (const std::string& p : problems) std::cout << "problem: " << p << "\n";
+  if (pinned) std::cout << cf::format_baseline(*pinned, *baseline) << "\n";
   cf::Totals totals = cf::count(results);
   std::cout << cf::format_totals(totals, args.device) << std::endl;
   return totals.failed == 0 && totals.errors == 0 && problems.empty() ? 0 : 1;

@@ -44,6 +44,8 @@ struct TestOnnxArgs {
   std::string report;              // JSON report path
   std::string known_failures;      // tests/onnx/known_failures.txt format
   std::string filter;              // keep cases whose name contains this
+  std::string baseline;            // cases that must pass (tests/onnx/baseline_*.txt)
+  std::string write_baseline;      // write the passing cases to this file
   uint32_t timeout_s = 300;        // per case; 0: none
   uint32_t threads = 0;
   bool no_fork = false;            // run cases in this process (debugging)

@@ -77,6 +77,12 @@ int main(int argc, char** argv) {
   cmd_test_onnx->add_option("--known-failures", test_onnx.known_failures,
                             "File of cases expected to fail: '<case> <reference|PLUGIN|*> "
                             "<reason>' per line");
+  cmd_test_onnx->add_option("--baseline", test_onnx.baseline,
+                            "File of the cases that pass on this device, one a line: a listed "
+                            "case that does not pass, or a passing case not listed, fails the "
+                            "run");
+  cmd_test_onnx->add_option("--write-baseline", test_onnx.write_baseline,
+                            "Write the names of the cases that passed to this file");
   cmd_test_onnx->add_option("--filter", test_onnx.filter,
                             "Run only the cases whose name contains this");
   cmd_test_onnx->add_option("--timeout", test_onnx.timeout_s,
@@ -107,7 +113,14 @@ int main(int argc, char** argv) {
   cmd_compile->add_option("--plugin-option", compile.plugin_options,
                           "KEY=VALUE handed to every plugin when it is created");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every usage error exits 1, like any
+    // other error (CLI11's own codes, such as 106, would tell a script
+    // nothing more and break "1 means a reported error").
+    return app.exit(e) == 0 ? 0 : 1;
+  }
 
   if (*cmd_devices) return loom::cli::run_devices(devices);
   if (*cmd_inspect) return loom::cli::run_inspect(inspect);

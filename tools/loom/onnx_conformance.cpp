@@ -68,23 +68,6 @@ Result<TestCase> load_case(const fs::path& dir) {
   return c;
 }
 
-Result<std::vector<std::byte>> read_bounded(const fs::path& file, uint64_t max_bytes) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return not_found(file.string() + ": no such file");
-  uint64_t size = fs::file_size(file, ec);
-  if (ec) return unavailable(file.string() + ": cannot get the size: " + ec.message());
-  if (size > max_bytes) {
-    return resource_exhausted(file.string() + ": " + std::to_string(size) +
-                              " bytes, more than the limit of " + std::to_string(max_bytes));
-  }
-  std::vector<std::byte> bytes(size);
-  std::ifstream in(file, std::ios::binary);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  if (!in || static_cast<uint64_t>(in.gcount()) != size) {
-    return data_loss(file.string() + ": cannot read " + std::to_string(size) + " bytes");
-  }
-  return bytes;
-}
 
 // onnx_io::read_tensor needs a Model for external data; .pb files of the
 // test data hold their bytes inline, so an empty model (no folder: external
@@ -253,6 +236,24 @@ std::string int_number(const Tensor& t, uint64_t i) {
 }
 
 }  // namespace
+
+Result<std::vector<std::byte>> read_bounded(const fs::path& file, uint64_t max_bytes) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return not_found(file.string() + ": no such file");
+  uint64_t size = fs::file_size(file, ec);
+  if (ec) return unavailable(file.string() + ": cannot get the size: " + ec.message());
+  if (size > max_bytes) {
+    return resource_exhausted(file.string() + ": " + std::to_string(size) +
+                              " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::vector<std::byte> bytes(size);
+  std::ifstream in(file, std::ios::binary);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
+  if (!in || static_cast<uint64_t>(in.gcount()) != size) {
+    return data_loss(file.string() + ": cannot read " + std::to_string(size) + " bytes");
+  }
+  return bytes;
+}
 
 Result<std::vector<TestCase>> discover_cases(std::span<const fs::path> roots,
                                              std::string_view filter) {

@@ -37,6 +37,10 @@ struct TestCase {
 Result<std::vector<TestCase>> discover_cases(std::span<const fs::path> roots,
                                              std::string_view filter = {});
 
+// Reads a whole regular file of at most `max_bytes` (larger ones are
+// refused before anything is allocated). Errors name the file.
+Result<std::vector<std::byte>> read_bounded(const fs::path& file, uint64_t max_bytes);
+
 struct NamedTensor {
   std::string name;  // empty when the .pb has none
   Tensor tensor;

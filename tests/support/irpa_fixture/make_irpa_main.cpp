@@ -67,5 +67,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", st.to_string().c_str());
     return 1;
   }
+  std::printf("wrote %s/ext.irpa\n", argv[1]);
   return 0;
 }
