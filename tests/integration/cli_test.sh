@@ -10,6 +10,29 @@ rm -rf "$dir" && mkdir -p "$dir"
 # shellcheck source=cli_checks.sh
 source "$(dirname "$0")/cli_checks.sh"
 
+# The checks themselves: a sanitizer report (by exit code or by its text in
+# stderr), a wrong exit code and an empty pattern must each count as a failure.
+gate_self_test() {
+  local what="$1"; shift
+  local before=$failures
+  "$@" > "$dir/gate.out"
+  if [ $failures -ne $((before + 1)) ]; then
+    failures=$before
+    fail "check self-test: $what was not counted as a failure"
+  else
+    failures=$before
+  fi
+}
+gate_self_test "exit code 86 in expect_error" expect_error "asan exit" "boom" \
+  bash -c 'echo "loom: error: boom" >&2; exit 86'
+gate_self_test "a report in stderr in expect_ok" expect_ok "asan text" "^x$" \
+  bash -c 'echo x; echo "==1==ERROR: AddressSanitizer: heap-buffer-overflow" >&2'
+gate_self_test "a UBSan report in expect_exit" expect_exit "ubsan text" 1 "^x$" \
+  bash -c 'echo x; echo "a.cpp:3:5: runtime error: signed integer overflow" >&2; exit 1'
+gate_self_test "exit 2 in expect_error" expect_error "exit 2" "boom" \
+  bash -c 'echo "loom: error: boom" >&2; exit 2'
+gate_self_test "an empty pattern" expect_ok "empty pattern" "" true
+
 expect_ok "demo" "cpu-simd://0" "$loom" demo --save-dir "$dir/demo"
 for f in program.loom input_x.npy expected_y.npy; do
   [ -s "$dir/demo/$f" ] || fail "demo did not write $f"
