@@ -78,6 +78,15 @@ expect_error "unknown function" "mian" "$loom" run "$prog" --function mian --inp
 expect_error "binding without =" "NAME=" "$loom" run "$prog" --input x
 expect_error "output name unknown" "'q'" "$loom" run "$prog" --input x=random --output "q=$dir/q.npy"
 
+mkfifo "$dir/fifo_input"
+expect_error "a FIFO as input is refused, not read" "fifo_input is a FIFO" \
+  timeout 20 "$loom" run "$prog" --input "x=$dir/fifo_input"
+expect_error "a .pb FIFO as input" "fifo.pb is a FIFO" \
+  bash -c 'mkfifo "$1/fifo.pb" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.pb"' _ "$dir" "$loom" "$prog"
+expect_error "a device as input" "/dev/zero is a device" "$loom" run "$prog" --input x=/dev/zero
+expect_error "a directory as input" "is a directory" "$loom" run "$prog" --input "x=$dir"
+expect_error "a missing input file" "input file $dir/none.npy: no such file" \
+  "$loom" run "$prog" --input "x=$dir/none.npy"
 printf 'not a numpy file at all' > "$dir/bad.npy"
 expect_error "bad .npy input" "bad.npy" "$loom" run "$prog" --input "x=$dir/bad.npy"
 expect_error "wrong input shape" "shape" "$loom" run "$prog" --input "x=$dir/y.npy"

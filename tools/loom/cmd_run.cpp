@@ -80,7 +80,25 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 // An input file is .npy or a serialized ONNX TensorProto (.pb, as in ONNX's
 // test data): by extension, else by content (.npy files start with a magic).
+// Only a regular file is opened: a FIFO would block the read, and a device
+// such as /dev/zero would never end; both are refused before any open.
 Result<Tensor> read_input_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) {
+    return not_found("input file " + path + ": no such file");
+  }
+  if (ec) return unavailable("input file " + path + ": " + ec.message());
+  if (st.type() != std::filesystem::file_type::regular) {
+    const char* kind = st.type() == std::filesystem::file_type::directory ? "a directory"
+                       : st.type() == std::filesystem::file_type::fifo    ? "a FIFO"
+                       : st.type() == std::filesystem::file_type::character ||
+                               st.type() == std::filesystem::file_type::block
+                           ? "a device"
+                           : "not a regular file";
+    return invalid_argument("input file " + path + " is " + kind +
+                            "; inputs are read from regular .npy or .pb files");
+  }
   bool pb = ends_with(path, ".pb");
   if (!pb && !ends_with(path, ".npy")) {
     std::ifstream in(path, std::ios::binary);
