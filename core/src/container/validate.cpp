@@ -1,5 +1,7 @@
 #include "container/validate.hpp"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -123,17 +125,35 @@ Status validate_memory_plan(const std::string& where, const MemoryPlanDef& plan,
     return invalid_argument(where + ".alignment: " + std::to_string(plan.alignment) +
                             " is not a power of two");
   }
+  uint64_t used = 0;  // where the last slot ends
+  std::vector<int64_t> slot_of(f.values.size(), -1);
   for (size_t s = 0; s < plan.slots.size(); ++s) {
     const MemorySlotDef& slot = plan.slots[s];
     std::string here = where + ".slots[" + std::to_string(s) + "]";
     LOOM_RETURN_IF_ERROR(check_index(here + ".value", slot.value, f.values.size(), "value",
                                      "function '" + f.name + "'"));
+    if (slot_of[slot.value] >= 0) {
+      return invalid_argument(here + ".value: value " + std::to_string(slot.value) +
+                              " already has slot " + std::to_string(slot_of[slot.value]));
+    }
+    slot_of[slot.value] = static_cast<int64_t>(s);
     uint64_t end = 0;
     if (!checked_add(slot.offset, slot.size, &end) || end > plan.arena_size) {
       return invalid_argument(here + ": offset " + std::to_string(slot.offset) + " + size " +
                               std::to_string(slot.size) + " runs past the arena (" +
                               std::to_string(plan.arena_size) + " bytes)");
     }
+    used = std::max(used, end);
+  }
+  // The arena is allocated (and zeroed) at every session: a size its slots do
+  // not justify would let a small file claim gigabytes. Rounding the end of
+  // the last slot up to a page (or to the alignment, if larger) is allowed.
+  const uint64_t granule = std::max<uint64_t>(plan.alignment, 4096);
+  const uint64_t justified = used == 0 ? 0 : (used - 1) / granule * granule + granule;
+  if (plan.arena_size > justified) {
+    return invalid_argument(where + ".arena_size: " + std::to_string(plan.arena_size) +
+                            " bytes, but its slots end at " + std::to_string(used) +
+                            " (at most " + std::to_string(justified) + " bytes are allowed)");
   }
   return Status();
 }
@@ -230,9 +250,39 @@ Status validate_parameter(const std::string& where, const ParameterDef& p,
   return Status();
 }
 
+// A name given twice makes every later entry of that name unreachable.
+// `key_of` gives an item's key (empty: unnamed, not checked) and the words
+// that name it in an error.
+template <class T, class KeyOf>
+Status check_unique_names(std::string_view table, const std::vector<T>& items, KeyOf key_of) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto [key, label] = key_of(items[i]);
+    if (key.empty()) continue;
+    auto [it, added] = first.emplace(std::move(key), i);
+    if (!added) {
+      return invalid_argument(at(table, i) + ".name: " + label + " is already the name of " +
+                              at(table, it->second));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status validate_program(const ProgramDef& program, std::span<const uint64_t> segment_sizes) {
+  auto by_name = [](const auto& item) {
+    return std::pair<std::string, std::string>(item.name, "'" + item.name + "'");
+  };
+  LOOM_RETURN_IF_ERROR(check_unique_names("functions", program.functions, by_name));
+  LOOM_RETURN_IF_ERROR(check_unique_names("delegates", program.delegates, by_name));
+  // Scopes are name spaces: 'w' may be in two archives, not twice in one.
+  LOOM_RETURN_IF_ERROR(check_unique_names(
+      "parameters", program.parameters, [](const ParameterDef& p) {
+        std::string label = "'" + p.name + "'" + (p.scope.empty() ? "" : " in scope '" + p.scope + "'");
+        return std::pair<std::string, std::string>(
+            p.name.empty() ? std::string() : p.scope + '\0' + p.name, label);
+      }));
   for (size_t a = 0; a < program.artifacts.size(); ++a) {
     int32_t segment = program.artifacts[a].content_segment;
     if (segment != -1) {

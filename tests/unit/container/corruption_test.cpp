@@ -312,6 +312,19 @@ TEST_F(HandCraftedProgram, UntouchedProgramIsAccepted) {
   EXPECT_TRUE(ProgramReader::open_buffer(file).ok());
 }
 
+TEST_F(HandCraftedProgram, DuplicateFunctionNameIsRejected) {
+  program_.functions.push_back(program_.functions[0]);
+  EXPECT_TRUE(open_fails_with(craft(), kInvalid,
+                              "functions[1].name: 'main' is already the name of functions[0]"));
+}
+
+TEST_F(HandCraftedProgram, ArenaTheSlotsDoNotJustifyIsRejectedBeforeAnyAllocation) {
+  program_.functions[0].memory_plan.arena_size = uint64_t{8} << 30;
+  EXPECT_TRUE(open_fails_with(craft(), kInvalid,
+                              "functions[0].memory_plan.arena_size: 8589934592 bytes, but its "
+                              "slots end at 84"));
+}
+
 TEST_F(HandCraftedProgram, ArtifactContentSegmentOutOfRangeIsRejected) {
   program_.artifacts[2].content_segment = 7;
   EXPECT_TRUE(open_fails_with(craft(), kInvalid,

@@ -195,5 +195,46 @@ TEST(ProgramWriterValidation, UnwritablePathIsReported) {
                          "cannot create /nonexistent/dir/out.loom"));
 }
 
+TEST(ProgramWriterValidation, ArenaLargerThanItsSlotsJustifyIsRefused) {
+  ProgramWriter w = testing::make_small_program();
+  // Slots end at 84: a page is allowed, not more.
+  w.program().functions[0].memory_plan.arena_size = 4096;
+  EXPECT_TRUE(w.write_buffer().ok());
+  w.program().functions[0].memory_plan.arena_size = uint64_t{8} << 30;
+  EXPECT_TRUE(writer_refuses(w, "functions[0].memory_plan.arena_size: 8589934592 bytes, but its "
+                                "slots end at 84 (at most 4096 bytes are allowed)"));
+  w.program().functions[0].memory_plan.arena_size = 4097;
+  EXPECT_TRUE(writer_refuses(w, "functions[0].memory_plan.arena_size: 4097 bytes"));
+  w.program().functions[0].memory_plan.slots.clear();
+  w.program().functions[0].memory_plan.arena_size = 64;
+  EXPECT_TRUE(writer_refuses(w, "but its slots end at 0 (at most 0 bytes"));
+}
+
+TEST(ProgramWriterValidation, DuplicateNamesAreRefused) {
+  {
+    ProgramWriter w = testing::make_small_program();
+    w.program().functions.push_back(w.program().functions[0]);
+    EXPECT_TRUE(writer_refuses(
+        w, "functions[1].name: 'main' is already the name of functions[0]"));
+  }
+  {
+    ProgramWriter w = testing::make_small_program();
+    w.program().delegates.push_back(w.program().delegates[0]);
+    EXPECT_TRUE(writer_refuses(w, "delegates[1].name: 'sub' is already the name of delegates[0]"));
+  }
+  {
+    ProgramWriter w = testing::make_small_program();
+    w.program().parameters.push_back(w.program().parameters[0]);
+    EXPECT_TRUE(writer_refuses(w, "parameters[1].name: 'w' is already the name of parameters[0]"));
+  }
+  {
+    ProgramWriter w = testing::make_small_program();
+    auto& slots = w.program().functions[0].memory_plan.slots;
+    slots.push_back({1, 128, 20});
+    EXPECT_TRUE(writer_refuses(
+        w, "functions[0].memory_plan.slots[1].value: value 1 already has slot 0"));
+  }
+}
+
 }  // namespace
 }  // namespace loom
