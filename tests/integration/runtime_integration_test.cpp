@@ -149,6 +149,35 @@ TEST_F(RuntimeIntegration, UnknownLoaderKeyListsTheKeysAndTheirPlugins) {
   EXPECT_NE(m.find("available: cpu-simd (plugin cpu-simd)"), std::string::npos) << m;
 }
 
+TEST_F(RuntimeIntegration, HugeDeclaredInputIsResourceExhaustedNotAnAbort) {
+  // 2^40 f32 elements (4 TiB): refused before any allocation is attempted.
+  tools::ProgramBuilder b;
+  auto f = b.add_function("main");
+  uint32_t x = f.input("x", DType::kF32, {int64_t{1} << 20, int64_t{1} << 20});
+  uint32_t y = f.value("y", DType::kF32, {int64_t{1} << 20, int64_t{1} << 20});
+  f.kernel_call("Relu", {x}, {y});
+  f.output(y);
+  auto built = b.finish();
+  ASSERT_TRUE(built.ok()) << built.status().to_string();
+  auto bytes = built->write_buffer();
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto program = runtime_->load_program(*bytes);
+  if (!program.ok()) {
+    // Refused at load (the arena plan): also fine, as long as it says so.
+    EXPECT_EQ(program.status().code(), StatusCode::kResourceExhausted)
+        << program.status().to_string();
+    return;
+  }
+  auto session = (*program)->create_session("main");
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), StatusCode::kResourceExhausted)
+      << session.status().to_string();
+  const std::string m = session.status().message();
+  EXPECT_NE(m.find("function 'main'"), std::string::npos) << m;
+  EXPECT_NE(m.find("4398046511104 bytes, more than this machine's memory"), std::string::npos)
+      << m;
+}
+
 TEST_F(RuntimeIntegration, WrongInputShapeIsRejectedWithBothShapes) {
   auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
   auto session = runtime_->load_program(bytes).value()->create_session("main").value();

@@ -46,6 +46,11 @@ Result<uint64_t> element_count(std::span<const int64_t> shape);
 // "[2, 3, 4]".
 std::string shape_to_string(std::span<const int64_t> shape);
 
+// RESOURCE_EXHAUSTED, naming `what`, when `bytes` is more than this machine's
+// physical memory: a size read from a file is checked before it is allocated,
+// so that a declared 2^40-element tensor is an error, not an abort.
+Status check_allocation(uint64_t bytes, std::string_view what);
+
 // A dense, row-major tensor in host memory. It either owns its bytes or views
 // bytes owned by someone else (a mapped program, a caller's array); a view
 // must not outlive them. Copying a Tensor copies the bytes when it owns them

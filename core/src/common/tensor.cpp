@@ -1,5 +1,10 @@
 #include "loom/tensor.hpp"
 
+#include <unistd.h>
+
+#include <new>
+#include <stdexcept>
+
 #include <cstring>
 
 namespace loom {
@@ -60,6 +65,19 @@ std::string shape_to_string(std::span<const int64_t> shape) {
   return out + "]";
 }
 
+Status check_allocation(uint64_t bytes, std::string_view what) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return Status();
+  const uint64_t memory = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  if (bytes > memory) {
+    return resource_exhausted(std::string(what) + " needs " + std::to_string(bytes) +
+                              " bytes, more than this machine's memory (" +
+                              std::to_string(memory) + " bytes)");
+  }
+  return Status();
+}
+
 namespace {
 Result<uint64_t> checked_bytes(DType dtype, const Shape& shape) {
   size_t es = dtype_size(dtype);
@@ -78,12 +96,22 @@ Result<uint64_t> checked_bytes(DType dtype, const Shape& shape) {
 
 Result<Tensor> Tensor::zeros(DType dtype, Shape shape) {
   LOOM_ASSIGN_OR_RETURN(uint64_t bytes, checked_bytes(dtype, shape));
+  const std::string what = std::string(dtype_name(dtype)) + shape_to_string(shape);
+  LOOM_RETURN_IF_ERROR(check_allocation(bytes, what));
   Tensor t;
   t.dtype_ = dtype;
   t.elements_ = bytes / dtype_size(dtype);
   t.shape_ = std::move(shape);
   t.bytes_ = bytes;
-  t.owned_.assign(bytes, std::byte{0});
+  try {
+    t.owned_.assign(bytes, std::byte{0});
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("cannot allocate " + std::to_string(bytes) + " bytes for a " +
+                              what + " tensor");
+  } catch (const std::length_error&) {
+    return resource_exhausted("cannot allocate " + std::to_string(bytes) + " bytes for a " +
+                              what + " tensor");
+  }
   t.data_ = t.owned_.data();
   return t;
 }

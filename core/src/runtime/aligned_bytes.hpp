@@ -11,6 +11,7 @@
 #include <string>
 
 #include "loom/status.hpp"
+#include "loom/tensor.hpp"
 
 namespace loom::runtime {
 
@@ -24,6 +25,7 @@ inline Result<AlignedBytes> allocate_aligned(uint64_t size, uint64_t alignment) 
   if (size > UINT64_MAX - alignment) {
     return resource_exhausted("cannot allocate " + std::to_string(size) + " bytes");
   }
+  LOOM_RETURN_IF_ERROR(check_allocation(size, "a buffer"));
   uint64_t rounded = (std::max<uint64_t>(size, 1) + alignment - 1) / alignment * alignment;
   void* p = rounded > SIZE_MAX ? nullptr : std::aligned_alloc(alignment, rounded);
   if (p == nullptr) {

@@ -80,14 +80,19 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
   auto s = std::make_unique<Session::State>();
   s->program = state_;
   s->plan = plan;
-  LOOM_ASSIGN_OR_RETURN(s->arena, allocate_aligned(plan->arena_size, plan->arena_alignment));
+  const std::string of_function = " of function '" + plan->info.name + "'";
+  auto arena = allocate_aligned(plan->arena_size, plan->arena_alignment);
+  if (!arena.ok()) return arena.status().with_context("the arena" + of_function);
+  s->arena = std::move(*arena);
   for (const ArgumentInfo& a : plan->info.inputs) {
-    LOOM_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(a.dtype, a.shape));
-    s->staging.push_back(std::move(t));
+    auto t = Tensor::zeros(a.dtype, a.shape);
+    if (!t.ok()) return t.status().with_context("input '" + a.name + "'" + of_function);
+    s->staging.push_back(std::move(*t));
   }
   for (const ArgumentInfo& a : plan->info.outputs) {
-    LOOM_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(a.dtype, a.shape));
-    s->outputs.push_back(std::move(t));
+    auto t = Tensor::zeros(a.dtype, a.shape);
+    if (!t.ok()) return t.status().with_context("output '" + a.name + "'" + of_function);
+    s->outputs.push_back(std::move(*t));
   }
 
   // Addresses of values.
