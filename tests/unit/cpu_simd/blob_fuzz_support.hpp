@@ -124,7 +124,7 @@ inline bool names_its_place(const std::string& error, size_t blob_size) {
   if (!std::regex_search(error, m, kPlace)) return false;
   if (m[2].matched && std::stoull(m[2].str()) > blob_size) return false;
   static const std::regex kField(
-      R"(header|magic|version|count|tensor|node|graph (input|output)|constant|dimension|rank|dtype|shape|operator|axis|ints|attribute|input|output|trans_|after the last)");
+      R"(header|magic|version|tensor|node|graph (input|output)|constant|dimension|rank|dtype|shape|operator|axis|ints|attribute|input|output|trans_|after the last)");
   return std::regex_search(error, kField);
 }
 
