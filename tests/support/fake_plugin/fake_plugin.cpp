@@ -10,6 +10,11 @@
 //   fake.async=1            devices are CAP_ASYNC; executions with a signal
 //                           fence finish on a worker thread
 //   fake.async_delay_ms=N   how long the worker waits before computing
+//   fake.async_order=lifo   the worker starts the newest ready execution
+//                           first (default fifo); wait fences still order
+//   fake.async_hold=N       the worker starts nothing until N executions are
+//                           queued at once: the test's Nth submission is the
+//                           latch that releases them (default 0: no holding)
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
 //   fake.null_uri=1         device_info leaves uri NULL
 //   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
@@ -30,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_async.hpp"
 #include "fake_compile.hpp"
 #include "loom/plugin.h"
 
@@ -67,21 +73,7 @@ constexpr uint32_t kBufferMagic = 0x42554631;
 constexpr uint32_t kFenceMagic = 0x46454e31;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 32;
 
-struct FenceState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool signaled = false;
-  loom_status_code_t error = LOOM_STATUS_OK;
-  std::string error_message;
-
-  void signal(loom_status_code_t code, std::string message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    signaled = true;
-    error = code;
-    error_message = std::move(message);
-    cv.notify_all();
-  }
-};
+using fake_async::FenceState;
 
 struct Config {
   size_t devices = 1;
@@ -89,6 +81,8 @@ struct Config {
   bool fail_execute = false;
   bool async = false;
   uint64_t async_delay_ms = 0;
+  fake_async::Order async_order = fake_async::Order::kFifo;
+  uint64_t async_hold = 0;
   bool separate_memory = false;
   bool null_uri = false;
   std::set<std::string> compile_ops;
@@ -139,12 +133,8 @@ struct loom_plugin_t {
   std::set<loom_buffer_t*> buffers;
   std::set<loom_fence_t*> fences;
 
-  // The worker that completes asynchronous executions in order.
-  std::mutex jobs_mutex;
-  std::condition_variable jobs_cv;
-  std::deque<std::function<void()>> jobs;
-  bool stopping = false;
-  std::thread worker;
+  // Completes asynchronous executions (fake.async=1); null otherwise.
+  std::unique_ptr<fake_async::Worker> worker;
 
   void log(loom_log_level_t level, const std::string& message) const {
     if (host != nullptr && LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, log) &&
@@ -165,20 +155,6 @@ struct loom_plugin_t {
       set.erase(object);
     }
     delete object;
-  }
-
-  void run_worker() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(jobs_mutex);
-        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
-        if (jobs.empty()) return;  // stopping, and everything submitted is done
-        job = std::move(jobs.front());
-        jobs.pop_front();
-      }
-      job();
-    }
   }
 };
 
@@ -238,6 +214,14 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
   } else if (key == "fake.async_delay_ms") {
     st = parse_count(option->key, value, 10000, &n);
     config->async_delay_ms = n;
+  } else if (key == "fake.async_hold") {
+    st = parse_count(option->key, value, 64, &n);
+    config->async_hold = n;
+  } else if (key == "fake.async_order") {
+    if (std::strcmp(value, "fifo") != 0 && std::strcmp(value, "lifo") != 0) {
+      return invalid(std::string("option fake.async_order must be fifo or lifo, got '") + value + "'");
+    }
+    config->async_order = value[0] == 'l' ? fake_async::Order::kLifo : fake_async::Order::kFifo;
   } else if (key == "fake.fail_create") {
     st = parse_flag(option->key, value, &config->fail_create);
   } else if (key == "fake.fail_execute") {
@@ -291,7 +275,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
           plugin.get(), i, scheme + "://" + std::to_string(i),
           std::string("Fake device ") + std::to_string(i), caps}));
     }
-    if (c.async) plugin->worker = std::thread([p = plugin.get()] { p->run_worker(); });
+    if (c.async) plugin->worker = std::make_unique<fake_async::Worker>(c.async_order, c.async_hold);
     plugin->log(LOOM_LOG_DEBUG, "created with " + std::to_string(c.devices) + " devices");
     args->out_plugin = plugin.release();
     return nullptr;
@@ -300,14 +284,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
 
 void plugin_destroy(loom_plugin_t* plugin) {
   if (plugin == nullptr) return;
-  if (plugin->worker.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
-      plugin->stopping = true;
-    }
-    plugin->jobs_cv.notify_all();
-    plugin->worker.join();
-  }
+  plugin->worker.reset();  // finishes the queued executions first
   std::string leaks;
   auto report = [&leaks](size_t n, const char* what) {
     if (n != 0) leaks += (leaks.empty() ? "" : ", ") + std::to_string(n) + " " + what;
@@ -531,10 +508,9 @@ loom_status_t* execute(loom_execute_args_t* args) {
     if (plugin->config.async && signal) {
       uint64_t delay = plugin->config.async_delay_ms;
       Op op = exe->op;
-      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
-      plugin->jobs.push_back([=] {
+      // The worker starts this once every wait fence is signaled.
+      plugin->worker->submit(std::move(waits), signal, [=] {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-        wait_all(waits);
         if (fail) {
           signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
           return;
@@ -542,7 +518,6 @@ loom_status_t* execute(loom_execute_args_t* args) {
         compute(op, inputs, output);
         signal->signal(LOOM_STATUS_OK, "");
       });
-      plugin->jobs_cv.notify_one();
       return nullptr;
     }
     wait_all(waits);
@@ -626,6 +601,7 @@ loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence) {
     *out_fence = nullptr;
     if (device == nullptr) return invalid("device is NULL");
     auto* fence = new loom_fence_t{kFenceMagic, device, std::make_shared<FenceState>()};
+    fence->state->worker = device->plugin->worker.get();
     device->plugin->track(device->plugin->fences, fence);
     *out_fence = fence;
     return nullptr;
