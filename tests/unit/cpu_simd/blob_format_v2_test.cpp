@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "blob_fuzz_support.hpp"
+#include "fixtures/format1_blob.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 
 namespace loom::cpu_simd {
@@ -74,22 +75,54 @@ TEST(BlobFormatV2, RoundTripsConstantsAndAttributeLists) {
   EXPECT_EQ(encode(d), bytes);
 }
 
-TEST(BlobFormatV2, FormatOneStillDecodes) {
-  Builder b;
-  const uint32_t x = b.t({2, 3}), y = b.t({2, 3});
-  b.g.inputs = {x};
-  b.g.outputs = {y};
-  b.node(Op::kRelu, {x}, y);
-  const std::vector<std::byte> v1 = encode(b.g, 1);
+std::vector<std::byte> frozen_format1_blob() {
+  const auto* p = reinterpret_cast<const std::byte*>(fixtures::kFormat1Blob);
+  return std::vector<std::byte>(p, p + sizeof fixtures::kFormat1Blob);
+}
+
+TEST(BlobFormatV2, FrozenFormatOneBlobStillDecodes) {
+  const std::vector<std::byte> v1 = frozen_format1_blob();
+  ASSERT_EQ(v1.size(), 464u);
   EXPECT_EQ(static_cast<uint8_t>(v1[4]), 1u);
-  EXPECT_EQ(v1.size(), kHeaderSize + 2 * (8 + 16) + 8 + 36 + 8);
   BlobGraph d;
   std::string error;
   ASSERT_TRUE(decode(v1.data(), v1.size(), &d, &error)) << error;
-  EXPECT_EQ(d.nodes[0].op, Op::kRelu);
-  // Operators of format 2 are unknown to format 1.
-  b.g.nodes[0].op = Op::kSigmoid;
-  EXPECT_NE(decode_error(encode(b.g, 1)).find("unknown operator 16 for format 1"), std::string::npos);
+  ASSERT_EQ(d.tensors.size(), 8u);
+  for (size_t t = 0; t < d.tensors.size(); ++t) {
+    EXPECT_EQ(d.tensors[t].dtype, LOOM_DTYPE_F32);
+    EXPECT_FALSE(d.tensors[t].constant);
+    const std::vector<int64_t> want = t == 2 ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 2};
+    EXPECT_EQ(d.tensors[t].shape, want) << t;
+  }
+  EXPECT_EQ(d.inputs, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(d.outputs, (std::vector<uint32_t>{7, 6}));
+  ASSERT_EQ(d.nodes.size(), 5u);
+  const Op ops[] = {Op::kMatMul, Op::kGemm, Op::kAdd, Op::kRelu, Op::kSoftmax};
+  const std::vector<std::vector<uint32_t>> ins = {{0, 1}, {3, 1, 2}, {4, 0}, {5}, {6}};
+  for (uint32_t n = 0; n < 5; ++n) {
+    EXPECT_EQ(d.nodes[n].op, ops[n]) << n;
+    EXPECT_EQ(d.nodes[n].inputs, ins[n]) << n;
+    EXPECT_EQ(d.nodes[n].outputs, (std::vector<uint32_t>{n + 3})) << n;
+    EXPECT_TRUE(d.nodes[n].ints.empty() && d.nodes[n].floats.empty()) << n;
+  }
+  EXPECT_EQ(d.nodes[1].trans_a, 0);
+  EXPECT_EQ(d.nodes[1].trans_b, 1);
+  EXPECT_EQ(d.nodes[1].alpha, 0.5f);
+  EXPECT_EQ(d.nodes[1].beta, 2.0f);
+  EXPECT_EQ(d.nodes[4].axis, 1);
+  // Today's encoder still writes format 1 byte for byte.
+  EXPECT_EQ(encode(d, 1), v1);
+}
+
+TEST(BlobFormatV2, FormatOneKnowsOnlyItsOwnOperators) {
+  std::vector<std::byte> v1 = frozen_format1_blob();
+  // Node 3 (Relu) starts after the header, 8 tensors, 3 inputs, 2 outputs and
+  // nodes 0-2 (36 fixed bytes plus 4 per operand each).
+  const size_t relu_at = kHeaderSize + 7 * 24 + 16 + 12 + 8 + (36 + 12) + (36 + 16) + (36 + 12);
+  ASSERT_EQ(static_cast<uint8_t>(v1[relu_at]), static_cast<uint8_t>(Op::kRelu));
+  v1[relu_at] = std::byte{static_cast<uint8_t>(Op::kSigmoid)};
+  EXPECT_EQ(decode_error(v1),
+            "byte " + std::to_string(relu_at) + ": node 3: unknown operator 16 for format 1");
 }
 
 TEST(BlobFormatV2, EveryTruncationIsRefusedByName) {
