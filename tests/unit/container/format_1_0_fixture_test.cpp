@@ -37,7 +37,8 @@ TEST(Format10Fixture, OpensWithItsHeadAndProducer) {
 }
 
 TEST(Format10Fixture, FunctionsInstructionsAndAttributesAreRead) {
-  auto reader = ProgramReader::open_buffer(read_fixture());
+  const std::vector<std::byte> bytes = read_fixture();  // the reader borrows them
+  auto reader = ProgramReader::open_buffer(bytes);
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   const ProgramDef& p = (*reader)->program();
   ASSERT_EQ(p.functions.size(), 2u);
@@ -71,17 +72,18 @@ TEST(Format10Fixture, FunctionsInstructionsAndAttributesAreRead) {
 }
 
 TEST(Format10Fixture, InlineParameterBytesAreIntact) {
-  auto reader = ProgramReader::open_buffer(read_fixture());
+  const std::vector<std::byte> bytes = read_fixture();  // the reader borrows them
+  auto reader = ProgramReader::open_buffer(bytes);
   ASSERT_TRUE(reader.ok()) << reader.status().to_string();
   const ProgramDef& p = (*reader)->program();
   ASSERT_EQ(p.parameters.size(), 1u);
   EXPECT_EQ(p.parameters[0].name, "w");
   EXPECT_EQ(p.parameters[0].shape, (Shape{2, 3}));
-  auto bytes = (*reader)->parameter_bytes(0);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  ASSERT_EQ(bytes->size(), 6 * sizeof(float));
+  auto w_bytes = (*reader)->parameter_bytes(0);
+  ASSERT_TRUE(w_bytes.ok()) << w_bytes.status().to_string();
+  ASSERT_EQ(w_bytes->size(), 6 * sizeof(float));
   float w[6];
-  std::memcpy(w, bytes->data(), sizeof w);
+  std::memcpy(w, w_bytes->data(), sizeof w);
   EXPECT_EQ(std::vector<float>(w, w + 6), (std::vector<float>{0.5f, -1, 2, -3, 0, 1}));
 }
 
