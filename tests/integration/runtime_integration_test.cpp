@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <span>
 #include <thread>
 
 #include "common/demo_program.hpp"
@@ -212,6 +213,44 @@ TEST_F(RuntimeIntegration, BindInputUsesCallerMemoryWithoutCopy) {
   EXPECT_GT(max_diff(first, session->output(0)), 1e-4f);
   EXPECT_FALSE(session->bind_input(0, x.data(), x.byte_size() - 4).ok());
   EXPECT_FALSE(session->bind_input(5, x.data(), x.byte_size()).ok());
+}
+
+TEST_F(RuntimeIntegration, FrozenFormat10ProgramRunsToHandWorkedValues) {
+  // Written by the 1.0 writer (tests/fixtures/README.md): main computes
+  // s = x + w, r = Relu(s), y = Softmax(r, axis 1); square computes x * x.
+  auto program = runtime_->load_program(
+      std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_0.loom");
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  const float x_values[6] = {1, 2, 3, 4, 5, -6};
+  NamedTensor x{"x", Tensor::copy_of(DType::kF32, {2, 3},
+                                     std::as_bytes(std::span<const float>(x_values, 6)))
+                         .value()};
+  auto out = (*program)->run("main", {&x, 1});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), 2u);
+  // w = [[0.5, -1, 2], [-3, 0, 1]]: r = Relu(x + w) = [[1.5, 1, 5], [1, 5, 0]].
+  const std::vector<float> r = {1.5f, 1, 5, 1, 5, 0};
+  const Tensor& y = (*out)[0].tensor;
+  const Tensor& relu = (*out)[1].tensor;
+  ASSERT_EQ(relu.element_count(), 6u);
+  ASSERT_EQ(y.element_count(), 6u);
+  for (int row = 0; row < 2; ++row) {
+    float sum = 0;
+    for (int c = 0; c < 3; ++c) sum += std::exp(r[row * 3 + c]);
+    for (int c = 0; c < 3; ++c) {
+      const int i = row * 3 + c;
+      EXPECT_EQ(relu.data_as<float>()[i], r[i]) << i;
+      EXPECT_NEAR(y.data_as<float>()[i], std::exp(r[i]) / sum, 1e-6f) << i;
+    }
+  }
+  const float v_values[4] = {1, -2, 3, 0.5f};
+  NamedTensor v{"x", Tensor::copy_of(DType::kF32, {4},
+                                     std::as_bytes(std::span<const float>(v_values, 4)))
+                         .value()};
+  auto squared = (*program)->run("square", {&v, 1});
+  ASSERT_TRUE(squared.ok()) << squared.status().to_string();
+  const float* sq = (*squared)[0].tensor.data_as<float>();
+  EXPECT_EQ(std::vector<float>(sq, sq + 4), (std::vector<float>{1, 4, 9, 0.25f}));
 }
 
 }  // namespace

@@ -10,6 +10,11 @@
 //   fake.async=1            devices are CAP_ASYNC; executions with a signal
 //                           fence finish on a worker thread
 //   fake.async_delay_ms=N   how long the worker waits before computing
+//   fake.async_order=lifo   the worker starts the newest ready execution
+//                           first (default fifo); wait fences still order
+//   fake.async_hold=N       the worker starts nothing until N executions are
+//                           queued at once: the test's Nth submission is the
+//                           latch that releases them (default 0: no holding)
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
 //   fake.null_uri=1         device_info leaves uri NULL
 //   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
@@ -31,178 +36,12 @@
 #include <vector>
 
 #include "fake_compile.hpp"
+#include "fake_objects.hpp"
 #include "loom/plugin.h"
 
-#ifndef FAKE_NAME
-#error "FAKE_NAME must name the plugin"
-#endif
-#ifndef FAKE_VARIANT
-#define FAKE_VARIANT kNormal
-#endif
+using namespace fake;  // the types and helpers of fake_objects.hpp
 
 namespace {
-
-enum class Variant {
-  kNormal,
-  kAbi2,         // speaks only ABI 2.x
-  kNoEntry,      // does not export loom_plugin_query
-  kSmall,        // function table smaller than ABI 1.0
-  kLarge,        // every struct it fills is larger than ABI 1.0
-  kRefuses,      // query refuses with a reason
-  kUnavailable,  // plugin_check_available refuses
-  kNullEntry,    // a required entry (fence_wait) is NULL
-  kBadUri,       // device URIs of another plugin
-  kBadVersion,   // answers an ABI version outside the host's range
-  kNullApi,      // answers OK without a function table
-};
-constexpr Variant kVariant = Variant::FAKE_VARIANT;
-constexpr const char* kName = FAKE_NAME;
-// Each build serves a loader key equal to its name.
-constexpr const char* kLoaderKey = FAKE_NAME;
-
-enum class Op { kAdd, kCopy };
-
-constexpr uint32_t kExecutableMagic = 0x45584531;
-constexpr uint32_t kBufferMagic = 0x42554631;
-constexpr uint32_t kFenceMagic = 0x46454e31;
-constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 32;
-
-struct FenceState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool signaled = false;
-  loom_status_code_t error = LOOM_STATUS_OK;
-  std::string error_message;
-
-  void signal(loom_status_code_t code, std::string message) {
-    std::lock_guard<std::mutex> lock(mutex);
-    signaled = true;
-    error = code;
-    error_message = std::move(message);
-    cv.notify_all();
-  }
-};
-
-struct Config {
-  size_t devices = 1;
-  bool fail_create = false;
-  bool fail_execute = false;
-  bool async = false;
-  uint64_t async_delay_ms = 0;
-  bool separate_memory = false;
-  bool null_uri = false;
-  std::set<std::string> compile_ops;
-  std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
-};
-
-}  // namespace
-
-struct loom_status_t {
-  loom_status_code_t code;
-  std::string message;
-};
-
-struct loom_device_t {
-  loom_plugin_t* plugin;
-  size_t index;
-  std::string uri;
-  std::string name;
-  uint64_t capabilities;
-};
-
-struct loom_executable_t {
-  uint32_t magic = kExecutableMagic;
-  loom_device_t* device;
-  Op op;
-};
-
-struct loom_buffer_t {
-  uint32_t magic = kBufferMagic;
-  loom_device_t* device;
-  std::vector<std::byte> bytes;  // the fake's "device memory"
-};
-
-struct loom_fence_t {
-  uint32_t magic = kFenceMagic;
-  loom_device_t* device;
-  std::shared_ptr<FenceState> state;  // shared with pending work
-};
-
-struct loom_plugin_t {
-  const loom_host_services_t* host = nullptr;
-  Config config;
-  std::vector<std::unique_ptr<loom_device_t>> devices;
-
-  // Live objects, to report and free what the host leaked.
-  std::mutex objects_mutex;
-  std::set<loom_executable_t*> executables;
-  std::set<loom_buffer_t*> buffers;
-  std::set<loom_fence_t*> fences;
-
-  // The worker that completes asynchronous executions in order.
-  std::mutex jobs_mutex;
-  std::condition_variable jobs_cv;
-  std::deque<std::function<void()>> jobs;
-  bool stopping = false;
-  std::thread worker;
-
-  void log(loom_log_level_t level, const std::string& message) const {
-    if (host != nullptr && LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, log) &&
-        host->log != nullptr) {
-      host->log(host->user_data, level, message.c_str());
-    }
-  }
-
-  template <typename T>
-  void track(std::set<T*>& set, T* object) {
-    std::lock_guard<std::mutex> lock(objects_mutex);
-    set.insert(object);
-  }
-  template <typename T>
-  void untrack_and_delete(std::set<T*>& set, T* object) {
-    {
-      std::lock_guard<std::mutex> lock(objects_mutex);
-      set.erase(object);
-    }
-    delete object;
-  }
-
-  void run_worker() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(jobs_mutex);
-        jobs_cv.wait(lock, [&] { return stopping || !jobs.empty(); });
-        if (jobs.empty()) return;  // stopping, and everything submitted is done
-        job = std::move(jobs.front());
-        jobs.pop_front();
-      }
-      job();
-    }
-  }
-};
-
-namespace {
-
-loom_status_t* make_status(loom_status_code_t code, const std::string& message) {
-  return new (std::nothrow) loom_status_t{code, std::string(kName) + ": " + message};
-}
-loom_status_t* invalid(const std::string& message) {
-  return make_status(LOOM_STATUS_INVALID_ARGUMENT, message);
-}
-
-// Runs an entry body, turning an escaping C++ exception into a status: no
-// exception may cross the C ABI.
-template <typename Body>
-loom_status_t* guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return make_status(LOOM_STATUS_INTERNAL, std::string("exception: ") + e.what());
-  } catch (...) {
-    return make_status(LOOM_STATUS_INTERNAL, "unknown exception");
-  }
-}
 
 loom_status_t* parse_flag(const char* key, const char* value, bool* out) {
   if (std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0) {
@@ -238,6 +77,14 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
   } else if (key == "fake.async_delay_ms") {
     st = parse_count(option->key, value, 10000, &n);
     config->async_delay_ms = n;
+  } else if (key == "fake.async_hold") {
+    st = parse_count(option->key, value, 64, &n);
+    config->async_hold = n;
+  } else if (key == "fake.async_order") {
+    if (std::strcmp(value, "fifo") != 0 && std::strcmp(value, "lifo") != 0) {
+      return invalid(std::string("option fake.async_order must be fifo or lifo, got '") + value + "'");
+    }
+    config->async_order = value[0] == 'l' ? fake_async::Order::kLifo : fake_async::Order::kFifo;
   } else if (key == "fake.fail_create") {
     st = parse_flag(option->key, value, &config->fail_create);
   } else if (key == "fake.fail_execute") {
@@ -291,7 +138,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
           plugin.get(), i, scheme + "://" + std::to_string(i),
           std::string("Fake device ") + std::to_string(i), caps}));
     }
-    if (c.async) plugin->worker = std::thread([p = plugin.get()] { p->run_worker(); });
+    if (c.async) plugin->worker = std::make_unique<fake_async::Worker>(c.async_order, c.async_hold);
     plugin->log(LOOM_LOG_DEBUG, "created with " + std::to_string(c.devices) + " devices");
     args->out_plugin = plugin.release();
     return nullptr;
@@ -300,14 +147,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
 
 void plugin_destroy(loom_plugin_t* plugin) {
   if (plugin == nullptr) return;
-  if (plugin->worker.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
-      plugin->stopping = true;
-    }
-    plugin->jobs_cv.notify_all();
-    plugin->worker.join();
-  }
+  plugin->worker.reset();  // finishes the queued executions first
   std::string leaks;
   auto report = [&leaks](size_t n, const char* what) {
     if (n != 0) leaks += (leaks.empty() ? "" : ", ") + std::to_string(n) + " " + what;
@@ -531,10 +371,9 @@ loom_status_t* execute(loom_execute_args_t* args) {
     if (plugin->config.async && signal) {
       uint64_t delay = plugin->config.async_delay_ms;
       Op op = exe->op;
-      std::lock_guard<std::mutex> lock(plugin->jobs_mutex);
-      plugin->jobs.push_back([=] {
+      // The worker starts this once every wait fence is signaled.
+      plugin->worker->submit(std::move(waits), signal, [=] {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-        wait_all(waits);
         if (fail) {
           signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
           return;
@@ -542,7 +381,6 @@ loom_status_t* execute(loom_execute_args_t* args) {
         compute(op, inputs, output);
         signal->signal(LOOM_STATUS_OK, "");
       });
-      plugin->jobs_cv.notify_one();
       return nullptr;
     }
     wait_all(waits);
@@ -554,123 +392,6 @@ loom_status_t* execute(loom_execute_args_t* args) {
     if (signal) signal->signal(LOOM_STATUS_OK, "");
     return nullptr;
   });
-}
-
-// ---- buffers -------------------------------------------------------------
-
-loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args) {
-  return guarded([&]() -> loom_status_t* {
-    if (args == nullptr) return invalid("buffer_allocate args is NULL");
-    if (args->struct_size < LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE) return invalid("buffer_allocate args.struct_size too small");
-    args->out_buffer = nullptr;
-    if (args->device == nullptr) return invalid("args.device is NULL");
-    if (args->alignment & (args->alignment - 1)) return invalid("args.alignment is not a power of two");
-    if (args->size > kMaxBufferBytes) {
-      return make_status(LOOM_STATUS_RESOURCE_EXHAUSTED, "buffer of " + std::to_string(args->size) + " bytes exceeds the fake's limit");
-    }
-    if ((args->flags & LOOM_BUFFER_HOST_VISIBLE) && !(args->device->capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY)) {
-      return invalid("args.flags asks for host-visible memory, which the device lacks");
-    }
-    auto* buffer = new loom_buffer_t{kBufferMagic, args->device, std::vector<std::byte>(args->size)};
-    args->device->plugin->track(args->device->plugin->buffers, buffer);
-    args->out_buffer = buffer;
-    return nullptr;
-  });
-}
-
-void buffer_free(loom_buffer_t* buffer) {
-  if (buffer == nullptr || buffer->magic != kBufferMagic) return;
-  loom_plugin_t* plugin = buffer->device->plugin;
-  plugin->untrack_and_delete(plugin->buffers, buffer);
-}
-
-loom_status_t* buffer_map(loom_buffer_t* buffer, void** out_pointer) {
-  if (out_pointer == nullptr) return invalid("out_pointer is NULL");
-  *out_pointer = nullptr;
-  if (buffer == nullptr || buffer->magic != kBufferMagic) return invalid("buffer is not a buffer of this plugin");
-  if (!(buffer->device->capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY)) {
-    return make_status(LOOM_STATUS_FAILED_PRECONDITION, "buffer is not host-visible");
-  }
-  *out_pointer = buffer->bytes.data();
-  return nullptr;
-}
-
-void buffer_unmap(loom_buffer_t* buffer) {}
-
-loom_status_t* buffer_copy(loom_buffer_copy_args_t* args, bool to_host) {
-  if (args == nullptr) return invalid("buffer copy args is NULL");
-  if (args->struct_size < LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE) return invalid("buffer copy args.struct_size too small");
-  loom_buffer_t* buffer = args->buffer;
-  if (buffer == nullptr || buffer->magic != kBufferMagic) return invalid("args.buffer is not a buffer of this plugin");
-  if (args->host_pointer == nullptr && args->size != 0) return invalid("args.host_pointer is NULL");
-  const uint64_t size = buffer->bytes.size();
-  if (args->buffer_offset > size || args->size > size - args->buffer_offset) {
-    return make_status(LOOM_STATUS_OUT_OF_RANGE, "copy of " + std::to_string(args->size) + " bytes at offset " +
-                                                     std::to_string(args->buffer_offset) + " exceeds the buffer of " +
-                                                     std::to_string(size) + " bytes");
-  }
-  if (args->size == 0) return nullptr;
-  std::byte* device = buffer->bytes.data() + args->buffer_offset;
-  if (to_host) std::memcpy(args->host_pointer, device, args->size);
-  else std::memcpy(device, args->host_pointer, args->size);
-  return nullptr;
-}
-loom_status_t* buffer_copy_from_host(loom_buffer_copy_args_t* args) { return buffer_copy(args, false); }
-loom_status_t* buffer_copy_to_host(loom_buffer_copy_args_t* args) { return buffer_copy(args, true); }
-
-// ---- fences --------------------------------------------------------------
-
-loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence) {
-  return guarded([&]() -> loom_status_t* {
-    if (out_fence == nullptr) return invalid("out_fence is NULL");
-    *out_fence = nullptr;
-    if (device == nullptr) return invalid("device is NULL");
-    auto* fence = new loom_fence_t{kFenceMagic, device, std::make_shared<FenceState>()};
-    device->plugin->track(device->plugin->fences, fence);
-    *out_fence = fence;
-    return nullptr;
-  });
-}
-
-void fence_destroy(loom_fence_t* fence) {
-  if (fence == nullptr || fence->magic != kFenceMagic) return;
-  loom_plugin_t* plugin = fence->device->plugin;
-  plugin->untrack_and_delete(plugin->fences, fence);
-}
-
-loom_status_t* fence_signal(loom_fence_t* fence) {
-  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
-  fence->state->signal(LOOM_STATUS_OK, "");
-  return nullptr;
-}
-
-loom_status_t* fence_result(FenceState& state) {
-  return state.error == LOOM_STATUS_OK ? nullptr : new (std::nothrow) loom_status_t{state.error, state.error_message};
-}
-
-loom_status_t* fence_wait(loom_fence_t* fence, uint64_t timeout_ns) {
-  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
-  FenceState& state = *fence->state;
-  std::unique_lock<std::mutex> lock(state.mutex);
-  auto done = [&] { return state.signaled; };
-  // Waits of a day or more count as forever, which keeps the chrono
-  // arithmetic far from overflow.
-  constexpr uint64_t kForever = uint64_t{86400} * 1000000000;
-  if (timeout_ns >= kForever) {
-    state.cv.wait(lock, done);
-  } else if (!state.cv.wait_for(lock, std::chrono::nanoseconds(timeout_ns), done)) {
-    return make_status(LOOM_STATUS_DEADLINE_EXCEEDED, "fence not signaled within " + std::to_string(timeout_ns) + " ns");
-  }
-  return fence_result(state);
-}
-
-loom_status_t* fence_query(loom_fence_t* fence, bool* out_signaled) {
-  if (out_signaled == nullptr) return invalid("out_signaled is NULL");
-  *out_signaled = false;
-  if (fence == nullptr || fence->magic != kFenceMagic) return invalid("fence is not a fence of this plugin");
-  std::lock_guard<std::mutex> lock(fence->state->mutex);
-  *out_signaled = fence->state->signaled;
-  return *out_signaled ? fence_result(*fence->state) : nullptr;
 }
 
 // ---- compile -------------------------------------------------------------

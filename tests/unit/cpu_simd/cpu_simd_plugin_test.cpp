@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixtures/format1_blob.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/plugin.h"
@@ -157,12 +158,13 @@ class CpuSimdPlugin : public ::testing::Test {
     return take(api_, api_->executable_check(&args));
   }
 
-  loom_executable_t* load(const std::vector<std::byte>& blob, std::string* error = nullptr) {
+  loom_executable_t* load(const std::vector<std::byte>& blob, std::string* error = nullptr,
+                          uint32_t format_version = kFormatVersion) {
     loom_executable_load_args_t args{};
     args.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
     args.device = device_;
     args.loader_key = "cpu-simd";
-    args.format_version = kFormatVersion;
+    args.format_version = format_version;
     args.blob = blob.data();
     args.blob_size = blob.size();
     std::string s = take(api_, api_->executable_load(&args));
@@ -417,6 +419,23 @@ TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {
 }
 
 // ---------------------------------------------------------------- ops vs kernels
+
+TEST_F(CpuSimdPlugin, FrozenFormatOneBlobRunsToHandWorkedValues) {
+  // fixtures/format1_blob.hpp: MatMul, Gemm, Add, Relu, Softmax, written by
+  // the format-1 encoder; the values are worked out in its comment.
+  const auto* p = reinterpret_cast<const std::byte*>(fixtures::kFormat1Blob);
+  std::string error;
+  loom_executable_t* exe =
+      load(std::vector<std::byte>(p, p + sizeof fixtures::kFormat1Blob), &error, 1);
+  ASSERT_NE(exe, nullptr) << error;
+  Tensor x({2, 2}, {1, 2, 3, -4}), w({2, 2}, {1, 0, 2, -1}), b({2}, {1, -1});
+  Tensor y({2, 2}, std::vector<float>(4)), r({2, 2}, std::vector<float>(4));
+  EXPECT_EQ(execute(exe, {&x.desc, &w.desc, &b.desc}, {&y.desc, &r.desc}), "ok");
+  api_->executable_destroy(exe);
+  EXPECT_EQ(r.data, (std::vector<float>{5.5f, 6, 2.5f, 0}));
+  const float e05 = std::exp(0.5f), e25 = std::exp(2.5f);
+  expect_close(y.data, {1 / (1 + e05), e05 / (1 + e05), e25 / (1 + e25), 1 / (1 + e25)});
+}
 
 TEST_F(CpuSimdPlugin, MatMulMatchesKernels) {
   std::mt19937 rng(1);

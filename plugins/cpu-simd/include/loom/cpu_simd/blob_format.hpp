@@ -169,7 +169,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     }
     uint64_t elements = 0;
     if (!element_count(bt.shape, &elements)) {
-      *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large";
+      *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large (2^60 elements or more)";
       return false;
     }
     if (bt.constant ? bt.data.size() != elements : !bt.data.empty()) {
@@ -416,10 +416,17 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       return false;
     }
     if (flags == 0) continue;
+    for (uint32_t d = 0; d < rank; ++d) {
+      if (bt.shape[d] < 0) {
+        *error = at(start) + ": tensor " + std::to_string(t) + ": constant with dimension " +
+                 std::to_string(d) + " of " + std::to_string(bt.shape[d]);
+        return false;
+      }
+    }
     uint64_t elements = 0;
     if (!element_count(bt.shape, &elements)) {
-      *error = at(start) + ": tensor " + std::to_string(t) + ": shape " +
-               detail::shape_string(bt.shape) + " has a negative dimension or is too large";
+      *error = at(start) + ": tensor " + std::to_string(t) + ": constant of shape " +
+               detail::shape_string(bt.shape) + " has 2^60 elements or more";
       return false;
     }
     if (!r.fits(elements, 4, "constant value", error)) return false;

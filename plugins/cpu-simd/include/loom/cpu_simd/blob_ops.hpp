@@ -133,7 +133,8 @@ inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
   const size_t head = conv ? 2 : 3;
   const std::vector<int64_t>& v = node.ints;
   if (v.empty() || v[0] < 1 || v[0] > kMaxSpatial) {
-    *error = "the spatial rank (ints[0]) must be 1 to " + std::to_string(kMaxSpatial);
+    *error = "the spatial rank (ints[0]) must be 1 to " + std::to_string(kMaxSpatial) +
+             (v.empty() ? std::string(", ints is empty") : ", got " + std::to_string(v[0]));
     return false;
   }
   const size_t k = static_cast<size_t>(v[0]);
@@ -145,14 +146,15 @@ inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
   if (conv) {
     w->group = v[1];
     if (w->group < 1 || w->group > kMaxAttr) {
-      *error = "group " + std::to_string(w->group) + " is not positive";
+      *error = "group (ints[1]) must be 1 to 2^31, got " + std::to_string(w->group);
       return false;
     }
   } else {
     w->ceil_mode = v[1];
     w->count_include_pad = v[2];
     if ((v[1] != 0 && v[1] != 1) || (v[2] != 0 && v[2] != 1)) {
-      *error = "ceil_mode and count_include_pad must be 0 or 1";
+      *error = "ceil_mode (ints[1]) and count_include_pad (ints[2]) must be 0 or 1, got " +
+               std::to_string(v[1]) + " and " + std::to_string(v[2]);
       return false;
     }
   }
@@ -165,8 +167,11 @@ inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
     if (w->kernel[i] < 1 || w->stride[i] < 1 || w->dilation[i] < 1 || w->pad_begin[i] < 0 ||
         w->pad_end[i] < 0 || w->kernel[i] > kMaxAttr || w->stride[i] > kMaxAttr ||
         w->dilation[i] > kMaxAttr || w->pad_begin[i] > kMaxAttr || w->pad_end[i] > kMaxAttr) {
-      *error = "spatial dimension " + std::to_string(i) +
-               ": kernel, stride and dilation must be >= 1 and pads >= 0 (all < 2^31)";
+      *error = "spatial dimension " + std::to_string(i) + ": kernel " +
+               std::to_string(w->kernel[i]) + ", stride " + std::to_string(w->stride[i]) +
+               ", dilation " + std::to_string(w->dilation[i]) + ", pads " +
+               std::to_string(w->pad_begin[i]) + " and " + std::to_string(w->pad_end[i]) +
+               ": kernel, stride and dilation must be >= 1 and pads >= 0 (all <= 2^31)";
       return false;
     }
   }
@@ -307,7 +312,9 @@ inline bool infer_output_shape(const BlobNode& node,
         return false;
       }
       if (node.ints.size() > 1 || (node.ints.size() == 1 && node.ints[0] != 0 && node.ints[0] != 1)) {
-        *error = op + ": ints must be empty or [coerce_2d (0 or 1)]";
+        *error = op + ": ints must be empty or [coerce_2d (0 or 1)], got " +
+                 std::to_string(node.ints.size()) + " ints" +
+                 (node.ints.empty() ? std::string() : " starting " + std::to_string(node.ints[0]));
         return false;
       }
       *out = x;
@@ -400,7 +407,9 @@ inline bool infer_output_shape(const BlobNode& node,
       for (size_t d = 0; d < x.size(); ++d) {
         const int64_t p = node.ints[d];
         if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[p]) {
-          *error = op + ": perm is not a permutation of the input's axes";
+          *error = op + ": perm " + shape_string(node.ints) +
+                   " is not a permutation of the input's axes (entry " + std::to_string(d) +
+                   " is " + std::to_string(p) + ")";
           return false;
         }
         seen[p] = true;

@@ -1,0 +1,167 @@
+// Oracles for the cpu-simd blob fuzz tests, written independently of the
+// decoder so that a decoder which stops checking something is caught:
+// a mutated blob must either be refused with a message that says where the
+// problem is, or decode to a graph that passes structural_problem().
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "loom/cpu_simd/blob_format.hpp"
+
+namespace loom::cpu_simd::testing {
+
+// Empty when `g` is structurally sound: every index in range, tensors
+// written once in topological order, dtype f32, ranks <= 8, dimensions >= 0
+// and element counts below 2^60, constants sized by their shape, operators
+// known with their arity, and attributes in range. Otherwise what is wrong.
+// Shape rules are not re-derived here (the decoder's own tests cover them).
+inline std::string structural_problem(const BlobGraph& g) {
+  const size_t n = g.tensors.size();
+  std::vector<int> state(n, 0);  // 0 undefined, 1 graph input, 2 node output, 3 constant
+  for (size_t t = 0; t < n; ++t) {
+    const BlobTensor& bt = g.tensors[t];
+    const std::string where = "tensor " + std::to_string(t);
+    if (bt.dtype != LOOM_DTYPE_F32) return where + ": dtype is not f32";
+    if (bt.shape.size() > 8) return where + ": rank above 8";
+    uint64_t elements = 1;
+    for (int64_t d : bt.shape) {
+      if (d < 0) return where + ": negative dimension";
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements) ||
+          elements >= (uint64_t{1} << 60)) {
+        return where + ": element count overflows";
+      }
+    }
+    if (bt.constant && bt.data.size() != elements) return where + ": constant of the wrong size";
+    if (!bt.constant && !bt.data.empty()) return where + ": data on a non-constant";
+    if (bt.constant) state[t] = 3;
+  }
+  for (uint32_t t : g.inputs) {
+    if (t >= n) return "graph input index out of range";
+    if (state[t] != 0) return "graph input is a constant or listed twice";
+    state[t] = 1;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const BlobNode& node = g.nodes[i];
+    const std::string where = "node " + std::to_string(i);
+    const uint32_t op = static_cast<uint32_t>(node.op);
+    if (op < 1 || op > 39) return where + ": operator out of range";
+    size_t min_in = 1, max_in = 1;
+    if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
+    if (op == 2 || op == 35) min_in = 2, max_in = 3;                       // Gemm, Conv
+    if (op == 33) max_in = SIZE_MAX;                                       // Concat
+    if (op == 39) min_in = max_in = 5;                                     // BatchNorm
+    if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
+    if (node.outputs.size() != 1) return where + ": not one output";
+    for (uint32_t t : node.inputs) {
+      if (t >= n) return where + ": input index out of range";
+      if (state[t] == 0) return where + ": reads a tensor nobody wrote yet";
+    }
+    const uint32_t o = node.outputs[0];
+    if (o >= n) return where + ": output index out of range";
+    if (state[o] != 0) return where + ": output written twice";
+    state[o] = 2;
+    if (!node.floats.empty()) return where + ": floats are reserved";
+    const int64_t rank = static_cast<int64_t>(g.tensors[node.inputs[0]].shape.size());
+    const std::vector<int64_t>& v = node.ints;
+    if (op == 2 && (node.trans_a < 0 || node.trans_a > 1 || node.trans_b < 0 || node.trans_b > 1)) {
+      return where + ": Gemm transpose flag not 0 or 1";
+    }
+    if ((op == 5 || op == 32 || op == 33) && (node.axis < -rank || node.axis >= rank)) {
+      return where + ": axis out of range";
+    }
+    if ((op == 5 || op == 32) && (v.size() > 1 || (v.size() == 1 && v[0] != 0 && v[0] != 1))) {
+      return where + ": bad coerce_2d";
+    }
+    if (op == 34) {
+      std::vector<bool> seen(static_cast<size_t>(rank), false);
+      if (static_cast<int64_t>(v.size()) != rank) return where + ": perm of the wrong length";
+      for (int64_t p : v) {
+        if (p < 0 || p >= rank || seen[static_cast<size_t>(p)]) return where + ": not a permutation";
+        seen[static_cast<size_t>(p)] = true;
+      }
+    }
+    if (op == 35 || op == 36 || op == 37) {
+      const size_t head = op == 35 ? 2 : 3;
+      if (v.empty() || v[0] < 1 || v[0] > 3) return where + ": spatial rank";
+      const size_t k = static_cast<size_t>(v[0]);
+      if (v.size() != head + 5 * k) return where + ": window attribute count";
+      if (op == 35 && (v[1] < 1 || v[1] > (int64_t{1} << 31))) return where + ": group";
+      if (op != 35 && ((v[1] != 0 && v[1] != 1) || (v[2] != 0 && v[2] != 1))) {
+        return where + ": pooling flags";
+      }
+      for (size_t j = head; j < v.size(); ++j) {
+        const int64_t lowest = j < head + 3 * k ? 1 : 0;  // kernel, stride, dilation >= 1; pads >= 0
+        if (v[j] < lowest || v[j] > (int64_t{1} << 31)) return where + ": window value out of range";
+      }
+    }
+    if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 && !v.empty()) {
+      return where + ": ints on an operator without them";
+    }
+  }
+  std::vector<bool> listed(n, false);
+  for (uint32_t t : g.outputs) {
+    if (t >= n) return "graph output index out of range";
+    if (state[t] != 2) return "graph output not written by a node";
+    if (listed[t]) return "graph output listed twice";
+    listed[t] = true;
+  }
+  return "";
+}
+
+// True when `error` says where the problem is: it starts with the byte
+// offset (within the blob) or the graph element, and names a field or
+// structure of the format.
+inline bool names_its_place(const std::string& error, size_t blob_size) {
+  static const std::regex kPlace(
+      R"(^(byte ([0-9]+)|tensor [0-9]+|graph (input|output) [0-9]+|node [0-9]+( \([A-Za-z]+\))?): .{8,})");
+  std::smatch m;
+  if (!std::regex_search(error, m, kPlace)) return false;
+  if (m[2].matched && std::stoull(m[2].str()) > blob_size) return false;
+  static const std::regex kField(
+      R"(header|magic|version|tensor|node|graph (input|output)|constant|dimension|rank|dtype|shape|operator|axis|ints|attribute|input|output|trans_|after the last)");
+  return std::regex_search(error, kField);
+}
+
+// Each byte of `bytes` XORed with 0x01, 0x80 and 0xff, and set to 0x00.
+inline std::vector<std::pair<size_t, std::vector<std::byte>>> byte_mutations(
+    const std::vector<std::byte>& bytes) {
+  std::vector<std::pair<size_t, std::vector<std::byte>>> out;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const std::byte originals[] = {bytes[i] ^ std::byte{0x01}, bytes[i] ^ std::byte{0x80},
+                                   bytes[i] ^ std::byte{0xff}, std::byte{0x00}};
+    for (std::byte b : originals) {
+      if (b == bytes[i]) continue;
+      out.emplace_back(i, bytes);
+      out.back().second[i] = b;
+    }
+  }
+  return out;
+}
+
+// Decodes every mutation of `bytes`: each is refused with a message that
+// names its place, or decodes to a structurally sound graph. Returns how
+// many decoded, so a caller can check the fuzz reached past the header.
+inline size_t expect_every_mutation_refused_by_name_or_sound(const std::vector<std::byte>& bytes) {
+  size_t decoded = 0;
+  for (const auto& [at, bad] : byte_mutations(bytes)) {
+    BlobGraph g;
+    std::string error;
+    if (decode(bad.data(), bad.size(), &g, &error)) {
+      ++decoded;
+      const std::string problem = structural_problem(g);
+      EXPECT_EQ(problem, "") << "byte " << at << " mutated: decoded to an unsound graph";
+    } else {
+      EXPECT_TRUE(names_its_place(error, bad.size()))
+          << "byte " << at << " mutated: refused with a vague message: " << error;
+    }
+  }
+  return decoded;
+}
+
+}  // namespace loom::cpu_simd::testing
