@@ -150,6 +150,8 @@ Status check_matmul(const Checker& c, size_t a_i, size_t b_i, Shape* out) {
 
 Status check_quant_axis(const Checker& c, int64_t axis, size_t scale_i) {
   const Shape& x = c.in(0).shape;
+  const Shape& scale = c.in(scale_i).shape;
+  if (scale.size() <= 1 && element_count(scale) == 1) return Status();  // per tensor: axis unused
   if (axis < 0 || static_cast<size_t>(axis) >= std::max<size_t>(x.size(), 1)) {
     return c.fail("axis " + std::to_string(axis) + " is out of range for " + shape_label(x));
   }
