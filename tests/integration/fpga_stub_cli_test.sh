@@ -15,6 +15,16 @@ source "$here/cli_checks.sh"
 expect_ok "devices lists fpga-stub://0" "device fpga-stub://0  accelerator" "$loom" devices
 expect_ok "devices shows its memory" "memory: 256.0 MiB device, - host-visible" "$loom" devices
 expect_ok "devices --json has the accelerator" '"uri": "fpga-stub://0"' "$loom" devices --json
+expect_ok "fpga.devices=3 lists three devices" "device fpga-stub://2  accelerator" \
+  "$loom" devices --plugin-option fpga.devices=3
+expect_ok "a failed init is a rejected plugin with the reason" \
+  "reason: plugin_create failed: .*the accelerator failed to initialize (injected: fpga.fault.init=1)" \
+  "$loom" devices --plugin-option fpga.fault.init=1
+expect_ok "a failed init leaves cpu-simd working" "device cpu-simd://0" \
+  "$loom" devices --plugin-option fpga.fault.init=1
+expect_ok "a failed enumeration is a rejected plugin with the reason" \
+  "reason: device_count: .*device enumeration failed (injected: fpga.fault.enumerate=1)" \
+  "$loom" devices --plugin-option fpga.fault.enumerate=1
 
 # --- the quantized model, split between the two plugins
 if ! /usr/bin/python3 "$here/make_qdq_cnn.py" "$dir" >"$dir/gen.log" 2>&1; then
@@ -70,6 +80,9 @@ expect_error "rejected bitstream" "fpga.fault.reject_blob=1" \
   --plugin-option fpga.fault.reject_blob=1
 expect_error "failed allocation" "fpga.fault.alloc=1" \
   "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.alloc=1
+expect_ok "with fpga-stub failing to initialize, cpu-simd still runs the model" "wrote probs" \
+  "$loom" run "$dir/qdq_cnn.onnx" --input "x=$dir/input.npy" --output "probs=$dir/cpu.npy" \
+  --device cpu-simd://0 --plugin-option fpga.fault.init=1
 expect_ok "a slow device still gives the right answer" "wrote probs" \
   "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --output "probs=$dir/slow.npy" \
   --plugin-option fpga.fault.slow=1000 --plugin-option fpga.realtime=1

@@ -21,6 +21,7 @@ namespace loom::cli {
 
 struct DevicesArgs {
   bool json = false;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
 struct InspectArgs {

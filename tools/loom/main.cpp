@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   loom::cli::DevicesArgs devices;
   auto* cmd_devices = app.add_subcommand("devices", "List plugins and their devices");
   cmd_devices->add_flag("--json", devices.json, "Print JSON");
+  cmd_devices->add_option("--plugin-option", devices.plugin_options,
+                          "KEY=VALUE handed to every plugin when it is created");
 
   loom::cli::InspectArgs inspect;
   auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
