@@ -16,6 +16,9 @@ packages=(
   libonnx-dev libprotobuf-dev
   # the ONNX backend test data: the oracle of `loom test-onnx`
   libonnx-testdata
+  # tests/integration/make_qdq_cnn.py writes the quantized model the
+  # fpga-stub CLI test splits (run with /usr/bin/python3)
+  python3-onnx python3-numpy
 )
 
 missing=()

@@ -44,14 +44,6 @@ Result<std::pair<std::string, Shape>> parse_input_shape(const std::string& text)
   return std::make_pair(text.substr(0, eq), shape);
 }
 
-Result<std::pair<std::string, std::string>> parse_pair(const std::string& text, const char* flag) {
-  const size_t eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    return invalid_argument(std::string(flag) + " '" + text + "': expected KEY=VALUE");
-  }
-  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
-}
-
 std::vector<std::string> split_targets(const std::vector<std::string>& values) {
   std::vector<std::string> out;
   for (const std::string& v : values) {
@@ -141,11 +133,7 @@ int run_compile(const CompileArgs& args) {
   }
   RuntimeOptions runtime_options;
   for (const std::string& p : args.plugin_paths) runtime_options.plugin_paths.emplace_back(p);
-  for (const std::string& o : args.plugin_options) {
-    auto kv = parse_pair(o, "--plugin-option");
-    if (!kv.ok()) return fail(kv.status());
-    runtime_options.plugin_options.push_back(std::move(*kv));
-  }
+  if (Status s = add_plugin_options(args.plugin_options, &runtime_options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(runtime_options);
   if (!runtime.ok()) return fail(runtime.status());
   Progress progress;

@@ -110,6 +110,7 @@ int run_demo(const DemoArgs& args) {
 
   RuntimeOptions options;
   options.threads = args.threads;
+  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
 

@@ -56,7 +56,9 @@ nlohmann::json device_json(const DeviceInfo& d) {
 }  // namespace
 
 int run_devices(const DevicesArgs& args) {
-  auto runtime = Runtime::create();
+  RuntimeOptions options;
+  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
+  auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   std::vector<PluginRecord> plugins = (*runtime)->plugins();
 

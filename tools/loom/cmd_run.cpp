@@ -195,14 +195,27 @@ Result<std::filesystem::path> compile_for_run(
 
 }  // namespace
 
+Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions* options) {
+  for (const std::string& text : texts) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return invalid_argument("--plugin-option '" + text + "': expected KEY=VALUE");
+    }
+    options->plugin_options.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return Status();
+}
+
 int run_run(const RunArgs& args) {
   RuntimeOptions options;
   options.threads = args.threads;
+  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   LoadOptions load;
   load.device = args.device;
   load.check_parameter_checksums = !args.no_param_checksums;
+  load.run_timeout = std::chrono::seconds(args.timeout_s);
   for (const std::string& text : args.params) {
     auto binding = split_binding(text, "--params", "SCOPE=PATH.irpa", true);
     if (!binding.ok()) return fail(binding.status());

@@ -64,6 +64,9 @@ Verdict run_case(const cf::TestCase& test, const cf::ModelSummary& summary,
                  const TestOnnxArgs& args, const fs::path& scratch) {
   RuntimeOptions options;
   options.threads = args.threads;
+  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) {
+    return from_status(s, "runtime");
+  }
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return from_status(runtime.status(), "runtime");
   compiler::CompileOptions compile;

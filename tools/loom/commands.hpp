@@ -13,10 +13,15 @@ namespace CLI {
 class App;
 }
 
+namespace loom {
+struct RuntimeOptions;
+}
+
 namespace loom::cli {
 
 struct DevicesArgs {
   bool json = false;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
 struct InspectArgs {
@@ -35,6 +40,8 @@ struct RunArgs {
   bool no_param_checksums = false;
   uint32_t repeat = 1;
   uint32_t threads = 0;
+  uint32_t timeout_s = 60;                  // --timeout: per delegate wait; 0: none
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
 // `loom test-onnx` (cmd_test_onnx.cpp; built when loom has the compiler).
@@ -49,6 +56,7 @@ struct TestOnnxArgs {
   uint32_t timeout_s = 300;        // per case; 0: none
   uint32_t threads = 0;
   bool no_fork = false;            // run cases in this process (debugging)
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
 struct DemoArgs {
@@ -57,6 +65,7 @@ struct DemoArgs {
   bool mlp = false;       // the built-in MLP even when ONNX models can run
   uint32_t threads = 0;
   bool external_params = false;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
 // `loom params <action> ...` (cmd_params.cpp); one struct for every action.
@@ -101,6 +110,10 @@ int run_test_onnx(const TestOnnxArgs& args);
 int run_params(const ParamsArgs& args);
 int run_compile(const CompileArgs& args);
 int run_params_dump(const ParamsArgs& args);  // params_dump.cpp
+
+// Appends each --plugin-option KEY=VALUE to options->plugin_options;
+// INVALID_ARGUMENT for text without a key (cmd_run.cpp).
+Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions* options);
 
 // Prints "loom: error: <status message>" to stderr and returns 1.
 int fail(const Status& status);

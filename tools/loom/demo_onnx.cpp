@@ -113,6 +113,7 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
 int run_onnx_demo(const DemoArgs& args, const fs::path& data_root) {
   RuntimeOptions options;
   options.threads = args.threads;
+  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   std::error_code ec;

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   loom::cli::DevicesArgs devices;
   auto* cmd_devices = app.add_subcommand("devices", "List plugins and their devices");
   cmd_devices->add_flag("--json", devices.json, "Print JSON");
+  cmd_devices->add_option("--plugin-option", devices.plugin_options,
+                          "KEY=VALUE handed to every plugin when it is created");
 
   loom::cli::InspectArgs inspect;
   auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
@@ -45,6 +47,11 @@ int main(int argc, char** argv) {
   cmd_run->add_option("--repeat", run.repeat, "Run N times and print latency")
       ->check(CLI::Range(1u, 10000000u));
   cmd_run->add_option("--threads", run.threads, "Cap on plugin worker threads (0 = all cores)");
+  cmd_run->add_option("--timeout", run.timeout_s,
+                      "Seconds to wait for each asynchronous delegate before failing with "
+                      "DEADLINE_EXCEEDED (default 60; 0: no limit)");
+  cmd_run->add_option("--plugin-option", run.plugin_options,
+                      "KEY=VALUE handed to every plugin when it is created");
 
   loom::cli::DemoArgs demo;
   auto* cmd_demo = app.add_subcommand(
@@ -59,6 +66,8 @@ int main(int argc, char** argv) {
   cmd_demo->add_option("--save-dir", demo.save_dir,
                        "Write program.loom, input_<NAME>.npy and expected_<NAME>.npy here");
   cmd_demo->add_option("--threads", demo.threads, "Cap on plugin worker threads");
+  cmd_demo->add_option("--plugin-option", demo.plugin_options,
+                       "KEY=VALUE handed to every plugin when it is created");
   cmd_demo->add_flag("--external-params", demo.external_params,
                      "Also run the program with its weights in a parameter archive "
                      "(--save-dir then writes that program and weights.irpa)");
@@ -88,6 +97,8 @@ int main(int argc, char** argv) {
   cmd_test_onnx->add_option("--timeout", test_onnx.timeout_s,
                             "Seconds per case before it counts as an error (0: none)");
   cmd_test_onnx->add_option("--threads", test_onnx.threads, "Cap on plugin worker threads");
+  cmd_test_onnx->add_option("--plugin-option", test_onnx.plugin_options,
+                            "KEY=VALUE handed to every plugin when it is created");
   cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
                           "Run every case in this process (for debuggers; a crash ends the run)");
 #endif

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -70,6 +71,12 @@ struct LoadOptions {
   // and types (fine-tuned, or `loom params strip`/`splat` fakes for tests);
   // sizes, dtypes and shapes are still checked.
   bool check_parameter_checksums = true;
+  // How long Session::run waits for an asynchronous delegate to signal its
+  // fence. A device that does not finish in time (a hung kernel) makes run
+  // fail with DEADLINE_EXCEEDED naming the delegate and the device; the
+  // session must not be run again after that (its device may still be busy
+  // with it). Zero means no limit.
+  std::chrono::milliseconds run_timeout{60'000};
 };
 
 // A tensor with the name of the function argument or result it belongs to.

@@ -2,6 +2,7 @@
 // its delegates, and one execution plan per function.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -93,6 +94,7 @@ struct Program::State {
   std::vector<runtime::LoadedDelegate> delegates;
   std::vector<DelegatePlacement> placements;
   std::vector<runtime::FunctionPlan> functions;
+  std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
 };
 
 }  // namespace loom

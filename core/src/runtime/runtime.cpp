@@ -106,6 +106,11 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
                                                       options.parameter_archives,
                                                       options.check_parameter_checksums));
   state->kernels = kernels::KernelRegistry::reference();
+  if (options.run_timeout.count() < 0) {
+    return invalid_argument("LoadOptions::run_timeout is negative (" +
+                            std::to_string(options.run_timeout.count()) + " ms)");
+  }
+  state->run_timeout = options.run_timeout;
 
   // An explicit device: resolve it before looking at any delegate, so a typo
   // is reported as such even for a program without delegates.

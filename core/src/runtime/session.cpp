@@ -308,7 +308,18 @@ Status Session::run() {
     }
     call.args.signal_fence = fence ? fence->handle() : nullptr;
     Status st = plugin.take(plugin.api().execute(&call.args));
-    if (st.ok() && fence) st = fence->wait(UINT64_MAX);
+    if (st.ok() && fence) {
+      const auto limit = s.program->run_timeout;
+      st = fence->wait(limit.count() == 0 ? UINT64_MAX
+                                          : static_cast<uint64_t>(limit.count()) * 1'000'000);
+      if (st.code() == StatusCode::kDeadlineExceeded) {
+        st = deadline_exceeded("delegate '" + d.name + "' on " + d.device_uri +
+                               " did not finish within the run timeout of " +
+                               std::to_string(limit.count()) +
+                               " ms (LoadOptions::run_timeout; loom run --timeout): " +
+                               st.message());
+      }
+    }
     if (!st.ok()) {
       return st.with_context("function '" + plan.info.name + "' instruction " +
                              std::to_string(step.instruction) + ": delegate '" + d.name +

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# fpga-stub end to end through `loom` (CTest loom_fpga_stub_cli): a quantized
+# CNN in QDQ form split between fpga-stub and cpu-simd matches the reference
+# kernels; `loom devices` lists the simulated devices; injected faults reach
+# the user as one-line errors naming the device; --plugin-option and
+# --timeout are checked.
+# Usage: fpga_stub_cli_test.sh <loom> <scratch dir>
+set -u
+loom="$1" dir="$2"
+rm -rf "$dir" && mkdir -p "$dir"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cli_checks.sh"
+
+# --- devices
+expect_ok "devices lists fpga-stub://0" "device fpga-stub://0  accelerator" "$loom" devices
+expect_ok "devices shows its memory" "memory: 256.0 MiB device, - host-visible" "$loom" devices
+expect_ok "devices --json has the accelerator" '"uri": "fpga-stub://0"' "$loom" devices --json
+expect_ok "fpga.devices=3 lists three devices" "device fpga-stub://2  accelerator" \
+  "$loom" devices --plugin-option fpga.devices=3
+expect_ok "a failed init is a rejected plugin with the reason" \
+  "reason: plugin_create failed: .*the accelerator failed to initialize (injected: fpga.fault.init=1)" \
+  "$loom" devices --plugin-option fpga.fault.init=1
+expect_ok "a failed init leaves cpu-simd working" "device cpu-simd://0" \
+  "$loom" devices --plugin-option fpga.fault.init=1
+expect_ok "a failed enumeration is a rejected plugin with the reason" \
+  "reason: device_count: .*device enumeration failed (injected: fpga.fault.enumerate=1)" \
+  "$loom" devices --plugin-option fpga.fault.enumerate=1
+
+# --- the quantized model, split between the two plugins
+if ! /usr/bin/python3 "$here/make_qdq_cnn.py" "$dir" >"$dir/gen.log" 2>&1; then
+  echo "FAIL: make_qdq_cnn.py: $(cat "$dir/gen.log") (scripts/setup.sh installs python3-onnx)"
+  exit 1
+fi
+expect_ok "compile splits the QDQ model" "cpu-simd                 1      1" \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/split.loom" --target fpga-stub,cpu-simd
+grep -q "QuantizeLinear" <<<"$("$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/split.loom" \
+  --target fpga-stub,cpu-simd 2>/dev/null | grep '^fpga-stub')" ||
+  fail "the fpga-stub subgraph does not hold the QuantizeLinear nodes"
+expect_ok "compile for the reference kernels" "reference" \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/ref.loom"
+expect_ok "split program runs on fpga-stub://0" "delegate fpga-stub_0 -> fpga-stub://0" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --output "probs=$dir/split.npy"
+expect_ok "split program runs on cpu-simd://0" "delegate cpu-simd_0 -> cpu-simd://0" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --output "probs=$dir/split.npy"
+expect_ok "reference run" "wrote probs" \
+  "$loom" run "$dir/ref.loom" --input "x=$dir/input.npy" --output "probs=$dir/ref.npy"
+if ! /usr/bin/python3 - "$dir/split.npy" "$dir/ref.npy" <<'PY'
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+diff = float(np.abs(a - b).max())
+print("max |split - reference| =", diff)
+sys.exit(0 if a.shape == b.shape and diff <= 1e-5 else 1)
+PY
+then fail "the split run differs from the reference"; fi
+
+# --- plugin options reach the plugin
+expect_ok "fpga.devices=2 gives a second device" "delegate fpga-stub_0 -> fpga-stub://1" \
+  "$loom" run "$dir/qdq_cnn.onnx" --input "x=$dir/input.npy" --device fpga-stub://1 \
+  --plugin-option fpga.devices=2
+expect_error "--plugin-option without '='" "expected KEY=VALUE" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.devices
+expect_error "an unknown fpga option is named" "unknown option fpga.devcies" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --device fpga-stub://0 \
+  --plugin-option fpga.devcies=2
+
+# --- faults, as the user sees them
+expect_error "hung kernel: the run times out" "did not finish within the run timeout of 1000 ms" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --timeout 1 --plugin-option fpga.fault.hang=1
+expect_error "hung kernel names the device" "fpga-stub_0' on fpga-stub://0" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --timeout 1 --plugin-option fpga.fault.hang=1
+expect_error "lost device" "fpga-stub://0: execute: kernel launch #1 .*the device was lost" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.lost=1
+expect_error "failed DMA" "fpga-stub://0: buffer_copy_to_host: DMA device->host #3 .* failed (injected: fpga.fault.dma=3)" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.dma=3
+expect_error "flipped bit" "fails its checksum" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.bit_flip=2
+expect_error "rejected bitstream" "fpga.fault.reject_blob=1" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --device fpga-stub://0 \
+  --plugin-option fpga.fault.reject_blob=1
+expect_error "failed allocation" "fpga.fault.alloc=1" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.alloc=1
+expect_ok "with fpga-stub failing to initialize, cpu-simd still runs the model" "wrote probs" \
+  "$loom" run "$dir/qdq_cnn.onnx" --input "x=$dir/input.npy" --output "probs=$dir/cpu.npy" \
+  --device cpu-simd://0 --plugin-option fpga.fault.init=1
+expect_ok "a slow device still gives the right answer" "wrote probs" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --output "probs=$dir/slow.npy" \
+  --plugin-option fpga.fault.slow=1000 --plugin-option fpga.realtime=1
+expect_ok "test-onnx takes --plugin-option" "1 passed" \
+  "$loom" test-onnx --device fpga-stub://1 --plugin-option fpga.devices=2 \
+  /usr/share/libonnx-testdata/data/node/test_qlinearmatmul_2D
+
+if [ "$failures" -ne 0 ]; then echo "$failures check(s) failed"; exit 1; fi
+echo "all fpga-stub CLI checks passed"
