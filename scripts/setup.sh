@@ -16,6 +16,10 @@ packages=(
   libonnx-dev libprotobuf-dev
   # the ONNX backend test data: the oracle of `loom test-onnx`
   libonnx-testdata
+  # vulkan-compute: Vulkan headers and glslc at build time (the plugin loads
+  # the Vulkan loader at run time and never links it); lavapipe, the loader
+  # and the Khronos validation layer for its tests
+  libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
 )
 
 missing=()
