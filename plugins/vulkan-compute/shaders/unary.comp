@@ -27,7 +27,7 @@ void main() {
     case 2u: r = 1.0 / (1.0 + exp(-v)); break;
     case 3u: r = tanh(clamp(v, -15.0, 15.0)); break;
     case 4u: r = exp(v); break;
-    case 5u: r = sqrt(v); break;
+    case 5u: r = v < 0.0 ? uintBitsToFloat(0x7fc00000u) : sqrt(v); break;
     case 6u: r = erf_approx(v); break;
     case 7u: r = abs(v); break;
     case 8u: r = -v; break;
@@ -35,7 +35,7 @@ void main() {
     case 10u: r = clamp(p.alpha * v + p.beta, 0.0, 1.0); break;
     case 11u: r = v * clamp(v / 6.0 + 0.5, 0.0, 1.0); break;
     case 12u: r = v >= 0.0 ? v : p.alpha * v; break;
-    case 13u: r = log(v); break;
+    case 13u: r = v < 0.0 ? uintBitsToFloat(0x7fc00000u) : (v == 0.0 ? -1.0 / 0.0 : log(v)); break;
     case 14u: r = 1.0 / v; break;
     case 15u: r = floor(v); break;
     case 16u: r = ceil(v); break;

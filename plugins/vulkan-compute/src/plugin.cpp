@@ -8,7 +8,9 @@
 
 #include "device.hpp"
 #include "executable.hpp"
-#include "plugin_entries.hpp"
+#include <cstring>
+
+#include "compile.hpp"
 
 #ifndef LOOM_VULKAN_COMPUTE_VERSION
 #define LOOM_VULKAN_COMPUTE_VERSION "0.0.0"
@@ -165,12 +167,63 @@ loom_status_t* buffer_import_host_entry(loom_buffer_import_args_t* args) {
   });
 }
 
+loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
+  return Thunks::guard("compile_supported", [&]() -> Status {
+    if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile_supported",
+                                                     "loom_compile_supported_args_t",
+                                                     args->struct_size,
+                                                     LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE));
+    if (args->plugin == nullptr) return sdk::invalid_argument("compile_supported: plugin is NULL");
+    if (args->node_count != 0 && args->out_supported == nullptr) {
+      return sdk::invalid_argument("compile_supported: out_supported is NULL");
+    }
+    for (size_t i = 0; i < args->node_count; ++i) args->out_supported[i] = false;
+    return compile_supported(args->graph, args->graph_size, args->node_count, args->out_supported);
+  });
+}
+
+loom_status_t* compile_entry(loom_compile_args_t* args) {
+  return Thunks::guard("compile", [&]() -> Status {
+    if (args == nullptr) return sdk::invalid_argument("compile: args is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile", "loom_compile_args_t",
+                                                     args->struct_size,
+                                                     LOOM_COMPILE_ARGS_STRUCT_SIZE));
+    args->out_blob = nullptr;
+    args->out_blob_size = 0;
+    args->out_loader_key = nullptr;
+    args->out_format_version = 0;
+    if (args->plugin == nullptr) return sdk::invalid_argument("compile: plugin is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(
+        sdk::Options::validate(args->options, args->option_count, "compile option"));
+    const loom_host_services_t* host = reinterpret_cast<VulkanPlugin*>(args->plugin)->host();
+    if (host == nullptr || !LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, free) ||
+        host->allocate == nullptr) {
+      return sdk::failed_precondition("compile: the host offers no allocate service for the blob");
+    }
+    BlobProgram program;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(args->graph, args->graph_size, &program));
+    const std::vector<uint8_t> bytes = encode(program);
+    void* blob = host->allocate(host->user_data, bytes.size(), 16);
+    if (blob == nullptr) {
+      return sdk::resource_exhausted("compile: the host could not allocate " +
+                                     std::to_string(bytes.size()) + " bytes for the blob");
+    }
+    std::memcpy(blob, bytes.data(), bytes.size());
+    args->out_blob = blob;
+    args->out_blob_size = bytes.size();
+    args->out_loader_key = kLoaderKey;
+    args->out_format_version = kFormatVersion;
+    return Status();
+  });
+}
+
 const loom_plugin_api_t* full_api() {
   static const loom_plugin_api_t kApi = [] {
     loom_plugin_api_t api = *sdk::make_api<VulkanCompute>();
     api.buffer_import_host = &buffer_import_host_entry;
-    api.compile_supported = compile_supported_entry();
-    api.compile = compile_entry();
+    api.compile_supported = &compile_supported_entry;
+    api.compile = &compile_entry;
     return api;
   }();
   return &kApi;

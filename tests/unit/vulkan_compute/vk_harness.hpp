@@ -114,6 +114,28 @@ class VulkanTest : public ::testing::Test {
     return take(api_, api_->device_get(p, 0, &device_)) == "ok";
   }
 
+  loom_buffer_t* allocate(uint64_t size, uint32_t flags = LOOM_BUFFER_DEVICE_LOCAL,
+                          std::string* error = nullptr) {
+    loom_buffer_allocate_args_t args{};
+    args.struct_size = LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE;
+    args.device = device_;
+    args.size = size;
+    args.flags = flags;
+    std::string s = take(api_, api_->buffer_allocate(&args));
+    if (error != nullptr) *error = s;
+    return args.out_buffer;
+  }
+  std::string copy(loom_buffer_t* b, uint64_t offset, void* host, uint64_t size, bool to_device) {
+    loom_buffer_copy_args_t args{};
+    args.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
+    args.buffer = b;
+    args.buffer_offset = offset;
+    args.host_pointer = host;
+    args.size = size;
+    return take(api_, to_device ? api_->buffer_copy_from_host(&args)
+                                : api_->buffer_copy_to_host(&args));
+  }
+
   void* handle_ = nullptr;
   HostLog log_;
   const loom_plugin_api_t* api_ = nullptr;

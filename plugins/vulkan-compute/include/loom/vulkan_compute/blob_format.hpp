@@ -132,7 +132,9 @@ class Reader {
 inline std::vector<uint8_t> encode(const BlobProgram& program) {
   using namespace blob_detail;
   std::vector<uint8_t> out;
-  out.insert(out.end(), kMagic, kMagic + 4);
+  out.reserve(kHeadBytes + program.tensors.size() * kTensorBytes +
+              program.dispatches.size() * kDispatchBytes + program.data.size() + 64);
+  for (char c : kMagic) out.push_back(static_cast<uint8_t>(c));
   put32(&out, kFormatVersion);
   put32(&out, static_cast<uint32_t>(program.tensors.size()));
   put32(&out, static_cast<uint32_t>(program.dispatches.size()));
@@ -216,7 +218,10 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     uint64_t elements = 1;
     for (uint32_t i = 0; i < kMaxRank; ++i) {
       const int64_t d = static_cast<int64_t>(r.u64());
-      if (i >= rank) continue;
+      if (i >= rank) {
+        if (d != 0) return fail(where + "dimension " + std::to_string(i) + " past rank is not 0");
+        continue;
+      }
       if (d < 0 || d > (int64_t{1} << 40)) {
         return fail(where + "dimension " + std::to_string(i) + " is " + std::to_string(d));
       }
@@ -228,7 +233,11 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     }
     bt.data_offset = r.u64();
     bt.alias = r.u32();
-    r.u32();
+    if (r.u32() != 0) return fail(where + "reserved field is not 0");
+    if ((bt.kind != TensorKind::kConstant && bt.data_offset != 0) ||
+        (bt.kind != TensorKind::kAlias && bt.alias != 0)) {
+      return fail(where + "data offset or alias set on a tensor of another kind");
+    }
     if (bt.kind == TensorKind::kConstant &&
         (bt.data_offset > data_bytes || bt.bytes() > data_bytes - bt.data_offset)) {
       return fail(where + "constant bytes [" + std::to_string(bt.data_offset) + ", +" +
@@ -290,7 +299,10 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     bd.kernel = static_cast<Kernel>(kernel);
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
       const uint32_t b = r.u32();
-      if (i >= bindings) continue;
+      if (i >= bindings) {
+        if (b != 0) return fail(where + "unused binding " + std::to_string(i) + " is not 0");
+        continue;
+      }
       if (b >= tensors) {
         return fail(where + "binding " + std::to_string(i) + " names tensor " + std::to_string(b) +
                     " of " + std::to_string(tensors));
@@ -302,7 +314,11 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     if (push > kMaxPush) return fail(where + std::to_string(push) + " push constants (max 32)");
     for (uint32_t i = 0; i < kMaxPush; ++i) {
       const uint32_t v = r.u32();
-      if (i < push) bd.push.push_back(v);
+      if (i < push) {
+        bd.push.push_back(v);
+      } else if (v != 0) {
+        return fail(where + "unused push constant " + std::to_string(i) + " is not 0");
+      }
     }
   }
   prog.data_view = p + size - data_bytes;

@@ -1,0 +1,675 @@
+#include "compile.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace loom::vulkan {
+namespace {
+
+namespace gfb = loom::graph::fb;
+using Shape = std::vector<int64_t>;
+
+constexpr flatbuffers::uoffset_t kMaxDepth = 64;
+constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
+
+// A verified graph.fbs buffer with every tensor index checked.
+struct Graph {
+  const gfb::Graph* g = nullptr;
+  size_t tensor_count = 0;
+  std::vector<bool> is_input;
+  std::vector<uint32_t> consumers;  // per tensor: node operands reading it
+
+  const gfb::Tensor& tensor(int32_t i) const { return *g->tensors()->Get(static_cast<uint32_t>(i)); }
+  Shape shape(int32_t i) const {
+    const auto* s = tensor(i).shape();
+    return s == nullptr ? Shape{} : Shape(s->begin(), s->end());
+  }
+  size_t node_count() const { return g->nodes() == nullptr ? 0 : g->nodes()->size(); }
+  const gfb::Node& node(size_t n) const { return *g->nodes()->Get(static_cast<uint32_t>(n)); }
+  std::string label(size_t n) const {
+    const gfb::Node& node = this->node(n);
+    const std::string name = node.name() != nullptr && node.name()->size() != 0
+                                 ? node.name()->str() : "#" + std::to_string(n);
+    return "node " + name + " (" + node.op_type()->str() + ")";
+  }
+};
+
+Status open_graph(const void* data, size_t size, Graph* out) {
+  if (data == nullptr || size < 8 || !gfb::GraphBufferHasIdentifier(data)) {
+    return sdk::invalid_argument("graph.fbs: empty buffer or missing file identifier \"LMGR\"");
+  }
+  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, kMaxDepth, kMaxTables);
+  if (!gfb::VerifyGraphBuffer(verifier)) {
+    return sdk::invalid_argument("graph.fbs: the buffer of " + std::to_string(size) +
+                                 " bytes fails flatbuffers verification");
+  }
+  Graph g;
+  g.g = gfb::GetGraph(data);
+  g.tensor_count = g.g->tensors() == nullptr ? 0 : g.g->tensors()->size();
+  g.is_input.assign(g.tensor_count, false);
+  g.consumers.assign(g.tensor_count, 0);
+  auto check = [&](int32_t t, bool allow_absent, const std::string& where) {
+    if ((t == -1 && allow_absent) || (t >= 0 && static_cast<size_t>(t) < g.tensor_count)) {
+      return Status();
+    }
+    return sdk::invalid_argument("graph.fbs: " + where + ": tensor index " + std::to_string(t) +
+                                 " out of range (" + std::to_string(g.tensor_count) + " tensors)");
+  };
+  if (g.g->inputs() != nullptr) {
+    for (uint32_t i = 0; i < g.g->inputs()->size(); ++i) {
+      const int32_t t = g.g->inputs()->Get(i);
+      LOOM_SDK_RETURN_IF_ERROR(check(t, false, "graph input " + std::to_string(i)));
+      g.is_input[static_cast<size_t>(t)] = true;
+    }
+  }
+  if (g.g->outputs() != nullptr) {
+    for (uint32_t i = 0; i < g.g->outputs()->size(); ++i) {
+      LOOM_SDK_RETURN_IF_ERROR(check(g.g->outputs()->Get(i), false, "graph output " + std::to_string(i)));
+    }
+  }
+  for (size_t n = 0; n < g.node_count(); ++n) {
+    const gfb::Node& node = g.node(n);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto* list = pass == 0 ? node.inputs() : node.outputs();
+      if (list == nullptr) continue;
+      for (uint32_t i = 0; i < list->size(); ++i) {
+        LOOM_SDK_RETURN_IF_ERROR(check(list->Get(i), true,
+                                       "node " + std::to_string(n) + (pass == 0 ? " input " : " output ") +
+                                           std::to_string(i)));
+        if (pass == 0 && list->Get(i) != -1) ++g.consumers[static_cast<size_t>(list->Get(i))];
+      }
+    }
+  }
+  *out = std::move(g);
+  return Status();
+}
+
+bool element_count(const Shape& s, uint64_t* out) {
+  uint64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d != 0 && n > (uint64_t{1} << 31) / static_cast<uint64_t>(d))) return false;
+    n *= static_cast<uint64_t>(d);
+  }
+  *out = n;
+  return n < (uint64_t{1} << 31);
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// What one node becomes, in graph tensor indices.
+struct Lowered {
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias } kind = Kind::kUnary;
+  UnaryOp unary = UnaryOp::kIdentity;
+  float alpha = 0, beta = 0;
+  BinaryOp binary = BinaryOp::kAdd;
+  Shape dims;
+  std::vector<uint64_t> sa, sb;
+  MatMulParams mm;
+  std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
+  int32_t output = -1;
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, size_t n, Lowered* out, std::string* why)
+      : g_(g), node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
+
+  bool fail(std::string why) {
+    *why_ = std::move(why);
+    return false;
+  }
+  int64_t opset() const { return opset_; }
+  std::string op() const { return node_.op_type()->str(); }
+
+  bool attributes(std::initializer_list<const char*> allowed) {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return true;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      const char* name = attrs->Get(i)->name()->c_str();
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || std::strcmp(a, name) == 0;
+      if (!ok) return fail(std::string("attribute '") + name + "' is not supported");
+    }
+    return true;
+  }
+  const gfb::Attribute* find(const char* name) const {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return nullptr;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      if (std::strcmp(attrs->Get(i)->name()->c_str(), name) == 0) return attrs->Get(i);
+    }
+    return nullptr;
+  }
+  bool get_float(const char* name, float def, float* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
+    *v = a->f();
+    return true;
+  }
+  bool get_int(const char* name, int64_t def, int64_t* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
+    *v = a->i();
+    return true;
+  }
+
+  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
+  bool present(size_t i) const { return i < input_count() && node_.inputs()->Get(static_cast<uint32_t>(i)) != -1; }
+  int32_t input(size_t i) const { return node_.inputs()->Get(static_cast<uint32_t>(i)); }
+  Shape shape_of(size_t i) const { return g_.shape(input(i)); }
+
+  bool inputs(size_t min, size_t max) {
+    const size_t n = input_count();
+    if (n < min || n > max) {
+      return fail("has " + std::to_string(n) + " inputs, expected " + std::to_string(min) +
+                  (min == max ? "" : " to " + std::to_string(max)));
+    }
+    return true;
+  }
+  // An f32 operand read by a kernel; an inline constant must hold its bytes.
+  bool data(size_t i) {
+    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.dtype() != gfb::DType::f32) {
+      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(t.dtype()) +
+                  "; vulkan-compute runs f32 only");
+    }
+    uint64_t n = 0;
+    if (!element_count(g_.shape(input(i)), &n) || g_.shape(input(i)).size() > kMaxRank) {
+      return fail("input " + std::to_string(i) + " has shape " + shape_text(shape_of(i)) +
+                  ", beyond vulkan-compute's limits");
+    }
+    if (!g_.is_input[static_cast<size_t>(input(i))] && t.data() != nullptr &&
+        t.data()->size() != n * 4) {
+      return fail("constant input " + std::to_string(i) + " holds " + std::to_string(t.data()->size()) +
+                  " bytes, its shape needs " + std::to_string(n * 4));
+    }
+    out_->operands.push_back(input(i));
+    return true;
+  }
+  bool constant_f32_scalar(size_t i, float* v) {
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
+        t.dtype() != gfb::DType::f32 || t.data()->size() != 4) {
+      return fail("input " + std::to_string(i) + " must be an inline f32 scalar constant");
+    }
+    std::memcpy(v, t.data()->data(), 4);
+    return true;
+  }
+  // The one f32 output (further optional outputs must be left out).
+  bool output() {
+    const auto* outs = node_.outputs();
+    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
+    for (uint32_t i = 1; i < outs->size(); ++i) {
+      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
+    }
+    const int32_t o = outs->Get(0);
+    const gfb::Tensor& t = g_.tensor(o);
+    if (t.dtype() != gfb::DType::f32) return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()));
+    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(o)]) {
+      return fail("output tensor is a constant or a graph input");
+    }
+    uint64_t n = 0;
+    if (!element_count(g_.shape(o), &n) || g_.shape(o).size() > kMaxRank) {
+      return fail("output shape " + shape_text(g_.shape(o)) + " is beyond vulkan-compute's limits");
+    }
+    out_->output = o;
+    return true;
+  }
+  Shape output_shape() const { return g_.shape(out_->output); }
+  Lowered& out() { return *out_; }
+
+ private:
+  const Graph& g_;
+  const gfb::Node& node_;
+  Lowered* out_;
+  std::string* why_;
+  int64_t opset_;
+};
+
+struct UnaryEntry {
+  const char* name;
+  UnaryOp op;
+  int64_t min_opset;
+};
+constexpr UnaryEntry kUnaries[] = {
+    {"Relu", UnaryOp::kRelu, 6},         {"Sigmoid", UnaryOp::kSigmoid, 6},
+    {"Tanh", UnaryOp::kTanh, 6},         {"Exp", UnaryOp::kExp, 6},
+    {"Sqrt", UnaryOp::kSqrt, 6},         {"Erf", UnaryOp::kErf, 9},
+    {"Abs", UnaryOp::kAbs, 6},           {"Neg", UnaryOp::kNeg, 6},
+    {"Log", UnaryOp::kLog, 6},           {"Reciprocal", UnaryOp::kReciprocal, 6},
+    {"Floor", UnaryOp::kFloor, 6},       {"Ceil", UnaryOp::kCeil, 6},
+    {"Sin", UnaryOp::kSin, 7},           {"Cos", UnaryOp::kCos, 7},
+    {"Softplus", UnaryOp::kSoftplus, 1}, {"HardSwish", UnaryOp::kHardSwish, 14},
+};
+
+struct BinaryEntry {
+  const char* name;
+  BinaryOp op;
+  int64_t min_opset;
+};
+constexpr BinaryEntry kBinaries[] = {
+    {"Add", BinaryOp::kAdd, 7}, {"Sub", BinaryOp::kSub, 7}, {"Mul", BinaryOp::kMul, 7},
+    {"Div", BinaryOp::kDiv, 7}, {"Pow", BinaryOp::kPow, 7}, {"Max", BinaryOp::kMax, 8},
+    {"Min", BinaryOp::kMin, 8}, {"PRelu", BinaryOp::kPRelu, 7},
+};
+
+bool same_shape_out(Lowering& l) {
+  return l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's");
+}
+
+bool lower_unary(Lowering& l, const UnaryEntry& e) {
+  if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  l.out().kind = Lowered::Kind::kUnary;
+  l.out().unary = e.op;
+  return l.attributes({}) && l.inputs(1, 1) && l.data(0) && l.output() && same_shape_out(l);
+}
+
+bool lower_param_unary(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kUnary;
+  const std::string op = l.op();
+  if (l.opset() < 6) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  if (op == "LeakyRelu") {
+    o.unary = UnaryOp::kLeakyRelu;
+    if (!l.attributes({"alpha"}) || !l.get_float("alpha", 0.01f, &o.alpha)) return false;
+  } else if (op == "Elu") {
+    o.unary = UnaryOp::kElu;
+    if (!l.attributes({"alpha"}) || !l.get_float("alpha", 1.0f, &o.alpha)) return false;
+  } else if (op == "HardSigmoid") {
+    o.unary = UnaryOp::kHardSigmoid;
+    if (!l.attributes({"alpha", "beta"}) || !l.get_float("alpha", 0.2f, &o.alpha) ||
+        !l.get_float("beta", 0.5f, &o.beta)) {
+      return false;
+    }
+  } else {  // Clip
+    o.unary = UnaryOp::kClip;
+    if (l.opset() < 11) {
+      if (!l.attributes({"min", "max"}) || !l.inputs(1, 1) ||
+          !l.get_float("min", std::numeric_limits<float>::lowest(), &o.alpha) ||
+          !l.get_float("max", std::numeric_limits<float>::max(), &o.beta)) {
+        return false;
+      }
+    } else {
+      o.alpha = -std::numeric_limits<float>::infinity();
+      o.beta = std::numeric_limits<float>::infinity();
+      if (!l.attributes({}) || !l.inputs(1, 3)) return false;
+      if (l.present(1) && !l.constant_f32_scalar(1, &o.alpha)) return false;
+      if (l.present(2) && !l.constant_f32_scalar(2, &o.beta)) return false;
+    }
+  }
+  return (op == "Clip" || l.inputs(1, 1)) && l.data(0) && l.output() && same_shape_out(l);
+}
+
+// Strides of `s` (right-aligned) over the output dims `out`: 0 where s
+// broadcasts. False when s does not broadcast to out.
+bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* strides) {
+  if (s.size() > out.size()) return false;
+  strides->assign(out.size(), 0);
+  uint64_t stride = 1;
+  for (size_t k = 0; k < s.size(); ++k) {
+    const size_t d = out.size() - 1 - k;
+    const int64_t dim = s[s.size() - 1 - k];
+    if (dim != out[d] && dim != 1) return false;
+    (*strides)[d] = dim == 1 ? 0 : stride;
+    stride *= static_cast<uint64_t>(dim);
+  }
+  return true;
+}
+
+bool lower_binary(Lowering& l, const BinaryEntry& e) {
+  if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kBinary;
+  o.binary = e.op;
+  if (!l.attributes({}) || !l.inputs(2, 2) || !l.data(0) || !l.data(1) || !l.output()) return false;
+  const Shape a = l.shape_of(0), b = l.shape_of(1), out = l.output_shape();
+  Shape want(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < want.size(); ++k) {
+    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+    if (da != db && da != 1 && db != 1) return l.fail("shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
+    want[want.size() - 1 - k] = da == 1 ? db : da;
+  }
+  if (want != out) return l.fail("output shape " + shape_text(out) + " is not the broadcast " + shape_text(want));
+  if (e.op == BinaryOp::kPRelu && a != out) return l.fail("the slope must broadcast to X");
+  if (out.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(out.size()) + " exceeds 6");
+  o.dims = out;
+  broadcast_strides(a, out, &o.sa);
+  broadcast_strides(b, out, &o.sb);
+  return true;
+}
+
+bool lower_matmul(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kMatMul;
+  if (!l.attributes({}) || !l.inputs(2, 2) || !l.data(0) || !l.data(1) || !l.output()) return false;
+  Shape a = l.shape_of(0), b = l.shape_of(1);
+  if (a.empty() || b.empty()) return l.fail("scalar operands are not allowed");
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (b[b.size() - 2] != k) return l.fail("inner dimensions differ");
+  const Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  uint64_t abatch = 1, bbatch = 1;
+  for (int64_t d : ab) abatch *= static_cast<uint64_t>(d);
+  for (int64_t d : bb) bbatch *= static_cast<uint64_t>(d);
+  // Batch broadcasting: one side's batch is all of the output's, the other
+  // side's is the same dims or a single matrix.
+  Shape batch_dims = ab.size() >= bb.size() ? ab : bb;
+  const bool a_full = ab.size() == batch_dims.size() && ab == batch_dims;
+  const bool b_full = bb.size() == batch_dims.size() && bb == batch_dims;
+  if (!((a_full && (b_full || bbatch == 1)) || (b_full && abatch == 1))) {
+    return l.fail("batch dimensions " + shape_text(ab) + " and " + shape_text(bb) +
+                  " broadcast in a way vulkan-compute does not run");
+  }
+  uint64_t batch = 1;
+  for (int64_t d : batch_dims) batch *= static_cast<uint64_t>(d);
+  Shape want = batch_dims;
+  if (l.shape_of(0).size() != 1) want.push_back(m);
+  if (l.shape_of(1).size() != 1) want.push_back(n);
+  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (batch > 65535) return l.fail("batch " + std::to_string(batch) + " exceeds 65535");
+  MatMulParams& p = o.mm;
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch = static_cast<uint32_t>(batch);
+  p.a_stride = abatch == 1 ? 0 : static_cast<uint32_t>(m * k);
+  p.b_stride = bbatch == 1 ? 0 : static_cast<uint32_t>(k * n);
+  return true;
+}
+
+bool lower_gemm(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kMatMul;
+  if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  int64_t ta = 0, tb = 0;
+  MatMulParams& p = o.mm;
+  if (!l.attributes({"alpha", "beta", "transA", "transB"}) || !l.get_float("alpha", 1, &p.alpha) ||
+      !l.get_float("beta", 1, &p.beta) || !l.get_int("transA", 0, &ta) || !l.get_int("transB", 0, &tb) ||
+      !l.inputs(l.opset() >= 11 ? 2 : 3, 3) || !l.data(0) || !l.data(1)) {
+    return false;
+  }
+  const Shape a = l.shape_of(0), b = l.shape_of(1);
+  if (a.size() != 2 || b.size() != 2) return l.fail("A and B must be 2-D");
+  p.trans_a = ta != 0;
+  p.trans_b = tb != 0;
+  const int64_t m = p.trans_a ? a[1] : a[0], k = p.trans_a ? a[0] : a[1];
+  const int64_t n = p.trans_b ? b[0] : b[1], kb = p.trans_b ? b[1] : b[0];
+  if (k != kb) return l.fail("inner dimensions differ");
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  if (l.present(2)) {
+    if (!l.data(2)) return false;
+    std::vector<uint64_t> strides;
+    if (!broadcast_strides(l.shape_of(2), {m, n}, &strides)) return l.fail("C does not broadcast to [M, N]");
+    p.bias = true;
+    p.c_row = static_cast<uint32_t>(strides[0]);
+    p.c_col = static_cast<uint32_t>(strides[1]);
+  }
+  return l.output() && (l.output_shape() == Shape{m, n} || l.fail("output shape is not [M, N]"));
+}
+
+bool lower_alias(Lowering& l) {
+  const std::string op = l.op();
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kAlias;
+  if (op == "Reshape") {
+    if (l.opset() < 5) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+    if (!l.attributes({"allowzero"}) || !l.inputs(2, 2)) return false;
+  } else if (op == "Flatten") {
+    if (!l.attributes({"axis"}) || !l.inputs(1, 1)) return false;
+  } else if (op == "Squeeze" || op == "Unsqueeze") {
+    if (!l.attributes({"axes"}) || !l.inputs(1, 2)) return false;
+  } else if (!l.attributes({}) || !l.inputs(1, 1)) {  // Identity
+    return false;
+  }
+  if (!l.data(0) || !l.output()) return false;
+  uint64_t in = 0, out = 0;
+  element_count(l.shape_of(0), &in);
+  element_count(l.output_shape(), &out);
+  if (in != out) return l.fail("output has " + std::to_string(out) + " elements, the input " + std::to_string(in));
+  return true;
+}
+
+bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
+  const gfb::Node& node = g.node(n);
+  if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
+    *why = "domain '" + node.domain()->str() + "' is not supported";
+    return false;
+  }
+  Lowering l(g, n, out, why);
+  const std::string op = node.op_type()->str();
+  for (const UnaryEntry& e : kUnaries) {
+    if (op == e.name) return lower_unary(l, e);
+  }
+  for (const BinaryEntry& e : kBinaries) {
+    if (op == e.name) return lower_binary(l, e);
+  }
+  if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
+  if (op == "MatMul") return lower_matmul(l);
+  if (op == "Gemm") return lower_gemm(l);
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
+    return lower_alias(l);
+  }
+  *why = "operator " + op + " is not supported by vulkan-compute";
+  return false;
+}
+
+// Builds the blob program node by node.
+class Builder {
+ public:
+  explicit Builder(const Graph& g) : g_(g), map_(g.tensor_count, UINT32_MAX) {}
+
+  Status build(BlobProgram* out) {
+    const auto* ins = g_.g->inputs();
+    const auto* outs = g_.g->outputs();
+    for (uint32_t i = 0; ins != nullptr && i < ins->size(); ++i) {
+      const int32_t t = ins->Get(i);
+      if (g_.tensor(t).dtype() != gfb::DType::f32) {
+        return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" +
+                                     g_.tensor(t).name()->str() + ") is not f32");
+      }
+      if (map_[static_cast<size_t>(t)] != UINT32_MAX) {
+        return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " is listed twice");
+      }
+      add(t, TensorKind::kInput);
+    }
+    for (uint32_t i = 0; outs != nullptr && i < outs->size(); ++i) {
+      const int32_t t = outs->Get(i);
+      if (map_[static_cast<size_t>(t)] != UINT32_MAX) {
+        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" +
+                                     g_.tensor(t).name()->str() + ") is a graph input or listed twice");
+      }
+      add(t, TensorKind::kOutput);
+    }
+    std::vector<bool> written(g_.tensor_count, false);
+    for (size_t n = 0; n < g_.node_count(); ++n) {
+      Lowered node;
+      std::string why;
+      if (!lower_node(g_, n, &node, &why)) {
+        return sdk::invalid_argument("compile: " + g_.label(n) + " is not supported by vulkan-compute: " + why);
+      }
+      std::vector<uint32_t> operands;
+      for (int32_t t : node.operands) {
+        if (map_[static_cast<size_t>(t)] == UINT32_MAX) {
+          const gfb::Tensor& gt = g_.tensor(t);
+          if (gt.data() == nullptr || gt.parameter() != nullptr) {
+            return sdk::invalid_argument("compile: " + g_.label(n) + " reads tensor " + gt.name()->str() +
+                                         ", which is neither a graph input, an inline constant, "
+                                         "nor written by an earlier node");
+          }
+          add(t, TensorKind::kConstant);
+        }
+        operands.push_back(map_[static_cast<size_t>(t)]);
+      }
+      const size_t o = static_cast<size_t>(node.output);
+      if (written[o]) {
+        return sdk::invalid_argument("compile: " + g_.label(n) + " writes tensor " +
+                                     g_.tensor(node.output).name()->str() + ", which already has a producer");
+      }
+      written[o] = true;
+      LOOM_SDK_RETURN_IF_ERROR(emit(node, operands));
+    }
+    for (uint32_t i = 0; outs != nullptr && i < outs->size(); ++i) {
+      if (!written[static_cast<size_t>(outs->Get(i))]) {
+        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" +
+                                     g_.tensor(outs->Get(i)).name()->str() + ") is not written by any node");
+      }
+    }
+    // Intermediates a fusion left unused get no memory.
+    std::vector<bool> used(p_.tensors.size(), false);
+    for (const BlobDispatch& d : p_.dispatches) {
+      for (uint32_t b : d.bindings) used[b] = true;
+    }
+    for (const BlobTensor& t : p_.tensors) {
+      if (t.kind == TensorKind::kAlias) used[t.alias] = true;
+    }
+    for (size_t t = 0; t < p_.tensors.size(); ++t) {
+      if (p_.tensors[t].kind == TensorKind::kIntermediate && !used[t]) p_.tensors[t].shape = {0};
+    }
+    std::string error;
+    const std::vector<uint8_t> bytes = encode(p_);
+    BlobProgram check;
+    if (!decode(bytes.data(), bytes.size(), &check, &error)) {
+      return sdk::internal_error("compile: the vulkan-compute program is invalid: " + error);
+    }
+    *out = std::move(p_);
+    return Status();
+  }
+
+ private:
+  uint32_t add(int32_t t, TensorKind kind) {
+    BlobTensor bt;
+    bt.kind = kind;
+    bt.shape = g_.shape(t);
+    if (kind == TensorKind::kConstant) {
+      bt.data_offset = p_.data.size();
+      const auto* d = g_.tensor(t).data();
+      p_.data.insert(p_.data.end(), d->begin(), d->end());
+    }
+    p_.tensors.push_back(bt);
+    consumers_.push_back(g_.consumers[static_cast<size_t>(t)]);
+    const uint32_t i = static_cast<uint32_t>(p_.tensors.size() - 1);
+    if (kind == TensorKind::kInput) p_.inputs.push_back(i);
+    if (kind == TensorKind::kOutput) p_.outputs.push_back(i);
+    map_[static_cast<size_t>(t)] = i;
+    return i;
+  }
+  // The blob tensor for a node's output, made on first write.
+  uint32_t target(int32_t t) {
+    const uint32_t m = map_[static_cast<size_t>(t)];
+    return m != UINT32_MAX ? m : add(t, TensorKind::kIntermediate);
+  }
+  // The tensor a dispatch wrote last, when a following elementwise node may
+  // be folded into it (a single-consumer intermediate of a matmul).
+  BlobDispatch* foldable(uint32_t operand) {
+    if (p_.dispatches.empty()) return nullptr;
+    BlobDispatch& d = p_.dispatches.back();
+    if (d.kernel != Kernel::kMatMul || d.bindings.back() != operand) return nullptr;
+    if (p_.tensors[operand].kind != TensorKind::kIntermediate || consumers_[operand] != 1) return nullptr;
+    return &d;
+  }
+
+  Status emit(const Lowered& node, const std::vector<uint32_t>& in) {
+    switch (node.kind) {
+      case Lowered::Kind::kUnary: {
+        if (node.unary == UnaryOp::kRelu) {
+          if (BlobDispatch* d = foldable(in[0]); d != nullptr && (d->push[7] >> kMatMulActShift) == 0) {
+            d->push[7] |= 1u << kMatMulActShift;
+            d->bindings.back() = target(node.output);
+            return Status();
+          }
+        }
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_unary(node.unary, in[0], y, p_.tensors[y].elements(), node.alpha, node.beta));
+        return Status();
+      }
+      case Lowered::Kind::kBinary: {
+        if (node.binary == BinaryOp::kAdd) {
+          for (int side = 0; side < 2; ++side) {
+            BlobDispatch* d = foldable(in[side]);
+            if (d == nullptr || (d->push[7] & (kMatMulBias | (3u << kMatMulActShift))) != 0) continue;
+            const BlobTensor& c = p_.tensors[in[1 - side]];
+            const uint32_t m = d->push[0], n = d->push[1];
+            std::vector<uint64_t> strides;
+            if (c.shape.size() > 2 || !broadcast_strides(c.shape, {m, n}, &strides)) continue;
+            if (node.dims != p_.tensors[in[side]].shape) continue;
+            d->bindings[2] = in[1 - side];
+            d->push[6] = 0;
+            d->push[7] |= kMatMulBias;
+            d->push[9] = float_bits(1.0f);
+            d->push[10] = static_cast<uint32_t>(strides[0]);
+            d->push[11] = static_cast<uint32_t>(strides[1]);
+            d->bindings.back() = target(node.output);
+            return Status();
+          }
+        }
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_binary(node.binary, in[0], in[1], y, node.dims, node.sa, node.sb));
+        return Status();
+      }
+      case Lowered::Kind::kMatMul: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_matmul(node.mm, in[0], in[1], node.mm.bias ? in[2] : 0, y));
+        return Status();
+      }
+      case Lowered::Kind::kAlias: {
+        uint32_t base = in[0];
+        if (p_.tensors[base].kind == TensorKind::kAlias) base = p_.tensors[base].alias;
+        const uint32_t existing = map_[static_cast<size_t>(node.output)];
+        if (existing != UINT32_MAX) {  // a graph output: it needs its own bytes
+          p_.dispatches.push_back(make_unary(UnaryOp::kIdentity, in[0], existing, p_.tensors[existing].elements()));
+          return Status();
+        }
+        const uint32_t y = add(node.output, TensorKind::kAlias);
+        p_.tensors[y].alias = base;
+        return Status();
+      }
+    }
+    return sdk::internal_error("compile: unknown lowering");
+  }
+
+  const Graph& g_;
+  std::vector<uint32_t> map_;
+  BlobProgram p_;
+  std::vector<uint32_t> consumers_;  // per blob tensor: node operands reading it
+};
+
+}  // namespace
+
+Status compile_supported(const void* data, size_t size, size_t node_count, bool* out) {
+  Graph g;
+  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+  if (g.node_count() != node_count) {
+    return sdk::invalid_argument("compile_supported: node_count is " + std::to_string(node_count) +
+                                 ", the graph has " + std::to_string(g.node_count()) + " nodes");
+  }
+  for (size_t n = 0; n < node_count; ++n) {
+    Lowered ignored;
+    std::string why;
+    out[n] = lower_node(g, n, &ignored, &why);
+  }
+  return Status();
+}
+
+Status compile_graph(const void* data, size_t size, BlobProgram* out) {
+  Graph g;
+  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+  Builder b(g);
+  return b.build(out);
+}
+
+}  // namespace loom::vulkan
