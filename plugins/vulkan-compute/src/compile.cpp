@@ -104,13 +104,15 @@ std::string shape_text(const Shape& s) {
 
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
   Shape dims;
   std::vector<uint64_t> sa, sb;
   MatMulParams mm;
+  uint64_t outer = 0, n = 0, inner = 0;  // softmax view
+  bool log_softmax = false;
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;
 };
@@ -444,6 +446,40 @@ bool lower_alias(Lowering& l) {
   return true;
 }
 
+// Softmax/LogSoftmax: before opset 13 over the flattened [axis, rank)
+// dimensions, from 13 over dimension `axis` alone.
+bool lower_softmax(Lowering& l, bool log_softmax) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kSoftmax;
+  o.log_softmax = log_softmax;
+  const bool legacy = l.opset() < 13;
+  int64_t axis = 0;
+  if (!l.attributes({"axis"}) || !l.get_int("axis", legacy ? 1 : -1, &axis) || !l.inputs(1, 1) ||
+      !l.data(0) || !l.output() || !same_shape_out(l)) {
+    return false;
+  }
+  const Shape s = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (axis < -rank || axis >= rank || rank == 0) {
+    return l.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  if (axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+  if (axis < 0) axis += rank;
+  o.outer = o.n = o.inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const uint64_t v = static_cast<uint64_t>(s[static_cast<size_t>(d)]);
+    if (d < axis) {
+      o.outer *= v;
+    } else if (d == axis || legacy) {
+      o.n *= v;
+    } else {
+      o.inner *= v;
+    }
+  }
+  if (o.inner == 0 || o.n == 0 || o.outer == 0) return l.fail("empty tensors are not supported");
+  return true;
+}
+
 bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   const gfb::Node& node = g.node(n);
   if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
@@ -460,6 +496,7 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   }
   if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
   if (op == "MatMul") return lower_matmul(l);
+  if (op == "Softmax" || op == "LogSoftmax") return lower_softmax(l, op == "LogSoftmax");
   if (op == "Gemm") return lower_gemm(l);
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
     return lower_alias(l);
@@ -624,6 +661,11 @@ class Builder {
       case Lowered::Kind::kMatMul: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_matmul(node.mm, in[0], in[1], node.mm.bias ? in[2] : 0, y));
+        return Status();
+      }
+      case Lowered::Kind::kSoftmax: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_softmax(in[0], y, node.outer, node.n, node.inner, node.log_softmax));
         return Status();
       }
       case Lowered::Kind::kAlias: {

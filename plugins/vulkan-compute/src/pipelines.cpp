@@ -15,6 +15,9 @@ const uint32_t kBinarySpirv[] = {
 const uint32_t kMatMulSpirv[] = {
 #include "matmul.spv.inc"
 };
+const uint32_t kSoftmaxSpirv[] = {
+#include "softmax.spv.inc"
+};
 
 }  // namespace
 
@@ -23,6 +26,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kUnary: *words = kUnarySpirv; *count = std::size(kUnarySpirv); return;
     case Kernel::kBinary: *words = kBinarySpirv; *count = std::size(kBinarySpirv); return;
     case Kernel::kMatMul: *words = kMatMulSpirv; *count = std::size(kMatMulSpirv); return;
+    case Kernel::kSoftmax: *words = kSoftmaxSpirv; *count = std::size(kSoftmaxSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

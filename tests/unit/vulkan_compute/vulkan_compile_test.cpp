@@ -205,7 +205,7 @@ TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
   g.node("Relu", {x}, {r});
   g.node("Conv", {r, w}, {c});
   g.node("Add", {r, x}, {a});
-  g.node("Softmax", {a}, {s});
+  g.node("LRN", {a}, {s});
   g.node("Reshape", {a, shape}, {f});
   g.node("Relu", {f}, {gelu}, {}, 5);       // opset 5 Relu had consumed_inputs
   g.node("Relu", {f}, {g.tensor({2, 48})}, {{"bogus", 1}});
@@ -275,16 +275,47 @@ TEST_F(VulkanCompile, ReshapeIsAnAliasAndGraphOutputsGetTheirOwnBytes) {
   }
 }
 
+// Softmax over one axis (opset 13) and LogSoftmax over the flattened tail
+// (opset 11), against host math.
+TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4});
+  const int s = g.tensor({2, 3, 4}), ls = g.tensor({2, 3, 4});
+  g.node("Softmax", {x}, {s}, {{"axis", 1}}, 13);
+  g.node("LogSoftmax", {x}, {ls}, {{"axis", 1}}, 11);
+  g.output(s);
+  g.output(ls);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(24, 5);
+  auto out = run(blob, {{{2, 3, 4}, xv}}, {{2, 3, 4}, {2, 3, 4}});
+  ASSERT_EQ(out.size(), 2u);
+  for (int o = 0; o < 2; ++o) {
+    double all = 0;
+    for (int k = 0; k < 12; ++k) all += std::exp(double(xv[o * 12 + k]));
+    for (int i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (int k = 0; k < 3; ++k) sum += std::exp(double(xv[o * 12 + k * 4 + i]));
+      for (int k = 0; k < 3; ++k) {
+        const int e = o * 12 + k * 4 + i;
+        EXPECT_NEAR(out[0][e], std::exp(double(xv[e])) / sum, 1e-6) << e;
+        EXPECT_NEAR(out[1][e], double(xv[e]) - std::log(all), 1e-5) << e;
+      }
+    }
+  }
+}
+
 TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
   Graph g;
   const int x = g.input({4});
   const int y = g.tensor({4});
-  g.node("Softmax", {x}, {y});
+  g.node("LRN", {x}, {y});
   g.output(y);
   std::vector<uint8_t> blob;
   std::string s = compile(g.finish(), &blob);
   EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
-  EXPECT_NE(s.find("node n0 (Softmax)"), std::string::npos) << s;
+  EXPECT_NE(s.find("node n0 (LRN)"), std::string::npos) << s;
   std::vector<uint8_t> bytes = g.finish();
   for (size_t n : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1}) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));

@@ -52,7 +52,8 @@ enum class Kernel : uint32_t {
   kUnary = 0,
   kBinary = 1,
   kMatMul = 2,
-  kCount = 3,
+  kSoftmax = 3,
+  kCount = 4,
 };
 
 struct BlobTensor {

@@ -15,6 +15,9 @@
 //           (0 none, 1 Relu). y[b, m, n] = act(alpha * sum_k A B + beta * C).
 //           Workgroups: ceil(N / 64), ceil(M / 64), batch; 16 x 16
 //           invocations, each computing 4 x 4 outputs of a 64 x 64 tile.
+//   softmax bindings x, y.       push: rows, n, inner, log (0 Softmax, 1
+//           LogSoftmax). The tensors are viewed as (rows / inner, n, inner);
+//           one invocation per row, 1-D grid over rows.
 #pragma once
 
 #include <cstdint>
@@ -113,6 +116,18 @@ inline BlobDispatch make_matmul(const MatMulParams& p, uint32_t a, uint32_t b, u
   return d;
 }
 
+// Softmax (or LogSoftmax) over the middle axis of an (outer, n, inner) view.
+inline BlobDispatch make_softmax(uint32_t x, uint32_t y, uint64_t outer, uint64_t n, uint64_t inner,
+                                 bool log_softmax) {
+  BlobDispatch d;
+  d.kernel = Kernel::kSoftmax;
+  d.bindings = {x, y};
+  d.push = {static_cast<uint32_t>(outer * inner), static_cast<uint32_t>(n),
+            static_cast<uint32_t>(inner), log_softmax ? 1u : 0u};
+  linear_groups(outer * inner, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -120,7 +135,7 @@ inline BlobDispatch make_matmul(const MatMulParams& p, uint32_t a, uint32_t b, u
 // element 40, the tensor has 24") otherwise.
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
-  static const char* const kNames[] = {"unary", "binary", "matmul"};
+  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -211,6 +226,21 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       groups[0] = static_cast<uint32_t>((n + kMatMulTile - 1) / kMatMulTile);
       groups[1] = static_cast<uint32_t>((m + kMatMulTile - 1) / kMatMulTile);
       groups[2] = static_cast<uint32_t>(batch);
+      break;
+    }
+    case Kernel::kSoftmax: {
+      if (!need(2, 4)) return false;
+      const uint64_t rows = d.push[0], n = d.push[1], inner = d.push[2];
+      if (inner == 0 || rows % inner != 0 || d.push[3] > 1) {
+        return fail("rows " + std::to_string(rows) + " and inner " + std::to_string(inner) +
+                    " do not form a view, or log flag " + std::to_string(d.push[3]) + " is not 0/1");
+      }
+      if (rows * n != elements(0) || rows * n != elements(1)) {
+        return fail("rows x n = " + std::to_string(rows * n) + " differs from the tensors' " +
+                    std::to_string(elements(0)) + " and " + std::to_string(elements(1)) +
+                    " elements");
+      }
+      linear_groups(rows, groups);
       break;
     }
     default:
