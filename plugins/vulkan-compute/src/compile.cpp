@@ -1,5 +1,6 @@
 #include "compile.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -104,13 +105,14 @@ std::string shape_text(const Shape& s) {
 
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
   Shape dims;
   std::vector<uint64_t> sa, sb;
   MatMulParams mm;
+  ConvParams conv;
   uint64_t outer = 0, n = 0, inner = 0;  // softmax view
   bool log_softmax = false;
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
@@ -162,6 +164,23 @@ class Lowering {
     if (a == nullptr) return true;
     if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
     *v = a->i();
+    return true;
+  }
+
+  bool get_ints(const char* name, Shape* v) {
+    const gfb::Attribute* a = find(name);
+    v->clear();
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
+    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
+    return true;
+  }
+  bool get_string(const char* name, const char* def, std::string* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
+    *v = a->s() == nullptr ? "" : a->s()->str();
     return true;
   }
 
@@ -480,6 +499,74 @@ bool lower_softmax(Lowering& l, bool log_softmax) {
   return true;
 }
 
+// 2-D Conv (NCHW), any group, stride, dilation and pads; auto_pad NOTSET,
+// VALID, SAME_UPPER or SAME_LOWER.
+bool lower_conv(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kConv;
+  Shape strides, dilations, pads, kernel;
+  int64_t group = 1;
+  std::string auto_pad;
+  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
+      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
+      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) ||
+      !l.get_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
+    return false;
+  }
+  const Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
+  if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
+  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
+    return l.fail("group " + std::to_string(group) + " does not fit the channels");
+  }
+  if (!kernel.empty() && kernel != Shape{w[2], w[3]}) return l.fail("kernel_shape differs from W");
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
+    const int64_t in = x[2 + i], k = (w[2 + i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      return l.fail("auto_pad " + auto_pad + " is not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0) return l.fail("negative pads");
+    const int64_t out = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
+    if (in + pads[i] + pads[i + 2] < k || y.size() != 4 || y[2 + i] != out) {
+      return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+    }
+  }
+  if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+  if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
+  ConvParams& p = o.conv;
+  p.n = static_cast<uint32_t>(x[0]);
+  p.c = static_cast<uint32_t>(x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.m = static_cast<uint32_t>(w[0]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(w[2]);
+  p.kw = static_cast<uint32_t>(w[3]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.group = static_cast<uint32_t>(group);
+  p.bias = l.present(2);
+  if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
+  return true;
+}
+
 bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   const gfb::Node& node = g.node(n);
   if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
@@ -496,6 +583,7 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   }
   if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
   if (op == "MatMul") return lower_matmul(l);
+  if (op == "Conv") return lower_conv(l);
   if (op == "Softmax" || op == "LogSoftmax") return lower_softmax(l, op == "LogSoftmax");
   if (op == "Gemm") return lower_gemm(l);
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
@@ -615,7 +703,9 @@ class Builder {
   BlobDispatch* foldable(uint32_t operand) {
     if (p_.dispatches.empty()) return nullptr;
     BlobDispatch& d = p_.dispatches.back();
-    if (d.kernel != Kernel::kMatMul || d.bindings.back() != operand) return nullptr;
+    if ((d.kernel != Kernel::kMatMul && d.kernel != Kernel::kConv) || d.bindings.back() != operand) {
+      return nullptr;
+    }
     if (p_.tensors[operand].kind != TensorKind::kIntermediate || consumers_[operand] != 1) return nullptr;
     return &d;
   }
@@ -624,8 +714,10 @@ class Builder {
     switch (node.kind) {
       case Lowered::Kind::kUnary: {
         if (node.unary == UnaryOp::kRelu) {
-          if (BlobDispatch* d = foldable(in[0]); d != nullptr && (d->push[7] >> kMatMulActShift) == 0) {
-            d->push[7] |= 1u << kMatMulActShift;
+          BlobDispatch* d = foldable(in[0]);
+          uint32_t* flags = d == nullptr ? nullptr : &d->push[d->kernel == Kernel::kConv ? 16 : 7];
+          if (flags != nullptr && (*flags >> kMatMulActShift) == 0) {
+            *flags |= 1u << kMatMulActShift;
             d->bindings.back() = target(node.output);
             return Status();
           }
@@ -638,7 +730,7 @@ class Builder {
         if (node.binary == BinaryOp::kAdd) {
           for (int side = 0; side < 2; ++side) {
             BlobDispatch* d = foldable(in[side]);
-            if (d == nullptr || (d->push[7] & (kMatMulBias | (3u << kMatMulActShift))) != 0) continue;
+            if (d == nullptr || d->kernel != Kernel::kMatMul || (d->push[7] & (kMatMulBias | (3u << kMatMulActShift))) != 0) continue;
             const BlobTensor& c = p_.tensors[in[1 - side]];
             const uint32_t m = d->push[0], n = d->push[1];
             std::vector<uint64_t> strides;
@@ -661,6 +753,11 @@ class Builder {
       case Lowered::Kind::kMatMul: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_matmul(node.mm, in[0], in[1], node.mm.bias ? in[2] : 0, y));
+        return Status();
+      }
+      case Lowered::Kind::kConv: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_conv(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
         return Status();
       }
       case Lowered::Kind::kSoftmax: {

@@ -18,6 +18,9 @@ const uint32_t kMatMulSpirv[] = {
 const uint32_t kSoftmaxSpirv[] = {
 #include "softmax.spv.inc"
 };
+const uint32_t kConvSpirv[] = {
+#include "conv.spv.inc"
+};
 
 }  // namespace
 
@@ -27,6 +30,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kBinary: *words = kBinarySpirv; *count = std::size(kBinarySpirv); return;
     case Kernel::kMatMul: *words = kMatMulSpirv; *count = std::size(kMatMulSpirv); return;
     case Kernel::kSoftmax: *words = kSoftmaxSpirv; *count = std::size(kSoftmaxSpirv); return;
+    case Kernel::kConv: *words = kConvSpirv; *count = std::size(kConvSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

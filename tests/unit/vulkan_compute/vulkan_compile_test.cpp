@@ -42,8 +42,10 @@ class Graph {
     return t;
   }
   void node(std::string op, std::vector<int32_t> in, std::vector<int32_t> out,
-            std::vector<std::pair<std::string, int64_t>> int_attrs = {}, int64_t opset = 13) {
-    nodes_.push_back({std::move(op), std::move(in), std::move(out), std::move(int_attrs), opset});
+            std::vector<std::pair<std::string, int64_t>> int_attrs = {}, int64_t opset = 13,
+            std::vector<std::pair<std::string, Dims>> ints_attrs = {}) {
+    nodes_.push_back({std::move(op), std::move(in), std::move(out), std::move(int_attrs), opset,
+                      std::move(ints_attrs)});
   }
   void output(int t) { outputs_.push_back(t); }
   size_t node_count() const { return nodes_.size(); }
@@ -61,6 +63,9 @@ class Graph {
       std::vector<flatbuffers::Offset<gfb::Attribute>> as;
       for (const auto& [name, v] : n.attrs) {
         as.push_back(gfb::CreateAttributeDirect(fbb, name.c_str(), gfb::AttributeKind::int_, v));
+      }
+      for (const auto& [name, v] : n.ints_attrs) {
+        as.push_back(gfb::CreateAttributeDirect(fbb, name.c_str(), gfb::AttributeKind::ints, 0, 0, &v));
       }
       const std::string name = "n" + std::to_string(i);
       ns.push_back(gfb::CreateNodeDirect(fbb, name.c_str(), n.op.c_str(), "", n.opset, &as, &n.in,
@@ -84,6 +89,7 @@ class Graph {
     std::vector<int32_t> in, out;
     std::vector<std::pair<std::string, int64_t>> attrs;
     int64_t opset;
+    std::vector<std::pair<std::string, Dims>> ints_attrs;
   };
   std::vector<T> tensors_;
   std::vector<N> nodes_;
@@ -210,7 +216,7 @@ TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
   g.node("Relu", {f}, {gelu}, {}, 5);       // opset 5 Relu had consumed_inputs
   g.node("Relu", {f}, {g.tensor({2, 48})}, {{"bogus", 1}});
   g.output(gelu);
-  EXPECT_EQ(supported(g), (std::vector<bool>{true, false, true, false, true, false, false}));
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false, true, false, false}));
 }
 
 TEST_F(VulkanCompile, GemmBiasReluFoldIntoOneDispatchAndMatch) {
@@ -272,6 +278,58 @@ TEST_F(VulkanCompile, ReshapeIsAnAliasAndGraphOutputsGetTheirOwnBytes) {
   for (size_t i = 0; i < 12; ++i) {
     EXPECT_NEAR(out[0][i], 1.0 / (1.0 + std::exp(-double(xv[i]))), 1e-6);
     EXPECT_EQ(out[1][i], xv[i]);
+  }
+}
+
+// Grouped, strided, dilated, asymmetrically padded Conv with bias, Relu
+// folded in, against a direct host loop.
+TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const int64_t N = 2, C = 4, H = 7, W = 6, M = 6, G = 2, KH = 3, KW = 3;
+  const int64_t sh = 2, sw = 1, dh = 1, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1;
+  const int64_t OH = (H + pt + pb - ((KH - 1) * dh + 1)) / sh + 1;
+  const int64_t OW = (W + pl + pr - ((KW - 1) * dw + 1)) / sw + 1;
+  const std::vector<float> wv = random_values(M * (C / G) * KH * KW, 11), bv = random_values(M, 12);
+  Graph g;
+  const int x = g.input({N, C, H, W});
+  const int w = g.constant_f32({M, C / G, KH, KW}, wv);
+  const int b = g.constant_f32({M}, bv);
+  const int c = g.tensor({N, M, OH, OW}), y = g.tensor({N, M, OH, OW});
+  g.node("Conv", {x, w, b}, {c}, {{"group", G}}, 11,
+         {{"strides", {sh, sw}}, {"dilations", {dh, dw}}, {"pads", {pt, pl, pb, pr}},
+          {"kernel_shape", {KH, KW}}});
+  g.node("Relu", {c}, {y});
+  g.output(y);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  BlobProgram p;
+  std::string error;
+  ASSERT_TRUE(decode(blob.data(), blob.size(), &p, &error)) << error;
+  EXPECT_EQ(p.dispatches.size(), 1u);  // the Relu is folded into the conv
+  const std::vector<float> xv = random_values(N * C * H * W, 13);
+  auto out = run(blob, {{{N, C, H, W}, xv}}, {{N, M, OH, OW}});
+  ASSERT_EQ(out.size(), 1u);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t grp = m / (M / G);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = bv[m];
+          for (int64_t c2 = 0; c2 < C / G; ++c2) {
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * sh - pt + kh * dh, iw = ow * sw - pl + kw * dw;
+                if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
+                s += double(xv[((n * C + grp * (C / G) + c2) * H + ih) * W + iw]) *
+                     wv[((m * (C / G) + c2) * KH + kh) * KW + kw];
+              }
+            }
+          }
+          const size_t e = static_cast<size_t>(((n * M + m) * OH + oh) * OW + ow);
+          ASSERT_NEAR(out[0][e], std::max(0.0, s), 1e-5) << n << "," << m << "," << oh << "," << ow;
+        }
+      }
+    }
   }
 }
 

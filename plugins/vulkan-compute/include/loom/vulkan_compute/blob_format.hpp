@@ -53,7 +53,8 @@ enum class Kernel : uint32_t {
   kBinary = 1,
   kMatMul = 2,
   kSoftmax = 3,
-  kCount = 4,
+  kConv = 4,
+  kCount = 5,
 };
 
 struct BlobTensor {

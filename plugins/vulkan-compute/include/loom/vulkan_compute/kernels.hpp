@@ -18,6 +18,11 @@
 //   softmax bindings x, y.       push: rows, n, inner, log (0 Softmax, 1
 //           LogSoftmax). The tensors are viewed as (rows / inner, n, inner);
 //           one invocation per row, 1-D grid over rows.
+//   conv    bindings x, w, bias, y. push: N, C, H, W, M (output channels), OH,
+//           OW, KH, KW, stride h, stride w, dilation h, dilation w, pad top,
+//           pad left, group, flags (bit 2 bias, bits 3-4 activation as for
+//           matmul). NCHW x, [M, C/group, KH, KW] w. Workgroups:
+//           ceil(OH*OW / 64), ceil(M/group / 64), N*group; same tiling as matmul.
 #pragma once
 
 #include <cstdint>
@@ -128,6 +133,29 @@ inline BlobDispatch make_softmax(uint32_t x, uint32_t y, uint64_t outer, uint64_
   return d;
 }
 
+struct ConvParams {
+  uint32_t n = 1, c = 1, h = 1, w = 1, m = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  uint32_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, group = 1;
+  bool bias = false;
+  uint32_t act = 0;
+};
+
+// `bias` is ignored (bound to `x`) when !p.bias.
+inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
+                              uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kConv;
+  d.bindings = {x, w, p.bias ? bias : x, y};
+  d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
+            p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
+            (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
+  const uint64_t pixels = uint64_t{p.oh} * p.ow;
+  d.groups[0] = static_cast<uint32_t>((pixels + kMatMulTile - 1) / kMatMulTile);
+  d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kMatMulTile - 1) / kMatMulTile;
+  d.groups[2] = p.n * p.group;
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -135,7 +163,7 @@ inline BlobDispatch make_softmax(uint32_t x, uint32_t y, uint64_t outer, uint64_
 // element 40, the tensor has 24") otherwise.
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
-  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax"};
+  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -241,6 +269,34 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
                     " elements");
       }
       linear_groups(rows, groups);
+      break;
+    }
+    case Kernel::kConv: {
+      if (!need(4, 17)) return false;
+      const uint32_t* q = d.push.data();
+      const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
+      const uint64_t kh = q[7], kw = q[8], group = q[15], flags = q[16];
+      for (int i = 7; i <= 15; ++i) {
+        if (q[i] == 0 && i != 13 && i != 14) return fail("push constant " + std::to_string(i) + " is 0");
+      }
+      if (c % group != 0 || m % group != 0) {
+        return fail("channels " + std::to_string(c) + " -> " + std::to_string(m) +
+                    " do not divide into " + std::to_string(group) + " groups");
+      }
+      if ((flags >> kMatMulActShift) > 1 || (flags & ~((3u << kMatMulActShift) | kMatMulBias)) != 0) {
+        return fail("unknown flags " + std::to_string(flags));
+      }
+      if (n * group > 65535) return fail("N x group exceeds 65535");
+      if (elements(0) != n * c * h * w || elements(1) != m * (c / group) * kh * kw ||
+          elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
+        return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
+                    ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
+                    std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
+                    std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
+      }
+      groups[0] = static_cast<uint32_t>((oh * ow + kMatMulTile - 1) / kMatMulTile);
+      groups[1] = static_cast<uint32_t>((m / group + kMatMulTile - 1) / kMatMulTile);
+      groups[2] = static_cast<uint32_t>(n * group);
       break;
     }
     default:
