@@ -1,10 +1,10 @@
-// GEMM and elementwise throughput of vulkan-compute next to cpu-simd, in one
+// GEMM, Conv and elementwise throughput of vulkan-compute next to cpu-simd, in one
 // run. Each case is one graph.fbs node compiled by the plugin's own compile
 // entry, loaded on its device 0 and executed through the C ABI (no runtime in
 // between): cpu-simd on host memory, vulkan-compute on its device buffers
 // (the copies in and out are not timed: a model keeps its tensors there).
-// Counters: GFLOP/s for GEMM (2·N³ per run), GB/s for Add (12 bytes per
-// element). A plugin with no device skips its cases with the reason.
+// Counters: GFLOP/s for GEMM (2·N³ per run) and Conv (2·MACs), GB/s for Add
+// (12 bytes per element). A plugin with no device skips its cases with the reason.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -90,9 +90,16 @@ Backend& vulkan() {
   return b;
 }
 
-// A one-node graph: inputs of `in_shapes`, one output of `out_shape`.
-std::vector<uint8_t> one_node(const char* op, const std::vector<Dims>& in_shapes, const Dims& out_shape) {
+// A one-node graph: inputs of `in_shapes`, one output of `out_shape`;
+// `group` and `pads` become attributes when set (Conv).
+std::vector<uint8_t> one_node(const char* op, const std::vector<Dims>& in_shapes, const Dims& out_shape,
+                              int64_t group = 0, const Dims& pads = {}) {
   flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<gfb::Attribute>> attrs;
+  if (group != 0) attrs.push_back(gfb::CreateAttributeDirect(fbb, "group", gfb::AttributeKind::int_, group));
+  if (!pads.empty()) {
+    attrs.push_back(gfb::CreateAttributeDirect(fbb, "pads", gfb::AttributeKind::ints, 0, 0, &pads));
+  }
   std::vector<flatbuffers::Offset<gfb::Tensor>> tensors;
   std::vector<int32_t> inputs;
   for (size_t i = 0; i < in_shapes.size(); ++i) {
@@ -103,7 +110,7 @@ std::vector<uint8_t> one_node(const char* op, const std::vector<Dims>& in_shapes
   tensors.push_back(gfb::CreateTensorDirect(fbb, "out", gfb::DType::f32, &out_shape));
   std::vector<int32_t> outputs = {static_cast<int32_t>(in_shapes.size())};
   std::vector<flatbuffers::Offset<gfb::Node>> nodes = {
-      gfb::CreateNodeDirect(fbb, "n", op, "", 13, nullptr, &inputs, &outputs)};
+      gfb::CreateNodeDirect(fbb, "n", op, "", 13, &attrs, &inputs, &outputs)};
   gfb::FinishGraphBuffer(fbb, gfb::CreateGraphDirect(fbb, "g", &tensors, &nodes, &inputs, &outputs));
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
@@ -201,15 +208,35 @@ void add(benchmark::State& state, Backend& b) {
   state.SetBytesProcessed(state.iterations() * n * 12);
 }
 
+// 3x3 convolution, pads 1, on [1, C, 56, 56]; depthwise when `depthwise`
+// (group = C, one filter per channel). 2 * MACs FLOPs per run.
+void conv(benchmark::State& state, Backend& b, bool depthwise) {
+  const int64_t c = state.range(0), hw = 56;
+  const int64_t group = depthwise ? c : 1;
+  const Dims x = {1, c, hw, hw}, w = {c, c / group, 3, 3}, y = {1, c, hw, hw};
+  run_case(state, b, one_node("Conv", {x, w}, y, group, {1, 1, 1, 1}), {x, w, y});
+  const double flops = 2.0 * hw * hw * c * (c / group) * 9;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void BM_Gemm_CpuSimd(benchmark::State& s) { gemm(s, cpu_simd()); }
 void BM_Gemm_Vulkan(benchmark::State& s) { gemm(s, vulkan()); }
 void BM_Add_CpuSimd(benchmark::State& s) { add(s, cpu_simd()); }
 void BM_Add_Vulkan(benchmark::State& s) { add(s, vulkan()); }
+void BM_Conv3x3_CpuSimd(benchmark::State& s) { conv(s, cpu_simd(), false); }
+void BM_Conv3x3_Vulkan(benchmark::State& s) { conv(s, vulkan(), false); }
+void BM_Depthwise3x3_CpuSimd(benchmark::State& s) { conv(s, cpu_simd(), true); }
+void BM_Depthwise3x3_Vulkan(benchmark::State& s) { conv(s, vulkan(), true); }
 
 BENCHMARK(BM_Gemm_CpuSimd)->RangeMultiplier(2)->Range(256, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gemm_Vulkan)->RangeMultiplier(2)->Range(256, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add_CpuSimd)->Arg(1 << 22)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add_Vulkan)->Arg(1 << 22)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3_CpuSimd)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3_Vulkan)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Depthwise3x3_CpuSimd)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Depthwise3x3_Vulkan)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -24,7 +24,10 @@ void main() {
   uint rem = i;
   uint ia = 0u;
   uint ib = 0u;
-  for (int d = int(p.rank) - 1; d >= 0; --d) {
+  if (p.rank == 1u) {
+    ia = i * p.sa[0];
+    ib = i * p.sb[0];
+  } else for (int d = int(p.rank) - 1; d >= 0; --d) {
     uint n = p.dims[d];
     uint c = rem % n;
     rem /= n;

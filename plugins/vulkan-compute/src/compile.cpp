@@ -368,6 +368,19 @@ bool lower_binary(Lowering& l, const BinaryEntry& e) {
   o.dims = out;
   broadcast_strides(a, out, &o.sa);
   broadcast_strides(b, out, &o.sb);
+  // Merge neighbouring dimensions that both operands walk contiguously (or
+  // both broadcast), so that same-shape operands index without division.
+  for (size_t d = o.dims.size(); d-- > 1;) {
+    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
+    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
+      o.dims[d - 1] *= o.dims[d];
+      o.sa[d - 1] = o.sa[d];
+      o.sb[d - 1] = o.sb[d];
+      o.dims.erase(o.dims.begin() + static_cast<long>(d));
+      o.sa.erase(o.sa.begin() + static_cast<long>(d));
+      o.sb.erase(o.sb.begin() + static_cast<long>(d));
+    }
+  }
   return true;
 }
 
