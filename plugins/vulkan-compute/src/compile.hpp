@@ -1,15 +1,13 @@
 // The compile side of vulkan-compute: graph.fbs (schemas/graph.fbs) in, a
-// blob program out. A node is claimed only when the plugin computes it as
-// the ONNX operator of its opset specifies: elementwise unary and binary
-// operators (numpy broadcasting), MatMul, Gemm, and the reshape family
-// (Reshape, Flatten, Squeeze, Unsqueeze) as aliases without a copy.
-// MatMul/Gemm absorb a following Add of a broadcast bias and a Relu.
+// blob program out. lower.cpp decides node by node what is claimed (the op
+// set is in the plugin's README); compile.cpp assembles the blob: tensors,
+// aliases for the reshape family, dispatches, and the folding of a following
+// bias Add and Relu into MatMul/Gemm (Relu into Conv).
 #pragma once
 
 #include <cstddef>
 #include <string>
 
-#include "loom/graph/graph_generated.h"
 #include "loom/vulkan_compute/kernels.hpp"
 #include "vk_loader.hpp"
 

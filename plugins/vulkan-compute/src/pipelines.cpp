@@ -21,6 +21,9 @@ const uint32_t kSoftmaxSpirv[] = {
 const uint32_t kConvSpirv[] = {
 #include "conv.spv.inc"
 };
+const uint32_t kPoolSpirv[] = {
+#include "pool.spv.inc"
+};
 
 }  // namespace
 
@@ -31,6 +34,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kMatMul: *words = kMatMulSpirv; *count = std::size(kMatMulSpirv); return;
     case Kernel::kSoftmax: *words = kSoftmaxSpirv; *count = std::size(kSoftmaxSpirv); return;
     case Kernel::kConv: *words = kConvSpirv; *count = std::size(kConvSpirv); return;
+    case Kernel::kPool: *words = kPoolSpirv; *count = std::size(kPoolSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

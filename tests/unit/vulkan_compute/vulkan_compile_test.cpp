@@ -333,6 +333,67 @@ TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
   }
 }
 
+// Host pooling over one NCHW tensor; mode 0 max, 1 average of the positions
+// inside x, 2 average over the whole window.
+std::vector<double> pool_reference(const std::vector<float>& x, int64_t planes, int64_t h, int64_t w,
+                                   int64_t oh, int64_t ow, int64_t k, int64_t s, int64_t d,
+                                   int64_t pad, int mode) {
+  std::vector<double> y;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        double acc = mode == 0 ? -INFINITY : 0.0;
+        int count = 0;
+        for (int64_t a = 0; a < k; ++a) {
+          for (int64_t b = 0; b < k; ++b) {
+            const int64_t ih = i * s + a * d - pad, iw = j * s + b * d - pad;
+            if (ih < 0 || iw < 0 || ih >= h || iw >= w) continue;
+            const double v = x[static_cast<size_t>((p * h + ih) * w + iw)];
+            acc = mode == 0 ? std::max(acc, v) : acc + v;
+            ++count;
+          }
+        }
+        y.push_back(mode == 0 ? acc : mode == 1 ? acc / count : acc / double(k * k));
+      }
+    }
+  }
+  return y;
+}
+
+TEST_F(VulkanCompile, PoolsMatchHostLoops) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const int64_t N = 2, C = 3, H = 9, W = 9;
+  Graph g;
+  const int x = g.input({N, C, H, W});
+  // MaxPool k3 s2 d2 pads 1, ceil_mode: (9 + 2 - 5) / 2 -> ceil 3 + 1 = 4.
+  const int mx = g.tensor({N, C, 4, 4});
+  g.node("MaxPool", {x}, {mx}, {{"ceil_mode", 1}}, 12,
+         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  // AveragePool k3 s2 pads 1, with and without the padding counted: 5 x 5.
+  const int ax = g.tensor({N, C, 5, 5}), ai = g.tensor({N, C, 5, 5});
+  g.node("AveragePool", {x}, {ax}, {}, 11, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  g.node("AveragePool", {x}, {ai}, {{"count_include_pad", 1}}, 11,
+         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  const int gp = g.tensor({N, C, 1, 1});
+  g.node("GlobalAveragePool", {x}, {gp});
+  for (int t : {mx, ax, ai, gp}) g.output(t);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, true}));
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(N * C * H * W, 21);
+  auto out = run(blob, {{{N, C, H, W}, xv}}, {{N, C, 4, 4}, {N, C, 5, 5}, {N, C, 5, 5}, {N, C, 1, 1}});
+  ASSERT_EQ(out.size(), 4u);
+  const std::vector<std::vector<double>> want = {
+      pool_reference(xv, N * C, H, W, 4, 4, 3, 2, 2, 1, 0),
+      pool_reference(xv, N * C, H, W, 5, 5, 3, 2, 1, 1, 1),
+      pool_reference(xv, N * C, H, W, 5, 5, 3, 2, 1, 1, 2),
+      pool_reference(xv, N * C, H, W, 1, 1, 9, 1, 1, 0, 1)};
+  for (size_t o = 0; o < 4; ++o) {
+    ASSERT_EQ(out[o].size(), want[o].size()) << o;
+    for (size_t e = 0; e < want[o].size(); ++e) ASSERT_NEAR(out[o][e], want[o][e], 1e-5) << o << " " << e;
+  }
+}
+
 // Softmax over one axis (opset 13) and LogSoftmax over the flattened tail
 // (opset 11), against host math.
 TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {

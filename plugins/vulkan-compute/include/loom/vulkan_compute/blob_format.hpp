@@ -54,7 +54,8 @@ enum class Kernel : uint32_t {
   kMatMul = 2,
   kSoftmax = 3,
   kConv = 4,
-  kCount = 5,
+  kPool = 5,
+  kCount = 6,
 };
 
 struct BlobTensor {

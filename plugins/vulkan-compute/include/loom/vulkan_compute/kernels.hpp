@@ -23,6 +23,10 @@
 //           pad left, group, flags (bit 2 bias, bits 3-4 activation as for
 //           matmul). NCHW x, [M, C/group, KH, KW] w. Workgroups:
 //           ceil(OH*OW / 64), ceil(M/group / 64), N*group; same tiling as matmul.
+//   pool    bindings x, y. push: planes (N*C), H, W, OH, OW, KH, KW, stride h,
+//           stride w, dilation h, dilation w, pad top, pad left, mode (0 max,
+//           1 average of the positions inside x, 2 average over KH*KW).
+//           1-D grid over planes*OH*OW outputs.
 #pragma once
 
 #include <cstdint>
@@ -156,6 +160,20 @@ inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint3
   return d;
 }
 
+struct PoolParams {
+  uint32_t planes = 1, h = 1, w = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  uint32_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, mode = 0;
+};
+
+inline BlobDispatch make_pool(const PoolParams& p, uint32_t x, uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kPool;
+  d.bindings = {x, y};
+  d.push = {p.planes, p.h, p.w, p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.mode};
+  linear_groups(uint64_t{p.planes} * p.oh * p.ow, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -163,7 +181,7 @@ inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint3
 // element 40, the tensor has 24") otherwise.
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
-  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv"};
+  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -297,6 +315,22 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       groups[0] = static_cast<uint32_t>((oh * ow + kMatMulTile - 1) / kMatMulTile);
       groups[1] = static_cast<uint32_t>((m / group + kMatMulTile - 1) / kMatMulTile);
       groups[2] = static_cast<uint32_t>(n * group);
+      break;
+    }
+    case Kernel::kPool: {
+      if (!need(2, 14)) return false;
+      const uint32_t* q = d.push.data();
+      for (int i = 5; i <= 10; ++i) {
+        if (q[i] == 0) return fail("push constant " + std::to_string(i) + " is 0");
+      }
+      if (q[13] > 2) return fail("unknown mode " + std::to_string(q[13]));
+      const uint64_t planes = q[0], outputs = planes * q[3] * q[4];
+      if (elements(0) != planes * q[1] * q[2] || elements(1) != outputs) {
+        return fail("tensor sizes do not match " + std::to_string(planes) + " planes of " +
+                    std::to_string(q[1]) + "x" + std::to_string(q[2]) + " -> " +
+                    std::to_string(q[3]) + "x" + std::to_string(q[4]));
+      }
+      linear_groups(outputs, groups);
       break;
     }
     default:
