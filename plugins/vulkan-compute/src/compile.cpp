@@ -174,6 +174,11 @@ class Builder {
         p_.dispatches.push_back(make_conv(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
         return Status();
       }
+      case Lowered::Kind::kReduce: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_reduce(in[0], y, node.outer, node.n, node.inner, node.reduce_op));
+        return Status();
+      }
       case Lowered::Kind::kPool: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_pool(node.pool, in[0], y));

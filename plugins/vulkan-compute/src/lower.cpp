@@ -68,6 +68,17 @@ class Lowering {
     if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
     return true;
   }
+  // A constant i64 vector input (an axes operand).
+  bool constant_i64s(size_t i, Shape* v) {
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
+        t.dtype() != gfb::DType::i64 || g_.shape(input(i)).size() != 1 || t.data()->size() % 8 != 0) {
+      return fail("input " + std::to_string(i) + " must be an inline 1-D i64 constant");
+    }
+    v->resize(t.data()->size() / 8);
+    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), t.data()->size());
+    return true;
+  }
   bool get_string(const char* name, const char* def, std::string* v) {
     const gfb::Attribute* a = find(name);
     *v = def;
@@ -624,6 +635,66 @@ bool lower_pool(Lowering& l, const std::string& op) {
   return true;
 }
 
+// ReduceSum/ReduceMean/ReduceMax over axes that form one contiguous run of
+// dimensions (after dropping size-1 dimensions would change nothing, so
+// they are taken as given), keepdims either way. Axes come from the
+// attribute, or for ReduceSum from opset 13 from a constant input.
+bool lower_reduce(Lowering& l, const std::string& op) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kReduce;
+  o.reduce_op = op == "ReduceSum" ? 0 : op == "ReduceMean" ? 1 : 2;
+  const bool axes_input = op == "ReduceSum" && l.opset() >= 13;
+  int64_t keepdims = 1, noop = 0;
+  Shape axes;
+  if (axes_input) {
+    if (!l.attributes({"keepdims", "noop_with_empty_axes"}) || !l.inputs(1, 2) ||
+        !l.get_int("noop_with_empty_axes", 0, &noop)) {
+      return false;
+    }
+    if (l.present(1) && !l.constant_i64s(1, &axes)) return false;
+  } else if (!l.attributes({"axes", "keepdims"}) || !l.inputs(1, 1) || !l.get_ints("axes", &axes)) {
+    return false;
+  }
+  if (!l.get_int("keepdims", 1, &keepdims) || !l.data(0) || !l.output()) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axes.empty()) {
+    if (noop != 0) return l.fail("noop_with_empty_axes is not supported");
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> reduced(x.size(), false);
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+    const size_t d = static_cast<size_t>(a < 0 ? a + rank : a);
+    if (reduced[d]) return l.fail("axis " + std::to_string(a) + " is repeated");
+    reduced[d] = true;
+  }
+  size_t first = x.size(), last = 0;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (reduced[d]) {
+      first = std::min(first, d);
+      last = d;
+    }
+  }
+  Shape want;
+  o.outer = o.n = o.inner = 1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const uint64_t v = static_cast<uint64_t>(x[d]);
+    if (reduced[d]) {
+      o.n *= v;
+      if (keepdims != 0) want.push_back(1);
+    } else {
+      if (d > first && d < last) return l.fail("the reduced axes are not contiguous");
+      (d < first ? o.outer : o.inner) *= v;
+      want.push_back(x[d]);
+    }
+  }
+  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
+  return true;
+}
+
 }  // namespace
 
 bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
@@ -643,6 +714,7 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
   if (op == "MatMul") return lower_matmul(l);
   if (op == "Conv") return lower_conv(l);
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") return lower_reduce(l, op);
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     return lower_pool(l, op);
   }

@@ -24,6 +24,9 @@ const uint32_t kConvSpirv[] = {
 const uint32_t kPoolSpirv[] = {
 #include "pool.spv.inc"
 };
+const uint32_t kReduceSpirv[] = {
+#include "reduce.spv.inc"
+};
 
 }  // namespace
 
@@ -35,6 +38,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kSoftmax: *words = kSoftmaxSpirv; *count = std::size(kSoftmaxSpirv); return;
     case Kernel::kConv: *words = kConvSpirv; *count = std::size(kConvSpirv); return;
     case Kernel::kPool: *words = kPoolSpirv; *count = std::size(kPoolSpirv); return;
+    case Kernel::kReduce: *words = kReduceSpirv; *count = std::size(kReduceSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

@@ -394,6 +394,53 @@ TEST_F(VulkanCompile, PoolsMatchHostLoops) {
   }
 }
 
+// ReduceMean over a middle run of axes (keepdims), ReduceSum with an axes
+// input (opset 13, no keepdims), ReduceMax over everything; non-contiguous
+// axes are refused.
+TEST_F(VulkanCompile, ReductionsOverContiguousAxesMatch) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4, 5});
+  const int mean = g.tensor({2, 1, 1, 5}), sum = g.tensor({2, 3, 4}), mx = g.tensor({1, 1, 1, 1});
+  g.node("ReduceMean", {x}, {mean}, {}, 13, {{"axes", {1, 2}}});
+  g.node("ReduceSum", {x, g.constant_i64({1}, {-1})}, {sum}, {{"keepdims", 0}}, 13);
+  g.node("ReduceMax", {x}, {mx}, {}, 13);
+  g.node("ReduceMean", {x}, {g.tensor({2, 1, 4, 1})}, {}, 13, {{"axes", {1, 3}}});
+  g.output(mean);
+  g.output(sum);
+  g.output(mx);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false}));
+  Graph h;  // the same without the refused node
+  const int hx = h.input({2, 3, 4, 5});
+  const int hm = h.tensor({2, 1, 1, 5}), hs = h.tensor({2, 3, 4}), hmx = h.tensor({1, 1, 1, 1});
+  h.node("ReduceMean", {hx}, {hm}, {}, 13, {{"axes", {1, 2}}});
+  h.node("ReduceSum", {hx, h.constant_i64({1}, {-1})}, {hs}, {{"keepdims", 0}}, 13);
+  h.node("ReduceMax", {hx}, {hmx}, {}, 13);
+  h.output(hm);
+  h.output(hs);
+  h.output(hmx);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(h.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(120, 31);
+  auto out = run(blob, {{{2, 3, 4, 5}, xv}}, {{2, 1, 1, 5}, {2, 3, 4}, {1, 1, 1, 1}});
+  ASSERT_EQ(out.size(), 3u);
+  double all_max = -INFINITY;
+  for (float v : xv) all_max = std::max(all_max, double(v));
+  EXPECT_EQ(out[2][0], static_cast<float>(all_max));
+  for (int a = 0; a < 2; ++a) {
+    for (int e = 0; e < 5; ++e) {
+      double s = 0;
+      for (int k = 0; k < 12; ++k) s += xv[a * 60 + k * 5 + e];
+      EXPECT_NEAR(out[0][a * 5 + e], s / 12, 1e-5);
+    }
+    for (int r = 0; r < 12; ++r) {
+      double s = 0;
+      for (int e = 0; e < 5; ++e) s += xv[a * 60 + r * 5 + e];
+      EXPECT_NEAR(out[1][a * 12 + r], s, 1e-5);
+    }
+  }
+}
+
 // Softmax over one axis (opset 13) and LogSoftmax over the flattened tail
 // (opset 11), against host math.
 TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {

@@ -55,7 +55,8 @@ enum class Kernel : uint32_t {
   kSoftmax = 3,
   kConv = 4,
   kPool = 5,
-  kCount = 6,
+  kReduce = 6,
+  kCount = 7,
 };
 
 struct BlobTensor {

@@ -27,6 +27,9 @@
 //           stride w, dilation h, dilation w, pad top, pad left, mode (0 max,
 //           1 average of the positions inside x, 2 average over KH*KW).
 //           1-D grid over planes*OH*OW outputs.
+//   reduce  bindings x, y. push: rows (outer * inner), n, inner, op (0 sum,
+//           1 mean, 2 max) over the middle axis of an (outer, n, inner) view
+//           of x; y has `rows` elements. 1-D grid over rows.
 #pragma once
 
 #include <cstdint>
@@ -174,6 +177,19 @@ inline BlobDispatch make_pool(const PoolParams& p, uint32_t x, uint32_t y) {
   return d;
 }
 
+// ReduceSum (op 0), ReduceMean (1) or ReduceMax (2) over the middle axis of
+// an (outer, n, inner) view.
+inline BlobDispatch make_reduce(uint32_t x, uint32_t y, uint64_t outer, uint64_t n, uint64_t inner,
+                                uint32_t op) {
+  BlobDispatch d;
+  d.kernel = Kernel::kReduce;
+  d.bindings = {x, y};
+  d.push = {static_cast<uint32_t>(outer * inner), static_cast<uint32_t>(n),
+            static_cast<uint32_t>(inner), op};
+  linear_groups(outer * inner, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -181,7 +197,8 @@ inline BlobDispatch make_pool(const PoolParams& p, uint32_t x, uint32_t y) {
 // element 40, the tensor has 24") otherwise.
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
-  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool"};
+  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
+                                       "reduce"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -331,6 +348,21 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
                     std::to_string(q[3]) + "x" + std::to_string(q[4]));
       }
       linear_groups(outputs, groups);
+      break;
+    }
+    case Kernel::kReduce: {
+      if (!need(2, 4)) return false;
+      const uint64_t rows = d.push[0], n = d.push[1], inner = d.push[2];
+      if (inner == 0 || rows % inner != 0 || d.push[3] > 2) {
+        return fail("rows " + std::to_string(rows) + " and inner " + std::to_string(inner) +
+                    " do not form a view, or op " + std::to_string(d.push[3]) + " is unknown");
+      }
+      if (rows * n != elements(0) || rows != elements(1)) {
+        return fail("rows x n = " + std::to_string(rows * n) + " and rows " + std::to_string(rows) +
+                    " differ from the tensors' " + std::to_string(elements(0)) + " and " +
+                    std::to_string(elements(1)) + " elements");
+      }
+      linear_groups(rows, groups);
       break;
     }
     default:
