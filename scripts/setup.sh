@@ -19,6 +19,10 @@ packages=(
   # tests/integration/make_qdq_cnn.py writes the quantized model the
   # fpga-stub CLI test splits (run with /usr/bin/python3)
   python3-onnx python3-numpy
+  # vulkan-compute: Vulkan headers and glslc at build time (the plugin loads
+  # the Vulkan loader at run time and never links it); lavapipe, the loader
+  # and the Khronos validation layer for its tests
+  libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
 )
 
 missing=()

@@ -1,0 +1,407 @@
+// The kernels of the vulkan-compute blob format: push-constant layouts,
+// builders (used by the compiler and by tests), and the validator run on
+// every dispatch at executable_check and load. Header-only.
+//
+// 1-D kernels (unary, binary) run 256 invocations per workgroup over a 2-D
+// grid: x = min(groups, 65535), y = ceil(groups / 65535).
+//
+//   unary   bindings x, y.       push: count, op, alpha (f32 bits), beta (f32 bits)
+//   binary  bindings a, b, y.    push: count, op, rank, dims[6], a strides[6],
+//                                      b strides[6] (element strides; 0 broadcasts)
+//   matmul  bindings a, b, c, y. push: M, N, K, batch, a batch stride,
+//           b batch stride, c batch stride, flags, alpha, beta, c row stride,
+//           c column stride. flags: bit 0 A transposed (stored K x M), bit 1 B
+//           transposed (N x K), bit 2 add beta * C, bits 3-4 activation
+//           (0 none, 1 Relu). y[b, m, n] = act(alpha * sum_k A B + beta * C).
+//           Workgroups: ceil(N / 64), ceil(M / 64), batch; 16 x 16
+//           invocations, each computing 4 x 4 outputs of a 64 x 64 tile.
+//   softmax bindings x, y.       push: rows, n, inner, log (0 Softmax, 1
+//           LogSoftmax). The tensors are viewed as (rows / inner, n, inner);
+//           one invocation per row, 1-D grid over rows.
+//   conv    bindings x, w, bias, y. push: N, C, H, W, M (output channels), OH,
+//           OW, KH, KW, stride h, stride w, dilation h, dilation w, pad top,
+//           pad left, group, flags (bit 2 bias, bits 3-4 activation as for
+//           matmul). NCHW x, [M, C/group, KH, KW] w. Workgroups:
+//           ceil(OH*OW / 64), ceil(M/group / 64), N*group; same tiling as matmul.
+//   pool    bindings x, y. push: planes (N*C), H, W, OH, OW, KH, KW, stride h,
+//           stride w, dilation h, dilation w, pad top, pad left, mode (0 max,
+//           1 average of the positions inside x, 2 average over KH*KW).
+//           1-D grid over planes*OH*OW outputs.
+//   reduce  bindings x, y. push: rows (outer * inner), n, inner, op (0 sum,
+//           1 mean, 2 max) over the middle axis of an (outer, n, inner) view
+//           of x; y has `rows` elements. 1-D grid over rows.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "loom/vulkan_compute/blob_format.hpp"
+
+namespace loom::vulkan {
+
+enum class UnaryOp : uint32_t {
+  kIdentity = 0, kRelu, kSigmoid, kTanh, kExp, kSqrt, kErf, kAbs, kNeg, kClip, kHardSigmoid,
+  kHardSwish, kLeakyRelu, kLog, kReciprocal, kFloor, kCeil, kElu, kSoftplus, kSin, kCos,
+  kCount
+};
+
+enum class BinaryOp : uint32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu, kCount };
+
+inline constexpr uint32_t kBinaryMaxRank = 6;
+inline constexpr uint32_t kLinearGroupSize = 256;
+inline constexpr uint32_t kMatMulTile = 64;
+inline constexpr uint32_t kMatMulTransA = 1u, kMatMulTransB = 2u, kMatMulBias = 4u;
+inline constexpr uint32_t kMatMulActShift = 3u;
+
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The 2-D grid of a 1-D kernel over `count` elements.
+inline void linear_groups(uint64_t count, uint32_t out[3]) {
+  const uint64_t groups = (count + kLinearGroupSize - 1) / kLinearGroupSize;
+  out[0] = static_cast<uint32_t>(groups < 65535 ? groups : 65535);
+  out[1] = static_cast<uint32_t>(groups == 0 ? 0 : (groups + 65534) / 65535);
+  out[2] = groups == 0 ? 0 : 1;
+}
+
+inline BlobDispatch make_unary(UnaryOp op, uint32_t x, uint32_t y, uint64_t count, float alpha = 0,
+                               float beta = 0) {
+  BlobDispatch d;
+  d.kernel = Kernel::kUnary;
+  d.bindings = {x, y};
+  d.push = {static_cast<uint32_t>(count), static_cast<uint32_t>(op), float_bits(alpha),
+            float_bits(beta)};
+  linear_groups(count, d.groups);
+  return d;
+}
+
+// `dims` is the output shape (rank <= 6); `sa`/`sb` the element strides of
+// a and b per output dimension (0 where the operand broadcasts).
+inline BlobDispatch make_binary(BinaryOp op, uint32_t a, uint32_t b, uint32_t y,
+                                const std::vector<int64_t>& dims, const std::vector<uint64_t>& sa,
+                                const std::vector<uint64_t>& sb) {
+  BlobDispatch d;
+  d.kernel = Kernel::kBinary;
+  d.bindings = {a, b, y};
+  uint64_t count = 1;
+  for (int64_t v : dims) count *= static_cast<uint64_t>(v);
+  d.push.assign(3 + 3 * kBinaryMaxRank, 0);
+  d.push[0] = static_cast<uint32_t>(count);
+  d.push[1] = static_cast<uint32_t>(op);
+  d.push[2] = static_cast<uint32_t>(dims.size());
+  for (size_t i = 0; i < dims.size() && i < kBinaryMaxRank; ++i) {
+    d.push[3 + i] = static_cast<uint32_t>(dims[i]);
+    d.push[3 + kBinaryMaxRank + i] = static_cast<uint32_t>(sa[i]);
+    d.push[3 + 2 * kBinaryMaxRank + i] = static_cast<uint32_t>(sb[i]);
+  }
+  linear_groups(count, d.groups);
+  return d;
+}
+
+struct MatMulParams {
+  uint32_t m = 0, n = 0, k = 0, batch = 1;
+  uint32_t a_stride = 0, b_stride = 0, c_stride = 0;  // per batch, in elements
+  bool trans_a = false, trans_b = false, bias = false;
+  uint32_t act = 0;  // 0 none, 1 relu
+  float alpha = 1, beta = 1;
+  uint32_t c_row = 0, c_col = 0;  // C strides per output row / column
+};
+
+// `c` is ignored (bound to `a`) when !p.bias.
+inline BlobDispatch make_matmul(const MatMulParams& p, uint32_t a, uint32_t b, uint32_t c,
+                                uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kMatMul;
+  d.bindings = {a, b, p.bias ? c : a, y};
+  const uint32_t flags = (p.trans_a ? kMatMulTransA : 0) | (p.trans_b ? kMatMulTransB : 0) |
+                         (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift);
+  d.push = {p.m, p.n, p.k, p.batch, p.a_stride, p.b_stride, p.c_stride, flags,
+            float_bits(p.alpha), float_bits(p.beta), p.c_row, p.c_col};
+  d.groups[0] = (p.n + kMatMulTile - 1) / kMatMulTile;
+  d.groups[1] = (p.m + kMatMulTile - 1) / kMatMulTile;
+  d.groups[2] = p.batch;
+  return d;
+}
+
+// Softmax (or LogSoftmax) over the middle axis of an (outer, n, inner) view.
+inline BlobDispatch make_softmax(uint32_t x, uint32_t y, uint64_t outer, uint64_t n, uint64_t inner,
+                                 bool log_softmax) {
+  BlobDispatch d;
+  d.kernel = Kernel::kSoftmax;
+  d.bindings = {x, y};
+  d.push = {static_cast<uint32_t>(outer * inner), static_cast<uint32_t>(n),
+            static_cast<uint32_t>(inner), log_softmax ? 1u : 0u};
+  linear_groups(outer * inner, d.groups);
+  return d;
+}
+
+struct ConvParams {
+  uint32_t n = 1, c = 1, h = 1, w = 1, m = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  uint32_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, group = 1;
+  bool bias = false;
+  uint32_t act = 0;
+};
+
+// `bias` is ignored (bound to `x`) when !p.bias.
+inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
+                              uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kConv;
+  d.bindings = {x, w, p.bias ? bias : x, y};
+  d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
+            p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
+            (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
+  const uint64_t pixels = uint64_t{p.oh} * p.ow;
+  d.groups[0] = static_cast<uint32_t>((pixels + kMatMulTile - 1) / kMatMulTile);
+  d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kMatMulTile - 1) / kMatMulTile;
+  d.groups[2] = p.n * p.group;
+  return d;
+}
+
+struct PoolParams {
+  uint32_t planes = 1, h = 1, w = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  uint32_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, mode = 0;
+};
+
+inline BlobDispatch make_pool(const PoolParams& p, uint32_t x, uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kPool;
+  d.bindings = {x, y};
+  d.push = {p.planes, p.h, p.w, p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.mode};
+  linear_groups(uint64_t{p.planes} * p.oh * p.ow, d.groups);
+  return d;
+}
+
+// ReduceSum (op 0), ReduceMean (1) or ReduceMax (2) over the middle axis of
+// an (outer, n, inner) view.
+inline BlobDispatch make_reduce(uint32_t x, uint32_t y, uint64_t outer, uint64_t n, uint64_t inner,
+                                uint32_t op) {
+  BlobDispatch d;
+  d.kernel = Kernel::kReduce;
+  d.bindings = {x, y};
+  d.push = {static_cast<uint32_t>(outer * inner), static_cast<uint32_t>(n),
+            static_cast<uint32_t>(inner), op};
+  linear_groups(outer * inner, d.groups);
+  return d;
+}
+
+// Checks one dispatch of a structurally decoded program: binding and push
+// counts, that every index the kernel computes from its push constants lies
+// inside the bound tensors, and that the workgroup counts are the ones the
+// kernel needs. False with `*error` ("dispatch 2 (binary): operand a reaches
+// element 40, the tensor has 24") otherwise.
+inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
+  const BlobDispatch& d = prog.dispatches[index];
+  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
+                                       "reduce"};
+  const std::string where = "dispatch " + std::to_string(index) + " (" +
+                            kNames[static_cast<uint32_t>(d.kernel)] + "): ";
+  auto fail = [&](const std::string& m) {
+    *error = where + m;
+    return false;
+  };
+  auto elements = [&](size_t binding) { return prog.tensors[d.bindings[binding]].elements(); };
+  auto need = [&](size_t bindings, size_t push) {
+    if (d.bindings.size() != bindings || d.push.size() != push) {
+      *error = where + "has " + std::to_string(d.bindings.size()) + " bindings and " +
+               std::to_string(d.push.size()) + " push constants, the kernel takes " +
+               std::to_string(bindings) + " and " + std::to_string(push);
+      return false;
+    }
+    return true;
+  };
+  auto reach = [&](const char* what, uint64_t last, uint64_t have) {
+    if (last < have) return true;
+    *error = where + "operand " + what + " reaches element " + std::to_string(last) +
+             ", the tensor has " + std::to_string(have);
+    return false;
+  };
+  uint32_t groups[3] = {0, 0, 0};
+  switch (d.kernel) {
+    case Kernel::kUnary: {
+      if (!need(2, 4)) return false;
+      const uint64_t count = d.push[0];
+      if (d.push[1] >= static_cast<uint32_t>(UnaryOp::kCount)) {
+        return fail("unknown unary op " + std::to_string(d.push[1]));
+      }
+      if (elements(0) != count || elements(1) != count) {
+        return fail("count " + std::to_string(count) + " differs from the tensors' " +
+                    std::to_string(elements(0)) + " and " + std::to_string(elements(1)) +
+                    " elements");
+      }
+      linear_groups(count, groups);
+      break;
+    }
+    case Kernel::kBinary: {
+      if (!need(3, 3 + 3 * kBinaryMaxRank)) return false;
+      const uint64_t count = d.push[0];
+      const uint32_t rank = d.push[2];
+      if (d.push[1] >= static_cast<uint32_t>(BinaryOp::kCount)) {
+        return fail("unknown binary op " + std::to_string(d.push[1]));
+      }
+      if (rank > kBinaryMaxRank) return fail("rank " + std::to_string(rank) + " exceeds 6");
+      uint64_t product = 1, last_a = 0, last_b = 0;
+      for (uint32_t i = 0; i < rank; ++i) {
+        const uint64_t dim = d.push[3 + i];
+        product *= dim;
+        if (dim == 0) continue;
+        last_a += (dim - 1) * d.push[3 + kBinaryMaxRank + i];
+        last_b += (dim - 1) * d.push[3 + 2 * kBinaryMaxRank + i];
+      }
+      if (product != count || elements(2) != count) {
+        return fail("count " + std::to_string(count) + ", dims give " + std::to_string(product) +
+                    ", output has " + std::to_string(elements(2)));
+      }
+      if (count != 0 && (!reach("a", last_a, elements(0)) || !reach("b", last_b, elements(1)))) {
+        return false;
+      }
+      linear_groups(count, groups);
+      break;
+    }
+    case Kernel::kMatMul: {
+      if (!need(4, 12)) return false;
+      const uint64_t m = d.push[0], n = d.push[1], k = d.push[2], batch = d.push[3];
+      const uint32_t flags = d.push[7];
+      if ((flags >> kMatMulActShift) > 1 || (flags & ~((3u << kMatMulActShift) | 7u)) != 0) {
+        return fail("unknown flags " + std::to_string(flags));
+      }
+      if (batch > 65535) return fail("batch " + std::to_string(batch) + " exceeds 65535");
+      if (elements(3) != batch * m * n) {
+        return fail("output has " + std::to_string(elements(3)) + " elements, batch*M*N is " +
+                    std::to_string(batch * m * n));
+      }
+      if (batch != 0 && m != 0 && n != 0) {
+        if (k != 0 && (!reach("A", (batch - 1) * d.push[4] + m * k - 1, elements(0)) ||
+                       !reach("B", (batch - 1) * d.push[5] + k * n - 1, elements(1)))) {
+          return false;
+        }
+        if ((flags & kMatMulBias) &&
+            !reach("C", (batch - 1) * d.push[6] + (m - 1) * d.push[10] + (n - 1) * d.push[11],
+                   elements(2))) {
+          return false;
+        }
+      }
+      groups[0] = static_cast<uint32_t>((n + kMatMulTile - 1) / kMatMulTile);
+      groups[1] = static_cast<uint32_t>((m + kMatMulTile - 1) / kMatMulTile);
+      groups[2] = static_cast<uint32_t>(batch);
+      break;
+    }
+    case Kernel::kSoftmax: {
+      if (!need(2, 4)) return false;
+      const uint64_t rows = d.push[0], n = d.push[1], inner = d.push[2];
+      if (inner == 0 || rows % inner != 0 || d.push[3] > 1) {
+        return fail("rows " + std::to_string(rows) + " and inner " + std::to_string(inner) +
+                    " do not form a view, or log flag " + std::to_string(d.push[3]) + " is not 0/1");
+      }
+      if (rows * n != elements(0) || rows * n != elements(1)) {
+        return fail("rows x n = " + std::to_string(rows * n) + " differs from the tensors' " +
+                    std::to_string(elements(0)) + " and " + std::to_string(elements(1)) +
+                    " elements");
+      }
+      linear_groups(rows, groups);
+      break;
+    }
+    case Kernel::kConv: {
+      if (!need(4, 17)) return false;
+      const uint32_t* q = d.push.data();
+      const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
+      const uint64_t kh = q[7], kw = q[8], group = q[15], flags = q[16];
+      for (int i = 7; i <= 15; ++i) {
+        if (q[i] == 0 && i != 13 && i != 14) return fail("push constant " + std::to_string(i) + " is 0");
+      }
+      if (c % group != 0 || m % group != 0) {
+        return fail("channels " + std::to_string(c) + " -> " + std::to_string(m) +
+                    " do not divide into " + std::to_string(group) + " groups");
+      }
+      if ((flags >> kMatMulActShift) > 1 || (flags & ~((3u << kMatMulActShift) | kMatMulBias)) != 0) {
+        return fail("unknown flags " + std::to_string(flags));
+      }
+      if (n * group > 65535) return fail("N x group exceeds 65535");
+      if (elements(0) != n * c * h * w || elements(1) != m * (c / group) * kh * kw ||
+          elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
+        return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
+                    ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
+                    std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
+                    std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
+      }
+      groups[0] = static_cast<uint32_t>((oh * ow + kMatMulTile - 1) / kMatMulTile);
+      groups[1] = static_cast<uint32_t>((m / group + kMatMulTile - 1) / kMatMulTile);
+      groups[2] = static_cast<uint32_t>(n * group);
+      break;
+    }
+    case Kernel::kPool: {
+      if (!need(2, 14)) return false;
+      const uint32_t* q = d.push.data();
+      for (int i = 5; i <= 10; ++i) {
+        if (q[i] == 0) return fail("push constant " + std::to_string(i) + " is 0");
+      }
+      if (q[13] > 2) return fail("unknown mode " + std::to_string(q[13]));
+      const uint64_t planes = q[0], outputs = planes * q[3] * q[4];
+      if (elements(0) != planes * q[1] * q[2] || elements(1) != outputs) {
+        return fail("tensor sizes do not match " + std::to_string(planes) + " planes of " +
+                    std::to_string(q[1]) + "x" + std::to_string(q[2]) + " -> " +
+                    std::to_string(q[3]) + "x" + std::to_string(q[4]));
+      }
+      linear_groups(outputs, groups);
+      break;
+    }
+    case Kernel::kReduce: {
+      if (!need(2, 4)) return false;
+      const uint64_t rows = d.push[0], n = d.push[1], inner = d.push[2];
+      if (inner == 0 || rows % inner != 0 || d.push[3] > 2) {
+        return fail("rows " + std::to_string(rows) + " and inner " + std::to_string(inner) +
+                    " do not form a view, or op " + std::to_string(d.push[3]) + " is unknown");
+      }
+      if (rows * n != elements(0) || rows != elements(1)) {
+        return fail("rows x n = " + std::to_string(rows * n) + " and rows " + std::to_string(rows) +
+                    " differ from the tensors' " + std::to_string(elements(0)) + " and " +
+                    std::to_string(elements(1)) + " elements");
+      }
+      linear_groups(rows, groups);
+      break;
+    }
+    default:
+      return fail("unknown kernel");
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (d.groups[i] != groups[i]) {
+      return fail("workgroups (" + std::to_string(d.groups[0]) + ", " + std::to_string(d.groups[1]) +
+                  ", " + std::to_string(d.groups[2]) + ") differ from the (" +
+                  std::to_string(groups[0]) + ", " + std::to_string(groups[1]) + ", " +
+                  std::to_string(groups[2]) + ") the kernel needs");
+    }
+  }
+  uint32_t written = d.bindings.back();
+  if (prog.tensors[written].kind == TensorKind::kAlias) written = prog.tensors[written].alias;
+  const TensorKind kind = prog.tensors[written].kind;
+  if (kind != TensorKind::kIntermediate && kind != TensorKind::kOutput) {
+    return fail("writes tensor " + std::to_string(written) +
+                ", which is an input or a constant");
+  }
+  return true;
+}
+
+// decode_structure plus validate_dispatch on every dispatch, and element
+// counts below 2^32 (the kernels index with 32 bits).
+inline bool decode(const void* blob, size_t size, BlobProgram* out, std::string* error) {
+  BlobProgram prog;
+  if (!decode_structure(blob, size, &prog, error)) return false;
+  for (size_t t = 0; t < prog.tensors.size(); ++t) {
+    if (prog.tensors[t].elements() >= (uint64_t{1} << 32)) {
+      *error = "tensor " + std::to_string(t) + " has 2^32 or more elements";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < prog.dispatches.size(); ++i) {
+    if (!validate_dispatch(prog, i, error)) return false;
+  }
+  *out = std::move(prog);
+  return true;
+}
+
+}  // namespace loom::vulkan

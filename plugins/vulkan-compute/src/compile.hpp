@@ -1,0 +1,22 @@
+// The compile side of vulkan-compute: graph.fbs (schemas/graph.fbs) in, a
+// blob program out. lower.cpp decides node by node what is claimed (the op
+// set is in the plugin's README); compile.cpp assembles the blob: tensors,
+// aliases for the reshape family, dispatches, and the folding of a following
+// bias Add and Relu into MatMul/Gemm (Relu into Conv).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "loom/vulkan_compute/kernels.hpp"
+#include "vk_loader.hpp"
+
+namespace loom::vulkan {
+
+// compile_supported: out[i] for each of the graph's `node_count` nodes.
+Status compile_supported(const void* data, size_t size, size_t node_count, bool* out);
+
+// compile: the blob program of the whole subgraph (every node must lower).
+Status compile_graph(const void* data, size_t size, BlobProgram* out);
+
+}  // namespace loom::vulkan

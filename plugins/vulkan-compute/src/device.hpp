@@ -1,0 +1,182 @@
+// One Vulkan physical device with a compute queue, its logical device, and
+// the objects the ABI hands out for it: buffers (device memory) and fences.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "instance.hpp"
+#include "pipelines.hpp"
+
+namespace loom::vulkan {
+
+class Device;
+class VulkanExecutable;
+
+// What the device offers, read once at plugin creation.
+struct DeviceProperties {
+  std::string uri;          // "vulkan-compute://N"
+  std::string name;         // the driver's name plus driver, API version and limits
+  loom_device_kind_t kind = LOOM_DEVICE_KIND_GPU;
+  uint32_t api_version = 0;
+  uint64_t device_local_bytes = 0;
+  uint64_t host_visible_bytes = 0;
+  uint32_t subgroup_size = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_size[3] = {0, 0, 0};
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  uint32_t max_shared_memory = 0;
+  uint32_t max_push_constants = 0;
+  uint64_t min_storage_offset_alignment = 1;
+  uint64_t max_storage_range = 0;
+  bool f16 = false;
+  bool int8 = false;
+  bool host_import = false;  // VK_EXT_external_memory_host enabled
+  uint64_t import_alignment = 0;
+};
+
+// A fence the host can wait on. Signaled by the host (fence_signal) or by a
+// submission (execute with this signal fence). Thread-safe.
+class Fence {
+ public:
+  explicit Fence(Device* device) : device_(device) {}
+  Status signal();
+  Status wait(uint64_t timeout_ns);
+  Status query(bool* out_signaled);
+
+  // Makes the fence wait for `fence` (a VkFence of the device that the
+  // submission with serial `serial` of `slot` signals). Called by execute.
+  void attach(std::shared_ptr<struct SubmitSlot> slot, uint64_t serial);
+
+ private:
+  Device* device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool host_signaled_ = false;
+  std::shared_ptr<struct SubmitSlot> slot_;
+  uint64_t serial_ = 0;
+};
+
+// A VkFence reused by successive submissions of one recorded command buffer.
+// `serial` counts submissions; a submission is done once the VkFence is
+// signaled after it or a later submission has started (execute waits for the
+// previous one before resubmitting). Owned jointly by its binding set and the
+// Fence objects that wait on it.
+struct SubmitSlot {
+  Device* device = nullptr;
+  VkFence fence = VK_NULL_HANDLE;
+  std::mutex mu;
+  uint64_t serial = 0;     // submissions so far
+  bool in_flight = false;  // the last submission may still run
+  ~SubmitSlot();
+  // Waits for submission `serial` (or all, when 0); DEADLINE_EXCEEDED on
+  // timeout, DEVICE_LOST naming the device.
+  Status wait(uint64_t serial, uint64_t timeout_ns);
+};
+
+// Device memory. A host-visible buffer stays mapped for its lifetime.
+// Copies through mapped memory when the memory is host-visible (and staging
+// is not forced), otherwise through the device's staging buffer.
+// One buffer is not written by two calls at once (the ABI's rule).
+class Buffer {
+ public:
+  Buffer(Device* device, VkBuffer buffer, VkDeviceMemory memory, uint64_t size, void* mapped,
+         bool imported)
+      : device_(device), buffer_(buffer), memory_(memory), size_(size), mapped_(mapped),
+        imported_(imported) {}
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  Status map(void** out);
+  void unmap() {}
+  Status copy_from_host(uint64_t offset, const void* src, uint64_t size);
+  Status copy_to_host(uint64_t offset, void* dst, uint64_t size);
+
+  VkBuffer handle() const { return buffer_; }
+  uint64_t size() const { return size_; }
+  Device* device() const { return device_; }
+  bool imported() const { return imported_; }
+
+ private:
+  Status check_range(const char* entry, uint64_t offset, uint64_t size) const;
+  Device* device_;
+  VkBuffer buffer_;
+  VkDeviceMemory memory_;
+  uint64_t size_;
+  void* mapped_;  // NULL unless host-visible
+  bool imported_;
+};
+
+// A physical device and its logical device. Thread-safe: queue submissions
+// and staging copies are serialized by mutexes inside.
+class Device {
+ public:
+  // Creates the logical device on `queue_family` (which supports compute).
+  static Status create(const Instance* instance, VkPhysicalDevice physical, uint32_t index,
+                       uint32_t queue_family, bool force_staging, std::unique_ptr<Device>* out);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // -- the ABI's device entries (see loom/plugin.hpp) --
+  void info(loom_device_info_t* out) const;
+  Status check_executable(const sdk::Blob& blob);
+  Status load_executable(const sdk::Blob& blob, const sdk::Options& specs,
+                         std::unique_ptr<VulkanExecutable>* out);
+  Status allocate_buffer(uint64_t size, uint64_t alignment, uint32_t flags,
+                         std::unique_ptr<Buffer>* out);
+  Status create_fence(std::unique_ptr<Fence>* out);
+  // buffer_import_host: wraps `pointer` (aligned to the import alignment)
+  // without copying; UNIMPLEMENTED without VK_EXT_external_memory_host.
+  Status import_host(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out);
+
+  // -- for the plugin's own objects --
+  const DeviceProperties& props() const { return props_; }
+  const DeviceFns& fns() const { return fns_; }
+  VkDevice handle() const { return device_; }
+  const Instance* instance() const { return instance_; }
+  // A storage buffer of `size` bytes in device-local memory.
+  Status create_buffer(uint64_t size, bool host_visible, std::unique_ptr<Buffer>* out);
+  // Submits one command buffer signaling `fence` (may be VK_NULL_HANDLE).
+  Status submit(VkCommandBuffer cmd, VkFence fence);
+  // Copies through the staging buffer, in chunks, waiting for each.
+  Status staged_copy(VkBuffer buffer, uint64_t offset, void* host, uint64_t size, bool to_device);
+  bool force_staging() const { return force_staging_; }
+  Pipelines& pipelines() { return *pipelines_; }
+
+ private:
+  Device() = default;
+  Status init(VkPhysicalDevice physical, uint32_t queue_family);
+  Status alloc_memory(const VkMemoryRequirements& req, bool host_visible, const void* next,
+                      VkDeviceMemory* out, bool* out_mapped_ok);
+
+  const Instance* instance_ = nullptr;
+  DeviceProperties props_;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  DeviceFns fns_;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  bool force_staging_ = false;
+  std::mutex queue_mu_;
+  std::unique_ptr<Pipelines> pipelines_;
+
+  // Staging: a host-visible buffer, a command buffer and a fence.
+  std::mutex staging_mu_;
+  std::unique_ptr<Buffer> staging_;
+  void* staging_ptr_ = nullptr;
+  VkCommandPool staging_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer staging_cmd_ = VK_NULL_HANDLE;
+  VkFence staging_fence_ = VK_NULL_HANDLE;
+};
+
+// A finite wait used where the ABI gives no timeout (synchronous execute,
+// staging copies): long enough for any real dispatch, short enough that a
+// hung queue becomes an error instead of a hung host.
+inline constexpr uint64_t kInternalWaitNs = 120ull * 1000 * 1000 * 1000;
+
+}  // namespace loom::vulkan

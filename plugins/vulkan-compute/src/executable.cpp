@@ -1,0 +1,345 @@
+#include "executable.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace loom::vulkan {
+
+struct VulkanExecutable::BindingSet {
+  std::vector<Operand> key;  // inputs then outputs
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkDescriptorPool descriptors = VK_NULL_HANDLE;
+  std::shared_ptr<SubmitSlot> slot;
+  uint64_t last_use = 0;
+};
+
+VulkanExecutable::VulkanExecutable(Device* device) : device_(device) {}
+
+Status check_blob(const sdk::Blob& blob, BlobProgram* out) {
+  if (std::strcmp(blob.loader_key, kLoaderKey) != 0) {
+    return sdk::incompatible(std::string("vulkan-compute serves loader key \"") + kLoaderKey +
+                             "\", not \"" + blob.loader_key + "\"");
+  }
+  if (blob.format_version != 0 &&
+      (blob.format_version < kMinFormatVersion || blob.format_version > kFormatVersion)) {
+    return sdk::incompatible("vulkan-compute reads blob formats " +
+                             std::to_string(kMinFormatVersion) + " to " +
+                             std::to_string(kFormatVersion) + ", the program records format " +
+                             std::to_string(blob.format_version));
+  }
+  std::string error;
+  if (!decode(blob.data, blob.size, out, &error)) {
+    return sdk::incompatible("vulkan-compute blob rejected: " + error);
+  }
+  return Status();
+}
+
+Status Device::check_executable(const sdk::Blob& blob) {
+  BlobProgram program;
+  return check_blob(blob, &program);
+}
+
+Status Device::load_executable(const sdk::Blob& blob, const sdk::Options&,
+                               std::unique_ptr<VulkanExecutable>* out) {
+  BlobProgram program;
+  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program));
+  return VulkanExecutable::load(this, std::move(program), out);
+}
+
+Status VulkanExecutable::load(Device* device, BlobProgram program,
+                              std::unique_ptr<VulkanExecutable>* out) {
+  std::unique_ptr<VulkanExecutable> exe(new VulkanExecutable(device));
+  const size_t n = program.tensors.size();
+  exe->owned_.resize(n);
+  exe->io_index_.assign(n, 0);
+  for (size_t i = 0; i < program.inputs.size(); ++i) exe->io_index_[program.inputs[i]] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < program.outputs.size(); ++i) exe->io_index_[program.outputs[i]] = static_cast<uint32_t>(i);
+  LOOM_SDK_RETURN_IF_ERROR(device->create_buffer(16, false, &exe->dummy_));
+  for (size_t t = 0; t < n; ++t) {
+    const BlobTensor& bt = program.tensors[t];
+    if (bt.kind != TensorKind::kIntermediate && bt.kind != TensorKind::kConstant) continue;
+    if (bt.bytes() == 0) continue;
+    Status s = device->create_buffer(bt.bytes(), false, &exe->owned_[t]);
+    if (!s.ok()) return {s.code(), "tensor " + std::to_string(t) + ": " + s.message()};
+    if (bt.kind == TensorKind::kConstant) {
+      LOOM_SDK_RETURN_IF_ERROR(
+          exe->owned_[t]->copy_from_host(0, program.data_view + bt.data_offset, bt.bytes()));
+    }
+  }
+  for (const BlobDispatch& d : program.dispatches) {
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    LOOM_SDK_RETURN_IF_ERROR(device->pipelines().get(d.kernel, &pipeline));
+    exe->pipelines_.push_back(pipeline);
+  }
+  // The blob's bytes are not kept: only the structure is needed from here.
+  program.data_view = nullptr;
+  program.data_size = 0;
+  exe->program_ = std::move(program);
+  *out = std::move(exe);
+  return Status();
+}
+
+VulkanExecutable::~VulkanExecutable() {
+  if (last_) (void)last_->wait(0, kInternalWaitNs);
+  for (auto& set : sets_) destroy_set(set.get());
+}
+
+void VulkanExecutable::destroy_set(BindingSet* set) {
+  const DeviceFns& f = device_->fns();
+  if (set->slot) (void)set->slot->wait(0, kInternalWaitNs);
+  if (set->descriptors != VK_NULL_HANDLE) {
+    f.vkDestroyDescriptorPool(device_->handle(), set->descriptors, nullptr);
+  }
+  if (set->pool != VK_NULL_HANDLE) f.vkDestroyCommandPool(device_->handle(), set->pool, nullptr);
+}
+
+Status VulkanExecutable::check_call(const sdk::ExecuteCallT<Fence>& call) const {
+  if (call.input_count != program_.inputs.size() || call.output_count != program_.outputs.size()) {
+    return sdk::invalid_argument("execute: the executable takes " +
+                                 std::to_string(program_.inputs.size()) + " inputs and " +
+                                 std::to_string(program_.outputs.size()) + " outputs, got " +
+                                 std::to_string(call.input_count) + " and " +
+                                 std::to_string(call.output_count));
+  }
+  const uint64_t align = device_->props().min_storage_offset_alignment;
+  for (size_t k = 0; k < call.input_count + call.output_count; ++k) {
+    const bool in = k < call.input_count;
+    const size_t i = in ? k : k - call.input_count;
+    const loom_tensor_t& t = in ? *call.inputs[i] : *call.outputs[i];
+    const BlobTensor& bt = program_.tensors[in ? program_.inputs[i] : program_.outputs[i]];
+    auto where = [&] { return std::string("execute: ") + (in ? "input " : "output ") + std::to_string(i); };
+    if (t.dtype != LOOM_DTYPE_F32) return sdk::invalid_argument(where() + " is not f32");
+    bool same = t.rank == bt.shape.size();
+    for (uint32_t d = 0; same && d < t.rank; ++d) same = t.shape[d] == bt.shape[d];
+    if (!same || t.byte_size != bt.bytes()) {
+      std::string want;
+      for (int64_t d : bt.shape) want += (want.empty() ? "" : "x") + std::to_string(d);
+      return sdk::invalid_argument(where() + " does not have the blob's shape [" + want + "] (" +
+                                   std::to_string(bt.bytes()) + " bytes)");
+    }
+    if (t.buffer == nullptr) {
+      return sdk::invalid_argument(where() + " is host memory; " + device_->props().uri +
+                                   " executes on its own buffers (it does not report "
+                                   "LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE)");
+    }
+    const Buffer* b = reinterpret_cast<const Buffer*>(t.buffer);
+    if (b->device() != device_) {
+      return sdk::invalid_argument(where() + " is a buffer of another device");
+    }
+    if (t.offset > b->size() || t.byte_size > b->size() - t.offset) {
+      return sdk::out_of_range(where() + ": bytes [" + std::to_string(t.offset) + ", +" +
+                               std::to_string(t.byte_size) + ") exceed its buffer of " +
+                               std::to_string(b->size()) + " bytes");
+    }
+    if (align > 1 && t.offset % align != 0) {
+      return sdk::invalid_argument(where() + ": offset " + std::to_string(t.offset) +
+                                   " is not a multiple of the device's storage-buffer alignment " +
+                                   std::to_string(align));
+    }
+  }
+  return Status();
+}
+
+VulkanExecutable::Operand VulkanExecutable::operand(const sdk::ExecuteCallT<Fence>& call,
+                                                    uint32_t tensor) const {
+  const BlobTensor* bt = &program_.tensors[tensor];
+  const uint64_t range = bt->bytes();
+  if (bt->kind == TensorKind::kAlias) {
+    tensor = bt->alias;
+    bt = &program_.tensors[tensor];
+  }
+  if (range == 0) return {dummy_->handle(), 0, VK_WHOLE_SIZE};
+  if (bt->kind == TensorKind::kInput || bt->kind == TensorKind::kOutput) {
+    const loom_tensor_t& t = bt->kind == TensorKind::kInput ? *call.inputs[io_index_[tensor]]
+                                                            : *call.outputs[io_index_[tensor]];
+    return {reinterpret_cast<const Buffer*>(t.buffer)->handle(), t.offset, range};
+  }
+  return {owned_[tensor]->handle(), 0, range};
+}
+
+Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
+                                std::unique_ptr<BindingSet>* out) {
+  const DeviceFns& f = device_->fns();
+  const VkDevice dev = device_->handle();
+  const std::string& uri = device_->props().uri;
+  auto set = std::make_unique<BindingSet>();
+  struct Cleanup {
+    VulkanExecutable* self;
+    BindingSet* set;
+    ~Cleanup() {
+      if (set != nullptr) self->destroy_set(set);
+    }
+  } cleanup{this, set.get()};
+  for (size_t i = 0; i < call.input_count; ++i) set->key.push_back(operand(call, program_.inputs[i]));
+  for (size_t i = 0; i < call.output_count; ++i) set->key.push_back(operand(call, program_.outputs[i]));
+
+  set->slot = std::make_shared<SubmitSlot>();
+  set->slot->device = device_;
+  VkFenceCreateInfo fence{};
+  fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  VkResult r = f.vkCreateFence(dev, &fence, nullptr, &set->slot->fence);
+  if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateFence");
+
+  VkCommandPoolCreateInfo pool{};
+  pool.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  r = f.vkCreateCommandPool(dev, &pool, nullptr, &set->pool);
+  if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateCommandPool");
+  VkCommandBufferAllocateInfo alloc{};
+  alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  alloc.commandPool = set->pool;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  r = f.vkAllocateCommandBuffers(dev, &alloc, &set->cmd);
+  if (r != VK_SUCCESS) return vk_status(r, uri + ": vkAllocateCommandBuffers");
+
+  const uint32_t dispatches = static_cast<uint32_t>(program_.dispatches.size());
+  std::vector<VkDescriptorSet> sets(dispatches, VK_NULL_HANDLE);
+  if (dispatches != 0) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, dispatches * kMaxBindings};
+    VkDescriptorPoolCreateInfo dp{};
+    dp.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dp.maxSets = dispatches;
+    dp.poolSizeCount = 1;
+    dp.pPoolSizes = &size;
+    r = f.vkCreateDescriptorPool(dev, &dp, nullptr, &set->descriptors);
+    if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateDescriptorPool");
+    std::vector<VkDescriptorSetLayout> layouts(dispatches, device_->pipelines().set_layout());
+    VkDescriptorSetAllocateInfo ds{};
+    ds.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    ds.descriptorPool = set->descriptors;
+    ds.descriptorSetCount = dispatches;
+    ds.pSetLayouts = layouts.data();
+    r = f.vkAllocateDescriptorSets(dev, &ds, sets.data());
+    if (r != VK_SUCCESS) return vk_status(r, uri + ": vkAllocateDescriptorSets");
+    std::vector<VkDescriptorBufferInfo> infos(size_t{dispatches} * kMaxBindings);
+    std::vector<VkWriteDescriptorSet> writes(dispatches);
+    for (uint32_t d = 0; d < dispatches; ++d) {
+      const BlobDispatch& bd = program_.dispatches[d];
+      for (uint32_t b = 0; b < kMaxBindings; ++b) {
+        VkDescriptorBufferInfo& info = infos[size_t{d} * kMaxBindings + b];
+        if (b < bd.bindings.size()) {
+          const Operand o = operand(call, bd.bindings[b]);
+          info = {o.buffer, o.offset, o.range};
+        } else {
+          info = {dummy_->handle(), 0, VK_WHOLE_SIZE};
+        }
+      }
+      VkWriteDescriptorSet& w = writes[d];
+      w.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      w.dstSet = sets[d];
+      w.dstBinding = 0;
+      w.descriptorCount = kMaxBindings;
+      w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      w.pBufferInfo = &infos[size_t{d} * kMaxBindings];
+    }
+    f.vkUpdateDescriptorSets(dev, dispatches, writes.data(), 0, nullptr);
+  }
+
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  r = f.vkBeginCommandBuffer(set->cmd, &begin);
+  if (r != VK_SUCCESS) return vk_status(r, uri + ": vkBeginCommandBuffer");
+  auto barrier = [&](VkPipelineStageFlags src_stage, VkAccessFlags src, VkPipelineStageFlags dst_stage,
+                     VkAccessFlags dst) {
+    VkMemoryBarrier m{};
+    m.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    m.srcAccessMask = src;
+    m.dstAccessMask = dst;
+    f.vkCmdPipelineBarrier(set->cmd, src_stage, dst_stage, 0, 1, &m, 0, nullptr, 0, nullptr);
+  };
+  barrier(VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  for (uint32_t d = 0; d < dispatches; ++d) {
+    const BlobDispatch& bd = program_.dispatches[d];
+    f.vkCmdBindPipeline(set->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_[d]);
+    f.vkCmdBindDescriptorSets(set->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
+                              device_->pipelines().layout(), 0, 1, &sets[d], 0, nullptr);
+    if (!bd.push.empty()) {
+      f.vkCmdPushConstants(set->cmd, device_->pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           static_cast<uint32_t>(bd.push.size() * 4), bd.push.data());
+    }
+    if (bd.groups[0] != 0 && bd.groups[1] != 0 && bd.groups[2] != 0) {
+      f.vkCmdDispatch(set->cmd, bd.groups[0], bd.groups[1], bd.groups[2]);
+    }
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  }
+  barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT);
+  r = f.vkEndCommandBuffer(set->cmd);
+  if (r != VK_SUCCESS) return vk_status(r, uri + ": vkEndCommandBuffer");
+  cleanup.set = nullptr;
+  *out = std::move(set);
+  return Status();
+}
+
+Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  LOOM_SDK_RETURN_IF_ERROR(check_call(call));
+  for (size_t i = 0; i < call.wait_fence_count; ++i) {
+    LOOM_SDK_RETURN_IF_ERROR(call.wait_fence(i)->wait(kInternalWaitNs));
+  }
+  BindingSet* set = nullptr;
+  for (auto& s : sets_) {
+    bool same = true;
+    for (size_t k = 0; same && k < s->key.size(); ++k) {
+      const bool in = k < call.input_count;
+      const size_t i = in ? k : k - call.input_count;
+      const Operand o = operand(call, in ? program_.inputs[i] : program_.outputs[i]);
+      same = o.buffer == s->key[k].buffer && o.offset == s->key[k].offset;
+    }
+    if (same) {
+      set = s.get();
+      break;
+    }
+  }
+  if (set == nullptr) {
+    if (last_) LOOM_SDK_RETURN_IF_ERROR(last_->wait(0, kInternalWaitNs));
+    if (sets_.size() >= kMaxBindingSets) {
+      auto oldest = std::min_element(sets_.begin(), sets_.end(), [](const auto& a, const auto& b) {
+        return a->last_use < b->last_use;
+      });
+      destroy_set(oldest->get());
+      sets_.erase(oldest);
+    }
+    std::unique_ptr<BindingSet> made;
+    LOOM_SDK_RETURN_IF_ERROR(record(call, &made));
+    sets_.push_back(std::move(made));
+    set = sets_.back().get();
+  }
+  set->last_use = ++uses_;
+  if (last_ && last_ != set->slot) LOOM_SDK_RETURN_IF_ERROR(last_->wait(0, kInternalWaitNs));
+
+  SubmitSlot& slot = *set->slot;
+  uint64_t serial = 0;
+  {
+    std::lock_guard<std::mutex> slot_lock(slot.mu);
+    const DeviceFns& f = device_->fns();
+    if (slot.in_flight) {
+      const VkResult r =
+          f.vkWaitForFences(device_->handle(), 1, &slot.fence, VK_TRUE, kInternalWaitNs);
+      if (r != VK_SUCCESS) {
+        return vk_status(r, device_->props().uri + ": waiting for the previous execution");
+      }
+      slot.in_flight = false;
+    }
+    const VkResult r = f.vkResetFences(device_->handle(), 1, &slot.fence);
+    if (r != VK_SUCCESS) return vk_status(r, device_->props().uri + ": vkResetFences");
+    LOOM_SDK_RETURN_IF_ERROR(device_->submit(set->cmd, slot.fence));
+    slot.in_flight = true;
+    serial = ++slot.serial;
+  }
+  last_ = set->slot;
+  if (call.signal_fence != nullptr) {
+    call.signal_fence->attach(set->slot, serial);
+    return Status();
+  }
+  return slot.wait(serial, kInternalWaitNs);
+}
+
+}  // namespace loom::vulkan

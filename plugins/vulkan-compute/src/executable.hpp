@@ -1,0 +1,62 @@
+// A vulkan-compute blob loaded on a device: its pipelines, its own memory
+// (intermediate and constant tensors) and, per binding set (the device
+// buffers and offsets of one call's inputs and outputs), a command buffer
+// recorded once. A steady-state execute is one vkQueueSubmit and a fence.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "device.hpp"
+#include "loom/vulkan_compute/kernels.hpp"
+
+namespace loom::vulkan {
+
+class VulkanExecutable {
+ public:
+  // Uploads the constants, allocates the intermediates and builds the
+  // pipelines. `program` was decoded (and validated) from the blob.
+  static Status load(Device* device, BlobProgram program, std::unique_ptr<VulkanExecutable>* out);
+  // Waits for the last submission, then frees everything.
+  ~VulkanExecutable();
+  VulkanExecutable(const VulkanExecutable&) = delete;
+  VulkanExecutable& operator=(const VulkanExecutable&) = delete;
+
+  // Thread-safe; executions of one executable are serialized (its
+  // intermediates are shared), at most one is in flight at a time. The
+  // first call with new buffers records a command buffer (up to
+  // kMaxBindingSets are kept, the least recently used is dropped).
+  Status execute(const sdk::ExecuteCallT<Fence>& call);
+
+  static constexpr size_t kMaxBindingSets = 8;
+
+ private:
+  struct BindingSet;
+  struct Operand {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    uint64_t offset = 0;
+    uint64_t range = 0;
+  };
+  explicit VulkanExecutable(Device* device);
+  Status check_call(const sdk::ExecuteCallT<Fence>& call) const;
+  Operand operand(const sdk::ExecuteCallT<Fence>& call, uint32_t tensor) const;
+  Status record(const sdk::ExecuteCallT<Fence>& call, std::unique_ptr<BindingSet>* out);
+  void destroy_set(BindingSet* set);
+
+  Device* device_;
+  BlobProgram program_;
+  std::vector<VkPipeline> pipelines_;              // per dispatch
+  std::vector<std::unique_ptr<Buffer>> owned_;     // per tensor: intermediates and constants
+  std::vector<uint32_t> io_index_;                 // per tensor: position in inputs/outputs
+  std::unique_ptr<Buffer> dummy_;                  // bound where a tensor has no bytes
+  std::mutex mu_;
+  std::vector<std::unique_ptr<BindingSet>> sets_;
+  uint64_t uses_ = 0;
+  std::shared_ptr<SubmitSlot> last_;               // the last submission, maybe in flight
+};
+
+// executable_check: loader key, format version and a full decode.
+Status check_blob(const sdk::Blob& blob, BlobProgram* out);
+
+}  // namespace loom::vulkan

@@ -1,0 +1,72 @@
+// The plugin's VkInstance: the loader library, the instance dispatch table
+// and, with `vulkan.validation=1`, the Khronos validation layer whose every
+// message is logged through the host as an error.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "vk_loader.hpp"
+
+namespace loom::vulkan {
+
+// Plugin options (loom_option_t keys). Keys outside "vulkan." are ignored
+// (the host passes every plugin the same list); unknown "vulkan." keys are
+// an error.
+inline constexpr const char* kOptionLoader = "vulkan.loader";          // library name or path
+inline constexpr const char* kOptionAllowCpu = "vulkan.allow_cpu";     // 0 hides CPU devices
+inline constexpr const char* kOptionValidation = "vulkan.validation";  // 1 enables the layer
+inline constexpr const char* kOptionStaging = "vulkan.staging";        // 1 forces staged copies
+inline constexpr const char* kDefaultLoader = "libvulkan.so.1";
+inline constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+struct InstanceOptions {
+  std::string loader = kDefaultLoader;
+  bool allow_cpu = true;
+  bool validation = false;
+  bool force_staging = false;
+};
+
+// Parses the plugin options; INVALID_ARGUMENT naming the bad key.
+Status parse_options(const sdk::Options& options, InstanceOptions* out);
+
+// Owns the loader library and the VkInstance (destroyed in that order's
+// reverse). Thread-safe after creation: it is only read.
+class Instance {
+ public:
+  // UNAVAILABLE when the loader cannot be opened or refuses an instance
+  // (the reason names the library and the VkResult); FAILED_PRECONDITION
+  // when validation is asked for and the layer is not installed.
+  static Status create(const InstanceOptions& options, const loom_host_services_t* host,
+                       std::unique_ptr<Instance>* out);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  const InstanceFns& fns() const { return fns_; }
+  uint32_t api_version() const { return api_version_; }
+  bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // Validation messages seen so far (each was logged as an error).
+  uint64_t validation_messages() const { return messages_.load(); }
+
+  // Logs through the host's logger when it has one.
+  void log(loom_log_level_t level, const std::string& message) const;
+
+ private:
+  Instance() = default;
+  static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(
+      VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+      const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
+
+  std::unique_ptr<LoaderLibrary> loader_;
+  const loom_host_services_t* host_ = nullptr;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  InstanceFns fns_;
+  uint32_t api_version_ = VK_API_VERSION_1_1;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::atomic<uint64_t> messages_{0};
+};
+
+}  // namespace loom::vulkan

@@ -1,0 +1,730 @@
+#include "lower.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace loom::vulkan {
+namespace {
+
+constexpr flatbuffers::uoffset_t kMaxDepth = 64;
+constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, size_t n, Lowered* out, std::string* why)
+      : g_(g), node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
+
+  bool fail(std::string why) {
+    *why_ = std::move(why);
+    return false;
+  }
+  int64_t opset() const { return opset_; }
+  std::string op() const { return node_.op_type()->str(); }
+
+  bool attributes(std::initializer_list<const char*> allowed) {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return true;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      const char* name = attrs->Get(i)->name()->c_str();
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || std::strcmp(a, name) == 0;
+      if (!ok) return fail(std::string("attribute '") + name + "' is not supported");
+    }
+    return true;
+  }
+  const gfb::Attribute* find(const char* name) const {
+    const auto* attrs = node_.attributes();
+    if (attrs == nullptr) return nullptr;
+    for (uint32_t i = 0; i < attrs->size(); ++i) {
+      if (std::strcmp(attrs->Get(i)->name()->c_str(), name) == 0) return attrs->Get(i);
+    }
+    return nullptr;
+  }
+  bool get_float(const char* name, float def, float* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
+    *v = a->f();
+    return true;
+  }
+  bool get_int(const char* name, int64_t def, int64_t* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
+    *v = a->i();
+    return true;
+  }
+
+  bool get_ints(const char* name, Shape* v) {
+    const gfb::Attribute* a = find(name);
+    v->clear();
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
+    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
+    return true;
+  }
+  // A constant i64 vector input (an axes operand).
+  bool constant_i64s(size_t i, Shape* v) {
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
+        t.dtype() != gfb::DType::i64 || g_.shape(input(i)).size() != 1 || t.data()->size() % 8 != 0) {
+      return fail("input " + std::to_string(i) + " must be an inline 1-D i64 constant");
+    }
+    v->resize(t.data()->size() / 8);
+    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), t.data()->size());
+    return true;
+  }
+  bool get_string(const char* name, const char* def, std::string* v) {
+    const gfb::Attribute* a = find(name);
+    *v = def;
+    if (a == nullptr) return true;
+    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
+    *v = a->s() == nullptr ? "" : a->s()->str();
+    return true;
+  }
+
+  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
+  bool present(size_t i) const { return i < input_count() && node_.inputs()->Get(static_cast<uint32_t>(i)) != -1; }
+  int32_t input(size_t i) const { return node_.inputs()->Get(static_cast<uint32_t>(i)); }
+  Shape shape_of(size_t i) const { return g_.shape(input(i)); }
+
+  bool inputs(size_t min, size_t max) {
+    const size_t n = input_count();
+    if (n < min || n > max) {
+      return fail("has " + std::to_string(n) + " inputs, expected " + std::to_string(min) +
+                  (min == max ? "" : " to " + std::to_string(max)));
+    }
+    return true;
+  }
+  // An f32 operand read by a kernel; an inline constant must hold its bytes.
+  bool data(size_t i) {
+    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.dtype() != gfb::DType::f32) {
+      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(t.dtype()) +
+                  "; vulkan-compute runs f32 only");
+    }
+    uint64_t n = 0;
+    if (!element_count(g_.shape(input(i)), &n) || g_.shape(input(i)).size() > kMaxRank) {
+      return fail("input " + std::to_string(i) + " has shape " + shape_text(shape_of(i)) +
+                  ", beyond vulkan-compute's limits");
+    }
+    if (!g_.is_input[static_cast<size_t>(input(i))] && t.data() != nullptr &&
+        t.data()->size() != n * 4) {
+      return fail("constant input " + std::to_string(i) + " holds " + std::to_string(t.data()->size()) +
+                  " bytes, its shape needs " + std::to_string(n * 4));
+    }
+    out_->operands.push_back(input(i));
+    return true;
+  }
+  bool constant_f32_scalar(size_t i, float* v) {
+    const gfb::Tensor& t = g_.tensor(input(i));
+    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
+        t.dtype() != gfb::DType::f32 || t.data()->size() != 4) {
+      return fail("input " + std::to_string(i) + " must be an inline f32 scalar constant");
+    }
+    std::memcpy(v, t.data()->data(), 4);
+    return true;
+  }
+  // The one f32 output (further optional outputs must be left out).
+  bool output() {
+    const auto* outs = node_.outputs();
+    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
+    for (uint32_t i = 1; i < outs->size(); ++i) {
+      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
+    }
+    const int32_t o = outs->Get(0);
+    const gfb::Tensor& t = g_.tensor(o);
+    if (t.dtype() != gfb::DType::f32) return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()));
+    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(o)]) {
+      return fail("output tensor is a constant or a graph input");
+    }
+    uint64_t n = 0;
+    if (!element_count(g_.shape(o), &n) || g_.shape(o).size() > kMaxRank) {
+      return fail("output shape " + shape_text(g_.shape(o)) + " is beyond vulkan-compute's limits");
+    }
+    out_->output = o;
+    return true;
+  }
+  Shape output_shape() const { return g_.shape(out_->output); }
+  Lowered& out() { return *out_; }
+
+ private:
+  const Graph& g_;
+  const gfb::Node& node_;
+  Lowered* out_;
+  std::string* why_;
+  int64_t opset_;
+};
+
+struct UnaryEntry {
+  const char* name;
+  UnaryOp op;
+  int64_t min_opset;
+};
+constexpr UnaryEntry kUnaries[] = {
+    {"Relu", UnaryOp::kRelu, 6},         {"Sigmoid", UnaryOp::kSigmoid, 6},
+    {"Tanh", UnaryOp::kTanh, 6},         {"Exp", UnaryOp::kExp, 6},
+    {"Sqrt", UnaryOp::kSqrt, 6},         {"Erf", UnaryOp::kErf, 9},
+    {"Abs", UnaryOp::kAbs, 6},           {"Neg", UnaryOp::kNeg, 6},
+    {"Log", UnaryOp::kLog, 6},           {"Reciprocal", UnaryOp::kReciprocal, 6},
+    {"Floor", UnaryOp::kFloor, 6},       {"Ceil", UnaryOp::kCeil, 6},
+    {"Sin", UnaryOp::kSin, 7},           {"Cos", UnaryOp::kCos, 7},
+    {"Softplus", UnaryOp::kSoftplus, 1}, {"HardSwish", UnaryOp::kHardSwish, 14},
+};
+
+struct BinaryEntry {
+  const char* name;
+  BinaryOp op;
+  int64_t min_opset;
+};
+constexpr BinaryEntry kBinaries[] = {
+    {"Add", BinaryOp::kAdd, 7}, {"Sub", BinaryOp::kSub, 7}, {"Mul", BinaryOp::kMul, 7},
+    {"Div", BinaryOp::kDiv, 7}, {"Pow", BinaryOp::kPow, 7}, {"Max", BinaryOp::kMax, 8},
+    {"Min", BinaryOp::kMin, 8}, {"PRelu", BinaryOp::kPRelu, 7},
+};
+
+bool same_shape_out(Lowering& l) {
+  return l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's");
+}
+
+bool lower_unary(Lowering& l, const UnaryEntry& e) {
+  if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  l.out().kind = Lowered::Kind::kUnary;
+  l.out().unary = e.op;
+  return l.attributes({}) && l.inputs(1, 1) && l.data(0) && l.output() && same_shape_out(l);
+}
+
+bool lower_param_unary(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kUnary;
+  const std::string op = l.op();
+  if (l.opset() < 6) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  if (op == "LeakyRelu") {
+    o.unary = UnaryOp::kLeakyRelu;
+    if (!l.attributes({"alpha"}) || !l.get_float("alpha", 0.01f, &o.alpha)) return false;
+  } else if (op == "Elu") {
+    o.unary = UnaryOp::kElu;
+    if (!l.attributes({"alpha"}) || !l.get_float("alpha", 1.0f, &o.alpha)) return false;
+  } else if (op == "HardSigmoid") {
+    o.unary = UnaryOp::kHardSigmoid;
+    if (!l.attributes({"alpha", "beta"}) || !l.get_float("alpha", 0.2f, &o.alpha) ||
+        !l.get_float("beta", 0.5f, &o.beta)) {
+      return false;
+    }
+  } else {  // Clip
+    o.unary = UnaryOp::kClip;
+    if (l.opset() < 11) {
+      if (!l.attributes({"min", "max"}) || !l.inputs(1, 1) ||
+          !l.get_float("min", std::numeric_limits<float>::lowest(), &o.alpha) ||
+          !l.get_float("max", std::numeric_limits<float>::max(), &o.beta)) {
+        return false;
+      }
+    } else {
+      o.alpha = -std::numeric_limits<float>::infinity();
+      o.beta = std::numeric_limits<float>::infinity();
+      if (!l.attributes({}) || !l.inputs(1, 3)) return false;
+      if (l.present(1) && !l.constant_f32_scalar(1, &o.alpha)) return false;
+      if (l.present(2) && !l.constant_f32_scalar(2, &o.beta)) return false;
+    }
+  }
+  return (op == "Clip" || l.inputs(1, 1)) && l.data(0) && l.output() && same_shape_out(l);
+}
+
+
+}  // namespace
+
+Status open_graph(const void* data, size_t size, Graph* out) {
+  if (data == nullptr || size < 8 || !gfb::GraphBufferHasIdentifier(data)) {
+    return sdk::invalid_argument("graph.fbs: empty buffer or missing file identifier \"LMGR\"");
+  }
+  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, kMaxDepth, kMaxTables);
+  if (!gfb::VerifyGraphBuffer(verifier)) {
+    return sdk::invalid_argument("graph.fbs: the buffer of " + std::to_string(size) +
+                                 " bytes fails flatbuffers verification");
+  }
+  Graph g;
+  g.g = gfb::GetGraph(data);
+  g.tensor_count = g.g->tensors() == nullptr ? 0 : g.g->tensors()->size();
+  g.is_input.assign(g.tensor_count, false);
+  g.consumers.assign(g.tensor_count, 0);
+  auto check = [&](int32_t t, bool allow_absent, const std::string& where) {
+    if ((t == -1 && allow_absent) || (t >= 0 && static_cast<size_t>(t) < g.tensor_count)) {
+      return Status();
+    }
+    return sdk::invalid_argument("graph.fbs: " + where + ": tensor index " + std::to_string(t) +
+                                 " out of range (" + std::to_string(g.tensor_count) + " tensors)");
+  };
+  if (g.g->inputs() != nullptr) {
+    for (uint32_t i = 0; i < g.g->inputs()->size(); ++i) {
+      const int32_t t = g.g->inputs()->Get(i);
+      LOOM_SDK_RETURN_IF_ERROR(check(t, false, "graph input " + std::to_string(i)));
+      g.is_input[static_cast<size_t>(t)] = true;
+    }
+  }
+  if (g.g->outputs() != nullptr) {
+    for (uint32_t i = 0; i < g.g->outputs()->size(); ++i) {
+      LOOM_SDK_RETURN_IF_ERROR(check(g.g->outputs()->Get(i), false, "graph output " + std::to_string(i)));
+    }
+  }
+  for (size_t n = 0; n < g.node_count(); ++n) {
+    const gfb::Node& node = g.node(n);
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto* list = pass == 0 ? node.inputs() : node.outputs();
+      if (list == nullptr) continue;
+      for (uint32_t i = 0; i < list->size(); ++i) {
+        LOOM_SDK_RETURN_IF_ERROR(check(list->Get(i), true,
+                                       "node " + std::to_string(n) + (pass == 0 ? " input " : " output ") +
+                                           std::to_string(i)));
+        if (pass == 0 && list->Get(i) != -1) ++g.consumers[static_cast<size_t>(list->Get(i))];
+      }
+    }
+  }
+  *out = std::move(g);
+  return Status();
+}
+
+bool element_count(const Shape& s, uint64_t* out) {
+  uint64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d != 0 && n > (uint64_t{1} << 31) / static_cast<uint64_t>(d))) return false;
+    n *= static_cast<uint64_t>(d);
+  }
+  *out = n;
+  return n < (uint64_t{1} << 31);
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Strides of `s` (right-aligned) over the output dims `out`: 0 where s
+// broadcasts. False when s does not broadcast to out.
+bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* strides) {
+  if (s.size() > out.size()) return false;
+  strides->assign(out.size(), 0);
+  uint64_t stride = 1;
+  for (size_t k = 0; k < s.size(); ++k) {
+    const size_t d = out.size() - 1 - k;
+    const int64_t dim = s[s.size() - 1 - k];
+    if (dim != out[d] && dim != 1) return false;
+    (*strides)[d] = dim == 1 ? 0 : stride;
+    stride *= static_cast<uint64_t>(dim);
+  }
+  return true;
+}
+
+namespace {
+
+bool lower_binary(Lowering& l, const BinaryEntry& e) {
+  if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kBinary;
+  o.binary = e.op;
+  if (!l.attributes({}) || !l.inputs(2, 2) || !l.data(0) || !l.data(1) || !l.output()) return false;
+  const Shape a = l.shape_of(0), b = l.shape_of(1), out = l.output_shape();
+  Shape want(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < want.size(); ++k) {
+    const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+    const int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+    if (da != db && da != 1 && db != 1) return l.fail("shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
+    want[want.size() - 1 - k] = da == 1 ? db : da;
+  }
+  if (want != out) return l.fail("output shape " + shape_text(out) + " is not the broadcast " + shape_text(want));
+  if (e.op == BinaryOp::kPRelu && a != out) return l.fail("the slope must broadcast to X");
+  if (out.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(out.size()) + " exceeds 6");
+  o.dims = out;
+  broadcast_strides(a, out, &o.sa);
+  broadcast_strides(b, out, &o.sb);
+  // Merge neighbouring dimensions that both operands walk contiguously (or
+  // both broadcast), so that same-shape operands index without division.
+  for (size_t d = o.dims.size(); d-- > 1;) {
+    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
+    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
+      o.dims[d - 1] *= o.dims[d];
+      o.sa[d - 1] = o.sa[d];
+      o.sb[d - 1] = o.sb[d];
+      o.dims.erase(o.dims.begin() + static_cast<long>(d));
+      o.sa.erase(o.sa.begin() + static_cast<long>(d));
+      o.sb.erase(o.sb.begin() + static_cast<long>(d));
+    }
+  }
+  return true;
+}
+
+bool lower_matmul(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kMatMul;
+  if (!l.attributes({}) || !l.inputs(2, 2) || !l.data(0) || !l.data(1) || !l.output()) return false;
+  Shape a = l.shape_of(0), b = l.shape_of(1);
+  if (a.empty() || b.empty()) return l.fail("scalar operands are not allowed");
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (b[b.size() - 2] != k) return l.fail("inner dimensions differ");
+  const Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  uint64_t abatch = 1, bbatch = 1;
+  for (int64_t d : ab) abatch *= static_cast<uint64_t>(d);
+  for (int64_t d : bb) bbatch *= static_cast<uint64_t>(d);
+  // Batch broadcasting: one side's batch is all of the output's, the other
+  // side's is the same dims or a single matrix.
+  Shape batch_dims = ab.size() >= bb.size() ? ab : bb;
+  const bool a_full = ab.size() == batch_dims.size() && ab == batch_dims;
+  const bool b_full = bb.size() == batch_dims.size() && bb == batch_dims;
+  if (!((a_full && (b_full || bbatch == 1)) || (b_full && abatch == 1))) {
+    return l.fail("batch dimensions " + shape_text(ab) + " and " + shape_text(bb) +
+                  " broadcast in a way vulkan-compute does not run");
+  }
+  uint64_t batch = 1;
+  for (int64_t d : batch_dims) batch *= static_cast<uint64_t>(d);
+  Shape want = batch_dims;
+  if (l.shape_of(0).size() != 1) want.push_back(m);
+  if (l.shape_of(1).size() != 1) want.push_back(n);
+  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (batch > 65535) return l.fail("batch " + std::to_string(batch) + " exceeds 65535");
+  MatMulParams& p = o.mm;
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  p.batch = static_cast<uint32_t>(batch);
+  p.a_stride = abatch == 1 ? 0 : static_cast<uint32_t>(m * k);
+  p.b_stride = bbatch == 1 ? 0 : static_cast<uint32_t>(k * n);
+  return true;
+}
+
+bool lower_gemm(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kMatMul;
+  if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  int64_t ta = 0, tb = 0;
+  MatMulParams& p = o.mm;
+  if (!l.attributes({"alpha", "beta", "transA", "transB"}) || !l.get_float("alpha", 1, &p.alpha) ||
+      !l.get_float("beta", 1, &p.beta) || !l.get_int("transA", 0, &ta) || !l.get_int("transB", 0, &tb) ||
+      !l.inputs(l.opset() >= 11 ? 2 : 3, 3) || !l.data(0) || !l.data(1)) {
+    return false;
+  }
+  const Shape a = l.shape_of(0), b = l.shape_of(1);
+  if (a.size() != 2 || b.size() != 2) return l.fail("A and B must be 2-D");
+  p.trans_a = ta != 0;
+  p.trans_b = tb != 0;
+  const int64_t m = p.trans_a ? a[1] : a[0], k = p.trans_a ? a[0] : a[1];
+  const int64_t n = p.trans_b ? b[0] : b[1], kb = p.trans_b ? b[1] : b[0];
+  if (k != kb) return l.fail("inner dimensions differ");
+  p.m = static_cast<uint32_t>(m);
+  p.n = static_cast<uint32_t>(n);
+  p.k = static_cast<uint32_t>(k);
+  if (l.present(2)) {
+    if (!l.data(2)) return false;
+    std::vector<uint64_t> strides;
+    if (!broadcast_strides(l.shape_of(2), {m, n}, &strides)) return l.fail("C does not broadcast to [M, N]");
+    p.bias = true;
+    p.c_row = static_cast<uint32_t>(strides[0]);
+    p.c_col = static_cast<uint32_t>(strides[1]);
+  }
+  return l.output() && (l.output_shape() == Shape{m, n} || l.fail("output shape is not [M, N]"));
+}
+
+bool lower_alias(Lowering& l) {
+  const std::string op = l.op();
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kAlias;
+  if (op == "Reshape") {
+    if (l.opset() < 5) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+    if (!l.attributes({"allowzero"}) || !l.inputs(2, 2)) return false;
+  } else if (op == "Flatten") {
+    if (!l.attributes({"axis"}) || !l.inputs(1, 1)) return false;
+  } else if (op == "Squeeze" || op == "Unsqueeze") {
+    if (!l.attributes({"axes"}) || !l.inputs(1, 2)) return false;
+  } else if (!l.attributes({}) || !l.inputs(1, 1)) {  // Identity
+    return false;
+  }
+  if (!l.data(0) || !l.output()) return false;
+  uint64_t in = 0, out = 0;
+  element_count(l.shape_of(0), &in);
+  element_count(l.output_shape(), &out);
+  if (in != out) return l.fail("output has " + std::to_string(out) + " elements, the input " + std::to_string(in));
+  return true;
+}
+
+// Softmax/LogSoftmax: before opset 13 over the flattened [axis, rank)
+// dimensions, from 13 over dimension `axis` alone.
+bool lower_softmax(Lowering& l, bool log_softmax) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kSoftmax;
+  o.log_softmax = log_softmax;
+  const bool legacy = l.opset() < 13;
+  int64_t axis = 0;
+  if (!l.attributes({"axis"}) || !l.get_int("axis", legacy ? 1 : -1, &axis) || !l.inputs(1, 1) ||
+      !l.data(0) || !l.output() || !same_shape_out(l)) {
+    return false;
+  }
+  const Shape s = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (axis < -rank || axis >= rank || rank == 0) {
+    return l.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  if (axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+  if (axis < 0) axis += rank;
+  o.outer = o.n = o.inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const uint64_t v = static_cast<uint64_t>(s[static_cast<size_t>(d)]);
+    if (d < axis) {
+      o.outer *= v;
+    } else if (d == axis || legacy) {
+      o.n *= v;
+    } else {
+      o.inner *= v;
+    }
+  }
+  if (o.inner == 0 || o.n == 0 || o.outer == 0) return l.fail("empty tensors are not supported");
+  return true;
+}
+
+// 2-D Conv (NCHW), any group, stride, dilation and pads; auto_pad NOTSET,
+// VALID, SAME_UPPER or SAME_LOWER.
+bool lower_conv(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kConv;
+  Shape strides, dilations, pads, kernel;
+  int64_t group = 1;
+  std::string auto_pad;
+  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
+      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
+      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) ||
+      !l.get_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
+    return false;
+  }
+  const Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
+  if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
+  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
+    return l.fail("group " + std::to_string(group) + " does not fit the channels");
+  }
+  if (!kernel.empty() && kernel != Shape{w[2], w[3]}) return l.fail("kernel_shape differs from W");
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
+    const int64_t in = x[2 + i], k = (w[2 + i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      return l.fail("auto_pad " + auto_pad + " is not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0) return l.fail("negative pads");
+    const int64_t out = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
+    if (in + pads[i] + pads[i + 2] < k || y.size() != 4 || y[2 + i] != out) {
+      return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+    }
+  }
+  if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+  if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
+  ConvParams& p = o.conv;
+  p.n = static_cast<uint32_t>(x[0]);
+  p.c = static_cast<uint32_t>(x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.m = static_cast<uint32_t>(w[0]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(w[2]);
+  p.kw = static_cast<uint32_t>(w[3]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.group = static_cast<uint32_t>(group);
+  p.bias = l.present(2);
+  if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
+  return true;
+}
+
+// MaxPool (ceil_mode allowed, Indices output not), AveragePool (ceil_mode 0,
+// count_include_pad), GlobalAveragePool, GlobalMaxPool; 2-D (4-D tensors).
+bool lower_pool(Lowering& l, const std::string& op) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kPool;
+  const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  const bool max = op == "MaxPool" || op == "GlobalMaxPool";
+  Shape strides, dilations, pads, kernel;
+  int64_t ceil_mode = 0, include_pad = 0, storage_order = 0;
+  std::string auto_pad;
+  if (global) {
+    if (!l.attributes({}) || !l.inputs(1, 1)) return false;
+  } else if (max) {
+    if (!l.attributes({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}) ||
+        !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("storage_order", 0, &storage_order) ||
+        !l.get_ints("dilations", &dilations) || !l.inputs(1, 1)) {
+      return false;
+    }
+  } else if (!l.attributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) ||
+             !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("count_include_pad", 0, &include_pad) ||
+             !l.inputs(1, 1)) {
+    return false;
+  }
+  if (!l.get_ints("strides", &strides) || !l.get_ints("pads", &pads) ||
+      !l.get_ints("kernel_shape", &kernel) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.data(0) || !l.output()) {
+    return false;
+  }
+  const Shape x = l.shape_of(0), y = l.output_shape();
+  if (x.size() != 4 || y.size() != 4) return l.fail("only 2-D pooling (4-D tensors) is supported");
+  if (global) kernel = {x[2], x[3]};
+  if (kernel.size() != 2) return l.fail("kernel_shape must have 2 entries");
+  if (!max && ceil_mode != 0) return l.fail("AveragePool with ceil_mode is not supported");
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1) return l.fail("strides, dilations and kernel must be >= 1");
+    const int64_t in = x[2 + i], k = (kernel[i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      return l.fail("auto_pad " + auto_pad + " is not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0 || pads[i] >= k || pads[i + 2] >= k) return l.fail("pads out of range");
+    const int64_t span = in + pads[i] + pads[i + 2] - k;
+    if (span < 0) return l.fail("the window is larger than the padded input");
+    int64_t out = span / strides[i] + 1;
+    if (ceil_mode != 0) {
+      out = (span + strides[i] - 1) / strides[i] + 1;
+      // The last window must start inside the input or its left padding.
+      if ((out - 1) * strides[i] >= in + pads[i]) --out;
+    }
+    if (y[2 + i] != out) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+  }
+  if (y[0] != x[0] || y[1] != x[1]) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+  PoolParams& p = o.pool;
+  p.planes = static_cast<uint32_t>(x[0] * x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(kernel[0]);
+  p.kw = static_cast<uint32_t>(kernel[1]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.mode = max ? 0 : (include_pad != 0 ? 2 : 1);
+  return true;
+}
+
+// ReduceSum/ReduceMean/ReduceMax over axes that form one contiguous run of
+// dimensions (after dropping size-1 dimensions would change nothing, so
+// they are taken as given), keepdims either way. Axes come from the
+// attribute, or for ReduceSum from opset 13 from a constant input.
+bool lower_reduce(Lowering& l, const std::string& op) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kReduce;
+  o.reduce_op = op == "ReduceSum" ? 0 : op == "ReduceMean" ? 1 : 2;
+  const bool axes_input = op == "ReduceSum" && l.opset() >= 13;
+  int64_t keepdims = 1, noop = 0;
+  Shape axes;
+  if (axes_input) {
+    if (!l.attributes({"keepdims", "noop_with_empty_axes"}) || !l.inputs(1, 2) ||
+        !l.get_int("noop_with_empty_axes", 0, &noop)) {
+      return false;
+    }
+    if (l.present(1) && !l.constant_i64s(1, &axes)) return false;
+  } else if (!l.attributes({"axes", "keepdims"}) || !l.inputs(1, 1) || !l.get_ints("axes", &axes)) {
+    return false;
+  }
+  if (!l.get_int("keepdims", 1, &keepdims) || !l.data(0) || !l.output()) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axes.empty()) {
+    if (noop != 0) return l.fail("noop_with_empty_axes is not supported");
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> reduced(x.size(), false);
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+    const size_t d = static_cast<size_t>(a < 0 ? a + rank : a);
+    if (reduced[d]) return l.fail("axis " + std::to_string(a) + " is repeated");
+    reduced[d] = true;
+  }
+  size_t first = x.size(), last = 0;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (reduced[d]) {
+      first = std::min(first, d);
+      last = d;
+    }
+  }
+  Shape want;
+  o.outer = o.n = o.inner = 1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const uint64_t v = static_cast<uint64_t>(x[d]);
+    if (reduced[d]) {
+      o.n *= v;
+      if (keepdims != 0) want.push_back(1);
+    } else {
+      if (d > first && d < last) return l.fail("the reduced axes are not contiguous");
+      (d < first ? o.outer : o.inner) *= v;
+      want.push_back(x[d]);
+    }
+  }
+  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
+  return true;
+}
+
+}  // namespace
+
+bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
+  const gfb::Node& node = g.node(n);
+  if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
+    *why = "domain '" + node.domain()->str() + "' is not supported";
+    return false;
+  }
+  Lowering l(g, n, out, why);
+  const std::string op = node.op_type()->str();
+  for (const UnaryEntry& e : kUnaries) {
+    if (op == e.name) return lower_unary(l, e);
+  }
+  for (const BinaryEntry& e : kBinaries) {
+    if (op == e.name) return lower_binary(l, e);
+  }
+  if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
+  if (op == "MatMul") return lower_matmul(l);
+  if (op == "Conv") return lower_conv(l);
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") return lower_reduce(l, op);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    return lower_pool(l, op);
+  }
+  if (op == "Softmax" || op == "LogSoftmax") return lower_softmax(l, op == "LogSoftmax");
+  if (op == "Gemm") return lower_gemm(l);
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
+    return lower_alias(l);
+  }
+  *why = "operator " + op + " is not supported by vulkan-compute";
+  return false;
+}
+
+}  // namespace loom::vulkan

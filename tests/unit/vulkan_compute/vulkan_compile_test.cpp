@@ -1,0 +1,500 @@
+// The vulkan-compute compile entries through the C ABI: which nodes are
+// claimed, what a graph compiles to (fusions, aliases), and that the compiled
+// blob runs on the device and matches host arithmetic. Malformed graph.fbs
+// buffers get INVALID_ARGUMENT.
+#include <cmath>
+#include <random>
+
+#include "loom/graph/graph_generated.h"
+#include "loom/vulkan_compute/kernels.hpp"
+#include "vk_harness.hpp"
+
+namespace loom::vulkan::test {
+namespace {
+
+namespace gfb = loom::graph::fb;
+using Dims = std::vector<int64_t>;
+
+// A small graph.fbs builder.
+class Graph {
+ public:
+  int input(Dims shape) {
+    const int t = tensor(std::move(shape));
+    inputs_.push_back(t);
+    return t;
+  }
+  int tensor(Dims shape, gfb::DType dtype = gfb::DType::f32) {
+    tensors_.push_back({"t" + std::to_string(tensors_.size()), dtype, std::move(shape), {}, false});
+    return static_cast<int>(tensors_.size() - 1);
+  }
+  int constant_f32(Dims shape, const std::vector<float>& v) {
+    const int t = tensor(std::move(shape));
+    tensors_[t].has_data = true;
+    tensors_[t].data.assign(reinterpret_cast<const uint8_t*>(v.data()),
+                            reinterpret_cast<const uint8_t*>(v.data()) + v.size() * 4);
+    return t;
+  }
+  int constant_i64(Dims shape, const std::vector<int64_t>& v) {
+    const int t = tensor(std::move(shape), gfb::DType::i64);
+    tensors_[t].has_data = true;
+    tensors_[t].data.assign(reinterpret_cast<const uint8_t*>(v.data()),
+                            reinterpret_cast<const uint8_t*>(v.data()) + v.size() * 8);
+    return t;
+  }
+  void node(std::string op, std::vector<int32_t> in, std::vector<int32_t> out,
+            std::vector<std::pair<std::string, int64_t>> int_attrs = {}, int64_t opset = 13,
+            std::vector<std::pair<std::string, Dims>> ints_attrs = {}) {
+    nodes_.push_back({std::move(op), std::move(in), std::move(out), std::move(int_attrs), opset,
+                      std::move(ints_attrs)});
+  }
+  void output(int t) { outputs_.push_back(t); }
+  size_t node_count() const { return nodes_.size(); }
+
+  std::vector<uint8_t> finish() const {
+    flatbuffers::FlatBufferBuilder fbb;
+    std::vector<flatbuffers::Offset<gfb::Tensor>> ts;
+    for (const T& t : tensors_) {
+      ts.push_back(gfb::CreateTensorDirect(fbb, t.name.c_str(), t.dtype, &t.shape,
+                                           t.has_data ? &t.data : nullptr, nullptr));
+    }
+    std::vector<flatbuffers::Offset<gfb::Node>> ns;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const N& n = nodes_[i];
+      std::vector<flatbuffers::Offset<gfb::Attribute>> as;
+      for (const auto& [name, v] : n.attrs) {
+        as.push_back(gfb::CreateAttributeDirect(fbb, name.c_str(), gfb::AttributeKind::int_, v));
+      }
+      for (const auto& [name, v] : n.ints_attrs) {
+        as.push_back(gfb::CreateAttributeDirect(fbb, name.c_str(), gfb::AttributeKind::ints, 0, 0, &v));
+      }
+      const std::string name = "n" + std::to_string(i);
+      ns.push_back(gfb::CreateNodeDirect(fbb, name.c_str(), n.op.c_str(), "", n.opset, &as, &n.in,
+                                         &n.out));
+    }
+    auto g = gfb::CreateGraphDirect(fbb, "g", &ts, &ns, &inputs_, &outputs_);
+    gfb::FinishGraphBuffer(fbb, g);
+    return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  }
+
+ private:
+  struct T {
+    std::string name;
+    gfb::DType dtype;
+    Dims shape;
+    std::vector<uint8_t> data;
+    bool has_data;
+  };
+  struct N {
+    std::string op;
+    std::vector<int32_t> in, out;
+    std::vector<std::pair<std::string, int64_t>> attrs;
+    int64_t opset;
+    std::vector<std::pair<std::string, Dims>> ints_attrs;
+  };
+  std::vector<T> tensors_;
+  std::vector<N> nodes_;
+  std::vector<int32_t> inputs_, outputs_;
+};
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+class VulkanCompile : public VulkanTest {
+ protected:
+  void SetUp() override {
+    VulkanTest::SetUp();
+    ASSERT_NE(api_->compile_supported, nullptr);
+    ASSERT_NE(api_->compile, nullptr);
+    // The compile entries need no device: a plugin without Vulkan compiles.
+    compiler_ = create({{"vulkan.loader", "libloom-no-such-vulkan.so.1"}});
+    ASSERT_NE(compiler_, nullptr);
+  }
+
+  std::vector<bool> supported(const Graph& g) {
+    const std::vector<uint8_t> bytes = g.finish();
+    std::unique_ptr<bool[]> out(new bool[g.node_count()]);
+    loom_compile_supported_args_t args{};
+    args.struct_size = LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE;
+    args.plugin = compiler_;
+    args.graph = bytes.data();
+    args.graph_size = bytes.size();
+    args.node_count = g.node_count();
+    args.out_supported = out.get();
+    EXPECT_EQ(take(api_, api_->compile_supported(&args)), "ok");
+    return std::vector<bool>(out.get(), out.get() + g.node_count());
+  }
+  std::string compile(const std::vector<uint8_t>& graph, std::vector<uint8_t>* blob) {
+    loom_compile_args_t args{};
+    args.struct_size = LOOM_COMPILE_ARGS_STRUCT_SIZE;
+    args.plugin = compiler_;
+    args.graph = graph.data();
+    args.graph_size = graph.size();
+    std::string s = take(api_, api_->compile(&args));
+    if (args.out_blob != nullptr) {
+      EXPECT_STREQ(args.out_loader_key, kLoaderKey);
+      EXPECT_EQ(args.out_format_version, kFormatVersion);
+      const auto* p = static_cast<const uint8_t*>(args.out_blob);
+      blob->assign(p, p + args.out_blob_size);
+      log_.services.free(log_.services.user_data, args.out_blob);
+    }
+    return s;
+  }
+  // Loads `blob` on the device, runs it on `inputs` and returns the outputs.
+  std::vector<std::vector<float>> run(const std::vector<uint8_t>& blob,
+                                      const std::vector<std::pair<Dims, std::vector<float>>>& inputs,
+                                      const std::vector<Dims>& outputs) {
+    loom_executable_load_args_t load{};
+    load.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
+    load.device = device_;
+    load.loader_key = kLoaderKey;
+    load.format_version = kFormatVersion;
+    load.blob = blob.data();
+    load.blob_size = blob.size();
+    EXPECT_EQ(take(api_, api_->executable_load(&load)), "ok");
+    if (load.out_executable == nullptr) return {};
+    std::vector<loom_buffer_t*> buffers;
+    std::vector<loom_tensor_t> descs(inputs.size() + outputs.size());
+    std::vector<const loom_tensor_t*> ins, outs;
+    for (size_t i = 0; i < descs.size(); ++i) {
+      const bool in = i < inputs.size();
+      const Dims& shape = in ? inputs[i].first : outputs[i - inputs.size()];
+      size_t n = 1;
+      for (int64_t d : shape) n *= static_cast<size_t>(d);
+      buffers.push_back(allocate(n * 4));
+      loom_tensor_t& t = descs[i];
+      t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+      t.dtype = LOOM_DTYPE_F32;
+      t.rank = static_cast<uint32_t>(shape.size());
+      t.shape = shape.data();
+      t.buffer = buffers.back();
+      t.byte_size = n * 4;
+      if (in) {
+        EXPECT_EQ(copy(t.buffer, 0, const_cast<float*>(inputs[i].second.data()), n * 4, true), "ok");
+        ins.push_back(&t);
+      } else {
+        outs.push_back(&t);
+      }
+    }
+    loom_execute_args_t args{};
+    args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    args.executable = load.out_executable;
+    args.input_count = ins.size();
+    args.inputs = ins.data();
+    args.output_count = outs.size();
+    args.outputs = outs.data();
+    EXPECT_EQ(take(api_, api_->execute(&args)), "ok");
+    std::vector<std::vector<float>> results;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      results.emplace_back(outs[i]->byte_size / 4);
+      EXPECT_EQ(copy(outs[i]->buffer, 0, results.back().data(), outs[i]->byte_size, false), "ok");
+    }
+    api_->executable_destroy(load.out_executable);
+    for (loom_buffer_t* b : buffers) api_->buffer_free(b);
+    return results;
+  }
+
+  loom_plugin_t* compiler_ = nullptr;
+};
+
+TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
+  Graph g;
+  const int x = g.input({2, 3, 4, 4});
+  const int w = g.constant_f32({3, 3, 1, 1}, std::vector<float>(9, 1.0f));
+  const int r = g.tensor({2, 3, 4, 4}), c = g.tensor({2, 3, 4, 4}), a = g.tensor({2, 3, 4, 4});
+  const int s = g.tensor({2, 3, 4, 4}), f = g.tensor({2, 48}), gelu = g.tensor({2, 48});
+  const int shape = g.constant_i64({2}, {2, 48});
+  g.node("Relu", {x}, {r});
+  g.node("Conv", {r, w}, {c});
+  g.node("Add", {r, x}, {a});
+  g.node("LRN", {a}, {s});
+  g.node("Reshape", {a, shape}, {f});
+  g.node("Relu", {f}, {gelu}, {}, 5);       // opset 5 Relu had consumed_inputs
+  g.node("Relu", {f}, {g.tensor({2, 48})}, {{"bogus", 1}});
+  g.output(gelu);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false, true, false, false}));
+}
+
+TEST_F(VulkanCompile, GemmBiasReluFoldIntoOneDispatchAndMatch) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const std::vector<float> wv = random_values(7 * 3, 1), bv = random_values(3, 2);
+  Graph g;
+  const int x = g.input({5, 7});
+  const int w = g.constant_f32({7, 3}, wv);
+  const int b = g.constant_f32({3}, bv);
+  const int h = g.tensor({5, 3}), hb = g.tensor({5, 3}), y = g.tensor({5, 3});
+  g.node("MatMul", {x, w}, {h});
+  g.node("Add", {h, b}, {hb});
+  g.node("Relu", {hb}, {y});
+  g.output(y);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  BlobProgram p;
+  std::string error;
+  ASSERT_TRUE(decode(blob.data(), blob.size(), &p, &error)) << error;
+  ASSERT_EQ(p.dispatches.size(), 1u);
+  EXPECT_EQ(p.dispatches[0].kernel, Kernel::kMatMul);
+  EXPECT_EQ(p.dispatches[0].push[7], kMatMulBias | (1u << kMatMulActShift));
+  const std::vector<float> xv = random_values(5 * 7, 3);
+  auto out = run(blob, {{{5, 7}, xv}}, {{5, 3}});
+  ASSERT_EQ(out.size(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      double s = bv[j];
+      for (int k = 0; k < 7; ++k) s += double(xv[i * 7 + k]) * wv[k * 3 + j];
+      EXPECT_NEAR(out[0][i * 3 + j], std::max(0.0, s), 1e-5) << i << "," << j;
+    }
+  }
+}
+
+TEST_F(VulkanCompile, ReshapeIsAnAliasAndGraphOutputsGetTheirOwnBytes) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 6});
+  const int shape = g.constant_i64({2}, {3, 4});
+  const int r = g.tensor({3, 4}), s = g.tensor({3, 4}), back = g.tensor({12});
+  const int flat = g.constant_i64({1}, {12});
+  g.node("Reshape", {x, shape}, {r});
+  g.node("Sigmoid", {r}, {s});
+  g.node("Reshape", {r, flat}, {back});  // a graph output: copied
+  g.output(s);
+  g.output(back);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  BlobProgram p;
+  std::string error;
+  ASSERT_TRUE(decode(blob.data(), blob.size(), &p, &error)) << error;
+  size_t aliases = 0;
+  for (const BlobTensor& t : p.tensors) aliases += t.kind == TensorKind::kAlias;
+  EXPECT_EQ(aliases, 1u);
+  EXPECT_EQ(p.dispatches.size(), 2u);
+  const std::vector<float> xv = random_values(12, 4);
+  auto out = run(blob, {{{2, 6}, xv}}, {{3, 4}, {12}});
+  ASSERT_EQ(out.size(), 2u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(out[0][i], 1.0 / (1.0 + std::exp(-double(xv[i]))), 1e-6);
+    EXPECT_EQ(out[1][i], xv[i]);
+  }
+}
+
+// Grouped, strided, dilated, asymmetrically padded Conv with bias, Relu
+// folded in, against a direct host loop.
+TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const int64_t N = 2, C = 4, H = 7, W = 6, M = 6, G = 2, KH = 3, KW = 3;
+  const int64_t sh = 2, sw = 1, dh = 1, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1;
+  const int64_t OH = (H + pt + pb - ((KH - 1) * dh + 1)) / sh + 1;
+  const int64_t OW = (W + pl + pr - ((KW - 1) * dw + 1)) / sw + 1;
+  const std::vector<float> wv = random_values(M * (C / G) * KH * KW, 11), bv = random_values(M, 12);
+  Graph g;
+  const int x = g.input({N, C, H, W});
+  const int w = g.constant_f32({M, C / G, KH, KW}, wv);
+  const int b = g.constant_f32({M}, bv);
+  const int c = g.tensor({N, M, OH, OW}), y = g.tensor({N, M, OH, OW});
+  g.node("Conv", {x, w, b}, {c}, {{"group", G}}, 11,
+         {{"strides", {sh, sw}}, {"dilations", {dh, dw}}, {"pads", {pt, pl, pb, pr}},
+          {"kernel_shape", {KH, KW}}});
+  g.node("Relu", {c}, {y});
+  g.output(y);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  BlobProgram p;
+  std::string error;
+  ASSERT_TRUE(decode(blob.data(), blob.size(), &p, &error)) << error;
+  EXPECT_EQ(p.dispatches.size(), 1u);  // the Relu is folded into the conv
+  const std::vector<float> xv = random_values(N * C * H * W, 13);
+  auto out = run(blob, {{{N, C, H, W}, xv}}, {{N, M, OH, OW}});
+  ASSERT_EQ(out.size(), 1u);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t grp = m / (M / G);
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double s = bv[m];
+          for (int64_t c2 = 0; c2 < C / G; ++c2) {
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * sh - pt + kh * dh, iw = ow * sw - pl + kw * dw;
+                if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
+                s += double(xv[((n * C + grp * (C / G) + c2) * H + ih) * W + iw]) *
+                     wv[((m * (C / G) + c2) * KH + kh) * KW + kw];
+              }
+            }
+          }
+          const size_t e = static_cast<size_t>(((n * M + m) * OH + oh) * OW + ow);
+          ASSERT_NEAR(out[0][e], std::max(0.0, s), 1e-5) << n << "," << m << "," << oh << "," << ow;
+        }
+      }
+    }
+  }
+}
+
+// Host pooling over one NCHW tensor; mode 0 max, 1 average of the positions
+// inside x, 2 average over the whole window.
+std::vector<double> pool_reference(const std::vector<float>& x, int64_t planes, int64_t h, int64_t w,
+                                   int64_t oh, int64_t ow, int64_t k, int64_t s, int64_t d,
+                                   int64_t pad, int mode) {
+  std::vector<double> y;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < oh; ++i) {
+      for (int64_t j = 0; j < ow; ++j) {
+        double acc = mode == 0 ? -INFINITY : 0.0;
+        int count = 0;
+        for (int64_t a = 0; a < k; ++a) {
+          for (int64_t b = 0; b < k; ++b) {
+            const int64_t ih = i * s + a * d - pad, iw = j * s + b * d - pad;
+            if (ih < 0 || iw < 0 || ih >= h || iw >= w) continue;
+            const double v = x[static_cast<size_t>((p * h + ih) * w + iw)];
+            acc = mode == 0 ? std::max(acc, v) : acc + v;
+            ++count;
+          }
+        }
+        y.push_back(mode == 0 ? acc : mode == 1 ? acc / count : acc / double(k * k));
+      }
+    }
+  }
+  return y;
+}
+
+TEST_F(VulkanCompile, PoolsMatchHostLoops) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const int64_t N = 2, C = 3, H = 9, W = 9;
+  Graph g;
+  const int x = g.input({N, C, H, W});
+  // MaxPool k3 s2 d2 pads 1, ceil_mode: (9 + 2 - 5) / 2 -> ceil 3 + 1 = 4.
+  const int mx = g.tensor({N, C, 4, 4});
+  g.node("MaxPool", {x}, {mx}, {{"ceil_mode", 1}}, 12,
+         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  // AveragePool k3 s2 pads 1, with and without the padding counted: 5 x 5.
+  const int ax = g.tensor({N, C, 5, 5}), ai = g.tensor({N, C, 5, 5});
+  g.node("AveragePool", {x}, {ax}, {}, 11, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  g.node("AveragePool", {x}, {ai}, {{"count_include_pad", 1}}, 11,
+         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  const int gp = g.tensor({N, C, 1, 1});
+  g.node("GlobalAveragePool", {x}, {gp});
+  for (int t : {mx, ax, ai, gp}) g.output(t);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, true}));
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(N * C * H * W, 21);
+  auto out = run(blob, {{{N, C, H, W}, xv}}, {{N, C, 4, 4}, {N, C, 5, 5}, {N, C, 5, 5}, {N, C, 1, 1}});
+  ASSERT_EQ(out.size(), 4u);
+  const std::vector<std::vector<double>> want = {
+      pool_reference(xv, N * C, H, W, 4, 4, 3, 2, 2, 1, 0),
+      pool_reference(xv, N * C, H, W, 5, 5, 3, 2, 1, 1, 1),
+      pool_reference(xv, N * C, H, W, 5, 5, 3, 2, 1, 1, 2),
+      pool_reference(xv, N * C, H, W, 1, 1, 9, 1, 1, 0, 1)};
+  for (size_t o = 0; o < 4; ++o) {
+    ASSERT_EQ(out[o].size(), want[o].size()) << o;
+    for (size_t e = 0; e < want[o].size(); ++e) ASSERT_NEAR(out[o][e], want[o][e], 1e-5) << o << " " << e;
+  }
+}
+
+// ReduceMean over a middle run of axes (keepdims), ReduceSum with an axes
+// input (opset 13, no keepdims), ReduceMax over everything; non-contiguous
+// axes are refused.
+TEST_F(VulkanCompile, ReductionsOverContiguousAxesMatch) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4, 5});
+  const int mean = g.tensor({2, 1, 1, 5}), sum = g.tensor({2, 3, 4}), mx = g.tensor({1, 1, 1, 1});
+  g.node("ReduceMean", {x}, {mean}, {}, 13, {{"axes", {1, 2}}});
+  g.node("ReduceSum", {x, g.constant_i64({1}, {-1})}, {sum}, {{"keepdims", 0}}, 13);
+  g.node("ReduceMax", {x}, {mx}, {}, 13);
+  g.node("ReduceMean", {x}, {g.tensor({2, 1, 4, 1})}, {}, 13, {{"axes", {1, 3}}});
+  g.output(mean);
+  g.output(sum);
+  g.output(mx);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false}));
+  Graph h;  // the same without the refused node
+  const int hx = h.input({2, 3, 4, 5});
+  const int hm = h.tensor({2, 1, 1, 5}), hs = h.tensor({2, 3, 4}), hmx = h.tensor({1, 1, 1, 1});
+  h.node("ReduceMean", {hx}, {hm}, {}, 13, {{"axes", {1, 2}}});
+  h.node("ReduceSum", {hx, h.constant_i64({1}, {-1})}, {hs}, {{"keepdims", 0}}, 13);
+  h.node("ReduceMax", {hx}, {hmx}, {}, 13);
+  h.output(hm);
+  h.output(hs);
+  h.output(hmx);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(h.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(120, 31);
+  auto out = run(blob, {{{2, 3, 4, 5}, xv}}, {{2, 1, 1, 5}, {2, 3, 4}, {1, 1, 1, 1}});
+  ASSERT_EQ(out.size(), 3u);
+  double all_max = -INFINITY;
+  for (float v : xv) all_max = std::max(all_max, double(v));
+  EXPECT_EQ(out[2][0], static_cast<float>(all_max));
+  for (int a = 0; a < 2; ++a) {
+    for (int e = 0; e < 5; ++e) {
+      double s = 0;
+      for (int k = 0; k < 12; ++k) s += xv[a * 60 + k * 5 + e];
+      EXPECT_NEAR(out[0][a * 5 + e], s / 12, 1e-5);
+    }
+    for (int r = 0; r < 12; ++r) {
+      double s = 0;
+      for (int e = 0; e < 5; ++e) s += xv[a * 60 + r * 5 + e];
+      EXPECT_NEAR(out[1][a * 12 + r], s, 1e-5);
+    }
+  }
+}
+
+// Softmax over one axis (opset 13) and LogSoftmax over the flattened tail
+// (opset 11), against host math.
+TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4});
+  const int s = g.tensor({2, 3, 4}), ls = g.tensor({2, 3, 4});
+  g.node("Softmax", {x}, {s}, {{"axis", 1}}, 13);
+  g.node("LogSoftmax", {x}, {ls}, {{"axis", 1}}, 11);
+  g.output(s);
+  g.output(ls);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(24, 5);
+  auto out = run(blob, {{{2, 3, 4}, xv}}, {{2, 3, 4}, {2, 3, 4}});
+  ASSERT_EQ(out.size(), 2u);
+  for (int o = 0; o < 2; ++o) {
+    double all = 0;
+    for (int k = 0; k < 12; ++k) all += std::exp(double(xv[o * 12 + k]));
+    for (int i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (int k = 0; k < 3; ++k) sum += std::exp(double(xv[o * 12 + k * 4 + i]));
+      for (int k = 0; k < 3; ++k) {
+        const int e = o * 12 + k * 4 + i;
+        EXPECT_NEAR(out[0][e], std::exp(double(xv[e])) / sum, 1e-6) << e;
+        EXPECT_NEAR(out[1][e], double(xv[e]) - std::log(all), 1e-5) << e;
+      }
+    }
+  }
+}
+
+TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
+  Graph g;
+  const int x = g.input({4});
+  const int y = g.tensor({4});
+  g.node("LRN", {x}, {y});
+  g.output(y);
+  std::vector<uint8_t> blob;
+  std::string s = compile(g.finish(), &blob);
+  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+  EXPECT_NE(s.find("node n0 (LRN)"), std::string::npos) << s;
+  std::vector<uint8_t> bytes = g.finish();
+  for (size_t n : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1}) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+    s = compile(cut, &blob);
+    EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << n << ": " << s;
+  }
+  std::vector<uint8_t> noise(256);
+  std::mt19937 rng(9);
+  for (auto& b : noise) b = static_cast<uint8_t>(rng());
+  noise[4] = 'L'; noise[5] = 'M'; noise[6] = 'G'; noise[7] = 'R';
+  s = compile(noise, &blob);
+  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+}
+
+}  // namespace
+}  // namespace loom::vulkan::test
