@@ -323,6 +323,79 @@ bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* 
 
 namespace {
 
+// Merges neighbouring dimensions that both operands walk contiguously (or
+// both broadcast), so that same-shape operands index without division; then
+// the rank must fit the binary kernel.
+bool coalesce(Lowering& l) {
+  Lowered& o = l.out();
+  for (size_t d = o.dims.size(); d-- > 1;) {
+    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
+    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
+      o.dims[d - 1] *= o.dims[d];
+      o.sa[d - 1] = o.sa[d];
+      o.sb[d - 1] = o.sb[d];
+      o.dims.erase(o.dims.begin() + static_cast<long>(d));
+      o.sa.erase(o.sa.begin() + static_cast<long>(d));
+      o.sb.erase(o.sb.begin() + static_cast<long>(d));
+    }
+  }
+  if (o.dims.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(o.dims.size()) + " exceeds 6");
+  return true;
+}
+
+// Transpose (perm, default reversed) and Expand (constant shape input) as
+// strided copies: the binary kernel's copy op reading operand a only.
+bool lower_strided_copy(Lowering& l, bool transpose) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kBinary;
+  o.binary = BinaryOp::kCopyA;
+  Shape perm;
+  if (transpose) {
+    if (!l.attributes({"perm"}) || !l.inputs(1, 1) || !l.get_ints("perm", &perm)) return false;
+  } else if (l.opset() < 8 || !l.attributes({}) || !l.inputs(2, 2)) {
+    return l.opset() < 8 ? l.fail("opset " + std::to_string(l.opset()) + " has no Expand") : false;
+  }
+  if (!l.data(0) || !l.output()) return false;
+  o.operands.push_back(o.operands[0]);  // b is bound to a and never read
+  const Shape x = l.shape_of(0), out = l.output_shape();
+  o.dims = out;
+  o.sb.assign(out.size(), 0);
+  if (transpose) {
+    if (perm.empty()) {
+      for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    if (perm.size() != x.size()) return l.fail("perm has " + std::to_string(perm.size()) + " entries");
+    std::vector<uint64_t> stride(x.size(), 1);
+    for (size_t d = x.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(x[d]);
+    std::vector<bool> seen(x.size(), false);
+    Shape want;
+    o.sa.clear();
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[static_cast<size_t>(p)]) {
+        return l.fail("perm is not a permutation");
+      }
+      seen[static_cast<size_t>(p)] = true;
+      want.push_back(x[static_cast<size_t>(p)]);
+      o.sa.push_back(stride[static_cast<size_t>(p)]);
+    }
+    if (want != out) return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+  } else {
+    Shape spec;
+    if (!l.constant_i64s(1, &spec)) return false;
+    Shape want(std::max(spec.size(), x.size()), 1);
+    for (size_t k = 0; k < want.size(); ++k) {
+      const int64_t dx = k < x.size() ? x[x.size() - 1 - k] : 1;
+      const int64_t ds = k < spec.size() ? spec[spec.size() - 1 - k] : 1;
+      if (dx != ds && dx != 1 && ds != 1) return l.fail("the shape does not broadcast");
+      want[want.size() - 1 - k] = dx == 1 ? ds : dx;
+    }
+    if (want != out || !broadcast_strides(x, out, &o.sa)) {
+      return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+    }
+  }
+  return coalesce(l);
+}
+
 bool lower_binary(Lowering& l, const BinaryEntry& e) {
   if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
   Lowered& o = l.out();
@@ -339,24 +412,10 @@ bool lower_binary(Lowering& l, const BinaryEntry& e) {
   }
   if (want != out) return l.fail("output shape " + shape_text(out) + " is not the broadcast " + shape_text(want));
   if (e.op == BinaryOp::kPRelu && a != out) return l.fail("the slope must broadcast to X");
-  if (out.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(out.size()) + " exceeds 6");
   o.dims = out;
   broadcast_strides(a, out, &o.sa);
   broadcast_strides(b, out, &o.sb);
-  // Merge neighbouring dimensions that both operands walk contiguously (or
-  // both broadcast), so that same-shape operands index without division.
-  for (size_t d = o.dims.size(); d-- > 1;) {
-    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
-    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
-      o.dims[d - 1] *= o.dims[d];
-      o.sa[d - 1] = o.sa[d];
-      o.sb[d - 1] = o.sb[d];
-      o.dims.erase(o.dims.begin() + static_cast<long>(d));
-      o.sa.erase(o.sa.begin() + static_cast<long>(d));
-      o.sb.erase(o.sb.begin() + static_cast<long>(d));
-    }
-  }
-  return true;
+  return coalesce(l);
 }
 
 bool lower_matmul(Lowering& l) {
@@ -714,6 +773,7 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
   if (op == "MatMul") return lower_matmul(l);
   if (op == "Conv") return lower_conv(l);
+  if (op == "Transpose" || op == "Expand") return lower_strided_copy(l, op == "Transpose");
   if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") return lower_reduce(l, op);
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     return lower_pool(l, op);
