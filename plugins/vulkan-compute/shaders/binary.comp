@@ -47,6 +47,7 @@ void main() {
     case 5u: r = max(u, v); break;
     case 6u: r = min(u, v); break;
     case 7u: r = u < 0.0 ? u * v : u; break;
+    case 8u: r = u; break;
   }
   y[i] = r;
 }

@@ -1,6 +1,6 @@
 // The compile side of vulkan-compute: graph.fbs (schemas/graph.fbs) in, a
-// blob program out. lower.cpp decides node by node what is claimed (the op
-// set is in the plugin's README); compile.cpp assembles the blob: tensors,
+// blob program out. lower.cpp and lower_nn.cpp decide node by node what is
+// claimed (the op set is in the plugin's README); compile.cpp assembles the blob: tensors,
 // aliases for the reshape family, dispatches, and the folding of a following
 // bias Add and Relu into MatMul/Gemm (Relu into Conv).
 #pragma once

@@ -1,5 +1,7 @@
 #include "lower.hpp"
 
+#include "lowering.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,155 +14,6 @@ namespace {
 constexpr flatbuffers::uoffset_t kMaxDepth = 64;
 constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
 
-class Lowering {
- public:
-  Lowering(const Graph& g, size_t n, Lowered* out, std::string* why)
-      : g_(g), node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
-
-  bool fail(std::string why) {
-    *why_ = std::move(why);
-    return false;
-  }
-  int64_t opset() const { return opset_; }
-  std::string op() const { return node_.op_type()->str(); }
-
-  bool attributes(std::initializer_list<const char*> allowed) {
-    const auto* attrs = node_.attributes();
-    if (attrs == nullptr) return true;
-    for (uint32_t i = 0; i < attrs->size(); ++i) {
-      const char* name = attrs->Get(i)->name()->c_str();
-      bool ok = false;
-      for (const char* a : allowed) ok = ok || std::strcmp(a, name) == 0;
-      if (!ok) return fail(std::string("attribute '") + name + "' is not supported");
-    }
-    return true;
-  }
-  const gfb::Attribute* find(const char* name) const {
-    const auto* attrs = node_.attributes();
-    if (attrs == nullptr) return nullptr;
-    for (uint32_t i = 0; i < attrs->size(); ++i) {
-      if (std::strcmp(attrs->Get(i)->name()->c_str(), name) == 0) return attrs->Get(i);
-    }
-    return nullptr;
-  }
-  bool get_float(const char* name, float def, float* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
-    *v = a->f();
-    return true;
-  }
-  bool get_int(const char* name, int64_t def, int64_t* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
-    *v = a->i();
-    return true;
-  }
-
-  bool get_ints(const char* name, Shape* v) {
-    const gfb::Attribute* a = find(name);
-    v->clear();
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
-    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
-    return true;
-  }
-  // A constant i64 vector input (an axes operand).
-  bool constant_i64s(size_t i, Shape* v) {
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
-        t.dtype() != gfb::DType::i64 || g_.shape(input(i)).size() != 1 || t.data()->size() % 8 != 0) {
-      return fail("input " + std::to_string(i) + " must be an inline 1-D i64 constant");
-    }
-    v->resize(t.data()->size() / 8);
-    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), t.data()->size());
-    return true;
-  }
-  bool get_string(const char* name, const char* def, std::string* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
-    *v = a->s() == nullptr ? "" : a->s()->str();
-    return true;
-  }
-
-  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
-  bool present(size_t i) const { return i < input_count() && node_.inputs()->Get(static_cast<uint32_t>(i)) != -1; }
-  int32_t input(size_t i) const { return node_.inputs()->Get(static_cast<uint32_t>(i)); }
-  Shape shape_of(size_t i) const { return g_.shape(input(i)); }
-
-  bool inputs(size_t min, size_t max) {
-    const size_t n = input_count();
-    if (n < min || n > max) {
-      return fail("has " + std::to_string(n) + " inputs, expected " + std::to_string(min) +
-                  (min == max ? "" : " to " + std::to_string(max)));
-    }
-    return true;
-  }
-  // An f32 operand read by a kernel; an inline constant must hold its bytes.
-  bool data(size_t i) {
-    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.dtype() != gfb::DType::f32) {
-      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(t.dtype()) +
-                  "; vulkan-compute runs f32 only");
-    }
-    uint64_t n = 0;
-    if (!element_count(g_.shape(input(i)), &n) || g_.shape(input(i)).size() > kMaxRank) {
-      return fail("input " + std::to_string(i) + " has shape " + shape_text(shape_of(i)) +
-                  ", beyond vulkan-compute's limits");
-    }
-    if (!g_.is_input[static_cast<size_t>(input(i))] && t.data() != nullptr &&
-        t.data()->size() != n * 4) {
-      return fail("constant input " + std::to_string(i) + " holds " + std::to_string(t.data()->size()) +
-                  " bytes, its shape needs " + std::to_string(n * 4));
-    }
-    out_->operands.push_back(input(i));
-    return true;
-  }
-  bool constant_f32_scalar(size_t i, float* v) {
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
-        t.dtype() != gfb::DType::f32 || t.data()->size() != 4) {
-      return fail("input " + std::to_string(i) + " must be an inline f32 scalar constant");
-    }
-    std::memcpy(v, t.data()->data(), 4);
-    return true;
-  }
-  // The one f32 output (further optional outputs must be left out).
-  bool output() {
-    const auto* outs = node_.outputs();
-    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
-    for (uint32_t i = 1; i < outs->size(); ++i) {
-      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
-    }
-    const int32_t o = outs->Get(0);
-    const gfb::Tensor& t = g_.tensor(o);
-    if (t.dtype() != gfb::DType::f32) return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()));
-    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(o)]) {
-      return fail("output tensor is a constant or a graph input");
-    }
-    uint64_t n = 0;
-    if (!element_count(g_.shape(o), &n) || g_.shape(o).size() > kMaxRank) {
-      return fail("output shape " + shape_text(g_.shape(o)) + " is beyond vulkan-compute's limits");
-    }
-    out_->output = o;
-    return true;
-  }
-  Shape output_shape() const { return g_.shape(out_->output); }
-  Lowered& out() { return *out_; }
-
- private:
-  const Graph& g_;
-  const gfb::Node& node_;
-  Lowered* out_;
-  std::string* why_;
-  int64_t opset_;
-};
 
 struct UnaryEntry {
   const char* name;
@@ -189,9 +42,21 @@ constexpr BinaryEntry kBinaries[] = {
     {"Min", BinaryOp::kMin, 8}, {"PRelu", BinaryOp::kPRelu, 7},
 };
 
+
+}  // namespace
+
+namespace lowering {
+
 bool same_shape_out(Lowering& l) {
   return l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's");
 }
+
+}  // namespace lowering
+
+namespace {
+
+using lowering::Lowering;
+using lowering::same_shape_out;
 
 bool lower_unary(Lowering& l, const UnaryEntry& e) {
   if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
@@ -323,6 +188,79 @@ bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* 
 
 namespace {
 
+// Merges neighbouring dimensions that both operands walk contiguously (or
+// both broadcast), so that same-shape operands index without division; then
+// the rank must fit the binary kernel.
+bool coalesce(Lowering& l) {
+  Lowered& o = l.out();
+  for (size_t d = o.dims.size(); d-- > 1;) {
+    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
+    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
+      o.dims[d - 1] *= o.dims[d];
+      o.sa[d - 1] = o.sa[d];
+      o.sb[d - 1] = o.sb[d];
+      o.dims.erase(o.dims.begin() + static_cast<long>(d));
+      o.sa.erase(o.sa.begin() + static_cast<long>(d));
+      o.sb.erase(o.sb.begin() + static_cast<long>(d));
+    }
+  }
+  if (o.dims.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(o.dims.size()) + " exceeds 6");
+  return true;
+}
+
+// Transpose (perm, default reversed) and Expand (constant shape input) as
+// strided copies: the binary kernel's copy op reading operand a only.
+bool lower_strided_copy(Lowering& l, bool transpose) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kBinary;
+  o.binary = BinaryOp::kCopyA;
+  Shape perm;
+  if (transpose) {
+    if (!l.attributes({"perm"}) || !l.inputs(1, 1) || !l.get_ints("perm", &perm)) return false;
+  } else if (l.opset() < 8 || !l.attributes({}) || !l.inputs(2, 2)) {
+    return l.opset() < 8 ? l.fail("opset " + std::to_string(l.opset()) + " has no Expand") : false;
+  }
+  if (!l.data(0) || !l.output()) return false;
+  o.operands.push_back(o.operands[0]);  // b is bound to a and never read
+  const Shape x = l.shape_of(0), out = l.output_shape();
+  o.dims = out;
+  o.sb.assign(out.size(), 0);
+  if (transpose) {
+    if (perm.empty()) {
+      for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    }
+    if (perm.size() != x.size()) return l.fail("perm has " + std::to_string(perm.size()) + " entries");
+    std::vector<uint64_t> stride(x.size(), 1);
+    for (size_t d = x.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(x[d]);
+    std::vector<bool> seen(x.size(), false);
+    Shape want;
+    o.sa.clear();
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(x.size()) || seen[static_cast<size_t>(p)]) {
+        return l.fail("perm is not a permutation");
+      }
+      seen[static_cast<size_t>(p)] = true;
+      want.push_back(x[static_cast<size_t>(p)]);
+      o.sa.push_back(stride[static_cast<size_t>(p)]);
+    }
+    if (want != out) return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+  } else {
+    Shape spec;
+    if (!l.constant_i64s(1, &spec)) return false;
+    Shape want(std::max(spec.size(), x.size()), 1);
+    for (size_t k = 0; k < want.size(); ++k) {
+      const int64_t dx = k < x.size() ? x[x.size() - 1 - k] : 1;
+      const int64_t ds = k < spec.size() ? spec[spec.size() - 1 - k] : 1;
+      if (dx != ds && dx != 1 && ds != 1) return l.fail("the shape does not broadcast");
+      want[want.size() - 1 - k] = dx == 1 ? ds : dx;
+    }
+    if (want != out || !broadcast_strides(x, out, &o.sa)) {
+      return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+    }
+  }
+  return coalesce(l);
+}
+
 bool lower_binary(Lowering& l, const BinaryEntry& e) {
   if (l.opset() < e.min_opset) return l.fail("opset " + std::to_string(l.opset()) + " uses legacy broadcasting");
   Lowered& o = l.out();
@@ -339,24 +277,10 @@ bool lower_binary(Lowering& l, const BinaryEntry& e) {
   }
   if (want != out) return l.fail("output shape " + shape_text(out) + " is not the broadcast " + shape_text(want));
   if (e.op == BinaryOp::kPRelu && a != out) return l.fail("the slope must broadcast to X");
-  if (out.size() > kBinaryMaxRank) return l.fail("rank " + std::to_string(out.size()) + " exceeds 6");
   o.dims = out;
   broadcast_strides(a, out, &o.sa);
   broadcast_strides(b, out, &o.sb);
-  // Merge neighbouring dimensions that both operands walk contiguously (or
-  // both broadcast), so that same-shape operands index without division.
-  for (size_t d = o.dims.size(); d-- > 1;) {
-    const uint64_t inner = static_cast<uint64_t>(o.dims[d]);
-    if (o.sa[d - 1] == o.sa[d] * inner && o.sb[d - 1] == o.sb[d] * inner) {
-      o.dims[d - 1] *= o.dims[d];
-      o.sa[d - 1] = o.sa[d];
-      o.sb[d - 1] = o.sb[d];
-      o.dims.erase(o.dims.begin() + static_cast<long>(d));
-      o.sa.erase(o.sa.begin() + static_cast<long>(d));
-      o.sb.erase(o.sb.begin() + static_cast<long>(d));
-    }
-  }
-  return true;
+  return coalesce(l);
 }
 
 bool lower_matmul(Lowering& l) {
@@ -453,251 +377,11 @@ bool lower_alias(Lowering& l) {
   return true;
 }
 
-// Softmax/LogSoftmax: before opset 13 over the flattened [axis, rank)
-// dimensions, from 13 over dimension `axis` alone.
-bool lower_softmax(Lowering& l, bool log_softmax) {
-  Lowered& o = l.out();
-  o.kind = Lowered::Kind::kSoftmax;
-  o.log_softmax = log_softmax;
-  const bool legacy = l.opset() < 13;
-  int64_t axis = 0;
-  if (!l.attributes({"axis"}) || !l.get_int("axis", legacy ? 1 : -1, &axis) || !l.inputs(1, 1) ||
-      !l.data(0) || !l.output() || !same_shape_out(l)) {
-    return false;
-  }
-  const Shape s = l.shape_of(0);
-  const int64_t rank = static_cast<int64_t>(s.size());
-  if (axis < -rank || axis >= rank || rank == 0) {
-    return l.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  }
-  if (axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
-  if (axis < 0) axis += rank;
-  o.outer = o.n = o.inner = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    const uint64_t v = static_cast<uint64_t>(s[static_cast<size_t>(d)]);
-    if (d < axis) {
-      o.outer *= v;
-    } else if (d == axis || legacy) {
-      o.n *= v;
-    } else {
-      o.inner *= v;
-    }
-  }
-  if (o.inner == 0 || o.n == 0 || o.outer == 0) return l.fail("empty tensors are not supported");
-  return true;
-}
-
-// 2-D Conv (NCHW), any group, stride, dilation and pads; auto_pad NOTSET,
-// VALID, SAME_UPPER or SAME_LOWER.
-bool lower_conv(Lowering& l) {
-  Lowered& o = l.out();
-  o.kind = Lowered::Kind::kConv;
-  Shape strides, dilations, pads, kernel;
-  int64_t group = 1;
-  std::string auto_pad;
-  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
-      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
-      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) ||
-      !l.get_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
-      !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
-    return false;
-  }
-  const Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
-  if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
-  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
-    return l.fail("group " + std::to_string(group) + " does not fit the channels");
-  }
-  if (!kernel.empty() && kernel != Shape{w[2], w[3]}) return l.fail("kernel_shape differs from W");
-  if (strides.empty()) strides = {1, 1};
-  if (dilations.empty()) dilations = {1, 1};
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
-  for (int i = 0; i < 2; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
-    const int64_t in = x[2 + i], k = (w[2 + i] - 1) * dilations[i] + 1;
-    if (auto_pad == "VALID") {
-      pads[i] = pads[i + 2] = 0;
-    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t out = (in + strides[i] - 1) / strides[i];
-      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + 2] = total - pads[i];
-    } else if (auto_pad != "NOTSET") {
-      return l.fail("auto_pad " + auto_pad + " is not supported");
-    }
-    if (pads[i] < 0 || pads[i + 2] < 0) return l.fail("negative pads");
-    const int64_t out = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
-    if (in + pads[i] + pads[i + 2] < k || y.size() != 4 || y[2 + i] != out) {
-      return l.fail("output shape " + shape_text(y) + " does not match the convolution");
-    }
-  }
-  if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
-  if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
-  ConvParams& p = o.conv;
-  p.n = static_cast<uint32_t>(x[0]);
-  p.c = static_cast<uint32_t>(x[1]);
-  p.h = static_cast<uint32_t>(x[2]);
-  p.w = static_cast<uint32_t>(x[3]);
-  p.m = static_cast<uint32_t>(w[0]);
-  p.oh = static_cast<uint32_t>(y[2]);
-  p.ow = static_cast<uint32_t>(y[3]);
-  p.kh = static_cast<uint32_t>(w[2]);
-  p.kw = static_cast<uint32_t>(w[3]);
-  p.sh = static_cast<uint32_t>(strides[0]);
-  p.sw = static_cast<uint32_t>(strides[1]);
-  p.dh = static_cast<uint32_t>(dilations[0]);
-  p.dw = static_cast<uint32_t>(dilations[1]);
-  p.pt = static_cast<uint32_t>(pads[0]);
-  p.pl = static_cast<uint32_t>(pads[1]);
-  p.group = static_cast<uint32_t>(group);
-  p.bias = l.present(2);
-  if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
-  return true;
-}
-
-// MaxPool (ceil_mode allowed, Indices output not), AveragePool (ceil_mode 0,
-// count_include_pad), GlobalAveragePool, GlobalMaxPool; 2-D (4-D tensors).
-bool lower_pool(Lowering& l, const std::string& op) {
-  Lowered& o = l.out();
-  o.kind = Lowered::Kind::kPool;
-  const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
-  const bool max = op == "MaxPool" || op == "GlobalMaxPool";
-  Shape strides, dilations, pads, kernel;
-  int64_t ceil_mode = 0, include_pad = 0, storage_order = 0;
-  std::string auto_pad;
-  if (global) {
-    if (!l.attributes({}) || !l.inputs(1, 1)) return false;
-  } else if (max) {
-    if (!l.attributes({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}) ||
-        !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("storage_order", 0, &storage_order) ||
-        !l.get_ints("dilations", &dilations) || !l.inputs(1, 1)) {
-      return false;
-    }
-  } else if (!l.attributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) ||
-             !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("count_include_pad", 0, &include_pad) ||
-             !l.inputs(1, 1)) {
-    return false;
-  }
-  if (!l.get_ints("strides", &strides) || !l.get_ints("pads", &pads) ||
-      !l.get_ints("kernel_shape", &kernel) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
-      !l.data(0) || !l.output()) {
-    return false;
-  }
-  const Shape x = l.shape_of(0), y = l.output_shape();
-  if (x.size() != 4 || y.size() != 4) return l.fail("only 2-D pooling (4-D tensors) is supported");
-  if (global) kernel = {x[2], x[3]};
-  if (kernel.size() != 2) return l.fail("kernel_shape must have 2 entries");
-  if (!max && ceil_mode != 0) return l.fail("AveragePool with ceil_mode is not supported");
-  if (strides.empty()) strides = {1, 1};
-  if (dilations.empty()) dilations = {1, 1};
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
-  for (int i = 0; i < 2; ++i) {
-    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1) return l.fail("strides, dilations and kernel must be >= 1");
-    const int64_t in = x[2 + i], k = (kernel[i] - 1) * dilations[i] + 1;
-    if (auto_pad == "VALID") {
-      pads[i] = pads[i + 2] = 0;
-    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t out = (in + strides[i] - 1) / strides[i];
-      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + 2] = total - pads[i];
-    } else if (auto_pad != "NOTSET") {
-      return l.fail("auto_pad " + auto_pad + " is not supported");
-    }
-    if (pads[i] < 0 || pads[i + 2] < 0 || pads[i] >= k || pads[i + 2] >= k) return l.fail("pads out of range");
-    const int64_t span = in + pads[i] + pads[i + 2] - k;
-    if (span < 0) return l.fail("the window is larger than the padded input");
-    int64_t out = span / strides[i] + 1;
-    if (ceil_mode != 0) {
-      out = (span + strides[i] - 1) / strides[i] + 1;
-      // The last window must start inside the input or its left padding.
-      if ((out - 1) * strides[i] >= in + pads[i]) --out;
-    }
-    if (y[2 + i] != out) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
-  }
-  if (y[0] != x[0] || y[1] != x[1]) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
-  PoolParams& p = o.pool;
-  p.planes = static_cast<uint32_t>(x[0] * x[1]);
-  p.h = static_cast<uint32_t>(x[2]);
-  p.w = static_cast<uint32_t>(x[3]);
-  p.oh = static_cast<uint32_t>(y[2]);
-  p.ow = static_cast<uint32_t>(y[3]);
-  p.kh = static_cast<uint32_t>(kernel[0]);
-  p.kw = static_cast<uint32_t>(kernel[1]);
-  p.sh = static_cast<uint32_t>(strides[0]);
-  p.sw = static_cast<uint32_t>(strides[1]);
-  p.dh = static_cast<uint32_t>(dilations[0]);
-  p.dw = static_cast<uint32_t>(dilations[1]);
-  p.pt = static_cast<uint32_t>(pads[0]);
-  p.pl = static_cast<uint32_t>(pads[1]);
-  p.mode = max ? 0 : (include_pad != 0 ? 2 : 1);
-  return true;
-}
-
-// ReduceSum/ReduceMean/ReduceMax over axes that form one contiguous run of
-// dimensions (after dropping size-1 dimensions would change nothing, so
-// they are taken as given), keepdims either way. Axes come from the
-// attribute, or for ReduceSum from opset 13 from a constant input.
-bool lower_reduce(Lowering& l, const std::string& op) {
-  Lowered& o = l.out();
-  o.kind = Lowered::Kind::kReduce;
-  o.reduce_op = op == "ReduceSum" ? 0 : op == "ReduceMean" ? 1 : 2;
-  const bool axes_input = op == "ReduceSum" && l.opset() >= 13;
-  int64_t keepdims = 1, noop = 0;
-  Shape axes;
-  if (axes_input) {
-    if (!l.attributes({"keepdims", "noop_with_empty_axes"}) || !l.inputs(1, 2) ||
-        !l.get_int("noop_with_empty_axes", 0, &noop)) {
-      return false;
-    }
-    if (l.present(1) && !l.constant_i64s(1, &axes)) return false;
-  } else if (!l.attributes({"axes", "keepdims"}) || !l.inputs(1, 1) || !l.get_ints("axes", &axes)) {
-    return false;
-  }
-  if (!l.get_int("keepdims", 1, &keepdims) || !l.data(0) || !l.output()) return false;
-  const Shape x = l.shape_of(0);
-  const int64_t rank = static_cast<int64_t>(x.size());
-  if (axes.empty()) {
-    if (noop != 0) return l.fail("noop_with_empty_axes is not supported");
-    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
-  std::vector<bool> reduced(x.size(), false);
-  for (int64_t a : axes) {
-    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
-    if (a < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
-    const size_t d = static_cast<size_t>(a < 0 ? a + rank : a);
-    if (reduced[d]) return l.fail("axis " + std::to_string(a) + " is repeated");
-    reduced[d] = true;
-  }
-  size_t first = x.size(), last = 0;
-  for (size_t d = 0; d < x.size(); ++d) {
-    if (reduced[d]) {
-      first = std::min(first, d);
-      last = d;
-    }
-  }
-  Shape want;
-  o.outer = o.n = o.inner = 1;
-  for (size_t d = 0; d < x.size(); ++d) {
-    const uint64_t v = static_cast<uint64_t>(x[d]);
-    if (reduced[d]) {
-      o.n *= v;
-      if (keepdims != 0) want.push_back(1);
-    } else {
-      if (d > first && d < last) return l.fail("the reduced axes are not contiguous");
-      (d < first ? o.outer : o.inner) *= v;
-      want.push_back(x[d]);
-    }
-  }
-  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
-  if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
-  return true;
-}
 
 }  // namespace
 
 bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
+  using namespace lowering;
   const gfb::Node& node = g.node(n);
   if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
     *why = "domain '" + node.domain()->str() + "' is not supported";
@@ -714,6 +398,7 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   if (op == "LeakyRelu" || op == "Elu" || op == "HardSigmoid" || op == "Clip") return lower_param_unary(l);
   if (op == "MatMul") return lower_matmul(l);
   if (op == "Conv") return lower_conv(l);
+  if (op == "Transpose" || op == "Expand") return lower_strided_copy(l, op == "Transpose");
   if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") return lower_reduce(l, op);
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     return lower_pool(l, op);

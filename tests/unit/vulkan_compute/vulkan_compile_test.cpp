@@ -441,6 +441,32 @@ TEST_F(VulkanCompile, ReductionsOverContiguousAxesMatch) {
   }
 }
 
+// Transpose and Expand as strided copies.
+TEST_F(VulkanCompile, TransposeAndExpandCopyTheRightElements) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4});
+  const int c = g.input({3, 1});
+  const int t = g.tensor({4, 2, 3}), e = g.tensor({2, 3, 4});
+  g.node("Transpose", {x}, {t}, {}, 13, {{"perm", {2, 0, 1}}});
+  g.node("Expand", {c, g.constant_i64({3}, {2, 1, 4})}, {e});
+  g.output(t);
+  g.output(e);
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(24, 41), cv = random_values(3, 42);
+  auto out = run(blob, {{{2, 3, 4}, xv}, {{3, 1}, cv}}, {{4, 2, 3}, {2, 3, 4}});
+  ASSERT_EQ(out.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      for (int k = 0; k < 4; ++k) {
+        EXPECT_EQ(out[0][(k * 2 + i) * 3 + j], xv[(i * 3 + j) * 4 + k]);
+        EXPECT_EQ(out[1][(i * 3 + j) * 4 + k], cv[j]);
+      }
+    }
+  }
+}
+
 // Softmax over one axis (opset 13) and LogSoftmax over the flattened tail
 // (opset 11), against host math.
 TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {

@@ -47,7 +47,8 @@ enum class UnaryOp : uint32_t {
   kCount
 };
 
-enum class BinaryOp : uint32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu, kCount };
+// kCopyA copies a (b is not read): Transpose and Expand as strided copies.
+enum class BinaryOp : uint32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin, kPRelu, kCopyA, kCount };
 
 inline constexpr uint32_t kBinaryMaxRank = 6;
 inline constexpr uint32_t kLinearGroupSize = 256;

@@ -1,0 +1,251 @@
+// Lowering of the neural-network operators: Conv, pools, reductions,
+// Softmax/LogSoftmax.
+#include <algorithm>
+
+#include "lowering.hpp"
+
+namespace loom::vulkan::lowering {
+
+// Softmax/LogSoftmax: before opset 13 over the flattened [axis, rank)
+// dimensions, from 13 over dimension `axis` alone.
+bool lower_softmax(Lowering& l, bool log_softmax) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kSoftmax;
+  o.log_softmax = log_softmax;
+  const bool legacy = l.opset() < 13;
+  int64_t axis = 0;
+  if (!l.attributes({"axis"}) || !l.get_int("axis", legacy ? 1 : -1, &axis) || !l.inputs(1, 1) ||
+      !l.data(0) || !l.output() || !same_shape_out(l)) {
+    return false;
+  }
+  const Shape s = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(s.size());
+  if (axis < -rank || axis >= rank || rank == 0) {
+    return l.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  if (axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+  if (axis < 0) axis += rank;
+  o.outer = o.n = o.inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const uint64_t v = static_cast<uint64_t>(s[static_cast<size_t>(d)]);
+    if (d < axis) {
+      o.outer *= v;
+    } else if (d == axis || legacy) {
+      o.n *= v;
+    } else {
+      o.inner *= v;
+    }
+  }
+  if (o.inner == 0 || o.n == 0 || o.outer == 0) return l.fail("empty tensors are not supported");
+  return true;
+}
+
+// 2-D Conv (NCHW), any group, stride, dilation and pads; auto_pad NOTSET,
+// VALID, SAME_UPPER or SAME_LOWER.
+bool lower_conv(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kConv;
+  Shape strides, dilations, pads, kernel;
+  int64_t group = 1;
+  std::string auto_pad;
+  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
+      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
+      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) ||
+      !l.get_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
+    return false;
+  }
+  const Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
+  if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
+  if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
+    return l.fail("group " + std::to_string(group) + " does not fit the channels");
+  }
+  if (!kernel.empty() && kernel != Shape{w[2], w[3]}) return l.fail("kernel_shape differs from W");
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
+    const int64_t in = x[2 + i], k = (w[2 + i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      return l.fail("auto_pad " + auto_pad + " is not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0) return l.fail("negative pads");
+    const int64_t out = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
+    if (in + pads[i] + pads[i + 2] < k || y.size() != 4 || y[2 + i] != out) {
+      return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+    }
+  }
+  if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+  if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
+  ConvParams& p = o.conv;
+  p.n = static_cast<uint32_t>(x[0]);
+  p.c = static_cast<uint32_t>(x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.m = static_cast<uint32_t>(w[0]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(w[2]);
+  p.kw = static_cast<uint32_t>(w[3]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.group = static_cast<uint32_t>(group);
+  p.bias = l.present(2);
+  if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
+  return true;
+}
+
+// MaxPool (ceil_mode allowed, Indices output not), AveragePool (ceil_mode 0,
+// count_include_pad), GlobalAveragePool, GlobalMaxPool; 2-D (4-D tensors).
+bool lower_pool(Lowering& l, const std::string& op) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kPool;
+  const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  const bool max = op == "MaxPool" || op == "GlobalMaxPool";
+  Shape strides, dilations, pads, kernel;
+  int64_t ceil_mode = 0, include_pad = 0, storage_order = 0;
+  std::string auto_pad;
+  if (global) {
+    if (!l.attributes({}) || !l.inputs(1, 1)) return false;
+  } else if (max) {
+    if (!l.attributes({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}) ||
+        !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("storage_order", 0, &storage_order) ||
+        !l.get_ints("dilations", &dilations) || !l.inputs(1, 1)) {
+      return false;
+    }
+  } else if (!l.attributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) ||
+             !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("count_include_pad", 0, &include_pad) ||
+             !l.inputs(1, 1)) {
+    return false;
+  }
+  if (!l.get_ints("strides", &strides) || !l.get_ints("pads", &pads) ||
+      !l.get_ints("kernel_shape", &kernel) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.data(0) || !l.output()) {
+    return false;
+  }
+  const Shape x = l.shape_of(0), y = l.output_shape();
+  if (x.size() != 4 || y.size() != 4) return l.fail("only 2-D pooling (4-D tensors) is supported");
+  if (global) kernel = {x[2], x[3]};
+  if (kernel.size() != 2) return l.fail("kernel_shape must have 2 entries");
+  if (!max && ceil_mode != 0) return l.fail("AveragePool with ceil_mode is not supported");
+  if (strides.empty()) strides = {1, 1};
+  if (dilations.empty()) dilations = {1, 1};
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1) return l.fail("strides, dilations and kernel must be >= 1");
+    const int64_t in = x[2 + i], k = (kernel[i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + strides[i] - 1) / strides[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + k - in);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    } else if (auto_pad != "NOTSET") {
+      return l.fail("auto_pad " + auto_pad + " is not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0 || pads[i] >= k || pads[i + 2] >= k) return l.fail("pads out of range");
+    const int64_t span = in + pads[i] + pads[i + 2] - k;
+    if (span < 0) return l.fail("the window is larger than the padded input");
+    int64_t out = span / strides[i] + 1;
+    if (ceil_mode != 0) {
+      out = (span + strides[i] - 1) / strides[i] + 1;
+      // The last window must start inside the input or its left padding.
+      if ((out - 1) * strides[i] >= in + pads[i]) --out;
+    }
+    if (y[2 + i] != out) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+  }
+  if (y[0] != x[0] || y[1] != x[1]) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+  PoolParams& p = o.pool;
+  p.planes = static_cast<uint32_t>(x[0] * x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(kernel[0]);
+  p.kw = static_cast<uint32_t>(kernel[1]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.mode = max ? 0 : (include_pad != 0 ? 2 : 1);
+  return true;
+}
+
+// ReduceSum/ReduceMean/ReduceMax over axes that form one contiguous run of
+// dimensions (after dropping size-1 dimensions would change nothing, so
+// they are taken as given), keepdims either way. Axes come from the
+// attribute, or for ReduceSum from opset 13 from a constant input.
+bool lower_reduce(Lowering& l, const std::string& op) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kReduce;
+  o.reduce_op = op == "ReduceSum" ? 0 : op == "ReduceMean" ? 1 : 2;
+  const bool axes_input = op == "ReduceSum" && l.opset() >= 13;
+  int64_t keepdims = 1, noop = 0;
+  Shape axes;
+  if (axes_input) {
+    if (!l.attributes({"keepdims", "noop_with_empty_axes"}) || !l.inputs(1, 2) ||
+        !l.get_int("noop_with_empty_axes", 0, &noop)) {
+      return false;
+    }
+    if (l.present(1) && !l.constant_i64s(1, &axes)) return false;
+  } else if (!l.attributes({"axes", "keepdims"}) || !l.inputs(1, 1) || !l.get_ints("axes", &axes)) {
+    return false;
+  }
+  if (!l.get_int("keepdims", 1, &keepdims) || !l.data(0) || !l.output()) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axes.empty()) {
+    if (noop != 0) return l.fail("noop_with_empty_axes is not supported");
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> reduced(x.size(), false);
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
+    const size_t d = static_cast<size_t>(a < 0 ? a + rank : a);
+    if (reduced[d]) return l.fail("axis " + std::to_string(a) + " is repeated");
+    reduced[d] = true;
+  }
+  size_t first = x.size(), last = 0;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (reduced[d]) {
+      first = std::min(first, d);
+      last = d;
+    }
+  }
+  Shape want;
+  o.outer = o.n = o.inner = 1;
+  for (size_t d = 0; d < x.size(); ++d) {
+    const uint64_t v = static_cast<uint64_t>(x[d]);
+    if (reduced[d]) {
+      o.n *= v;
+      if (keepdims != 0) want.push_back(1);
+    } else {
+      if (d > first && d < last) return l.fail("the reduced axes are not contiguous");
+      (d < first ? o.outer : o.inner) *= v;
+      want.push_back(x[d]);
+    }
+  }
+  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
+  return true;
+}
+
+}  // namespace loom::vulkan::lowering
