@@ -5,11 +5,20 @@
 // (the copies in and out are not timed: a model keeps its tensors there).
 // Counters: GFLOP/s for GEMM (2·N³ per run) and Conv (2·MACs), GB/s for Add
 // (12 bytes per element). A plugin with no device skips its cases with the reason.
+// Inputs are pseudo-random; after timing, sampled outputs are checked against a
+// double-precision host computation, and a case that computes wrong values
+// fails (SkipWithError) instead of reporting a speed.
+// LOOM_BENCH_CPU_SIMD_PLUGIN and LOOM_BENCH_VULKAN_PLUGIN override the plugin
+// paths built in (to run a copied build on another machine).
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +35,9 @@ void* host_allocate(void*, size_t size, size_t alignment) {
   return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
 }
 void host_free(void*, void* p) { std::free(p); }
+void host_log(void*, loom_log_level_t level, const char* message) {
+  if (level >= LOOM_LOG_WARNING) std::fprintf(stderr, "plugin: %s\n", message);
+}
 
 // One loaded plugin with its device 0; `error` says why not.
 struct Backend {
@@ -34,6 +46,7 @@ struct Backend {
   loom_plugin_t* plugin = nullptr;
   loom_device_t* device = nullptr;
   bool host_execute = false;
+  std::string name;  // the device's name, for the report's context
   std::string error;
   loom_host_services_t host{};
 
@@ -41,6 +54,7 @@ struct Backend {
     host.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
     host.allocate = host_allocate;
     host.free = host_free;
+    host.log = host_log;
     handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       error = dlerror();
@@ -62,11 +76,16 @@ struct Backend {
     args.host = &host;
     if (!ok(api->plugin_create(&args))) return;
     plugin = args.out_plugin;
+    if (loom_status_t* s = api->plugin_check_available(plugin); s != nullptr) {
+      (void)ok(s);
+      return;
+    }
     if (!ok(api->device_get(plugin, 0, &device))) return;
     loom_device_info_t info{};
     info.struct_size = LOOM_DEVICE_INFO_STRUCT_SIZE;
     if (!ok(api->device_info(device, &info))) return;
     host_execute = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
+    name = info.name != nullptr ? info.name : "";
   }
   ~Backend() {
     if (plugin != nullptr) api->plugin_destroy(plugin);
@@ -81,12 +100,16 @@ struct Backend {
   }
 };
 
+const char* plugin_path(const char* variable, const char* built_in) {
+  const char* v = std::getenv(variable);
+  return v != nullptr && *v != '\0' ? v : built_in;
+}
 Backend& cpu_simd() {
-  static Backend b(LOOM_CPU_SIMD_PLUGIN_PATH);
+  static Backend b(plugin_path("LOOM_BENCH_CPU_SIMD_PLUGIN", LOOM_CPU_SIMD_PLUGIN_PATH));
   return b;
 }
 Backend& vulkan() {
-  static Backend b(LOOM_VULKAN_PLUGIN_PATH);
+  static Backend b(plugin_path("LOOM_BENCH_VULKAN_PLUGIN", LOOM_VULKAN_PLUGIN_PATH));
   return b;
 }
 
@@ -115,9 +138,31 @@ std::vector<uint8_t> one_node(const char* op, const std::vector<Dims>& in_shapes
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }
 
-// Compiles `graph` on `b`, loads it and runs it in the benchmark loop.
+// Checks the output (last) against the inputs; returns what is wrong, or "".
+using Check = std::function<std::string(const std::vector<std::vector<float>>&)>;
+
+// Pseudo-random values in [-1, 1), the same for every run.
+void fill(std::vector<float>& v, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 12345u;
+  for (float& f : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    f = static_cast<float>(x >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+}
+
+// "" when |got - want| is within a relative tolerance of the operands' scale.
+std::string compare(const char* what, size_t index, float got, double want, double scale) {
+  if (std::fabs(got - want) <= 1e-4 * scale + 1e-6) return "";
+  return std::string(what) + "[" + std::to_string(index) + "] = " + std::to_string(got) +
+         ", expected " + std::to_string(want);
+}
+
+// Compiles `graph` on `b`, loads it, runs it in the benchmark loop, then
+// copies the output back and checks it.
 void run_case(benchmark::State& state, Backend& b, const std::vector<uint8_t>& graph,
-              const std::vector<Dims>& shapes) {
+              const std::vector<Dims>& shapes, const Check& check) {
   if (b.device == nullptr) {
     state.SkipWithError(("no device: " + b.error).c_str());
     return;
@@ -152,7 +197,8 @@ void run_case(benchmark::State& state, Backend& b, const std::vector<uint8_t>& g
   for (size_t i = 0; i < shapes.size(); ++i) {
     size_t n = 1;
     for (int64_t d : shapes[i]) n *= static_cast<size_t>(d);
-    host[i].assign(n, 0.5f);
+    host[i].assign(n, 0.0f);
+    fill(host[i], static_cast<uint32_t>(i + 1));
     loom_tensor_t& t = tensors[i];
     t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
     t.dtype = LOOM_DTYPE_F32;
@@ -185,26 +231,70 @@ void run_case(benchmark::State& state, Backend& b, const std::vector<uint8_t>& g
   e.inputs = ins.data();
   e.output_count = outs.size();
   e.outputs = outs.data();
+  bool ran = true;
   for (auto _ : state) {
     if (!b.ok(b.api->execute(&e))) {
       state.SkipWithError(b.error.c_str());
+      ran = false;
       break;
     }
+  }
+  if (ran) {
+    std::fill(host.back().begin(), host.back().end(), std::nanf(""));
+    if (!b.host_execute) {
+      if (!b.ok(b.api->execute(&e))) {
+        state.SkipWithError(b.error.c_str());
+      } else {
+        loom_buffer_copy_args_t cp{};
+        cp.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
+        cp.buffer = buffers.back();
+        cp.host_pointer = host.back().data();
+        cp.size = host.back().size() * 4;
+        if (!b.ok(b.api->buffer_copy_to_host(&cp))) state.SkipWithError(b.error.c_str());
+      }
+    } else if (!b.ok(b.api->execute(&e))) {
+      state.SkipWithError(b.error.c_str());
+    }
+    const std::string wrong = check(host);
+    if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
   }
   b.api->executable_destroy(l.out_executable);
   for (loom_buffer_t* buf : buffers) b.api->buffer_free(buf);
   host_free(nullptr, c.out_blob);
 }
 
+// Samples of an [m, n] = [m, k] x [k, n] product, computed in double.
+std::string check_gemm(const std::vector<std::vector<float>>& t, int64_t n) {
+  for (int64_t s = 0; s < 64; ++s) {
+    const int64_t i = (s * 7919) % n, j = (s * 104729 + 13) % n;
+    double want = 0, scale = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      want += static_cast<double>(t[0][i * n + k]) * t[1][k * n + j];
+      scale += std::fabs(static_cast<double>(t[0][i * n + k]) * t[1][k * n + j]);
+    }
+    std::string e = compare("Y", static_cast<size_t>(i * n + j), t[2][i * n + j], want, scale);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
 void gemm(benchmark::State& state, Backend& b) {
   const int64_t n = state.range(0);
-  run_case(state, b, one_node("MatMul", {{n, n}, {n, n}}, {n, n}), {{n, n}, {n, n}, {n, n}});
+  run_case(state, b, one_node("MatMul", {{n, n}, {n, n}}, {n, n}), {{n, n}, {n, n}, {n, n}},
+           [n](const auto& t) { return check_gemm(t, n); });
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
 void add(benchmark::State& state, Backend& b) {
   const int64_t n = state.range(0);
-  run_case(state, b, one_node("Add", {{n}, {n}}, {n}), {{n}, {n}, {n}});
+  run_case(state, b, one_node("Add", {{n}, {n}}, {n}), {{n}, {n}, {n}}, [n](const auto& t) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::string e = compare("Y", static_cast<size_t>(i), t[2][i],
+                              static_cast<double>(t[0][i]) + t[1][i], 2.0);
+      if (!e.empty()) return e;
+    }
+    return std::string();
+  });
   state.SetBytesProcessed(state.iterations() * n * 12);
 }
 
@@ -212,10 +302,34 @@ void add(benchmark::State& state, Backend& b) {
 // (group = C, one filter per channel). 2 * MACs FLOPs per run.
 void conv(benchmark::State& state, Backend& b, bool depthwise) {
   const int64_t c = state.range(0), hw = 56;
-  const int64_t group = depthwise ? c : 1;
-  const Dims x = {1, c, hw, hw}, w = {c, c / group, 3, 3}, y = {1, c, hw, hw};
-  run_case(state, b, one_node("Conv", {x, w}, y, group, {1, 1, 1, 1}), {x, w, y});
-  const double flops = 2.0 * hw * hw * c * (c / group) * 9;
+  const int64_t group = depthwise ? c : 1, cg = c / group;
+  const Dims x = {1, c, hw, hw}, w = {c, cg, 3, 3}, y = {1, c, hw, hw};
+  run_case(state, b, one_node("Conv", {x, w}, y, group, {1, 1, 1, 1}), {x, w, y},
+           [=](const auto& t) {
+             for (int64_t s = 0; s < 64; ++s) {
+               const int64_t oc = (s * 37) % c, oy = (s * 13) % hw, ox = (s * 29 + 5) % hw;
+               const int64_t g = oc / (c / group);
+               double want = 0, scale = 0;
+               for (int64_t ic = 0; ic < cg; ++ic) {
+                 for (int64_t ky = 0; ky < 3; ++ky) {
+                   for (int64_t kx = 0; kx < 3; ++kx) {
+                     const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+                     if (iy < 0 || iy >= hw || ix < 0 || ix >= hw) continue;
+                     const double p = static_cast<double>(
+                                          t[0][((g * cg + ic) * hw + iy) * hw + ix]) *
+                                      t[1][((oc * cg + ic) * 3 + ky) * 3 + kx];
+                     want += p;
+                     scale += std::fabs(p);
+                   }
+                 }
+               }
+               const size_t at = static_cast<size_t>((oc * hw + oy) * hw + ox);
+               std::string e = compare("Y", at, t[2][at], want, scale);
+               if (!e.empty()) return e;
+             }
+             return std::string();
+           });
+  const double flops = 2.0 * hw * hw * c * cg * 9;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
@@ -240,4 +354,13 @@ BENCHMARK(BM_Depthwise3x3_Vulkan)->Arg(128)->Unit(benchmark::kMillisecond)->UseR
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  for (auto [label, backend] : {std::pair{"cpu-simd://0", &cpu_simd()}, std::pair{"vulkan-compute://0", &vulkan()}}) {
+    benchmark::AddCustomContext(label, backend->device != nullptr ? backend->name : "no device: " + backend->error);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

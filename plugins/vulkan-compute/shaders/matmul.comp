@@ -1,8 +1,13 @@
 // Batched, tiled y = act(alpha * op(A) op(B) + beta * C). Each workgroup
-// computes a 64 x 64 output tile with 16 x 16 invocations of 4 x 4 outputs,
-// staging 16-deep slices of A and B in shared memory. Push constants:
-// kernels.hpp (kMatMul).
+// computes a 128 x 128 output tile with 16 x 16 invocations of 8 x 8 outputs
+// (rows ty*4..+3 and 64+ty*4..+3, columns tx*4..+3 and 64+tx*4..+3, so that
+// every shared-memory read is one vec4 and 16 invocations read 16 distinct
+// vec4s), staging 16-deep slices of A and B in shared memory, A stored
+// k-major so that both operands are read the same way; the next slice is
+// fetched into registers while the current one is multiplied. Push
+// constants: kernels.hpp (kMatMul).
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
@@ -13,10 +18,24 @@ layout(push_constant) uniform P {
   float alpha; float beta; uint crow; uint ccol;
 } p;
 
-const uint TILE = 64u;
+const uint TILE = 128u;
 const uint DEPTH = 16u;
-shared float As[DEPTH][TILE];
-shared float Bs[DEPTH][TILE];
+shared vec4 As[DEPTH][TILE / 4u];  // As[k][m / 4], component m % 4
+shared vec4 Bs[DEPTH][TILE / 4u];  // Bs[k][n / 4], component n % 4
+
+// Element (m, k) of batch `base`'s A, or 0 outside the matrix or the buffer.
+float load_a(uint base, bool ta, uint m, uint k, uint alen) {
+  if (m >= p.M || k >= p.K) return 0.0;
+  uint idx = base + (ta ? k * p.M + m : m * p.K + k);
+  return idx < alen ? a[idx] : 0.0;
+}
+
+// Element (k, n) of batch `base`'s B, or 0 outside.
+float load_b(uint base, bool tb, uint k, uint n, uint blen) {
+  if (n >= p.N || k >= p.K) return 0.0;
+  uint idx = base + (tb ? n * p.K + k : k * p.N + n);
+  return idx < blen ? b[idx] : 0.0;
+}
 
 void main() {
   uint tx = gl_LocalInvocationID.x;
@@ -31,45 +50,61 @@ void main() {
   uint bbase = z * p.sb;
   uint alen = uint(a.length());
   uint blen = uint(b.length());
-  float acc[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
+  vec4 acc[8][2];
+  [[unroll]] for (int i = 0; i < 8; ++i) {
+    acc[i][0] = vec4(0.0);
+    acc[i][1] = vec4(0.0);
+  }
+
+  // Each invocation fetches 8 elements of each operand's next slice into
+  // registers while the current slice is multiplied: 8 consecutive in memory
+  // along k (row-major A, transposed B), else two runs of 4 along m or n.
+  // Wide runs (k-major operands) stage at row tid / 32 and tid / 32 + 8.
+  uint wk = tid / 32u, wc = (tid % 32u) * 4u;
+  uint nr = tid / 2u, nk = (tid % 2u) * 8u;
+  float ra[8];
+  float rb[8];
+  [[unroll]] for (uint q = 0u; q < 8u; ++q) {
+    ra[q] = ta ? load_a(abase, ta, m0 + wc + (q % 4u), wk + 8u * (q / 4u), alen)
+               : load_a(abase, ta, m0 + nr, nk + q, alen);
+    rb[q] = tb ? load_b(bbase, tb, nk + q, n0 + nr, blen)
+               : load_b(bbase, tb, wk + 8u * (q / 4u), n0 + wc + (q % 4u), blen);
+  }
 
   for (uint k0 = 0u; k0 < p.K; k0 += DEPTH) {
-    for (uint l = 0u; l < 4u; ++l) {
-      uint e = tid + l * 256u;
-      // A slice: 64 rows (m) x 16 columns (k); consecutive e walk k when A
-      // is row-major, m when it is transposed.
-      uint ak = ta ? e / TILE : e % DEPTH;
-      uint am = ta ? e % TILE : e / DEPTH;
-      uint gm = m0 + am;
-      uint gk = k0 + ak;
-      float v = 0.0;
-      if (gm < p.M && gk < p.K) {
-        uint idx = abase + (ta ? gk * p.M + gm : gm * p.K + gk);
-        if (idx < alen) v = a[idx];
-      }
-      As[ak][am] = v;
-      // B slice: 16 rows (k) x 64 columns (n).
-      uint bk = tb ? e % DEPTH : e / TILE;
-      uint bn = tb ? e / DEPTH : e % TILE;
-      uint gn = n0 + bn;
-      uint gk2 = k0 + bk;
-      v = 0.0;
-      if (gn < p.N && gk2 < p.K) {
-        uint idx = bbase + (tb ? gn * p.K + gk2 : gk2 * p.N + gn);
-        if (idx < blen) v = b[idx];
-      }
-      Bs[bk][bn] = v;
+    if (ta) {
+      As[wk][wc / 4u] = vec4(ra[0], ra[1], ra[2], ra[3]);
+      As[wk + 8u][wc / 4u] = vec4(ra[4], ra[5], ra[6], ra[7]);
+    } else {
+      [[unroll]] for (uint q = 0u; q < 8u; ++q) As[nk + q][nr / 4u][nr % 4u] = ra[q];
+    }
+    if (tb) {
+      [[unroll]] for (uint q = 0u; q < 8u; ++q) Bs[nk + q][nr / 4u][nr % 4u] = rb[q];
+    } else {
+      Bs[wk][wc / 4u] = vec4(rb[0], rb[1], rb[2], rb[3]);
+      Bs[wk + 8u][wc / 4u] = vec4(rb[4], rb[5], rb[6], rb[7]);
     }
     barrier();
-    for (uint kk = 0u; kk < DEPTH; ++kk) {
-      float av[4];
-      float bv[4];
-      for (uint i = 0u; i < 4u; ++i) av[i] = As[kk][ty + 16u * i];
-      for (uint j = 0u; j < 4u; ++j) bv[j] = Bs[kk][tx + 16u * j];
-      for (uint i = 0u; i < 4u; ++i)
-        for (uint j = 0u; j < 4u; ++j) acc[i][j] += av[i] * bv[j];
+    uint k1 = k0 + DEPTH;
+    if (k1 < p.K) {
+      [[unroll]] for (uint q = 0u; q < 8u; ++q) {
+        ra[q] = ta ? load_a(abase, ta, m0 + wc + (q % 4u), k1 + wk + 8u * (q / 4u), alen)
+                   : load_a(abase, ta, m0 + nr, k1 + nk + q, alen);
+        rb[q] = tb ? load_b(bbase, tb, k1 + nk + q, n0 + nr, blen)
+                   : load_b(bbase, tb, k1 + wk + 8u * (q / 4u), n0 + wc + (q % 4u), blen);
+      }
+    }
+    [[unroll]] for (uint kk = 0u; kk < DEPTH; ++kk) {
+      vec4 a0 = As[kk][ty];
+      vec4 a1 = As[kk][16u + ty];
+      vec4 b0 = Bs[kk][tx];
+      vec4 b1 = Bs[kk][16u + tx];
+      [[unroll]] for (int i = 0; i < 4; ++i) {
+        acc[i][0] += a0[i] * b0;
+        acc[i][1] += a0[i] * b1;
+        acc[4 + i][0] += a1[i] * b0;
+        acc[4 + i][1] += a1[i] * b1;
+      }
     }
     barrier();
   }
@@ -78,20 +113,22 @@ void main() {
   uint act = (p.flags >> 3u) & 3u;
   uint ylen = uint(y.length());
   uint clen = uint(c.length());
-  for (uint i = 0u; i < 4u; ++i) {
-    uint m = m0 + ty + 16u * i;
-    if (m >= p.M) continue;
-    for (uint j = 0u; j < 4u; ++j) {
-      uint n = n0 + tx + 16u * j;
-      if (n >= p.N) continue;
-      float v = p.alpha * acc[i][j];
-      if (bias) {
-        uint ci = z * p.sc + m * p.crow + n * p.ccol;
-        if (ci < clen) v += p.beta * c[ci];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint m = m0 + (i < 4u ? ty * 4u + i : 64u + ty * 4u + (i - 4u));
+    [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+      [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+        uint n = n0 + h * 64u + tx * 4u + j;
+        if (m < p.M && n < p.N) {
+          float v = p.alpha * acc[i][h][j];
+          if (bias) {
+            uint ci = z * p.sc + m * p.crow + n * p.ccol;
+            if (ci < clen) v += p.beta * c[ci];
+          }
+          if (act == 1u) v = max(v, 0.0);
+          uint yi = (z * p.M + m) * p.N + n;
+          if (yi < ylen) y[yi] = v;
+        }
       }
-      if (act == 1u) v = max(v, 0.0);
-      uint yi = (z * p.M + m) * p.N + n;
-      if (yi < ylen) y[yi] = v;
     }
   }
 }

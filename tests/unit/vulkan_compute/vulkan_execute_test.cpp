@@ -263,6 +263,10 @@ class VulkanMatMul : public VulkanExecute {
 TEST_F(VulkanMatMul, TiledMatchesReferenceOnRaggedSizes) {
   LOOM_VK_REQUIRE_DEVICE();
   run(70, 130, 33, 2, false, false, false, 0);
+  // Past one 128 x 128 tile in both directions, K not a multiple of the
+  // 16-deep slice, each operand layout.
+  run(257, 131, 40, 1, false, true, true, 1);
+  run(130, 259, 17, 2, true, false, false, 0);
 }
 TEST_F(VulkanMatMul, TransposedOperandsBiasAndReluFuse) {
   LOOM_VK_REQUIRE_DEVICE();

@@ -13,8 +13,8 @@
 //           c column stride. flags: bit 0 A transposed (stored K x M), bit 1 B
 //           transposed (N x K), bit 2 add beta * C, bits 3-4 activation
 //           (0 none, 1 Relu). y[b, m, n] = act(alpha * sum_k A B + beta * C).
-//           Workgroups: ceil(N / 64), ceil(M / 64), batch; 16 x 16
-//           invocations, each computing 4 x 4 outputs of a 64 x 64 tile.
+//           Workgroups: ceil(N / 128), ceil(M / 128), batch; 16 x 16
+//           invocations, each computing 8 x 8 outputs of a 128 x 128 tile.
 //   softmax bindings x, y.       push: rows, n, inner, log (0 Softmax, 1
 //           LogSoftmax). The tensors are viewed as (rows / inner, n, inner);
 //           one invocation per row, 1-D grid over rows.
@@ -22,7 +22,8 @@
 //           OW, KH, KW, stride h, stride w, dilation h, dilation w, pad top,
 //           pad left, group, flags (bit 2 bias, bits 3-4 activation as for
 //           matmul). NCHW x, [M, C/group, KH, KW] w. Workgroups:
-//           ceil(OH*OW / 64), ceil(M/group / 64), N*group; same tiling as matmul.
+//           ceil(OH*OW / 64), ceil(M/group / 64), N*group; 16 x 16 invocations
+//           of 4 x 4 outputs of a 64 x 64 tile.
 //   pool    bindings x, y. push: planes (N*C), H, W, OH, OW, KH, KW, stride h,
 //           stride w, dilation h, dilation w, pad top, pad left, mode (0 max,
 //           1 average of the positions inside x, 2 average over KH*KW).
@@ -52,7 +53,8 @@ enum class BinaryOp : uint32_t { kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin, k
 
 inline constexpr uint32_t kBinaryMaxRank = 6;
 inline constexpr uint32_t kLinearGroupSize = 256;
-inline constexpr uint32_t kMatMulTile = 64;
+inline constexpr uint32_t kMatMulTile = 128;
+inline constexpr uint32_t kConvTile = 64;
 inline constexpr uint32_t kMatMulTransA = 1u, kMatMulTransB = 2u, kMatMulBias = 4u;
 inline constexpr uint32_t kMatMulActShift = 3u;
 
@@ -158,8 +160,8 @@ inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint3
             p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
             (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
   const uint64_t pixels = uint64_t{p.oh} * p.ow;
-  d.groups[0] = static_cast<uint32_t>((pixels + kMatMulTile - 1) / kMatMulTile);
-  d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kMatMulTile - 1) / kMatMulTile;
+  d.groups[0] = static_cast<uint32_t>((pixels + kConvTile - 1) / kConvTile);
+  d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kConvTile - 1) / kConvTile;
   d.groups[2] = p.n * p.group;
   return d;
 }
@@ -330,8 +332,8 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
                     std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
                     std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
       }
-      groups[0] = static_cast<uint32_t>((oh * ow + kMatMulTile - 1) / kMatMulTile);
-      groups[1] = static_cast<uint32_t>((m / group + kMatMulTile - 1) / kMatMulTile);
+      groups[0] = static_cast<uint32_t>((oh * ow + kConvTile - 1) / kConvTile);
+      groups[1] = static_cast<uint32_t>((m / group + kConvTile - 1) / kConvTile);
       groups[2] = static_cast<uint32_t>(n * group);
       break;
     }
