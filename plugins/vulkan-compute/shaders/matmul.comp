@@ -23,53 +23,77 @@ const uint DEPTH = 16u;
 shared vec4 As[DEPTH][TILE / 4u];  // As[k][m / 4], component m % 4
 shared vec4 Bs[DEPTH][TILE / 4u];  // Bs[k][n / 4], component n % 4
 
-// Element (m, k) of batch `base`'s A, or 0 outside the matrix or the buffer.
-float load_a(uint base, bool ta, uint m, uint k, uint alen) {
+// Per invocation, set at the start of main(). Each invocation fetches 8
+// elements of each operand's next slice into registers while the current
+// slice is multiplied: 8 consecutive in memory along k (row-major A,
+// transposed B) from row nr, column nk; else two runs of 4 along m or n,
+// from column wc of k rows wk and wk + 8.
+uint m0, n0, abase, bbase, alen, blen, wk, wc, nr, nk;
+bool ta, tb;
+
+// Element (m, k) of A, or 0 outside the matrix or the buffer.
+float load_a(uint m, uint k) {
   if (m >= p.M || k >= p.K) return 0.0;
-  uint idx = base + (ta ? k * p.M + m : m * p.K + k);
+  uint idx = abase + (ta ? k * p.M + m : m * p.K + k);
   return idx < alen ? a[idx] : 0.0;
 }
 
-// Element (k, n) of batch `base`'s B, or 0 outside.
-float load_b(uint base, bool tb, uint k, uint n, uint blen) {
+// Element (k, n) of B, or 0 outside.
+float load_b(uint k, uint n) {
   if (n >= p.N || k >= p.K) return 0.0;
-  uint idx = base + (tb ? n * p.K + k : k * p.N + n);
+  uint idx = bbase + (tb ? n * p.K + k : k * p.N + n);
   return idx < blen ? b[idx] : 0.0;
+}
+
+// This invocation's elements of the slice starting at k0. A slice wholly
+// inside both matrices and buffers (every one but the edges of a large
+// product) is read without per-element checks.
+void fetch(uint k0, out float ra[8], out float rb[8]) {
+  uint klast = k0 + DEPTH - 1u;
+  uint alast = abase + (ta ? klast * p.M + m0 + TILE - 1u : (m0 + TILE - 1u) * p.K + klast);
+  uint blast = bbase + (tb ? (n0 + TILE - 1u) * p.K + klast : klast * p.N + n0 + TILE - 1u);
+  bool inside = m0 + TILE <= p.M && n0 + TILE <= p.N && klast < p.K && alast < alen && blast < blen;
+  if (inside) {
+    [[unroll]] for (uint q = 0u; q < 8u; ++q) {
+      ra[q] = ta ? a[abase + (k0 + wk + 8u * (q / 4u)) * p.M + m0 + wc + (q % 4u)]
+                 : a[abase + (m0 + nr) * p.K + k0 + nk + q];
+      rb[q] = tb ? b[bbase + (n0 + nr) * p.K + k0 + nk + q]
+                 : b[bbase + (k0 + wk + 8u * (q / 4u)) * p.N + n0 + wc + (q % 4u)];
+    }
+  } else {
+    [[unroll]] for (uint q = 0u; q < 8u; ++q) {
+      ra[q] = ta ? load_a(m0 + wc + (q % 4u), k0 + wk + 8u * (q / 4u)) : load_a(m0 + nr, k0 + nk + q);
+      rb[q] = tb ? load_b(k0 + nk + q, n0 + nr) : load_b(k0 + wk + 8u * (q / 4u), n0 + wc + (q % 4u));
+    }
+  }
 }
 
 void main() {
   uint tx = gl_LocalInvocationID.x;
   uint ty = gl_LocalInvocationID.y;
   uint tid = ty * 16u + tx;
-  uint n0 = gl_WorkGroupID.x * TILE;
-  uint m0 = gl_WorkGroupID.y * TILE;
+  n0 = gl_WorkGroupID.x * TILE;
+  m0 = gl_WorkGroupID.y * TILE;
   uint z = gl_WorkGroupID.z;
-  bool ta = (p.flags & 1u) != 0u;
-  bool tb = (p.flags & 2u) != 0u;
-  uint abase = z * p.sa;
-  uint bbase = z * p.sb;
-  uint alen = uint(a.length());
-  uint blen = uint(b.length());
+  ta = (p.flags & 1u) != 0u;
+  tb = (p.flags & 2u) != 0u;
+  abase = z * p.sa;
+  bbase = z * p.sb;
+  alen = uint(a.length());
+  blen = uint(b.length());
   vec4 acc[8][2];
   [[unroll]] for (int i = 0; i < 8; ++i) {
     acc[i][0] = vec4(0.0);
     acc[i][1] = vec4(0.0);
   }
 
-  // Each invocation fetches 8 elements of each operand's next slice into
-  // registers while the current slice is multiplied: 8 consecutive in memory
-  // along k (row-major A, transposed B), else two runs of 4 along m or n.
-  // Wide runs (k-major operands) stage at row tid / 32 and tid / 32 + 8.
-  uint wk = tid / 32u, wc = (tid % 32u) * 4u;
-  uint nr = tid / 2u, nk = (tid % 2u) * 8u;
+  wk = tid / 32u;
+  wc = (tid % 32u) * 4u;
+  nr = tid / 2u;
+  nk = (tid % 2u) * 8u;
   float ra[8];
   float rb[8];
-  [[unroll]] for (uint q = 0u; q < 8u; ++q) {
-    ra[q] = ta ? load_a(abase, ta, m0 + wc + (q % 4u), wk + 8u * (q / 4u), alen)
-               : load_a(abase, ta, m0 + nr, nk + q, alen);
-    rb[q] = tb ? load_b(bbase, tb, nk + q, n0 + nr, blen)
-               : load_b(bbase, tb, wk + 8u * (q / 4u), n0 + wc + (q % 4u), blen);
-  }
+  fetch(0u, ra, rb);
 
   for (uint k0 = 0u; k0 < p.K; k0 += DEPTH) {
     if (ta) {
@@ -85,15 +109,7 @@ void main() {
       Bs[wk + 8u][wc / 4u] = vec4(rb[4], rb[5], rb[6], rb[7]);
     }
     barrier();
-    uint k1 = k0 + DEPTH;
-    if (k1 < p.K) {
-      [[unroll]] for (uint q = 0u; q < 8u; ++q) {
-        ra[q] = ta ? load_a(abase, ta, m0 + wc + (q % 4u), k1 + wk + 8u * (q / 4u), alen)
-                   : load_a(abase, ta, m0 + nr, k1 + nk + q, alen);
-        rb[q] = tb ? load_b(bbase, tb, k1 + nk + q, n0 + nr, blen)
-                   : load_b(bbase, tb, k1 + wk + 8u * (q / 4u), n0 + wc + (q % 4u), blen);
-      }
-    }
+    if (k0 + DEPTH < p.K) fetch(k0 + DEPTH, ra, rb);
     [[unroll]] for (uint kk = 0u; kk < DEPTH; ++kk) {
       vec4 a0 = As[kk][ty];
       vec4 a1 = As[kk][16u + ty];
