@@ -144,10 +144,18 @@ class VulkanTest : public ::testing::Test {
   loom_device_t* device_ = nullptr;
 };
 
+// Skips the test, saying why, when there is no Vulkan device; where every
+// suite is required (LOOM_REQUIRE_ALL_SUITES=1: setup.sh installed lavapipe)
+// it fails instead.
 #define LOOM_VK_REQUIRE_DEVICE(...)                                      \
   do {                                                                   \
     std::string why_;                                                    \
     if (!open_device(&why_, std::vector<std::pair<const char*, const char*>>{__VA_ARGS__})) { \
+      const char* required_ = std::getenv("LOOM_REQUIRE_ALL_SUITES");    \
+      if (required_ != nullptr && std::string(required_) == "1") {       \
+        FAIL() << "no Vulkan device: " << why_                           \
+               << " (LOOM_REQUIRE_ALL_SUITES=1 requires one: lavapipe, Debian mesa-vulkan-drivers)"; \
+      }                                                                  \
       GTEST_SKIP() << "no Vulkan device: " << why_;                      \
     }                                                                    \
   } while (0)
