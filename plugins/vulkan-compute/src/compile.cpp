@@ -184,6 +184,12 @@ class Builder {
         p_.dispatches.push_back(make_pool(node.pool, in[0], y));
         return Status();
       }
+      case Lowered::Kind::kLayerNorm: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_layernorm(in[0], in[1], node.has_bias ? in[2] : 0, y, node.outer,
+                                               node.n, node.has_bias, node.alpha));
+        return Status();
+      }
       case Lowered::Kind::kSoftmax: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_softmax(in[0], y, node.outer, node.n, node.inner, node.log_softmax));

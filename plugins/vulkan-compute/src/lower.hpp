@@ -50,7 +50,7 @@ std::string shape_text(const Shape& s);
 
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
@@ -62,6 +62,7 @@ struct Lowered {
   uint64_t outer = 0, n = 0, inner = 0;  // softmax view
   bool log_softmax = false;
   uint32_t reduce_op = 0;  // 0 sum, 1 mean, 2 max
+  bool has_bias = false;   // layernorm: operands are x, scale[, bias]
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;
 };

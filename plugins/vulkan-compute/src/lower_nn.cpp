@@ -1,5 +1,5 @@
 // Lowering of the neural-network operators: Conv, pools, reductions,
-// Softmax/LogSoftmax.
+// Softmax/LogSoftmax, LayerNormalization.
 #include <algorithm>
 
 #include "lowering.hpp"
@@ -245,6 +245,55 @@ bool lower_reduce(Lowering& l, const std::string& op) {
   }
   if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
   if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
+  return true;
+}
+
+// Drops leading 1s: scale and bias match the normalized shape up to them.
+static Shape without_leading_ones(const Shape& s) {
+  size_t i = 0;
+  while (i < s.size() && s[i] == 1) ++i;
+  return Shape(s.begin() + static_cast<std::ptrdiff_t>(i), s.end());
+}
+
+// LayerNormalization (opset 17) over dimensions [axis, rank), computed in
+// f32 (stash_type 1); scale and bias must have the normalized shape (leading
+// 1s aside), not a smaller one broadcast over it. The Mean and InvStdDev
+// outputs are not produced, so a node that uses them is not claimed.
+bool lower_layernorm(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kLayerNorm;
+  int64_t axis = -1, stash = 1;
+  float epsilon = 1e-5f;
+  if (!l.attributes({"axis", "epsilon", "stash_type"}) || !l.get_int("axis", -1, &axis) ||
+      !l.get_float("epsilon", 1e-5f, &epsilon) || !l.get_int("stash_type", 1, &stash) ||
+      !l.inputs(2, 3) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output() ||
+      !same_shape_out(l)) {
+    return false;
+  }
+  if (stash != 1) return l.fail("stash_type " + std::to_string(stash) + " is not supported (only 1, f32)");
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axis < -rank || axis >= rank) {
+    return l.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  if (axis < 0) axis += rank;
+  const Shape normalized(x.begin() + axis, x.end());
+  o.outer = 1;
+  o.n = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    (d < axis ? o.outer : o.n) *= static_cast<uint64_t>(x[static_cast<size_t>(d)]);
+  }
+  if (o.n == 0 || o.outer == 0) return l.fail("empty tensors are not supported");
+  for (size_t i = 1; i < 3; ++i) {
+    if (!l.present(i)) continue;
+    if (without_leading_ones(l.shape_of(i)) != without_leading_ones(normalized)) {
+      return l.fail(std::string(i == 1 ? "scale" : "bias") + " shape " + shape_text(l.shape_of(i)) +
+                    " is not the normalized shape " + shape_text(normalized) +
+                    " (broadcast scale and bias are not supported)");
+    }
+  }
+  o.has_bias = l.present(2);
+  o.alpha = epsilon;
   return true;
 }
 

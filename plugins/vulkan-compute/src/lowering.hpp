@@ -169,5 +169,6 @@ bool lower_softmax(Lowering& l, bool log_softmax);
 bool lower_conv(Lowering& l);
 bool lower_pool(Lowering& l, const std::string& op);
 bool lower_reduce(Lowering& l, const std::string& op);
+bool lower_layernorm(Lowering& l);
 
 }  // namespace loom::vulkan::lowering

@@ -27,6 +27,9 @@ const uint32_t kPoolSpirv[] = {
 const uint32_t kReduceSpirv[] = {
 #include "reduce.spv.inc"
 };
+const uint32_t kLayerNormSpirv[] = {
+#include "layernorm.spv.inc"
+};
 
 }  // namespace
 
@@ -39,6 +42,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kConv: *words = kConvSpirv; *count = std::size(kConvSpirv); return;
     case Kernel::kPool: *words = kPoolSpirv; *count = std::size(kPoolSpirv); return;
     case Kernel::kReduce: *words = kReduceSpirv; *count = std::size(kReduceSpirv); return;
+    case Kernel::kLayerNorm: *words = kLayerNormSpirv; *count = std::size(kLayerNormSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

@@ -96,5 +96,38 @@ TEST(VulkanBlobFormat, HeadErrorsNameTheField) {
   EXPECT_NE(error_of(bad).find("its head describes"), std::string::npos);
 }
 
+TEST(VulkanBlobFormat, LayerNormDispatchesAreCheckedAgainstTheirTensors) {
+  BlobProgram p;
+  auto add = [&](TensorKind kind, std::vector<int64_t> shape) {
+    BlobTensor t;
+    t.kind = kind;
+    t.shape = std::move(shape);
+    p.tensors.push_back(t);
+    return static_cast<uint32_t>(p.tensors.size() - 1);
+  };
+  const uint32_t x = add(TensorKind::kInput, {6, 8});
+  const uint32_t scale = add(TensorKind::kInput, {8});
+  const uint32_t bias = add(TensorKind::kInput, {7});
+  const uint32_t y = add(TensorKind::kOutput, {6, 8});
+  p.inputs = {x, scale, bias};
+  p.outputs = {y};
+  p.dispatches.push_back(make_layernorm(x, scale, scale, y, 6, 8, false, 1e-5f));
+  BlobProgram q;
+  std::string error;
+  std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // A bias of 7 elements for rows of 8.
+  p.dispatches[0] = make_layernorm(x, scale, bias, y, 6, 8, true, 1e-5f);
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (layernorm): rows 6 x n 8 does not match"), std::string::npos)
+      << error_of(encode(p));
+  // Rows that reach past x.
+  p.dispatches[0] = make_layernorm(x, scale, scale, y, 7, 8, false, 1e-5f);
+  EXPECT_NE(error_of(encode(p)).find("(layernorm)"), std::string::npos);
+  // A bias flag other than 0 or 1.
+  p.dispatches[0] = make_layernorm(x, scale, scale, y, 6, 8, false, 1e-5f);
+  p.dispatches[0].push[2] = 2;
+  EXPECT_NE(error_of(encode(p)).find("bias flag 2"), std::string::npos) << error_of(encode(p));
+}
+
 }  // namespace
 }  // namespace loom::vulkan

@@ -498,6 +498,62 @@ TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {
   }
 }
 
+// y = (x - mean) / sqrt(var + 1e-5) * scale + bias over the last n
+// elements of each row, in double.
+std::vector<double> layernorm_reference(const std::vector<float>& x, size_t n, const std::vector<float>& scale,
+                                        const std::vector<float>* bias) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / n; ++r) {
+    double mean = 0, var = 0;
+    for (size_t k = 0; k < n; ++k) mean += x[r * n + k];
+    mean /= double(n);
+    for (size_t k = 0; k < n; ++k) var += (x[r * n + k] - mean) * (x[r * n + k] - mean);
+    var /= double(n);
+    for (size_t k = 0; k < n; ++k) {
+      y[r * n + k] = (x[r * n + k] - mean) / std::sqrt(var + 1e-5) * scale[k] + (bias ? (*bias)[k] : 0.0);
+    }
+  }
+  return y;
+}
+
+TEST_F(VulkanCompile, LayerNormalizationMatchesAndClaimsOnlyFullScaleAndBias) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Graph g;
+  const int x = g.input({2, 3, 4, 5});
+  const std::vector<float> s20 = random_values(20, 11), b20 = random_values(20, 12), s5 = random_values(5, 13);
+  const int scale20 = g.constant_f32({4, 5}, s20), bias20 = g.constant_f32({1, 4, 5}, b20);
+  const int scale5 = g.constant_f32({5}, s5);
+  const int y2 = g.tensor({2, 3, 4, 5}), y3 = g.tensor({2, 3, 4, 5});
+  g.node("LayerNormalization", {x, scale20, bias20}, {y2}, {{"axis", 2}}, 17);
+  g.node("LayerNormalization", {x, scale5}, {y3}, {}, 17);
+  g.output(y2);
+  g.output(y3);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true}));
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(120, 14);
+  auto out = run(blob, {{{2, 3, 4, 5}, xv}}, {{2, 3, 4, 5}, {2, 3, 4, 5}});
+  ASSERT_EQ(out.size(), 2u);
+  const std::vector<double> want2 = layernorm_reference(xv, 20, s20, &b20);
+  const std::vector<double> want3 = layernorm_reference(xv, 5, s5, nullptr);
+  for (size_t e = 0; e < 120; ++e) {
+    EXPECT_NEAR(out[0][e], want2[e], 1e-5) << e;
+    EXPECT_NEAR(out[1][e], want3[e], 1e-5) << e;
+  }
+
+  // A scale broadcast over the normalized shape, stash_type 0 and the Mean
+  // output are refused, so the partitioner sends those nodes elsewhere.
+  Graph r;
+  const int rx = r.input({2, 3, 4, 5});
+  const int rs = r.constant_f32({5}, s5);
+  const int mean = r.tensor({2, 3, 1, 1});
+  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {{"axis", 2}}, 17);
+  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {{"stash_type", 0}}, 17);
+  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5}), mean}, {}, 17);
+  r.output(mean);
+  EXPECT_EQ(supported(r), (std::vector<bool>{false, false, false}));
+}
+
 TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
   Graph g;
   const int x = g.input({4});

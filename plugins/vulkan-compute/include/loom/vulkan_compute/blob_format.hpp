@@ -56,7 +56,8 @@ enum class Kernel : uint32_t {
   kConv = 4,
   kPool = 5,
   kReduce = 6,
-  kCount = 7,
+  kLayerNorm = 7,
+  kCount = 8,
 };
 
 struct BlobTensor {

@@ -31,6 +31,10 @@
 //   reduce  bindings x, y. push: rows (outer * inner), n, inner, op (0 sum,
 //           1 mean, 2 max) over the middle axis of an (outer, n, inner) view
 //           of x; y has `rows` elements. 1-D grid over rows.
+//   layernorm bindings x, scale, bias, y. push: rows, n, has bias (0/1; bias
+//           is bound to scale when 0), epsilon (f32 bits). Normalizes each
+//           of `rows` runs of n consecutive elements; scale and bias have n
+//           elements. 1-D grid over rows.
 #pragma once
 
 #include <cstdint>
@@ -193,6 +197,19 @@ inline BlobDispatch make_reduce(uint32_t x, uint32_t y, uint64_t outer, uint64_t
   return d;
 }
 
+// LayerNormalization of `rows` runs of n elements; `bias` is ignored (bound
+// to `scale`) when !has_bias.
+inline BlobDispatch make_layernorm(uint32_t x, uint32_t scale, uint32_t bias, uint32_t y,
+                                   uint64_t rows, uint64_t n, bool has_bias, float epsilon) {
+  BlobDispatch d;
+  d.kernel = Kernel::kLayerNorm;
+  d.bindings = {x, scale, has_bias ? bias : scale, y};
+  d.push = {static_cast<uint32_t>(rows), static_cast<uint32_t>(n), has_bias ? 1u : 0u,
+            float_bits(epsilon)};
+  linear_groups(rows, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -201,7 +218,7 @@ inline BlobDispatch make_reduce(uint32_t x, uint32_t y, uint64_t outer, uint64_t
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
   static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
-                                       "reduce"};
+                                       "reduce", "layernorm"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -364,6 +381,23 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
         return fail("rows x n = " + std::to_string(rows * n) + " and rows " + std::to_string(rows) +
                     " differ from the tensors' " + std::to_string(elements(0)) + " and " +
                     std::to_string(elements(1)) + " elements");
+      }
+      linear_groups(rows, groups);
+      break;
+    }
+    case Kernel::kLayerNorm: {
+      if (!need(4, 4)) return false;
+      const uint64_t rows = d.push[0], n = d.push[1];
+      if (n == 0 || d.push[2] > 1) {
+        return fail("n " + std::to_string(n) + " is 0 or the bias flag " + std::to_string(d.push[2]) +
+                    " is not 0/1");
+      }
+      if (rows * n != elements(0) || rows * n != elements(3) || elements(1) != n ||
+          (d.push[2] == 1 && elements(2) != n)) {
+        return fail("rows " + std::to_string(rows) + " x n " + std::to_string(n) +
+                    " does not match x, y, scale and bias (" + std::to_string(elements(0)) + ", " +
+                    std::to_string(elements(3)) + ", " + std::to_string(elements(1)) + ", " +
+                    std::to_string(elements(2)) + " elements)");
       }
       linear_groups(rows, groups);
       break;
