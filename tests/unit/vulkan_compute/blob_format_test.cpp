@@ -8,15 +8,18 @@
 namespace loom::vulkan {
 namespace {
 
+// Appends a tensor to `p`; returns its index.
+uint32_t add_tensor(BlobProgram* p, TensorKind kind, std::vector<int64_t> shape) {
+  BlobTensor t;
+  t.kind = kind;
+  t.shape = std::move(shape);
+  p->tensors.push_back(t);
+  return static_cast<uint32_t>(p->tensors.size() - 1);
+}
+
 BlobProgram small_program() {
   BlobProgram p;
-  auto add = [&](TensorKind kind, std::vector<int64_t> shape) {
-    BlobTensor t;
-    t.kind = kind;
-    t.shape = std::move(shape);
-    p.tensors.push_back(t);
-    return static_cast<uint32_t>(p.tensors.size() - 1);
-  };
+  auto add = [&](TensorKind kind, std::vector<int64_t> shape) { return add_tensor(&p, kind, std::move(shape)); };
   const uint32_t x = add(TensorKind::kInput, {3, 4});
   const uint32_t w = add(TensorKind::kConstant, {4, 2});
   p.data.assign(32, 0);
@@ -98,13 +101,7 @@ TEST(VulkanBlobFormat, HeadErrorsNameTheField) {
 
 TEST(VulkanBlobFormat, LayerNormDispatchesAreCheckedAgainstTheirTensors) {
   BlobProgram p;
-  auto add = [&](TensorKind kind, std::vector<int64_t> shape) {
-    BlobTensor t;
-    t.kind = kind;
-    t.shape = std::move(shape);
-    p.tensors.push_back(t);
-    return static_cast<uint32_t>(p.tensors.size() - 1);
-  };
+  auto add = [&](TensorKind kind, std::vector<int64_t> shape) { return add_tensor(&p, kind, std::move(shape)); };
   const uint32_t x = add(TensorKind::kInput, {6, 8});
   const uint32_t scale = add(TensorKind::kInput, {8});
   const uint32_t bias = add(TensorKind::kInput, {7});
