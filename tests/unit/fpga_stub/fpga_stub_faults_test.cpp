@@ -122,11 +122,13 @@ TEST(FpgaStubFaults, NthAllocationFails) {
 TEST(FpgaStubFaults, NthDmaFailsWithDataLoss) {
   Harness h;
   // DMA #1 uploads the weights at load, #2 is the input upload.
-  ASSERT_EQ(h.create({{"fpga.fault.dma", "2"}}), "ok");
+  ASSERT_EQ(h.create({{"fpga.devices", "2"}, {"fpga.fault.dma", "2"}}), "ok");
   Workload run(h, 0);
   expect_error(run.go(), LOOM_STATUS_DATA_LOSS,
                {"fpga-stub://0", "buffer_copy_from_host", "DMA host->device #2", "fpga.fault.dma=2"});
   EXPECT_EQ(run.go(), "ok");  // the next DMA works
+  Workload other(h, 1);
+  EXPECT_EQ(other.go(), "ok");
 }
 
 TEST(FpgaStubFaults, FlippedBitIsDetectedByChecksum) {
