@@ -70,6 +70,28 @@ else
   skip "int8 node tests placed on fpga-stub, demo" "$data is missing (libonnx-testdata)"
 fi
 
+# --- the resource budget: a Conv whose input and output (1 MiB each) do not
+# fit a 1 MiB device is declined, so the partitioner gives it to cpu-simd
+if /usr/bin/python3 - "$dir/big_conv.onnx" <<'PY'
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+w = numpy_helper.from_array(np.full((16, 16, 1, 1), 0.25, np.float32), "w")
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"])], "big_conv",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 128, 128])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 128, 128])], [w])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+then
+  expect_ok "a Conv within the budget goes to fpga-stub" "^fpga-stub  *1  *1 " \
+    "$loom" compile "$dir/big_conv.onnx" -o "$dir/big.loom" --target fpga-stub,cpu-simd
+  expect_ok "a Conv past a 1 MiB budget is declined and goes to cpu-simd" "^cpu-simd  *1  *1 " \
+    "$loom" compile "$dir/big_conv.onnx" -o "$dir/big.loom" --target fpga-stub,cpu-simd \
+    --plugin-option fpga.memory_mb=1
+else
+  fail "could not write big_conv.onnx with python3-onnx"
+fi
+
 # --- plugin options reach the plugin
 expect_ok "fpga.devices=2 gives a second device" "delegate fpga-stub_0 -> fpga-stub://1" \
   "$loom" run "$dir/qdq_cnn.onnx" --input "x=$dir/input.npy" --device fpga-stub://1 \
