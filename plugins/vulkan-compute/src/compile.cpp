@@ -184,6 +184,14 @@ class Builder {
         p_.dispatches.push_back(make_pool(node.pool, in[0], y));
         return Status();
       }
+      case Lowered::Kind::kCopy: {
+        const uint32_t y = target(node.output);
+        for (size_t i = 0; i < node.boxes.size(); ++i) {
+          const CopyBox& b = node.boxes[i];
+          p_.dispatches.push_back(make_copy(in[i], y, b.dims, b.sx, b.sy, b.x0, b.y0));
+        }
+        return Status();
+      }
       case Lowered::Kind::kLayerNorm: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_layernorm(in[0], in[1], node.has_bias ? in[2] : 0, y, node.outer,

@@ -48,9 +48,17 @@ Status open_graph(const void* data, size_t size, Graph* out);
 bool element_count(const Shape& s, uint64_t* out);
 std::string shape_text(const Shape& s);
 
+// One strided box copy (make_copy's arguments): from operand i to the output.
+struct CopyBox {
+  Shape dims;
+  std::vector<int64_t> sx;
+  std::vector<uint64_t> sy;
+  uint64_t x0 = 0, y0 = 0;
+};
+
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
@@ -63,6 +71,7 @@ struct Lowered {
   bool log_softmax = false;
   uint32_t reduce_op = 0;  // 0 sum, 1 mean, 2 max
   bool has_bias = false;   // layernorm: operands are x, scale[, bias]
+  std::vector<CopyBox> boxes;  // kCopy: one per operand (Slice: 1, Concat: each input)
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;
 };

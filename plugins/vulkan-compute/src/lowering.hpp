@@ -170,5 +170,7 @@ bool lower_conv(Lowering& l);
 bool lower_pool(Lowering& l, const std::string& op);
 bool lower_reduce(Lowering& l, const std::string& op);
 bool lower_layernorm(Lowering& l);
+bool lower_slice(Lowering& l);
+bool lower_concat(Lowering& l);
 
 }  // namespace loom::vulkan::lowering

@@ -30,6 +30,9 @@ const uint32_t kReduceSpirv[] = {
 const uint32_t kLayerNormSpirv[] = {
 #include "layernorm.spv.inc"
 };
+const uint32_t kCopySpirv[] = {
+#include "copy.spv.inc"
+};
 
 }  // namespace
 
@@ -43,6 +46,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kPool: *words = kPoolSpirv; *count = std::size(kPoolSpirv); return;
     case Kernel::kReduce: *words = kReduceSpirv; *count = std::size(kReduceSpirv); return;
     case Kernel::kLayerNorm: *words = kLayerNormSpirv; *count = std::size(kLayerNormSpirv); return;
+    case Kernel::kCopy: *words = kCopySpirv; *count = std::size(kCopySpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

@@ -126,5 +126,31 @@ TEST(VulkanBlobFormat, LayerNormDispatchesAreCheckedAgainstTheirTensors) {
   EXPECT_NE(error_of(encode(p)).find("bias flag 2"), std::string::npos) << error_of(encode(p));
 }
 
+TEST(VulkanBlobFormat, CopyDispatchesReachOnlyTheirTensors) {
+  BlobProgram p;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {4, 5});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {4, 3});
+  p.inputs = {x};
+  p.outputs = {y};
+  // Columns 4, 2, 0 of every row: a negative x stride that starts at 4.
+  p.dispatches.push_back(make_copy(x, y, {4, 3}, {5, -2}, {3, 1}, 4, 0));
+  BlobProgram q;
+  std::string error;
+  const std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // Starting at column 3, the backwards walk reaches element -1.
+  p.dispatches[0] = make_copy(x, y, {4, 3}, {5, -2}, {3, 1}, 3, 0);
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (copy): operand x reaches element -1"), std::string::npos)
+      << error_of(encode(p));
+  // A y offset that writes past y.
+  p.dispatches[0] = make_copy(x, y, {4, 3}, {5, -2}, {3, 1}, 4, 1);
+  EXPECT_NE(error_of(encode(p)).find("operand y reaches element 12, the tensor has 12"), std::string::npos)
+      << error_of(encode(p));
+  // A count that is not the box's.
+  p.dispatches[0] = make_copy(x, y, {4, 3}, {5, -2}, {3, 1}, 4, 0);
+  p.dispatches[0].push[0] = 11;
+  EXPECT_NE(error_of(encode(p)).find("count 11, dims give 12"), std::string::npos) << error_of(encode(p));
+}
+
 }  // namespace
 }  // namespace loom::vulkan

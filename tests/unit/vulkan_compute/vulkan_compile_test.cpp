@@ -554,6 +554,61 @@ TEST_F(VulkanCompile, LayerNormalizationMatchesAndClaimsOnlyFullScaleAndBias) {
   EXPECT_EQ(supported(r), (std::vector<bool>{false, false, false}));
 }
 
+TEST_F(VulkanCompile, SliceWithStepsAndConcatCopyTheRightElements) {
+  LOOM_VK_REQUIRE_DEVICE();
+  // x[3, 4, 5]: Slice axes (-1, 0, 1) from (4, 1, -10) to (-100, 3, 3) with
+  // steps (-2, 1, 2): the last axis backwards from 4 to 0 in steps of 2 (4, 2,
+  // 0), rows 1..2, columns 0 and 2 after clamping -10 to 0.
+  Graph g;
+  const int x = g.input({3, 4, 5});
+  const int starts = g.constant_i64({3}, {4, 1, -10}), ends = g.constant_i64({3}, {-100, 3, 3});
+  const int axes = g.constant_i64({3}, {-1, 0, 1}), steps = g.constant_i64({3}, {-2, 1, 2});
+  const int sl = g.tensor({2, 2, 3});
+  g.node("Slice", {x, starts, ends, axes, steps}, {sl}, {}, 13);
+  // Concat of x[3, 4, 5], a constant [3, 2, 5] and x again along axis -2.
+  const std::vector<float> cv = random_values(30, 21);
+  const int c = g.constant_f32({3, 2, 5}, cv);
+  const int cat = g.tensor({3, 10, 5});
+  g.node("Concat", {x, c, x}, {cat}, {{"axis", -2}}, 13);
+  g.output(sl);
+  g.output(cat);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true}));
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xv = random_values(60, 22);
+  auto out = run(blob, {{{3, 4, 5}, xv}}, {{2, 2, 3}, {3, 10, 5}});
+  ASSERT_EQ(out.size(), 2u);
+  const int rows[2] = {1, 2}, cols[2] = {0, 2}, lasts[3] = {4, 2, 0};
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(out[0][(i * 2 + j) * 3 + k], xv[(rows[i] * 4 + cols[j]) * 5 + lasts[k]]) << i << j << k;
+      }
+    }
+  }
+  for (int a = 0; a < 3; ++a) {
+    for (int r = 0; r < 10; ++r) {
+      for (int e = 0; e < 5; ++e) {
+        const float want = r < 4 ? xv[(a * 4 + r) * 5 + e]
+                           : r < 6 ? cv[(a * 2 + r - 4) * 5 + e]
+                                   : xv[(a * 4 + r - 6) * 5 + e];
+        EXPECT_EQ(out[1][(a * 10 + r) * 5 + e], want) << a << " " << r << " " << e;
+      }
+    }
+  }
+
+  // Starts that arrive at run time, a zero step and an empty slice are not
+  // claimed.
+  Graph r;
+  const int rx = r.input({3, 4, 5});
+  const int rs = r.input({1});
+  const int one = r.constant_i64({1}, {1}), three = r.constant_i64({1}, {3}), zero = r.constant_i64({1}, {0});
+  r.node("Slice", {rx, rs, three}, {r.tensor({2, 4, 5})}, {}, 13);
+  r.node("Slice", {rx, one, three, zero, zero}, {r.tensor({2, 4, 5})}, {}, 13);
+  r.node("Slice", {rx, three, one}, {r.tensor({0, 4, 5})}, {}, 13);
+  EXPECT_EQ(supported(r), (std::vector<bool>{false, false, false}));
+}
+
 TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
   Graph g;
   const int x = g.input({4});

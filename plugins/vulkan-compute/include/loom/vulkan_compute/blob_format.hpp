@@ -57,7 +57,8 @@ enum class Kernel : uint32_t {
   kPool = 5,
   kReduce = 6,
   kLayerNorm = 7,
-  kCount = 8,
+  kCopy = 8,
+  kCount = 9,
 };
 
 struct BlobTensor {

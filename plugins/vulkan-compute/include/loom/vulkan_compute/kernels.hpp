@@ -35,6 +35,11 @@
 //           is bound to scale when 0), epsilon (f32 bits). Normalizes each
 //           of `rows` runs of n consecutive elements; scale and bias have n
 //           elements. 1-D grid over rows.
+//   copy    bindings x, y. push: count, rank, x offset, y offset, dims[6],
+//           x strides[6] (signed, as i32 bits), y strides[6]. Copies the box
+//           of `dims`: element i of the box from x[x offset + sum i_d sx_d]
+//           to y[y offset + sum i_d sy_d] (Slice, Concat). 1-D grid over
+//           count.
 #pragma once
 
 #include <cstdint>
@@ -210,6 +215,30 @@ inline BlobDispatch make_layernorm(uint32_t x, uint32_t scale, uint32_t bias, ui
   return d;
 }
 
+// A strided box copy (Slice, Concat). `dims` has at most kBinaryMaxRank
+// entries; x strides may be negative.
+inline BlobDispatch make_copy(uint32_t x, uint32_t y, const std::vector<int64_t>& dims,
+                              const std::vector<int64_t>& sx, const std::vector<uint64_t>& sy,
+                              uint64_t x0, uint64_t y0) {
+  BlobDispatch d;
+  d.kernel = Kernel::kCopy;
+  d.bindings = {x, y};
+  uint64_t count = 1;
+  for (int64_t v : dims) count *= static_cast<uint64_t>(v);
+  d.push.assign(4 + 3 * kBinaryMaxRank, 0);
+  d.push[0] = static_cast<uint32_t>(count);
+  d.push[1] = static_cast<uint32_t>(dims.size());
+  d.push[2] = static_cast<uint32_t>(x0);
+  d.push[3] = static_cast<uint32_t>(y0);
+  for (size_t i = 0; i < dims.size() && i < kBinaryMaxRank; ++i) {
+    d.push[4 + i] = static_cast<uint32_t>(dims[i]);
+    d.push[4 + kBinaryMaxRank + i] = static_cast<uint32_t>(static_cast<int32_t>(sx[i]));
+    d.push[4 + 2 * kBinaryMaxRank + i] = static_cast<uint32_t>(sy[i]);
+  }
+  linear_groups(count, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -218,7 +247,7 @@ inline BlobDispatch make_layernorm(uint32_t x, uint32_t scale, uint32_t bias, ui
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
   static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
-                                       "reduce", "layernorm"};
+                                       "reduce", "layernorm", "copy"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -400,6 +429,39 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
                     std::to_string(elements(2)) + " elements)");
       }
       linear_groups(rows, groups);
+      break;
+    }
+    case Kernel::kCopy: {
+      if (!need(2, 4 + 3 * kBinaryMaxRank)) return false;
+      const uint64_t count = d.push[0];
+      const uint32_t rank = d.push[1];
+      if (rank > kBinaryMaxRank) return fail("rank " + std::to_string(rank) + " exceeds 6");
+      // The lowest and highest element of x and y the box reaches.
+      int64_t x_low = d.push[2], x_high = d.push[2];
+      uint64_t y_high = d.push[3], product = 1;
+      for (uint32_t i = 0; i < rank; ++i) {
+        const uint64_t dim = d.push[4 + i];
+        product *= dim;
+        if (dim == 0) continue;
+        const int64_t sx = static_cast<int32_t>(d.push[4 + kBinaryMaxRank + i]);
+        (sx < 0 ? x_low : x_high) += static_cast<int64_t>(dim - 1) * sx;
+        y_high += (dim - 1) * d.push[4 + 2 * kBinaryMaxRank + i];
+      }
+      for (uint32_t i = rank; i < kBinaryMaxRank; ++i) {
+        if (d.push[4 + i] != 0 || d.push[4 + kBinaryMaxRank + i] != 0 || d.push[4 + 2 * kBinaryMaxRank + i] != 0) {
+          return fail("dimension " + std::to_string(i) + " is past the rank but not zero");
+        }
+      }
+      if (product != count) {
+        return fail("count " + std::to_string(count) + ", dims give " + std::to_string(product));
+      }
+      if (count != 0) {
+        if (x_low < 0) return fail("operand x reaches element " + std::to_string(x_low));
+        if (!reach("x", static_cast<uint64_t>(x_high), elements(0)) || !reach("y", y_high, elements(1))) {
+          return false;
+        }
+      }
+      linear_groups(count, groups);
       break;
     }
     default:
