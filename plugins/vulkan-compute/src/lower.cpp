@@ -230,8 +230,7 @@ bool lower_strided_copy(Lowering& l, bool transpose) {
       for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
     }
     if (perm.size() != x.size()) return l.fail("perm has " + std::to_string(perm.size()) + " entries");
-    std::vector<uint64_t> stride(x.size(), 1);
-    for (size_t d = x.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(x[d]);
+    const std::vector<uint64_t> stride = lowering::contiguous_strides(x);
     std::vector<bool> seen(x.size(), false);
     Shape want;
     o.sa.clear();

@@ -6,14 +6,13 @@
 #include "lowering.hpp"
 
 namespace loom::vulkan::lowering {
-namespace {
-
-// Row-major element strides of `s`.
 std::vector<uint64_t> contiguous_strides(const Shape& s) {
   std::vector<uint64_t> stride(s.size(), 1);
   for (size_t d = s.size(); d-- > 1;) stride[d - 1] = stride[d] * static_cast<uint64_t>(s[d]);
   return stride;
 }
+
+namespace {
 
 bool any_empty(const Shape& s) {
   return std::any_of(s.begin(), s.end(), [](int64_t d) { return d == 0; });

@@ -162,6 +162,9 @@ class Lowering {
   int64_t opset_;
 };
 
+// Row-major element strides of `s`.
+std::vector<uint64_t> contiguous_strides(const Shape& s);
+
 // The output shape equals input 0's; a refusal otherwise.
 bool same_shape_out(Lowering& l);
 
