@@ -152,5 +152,41 @@ TEST(VulkanBlobFormat, CopyDispatchesReachOnlyTheirTensors) {
   EXPECT_NE(error_of(encode(p)).find("count 11, dims give 12"), std::string::npos) << error_of(encode(p));
 }
 
+TEST(VulkanBlobFormat, ResizeDispatchesAreCheckedAgainstTheirTensorsAndTable) {
+  BlobProgram p;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {2, 3});
+  const uint32_t table = add_tensor(&p, TensorKind::kInput, {3 * (4 + 5)});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {4, 5});
+  p.inputs = {x, table};
+  p.outputs = {y};
+  p.dispatches.push_back(make_resize(x, table, y, {2, 3}, {4, 5}));
+  BlobProgram q;
+  std::string error;
+  const std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // Input dims larger than x: the clamped taps could reach past it.
+  p.dispatches[0] = make_resize(x, table, y, {3, 3}, {4, 5});
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (resize): x, table and y have 6, 27 and 20 elements; "
+                                     "the dims need 9, 27 and 20"),
+            std::string::npos)
+      << error_of(encode(p));
+  // A table too short for the output coordinates.
+  p.tensors[table].shape = {26};
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  EXPECT_NE(error_of(encode(p)).find("(resize)"), std::string::npos);
+  // An empty input axis (the taps clamp to dim - 1), and a dimension past
+  // the rank.
+  p.tensors[table].shape = {27};
+  p.dispatches[0].push[2] = 0;
+  EXPECT_NE(error_of(encode(p)).find("dimension 0 is empty"), std::string::npos) << error_of(encode(p));
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  p.dispatches[0].push[2 + 2] = 1;
+  EXPECT_NE(error_of(encode(p)).find("dimension 2 is past the rank"), std::string::npos) << error_of(encode(p));
+  // Workgroups that are not the kernel's.
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  p.dispatches[0].groups[0] = 2;
+  EXPECT_NE(error_of(encode(p)).find("workgroups"), std::string::npos) << error_of(encode(p));
+}
+
 }  // namespace
 }  // namespace loom::vulkan

@@ -58,7 +58,8 @@ enum class Kernel : uint32_t {
   kReduce = 6,
   kLayerNorm = 7,
   kCopy = 8,
-  kCount = 9,
+  kResize = 9,
+  kCount = 10,
 };
 
 struct BlobTensor {
