@@ -213,6 +213,11 @@ class Builder {
         p_.dispatches.push_back(make_resize(in[0], t, y, node.in_dims, node.dims));
         return Status();
       }
+      case Lowered::Kind::kConvTranspose: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_conv_transpose(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
+        return Status();
+      }
       case Lowered::Kind::kSoftmax: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_softmax(in[0], y, node.outer, node.n, node.inner, node.log_softmax));

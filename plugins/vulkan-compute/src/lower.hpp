@@ -58,7 +58,8 @@ struct CopyBox {
 
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy, kResize } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy, kResize,
+                    kConvTranspose } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;

@@ -189,5 +189,6 @@ bool lower_layernorm(Lowering& l);
 bool lower_slice(Lowering& l);
 bool lower_concat(Lowering& l);
 bool lower_resize(Lowering& l);
+bool lower_conv_transpose(Lowering& l);
 
 }  // namespace loom::vulkan::lowering

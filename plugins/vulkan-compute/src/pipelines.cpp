@@ -36,6 +36,9 @@ const uint32_t kCopySpirv[] = {
 const uint32_t kResizeSpirv[] = {
 #include "resize.spv.inc"
 };
+const uint32_t kConvTransposeSpirv[] = {
+#include "conv_transpose.spv.inc"
+};
 
 }  // namespace
 
@@ -51,6 +54,10 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kLayerNorm: *words = kLayerNormSpirv; *count = std::size(kLayerNormSpirv); return;
     case Kernel::kCopy: *words = kCopySpirv; *count = std::size(kCopySpirv); return;
     case Kernel::kResize: *words = kResizeSpirv; *count = std::size(kResizeSpirv); return;
+    case Kernel::kConvTranspose:
+      *words = kConvTransposeSpirv;
+      *count = std::size(kConvTransposeSpirv);
+      return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

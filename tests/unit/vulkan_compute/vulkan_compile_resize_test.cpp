@@ -1,7 +1,7 @@
-// Resize through the vulkan-compute compile entries: the compiled blobs run
-// on the device and match host loops in double precision written from the
-// ONNX formulas, and attribute values the plugin does not compute exactly
-// are not claimed.
+// Resize and ConvTranspose through the vulkan-compute compile entries: the
+// compiled blobs run on the device and match host loops in double precision
+// written from the ONNX formulas, and attribute values the plugin does not
+// compute exactly are not claimed.
 #include <cmath>
 
 #include "compile_harness.hpp"
@@ -172,6 +172,115 @@ TEST_F(VulkanCompile, ResizeRefusesWhatItDoesNotComputeExactly) {
   // Both scales and sizes.
   node({x, -1, up, r.constant_i64({4}, {1, 1, 6, 8})}, {1, 1, 6, 8}, {});
   EXPECT_EQ(supported(r), std::vector<bool>(r.node_count(), false));
+}
+
+struct ConvTransposeShape {
+  int64_t n, c, m, group;
+  Dims in, kernel, strides, dilations, pads, out;  // spatial; pads begin then end
+};
+
+// The scatter form: every input element adds x * w to the output positions
+// its kernel taps reach.
+std::vector<double> conv_transpose_reference(const ConvTransposeShape& s, const std::vector<float>& x,
+                                             const std::vector<float>& w, const std::vector<float>* bias) {
+  const bool two = s.in.size() == 2;
+  const int64_t H = two ? s.in[0] : 1, W = s.in.back(), OH = two ? s.out[0] : 1, OW = s.out.back();
+  const int64_t KH = two ? s.kernel[0] : 1, KW = s.kernel.back();
+  const int64_t sh = two ? s.strides[0] : 1, sw = s.strides.back();
+  const int64_t dh = two ? s.dilations[0] : 1, dw = s.dilations.back();
+  const int64_t pt = two ? s.pads[0] : 0, pl = two ? s.pads[1] : s.pads[0];
+  const int64_t cg = s.c / s.group, mg = s.m / s.group;
+  std::vector<double> y(static_cast<size_t>(s.n * s.m * OH * OW), 0.0);
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t ic = 0; ic < s.c; ++ic) {
+      const int64_t g = ic / cg;
+      for (int64_t ih = 0; ih < H; ++ih) {
+        for (int64_t iw = 0; iw < W; ++iw) {
+          const double xv = x[static_cast<size_t>(((n * s.c + ic) * H + ih) * W + iw)];
+          for (int64_t m = 0; m < mg; ++m) {
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t oh = ih * sh + kh * dh - pt;
+              if (oh < 0 || oh >= OH) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ow = iw * sw + kw * dw - pl;
+                if (ow < 0 || ow >= OW) continue;
+                const int64_t oc = g * mg + m;
+                y[static_cast<size_t>(((n * s.m + oc) * OH + oh) * OW + ow)] +=
+                    xv * w[static_cast<size_t>(((ic * mg + m) * KH + kh) * KW + kw)];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (bias != nullptr) {
+    for (size_t i = 0; i < y.size(); ++i) y[i] += (*bias)[(i / static_cast<size_t>(OH * OW)) % static_cast<size_t>(s.m)];
+  }
+  return y;
+}
+
+Dims full(int64_t a, int64_t b, const Dims& spatial) {
+  Dims d = {a, b};
+  d.insert(d.end(), spatial.begin(), spatial.end());
+  return d;
+}
+
+TEST_F(VulkanCompile, ConvTransposeWithGroupsStridesOutputPaddingAndBiasMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  // 2-D, two groups, strides (2, 3), dilations (2, 1), pads (1, 0, 0, 2),
+  // output_padding (1, 2): H 2*2 + 1 + 5 - 1 = 9, W 3*4 + 2 + 2 - 2 = 14.
+  const ConvTransposeShape a = {2, 4, 6, 2, {3, 5}, {3, 2}, {2, 3}, {2, 1}, {1, 0, 0, 2}, {9, 14}};
+  // 1-D, strides 2, output_padding 1, no bias: 2*6 + 1 + 3 = 16.
+  const ConvTransposeShape b = {1, 2, 3, 1, {7}, {3}, {2}, {1}, {0, 0}, {16}};
+  // 1-D with output_shape 13 (padding 2, one on each side), depthwise.
+  const ConvTransposeShape c = {1, 2, 2, 2, {7}, {3}, {2}, {1}, {1, 1}, {13}};
+  const std::vector<float> wa = random_values(4 * 3 * 3 * 2, 41), ba = random_values(6, 42);
+  const std::vector<float> wb = random_values(2 * 3 * 3, 43), wc = random_values(2 * 1 * 3, 44);
+  Graph g;
+  const int xa = g.input(full(2, 4, a.in)), xb = g.input(full(1, 2, b.in));
+  const int ya = g.tensor(full(2, 6, a.out)), yb = g.tensor(full(1, 3, b.out)), yc = g.tensor(full(1, 2, c.out));
+  g.node("ConvTranspose", {xa, g.constant_f32({4, 3, 3, 2}, wa), g.constant_f32({6}, ba)}, {ya}, {{"group", 2}}, 11,
+         {{"strides", a.strides}, {"dilations", a.dilations}, {"pads", a.pads}, {"output_padding", {1, 2}},
+          {"kernel_shape", a.kernel}});
+  g.node("ConvTranspose", {xb, g.constant_f32({2, 3, 3}, wb)}, {yb}, {}, 11,
+         {{"strides", b.strides}, {"output_padding", {1}}});
+  g.node("ConvTranspose", {xb, g.constant_f32({2, 1, 3}, wc)}, {yc}, {{"group", 2}}, 11,
+         {{"strides", c.strides}, {"output_shape", c.out}});
+  g.output(ya);
+  g.output(yb);
+  g.output(yc);
+  EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true}));
+  std::vector<uint8_t> blob;
+  ASSERT_EQ(compile(g.finish(), &blob), "ok");
+  const std::vector<float> xav = random_values(2 * 4 * 3 * 5, 45), xbv = random_values(2 * 7, 46);
+  const auto got = run(blob, {{full(2, 4, a.in), xav}, {full(1, 2, b.in), xbv}},
+                       {full(2, 6, a.out), full(1, 3, b.out), full(1, 2, c.out)});
+  ASSERT_EQ(got.size(), 3u);
+  const std::vector<double> want[3] = {conv_transpose_reference(a, xav, wa, &ba),
+                                       conv_transpose_reference(b, xbv, wb, nullptr),
+                                       conv_transpose_reference(c, xbv, wc, nullptr)};
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(got[k].size(), want[k].size()) << k;
+    for (size_t e = 0; e < want[k].size(); ++e) EXPECT_NEAR(got[k][e], want[k][e], 1e-5) << k << " " << e;
+  }
+}
+
+TEST_F(VulkanCompile, ConvTransposeRefusesAmbiguousPaddingAndOtherRanks) {
+  Graph r;
+  const int x = r.input({1, 1, 3, 3});
+  const int w = r.constant_f32({1, 2, 3, 3}, std::vector<float>(18, 1.0f));
+  // SAME_UPPER with strides 2: padding 7 - 6 = 1 is odd.
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {}, 11, {{"strides", {2, 2}}}, {{"auto_pad", "SAME_UPPER"}});
+  // output_shape beyond the natural size: a negative padding.
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 10, 8})}, {}, 11,
+         {{"strides", {3, 2}}, {"output_shape", {10, 8}}});
+  // output_padding not below the stride (nor the dilation).
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {}, 11, {{"output_padding", {1, 1}}});
+  // 3-D.
+  const int x3 = r.input({1, 1, 2, 2, 2});
+  r.node("ConvTranspose", {x3, r.constant_f32({1, 1, 1, 1, 1}, {1.0f})}, {r.tensor({1, 1, 2, 2, 2})}, {}, 11);
+  EXPECT_EQ(supported(r), (std::vector<bool>{false, false, false, false}));
 }
 
 }  // namespace

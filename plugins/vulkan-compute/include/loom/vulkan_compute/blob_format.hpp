@@ -59,7 +59,8 @@ enum class Kernel : uint32_t {
   kLayerNorm = 7,
   kCopy = 8,
   kResize = 9,
-  kCount = 10,
+  kConvTranspose = 10,
+  kCount = 11,
 };
 
 struct BlobTensor {
