@@ -198,6 +198,26 @@ class Builder {
                                                node.n, node.has_bias, node.alpha));
         return Status();
       }
+      case Lowered::Kind::kResize: {
+        // The tap table is a constant the compiler makes: no graph tensor.
+        BlobTensor table;
+        table.kind = TensorKind::kConstant;
+        table.shape = {static_cast<int64_t>(node.table.size())};
+        table.data_offset = p_.data.size();
+        const auto* bytes = reinterpret_cast<const uint8_t*>(node.table.data());
+        p_.data.insert(p_.data.end(), bytes, bytes + node.table.size() * 4);
+        p_.tensors.push_back(table);
+        consumers_.push_back(1);
+        const uint32_t t = static_cast<uint32_t>(p_.tensors.size() - 1);
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_resize(in[0], t, y, node.in_dims, node.dims));
+        return Status();
+      }
+      case Lowered::Kind::kConvTranspose: {
+        const uint32_t y = target(node.output);
+        p_.dispatches.push_back(make_conv_transpose(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
+        return Status();
+      }
       case Lowered::Kind::kSoftmax: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_softmax(in[0], y, node.outer, node.n, node.inner, node.log_softmax));

@@ -406,6 +406,8 @@ bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
   if (op == "LayerNormalization") return lower_layernorm(l);
   if (op == "Slice") return lower_slice(l);
   if (op == "Concat") return lower_concat(l);
+  if (op == "Resize") return lower_resize(l);
+  if (op == "ConvTranspose") return lower_conv_transpose(l);
   if (op == "Gemm") return lower_gemm(l);
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
     return lower_alias(l);

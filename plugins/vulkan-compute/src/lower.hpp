@@ -58,7 +58,8 @@ struct CopyBox {
 
 // What one node becomes, in graph tensor indices.
 struct Lowered {
-  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy } kind = Kind::kUnary;
+  enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy, kResize,
+                    kConvTranspose } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
@@ -71,6 +72,8 @@ struct Lowered {
   bool log_softmax = false;
   uint32_t reduce_op = 0;  // 0 sum, 1 mean, 2 max
   bool has_bias = false;   // layernorm: operands are x, scale[, bias]
+  Shape in_dims;               // kResize: X's shape (`dims` is Y's)
+  std::vector<float> table;    // kResize: the tap table, a constant made by the compiler
   std::vector<CopyBox> boxes;  // kCopy: one per operand (Slice: 1, Concat: each input)
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;

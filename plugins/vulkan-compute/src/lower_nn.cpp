@@ -298,3 +298,109 @@ bool lower_layernorm(Lowering& l) {
 }
 
 }  // namespace loom::vulkan::lowering
+
+namespace loom::vulkan::lowering {
+
+// ConvTranspose, 1-D and 2-D (3-D and 4-D tensors; 1-D runs as H = 1): any
+// group, strides, dilations, output_padding and non-negative explicit pads,
+// auto_pad NOTSET or VALID, optional bias. output_shape and SAME_UPPER /
+// SAME_LOWER are claimed only when the padding they imply is even and not
+// negative: the spec and its reference implementation place an odd or
+// negative padding on different sides.
+bool lower_conv_transpose(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kConvTranspose;
+  Shape strides, dilations, pads, kernel, out_pad, out_shape;
+  int64_t group = 1;
+  std::string auto_pad;
+  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+                     "strides"}) ||
+      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
+      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) || !l.get_ints("output_padding", &out_pad) ||
+      !l.get_ints("output_shape", &out_shape) || !l.get_int("group", 1, &group) ||
+      !l.get_string("auto_pad", "NOTSET", &auto_pad) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) ||
+      !l.output()) {
+    return false;
+  }
+  Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
+  if (x.size() != w.size() || x.size() != y.size() || (x.size() != 3 && x.size() != 4)) {
+    return l.fail("only 1-D and 2-D transposed convolutions (3-D or 4-D tensors) are supported");
+  }
+  for (const Shape* s : {&x, &w, &y}) {
+    for (int64_t d : *s) {
+      if (d < 1) return l.fail("empty tensors are not supported");
+    }
+  }
+  const size_t spatial = x.size() - 2;
+  if (strides.empty()) strides.assign(spatial, 1);
+  if (dilations.empty()) dilations.assign(spatial, 1);
+  if (pads.empty()) pads.assign(2 * spatial, 0);
+  if (out_pad.empty()) out_pad.assign(spatial, 0);
+  if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial ||
+      out_pad.size() != spatial || (!out_shape.empty() && out_shape.size() != spatial) ||
+      (!kernel.empty() && kernel.size() != spatial)) {
+    return l.fail("attribute sizes do not match " + std::to_string(spatial) + " spatial dimensions");
+  }
+  if (group < 1 || x[1] % group != 0 || w[0] != x[1]) {
+    return l.fail("group " + std::to_string(group) + " does not fit X " + shape_text(x) + " and W " + shape_text(w));
+  }
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return l.fail("auto_pad " + auto_pad + " is unknown");
+  for (size_t i = 0; i < spatial; ++i) {
+    if (!kernel.empty() && kernel[i] != w[2 + i]) return l.fail("kernel_shape differs from W");
+    if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
+    if (out_pad[i] < 0 || (out_pad[i] >= strides[i] && out_pad[i] >= dilations[i])) {
+      return l.fail("output_padding " + std::to_string(out_pad[i]) + " is out of range");
+    }
+    const int64_t natural = strides[i] * (x[2 + i] - 1) + out_pad[i] + (w[2 + i] - 1) * dilations[i] + 1;
+    if (auto_pad == "VALID") pads[i] = pads[i + spatial] = 0;
+    if (!out_shape.empty() || same) {
+      const int64_t total = natural - (out_shape.empty() ? x[2 + i] * strides[i] : out_shape[i]);
+      if (total < 0 || total % 2 != 0) {
+        return l.fail("output_shape or auto_pad implies padding " + std::to_string(total) +
+                      ", which is odd or negative");
+      }
+      pads[i] = pads[i + spatial] = total / 2;
+    }
+    if (pads[i] < 0 || pads[i + spatial] < 0) return l.fail("negative pads");
+    if (natural - pads[i] - pads[i + spatial] != y[2 + i]) {
+      return l.fail("output shape " + shape_text(y) + " does not match the transposed convolution");
+    }
+  }
+  if (y[0] != x[0] || y[1] != w[1] * group) {
+    return l.fail("output shape " + shape_text(y) + " does not match the transposed convolution");
+  }
+  if (l.present(2) && l.shape_of(2) != Shape{y[1]}) return l.fail("B must have M elements");
+  if (spatial == 1) {  // a 1-D convolution is a 2-D one of height 1
+    x.insert(x.begin() + 2, 1);
+    w.insert(w.begin() + 2, 1);
+    y.insert(y.begin() + 2, 1);
+    strides.insert(strides.begin(), 1);
+    dilations.insert(dilations.begin(), 1);
+    pads = {0, pads[0]};
+  }
+  ConvParams& p = o.conv;
+  p.n = static_cast<uint32_t>(x[0]);
+  p.c = static_cast<uint32_t>(x[1]);
+  p.h = static_cast<uint32_t>(x[2]);
+  p.w = static_cast<uint32_t>(x[3]);
+  p.m = static_cast<uint32_t>(y[1]);
+  p.oh = static_cast<uint32_t>(y[2]);
+  p.ow = static_cast<uint32_t>(y[3]);
+  p.kh = static_cast<uint32_t>(w[2]);
+  p.kw = static_cast<uint32_t>(w[3]);
+  p.sh = static_cast<uint32_t>(strides[0]);
+  p.sw = static_cast<uint32_t>(strides[1]);
+  p.dh = static_cast<uint32_t>(dilations[0]);
+  p.dw = static_cast<uint32_t>(dilations[1]);
+  p.pt = static_cast<uint32_t>(pads[0]);
+  p.pl = static_cast<uint32_t>(pads[1]);
+  p.group = static_cast<uint32_t>(group);
+  p.bias = l.present(2);
+  for (int64_t v : {x[2], x[3], y[2], y[3], pads[0], pads[1], w[2] * dilations[0], w[3] * dilations[1]}) {
+    if (v >= (int64_t{1} << 30)) return l.fail("sizes beyond the kernel's 32-bit indexing");
+  }
+  return true;
+}
+
+}  // namespace loom::vulkan::lowering

@@ -79,6 +79,19 @@ class Lowering {
     if (!v->empty()) std::memcpy(v->data(), t.data()->data(), t.data()->size());
     return true;
   }
+  // A constant f32 vector input (Resize's scales).
+  bool constant_f32s(size_t i, std::vector<float>* v) {
+    const gfb::Tensor& t = g_.tensor(input(i));
+    const size_t bytes = t.data() == nullptr ? 0 : t.data()->size();
+    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
+        t.dtype() != gfb::DType::f32 || g_.shape(input(i)).size() != 1 || bytes % 4 != 0 ||
+        static_cast<int64_t>(bytes / 4) != g_.shape(input(i))[0]) {
+      return fail("input " + std::to_string(i) + " must be an inline 1-D f32 constant");
+    }
+    v->resize(bytes / 4);
+    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), bytes);
+    return true;
+  }
   bool get_string(const char* name, const char* def, std::string* v) {
     const gfb::Attribute* a = find(name);
     *v = def;
@@ -175,5 +188,7 @@ bool lower_reduce(Lowering& l, const std::string& op);
 bool lower_layernorm(Lowering& l);
 bool lower_slice(Lowering& l);
 bool lower_concat(Lowering& l);
+bool lower_resize(Lowering& l);
+bool lower_conv_transpose(Lowering& l);
 
 }  // namespace loom::vulkan::lowering

@@ -33,6 +33,12 @@ const uint32_t kLayerNormSpirv[] = {
 const uint32_t kCopySpirv[] = {
 #include "copy.spv.inc"
 };
+const uint32_t kResizeSpirv[] = {
+#include "resize.spv.inc"
+};
+const uint32_t kConvTransposeSpirv[] = {
+#include "conv_transpose.spv.inc"
+};
 
 }  // namespace
 
@@ -47,6 +53,11 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kReduce: *words = kReduceSpirv; *count = std::size(kReduceSpirv); return;
     case Kernel::kLayerNorm: *words = kLayerNormSpirv; *count = std::size(kLayerNormSpirv); return;
     case Kernel::kCopy: *words = kCopySpirv; *count = std::size(kCopySpirv); return;
+    case Kernel::kResize: *words = kResizeSpirv; *count = std::size(kResizeSpirv); return;
+    case Kernel::kConvTranspose:
+      *words = kConvTransposeSpirv;
+      *count = std::size(kConvTransposeSpirv);
+      return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

@@ -152,5 +152,76 @@ TEST(VulkanBlobFormat, CopyDispatchesReachOnlyTheirTensors) {
   EXPECT_NE(error_of(encode(p)).find("count 11, dims give 12"), std::string::npos) << error_of(encode(p));
 }
 
+TEST(VulkanBlobFormat, ResizeDispatchesAreCheckedAgainstTheirTensorsAndTable) {
+  BlobProgram p;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {2, 3});
+  const uint32_t table = add_tensor(&p, TensorKind::kInput, {3 * (4 + 5)});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {4, 5});
+  p.inputs = {x, table};
+  p.outputs = {y};
+  p.dispatches.push_back(make_resize(x, table, y, {2, 3}, {4, 5}));
+  BlobProgram q;
+  std::string error;
+  const std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // Input dims larger than x: the clamped taps could reach past it.
+  p.dispatches[0] = make_resize(x, table, y, {3, 3}, {4, 5});
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (resize): x, table and y have 6, 27 and 20 elements; "
+                                     "the dims need 9, 27 and 20"),
+            std::string::npos)
+      << error_of(encode(p));
+  // A table too short for the output coordinates.
+  p.tensors[table].shape = {26};
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  EXPECT_NE(error_of(encode(p)).find("(resize)"), std::string::npos);
+  // An empty input axis (the taps clamp to dim - 1), and a dimension past
+  // the rank.
+  p.tensors[table].shape = {27};
+  p.dispatches[0].push[2] = 0;
+  EXPECT_NE(error_of(encode(p)).find("dimension 0 is empty"), std::string::npos) << error_of(encode(p));
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  p.dispatches[0].push[2 + 2] = 1;
+  EXPECT_NE(error_of(encode(p)).find("dimension 2 is past the rank"), std::string::npos) << error_of(encode(p));
+  // Workgroups that are not the kernel's.
+  p.dispatches[0] = make_resize(x, table, y, {2, 3}, {4, 5});
+  p.dispatches[0].groups[0] = 2;
+  EXPECT_NE(error_of(encode(p)).find("workgroups"), std::string::npos) << error_of(encode(p));
+}
+
+TEST(VulkanBlobFormat, ConvTransposeDispatchesAreCheckedAgainstTheirTensors) {
+  BlobProgram p;
+  ConvParams c;
+  c.n = 1; c.c = 4; c.h = 3; c.w = 3; c.m = 6; c.oh = 7; c.ow = 7; c.kh = 3; c.kw = 3;
+  c.sh = 2; c.sw = 2; c.group = 2; c.bias = true;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {1, 4, 3, 3});
+  const uint32_t w = add_tensor(&p, TensorKind::kInput, {4, 3, 3, 3});
+  const uint32_t b = add_tensor(&p, TensorKind::kInput, {6});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {1, 6, 7, 7});
+  p.inputs = {x, w, b};
+  p.outputs = {y};
+  p.dispatches.push_back(make_conv_transpose(c, x, w, b, y));
+  BlobProgram q;
+  std::string error;
+  const std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // W laid out for one group ([C, M, KH, KW]) is larger than the tensor.
+  c.group = 1;
+  p.dispatches[0] = make_conv_transpose(c, x, w, b, y);
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (conv_transpose): tensor sizes do not match"), std::string::npos)
+      << error_of(encode(p));
+  // Channels that do not divide into the groups, a zero stride, an
+  // activation flag (the kernel has no epilogue).
+  c.group = 4;
+  p.dispatches[0] = make_conv_transpose(c, x, w, b, y);
+  EXPECT_NE(error_of(encode(p)).find("do not divide into 4 groups"), std::string::npos) << error_of(encode(p));
+  c.group = 2;
+  p.dispatches[0] = make_conv_transpose(c, x, w, b, y);
+  p.dispatches[0].push[9] = 0;
+  EXPECT_NE(error_of(encode(p)).find("push constant 9 is 0"), std::string::npos) << error_of(encode(p));
+  p.dispatches[0] = make_conv_transpose(c, x, w, b, y);
+  p.dispatches[0].push[16] |= 1u << kMatMulActShift;
+  EXPECT_NE(error_of(encode(p)).find("unknown flags"), std::string::npos) << error_of(encode(p));
+}
+
 }  // namespace
 }  // namespace loom::vulkan

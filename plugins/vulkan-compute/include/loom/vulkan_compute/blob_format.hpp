@@ -58,7 +58,9 @@ enum class Kernel : uint32_t {
   kReduce = 6,
   kLayerNorm = 7,
   kCopy = 8,
-  kCount = 9,
+  kResize = 9,
+  kConvTranspose = 10,
+  kCount = 11,
 };
 
 struct BlobTensor {

@@ -40,6 +40,17 @@
 //           of `dims`: element i of the box from x[x offset + sum i_d sx_d]
 //           to y[y offset + sum i_d sy_d] (Slice, Concat). 1-D grid over
 //           count.
+//   resize  bindings x, table, y. push: count, rank, in dims[6], out dims[6].
+//           The table holds 3 floats (i0, i1, w) per output coordinate of
+//           each axis, axes in order (3 * sum of out dims floats); axis d
+//           at output coordinate o reads (1 - w) * x[i0] + w * x[i1] along
+//           d, taps clamped to [0, in dim - 1]: n-linear (and nearest, with
+//           i0 == i1, w == 0) interpolation over every axis. 1-D grid over
+//           count.
+//   conv_transpose bindings x, w, bias, y. push: as conv (N, C, H, W, M, OH,
+//           OW, KH, KW, strides, dilations, pad top, pad left, group, flags
+//           with bit 2 bias only). NCHW x, [C, M/group, KH, KW] w; one
+//           invocation per output element, 1-D grid over N*M*OH*OW.
 #pragma once
 
 #include <cstdint>
@@ -239,6 +250,40 @@ inline BlobDispatch make_copy(uint32_t x, uint32_t y, const std::vector<int64_t>
   return d;
 }
 
+// Resize through per-axis tap tables (the table's layout: see the kernel
+// list above). `in` and `out` have the same rank, at most kBinaryMaxRank.
+inline BlobDispatch make_resize(uint32_t x, uint32_t table, uint32_t y, const std::vector<int64_t>& in,
+                                const std::vector<int64_t>& out) {
+  BlobDispatch d;
+  d.kernel = Kernel::kResize;
+  d.bindings = {x, table, y};
+  uint64_t count = 1;
+  for (int64_t v : out) count *= static_cast<uint64_t>(v);
+  d.push.assign(2 + 2 * kBinaryMaxRank, 0);
+  d.push[0] = static_cast<uint32_t>(count);
+  d.push[1] = static_cast<uint32_t>(out.size());
+  for (size_t i = 0; i < out.size() && i < kBinaryMaxRank; ++i) {
+    d.push[2 + i] = static_cast<uint32_t>(in[i]);
+    d.push[2 + kBinaryMaxRank + i] = static_cast<uint32_t>(out[i]);
+  }
+  linear_groups(count, d.groups);
+  return d;
+}
+
+// A 2-D transposed convolution; ConvParams as for conv (m is the output
+// channels, all groups; act must be 0). `bias` is ignored (bound to `x`)
+// when !p.bias.
+inline BlobDispatch make_conv_transpose(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
+                                        uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kConvTranspose;
+  d.bindings = {x, w, p.bias ? bias : x, y};
+  d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
+            p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group, p.bias ? kMatMulBias : 0u};
+  linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
+  return d;
+}
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -247,7 +292,8 @@ inline BlobDispatch make_copy(uint32_t x, uint32_t y, const std::vector<int64_t>
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
   static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
-                                       "reduce", "layernorm", "copy"};
+                                       "reduce", "layernorm", "copy", "resize",
+                                       "conv_transpose"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -462,6 +508,55 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
         }
       }
       linear_groups(count, groups);
+      break;
+    }
+    case Kernel::kResize: {
+      if (!need(3, 2 + 2 * kBinaryMaxRank)) return false;
+      const uint64_t count = d.push[0];
+      const uint32_t rank = d.push[1];
+      if (rank > kBinaryMaxRank) return fail("rank " + std::to_string(rank) + " exceeds 6");
+      uint64_t in_count = 1, out_count = 1, taps = 0;
+      for (uint32_t i = 0; i < kBinaryMaxRank; ++i) {
+        const uint64_t in = d.push[2 + i], out = d.push[2 + kBinaryMaxRank + i];
+        if (i >= rank) {
+          if (in != 0 || out != 0) return fail("dimension " + std::to_string(i) + " is past the rank but not zero");
+          continue;
+        }
+        if (in == 0 || out == 0) return fail("dimension " + std::to_string(i) + " is empty");
+        in_count *= in;
+        out_count *= out;
+        taps += 3 * out;
+      }
+      if (count != out_count || elements(2) != count || elements(0) != in_count || elements(1) != taps) {
+        return fail("x, table and y have " + std::to_string(elements(0)) + ", " +
+                    std::to_string(elements(1)) + " and " + std::to_string(elements(2)) +
+                    " elements; the dims need " + std::to_string(in_count) + ", " + std::to_string(taps) +
+                    " and " + std::to_string(out_count) + " (count " + std::to_string(count) + ")");
+      }
+      linear_groups(count, groups);
+      break;
+    }
+    case Kernel::kConvTranspose: {
+      if (!need(4, 17)) return false;
+      const uint32_t* q = d.push.data();
+      const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
+      const uint64_t kh = q[7], kw = q[8], group = q[15], flags = q[16];
+      for (int i = 7; i <= 15; ++i) {
+        if (q[i] == 0 && i != 13 && i != 14) return fail("push constant " + std::to_string(i) + " is 0");
+      }
+      if (c % group != 0 || m % group != 0) {
+        return fail("channels " + std::to_string(c) + " -> " + std::to_string(m) +
+                    " do not divide into " + std::to_string(group) + " groups");
+      }
+      if ((flags & ~uint64_t{kMatMulBias}) != 0) return fail("unknown flags " + std::to_string(flags));
+      if (elements(0) != n * c * h * w || elements(1) != c * (m / group) * kh * kw ||
+          elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
+        return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
+                    ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
+                    std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
+                    std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
+      }
+      linear_groups(n * m * oh * ow, groups);
       break;
     }
     default:
