@@ -6,6 +6,31 @@
 
 namespace loom::vulkan::lowering {
 
+// The kernel parameters of a 2-D (transposed) convolution whose shapes and
+// attributes the caller has checked: NCHW x and y, w's spatial dims last,
+// `m` output channels.
+static void fill_conv(const Shape& x, const Shape& w, const Shape& y, int64_t m, const Shape& strides,
+                      const Shape& dilations, const Shape& pads, int64_t group, bool bias, ConvParams* p) {
+  auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+  p->n = u(x[0]);
+  p->c = u(x[1]);
+  p->h = u(x[2]);
+  p->w = u(x[3]);
+  p->m = u(m);
+  p->oh = u(y[2]);
+  p->ow = u(y[3]);
+  p->kh = u(w[2]);
+  p->kw = u(w[3]);
+  p->sh = u(strides[0]);
+  p->sw = u(strides[1]);
+  p->dh = u(dilations[0]);
+  p->dw = u(dilations[1]);
+  p->pt = u(pads[0]);
+  p->pl = u(pads[1]);
+  p->group = u(group);
+  p->bias = bias;
+}
+
 // Softmax/LogSoftmax: before opset 13 over the flattened [axis, rank)
 // dimensions, from 13 over dimension `axis` alone.
 bool lower_softmax(Lowering& l, bool log_softmax) {
@@ -87,23 +112,7 @@ bool lower_conv(Lowering& l) {
   if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
   if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
   ConvParams& p = o.conv;
-  p.n = static_cast<uint32_t>(x[0]);
-  p.c = static_cast<uint32_t>(x[1]);
-  p.h = static_cast<uint32_t>(x[2]);
-  p.w = static_cast<uint32_t>(x[3]);
-  p.m = static_cast<uint32_t>(w[0]);
-  p.oh = static_cast<uint32_t>(y[2]);
-  p.ow = static_cast<uint32_t>(y[3]);
-  p.kh = static_cast<uint32_t>(w[2]);
-  p.kw = static_cast<uint32_t>(w[3]);
-  p.sh = static_cast<uint32_t>(strides[0]);
-  p.sw = static_cast<uint32_t>(strides[1]);
-  p.dh = static_cast<uint32_t>(dilations[0]);
-  p.dw = static_cast<uint32_t>(dilations[1]);
-  p.pt = static_cast<uint32_t>(pads[0]);
-  p.pl = static_cast<uint32_t>(pads[1]);
-  p.group = static_cast<uint32_t>(group);
-  p.bias = l.present(2);
+  fill_conv(x, w, y, w[0], strides, dilations, pads, group, l.present(2), &p);
   if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
   return true;
 }
@@ -380,23 +389,7 @@ bool lower_conv_transpose(Lowering& l) {
     pads = {0, pads[0]};
   }
   ConvParams& p = o.conv;
-  p.n = static_cast<uint32_t>(x[0]);
-  p.c = static_cast<uint32_t>(x[1]);
-  p.h = static_cast<uint32_t>(x[2]);
-  p.w = static_cast<uint32_t>(x[3]);
-  p.m = static_cast<uint32_t>(y[1]);
-  p.oh = static_cast<uint32_t>(y[2]);
-  p.ow = static_cast<uint32_t>(y[3]);
-  p.kh = static_cast<uint32_t>(w[2]);
-  p.kw = static_cast<uint32_t>(w[3]);
-  p.sh = static_cast<uint32_t>(strides[0]);
-  p.sw = static_cast<uint32_t>(strides[1]);
-  p.dh = static_cast<uint32_t>(dilations[0]);
-  p.dw = static_cast<uint32_t>(dilations[1]);
-  p.pt = static_cast<uint32_t>(pads[0]);
-  p.pl = static_cast<uint32_t>(pads[1]);
-  p.group = static_cast<uint32_t>(group);
-  p.bias = l.present(2);
+  fill_conv(x, w, y, y[1], strides, dilations, pads, group, l.present(2), &p);
   for (int64_t v : {x[2], x[3], y[2], y[3], pads[0], pads[1], w[2] * dilations[0], w[3] * dilations[1]}) {
     if (v >= (int64_t{1} << 30)) return l.fail("sizes beyond the kernel's 32-bit indexing");
   }

@@ -401,7 +401,10 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       linear_groups(rows, groups);
       break;
     }
-    case Kernel::kConv: {
+    case Kernel::kConv:
+    case Kernel::kConvTranspose: {
+      // The same push layout; the weight layout, flags and grid differ.
+      const bool transposed = d.kernel == Kernel::kConvTranspose;
       if (!need(4, 17)) return false;
       const uint32_t* q = d.push.data();
       const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
@@ -413,20 +416,26 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
         return fail("channels " + std::to_string(c) + " -> " + std::to_string(m) +
                     " do not divide into " + std::to_string(group) + " groups");
       }
-      if ((flags >> kMatMulActShift) > 1 || (flags & ~((3u << kMatMulActShift) | kMatMulBias)) != 0) {
+      const uint64_t known = transposed ? uint64_t{kMatMulBias} : (3u << kMatMulActShift) | kMatMulBias;
+      if ((flags & ~known) != 0 || (flags >> kMatMulActShift) > 1) {
         return fail("unknown flags " + std::to_string(flags));
       }
-      if (n * group > 65535) return fail("N x group exceeds 65535");
-      if (elements(0) != n * c * h * w || elements(1) != m * (c / group) * kh * kw ||
+      if (!transposed && n * group > 65535) return fail("N x group exceeds 65535");
+      const uint64_t weights = transposed ? c * (m / group) * kh * kw : m * (c / group) * kh * kw;
+      if (elements(0) != n * c * h * w || elements(1) != weights ||
           elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
         return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
                     ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
                     std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
                     std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
       }
-      groups[0] = static_cast<uint32_t>((oh * ow + kConvTile - 1) / kConvTile);
-      groups[1] = static_cast<uint32_t>((m / group + kConvTile - 1) / kConvTile);
-      groups[2] = static_cast<uint32_t>(n * group);
+      if (transposed) {
+        linear_groups(n * m * oh * ow, groups);
+      } else {
+        groups[0] = static_cast<uint32_t>((oh * ow + kConvTile - 1) / kConvTile);
+        groups[1] = static_cast<uint32_t>((m / group + kConvTile - 1) / kConvTile);
+        groups[2] = static_cast<uint32_t>(n * group);
+      }
       break;
     }
     case Kernel::kPool: {
@@ -534,29 +543,6 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
                     " and " + std::to_string(out_count) + " (count " + std::to_string(count) + ")");
       }
       linear_groups(count, groups);
-      break;
-    }
-    case Kernel::kConvTranspose: {
-      if (!need(4, 17)) return false;
-      const uint32_t* q = d.push.data();
-      const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
-      const uint64_t kh = q[7], kw = q[8], group = q[15], flags = q[16];
-      for (int i = 7; i <= 15; ++i) {
-        if (q[i] == 0 && i != 13 && i != 14) return fail("push constant " + std::to_string(i) + " is 0");
-      }
-      if (c % group != 0 || m % group != 0) {
-        return fail("channels " + std::to_string(c) + " -> " + std::to_string(m) +
-                    " do not divide into " + std::to_string(group) + " groups");
-      }
-      if ((flags & ~uint64_t{kMatMulBias}) != 0) return fail("unknown flags " + std::to_string(flags));
-      if (elements(0) != n * c * h * w || elements(1) != c * (m / group) * kh * kw ||
-          elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
-        return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
-                    ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
-                    std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
-                    std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
-      }
-      linear_groups(n * m * oh * ow, groups);
       break;
     }
     default:
