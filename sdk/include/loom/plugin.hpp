@@ -178,7 +178,8 @@ class Options {
     const char* p = v;
     if (*p == '\0') return invalid_argument(std::string("option ") + key + " is empty");
     for (; *p != '\0'; ++p) {
-      if (*p < '0' || *p > '9' || r > (max - static_cast<uint64_t>(*p - '0')) / 10) {
+      const uint64_t digit = static_cast<uint64_t>(*p - '0');
+      if (*p < '0' || *p > '9' || digit > max || r > (max - digit) / 10) {
         return invalid_argument(std::string("option ") + key + "=\"" + v +
                                 "\" is not a whole number from 0 to " + std::to_string(max));
       }
