@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   auto* cmd_devices = app.add_subcommand("devices", "List plugins and their devices");
   cmd_devices->add_flag("--json", devices.json, "Print JSON");
   cmd_devices->add_option("--plugin-option", devices.plugin_options,
-                          "KEY=VALUE handed to every plugin when it is created");
+                          "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
 
   loom::cli::InspectArgs inspect;
   auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
                       "Seconds to wait for each asynchronous delegate before failing with "
                       "DEADLINE_EXCEEDED (default 60; 0: no limit)");
   cmd_run->add_option("--plugin-option", run.plugin_options,
-                      "KEY=VALUE handed to every plugin when it is created");
+                      "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
 
   loom::cli::DemoArgs demo;
   auto* cmd_demo = app.add_subcommand(
@@ -67,7 +69,8 @@ int main(int argc, char** argv) {
                        "Write program.loom, input_<NAME>.npy and expected_<NAME>.npy here");
   cmd_demo->add_option("--threads", demo.threads, "Cap on plugin worker threads");
   cmd_demo->add_option("--plugin-option", demo.plugin_options,
-                       "KEY=VALUE handed to every plugin when it is created");
+                       "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
   cmd_demo->add_flag("--external-params", demo.external_params,
                      "Also run the program with its weights in a parameter archive "
                      "(--save-dir then writes that program and weights.irpa)");
@@ -98,7 +101,8 @@ int main(int argc, char** argv) {
                             "Seconds per case before it counts as an error (0: none)");
   cmd_test_onnx->add_option("--threads", test_onnx.threads, "Cap on plugin worker threads");
   cmd_test_onnx->add_option("--plugin-option", test_onnx.plugin_options,
-                            "KEY=VALUE handed to every plugin when it is created");
+                            "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
   cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
                           "Run every case in this process (for debuggers; a crash ends the run)");
 #endif
@@ -122,7 +126,8 @@ int main(int argc, char** argv) {
                           "Scope of the weights in the archive (default: model)");
   cmd_compile->add_option("--plugin-path", compile.plugin_paths, "Also search DIR for plugins");
   cmd_compile->add_option("--plugin-option", compile.plugin_options,
-                          "KEY=VALUE handed to every plugin when it is created");
+                          "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
 
   try {
     app.parse(argc, argv);
