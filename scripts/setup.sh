@@ -23,6 +23,9 @@ packages=(
   # the Vulkan loader at run time and never links it); lavapipe, the loader
   # and the Khronos validation layer for its tests
   libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
+  # cpu-simd: oneDNN runs its convolutions, matmuls and pooling (only the
+  # plugin and the benchmark that measures it against oneDNN link it)
+  libdnnl-dev
 )
 
 missing=()

@@ -124,6 +124,9 @@ sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
                                      g.tensor(t).name()->str() + ") is listed twice");
       }
       blob.inputs.push_back(add_tensor(t));
+      // A program parameter is the same on every run: the executable may
+      // pack it once (Conv and MatMul weights).
+      blob.tensors.back().parameter = g.tensor(t).parameter() != nullptr;
     }
   }
   const size_t nodes = g.graph->nodes() == nullptr ? 0 : g.graph->nodes()->size();

@@ -86,28 +86,19 @@ Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
 
 // ------------------------------------------------------------------ Executable
 
-Executable::Executable(BlobGraph graph, ThreadPool* pool) : graph_(std::move(graph)), pool_(pool) {
-  const size_t n = graph_.tensors.size();
-  byte_size_.resize(n);
+Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernels kernels,
+                          std::unique_ptr<Executable>* out) {
+  std::unique_ptr<Executable> e(new Executable(std::move(graph), pool));
+  const size_t n = e->graph_.tensors.size();
+  e->byte_size_.resize(n);
   for (size_t t = 0; t < n; ++t) {
-    uint64_t e = 1;
-    for (int64_t d : graph_.tensors[t].shape) e *= static_cast<uint64_t>(d);
-    byte_size_[t] = e * sizeof(float);
+    uint64_t count = 1;
+    for (int64_t d : e->graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
+    e->byte_size_[t] = count * sizeof(float);
   }
-  // Intermediates get their own aligned slot in the arena; graph inputs and
-  // outputs live in the caller's memory.
-  scratch_offset_.assign(n, -1);
-  std::vector<bool> external(n, false);
-  for (uint32_t t : graph_.inputs) external[t] = true;
-  for (uint32_t t : graph_.outputs) external[t] = true;
-  for (const BlobNode& node : graph_.nodes) {
-    const uint32_t t = node.outputs[0];
-    if (external[t]) continue;
-    scratch_offset_[t] = static_cast<int64_t>(scratch_bytes_);
-    scratch_bytes_ += (byte_size_[t] + kDefaultAlignment - 1) / kDefaultAlignment * kDefaultAlignment;
-  }
-  plans_.reserve(graph_.nodes.size());
-  for (size_t i = 0; i < graph_.nodes.size(); ++i) plans_.push_back(plan_node(graph_, i));
+  LOOM_SDK_RETURN_IF_ERROR(Schedule::build(e->graph_, pool->parallelism(), onednn, kernels, &e->schedule_));
+  *out = std::move(e);
+  return Status();
 }
 
 size_t Executable::arena_count() {
@@ -124,18 +115,21 @@ Executable::Arena* Executable::acquire() {
     }
   }
   auto arena = std::make_unique<Arena>();
-  arena->storage.reset(new std::byte[scratch_bytes_ + kDefaultAlignment]);
+  const uint64_t scratch = schedule_->scratch_bytes();
+  arena->storage.reset(new std::byte[scratch + kDefaultAlignment]);
   const auto addr = reinterpret_cast<uintptr_t>(arena->storage.get());
   arena->base = arena->storage.get() + ((kDefaultAlignment - addr % kDefaultAlignment) % kDefaultAlignment);
-  arena->tensors.assign(graph_.tensors.size(), nullptr);
-  for (size_t t = 0; t < graph_.tensors.size(); ++t) {
-    if (scratch_offset_[t] >= 0) {
-      arena->tensors[t] = reinterpret_cast<float*>(arena->base + scratch_offset_[t]);
-    } else if (graph_.tensors[t].constant) {
+  const std::vector<Slot>& slots = schedule_->slots();
+  arena->tensors.assign(slots.size(), nullptr);
+  for (size_t t = 0; t < slots.size(); ++t) {
+    if (slots[t].offset >= 0) {
+      arena->tensors[t] = reinterpret_cast<float*>(arena->base + slots[t].offset);
+    } else if (t < graph_.tensors.size() && graph_.tensors[t].constant) {
       // Kernels never write their inputs, so constants are shared read-only.
       arena->tensors[t] = const_cast<float*>(graph_.tensors[t].data.data());
     }
   }
+  arena->state = schedule_->make_arena();
   arena->busy = true;
   arenas_.push_back(std::move(arena));
   return arenas_.back().get();
@@ -225,9 +219,7 @@ Status Executable::execute(const sdk::ExecuteCallT<Fence>& call) {
   }
   Arena* arena = acquire();
   Status s = bind(call, arena->tensors.data());
-  if (s.ok()) {
-    for (const NodePlan& plan : plans_) run_node(plan, arena->tensors.data(), *pool_);
-  }
+  if (s.ok()) s = schedule_->run(*arena->state, arena->tensors.data(), *pool_);
   release(arena);
   if (call.signal_fence != nullptr) call.signal_fence->signal_with(s);
   return s;

@@ -13,6 +13,7 @@
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/plugin.hpp"
 #include "ops.hpp"
+#include "schedule.hpp"
 #include "thread_pool.hpp"
 
 namespace loom::cpu_simd {
@@ -69,7 +70,9 @@ class Executable {
  public:
   // Plans `graph` (accepted by decode) for execution with `pool`, which
   // outlives the executable.
-  Executable(BlobGraph graph, ThreadPool* pool);
+  // `onednn` false: the plain kernels only (option cpu.onednn=0).
+  static Status create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernels kernels,
+                       std::unique_ptr<Executable>* out);
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
@@ -78,14 +81,18 @@ class Executable {
 
   // Scratch arenas made so far (for tests of the pool).
   size_t arena_count();
+  const Schedule& schedule() const { return *schedule_; }
 
  private:
-  // Memory for one concurrent execution: intermediates plus the table of
-  // tensor pointers.
+  Executable(BlobGraph graph, ThreadPool* pool) : graph_(std::move(graph)), pool_(pool) {}
+
+  // Memory for one concurrent execution: intermediates, the table of slot
+  // pointers and oneDNN's per-execution state.
   struct Arena {
     std::unique_ptr<std::byte[]> storage;
     std::byte* base = nullptr;  // storage, aligned to kDefaultAlignment
     std::vector<float*> tensors;
+    ScheduleArenaPtr state;
     bool busy = false;
   };
 
@@ -94,10 +101,8 @@ class Executable {
   void release(Arena* arena);
 
   BlobGraph graph_;
-  std::vector<NodePlan> plans_;
-  std::vector<int64_t> scratch_offset_;  // per tensor, -1: bound by the caller
-  std::vector<uint64_t> byte_size_;      // per tensor
-  uint64_t scratch_bytes_ = 0;
+  std::unique_ptr<Schedule> schedule_;
+  std::vector<uint64_t> byte_size_;  // per blob tensor
   ThreadPool* pool_;
 
   std::mutex arenas_mutex_;

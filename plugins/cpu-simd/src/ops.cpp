@@ -2,7 +2,12 @@
 
 #include <cmath>
 
+#ifndef LOOM_CPU_SIMD_ISA
+#define LOOM_CPU_SIMD_ISA isa_baseline
+#endif
+
 namespace loom::cpu_simd {
+namespace LOOM_CPU_SIMD_ISA {
 namespace {
 
 // Columns of B kept hot while sweeping a row panel.
@@ -31,6 +36,7 @@ BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a, const std::v
   for (size_t d = 0; d < g.rank; ++d) g.dims[d] = out[d];
   strides(a, g.a_strides);
   strides(b, g.b_strides);
+  coalesce(&g);
   return g;
 }
 
@@ -201,4 +207,5 @@ void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool) {
   }
 }
 
+}  // namespace LOOM_CPU_SIMD_ISA
 }  // namespace loom::cpu_simd

@@ -53,21 +53,50 @@ struct NodePlan {
   int64_t in_sp[kMaxSpatial] = {}, out_sp[kMaxSpatial] = {};
 };
 
-// Numpy broadcast of `a` and `b` as strides over the broadcast shape.
-BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
-
-// Plans and runs the format-2 operators (ops_nn.cpp).
-void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);
-void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);
+// Merges neighbouring dimensions that both operands (and the output) walk
+// as one: [1, C, H, W] + [1, C, H, W] becomes one run of C*H*W, NHWC data
+// times a per-channel vector becomes rows of C. Defined in schedule.cpp.
+void coalesce(BroadcastGeometry* g);
 
 // Work below this many multiply-adds stays on the calling thread: waking
 // workers costs more than it saves.
 inline constexpr int64_t kParallelThreshold = 1 << 16;
 
-// Plans node `index` of a graph that decode() accepted.
-NodePlan plan_node(const BlobGraph& graph, size_t index);
+// ops.cpp and ops_nn.cpp are compiled once per instruction set, each build
+// in its own namespace (LOOM_CPU_SIMD_ISA, set by CMakeLists.txt): plain
+// x86-64, AVX2+FMA, and AVX-512 (F/BW/VL/DQ). The plugin picks one build
+// when it starts (select_kernels); planning uses the baseline build.
+#define LOOM_CPU_SIMD_DECLARE_KERNELS(ns)                                                        \
+  namespace ns {                                                                                 \
+  BroadcastGeometry broadcast_geometry(const std::vector<int64_t>& a,                           \
+                                       const std::vector<int64_t>& b);                          \
+  void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);               \
+  void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);               \
+  NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
+  void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
+  }
+LOOM_CPU_SIMD_DECLARE_KERNELS(isa_baseline)
+LOOM_CPU_SIMD_DECLARE_KERNELS(isa_avx2)
+LOOM_CPU_SIMD_DECLARE_KERNELS(isa_avx512)
+#undef LOOM_CPU_SIMD_DECLARE_KERNELS
 
-// Runs one node; `tensors[i]` is the data of blob tensor i.
-void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);
+// Numpy broadcast of `a` and `b` as strides over the broadcast shape.
+using isa_baseline::broadcast_geometry;
+// Plans node `index` of a graph that decode() accepted.
+using isa_baseline::plan_node;
+
+enum class KernelIsa : uint8_t { kBaseline = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// One build of the plain kernels.
+struct Kernels {
+  KernelIsa isa = KernelIsa::kBaseline;
+  const char* name = "x86-64";
+  // Runs one node; `tensors[i]` is the data of slot i.
+  void (*run_node)(const NodePlan& plan, float* const* tensors, ThreadPool& pool) =
+      isa_baseline::run_node;
+};
+
+// The widest build this CPU runs (CPUID), but none wider than `cap`.
+Kernels select_kernels(KernelIsa cap);
 
 }  // namespace loom::cpu_simd

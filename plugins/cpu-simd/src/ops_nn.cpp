@@ -7,8 +7,14 @@
 #include <limits>
 
 #include "ops.hpp"
+#include "vec_math.hpp"
+
+#ifndef LOOM_CPU_SIMD_ISA
+#define LOOM_CPU_SIMD_ISA isa_baseline
+#endif
 
 namespace loom::cpu_simd {
+namespace LOOM_CPU_SIMD_ISA {
 namespace {
 
 int64_t product(const std::vector<int64_t>& s, size_t begin, size_t end) {
@@ -17,26 +23,40 @@ int64_t product(const std::vector<int64_t>& s, size_t begin, size_t end) {
   return n;
 }
 
-// y = f(a, b) over the broadcast geometry, the innermost dimension as a
-// contiguous run.
+// Rows of at least this many elements in all go to one worker.
+constexpr size_t kElementGrain = size_t{1} << 16;
+
+// y = f(a, b) over the broadcast geometry for output rows [row_begin,
+// row_end), a row being the innermost dimension, a contiguous run of y.
 template <typename F>
-void binary_loop(const NodePlan& p, const float* a, const float* b, float* y, F f) {
-  const BroadcastGeometry& g = p.add;
-  if (p.count == 0) return;
-  if (g.rank == 0) {
-    y[0] = f(a[0], b[0]);
-    return;
-  }
+void binary_rows(const BroadcastGeometry& g, const float* a, const float* b, float* y, F f,
+                 int64_t row_begin, int64_t row_end, int64_t col_begin = 0, int64_t col_end = -1) {
   std::array<int64_t, kMaxRank> index{};
   const size_t last = g.rank - 1;
   const int64_t inner = g.dims[last], as = g.a_strides[last], bs = g.b_strides[last];
   int64_t ao = 0, bo = 0;
-  for (int64_t o = 0; o < p.count; o += inner) {
-    float* out = y + o;
+  for (int64_t r = row_begin, d = static_cast<int64_t>(last); d-- > 0;) {
+    index[d] = r % g.dims[d];
+    r /= g.dims[d];
+    ao += index[d] * g.a_strides[d];
+    bo += index[d] * g.b_strides[d];
+  }
+  // A column range [col_begin, col_end) of each row (all of it by default).
+  const int64_t c0 = col_begin, n = (col_end < 0 ? inner : col_end) - col_begin;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    float* out = y + row * inner + c0;
+    const float* ar = a + ao + c0 * as;
+    const float* br = b + bo + c0 * bs;
     if (as == 1 && bs == 1) {
-      for (int64_t j = 0; j < inner; ++j) out[j] = f(a[ao + j], b[bo + j]);
+      for (int64_t j = 0; j < n; ++j) out[j] = f(ar[j], br[j]);
+    } else if (as == 1 && bs == 0) {
+      const float v = br[0];
+      for (int64_t j = 0; j < n; ++j) out[j] = f(ar[j], v);
+    } else if (as == 0 && bs == 1) {
+      const float u = ar[0];
+      for (int64_t j = 0; j < n; ++j) out[j] = f(u, br[j]);
     } else {
-      for (int64_t j = 0; j < inner; ++j) out[j] = f(a[ao + j * as], b[bo + j * bs]);
+      for (int64_t j = 0; j < n; ++j) out[j] = f(ar[j * as], br[j * bs]);
     }
     for (size_t d = last; d-- > 0;) {
       ++index[d];
@@ -50,36 +70,81 @@ void binary_loop(const NodePlan& p, const float* a, const float* b, float* y, F 
   }
 }
 
-void run_binary(const NodePlan& p, float* const* t) {
+template <typename F>
+void binary_loop(const NodePlan& p, const float* a, const float* b, float* y, F f, ThreadPool& pool) {
+  const BroadcastGeometry& g = p.add;
+  if (p.count == 0) return;
+  if (g.rank == 0) {
+    y[0] = f(a[0], b[0]);
+    return;
+  }
+  const int64_t inner = g.dims[g.rank - 1];
+  const int64_t rows = p.count / inner;
+  if (static_cast<size_t>(p.count) < 2 * kElementGrain) {
+    binary_rows(g, a, b, y, f, 0, rows);
+    return;
+  }
+  if (rows < static_cast<int64_t>(2 * pool.parallelism())) {
+    // Few long rows: split each row instead.
+    for (int64_t r = 0; r < rows; ++r) {
+      auto cols = [&](size_t begin, size_t end) {
+        binary_rows(g, a, b, y, f, r, r + 1, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+      };
+      pool.parallel_for(static_cast<size_t>(inner), kElementGrain, cols);
+    }
+    return;
+  }
+  const size_t grain = std::max<size_t>(1, kElementGrain / static_cast<size_t>(inner));
+  auto body = [&](size_t begin, size_t end) {
+    binary_rows(g, a, b, y, f, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+  };
+  pool.parallel_for(static_cast<size_t>(rows), grain, body);
+}
+
+void run_binary(const NodePlan& p, float* const* t, ThreadPool& pool) {
   const float* a = t[p.inputs[0]];
   const float* b = t[p.inputs[1]];
   float* y = t[p.output];
   switch (p.op) {
-    case Op::kAdd: return binary_loop(p, a, b, y, [](float u, float v) { return u + v; });
-    case Op::kSub: return binary_loop(p, a, b, y, [](float u, float v) { return u - v; });
-    case Op::kMul: return binary_loop(p, a, b, y, [](float u, float v) { return u * v; });
-    case Op::kDiv: return binary_loop(p, a, b, y, [](float u, float v) { return u / v; });
+    case Op::kAdd: return binary_loop(p, a, b, y, [](float u, float v) { return u + v; }, pool);
+    case Op::kSub: return binary_loop(p, a, b, y, [](float u, float v) { return u - v; }, pool);
+    case Op::kMul: return binary_loop(p, a, b, y, [](float u, float v) { return u * v; }, pool);
+    case Op::kDiv: return binary_loop(p, a, b, y, [](float u, float v) { return u / v; }, pool);
     // NaN propagates, as numpy's maximum / minimum do.
     case Op::kMax:
-      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u > v ? u : v; });
+      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u > v ? u : v; }, pool);
     case Op::kMin:
-      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u < v ? u : v; });
-    case Op::kPow: return binary_loop(p, a, b, y, [](float u, float v) { return std::pow(u, v); });
+      return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u < v ? u : v; }, pool);
+    case Op::kPow: return binary_loop(p, a, b, y, [](float u, float v) { return std::pow(u, v); }, pool);
     case Op::kPRelu:
-      return binary_loop(p, a, b, y, [](float u, float v) { return u < 0.0f ? u * v : u; });
+      return binary_loop(p, a, b, y, [](float u, float v) { return u < 0.0f ? u * v : u; }, pool);
     default: return;
   }
 }
 
 template <typename F>
-void unary_loop(const float* x, float* y, int64_t n, F f) {
+void unary_range(const float* x, float* y, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
-void run_unary(const NodePlan& p, float* const* t) {
+// y = f(x) elementwise, large tensors split over the pool.
+struct UnaryLoop {
+  ThreadPool& pool;
+  template <typename F>
+  void operator()(const float* x, float* y, int64_t n, F f) const {
+    if (static_cast<size_t>(n) < 2 * kElementGrain) return unary_range(x, y, n, f);
+    auto body = [&](size_t begin, size_t end) {
+      unary_range(x + begin, y + begin, static_cast<int64_t>(end - begin), f);
+    };
+    pool.parallel_for(static_cast<size_t>(n), kElementGrain, body);
+  }
+};
+
+void run_unary(const NodePlan& p, float* const* t, ThreadPool& pool) {
   const float* x = t[p.inputs[0]];
   float* y = t[p.output];
   const int64_t n = p.count;
+  const UnaryLoop unary_loop{pool};
   const float alpha = p.alpha, beta = p.beta;
   switch (p.op) {
     case Op::kRelu: return unary_loop(x, y, n, [](float v) { return v < 0.0f ? 0.0f : v; });
@@ -91,11 +156,11 @@ void run_unary(const NodePlan& p, float* const* t) {
       return unary_loop(x, y, n, [alpha, beta](float v) {
         return v > 0.0f ? beta * v : beta * (alpha * std::exp(v) - alpha);
       });
-    case Op::kSigmoid:
+    case Op::kSigmoid:  // e = exp(-|v|) never overflows
       return unary_loop(x, y, n, [](float v) {
-        if (v >= 0.0f) return 1.0f / (1.0f + std::exp(-v));
-        const float e = std::exp(v);
-        return e / (1.0f + e);
+        const float e = vexp(v < 0.0f ? v : -v);
+        const float r = 1.0f / (1.0f + e);
+        return v >= 0.0f ? r : e * r;
       });
     case Op::kHardSigmoid:
       return unary_loop(x, y, n, [alpha, beta](float v) {
@@ -116,7 +181,7 @@ void run_unary(const NodePlan& p, float* const* t) {
         return lo > beta ? beta : lo;
       });
     case Op::kErf: return unary_loop(x, y, n, [](float v) { return std::erf(v); });
-    case Op::kExp: return unary_loop(x, y, n, [](float v) { return std::exp(v); });
+    case Op::kExp: return unary_loop(x, y, n, [](float v) { return vexp(v); });
     case Op::kLog: return unary_loop(x, y, n, [](float v) { return std::log(v); });
     case Op::kSqrt: return unary_loop(x, y, n, [](float v) { return std::sqrt(v); });
     case Op::kNeg: return unary_loop(x, y, n, [](float v) { return -v; });
@@ -128,12 +193,57 @@ void run_unary(const NodePlan& p, float* const* t) {
   }
 }
 
-void run_softmax(const NodePlan& p, float* const* t) {
+void run_softmax(const NodePlan& p, float* const* t, ThreadPool& pool) {
   const float* x = t[p.inputs[0]];
   float* y = t[p.output];
   const int64_t n = p.n, inner = p.inner;
   const bool log = p.op == Op::kLogSoftmax;
   if (n == 0) return;
+  if (inner == 1) {
+    // Along contiguous rows: reductions in 16 lanes, so that they vectorize.
+    constexpr int64_t kLanes = 16;
+    const int64_t body = n / kLanes * kLanes;
+    auto rows = [&](size_t row_begin, size_t row_end) {
+    for (int64_t o = static_cast<int64_t>(row_begin); o < static_cast<int64_t>(row_end); ++o) {
+      const float* xr = x + o * n;
+      float* yr = y + o * n;
+      float lanes[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[0];
+      for (int64_t j = 0; j < body; j += kLanes) {
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[j + l] > lanes[l] ? xr[j + l] : lanes[l];
+      }
+      float max = xr[0];
+      for (int64_t l = 0; l < kLanes; ++l) max = std::fmax(max, lanes[l]);
+      for (int64_t j = body; j < n; ++j) max = std::fmax(max, xr[j]);
+      float sums[kLanes] = {};
+      for (int64_t j = 0; j < body; j += kLanes) {
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const float e = vexp(xr[j + l] - max);
+          if (!log) yr[j + l] = e;
+          sums[l] += e;
+        }
+      }
+      float sum = 0.0f;
+      for (int64_t l = 0; l < kLanes; ++l) sum += sums[l];
+      for (int64_t j = body; j < n; ++j) {
+        const float e = vexp(xr[j] - max);
+        if (!log) yr[j] = e;
+        sum += e;
+      }
+      if (log) {
+        const float shift = max + std::log(sum);
+        for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] - shift;
+      } else {
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+      }
+    }
+    };
+    const size_t outer = static_cast<size_t>(p.outer);
+    if (outer * static_cast<size_t>(n) < 2 * kElementGrain || outer < 2) return rows(0, outer);
+    pool.parallel_for(outer, std::max<size_t>(1, kElementGrain / static_cast<size_t>(n)), rows);
+    return;
+  }
   for (int64_t o = 0; o < p.outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * n * inner + i;
@@ -141,7 +251,7 @@ void run_softmax(const NodePlan& p, float* const* t) {
       for (int64_t j = 1; j < n; ++j) max = std::fmax(max, x[base + j * inner]);
       float sum = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
-        const float e = std::exp(x[base + j * inner] - max);
+        const float e = vexp(x[base + j * inner] - max);
         if (!log) y[base + j * inner] = e;
         sum += e;
       }
@@ -156,12 +266,35 @@ void run_softmax(const NodePlan& p, float* const* t) {
   }
 }
 
-void run_concat(const NodePlan& p, float* const* t) {
+void run_concat(const NodePlan& p, float* const* t, ThreadPool& pool) {
+  int64_t row = 0;  // output elements per outer step
+  for (int64_t c : p.chunks) row += c;
+  auto outer_range = [&](size_t begin, size_t end) {
+    float* y = t[p.output] + static_cast<int64_t>(begin) * row;
+    for (int64_t o = static_cast<int64_t>(begin); o < static_cast<int64_t>(end); ++o) {
+      for (size_t i = 0; i < p.inputs.size(); ++i) {
+        const int64_t chunk = p.chunks[i];
+        if (chunk != 0) std::memcpy(y, t[p.inputs[i]] + o * chunk, sizeof(float) * chunk);
+        y += chunk;
+      }
+    }
+  };
+  const size_t outer = static_cast<size_t>(p.outer);
+  if (static_cast<size_t>(row) * outer < 2 * kElementGrain) return outer_range(0, outer);
+  if (outer >= 2 * pool.parallelism()) {
+    return pool.parallel_for(outer, std::max<size_t>(1, kElementGrain / std::max<size_t>(1, row)),
+                             outer_range);
+  }
+  // Few, long chunks: split each copy.
   float* y = t[p.output];
   for (int64_t o = 0; o < p.outer; ++o) {
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       const int64_t chunk = p.chunks[i];
-      if (chunk != 0) std::memcpy(y, t[p.inputs[i]] + o * chunk, sizeof(float) * chunk);
+      const float* src = t[p.inputs[i]] + o * chunk;
+      auto part = [&](size_t begin, size_t end) {
+        std::memcpy(y + begin, src + begin, sizeof(float) * (end - begin));
+      };
+      if (chunk != 0) pool.parallel_for(static_cast<size_t>(chunk), kElementGrain, part);
       y += chunk;
     }
   }
@@ -431,15 +564,15 @@ void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
 }
 
 void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
-  if (is_binary(p.op)) return run_binary(p, t);
-  if (is_unary(p.op)) return run_unary(p, t);
+  if (is_binary(p.op)) return run_binary(p, t, pool);
+  if (is_unary(p.op)) return run_unary(p, t, pool);
   switch (p.op) {
     case Op::kCopy:
       if (p.count != 0) std::memmove(t[p.output], t[p.inputs[0]], sizeof(float) * p.count);
       return;
     case Op::kSoftmax:
-    case Op::kLogSoftmax: return run_softmax(p, t);
-    case Op::kConcat: return run_concat(p, t);
+    case Op::kLogSoftmax: return run_softmax(p, t, pool);
+    case Op::kConcat: return run_concat(p, t, pool);
     case Op::kTranspose: return run_transpose(p, t);
     case Op::kConv: return run_conv(p, t, pool);
     case Op::kMaxPool:
@@ -450,4 +583,5 @@ void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
   }
 }
 
+}  // namespace LOOM_CPU_SIMD_ISA
 }  // namespace loom::cpu_simd

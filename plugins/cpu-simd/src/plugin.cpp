@@ -65,8 +65,8 @@ class CpuSimdPlugin;
 
 class CpuSimdDevice {
  public:
-  CpuSimdDevice(ThreadPool* pool, std::string name, uint64_t memory)
-      : pool_(pool), name_(std::move(name)), memory_(memory) {}
+  CpuSimdDevice(ThreadPool* pool, std::string name, uint64_t memory, bool onednn, Kernels kernels)
+      : pool_(pool), name_(std::move(name)), memory_(memory), onednn_(onednn), kernels_(kernels) {}
 
   void info(loom_device_info_t* out) const {
     out->uri = "cpu-simd://0";
@@ -87,8 +87,7 @@ class CpuSimdDevice {
                          std::unique_ptr<Executable>* out) {
     BlobGraph graph;
     LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &graph));
-    *out = std::make_unique<Executable>(std::move(graph), pool_);
-    return Status();
+    return Executable::create(std::move(graph), pool_, onednn_, kernels_, out);
   }
 
   Status allocate_buffer(uint64_t size, uint64_t alignment, uint32_t flags,
@@ -108,12 +107,19 @@ class CpuSimdDevice {
   ThreadPool* pool_;
   std::string name_;
   uint64_t memory_;
+  bool onednn_;
+  Kernels kernels_;
 };
 
 class CpuSimdPlugin {
  public:
-  CpuSimdPlugin(size_t threads, const loom_host_services_t* host)
-      : host_(host), pool_(threads), device_(&pool_, cpu_model_name(), physical_memory_bytes()) {}
+  CpuSimdPlugin(size_t threads, const loom_host_services_t* host, bool onednn, Kernels kernels)
+      : host_(host),
+        pool_(threads),
+        device_(&pool_,
+                cpu_model_name() + " [kernels " + kernels.name +
+                    (onednn ? ", oneDNN " + onednn_isa() : ", oneDNN off") + "]",
+                physical_memory_bytes(), onednn, kernels) {}
 
   // The host's services (may be NULL): compile allocates the blob with them.
   const loom_host_services_t* host() const { return host_; }
@@ -149,7 +155,12 @@ struct CpuSimd {
     LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint(LOOM_OPTION_THREADS, 0, 4096, &threads));
     if (threads == 0) threads = std::thread::hardware_concurrency();
     if (threads == 0) threads = 1;
-    *out = std::make_unique<Plugin>(static_cast<size_t>(threads), ctx.host);
+    uint64_t onednn = 1;
+    LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint("cpu.onednn", 1, 1, &onednn));
+    KernelIsa cap = KernelIsa::kAvx512;
+    if (const char* isa = ctx.options.find("cpu.isa")) LOOM_SDK_RETURN_IF_ERROR(limit_isa(isa, &cap));
+    *out = std::make_unique<Plugin>(static_cast<size_t>(threads), ctx.host, onednn != 0,
+                                    select_kernels(cap));
     return Status();
   }
 };

@@ -138,9 +138,9 @@ TEST(BlobFormat, HugeCountsAreRejectedBeforeAllocating) {
 
 TEST(BlobFormat, UnsupportedVersionIsNamed) {
   std::vector<std::byte> bytes = encode(small_graph());
-  set_u32(bytes, 4, 3);
+  set_u32(bytes, 4, 4);
   EXPECT_EQ(decode_error(bytes),
-            "byte 4: format version 3 is not supported (this reader handles 1 to 2)");
+            "byte 4: format version 4 is not supported (this reader handles 1 to 3)");
   set_u32(bytes, 4, 0);
   EXPECT_NE(decode_error(bytes).find("format version 0 is not supported"), std::string::npos);
 }

@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "loom/cpu_simd/blob_format.hpp"
 #include "loom/graph/graph_generated.h"
 #include "loom/plugin.h"
 
@@ -181,9 +183,15 @@ class CompileFixture : public ::testing::Test {
     api_ = q.out_api;
     ASSERT_NE(api_->compile_supported, nullptr);
     ASSERT_NE(api_->compile, nullptr);
+    std::vector<loom_option_t> opts;
+    for (const auto& [k, v] : options_) opts.push_back({LOOM_OPTION_STRUCT_SIZE, k.c_str(), v.c_str()});
+    std::vector<const loom_option_t*> opt_ptrs;
+    for (const loom_option_t& o : opts) opt_ptrs.push_back(&o);
     loom_plugin_create_args_t args{};
     args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
     args.host = &host_;
+    args.options = opt_ptrs.data();
+    args.option_count = opt_ptrs.size();
     ASSERT_EQ(take(api_->plugin_create(&args)), "ok");
     plugin_ = args.out_plugin;
     ASSERT_EQ(take(api_->device_get(plugin_, 0, &device_)), "ok");
@@ -231,7 +239,7 @@ class CompileFixture : public ::testing::Test {
     std::string s = take(api_->compile(&args));
     if (s == "ok") {
       EXPECT_STREQ(args.out_loader_key, "cpu-simd");
-      EXPECT_EQ(args.out_format_version, 2u);
+      EXPECT_EQ(args.out_format_version, loom::cpu_simd::kFormatVersion);
       const auto* p = static_cast<const std::byte*>(args.out_blob);
       blob->assign(p, p + args.out_blob_size);
       host_.free(host_.user_data, args.out_blob);
@@ -292,6 +300,8 @@ class CompileFixture : public ::testing::Test {
     return outs;
   }
 
+  // Options for plugin_create (key, value); set before SetUp.
+  std::vector<std::pair<std::string, std::string>> options_;
   void* handle_ = nullptr;
   const loom_plugin_api_t* api_ = nullptr;
   loom_host_services_t host_{};

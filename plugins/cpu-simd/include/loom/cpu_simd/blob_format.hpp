@@ -6,7 +6,9 @@
 //   header   "LCPU" u32 version u32 tensor_count u32 input_count
 //            u32 output_count u32 node_count                     (24 bytes)
 //   tensors  tensor_count x { u32 dtype, u32 rank, rank x i64 dim,
-//                             [v2] u32 flags (bit 0: constant),
+//                             [v2] u32 flags (bit 0: constant; [v3]
+//                             bit 1: parameter, an input whose bytes are
+//                             the same on every execute),
 //                             [v2, constant] element_count x f32 }
 //   inputs   input_count x u32 tensor index
 //   outputs  output_count x u32 tensor index
@@ -16,8 +18,8 @@
 //                           int_count x i64, float_count x f32,
 //                           input_count x u32, output_count x u32 }
 // Nothing may follow the last node. Version 1 (operators 1-5, no constants,
-// no attribute lists) is still decoded; encode() writes version 2 unless
-// asked for 1.
+// no attribute lists) and version 2 (no parameter flag) are still decoded;
+// encode() writes version 3 unless asked for an older one.
 //
 // decode() checks everything it reads with bounded work and never allocates
 // more than the blob's size justifies: the version, every count against the
@@ -39,7 +41,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -198,6 +200,13 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     }
     defined[t] = 1;
   }
+  for (size_t t = 0; t < tensor_count; ++t) {
+    if (g.tensors[t].parameter && (g.tensors[t].constant || defined[t] != 1)) {
+      *error = "tensor " + std::to_string(t) + ": marked parameter but is " +
+               (g.tensors[t].constant ? "a constant" : "not a graph input");
+      return false;
+    }
+  }
   std::vector<const std::vector<int64_t>*> in_shapes;
   std::vector<int64_t> inferred;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
@@ -319,7 +328,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = kFor
     put_u32(out, static_cast<uint32_t>(t.shape.size()));
     for (int64_t d : t.shape) detail::put_u64(out, static_cast<uint64_t>(d));
     if (v2) {
-      put_u32(out, t.constant ? 1u : 0u);
+      put_u32(out, (t.constant ? 1u : 0u) | (version >= 3 && t.parameter ? 2u : 0u));
       if (t.constant) {
         for (float f : t.data) detail::put_f32(out, f);
       }
@@ -410,10 +419,19 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     uint32_t flags = 0;
     const size_t flags_at = r.offset();
     if (!r.u32("tensor flags", &flags, error)) return false;
-    if (flags > 1) {
+    if (flags > (version >= 3 ? 3u : 1u)) {
       *error = at(flags_at) + ": tensor " + std::to_string(t) + ": unknown flags " +
-               std::to_string(flags);
+               std::to_string(flags) + " in format " + std::to_string(version);
       return false;
+    }
+    if (flags == 3) {
+      *error = at(flags_at) + ": tensor " + std::to_string(t) +
+               ": flags 3 mark it both constant and parameter";
+      return false;
+    }
+    if (flags == 2) {
+      bt.parameter = true;
+      continue;
     }
     if (flags == 0) continue;
     for (uint32_t d = 0; d < rank; ++d) {

@@ -71,6 +71,9 @@ struct BlobTensor {
   // A constant embedded in the blob (format 2): element_count f32 values.
   bool constant = false;
   std::vector<float> data = {};
+  // Format 3: a graph input that holds a program parameter (a weight), the
+  // same bytes on every execute of an executable, so it may be packed once.
+  bool parameter = false;
 };
 
 struct BlobNode {

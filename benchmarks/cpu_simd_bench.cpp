@@ -1,0 +1,351 @@
+// cpu-simd against its peers, in one run on one machine (issue 8's goals):
+//  - GEMM (square 128-2048, and the skinny M x K x N of real models) against
+//    oneDNN's matmul primitive with its weights reordered once;
+//  - Conv2d shapes of MobileNetV3, ResNet-18 and an FPN detector head against
+//    oneDNN's convolution primitive, used as a caller holding NCHW tensors
+//    uses it: the source reordered into the layout the primitive chose, the
+//    convolution, the result reordered back (weights reordered once). The
+//    convolution alone is reported too ("Conv_OneDnnKernelOnly");
+//  - memory-bound operators on tensors larger than the caches against a
+//    STREAM-style triad (a = b + s * c) in this binary.
+// Each Loom case is a one-node graph compiled by cpu-simd's compile entry
+// (weights as program parameters) and executed through the C ABI; after
+// timing, sampled outputs are checked in double precision. The second
+// argument of every case is the thread count (cpu-simd's loom.threads; the
+// OpenMP thread count for oneDNN and the triad).
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "bench_support.hpp"
+
+namespace {
+
+using namespace loom::bench;
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DType = memory::data_type;
+
+Backend& cpu_simd(int64_t threads) {
+  const char* path = plugin_path("LOOM_BENCH_CPU_SIMD_PLUGIN", LOOM_CPU_SIMD_PLUGIN_PATH);
+  static Backend one(path, {{"loom.threads", "1"}});
+  static Backend two(path, {{"loom.threads", "2"}});
+  return threads == 1 ? one : two;
+}
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+memory filled(const memory::desc& md, uint32_t seed) {
+  memory m(md, engine());
+  std::vector<float> v(md.get_size() / sizeof(float));
+  fill(v, seed);
+  std::memcpy(m.get_data_handle(), v.data(), md.get_size());
+  return m;
+}
+
+// ------------------------------------------------------------------ GEMM
+
+std::string check_matmul(const std::vector<std::vector<float>>& t, int64_t m, int64_t k, int64_t n) {
+  for (int64_t s = 0; s < 64; ++s) {
+    const int64_t i = (s * 7919) % m, j = (s * 104729 + 13) % n;
+    double want = 0, scale = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const double v = static_cast<double>(t[0][i * k + p]) * t[1][p * n + j];
+      want += v;
+      scale += std::fabs(v);
+    }
+    std::string e = compare("Y", static_cast<size_t>(i * n + j), t[2][i * n + j], want, scale);
+    if (!e.empty()) return e;
+  }
+  return "";
+}
+
+void set_gemm_counters(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * k * n * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+// Args: M, K, N, threads.
+void BM_MatMul_CpuSimd(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  run_case(state, cpu_simd(state.range(3)), one_node("MatMul", {{m, k}, {k, n}}, {m, n}, {}, {false, true}),
+           {{m, k}, {k, n}, {m, n}}, [=](const auto& t) { return check_matmul(t, m, k, n); });
+  set_gemm_counters(state, m, k, n);
+}
+
+void BM_MatMul_OneDnn(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  omp_set_num_threads(static_cast<int>(state.range(3)));
+  const memory::desc a({m, k}, DType::f32, Tag::ab), b({k, n}, DType::f32, Tag::ab);
+  const memory::desc c({m, n}, DType::f32, Tag::ab), b_any({k, n}, DType::f32, Tag::any);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), engine());
+  dnnl::stream stream(engine());
+  memory ma = filled(a, 1), mb_user = filled(b, 2), mc(c, engine());
+  memory mb(pd.weights_desc(), engine());
+  dnnl::reorder(mb_user, mb).execute(stream, mb_user, mb);  // once, as a model's weights
+  dnnl::matmul mm(pd);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  for (auto _ : state) {
+    mm.execute(stream, args);
+    stream.wait();
+  }
+  state.SetLabel(pd.impl_info_str());
+  set_gemm_counters(state, m, k, n);
+}
+
+void gemm_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t s : {128, 256, 512, 1024, 2048}) b->Args({s, s, s, threads});
+    for (int64_t m : {1, 8, 64}) {
+      b->Args({m, 768, 3072, threads});   // transformer MLP up-projection
+      b->Args({m, 4096, 1024, threads});  // a wide-to-narrow layer
+      b->Args({m, 512, 1000, threads});   // a ResNet classifier
+    }
+  }
+}
+
+// ------------------------------------------------------------------ Conv
+
+struct ConvShape {
+  int64_t c, hw, o, k, stride, group;
+};
+
+// Args index into kConvShapes, then threads.
+constexpr ConvShape kConvShapes[] = {
+    {64, 56, 64, 3, 1, 1},     // ResNet-18 layer1 3x3
+    {64, 56, 128, 3, 2, 1},    // ResNet-18 layer2 entry 3x3 s2
+    {64, 56, 128, 1, 2, 1},    // ResNet-18 downsample 1x1 s2
+    {256, 14, 256, 3, 1, 1},   // ResNet-18 layer3 3x3
+    {3, 224, 16, 3, 2, 1},     // MobileNetV3 stem 3x3 s2
+    {16, 112, 16, 3, 2, 16},   // MobileNetV3 depthwise 3x3 s2
+    {96, 14, 96, 5, 1, 96},    // MobileNetV3 depthwise 5x5
+    {24, 28, 96, 1, 1, 1},     // MobileNetV3 expansion 1x1
+    {128, 40, 128, 1, 1, 1},   // FPN lateral 1x1 (320 input, stride 8)
+    {128, 40, 128, 3, 1, 1},   // FPN head 3x3
+};
+
+int64_t conv_out(const ConvShape& s) { return (s.hw + 2 * (s.k / 2) - s.k) / s.stride + 1; }
+
+std::string label_conv(benchmark::State& state, const ConvShape& s) {
+  const std::string label = ("c" + std::to_string(s.c) + " " + std::to_string(s.hw) + "x" + std::to_string(s.hw) +
+                 " o" + std::to_string(s.o) + " k" + std::to_string(s.k) + " s" + std::to_string(s.stride) +
+                 (s.group > 1 ? " depthwise" : ""));
+  state.SetLabel(label);
+  const double oh = static_cast<double>(conv_out(s));
+  const double flops = 2.0 * oh * oh * s.o * (s.c / s.group) * s.k * s.k;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  return label;
+}
+
+void BM_Conv_CpuSimd(benchmark::State& state) {
+  const ConvShape& s = kConvShapes[state.range(0)];
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group;
+  const Dims x = {1, s.c, s.hw, s.hw}, w = {s.o, cg, s.k, s.k}, y = {1, s.o, oh, oh};
+  run_case(state, cpu_simd(state.range(1)),
+           one_node("Conv", {x, w}, y,
+                    {attr_int("group", s.group), attr_ints("pads", {p, p, p, p}),
+                     attr_ints("strides", {s.stride, s.stride})},
+                    {false, true}, 11),
+           {x, w, y}, [=](const auto& t) {
+             for (int64_t q = 0; q < 64; ++q) {
+               const int64_t oc = (q * 37) % s.o, oy = (q * 13) % oh, ox = (q * 29 + 5) % oh;
+               const int64_t g = oc / (s.o / s.group);
+               double want = 0, scale = 0;
+               for (int64_t ic = 0; ic < cg; ++ic) {
+                 for (int64_t ky = 0; ky < s.k; ++ky) {
+                   for (int64_t kx = 0; kx < s.k; ++kx) {
+                     const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
+                     if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
+                     const double v = static_cast<double>(t[0][((g * cg + ic) * s.hw + iy) * s.hw + ix]) *
+                                      t[1][((oc * cg + ic) * s.k + ky) * s.k + kx];
+                     want += v;
+                     scale += std::fabs(v);
+                   }
+                 }
+               }
+               const size_t at = static_cast<size_t>((oc * oh + oy) * oh + ox);
+               std::string e = compare("Y", at, t[2][at], want, scale);
+               if (!e.empty()) return e;
+             }
+             return std::string();
+           });
+  label_conv(state, s);
+}
+
+// oneDNN's convolution on NCHW tensors (reorders in and out timed) or, with
+// `kernel_only`, on tensors already in its layout.
+void onednn_conv(benchmark::State& state, bool kernel_only) {
+  const ConvShape& s = kConvShapes[state.range(0)];
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  const int64_t oh = conv_out(s), p = s.k / 2;
+  const memory::dims wd = s.group == 1 ? memory::dims{s.o, s.c, s.k, s.k}
+                                       : memory::dims{s.group, s.o / s.group, s.c / s.group, s.k, s.k};
+  const memory::desc x_user({1, s.c, s.hw, s.hw}, DType::f32, Tag::nchw);
+  const memory::desc y_user({1, s.o, oh, oh}, DType::f32, Tag::nchw);
+  const memory::desc w_user(wd, DType::f32, s.group == 1 ? Tag::oihw : Tag::goihw);
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      memory::desc({1, s.c, s.hw, s.hw}, DType::f32, Tag::any), memory::desc(wd, DType::f32, Tag::any),
+      memory::desc({1, s.o, oh, oh}, DType::f32, Tag::any), {s.stride, s.stride}, {p, p}, {p, p});
+  dnnl::convolution_forward::primitive_desc pd(d, engine());
+  dnnl::stream stream(engine());
+  memory xu = filled(x_user, 1), wu = filled(w_user, 2), yu(y_user, engine());
+  memory x(pd.src_desc(), engine()), w(pd.weights_desc(), engine()), y(pd.dst_desc(), engine());
+  dnnl::reorder(wu, w).execute(stream, wu, w);
+  dnnl::reorder(xu, x).execute(stream, xu, x);
+  dnnl::reorder to_x(xu, x), to_y(y, yu);
+  dnnl::convolution_forward conv(pd);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}};
+  for (auto _ : state) {
+    if (!kernel_only) to_x.execute(stream, xu, x);
+    conv.execute(stream, args);
+    if (!kernel_only) to_y.execute(stream, y, yu);
+    stream.wait();
+  }
+  state.SetLabel(label_conv(state, s) + " " + pd.impl_info_str());
+}
+void BM_Conv_OneDnn(benchmark::State& state) { onednn_conv(state, false); }
+void BM_Conv_OneDnnKernelOnly(benchmark::State& state) { onednn_conv(state, true); }
+
+void conv_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) {
+    for (int64_t i = 0; i < static_cast<int64_t>(std::size(kConvShapes)); ++i) b->Args({i, threads});
+  }
+}
+
+// ------------------------------------------------------------------ memory-bound
+
+constexpr int64_t kBig = int64_t{1} << 24;  // 16 M floats, 64 MB per tensor
+
+void BM_Triad(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<float> a(kBig), b(kBig), c(kBig);
+  fill(b, 1);
+  fill(c, 2);
+  const float s = 1.5f;
+  float* __restrict pa = a.data();
+  const float* __restrict pb = b.data();
+  const float* __restrict pc = c.data();
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < kBig; ++i) pa[i] = pb[i] + s * pc[i];
+    benchmark::DoNotOptimize(pa);
+  }
+  state.SetBytesProcessed(state.iterations() * kBig * 12);
+}
+
+// One memory-bound operator on [rows, cols] data; `bytes` per run.
+void memory_case(benchmark::State& state, const char* op, const std::vector<Dims>& ins, const Dims& out,
+                 const std::vector<IntAttr>& attrs, int64_t bytes,
+                 std::function<double(const std::vector<std::vector<float>>&, size_t)> want) {
+  std::vector<Dims> shapes = ins;
+  shapes.push_back(out);
+  run_case(state, cpu_simd(state.range(0)), one_node(op, ins, out, attrs), shapes, [&](const auto& t) {
+    for (size_t q = 0; q < 256; ++q) {
+      const size_t i = (q * 2654435761u) % t.back().size();
+      std::string e = compare("Y", i, t.back()[i], want(t, i), 1.0);
+      if (!e.empty()) return e;
+    }
+    return std::string();
+  });
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+void BM_Add(benchmark::State& state) {
+  memory_case(state, "Add", {{kBig}, {kBig}}, {kBig}, {}, kBig * 12,
+              [](const auto& t, size_t i) { return static_cast<double>(t[0][i]) + t[1][i]; });
+}
+void BM_Relu(benchmark::State& state) {
+  memory_case(state, "Relu", {{kBig}}, {kBig}, {}, kBig * 8,
+              [](const auto& t, size_t i) { return std::max(0.0, static_cast<double>(t[0][i])); });
+}
+void BM_Sigmoid(benchmark::State& state) {
+  memory_case(state, "Sigmoid", {{kBig}}, {kBig}, {}, kBig * 8,
+              [](const auto& t, size_t i) { return 1.0 / (1.0 + std::exp(-static_cast<double>(t[0][i]))); });
+}
+void BM_Softmax(benchmark::State& state) {
+  const int64_t cols = 1024, rows = kBig / cols;
+  memory_case(state, "Softmax", {{rows, cols}}, {rows, cols}, {}, kBig * 8, [=](const auto& t, size_t i) {
+    const size_t r = i / cols;
+    double mx = -1e30, sum = 0;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, static_cast<double>(t[0][r * cols + j]));
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(t[0][r * cols + j] - mx);
+    return std::exp(t[0][i] - mx) / sum;
+  });
+}
+void BM_Transpose(benchmark::State& state) {
+  const int64_t n = 4096;
+  memory_case(state, "Transpose", {{n, n}}, {n, n}, {attr_ints("perm", {1, 0})}, n * n * 8,
+              [=](const auto& t, size_t i) { return t[0][(i % n) * n + i / n]; });
+}
+void BM_Concat(benchmark::State& state) {
+  const int64_t half = kBig / 2;
+  memory_case(state, "Concat", {{1, 64, half / 64}, {1, 64, half / 64}}, {1, 128, half / 64},
+              {attr_int("axis", 1)}, kBig * 8, [=](const auto& t, size_t i) {
+                const size_t chunk = static_cast<size_t>(half);
+                return i < chunk ? t[0][i] : t[1][i - chunk];
+              });
+}
+void BM_MaxPool(benchmark::State& state) {
+  const int64_t c = 64, hw = 512;  // 64 MB in, 16 MB out
+  memory_case(state, "MaxPool", {{1, c, hw, hw}}, {1, c, hw / 2, hw / 2},
+              {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})}, c * hw * hw * 5,
+              [=](const auto& t, size_t i) {
+                const size_t ow = hw / 2, plane = ow * ow;
+                const size_t ch = i / plane, oy = (i % plane) / ow, ox = i % ow;
+                double m = -1e30;
+                for (size_t dy = 0; dy < 2; ++dy) {
+                  for (size_t dx = 0; dx < 2; ++dx) {
+                    m = std::max(m, static_cast<double>(t[0][(ch * hw + 2 * oy + dy) * hw + 2 * ox + dx]));
+                  }
+                }
+                return m;
+              });
+}
+void BM_LayerNormalization(benchmark::State& state) {
+  const int64_t cols = 768, rows = kBig / cols;
+  memory_case(state, "LayerNormalization", {{rows, cols}, {cols}, {cols}}, {rows, cols},
+              {attr_int("axis", -1)}, rows * cols * 8, [=](const auto& t, size_t i) {
+                const size_t r = i / cols, j = i % cols;
+                double mean = 0, var = 0;
+                for (int64_t q = 0; q < cols; ++q) mean += t[0][r * cols + q];
+                mean /= cols;
+                for (int64_t q = 0; q < cols; ++q) var += (t[0][r * cols + q] - mean) * (t[0][r * cols + q] - mean);
+                var /= cols;
+                return (t[0][i] - mean) / std::sqrt(var + 1e-5) * t[1][j] + t[2][j];
+              });
+}
+
+BENCHMARK(BM_MatMul_CpuSimd)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatMul_OneDnn)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv_CpuSimd)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv_OneDnn)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv_OneDnnKernelOnly)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Triad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Add)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Relu)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sigmoid)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Softmax)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LayerNormalization)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Transpose)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Concat)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MaxPool)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  Backend& b = cpu_simd(1);
+  benchmark::AddCustomContext("cpu-simd://0", b.device != nullptr ? b.name : "no device: " + b.error);
+  const dnnl::version_t* v = dnnl::version();
+  benchmark::AddCustomContext("oneDNN", std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                                            std::to_string(v->patch));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

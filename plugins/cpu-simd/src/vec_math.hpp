@@ -1,0 +1,55 @@
+// exp for the plain kernels, written so that the compiler vectorizes the
+// loops that call it (no calls, no branches, no errno): std::exp is a libm
+// call per element, which keeps Sigmoid and Softmax an order of magnitude
+// below memory bandwidth.
+//
+// Method: e^x = 2^n * e^r with n = round(x / ln 2) and r = x - n ln 2 in
+// [-ln2/2, ln2/2] (ln 2 split in two parts so that r is exact), e^r by its
+// Taylor polynomial to degree 7 (truncation below 2^-26 relative), 2^n built
+// in the exponent bits in two halves so that n down to -150 gives the
+// subnormal results. Measured against double-precision exp in
+// tests/unit/cpu_simd/vec_math_test.cpp: within 2 ulp over the whole float
+// range; +inf above 88.72, 0 below -103.97, NaN stays NaN.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace loom::cpu_simd {
+
+inline float bits_to_float(int32_t i) {
+  float f;
+  std::memcpy(&f, &i, sizeof f);
+  return f;
+}
+
+inline float vexp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;       // 12 significant bits: n * kLn2Hi is exact
+  constexpr float kLn2Lo = 1.428606765330187045e-06f;  // ln 2 - kLn2Hi
+  // Clamp so that n fits the two exponent halves; the clamped ends still
+  // round to +inf and 0.
+  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  // Round to nearest by adding and taking away 1.5 * 2^23 (no call, so it
+  // vectorizes on every instruction set).
+  constexpr float kRound = 12582912.0f;
+  const float n = (xc * kLog2e + kRound) - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  // e^r, Horner form of sum r^k / k!, k <= 7.
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // 2^n = 2^a * 2^b with a = n / 2, b = n - a, each a normal float.
+  const int32_t ni = static_cast<int32_t>(n);
+  const int32_t a = ni / 2;
+  const int32_t b = ni - a;
+  const float result = p * bits_to_float((a + 127) << 23) * bits_to_float((b + 127) << 23);
+  return x != x ? x : result;
+}
+
+}  // namespace loom::cpu_simd

@@ -1,0 +1,321 @@
+// cpu-simd's oneDNN schedule (src/schedule.cpp): fused Conv chains, fused
+// MatMul / Gemm, channels-last activations with reorders at their edges,
+// packed weights and the lifetime-planned arena. Each graph is compiled
+// once and run on two plugin instances, the default one (oneDNN) and one
+// with cpu.onednn=0 (the plain kernels, which the ONNX conformance suite
+// checks), and the results must agree; a few are also checked by hand.
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "compile_support.hpp"
+
+namespace loom::cpu_simd::testing {
+namespace {
+
+using F = std::vector<float>;
+
+std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+size_t elements(const Dims& d) {
+  size_t n = 1;
+  for (int64_t x : d) n *= static_cast<size_t>(x);
+  return n;
+}
+
+// LOOM_TEST_CPU_ISA (set by CTest for the per-ISA runs) is handed to both
+// instances as cpu.isa.
+class Schedule : public CompileFixture {
+ protected:
+  void SetUp() override {
+    const char* isa = std::getenv("LOOM_TEST_CPU_ISA");
+    if (isa != nullptr && *isa != '\0') options_ = {{"cpu.isa", isa}};
+    CompileFixture::SetUp();
+    if (HasFatalFailure()) return;
+    loom_option_t plain{LOOM_OPTION_STRUCT_SIZE, "cpu.onednn", "0"};
+    loom_option_t isa_opt{LOOM_OPTION_STRUCT_SIZE, "cpu.isa", isa};
+    const loom_option_t* opts[] = {&plain, &isa_opt};
+    loom_plugin_create_args_t args{};
+    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
+    args.host = &host_;
+    args.options = opts;
+    args.option_count = options_.empty() ? 1 : 2;
+    ASSERT_EQ(take(api_->plugin_create(&args)), "ok");
+    plain_plugin_ = args.out_plugin;
+    ASSERT_EQ(take(api_->device_get(plain_plugin_, 0, &plain_device_)), "ok");
+  }
+  void TearDown() override {
+    if (plain_plugin_ != nullptr) api_->plugin_destroy(plain_plugin_);
+    CompileFixture::TearDown();
+  }
+
+  loom_executable_t* load(loom_device_t* device, const std::vector<std::byte>& blob) {
+    loom_executable_load_args_t load{};
+    load.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
+    load.device = device;
+    load.loader_key = "cpu-simd";
+    load.format_version = kFormatVersion;
+    load.blob = blob.data();
+    load.blob_size = blob.size();
+    EXPECT_EQ(take(api_->executable_load(&load)), "ok");
+    return load.out_executable;
+  }
+
+  // Executes once; inputs are used in place (their addresses are what a
+  // parameter is keyed by).
+  std::vector<F> execute(loom_executable_t* exe, std::vector<HostTensor>& in,
+                         const std::vector<Dims>& output_shapes) {
+    std::vector<F> outs;
+    for (const Dims& s : output_shapes) outs.emplace_back(elements(s), -12345.0f);
+    std::vector<loom_tensor_t> descs(in.size() + outs.size());
+    std::vector<const loom_tensor_t*> in_ptrs, out_ptrs;
+    for (size_t i = 0; i < descs.size(); ++i) {
+      loom_tensor_t& d = descs[i];
+      d.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+      d.dtype = LOOM_DTYPE_F32;
+      const bool is_in = i < in.size();
+      const Dims& shape = is_in ? in[i].shape : output_shapes[i - in.size()];
+      F& data = is_in ? in[i].data : outs[i - in.size()];
+      d.rank = static_cast<uint32_t>(shape.size());
+      d.shape = shape.data();
+      d.host_data = data.data();
+      d.byte_size = data.size() * sizeof(float);
+      (is_in ? in_ptrs : out_ptrs).push_back(&d);
+    }
+    loom_execute_args_t exec{};
+    exec.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    exec.executable = exe;
+    exec.input_count = in_ptrs.size();
+    exec.inputs = in_ptrs.data();
+    exec.output_count = out_ptrs.size();
+    exec.outputs = out_ptrs.data();
+    EXPECT_EQ(take(api_->execute(&exec)), "ok");
+    return outs;
+  }
+
+  // Runs the graph on both instances with random inputs (one seed per
+  // input) and expects the same outputs within `tol` of their range.
+  std::vector<F> expect_same(const GraphBuilder& b, const std::vector<Dims>& inputs,
+                             const std::vector<Dims>& outputs, float tol = 1e-5f) {
+    std::vector<std::byte> blob;
+    EXPECT_EQ(compile(b.finish(), &blob), "ok");
+    std::vector<HostTensor> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      in.push_back({inputs[i], random_values(elements(inputs[i]), static_cast<uint32_t>(7 + i))});
+    }
+    loom_executable_t* fast = load(device_, blob);
+    loom_executable_t* plain = load(plain_device_, blob);
+    if (fast == nullptr || plain == nullptr) return {};
+    std::vector<F> got = execute(fast, in, outputs);
+    std::vector<F> want = execute(plain, in, outputs);
+    // A second run of the same executable gives the same answer (packed
+    // weights reused, arena reused).
+    std::vector<F> again = execute(fast, in, outputs);
+    api_->executable_destroy(fast);
+    api_->executable_destroy(plain);
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      float lo = want[o].empty() ? 0 : want[o][0], hi = lo;
+      for (float v : want[o]) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const float scale = std::max(1.0f, hi - lo);
+      for (size_t i = 0; i < want[o].size(); ++i) {
+        EXPECT_NEAR(got[o][i], want[o][i], tol * scale) << "output " << o << " element " << i;
+        EXPECT_EQ(again[o][i], got[o][i]) << "output " << o << " element " << i << " (second run)";
+      }
+    }
+    return got;
+  }
+
+  loom_plugin_t* plain_plugin_ = nullptr;
+  loom_device_t* plain_device_ = nullptr;
+};
+
+Attr pads1() { return attr_ints("pads", {1, 1, 1, 1}); }
+
+// conv -> BN -> Relu -> conv -> BN -> Add(x) -> Relu, then
+// GlobalAveragePool -> Flatten -> Gemm: a ResNet basic block and head.
+TEST_F(Schedule, ResidualBlockWithBatchNormMatchesThePlainKernels) {
+  GraphBuilder b;
+  const int c = 8;
+  const int x = b.input({1, c, 9, 7});
+  const int w1 = b.parameter({c, c, 3, 3}, "w1");
+  const int w2 = b.parameter({c, c, 3, 3}, "w2");
+  const int fc = b.parameter({5, c}, "fc");
+  auto bn_consts = [&](uint32_t seed) {
+    std::vector<int> t;
+    t.push_back(b.constant_f32({c}, random_values(c, seed, 0.5f, 1.5f)));      // scale
+    t.push_back(b.constant_f32({c}, random_values(c, seed + 1)));              // B
+    t.push_back(b.constant_f32({c}, random_values(c, seed + 2)));              // mean
+    t.push_back(b.constant_f32({c}, random_values(c, seed + 3, 0.5f, 2.0f)));  // var
+    return t;
+  };
+  const auto bn1 = bn_consts(100), bn2 = bn_consts(200);
+  const int t1 = b.tensor({1, c, 9, 7}), t2 = b.tensor({1, c, 9, 7}), t3 = b.tensor({1, c, 9, 7});
+  const int t4 = b.tensor({1, c, 9, 7}), t5 = b.tensor({1, c, 9, 7}), t6 = b.tensor({1, c, 9, 7});
+  const int t7 = b.tensor({1, c, 9, 7});
+  b.node("Conv", {x, w1}, {t1}, {pads1()}, 11);
+  b.node("BatchNormalization", {t1, bn1[0], bn1[1], bn1[2], bn1[3]}, {t2}, {attr_f("epsilon", 1e-3f)}, 9);
+  b.node("Relu", {t2}, {t3});
+  b.node("Conv", {t3, w2}, {t4}, {pads1()}, 11);
+  b.node("BatchNormalization", {t4, bn2[0], bn2[1], bn2[2], bn2[3]}, {t5}, {}, 9);
+  b.node("Add", {t5, x}, {t6});
+  b.node("Relu", {t6}, {t7});
+  const int pooled = b.tensor({1, c, 1, 1}), flat = b.tensor({1, c}), y = b.tensor({1, 5});
+  const int bias = b.constant_f32({5}, {1, 2, 3, 4, 5});
+  b.node("GlobalAveragePool", {t7}, {pooled}, {}, 1);
+  b.node("Flatten", {pooled}, {flat}, {}, 13);
+  b.node("Gemm", {flat, fc, bias}, {y}, {attr_i("transB", 1)}, 13);
+  b.output(y);
+  b.output(t7);  // an NHWC intermediate that is also a graph output
+  expect_same(b, {{1, c, 9, 7}, {c, c, 3, 3}, {c, c, 3, 3}, {5, c}}, {{1, 5}, {1, c, 9, 7}});
+}
+
+// MobileNetV3 pieces: depthwise 5x5 stride 2 + HardSwish, squeeze-excite
+// (GlobalAveragePool, 1x1 convs, Relu, HardSigmoid, Mul broadcast over the
+// channels), a projection, and Concat along channels of two branches.
+TEST_F(Schedule, DepthwiseSqueezeExciteAndConcatMatchThePlainKernels) {
+  GraphBuilder b;
+  const int c = 16;
+  const int x = b.input({1, c, 12, 11});
+  const int dw = b.constant_f32({c, 1, 5, 5}, random_values(c * 25, 3));
+  const int se1 = b.parameter({4, c, 1, 1}, "se1");
+  const int se2 = b.parameter({c, 4, 1, 1}, "se2");
+  const int proj = b.parameter({6, c, 1, 1}, "proj");
+  const int t1 = b.tensor({1, c, 6, 6}), t2 = b.tensor({1, c, 6, 6});
+  b.node("Conv", {x, dw}, {t1},
+         {attr_i("group", c), attr_ints("strides", {2, 2}), attr_ints("pads", {2, 2, 2, 2})}, 11);
+  b.node("HardSwish", {t1}, {t2}, {}, 14);
+  const int p = b.tensor({1, c, 1, 1}), s1 = b.tensor({1, 4, 1, 1}), s2 = b.tensor({1, 4, 1, 1});
+  const int s3 = b.tensor({1, c, 1, 1}), s4 = b.tensor({1, c, 1, 1}), t3 = b.tensor({1, c, 6, 6});
+  b.node("GlobalAveragePool", {t2}, {p}, {}, 1);
+  b.node("Conv", {p, se1}, {s1}, {}, 11);
+  b.node("Relu", {s1}, {s2});
+  b.node("Conv", {s2, se2}, {s3}, {}, 11);
+  b.node("HardSigmoid", {s3}, {s4}, {attr_f("alpha", 1.0f / 6)}, 6);
+  b.node("Mul", {t2, s4}, {t3});
+  const int t4 = b.tensor({1, 6, 6, 6}), t5 = b.tensor({1, 6, 6, 6});
+  b.node("Conv", {t3, proj}, {t4}, {}, 11);
+  b.node("Clip", {t4}, {t5}, {attr_f("min", 0.0f), attr_f("max", 6.0f)}, 6);
+  const int pool = b.tensor({1, c, 6, 6}), y = b.tensor({1, c + 6, 6, 6});
+  b.node("MaxPool", {t3}, {pool}, {attr_ints("kernel_shape", {3, 3}), pads1()}, 12);
+  b.node("Concat", {pool, t5}, {y}, {attr_i("axis", 1)}, 13);
+  const int z = b.tensor({1, c + 6, 6, 6});
+  b.node("Sigmoid", {y}, {z});
+  b.output(z);
+  expect_same(b, {{1, c, 12, 11}, {4, c, 1, 1}, {c, 4, 1, 1}, {6, c, 1, 1}}, {{1, c + 6, 6, 6}});
+}
+
+// A channels-last tensor read by an operator that needs the plain layout
+// (Transpose) and by an elementwise op with a plain operand of full shape.
+TEST_F(Schedule, LayoutEdgesReorderWhereNeeded) {
+  GraphBuilder b;
+  const int x = b.input({1, 3, 5, 6});
+  const int other = b.input({1, 4, 5, 6});
+  const int w = b.constant_f32({4, 3, 3, 3}, random_values(4 * 27, 11));
+  const int t1 = b.tensor({1, 4, 5, 6}), t2 = b.tensor({1, 4, 5, 6}), t3 = b.tensor({1, 5, 6, 4});
+  const int t4 = b.tensor({1, 4, 5, 6});
+  b.node("Conv", {x, w}, {t1}, {pads1()}, 11);
+  b.node("Sub", {t1, other}, {t2});
+  b.node("Transpose", {t1}, {t3}, {attr_ints("perm", {0, 2, 3, 1})});
+  b.node("AveragePool", {t2}, {t4}, {attr_ints("kernel_shape", {3, 3}), pads1()}, 11);
+  b.output(t4);
+  b.output(t3);
+  expect_same(b, {{1, 3, 5, 6}, {1, 4, 5, 6}}, {{1, 4, 5, 6}, {1, 5, 6, 4}});
+}
+
+// MatMul with packed weights, bias Add and Relu fused; a batched MatMul of
+// two computed operands with broadcast batch dimensions; Gemm transposes.
+TEST_F(Schedule, MatMulsMatchThePlainKernels) {
+  GraphBuilder b;
+  const int a = b.input({2, 5, 6});
+  const int w = b.parameter({6, 7}, "w");
+  const int bias = b.constant_f32({7}, random_values(7, 5));
+  const int t1 = b.tensor({2, 5, 7}), t2 = b.tensor({2, 5, 7}), t3 = b.tensor({2, 5, 7});
+  b.node("MatMul", {a, w}, {t1});
+  b.node("Add", {t1, bias}, {t2});
+  b.node("Relu", {t2}, {t3});
+  const int q = b.input({2, 1, 4, 5}), k = b.input({1, 3, 5, 2});
+  const int att = b.tensor({2, 3, 4, 2});
+  b.node("MatMul", {q, k}, {att});
+  const int g_a = b.input({6, 3});
+  const int g_b = b.parameter({4, 6}, "gb");
+  const int g_c = b.constant_f32({1, 4}, {0.5f, -0.5f, 1.5f, 2});
+  const int g_y = b.tensor({3, 4});
+  b.node("Gemm", {g_a, g_b, g_c}, {g_y}, {attr_i("transA", 1), attr_i("transB", 1), attr_f("beta", 0.5f)}, 13);
+  b.output(t3);
+  b.output(att);
+  b.output(g_y);
+  expect_same(b, {{2, 5, 6}, {6, 7}, {2, 1, 4, 5}, {1, 3, 5, 2}, {6, 3}, {4, 6}},
+              {{2, 5, 7}, {2, 3, 4, 2}, {3, 4}});
+}
+
+// Packed weights follow the parameter: bound at a new address with new
+// values, the next run uses them.
+TEST_F(Schedule, ParameterAtANewAddressIsPackedAgain) {
+  GraphBuilder b;
+  const int x = b.input({1, 1, 2, 2});
+  const int w = b.parameter({2, 1, 1, 1}, "w");
+  const int y = b.tensor({1, 2, 2, 2});
+  b.node("Conv", {x, w}, {y}, {}, 11);
+  b.output(y);
+  std::vector<std::byte> blob;
+  ASSERT_EQ(compile(b.finish(), &blob), "ok");
+  loom_executable_t* exe = load(device_, blob);
+  ASSERT_NE(exe, nullptr);
+  std::vector<HostTensor> in = {{{1, 1, 2, 2}, {1, 2, 3, 4}}, {{2, 1, 1, 1}, {2, -1}}};
+  auto out = execute(exe, in, {{1, 2, 2, 2}});
+  expect_near(out[0], {2, 4, 6, 8, -1, -2, -3, -4});
+  std::vector<HostTensor> moved = {in[0], {{2, 1, 1, 1}, {10, 0.5f}}};
+  out = execute(exe, moved, {{1, 2, 2, 2}});
+  expect_near(out[0], {10, 20, 30, 40, 0.5f, 1, 1.5f, 2});
+  api_->executable_destroy(exe);
+}
+
+// By hand: Conv 1x1 + BatchNormalization + Relu folded into one step.
+TEST_F(Schedule, FoldedBatchNormByHand) {
+  GraphBuilder b;
+  const int x = b.input({1, 2, 1, 2});
+  const int w = b.constant_f32({2, 2, 1, 1}, {1, 0, 1, 1});
+  const int bias = b.constant_f32({2}, {0, 1});
+  const int scale = b.constant_f32({2}, {2, 1}), beta = b.constant_f32({2}, {1, -10});
+  const int mean = b.constant_f32({2}, {1, 0}), var = b.constant_f32({2}, {3, 0});
+  const int t1 = b.tensor({1, 2, 1, 2}), t2 = b.tensor({1, 2, 1, 2}), y = b.tensor({1, 2, 1, 2});
+  b.node("Conv", {x, w, bias}, {t1}, {}, 11);
+  b.node("BatchNormalization", {t1, scale, beta, mean, var}, {t2}, {attr_f("epsilon", 1.0f)}, 9);
+  b.node("Relu", {t2}, {y});
+  b.output(y);
+  // x = [[1, 2], [3, 4]] (channel-major): conv ch0 = x0 = [1, 2];
+  // ch1 = x0 + x1 + 1 = [5, 7]. BN ch0: (v - 1) * 2 / 2 + 1 = [1, 2];
+  // ch1: v / 1 - 10 = [-5, -3] -> Relu [0, 0].
+  auto out = run(b, {{{1, 2, 1, 2}, {1, 2, 3, 4}}}, {{1, 2, 1, 2}});
+  ASSERT_EQ(out.size(), 1u);
+  expect_near(out[0], {1, 2, 0, 0});
+}
+
+// An unknown or mistimed ISA request is refused with a reason.
+TEST_F(Schedule, IsaOptionIsValidated) {
+  loom_option_t opt{LOOM_OPTION_STRUCT_SIZE, "cpu.isa", "avx9000"};
+  const loom_option_t* opts[] = {&opt};
+  loom_plugin_create_args_t args{};
+  args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
+  args.host = &host_;
+  args.options = opts;
+  args.option_count = 1;
+  const std::string s = take(api_->plugin_create(&args));
+  EXPECT_NE(s.find("option cpu.isa=\"avx9000\" is not one of"), std::string::npos) << s;
+  loom_option_t bad{LOOM_OPTION_STRUCT_SIZE, "cpu.onednn", "2"};
+  opts[0] = &bad;
+  const std::string s2 = take(api_->plugin_create(&args));
+  EXPECT_NE(s2.find("cpu.onednn"), std::string::npos) << s2;
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd::testing

@@ -1,0 +1,63 @@
+// cpu-simd's vectorizable exp (plugins/cpu-simd/src/vec_math.hpp) against
+// double-precision exp over the float range it serves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "vec_math.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+int32_t ordered(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof i);
+  return i < 0 ? INT32_MIN - i : i;
+}
+
+// Distance in units in the last place between two finite floats.
+int64_t ulps(float a, float b) { return std::llabs(static_cast<int64_t>(ordered(a)) - ordered(b)); }
+
+TEST(VecMath, ExpIsWithinTwoUlpsOverTheFloatRange) {
+  int64_t worst = 0;
+  float worst_x = 0;
+  size_t checked = 0;
+  // Every 127th float from -104 up to 88.7 (about 17 million values).
+  const int32_t lo = ordered(-104.0f), hi = ordered(88.7f);
+  for (int64_t k = lo; k <= hi; k += 127) {
+    int32_t bits = static_cast<int32_t>(k < 0 ? INT32_MIN - k : k);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    const float got = vexp(x);
+    const int64_t d = ulps(got, want);
+    if (d > worst) {
+      worst = d;
+      worst_x = x;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000u);
+  EXPECT_LE(worst, 2) << "at x = " << worst_x << ": " << vexp(worst_x) << " vs "
+                      << std::exp(static_cast<double>(worst_x));
+}
+
+TEST(VecMath, ExpEdges) {
+  EXPECT_EQ(vexp(0.0f), 1.0f);
+  EXPECT_EQ(vexp(-0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(vexp(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(vexp(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(vexp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(vexp(88.8f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(vexp(1000.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(vexp(-1000.0f), 0.0f);
+  // Subnormal results: e^-100 = 3.72e-44, 27 times the smallest subnormal.
+  EXPECT_NEAR(vexp(-100.0f), 3.720075976020836e-44, 1.5e-45);
+  EXPECT_GT(vexp(-87.5f), 0.0f);
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
