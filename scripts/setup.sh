@@ -26,6 +26,9 @@ packages=(
   # cpu-simd: oneDNN runs its convolutions, matmuls and pooling (only the
   # plugin and the benchmark that measures it against oneDNN link it)
   libdnnl-dev
+  # Debian builds oneDNN with its OpenCL GPU runtime, so its CMake package
+  # (dnnl-config.cmake) requires the OpenCL headers and libOpenCL.so
+  ocl-icd-opencl-dev opencl-c-headers
 )
 
 missing=()
