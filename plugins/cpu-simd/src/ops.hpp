@@ -51,6 +51,13 @@ struct NodePlan {
   Window window;
   int64_t batch = 0, in_channels = 0, out_channels = 0;
   int64_t in_sp[kMaxSpatial] = {}, out_sp[kMaxSpatial] = {};
+
+  // Resize: linear or nearest, per-axis tap offsets (b_offsets into
+  // a_offsets) and weights (w_offsets into weights), and which axes change.
+  bool linear = false;
+  std::vector<float> weights;
+  std::vector<int64_t> w_offsets;
+  std::array<bool, kMaxRank> resized{};
 };
 
 // Merges neighbouring dimensions that both operands (and the output) walk
@@ -72,6 +79,8 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
                                        const std::vector<int64_t>& b);                          \
   void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);               \
   void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);               \
+  void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);             \
+  void run_data_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);             \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
   void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
   }

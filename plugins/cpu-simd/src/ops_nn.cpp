@@ -115,7 +115,8 @@ void run_binary(const NodePlan& p, float* const* t, ThreadPool& pool) {
       return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u > v ? u : v; }, pool);
     case Op::kMin:
       return binary_loop(p, a, b, y, [](float u, float v) { return u != u || u < v ? u : v; }, pool);
-    case Op::kPow: return binary_loop(p, a, b, y, [](float u, float v) { return std::pow(u, v); }, pool);
+    case Op::kPow:  // x^2 (an exporter's variance) without a libm call
+      return binary_loop(p, a, b, y, [](float u, float v) { return v == 2.0f ? u * u : std::pow(u, v); }, pool);
     case Op::kPRelu:
       return binary_loop(p, a, b, y, [](float u, float v) { return u < 0.0f ? u * v : u; }, pool);
     default: return;
@@ -180,7 +181,7 @@ void run_unary(const NodePlan& p, float* const* t, ThreadPool& pool) {
         const float lo = v < alpha ? alpha : v;
         return lo > beta ? beta : lo;
       });
-    case Op::kErf: return unary_loop(x, y, n, [](float v) { return std::erf(v); });
+    case Op::kErf: return unary_loop(x, y, n, [](float v) { return verf(v); });
     case Op::kExp: return unary_loop(x, y, n, [](float v) { return vexp(v); });
     case Op::kLog: return unary_loop(x, y, n, [](float v) { return std::log(v); });
     case Op::kSqrt: return unary_loop(x, y, n, [](float v) { return std::sqrt(v); });
@@ -559,6 +560,7 @@ void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
       return;
     }
     default:
+      plan_data_node(graph, node, p);
       return;
   }
 }
@@ -579,7 +581,7 @@ void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kAveragePool: return run_pool(p, t);
     case Op::kGlobalAveragePool: return run_global_average(p, t);
     case Op::kBatchNorm: return run_batch_norm(p, t);
-    default: return;
+    default: return run_data_node(p, t, pool);
   }
 }
 

@@ -151,6 +151,7 @@ struct CpuSimd {
   }
 
   static Status create(const sdk::CreateContext& ctx, std::unique_ptr<Plugin>* out) {
+    keep_runtime_resident();
     uint64_t threads = 0;
     LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint(LOOM_OPTION_THREADS, 0, 4096, &threads));
     if (threads == 0) threads = std::thread::hardware_concurrency();

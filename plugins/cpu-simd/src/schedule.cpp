@@ -1,5 +1,6 @@
 #include "schedule.hpp"
 
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -299,13 +300,20 @@ bool fixed_or_absent(const Planner& p, const BlobNode& n, size_t i) {
 
 bool plan_conv_chain(const Planner& p, size_t i, ConvChain* c) {
   const BlobNode& conv = p.g.nodes[i];
-  if (conv.op != Op::kConv || p.g.tensors[conv.inputs[0]].shape.size() != 4) return false;
+  if ((conv.op != Op::kConv && conv.op != Op::kConvTranspose) ||
+      p.g.tensors[conv.inputs[0]].shape.size() != 4) {
+    return false;
+  }
   if (!fixed_or_absent(p, conv, 1) || !fixed_or_absent(p, conv, 2)) return false;
   c->conv = i;
   c->nodes = {i};
   uint32_t t = conv.outputs[0];
   int64_t next = p.sole_reader(t);
-  if (next >= 0 && p.g.nodes[next].op == Op::kBatchNorm && p.g.nodes[next].inputs[0] == t) {
+  // BatchNormalization folds into a Conv's output rows; a ConvTranspose's
+  // weights hold output channels in their second dimension, so its BN stays
+  // a node of its own.
+  if (next >= 0 && conv.op == Op::kConv && p.g.nodes[next].op == Op::kBatchNorm &&
+      p.g.nodes[next].inputs[0] == t) {
     const BlobNode& bn = p.g.nodes[next];
     bool ok = true;
     for (size_t k = 1; k < 5; ++k) ok = ok && p.fixed[bn.inputs[k]];
@@ -343,8 +351,8 @@ bool plan_conv_chain(const Planner& p, size_t i, ConvChain* c) {
   return true;
 }
 
-// The oneDNN convolution of a chain; throws dnnl::error when oneDNN has no
-// implementation for it.
+// The oneDNN convolution (deconvolution for ConvTranspose) of a chain;
+// throws dnnl::error when oneDNN has no implementation for it.
 std::shared_ptr<DnnlStep> make_conv(const Planner& p, const ConvChain& c, uint32_t src_slot,
                                     uint32_t dst_slot, uint32_t residual_slot) {
   const BlobNode& node = p.g.nodes[c.conv];
@@ -354,24 +362,47 @@ std::shared_ptr<DnnlStep> make_conv(const Planner& p, const ConvChain& c, uint32
   const auto& ws = p.g.tensors[node.inputs[1]].shape;
   const auto& ys = p.g.tensors[node.outputs[0]].shape;
   const int64_t groups = w.group;
+  const bool transposed = node.op == Op::kConvTranspose;
   auto d = std::make_shared<DnnlStep>();
-  const memory::dims wdims = groups == 1
-                                 ? memory::dims{ws[0], ws[1], ws[2], ws[3]}
-                                 : memory::dims{groups, ws[0] / groups, ws[1], ws[2], ws[3]};
-  d->user_wei_md = memory::desc(wdims, DType::f32, groups == 1 ? Tag::oihw : Tag::goihw);
+  // oneDNN names weight dims (g, o, i, h, w) for both primitives; ONNX's
+  // ConvTranspose weight is [C_in, C_out / group, kH, kW], i.e. iohw.
+  const int64_t wo = transposed ? ws[1] : ws[0] / groups;
+  const int64_t wi = transposed ? ws[0] / groups : ws[1];
+  const memory::dims wdims = groups == 1 ? memory::dims{wo, wi, ws[2], ws[3]}
+                                         : memory::dims{groups, wo, wi, ws[2], ws[3]};
+  d->user_wei_md = memory::desc(wdims, DType::f32,
+                                transposed ? (groups == 1 ? Tag::iohw : Tag::giohw)
+                                           : (groups == 1 ? Tag::oihw : Tag::goihw));
   const memory::desc wany(wdims, DType::f32, Tag::any);
   d->src_md = memory::desc(dims_of(xs), DType::f32, Tag::nhwc);
   d->dst_md = memory::desc(dims_of(ys), DType::f32, Tag::nhwc);
   d->bias_md = memory::desc({ys[1]}, DType::f32, Tag::x);
-  dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, d->src_md, wany,
-      d->bias_md, d->dst_md, {w.stride[1], w.stride[2]}, {w.dilation[1] - 1, w.dilation[2] - 1},
-      {w.pad_begin[1], w.pad_begin[2]}, {w.pad_end[1], w.pad_end[2]});
-  dnnl::convolution_forward::primitive_desc pd(
-      desc, make_attr(c.before_sum, c.add >= 0, c.after_sum), cpu_engine());
-  d->wei_md = pd.weights_desc();
-  d->scratch_md = pd.scratchpad_desc();
-  d->prim = dnnl::convolution_forward(pd);
+  const dnnl::primitive_attr attr = make_attr(c.before_sum, c.add >= 0, c.after_sum);
+  const memory::dims strides = {w.stride[1], w.stride[2]};
+  const memory::dims dilates = {w.dilation[1] - 1, w.dilation[2] - 1};
+  const memory::dims pad_l = {w.pad_begin[1], w.pad_begin[2]};
+  if (transposed) {
+    // output_padding extends the output at the end, as a smaller end pad.
+    const memory::dims pad_r = {w.pad_end[1] - w.output_padding[1],
+                                w.pad_end[2] - w.output_padding[2]};
+    dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                           dnnl::algorithm::deconvolution_direct, d->src_md,
+                                           wany, d->bias_md, d->dst_md, strides, dilates, pad_l,
+                                           pad_r);
+    dnnl::deconvolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+    d->wei_md = pd.weights_desc();
+    d->scratch_md = pd.scratchpad_desc();
+    d->prim = dnnl::deconvolution_forward(pd);
+  } else {
+    const memory::dims pad_r = {w.pad_end[1], w.pad_end[2]};
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::convolution_direct, d->src_md, wany,
+                                         d->bias_md, d->dst_md, strides, dilates, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+    d->wei_md = pd.weights_desc();
+    d->scratch_md = pd.scratchpad_desc();
+    d->prim = dnnl::convolution_forward(pd);
+  }
   d->packs = true;
   d->packed = memory(d->wei_md, cpu_engine());
   d->bias = memory(d->bias_md, cpu_engine());
@@ -953,6 +984,22 @@ Kernels select_kernels(KernelIsa cap) {
     k.run_node = isa_avx2::run_node;
   }
   return k;
+}
+
+namespace {
+
+// Marks the already loaded library that defines `symbol` NODELETE.
+void pin_library_of(const void* symbol) {
+  Dl_info info{};
+  if (dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return;
+  if (void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) dlclose(h);
+}
+
+}  // namespace
+
+void keep_runtime_resident() {
+  pin_library_of(reinterpret_cast<const void*>(&dnnl_engine_create));
+  pin_library_of(reinterpret_cast<const void*>(&omp_get_max_threads));
 }
 
 std::string onednn_isa() {

@@ -108,6 +108,13 @@ class Schedule {
   std::mutex pack_mutex_;
 };
 
+// OpenMP's worker threads, which run oneDNN's kernels, live until the
+// process ends and keep thread-local data of libdnnl: unloading libdnnl (or
+// libgomp) with the plugin would leave them pointing into unmapped memory.
+// Called when the plugin is created, this keeps both loaded for the rest of
+// the process (RTLD_NODELETE); the plugin itself may still be unloaded.
+void keep_runtime_resident();
+
 // The instruction set oneDNN's kernels use in this process ("avx512_core",
 // "avx2", ...).
 std::string onednn_isa();

@@ -155,8 +155,9 @@ TEST(BlobFormat, TrailingBytesAreRejected) {
 
 TEST(BlobFormat, UnknownOperatorIsRejected) {
   BlobGraph g = small_graph();
-  g.nodes[2].op = static_cast<Op>(42);
-  EXPECT_NE(validate_error(g).find("node 2: unknown operator 42"), std::string::npos);
+  g.nodes[2].op = static_cast<Op>(kLastOp + 1);
+  const std::string unknown = "node 2: unknown operator " + std::to_string(kLastOp + 1);
+  EXPECT_NE(validate_error(g).find(unknown), std::string::npos) << validate_error(g);
 }
 
 TEST(BlobFormat, NonFloatDtypeIsRejected) {

@@ -50,10 +50,10 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobNode& node = g.nodes[i];
     const std::string where = "node " + std::to_string(i);
     const uint32_t op = static_cast<uint32_t>(node.op);
-    if (op < 1 || op > 39) return where + ": operator out of range";
+    if (op < 1 || op > 46) return where + ": operator out of range";
     size_t min_in = 1, max_in = 1;
     if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
-    if (op == 2 || op == 35) min_in = 2, max_in = 3;                       // Gemm, Conv
+    if (op == 2 || op == 35 || op == 46) min_in = 2, max_in = 3;  // Gemm, Conv, ConvTranspose
     if (op == 33) max_in = SIZE_MAX;                                       // Concat
     if (op == 39) min_in = max_in = 5;                                     // BatchNorm
     if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
@@ -66,8 +66,9 @@ inline std::string structural_problem(const BlobGraph& g) {
     if (o >= n) return where + ": output index out of range";
     if (state[o] != 0) return where + ": output written twice";
     state[o] = 2;
-    if (!node.floats.empty()) return where + ": floats are reserved";
-    const int64_t rank = static_cast<int64_t>(g.tensors[node.inputs[0]].shape.size());
+    if (!node.floats.empty() && op != 45) return where + ": floats on an operator without them";
+    const std::vector<int64_t>& x = g.tensors[node.inputs[0]].shape;
+    const int64_t rank = static_cast<int64_t>(x.size());
     const std::vector<int64_t>& v = node.ints;
     if (op == 2 && (node.trans_a < 0 || node.trans_a > 1 || node.trans_b < 0 || node.trans_b > 1)) {
       return where + ": Gemm transpose flag not 0 or 1";
@@ -86,21 +87,68 @@ inline std::string structural_problem(const BlobGraph& g) {
         seen[static_cast<size_t>(p)] = true;
       }
     }
-    if (op == 35 || op == 36 || op == 37) {
-      const size_t head = op == 35 ? 2 : 3;
+    if (op == 35 || op == 36 || op == 37 || op == 46) {
+      const bool conv = op == 35 || op == 46;
+      const size_t head = conv ? 2 : 3;
       if (v.empty() || v[0] < 1 || v[0] > 3) return where + ": spatial rank";
       const size_t k = static_cast<size_t>(v[0]);
-      if (v.size() != head + 5 * k) return where + ": window attribute count";
-      if (op == 35 && (v[1] < 1 || v[1] > (int64_t{1} << 31))) return where + ": group";
-      if (op != 35 && ((v[1] != 0 && v[1] != 1) || (v[2] != 0 && v[2] != 1))) {
+      if (v.size() != head + (op == 46 ? 6 : 5) * k) return where + ": window attribute count";
+      if (conv && (v[1] < 1 || v[1] > (int64_t{1} << 31))) return where + ": group";
+      if (!conv && ((v[1] != 0 && v[1] != 1) || (v[2] != 0 && v[2] != 1))) {
         return where + ": pooling flags";
       }
-      for (size_t j = head; j < v.size(); ++j) {
+      for (size_t j = head; j < head + 5 * k; ++j) {
         const int64_t lowest = j < head + 3 * k ? 1 : 0;  // kernel, stride, dilation >= 1; pads >= 0
         if (v[j] < lowest || v[j] > (int64_t{1} << 31)) return where + ": window value out of range";
       }
+      for (size_t j = head + 5 * k; j < v.size(); ++j) {  // ConvTranspose output_padding
+        if (v[j] < 0 || v[j] >= v[head + k + (j - head - 5 * k)]) return where + ": output_padding";
+      }
     }
-    if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 && !v.empty()) {
+    if (op >= 40 && op <= 43) {  // reductions: [keepdims, ascending axes]
+      if (v.size() < 2 || (v[0] != 0 && v[0] != 1)) return where + ": reduction ints";
+      for (size_t j = 1; j < v.size(); ++j) {
+        if (v[j] < 0 || v[j] >= rank || (j > 1 && v[j] <= v[j - 1])) return where + ": reduction axes";
+        if (x[static_cast<size_t>(v[j])] == 0) return where + ": empty reduced axis";
+      }
+    }
+    if (op == 44) {  // Gather: [r, shape, values] within the axis
+      if (node.axis < 0 || node.axis >= rank) return where + ": gather axis";
+      if (v.empty() || v[0] < 0 || v[0] + rank > 9 || v.size() < 1 + static_cast<size_t>(v[0])) {
+        return where + ": gather ints";
+      }
+      uint64_t count = 1;
+      for (int64_t j = 0; j < v[0]; ++j) {
+        if (v[1 + j] < 0 || v[1 + j] > (int64_t{1} << 31)) return where + ": gather shape";
+        count *= static_cast<uint64_t>(v[1 + j]);
+      }
+      if (v.size() != 1 + static_cast<size_t>(v[0]) + count) return where + ": gather count";
+      for (size_t j = 1 + static_cast<size_t>(v[0]); j < v.size(); ++j) {
+        if (v[j] < 0 || v[j] >= x[static_cast<size_t>(node.axis)]) return where + ": gather index";
+      }
+    }
+    if (op == 45) {  // Resize: [linear, dims, taps], weights in [0, 1]
+      if (rank == 0 || v.size() < 1 + x.size() || (v[0] != 0 && v[0] != 1)) return where + ": resize ints";
+      uint64_t positions = 0;
+      for (size_t a = 0; a < x.size(); ++a) {
+        if (v[1 + a] < 1 || v[1 + a] > (int64_t{1} << 31) || x[a] < 1) return where + ": resize dims";
+        positions += static_cast<uint64_t>(v[1 + a]);
+      }
+      if (v.size() != 1 + x.size() + 2 * positions || node.floats.size() != (v[0] ? positions : 0)) {
+        return where + ": resize table size";
+      }
+      size_t at = 1 + x.size();
+      for (size_t a = 0; a < x.size(); ++a) {
+        for (int64_t o = 0; o < v[1 + a]; ++o, at += 2) {
+          if (v[at] < 0 || v[at] >= x[a] || v[at + 1] < 0 || v[at + 1] >= x[a]) return where + ": resize tap";
+          if (v[0] == 0 && v[at] != v[at + 1]) return where + ": nearest taps differ";
+        }
+      }
+      for (float f : node.floats) {
+        if (!(f >= 0.0f && f <= 1.0f)) return where + ": resize weight";
+      }
+    }
+    if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 && op < 40 && !v.empty()) {
       return where + ": ints on an operator without them";
     }
   }

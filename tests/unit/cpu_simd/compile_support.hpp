@@ -84,6 +84,9 @@ class GraphBuilder {
   int constant_i64(Dims shape, const std::vector<int64_t>& v) {
     return constant(std::move(shape), gfb::DType::i64, v.data(), v.size() * 8);
   }
+  int constant_i32(Dims shape, const std::vector<int32_t>& v) {
+    return constant(std::move(shape), gfb::DType::i32, v.data(), v.size() * 4);
+  }
   int constant_bool(bool b) {
     const uint8_t v = b ? 1 : 0;
     return constant({}, gfb::DType::bool_, &v, 1);

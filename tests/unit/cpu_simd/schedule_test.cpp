@@ -300,6 +300,87 @@ TEST_F(Schedule, FoldedBatchNormByHand) {
   expect_near(out[0], {1, 2, 0, 0});
 }
 
+// An FPN top-down path: ConvTranspose (oneDNN deconvolution, its residual
+// Add and Relu fused) next to a grouped one with output_padding, Resize
+// nearest and linear, ReduceMean over the last axis and Gather with
+// constant indices; the plain kernels run the same graph.
+TEST_F(Schedule, UpsamplingReductionsAndGatherMatchThePlainKernels) {
+  GraphBuilder b;
+  const int x = b.input({1, 8, 6, 5});
+  const int other = b.input({1, 4, 12, 10});
+  const int up_w = b.parameter({8, 4, 4, 4}, "up_w");
+  const int up_b = b.constant_f32({4}, {0.5f, -0.5f, 0.25f, 0});
+  const int grouped_w = b.constant_f32({8, 2, 3, 3}, random_values(8 * 2 * 9, 21));
+  const int t1 = b.tensor({1, 4, 12, 10}), t2 = b.tensor({1, 4, 12, 10}), t3 = b.tensor({1, 4, 12, 10});
+  b.node("ConvTranspose", {x, up_w, up_b}, {t1},
+         {attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, 11);
+  b.node("Add", {t1, other}, {t2});
+  b.node("Relu", {t2}, {t3});
+  // Grouped: 8 -> 4 channels in 2 groups, stride 2, output_padding 1:
+  // (6 - 1) * 2 + 1 + 3 - 2 = 12 rows, (5 - 1) * 2 + 1 + 3 - 2 = 10 columns.
+  const int g1 = b.tensor({1, 4, 12, 10});
+  b.node("ConvTranspose", {x, grouped_w}, {g1},
+         {attr_i("group", 2), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1}),
+          attr_ints("output_padding", {1, 1})}, 11);
+  const int roi = b.constant_f32({0}, {});
+  const int scales = b.constant_f32({4}, {1, 1, 2, 2});
+  const int near = b.tensor({1, 4, 24, 20});
+  b.node("Resize", {t3, roi, scales}, {near},
+         {attr_s("mode", "nearest"), attr_s("coordinate_transformation_mode", "asymmetric"),
+          attr_s("nearest_mode", "floor")}, 13);
+  const int no_scales = b.constant_f32({0}, {});
+  const int sizes = b.constant_i64({4}, {1, 4, 17, 13});
+  const int lin = b.tensor({1, 4, 17, 13});
+  b.node("Resize", {g1, roi, no_scales, sizes}, {lin}, {attr_s("mode", "linear")}, 13);
+  const int mean = b.tensor({1, 4, 17, 1});
+  b.node("ReduceMean", {lin}, {mean}, {attr_ints("axes", {-1})}, 13);
+  const int idx = b.constant_i64({2}, {2, -4});
+  const int picked = b.tensor({1, 2, 17, 1});
+  b.node("Gather", {mean, idx}, {picked}, {attr_i("axis", 1)}, 13);
+  const int maxed = b.tensor({4, 17});
+  b.node("ReduceMax", {lin}, {maxed}, {attr_ints("axes", {0, 3}), attr_i("keepdims", 0)}, 13);
+  b.output(near);
+  b.output(picked);
+  b.output(maxed);
+  const auto out = expect_same(b, {{1, 8, 6, 5}, {1, 4, 12, 10}, {8, 4, 4, 4}},
+                               {{1, 4, 24, 20}, {1, 2, 17, 1}, {4, 17}});
+  ASSERT_EQ(out.size(), 3u);
+  // Nearest 2x asymmetric/floor: each input pixel fills a 2x2 block.
+  for (int r = 0; r < 24; r += 2) {
+    for (int c = 0; c < 20; c += 2) {
+      const float v = out[0][r * 20 + c];
+      EXPECT_EQ(out[0][r * 20 + c + 1], v);
+      EXPECT_EQ(out[0][(r + 1) * 20 + c], v);
+    }
+  }
+}
+
+// By hand: Gather with constant i32 indices (one negative) along the middle
+// axis, then ReduceSum and ReduceMin over two axes (opset 13: ReduceSum's
+// axes are an input); the ONNX test data gives Gather its indices as a graph
+// input, so this is where the constant-index kernel is checked.
+TEST_F(Schedule, GatherAndReductionsByHand) {
+  GraphBuilder b;
+  const int x = b.input({2, 3, 2});
+  const int idx = b.constant_i32({2, 1}, {2, -3});
+  const int g = b.tensor({2, 2, 1, 2});
+  b.node("Gather", {x, idx}, {g}, {attr_i("axis", 1)}, 13);
+  const int axes = b.constant_i64({2}, {0, 3});
+  const int sum = b.tensor({2, 1}), mn = b.tensor({1, 2, 1, 1});
+  b.node("ReduceSum", {g, axes}, {sum}, {attr_i("keepdims", 0)}, 13);
+  b.node("ReduceMin", {g}, {mn}, {attr_ints("axes", {0, 3})}, 13);
+  b.output(g);
+  b.output(sum);
+  b.output(mn);
+  // x[n][c][w] = 6n + 2c + w: rows c = 2 then c = 0 of each n.
+  auto out = run(b, {{{2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}},
+                 {{2, 2, 1, 2}, {2, 1}, {1, 2, 1, 1}});
+  ASSERT_EQ(out.size(), 3u);
+  expect_near(out[0], {4, 5, 0, 1, 10, 11, 6, 7});
+  expect_near(out[1], {4 + 5 + 10 + 11, 0 + 1 + 6 + 7});
+  expect_near(out[2], {4, 0});
+}
+
 // An unknown or mistimed ISA request is refused with a reason.
 TEST_F(Schedule, IsaOptionIsValidated) {
   loom_option_t opt{LOOM_OPTION_STRUCT_SIZE, "cpu.isa", "avx9000"};

@@ -1,5 +1,5 @@
-// cpu-simd's vectorizable exp (plugins/cpu-simd/src/vec_math.hpp) against
-// double-precision exp over the float range it serves.
+// cpu-simd's vectorizable exp and erf (plugins/cpu-simd/src/vec_math.hpp)
+// against double precision over the float range they serve.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,6 +57,43 @@ TEST(VecMath, ExpEdges) {
   // Subnormal results: e^-100 = 3.72e-44, 27 times the smallest subnormal.
   EXPECT_NEAR(vexp(-100.0f), 3.720075976020836e-44, 1.5e-45);
   EXPECT_GT(vexp(-87.5f), 0.0f);
+}
+
+// Within 1.5e-7 (the rational approximation's bound) plus 2^-22 of the
+// value: a few ulp near 1, and a few ulp relative for small |x|, where the
+// series serves (plus two subnormal steps for subnormal x).
+TEST(VecMath, ErfIsCloseOverTheFloatRange) {
+  double worst = 0;
+  float worst_x = 0;
+  size_t checked = 0;
+  const int32_t lo = ordered(-6.0f), hi = ordered(6.0f);
+  for (int64_t k = lo; k <= hi; k += 1999) {
+    int32_t bits = static_cast<int32_t>(k < 0 ? INT32_MIN - k : k);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    const double want = std::erf(static_cast<double>(x));
+    const double err = std::fabs(static_cast<double>(verf(x)) - want);
+    const double bound = (std::fabs(x) < 1.0f ? 3e-45 : 1.5e-7) + std::fabs(want) * 0x1p-22;
+    if (err / bound > worst) {
+      worst = err / bound;
+      worst_x = x;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000u);
+  EXPECT_LE(worst, 1.0) << "at x = " << worst_x << ": " << verf(worst_x) << " vs "
+                        << std::erf(static_cast<double>(worst_x));
+}
+
+TEST(VecMath, ErfEdges) {
+  EXPECT_EQ(verf(0.0f), 0.0f);
+  EXPECT_NEAR(verf(1e-30f), 1.1283791670955126e-30, 1.2e-30 * 0x1p-22);
+  EXPECT_EQ(verf(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(verf(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(verf(1000.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(verf(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(verf(-0.3f), -verf(0.3f));
+  EXPECT_EQ(verf(-2.0f), -verf(2.0f));
 }
 
 }  // namespace

@@ -18,8 +18,8 @@
 //                           int_count x i64, float_count x f32,
 //                           input_count x u32, output_count x u32 }
 // Nothing may follow the last node. Version 1 (operators 1-5, no constants,
-// no attribute lists) and version 2 (no parameter flag) are still decoded;
-// encode() writes version 3 unless asked for an older one.
+// no attribute lists) and version 2 (no parameter flag, operators 1-39) are
+// still decoded; encode() writes version 3 unless asked for an older one.
 //
 // decode() checks everything it reads with bounded work and never allocates
 // more than the blob's size justifies: the version, every count against the
@@ -477,7 +477,7 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
         !r.i32("node trans_b", &node.trans_b, error)) {
       return false;
     }
-    if (op < 1 || op > (v2 ? kLastOp : kLastOpV1)) {
+    if (op < 1 || op > last_op(version)) {
       *error = at(start) + ": node " + std::to_string(n) + ": unknown operator " +
                std::to_string(op) + " for format " + std::to_string(version);
       return false;

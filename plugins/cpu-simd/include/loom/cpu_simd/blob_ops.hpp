@@ -42,9 +42,26 @@ enum class Op : uint32_t {
   kAveragePool = 37,  //       dilations[k], pads[2k]]
   kGlobalAveragePool = 38,
   kBatchNorm = 39,  // inputs X, scale, B, mean, var; alpha = epsilon
+  // Format 3.
+  kReduceMean = 40,  // ints = [keepdims, axes...]: axes ascending, at least one
+  kReduceSum = 41,
+  kReduceMax = 42,
+  kReduceMin = 43,
+  kGather = 44,  // axis (normalized); ints = [r, index shape[r], index values (in range)]
+  kResize = 45,  // ints = [linear, output dims[rank], per axis and output position:
+                 //   i0, i1]; floats = linear: per axis and output position, the
+                 //   weight of i1 (0 to 1); nearest: empty (i0 == i1)
+  kConvTranspose = 46,  // ints = [k, group, kernel[k], strides[k], dilations[k],
+                        //   pads_begin[k], pads_end[k], output_padding[k]]
 };
 inline constexpr uint32_t kLastOpV1 = 5;
-inline constexpr uint32_t kLastOp = 39;
+inline constexpr uint32_t kLastOpV2 = 39;
+inline constexpr uint32_t kLastOp = 46;
+
+// The last operator code that blob format `version` may use.
+inline uint32_t last_op(uint32_t version) {
+  return version <= 1 ? kLastOpV1 : version == 2 ? kLastOpV2 : kLastOp;
+}
 
 // The ONNX name of an operator, or "unknown".
 inline const char* op_name(Op op) {
@@ -53,7 +70,8 @@ inline const char* op_name(Op op) {
       "Pow", "PRelu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
       "Softplus", "Clip", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor",
       "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
-      "GlobalAveragePool", "BatchNormalization"};
+      "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
+      "ReduceMin", "Gather", "Resize", "ConvTranspose"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -64,6 +82,7 @@ inline bool is_binary(Op op) {
 inline bool is_unary(Op op) {
   return op == Op::kRelu || (op >= Op::kLeakyRelu && op <= Op::kCeil);
 }
+inline bool is_reduce(Op op) { return op >= Op::kReduceMean && op <= Op::kReduceMin; }
 
 struct BlobTensor {
   loom_dtype_t dtype = LOOM_DTYPE_F32;
@@ -128,12 +147,15 @@ struct Window {
   int64_t ceil_mode = 0, count_include_pad = 0;
   int64_t kernel[kMaxSpatial] = {}, stride[kMaxSpatial] = {}, dilation[kMaxSpatial] = {};
   int64_t pad_begin[kMaxSpatial] = {}, pad_end[kMaxSpatial] = {};
+  int64_t output_padding[kMaxSpatial] = {};  // ConvTranspose
 };
 
 // Unpacks and range-checks a Conv / MaxPool / AveragePool node's ints.
 inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
-  const bool conv = node.op == Op::kConv;
+  const bool transposed = node.op == Op::kConvTranspose;
+  const bool conv = node.op == Op::kConv || transposed;
   const size_t head = conv ? 2 : 3;
+  const size_t per_dim = transposed ? 6 : 5;
   const std::vector<int64_t>& v = node.ints;
   if (v.empty() || v[0] < 1 || v[0] > kMaxSpatial) {
     *error = "the spatial rank (ints[0]) must be 1 to " + std::to_string(kMaxSpatial) +
@@ -141,8 +163,9 @@ inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
     return false;
   }
   const size_t k = static_cast<size_t>(v[0]);
-  if (v.size() != head + 5 * k) {
-    *error = "has " + std::to_string(v.size()) + " ints, expected " + std::to_string(head + 5 * k);
+  if (v.size() != head + per_dim * k) {
+    *error = "has " + std::to_string(v.size()) + " ints, expected " +
+             std::to_string(head + per_dim * k);
     return false;
   }
   w->k = v[0];
@@ -176,6 +199,15 @@ inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
                std::to_string(w->pad_begin[i]) + " and " + std::to_string(w->pad_end[i]) +
                ": kernel, stride and dilation must be >= 1 and pads >= 0 (all <= 2^31)";
       return false;
+    }
+    if (transposed) {
+      w->output_padding[i] = v[head + 5 * k + i];
+      if (w->output_padding[i] < 0 || w->output_padding[i] >= w->stride[i]) {
+        *error = "spatial dimension " + std::to_string(i) + ": output_padding " +
+                 std::to_string(w->output_padding[i]) + " must be >= 0 and below the stride " +
+                 std::to_string(w->stride[i]);
+        return false;
+      }
     }
   }
   return true;
@@ -233,6 +265,40 @@ inline bool infer_window(const BlobNode& node, const std::vector<const std::vect
     }
     (*out)[1] = wt[0];
   }
+  if (node.op == Op::kConvTranspose) {
+    // Weight [C_in, C_out / group, kernel...].
+    const std::vector<int64_t>& wt = *in[1];
+    if (wt.size() != x.size() || wt[0] != x[1] || x[1] % w.group != 0 ||
+        wt[1] > kMaxAttr / w.group) {
+      *error = op + ": weight " + shape_string(wt) + " does not fit input " + shape_string(x) +
+               " with group " + std::to_string(w.group);
+      return false;
+    }
+    for (int64_t i = 0; i < w.k; ++i) {
+      if (wt[2 + i] != w.kernel[i]) {
+        *error = op + ": weight " + shape_string(wt) + " disagrees with the kernel shape";
+        return false;
+      }
+    }
+    const int64_t c_out = wt[1] * w.group;
+    if (in.size() == 3 && *in[2] != std::vector<int64_t>{c_out}) {
+      *error = op + ": bias " + shape_string(*in[2]) + " must be [" + std::to_string(c_out) + "]";
+      return false;
+    }
+    (*out)[1] = c_out;
+    for (int64_t i = 0; i < w.k; ++i) {
+      // All factors are below 2^31 (unpack_window), so this cannot overflow.
+      const int64_t e = w.stride[i] * (x[2 + i] - 1) + w.output_padding[i] +
+                        (w.kernel[i] - 1) * w.dilation[i] + 1 - w.pad_begin[i] - w.pad_end[i];
+      if (x[2 + i] < 1 || e < 1) {
+        *error = op + ": spatial dimension " + std::to_string(i) + " of input " + shape_string(x) +
+                 " gives an empty output";
+        return false;
+      }
+      (*out)[2 + i] = e;
+    }
+    return true;
+  }
   for (int64_t i = 0; i < w.k; ++i) {
     const int64_t e = window_extent(x[2 + i], w.kernel[i], w.stride[i], w.dilation[i],
                                     w.pad_begin[i], w.pad_end[i], w.ceil_mode != 0);
@@ -258,7 +324,7 @@ inline bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
 inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   if (is_binary(op) || op == Op::kMatMul) {
     *min_in = *max_in = 2;
-  } else if (op == Op::kGemm || op == Op::kConv) {
+  } else if (op == Op::kGemm || op == Op::kConv || op == Op::kConvTranspose) {
     *min_in = 2;
     *max_in = 3;
   } else if (op == Op::kConcat) {
@@ -281,8 +347,10 @@ inline bool infer_output_shape(const BlobNode& node,
   const std::string op = op_name(node.op);
   const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
                             node.op == Op::kTranspose || node.op == Op::kConv ||
-                            node.op == Op::kMaxPool || node.op == Op::kAveragePool;
-  if ((!ints_allowed && !node.ints.empty()) || !node.floats.empty()) {
+                            node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
+                            node.op >= Op::kReduceMean;
+  if ((!ints_allowed && !node.ints.empty()) ||
+      (node.op != Op::kResize && !node.floats.empty())) {
     *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
              " ints, " + std::to_string(node.floats.size()) + " floats)";
     return false;
@@ -421,9 +489,134 @@ inline bool infer_output_shape(const BlobNode& node,
       return true;
     }
     case Op::kConv:
+    case Op::kConvTranspose:
     case Op::kMaxPool:
     case Op::kAveragePool:
       return detail::infer_window(node, in, out, error);
+    case Op::kReduceMean:
+    case Op::kReduceSum:
+    case Op::kReduceMax:
+    case Op::kReduceMin: {
+      const std::vector<int64_t>& x = *in[0];
+      const std::vector<int64_t>& v = node.ints;
+      if (v.size() < 2 || (v[0] != 0 && v[0] != 1)) {
+        *error = op + ": ints must be [keepdims (0 or 1), axes...] with at least one axis, got " +
+                 shape_string(v);
+        return false;
+      }
+      for (size_t i = 1; i < v.size(); ++i) {
+        if (v[i] < 0 || v[i] >= static_cast<int64_t>(x.size()) || (i > 1 && v[i] <= v[i - 1])) {
+          *error = op + ": axes " + shape_string(std::vector<int64_t>(v.begin() + 1, v.end())) +
+                   " must be ascending axes of input " + shape_string(x);
+          return false;
+        }
+        if (x[static_cast<size_t>(v[i])] == 0) {
+          *error = op + ": axis " + std::to_string(v[i]) + " of input " + shape_string(x) +
+                   " is empty";
+          return false;
+        }
+      }
+      out->clear();
+      size_t next = 1;
+      for (size_t d = 0; d < x.size(); ++d) {
+        const bool reduced = next < v.size() && v[next] == static_cast<int64_t>(d);
+        if (reduced) ++next;
+        if (!reduced) out->push_back(x[d]);
+        else if (v[0] == 1) out->push_back(1);
+      }
+      return true;
+    }
+    case Op::kGather: {
+      const std::vector<int64_t>& x = *in[0];
+      const std::vector<int64_t>& v = node.ints;
+      if (node.axis < 0 || node.axis >= static_cast<int64_t>(x.size())) {
+        *error = op + ": axis " + std::to_string(node.axis) + " is not an axis of input " +
+                 shape_string(x);
+        return false;
+      }
+      if (v.empty() || v[0] < 0 || static_cast<uint64_t>(v[0]) + x.size() > kMaxRank + 1 ||
+          v.size() < 1 + static_cast<size_t>(v[0])) {
+        *error = op + ": ints must be [r, index shape (r entries), index values] with an output "
+                 "rank of at most " + std::to_string(kMaxRank) + ", got " +
+                 std::to_string(v.size()) + " ints";
+        return false;
+      }
+      const size_t r = static_cast<size_t>(v[0]);
+      const std::vector<int64_t> index_shape(v.begin() + 1, v.begin() + 1 + static_cast<int64_t>(r));
+      uint64_t count = 1;
+      for (int64_t d : index_shape) {
+        if (d < 0 || d > kMaxAttr || (d != 0 && count > (uint64_t{1} << 40) / static_cast<uint64_t>(d))) {
+          *error = op + ": index shape " + shape_string(index_shape) + " is negative or too large";
+          return false;
+        }
+        count *= static_cast<uint64_t>(d);
+      }
+      if (v.size() != 1 + r + count) {
+        *error = op + ": has " + std::to_string(v.size() - 1 - r) +
+                 " index values, index shape " + shape_string(index_shape) + " needs " +
+                 std::to_string(count);
+        return false;
+      }
+      const int64_t extent = x[static_cast<size_t>(node.axis)];
+      for (size_t i = 1 + r; i < v.size(); ++i) {
+        if (v[i] < 0 || v[i] >= extent) {
+          *error = op + ": index value " + std::to_string(v[i]) + " is outside [0, " +
+                   std::to_string(extent) + "), axis " + std::to_string(node.axis) +
+                   " of input " + shape_string(x);
+          return false;
+        }
+      }
+      out->assign(x.begin(), x.begin() + node.axis);
+      out->insert(out->end(), index_shape.begin(), index_shape.end());
+      out->insert(out->end(), x.begin() + node.axis + 1, x.end());
+      return true;
+    }
+    case Op::kResize: {
+      const std::vector<int64_t>& x = *in[0];
+      const std::vector<int64_t>& v = node.ints;
+      const size_t rank = x.size();
+      if (rank == 0 || v.size() < 1 + rank || (v[0] != 0 && v[0] != 1)) {
+        *error = op + ": ints must be [linear (0 or 1), output dims (" + std::to_string(rank) +
+                 "), taps] for input " + shape_string(x) + ", got " + std::to_string(v.size()) +
+                 " ints";
+        return false;
+      }
+      const bool linear = v[0] == 1;
+      const std::vector<int64_t> dims(v.begin() + 1, v.begin() + 1 + static_cast<int64_t>(rank));
+      uint64_t positions = 0;
+      for (size_t a = 0; a < rank; ++a) {
+        if (dims[a] < 1 || dims[a] > kMaxAttr || x[a] < 1) {
+          *error = op + ": output dims " + shape_string(dims) + " or input " + shape_string(x) +
+                   " has an empty or too large dimension";
+          return false;
+        }
+        positions += static_cast<uint64_t>(dims[a]);
+      }
+      if (v.size() != 1 + rank + 2 * positions || node.floats.size() != (linear ? positions : 0)) {
+        *error = op + ": has " + std::to_string(v.size() - 1 - rank) + " tap ints and " +
+                 std::to_string(node.floats.size()) + " weights, output dims " +
+                 shape_string(dims) + " need " + std::to_string(2 * positions) + " and " +
+                 std::to_string(linear ? positions : 0);
+        return false;
+      }
+      size_t at = 1 + rank, wi = 0;
+      for (size_t a = 0; a < rank; ++a) {
+        for (int64_t o = 0; o < dims[a]; ++o, at += 2, ++wi) {
+          const int64_t i0 = v[at], i1 = v[at + 1];
+          const bool weight_ok = !linear || (node.floats[wi] >= 0.0f && node.floats[wi] <= 1.0f);
+          if (i0 < 0 || i0 >= x[a] || i1 < 0 || i1 >= x[a] || (!linear && i0 != i1) || !weight_ok) {
+            *error = op + ": axis " + std::to_string(a) + ", output position " + std::to_string(o) +
+                     ": taps " + std::to_string(i0) + " and " + std::to_string(i1) +
+                     (linear ? " with weight " + std::to_string(node.floats[wi]) : std::string()) +
+                     " do not fit input " + shape_string(x) + " in " +
+                     (linear ? "linear" : "nearest") + " mode";
+            return false;
+          }
+        }
+      }
+      *out = dims;
+      return true;
+    }
     case Op::kGlobalAveragePool: {
       const std::vector<int64_t>& x = *in[0];
       if (x.size() < 3) {
