@@ -867,6 +867,27 @@ bool lower_conv_transpose(Lowering& l) {
   return true;
 }
 
+// LayerNormalization (opset 17): normalizes over axes [axis, rank) with
+// Scale and B of exactly those dims; stash_type 1 (f32) and the Mean and
+// InvStdDev outputs left out.
+bool lower_layer_norm(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kLayerNormalization;
+  int64_t axis = -1, stash = 1;
+  if (!l.check_attributes({{"axis", 17}, {"epsilon", 17}, {"stash_type", 17}}) || !l.check_inputs(2, 3) ||
+      !l.get_int("axis", -1, &axis) || !l.get_float("epsilon", 1e-5f, &n.alpha) ||
+      !l.get_int("stash_type", 1, &stash) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) ||
+      !l.output(3)) {
+    return false;
+  }
+  if (stash != 1) return l.fail("stash_type " + std::to_string(stash) + " is not supported (1 is)");
+  const int64_t rank = static_cast<int64_t>(l.shape_of(0).size());
+  if (axis < -rank || axis >= rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
+  n.axis = axis < 0 ? axis + rank : axis;
+  if (!(n.alpha >= 0.0f) || n.alpha > 1.0f) return l.fail("epsilon is not in [0, 1]");
+  return true;
+}
+
 bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Add") return lower_binary(l, Op::kAdd, 7);
   if (op == "Sub") return lower_binary(l, Op::kSub, 7);
@@ -935,6 +956,7 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Gather") return lower_gather(l);
   if (op == "Resize") return lower_resize(l);
   if (op == "ConvTranspose") return lower_conv_transpose(l);
+  if (op == "LayerNormalization") return lower_layer_norm(l);
   return l.fail("operator " + op + " is not implemented by cpu-simd");
 }
 

@@ -81,6 +81,8 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
   void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);               \
   void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);             \
   void run_data_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);             \
+  void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,  \
+                  int64_t n, float epsilon, ThreadPool& pool);                                   \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
   void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
   }
@@ -103,6 +105,10 @@ struct Kernels {
   // Runs one node; `tensors[i]` is the data of slot i.
   void (*run_node)(const NodePlan& plan, float* const* tensors, ThreadPool& pool) =
       isa_baseline::run_node;
+  // y = (x - mean) / sqrt(var + epsilon) * gamma + beta over rows of n
+  // (gamma, beta: n values or NULL), for the fused LayerNorm pattern.
+  void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+                     int64_t n, float epsilon, ThreadPool& pool) = isa_baseline::layer_norm;
 };
 
 // The widest build this CPU runs (CPUID), but none wider than `cap`.

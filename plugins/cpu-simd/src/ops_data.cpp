@@ -2,6 +2,7 @@
 // tap table, and ConvTranspose. Like ops_nn.cpp this file is compiled once
 // per instruction set; the loops are written so that the compiler vectorizes
 // their innermost runs (contiguous, no aliasing of input and output).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -258,6 +259,44 @@ void run_conv_transpose(const NodePlan& p, float* const* t, ThreadPool& pool) {
 
 }  // namespace
 
+void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
+                int64_t n, float epsilon, ThreadPool& pool) {
+  auto body = [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const float* xr = x + static_cast<int64_t>(r) * n;
+      float* yr = y + static_cast<int64_t>(r) * n;
+      const float mean = reduce_run(Op::kReduceSum, xr, n) / static_cast<float>(n);
+      // The variance from the deviations (two passes over a row in cache),
+      // as the exporters' pattern computes it, not E[x^2] - mean^2.
+      float part[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8) {
+        for (int j = 0; j < 8; ++j) {
+          const float d = xr[i + j] - mean;
+          part[j] += d * d;
+        }
+      }
+      float var = 0.0f;
+      for (; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      for (float p : part) var += p;
+      const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + epsilon);
+      if (gamma != nullptr && beta != nullptr) {
+        for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mean) * inv * gamma[k] + beta[k];
+      } else if (gamma != nullptr) {
+        for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mean) * inv * gamma[k];
+      } else {
+        for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mean) * inv;
+      }
+    }
+  };
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 14) / static_cast<size_t>(n == 0 ? 1 : n));
+  if (rows * n < (int64_t{1} << 15)) {
+    body(0, static_cast<size_t>(rows));
+  } else {
+    pool.parallel_for(static_cast<size_t>(rows), grain, body);
+  }
+}
+
 void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
   const std::vector<int64_t>& x = graph.tensors[node.inputs[0]].shape;
   const std::vector<int64_t>& out = graph.tensors[node.outputs[0]].shape;
@@ -334,6 +373,12 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
       }
       return;
     }
+    case Op::kLayerNormalization: {
+      const size_t axis = static_cast<size_t>(node.axis);
+      p->outer = product(x, 0, axis);
+      p->n = product(x, axis, x.size());
+      return;
+    }
     case Op::kConvTranspose: {
       std::string ignored;
       unpack_window(node, &p->window, &ignored);  // validate() accepted it
@@ -369,6 +414,9 @@ void run_data_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kGather: return run_gather(p, t);
     case Op::kResize: return run_resize(p, t);
     case Op::kConvTranspose: return run_conv_transpose(p, t, pool);
+    case Op::kLayerNormalization:
+      return layer_norm(t[p.inputs[0]], t[p.inputs[1]], p.inputs.size() == 3 ? t[p.inputs[2]] : nullptr,
+                        t[p.output], p.outer, p.n, p.alpha, pool);
     default: return;
   }
 }

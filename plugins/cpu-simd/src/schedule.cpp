@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
@@ -101,6 +102,9 @@ class ScheduleArena {
  public:
   dnnl::stream stream;
   std::vector<std::unordered_map<int, memory>> args;  // per step
+  // The same arguments as the C API takes them: dnnl::primitive::execute
+  // would build this array (a heap allocation) on every call.
+  std::vector<std::vector<dnnl_exec_arg_t>> c_args;  // per step
   std::vector<std::vector<std::pair<memory, uint32_t>>> bound;  // per step: memory, slot
   std::unique_ptr<std::byte[]> scratchpad;
 };
@@ -438,6 +442,73 @@ bool is_row_vector(const std::vector<int64_t>& s, int64_t n) {
   return s.back() == n;
 }
 
+// The value of a blob constant with one element, or NaN.
+float scalar_constant(const Planner& p, uint32_t t) {
+  const BlobTensor& bt = p.g.tensors[t];
+  return bt.constant && bt.data.size() == 1 ? bt.data[0] : std::numeric_limits<float>::quiet_NaN();
+}
+
+// The other operand of binary node `n` when one of them is `t`.
+uint32_t other_operand(const BlobNode& n, uint32_t t) {
+  if (n.inputs[0] == t && n.inputs[1] != t) return n.inputs[1];
+  if (n.inputs[1] == t && n.inputs[0] != t) return n.inputs[0];
+  return kNone;
+}
+
+// The exporters' GELU on `t`, y = x * 0.5 * (1 + erf(x / sqrt 2)):
+//   d = Div(x, sqrt 2) or Mul(x, 1 / sqrt 2); e = Erf(d); a = Add(e, 1);
+//   then Mul(Mul(x, a), 0.5) or Mul(Mul(x, 0.5), a)
+// (either operand order), every intermediate read once and of x's shape.
+// On a match `nodes` gets the six nodes and `out` the result tensor.
+bool match_gelu(const Planner& p, uint32_t t, std::vector<size_t>* nodes, uint32_t* out) {
+  const auto& rd = p.readers[t];
+  if (p.is_output[t] || rd.size() != 2 || rd[0] == rd[1] || p.claimed[rd[0]] || p.claimed[rd[1]]) {
+    return false;
+  }
+  const auto near = [](float v, double want) { return std::fabs(v - want) <= 1e-6 * want; };
+  const auto& shape = p.g.tensors[t].shape;
+  const auto same_shape = [&](size_t node) { return p.g.tensors[p.g.nodes[node].outputs[0]].shape == shape; };
+  for (int k = 0; k < 2; ++k) {
+    const size_t div = rd[k], mul1 = rd[1 - k];
+    const BlobNode& d = p.g.nodes[div];
+    const BlobNode& m1 = p.g.nodes[mul1];
+    if (m1.op != Op::kMul || other_operand(m1, t) == kNone) continue;
+    if (d.op == Op::kDiv) {
+      if (d.inputs[0] != t || !near(scalar_constant(p, d.inputs[1]), std::sqrt(2.0))) continue;
+    } else if (d.op == Op::kMul) {
+      const uint32_t c = other_operand(d, t);
+      if (c == kNone || !near(scalar_constant(p, c), std::sqrt(0.5))) continue;
+    } else {
+      continue;
+    }
+    const int64_t erf = p.sole_reader(d.outputs[0]);
+    if (erf < 0 || p.g.nodes[erf].op != Op::kErf) continue;
+    const uint32_t e = p.g.nodes[erf].outputs[0];
+    const int64_t add = p.sole_reader(e);
+    if (add < 0 || p.g.nodes[add].op != Op::kAdd) continue;
+    const uint32_t one = other_operand(p.g.nodes[add], e);
+    if (one == kNone || scalar_constant(p, one) != 1.0f) continue;
+    const uint32_t a = p.g.nodes[add].outputs[0];
+    const int64_t mul2 = p.sole_reader(m1.outputs[0]);
+    if (mul2 < 0 || p.g.nodes[mul2].op != Op::kMul) continue;
+    const BlobNode& m2 = p.g.nodes[mul2];
+    const uint32_t m1_other = other_operand(m1, t);
+    const uint32_t m2_other = other_operand(m2, m1.outputs[0]);
+    const bool a_first = m1_other == a && scalar_constant(p, m2_other) == 0.5f;
+    const bool half_first = scalar_constant(p, m1_other) == 0.5f && m2_other == a &&
+                            p.sole_reader(a) == mul2;
+    if (!a_first && !half_first) continue;
+    if (a_first && p.sole_reader(a) != static_cast<int64_t>(mul1)) continue;
+    *nodes = {div, static_cast<size_t>(erf), static_cast<size_t>(add), mul1, static_cast<size_t>(mul2)};
+    for (size_t n : *nodes) {
+      if (!same_shape(n)) return false;
+    }
+    *out = m2.outputs[0];
+    return true;
+  }
+  return false;
+}
+
 bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c) {
   const BlobNode& n = p.g.nodes[i];
   const auto& a = p.g.tensors[n.inputs[0]].shape;
@@ -485,11 +556,104 @@ bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c) {
     }
   }
   Eltwise e;
+  std::vector<size_t> gelu;
+  uint32_t gelu_out = kNone;
   if (next >= 0 && eltwise_of(p.g.nodes[next], &e)) {
     c->post.push_back(e);
     c->nodes.push_back(static_cast<size_t>(next));
     t = p.g.nodes[next].outputs[0];
+  } else if (match_gelu(p, t, &gelu, &gelu_out)) {
+    c->post.push_back({dnnl::algorithm::eltwise_gelu_erf, 0, 0});
+    c->nodes.insert(c->nodes.end(), gelu.begin(), gelu.end());
+    t = gelu_out;
   }
+  c->output = t;
+  return true;
+}
+
+// The exporters' LayerNorm over the last axis of x:
+//   m = ReduceMean(x, [-1]); d = Sub(x, m); q = Pow(d, 2) or Mul(d, d);
+//   v = ReduceMean(q, [-1]); s = Sqrt(Add(v, epsilon)); y = Div(d, s);
+//   then optionally Mul(y, gamma) and Add(., beta) with row vectors of n.
+struct LayerNormChain {
+  uint32_t x = kNone, gamma = kNone, beta = kNone, output = kNone;
+  float epsilon = 0;
+  std::vector<size_t> nodes;
+};
+
+bool is_last_axis_mean(const Planner& p, const BlobNode& n) {
+  const auto& x = p.g.tensors[n.inputs[0]].shape;
+  return n.op == Op::kReduceMean && n.ints.size() == 2 && n.ints[0] == 1 &&
+         n.ints[1] == static_cast<int64_t>(x.size()) - 1;
+}
+
+bool plan_layer_norm(const Planner& p, size_t i, LayerNormChain* c) {
+  const BlobNode& mean = p.g.nodes[i];
+  if (!is_last_axis_mean(p, mean)) return false;
+  const uint32_t x = mean.inputs[0];
+  const auto& shape = p.g.tensors[x].shape;
+  const int64_t n = shape.back();
+  if (n < 1) return false;
+  const auto node_of = [&](int64_t k, Op op) -> const BlobNode* {
+    return k >= 0 && p.g.nodes[static_cast<size_t>(k)].op == op ? &p.g.nodes[static_cast<size_t>(k)]
+                                                                  : nullptr;
+  };
+  const int64_t sub_i = p.sole_reader(mean.outputs[0]);
+  const BlobNode* sub = node_of(sub_i, Op::kSub);
+  if (sub == nullptr || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0]) return false;
+  const uint32_t d = sub->outputs[0];
+  const auto& rd = p.readers[d];
+  if (p.is_output[d] || p.g.tensors[d].shape != shape) return false;
+  // d is read by the square (once, or twice by Mul(d, d)) and by the Div.
+  int64_t sq_i = -1, div_i = -1;
+  for (size_t r : rd) {
+    const BlobNode& rn = p.g.nodes[r];
+    if (p.claimed[r]) return false;
+    if (rn.op == Op::kDiv && rn.inputs[0] == d && rn.inputs[1] != d && div_i < 0) {
+      div_i = static_cast<int64_t>(r);
+    } else if ((rn.op == Op::kPow && rn.inputs[0] == d && scalar_constant(p, rn.inputs[1]) == 2.0f) ||
+               (rn.op == Op::kMul && rn.inputs[0] == d && rn.inputs[1] == d)) {
+      if (sq_i >= 0 && sq_i != static_cast<int64_t>(r)) return false;
+      sq_i = static_cast<int64_t>(r);
+    } else {
+      return false;
+    }
+  }
+  if (sq_i < 0 || div_i < 0) return false;
+  const int64_t var_i = p.sole_reader(p.g.nodes[sq_i].outputs[0]);
+  if (var_i < 0 || !is_last_axis_mean(p, p.g.nodes[var_i])) return false;
+  const int64_t add_i = p.sole_reader(p.g.nodes[var_i].outputs[0]);
+  const BlobNode* add = node_of(add_i, Op::kAdd);
+  if (add == nullptr) return false;
+  const uint32_t eps_t = other_operand(*add, p.g.nodes[var_i].outputs[0]);
+  const float eps = eps_t == kNone ? -1.0f : scalar_constant(p, eps_t);
+  if (!(eps >= 0.0f)) return false;
+  const int64_t sqrt_i = p.sole_reader(add->outputs[0]);
+  const BlobNode* sq = node_of(sqrt_i, Op::kSqrt);
+  if (sq == nullptr || p.sole_reader(sq->outputs[0]) != div_i) return false;
+  const BlobNode& div = p.g.nodes[static_cast<size_t>(div_i)];
+  if (div.inputs[1] != sq->outputs[0] || p.g.tensors[div.outputs[0]].shape != shape) return false;
+  c->x = x;
+  c->epsilon = eps;
+  c->nodes = {i, static_cast<size_t>(sub_i), static_cast<size_t>(sq_i), static_cast<size_t>(var_i),
+              static_cast<size_t>(add_i), static_cast<size_t>(sqrt_i), static_cast<size_t>(div_i)};
+  uint32_t t = div.outputs[0];
+  int64_t next = p.sole_reader(t);
+  const auto affine = [&](Op op, uint32_t* operand) {
+    const BlobNode* nn = node_of(next, op);
+    if (nn == nullptr) return false;
+    const uint32_t other = other_operand(*nn, t);
+    if (other == kNone || !is_row_vector(p.g.tensors[other].shape, n) ||
+        p.g.tensors[other].shape.size() > shape.size() || p.g.tensors[nn->outputs[0]].shape != shape) {
+      return false;
+    }
+    *operand = other;
+    c->nodes.push_back(static_cast<size_t>(next));
+    t = nn->outputs[0];
+    next = p.sole_reader(t);
+    return true;
+  };
+  if (affine(Op::kMul, &c->gamma)) affine(Op::kAdd, &c->beta);
   c->output = t;
   return true;
 }
@@ -685,20 +849,30 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   // runs where the last member stands, when all its inputs exist.
   std::vector<bool>& in_chain = p.claimed;
   std::vector<int64_t> conv_chain_at(node_count, -1), mm_chain_at(node_count, -1);
+  std::vector<int64_t> ln_chain_at(node_count, -1);
   std::vector<ConvChain> conv_chains;
   std::vector<MatMulChain> mm_chains;
+  std::vector<LayerNormChain> ln_chains;
   for (size_t i = 0; onednn && i < node_count; ++i) {
     if (in_chain[i]) continue;
     ConvChain cc;
     MatMulChain mc;
-    if (plan_conv_chain(p, i, &cc)) {
+    LayerNormChain lc;
+    if (plan_layer_norm(p, i, &lc)) {
+      for (size_t n : lc.nodes) in_chain[n] = true;
+      ln_chain_at[*std::max_element(lc.nodes.begin(), lc.nodes.end())] =
+          static_cast<int64_t>(ln_chains.size());
+      ln_chains.push_back(std::move(lc));
+    } else if (plan_conv_chain(p, i, &cc)) {
       for (size_t n : cc.nodes) in_chain[n] = true;
       conv_chain_at[cc.nodes.back()] = static_cast<int64_t>(conv_chains.size());
       conv_chains.push_back(std::move(cc));
     } else if ((graph.nodes[i].op == Op::kMatMul || graph.nodes[i].op == Op::kGemm) &&
                plan_matmul_chain(p, i, &mc)) {
       for (size_t n : mc.nodes) in_chain[n] = true;
-      mm_chain_at[mc.nodes.back()] = static_cast<int64_t>(mm_chains.size());
+      // The step stands where its last node (in graph order) stands.
+      mm_chain_at[*std::max_element(mc.nodes.begin(), mc.nodes.end())] =
+          static_cast<int64_t>(mm_chains.size());
       mm_chains.push_back(std::move(mc));
     }
   }
@@ -848,6 +1022,26 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       p.finish(c.output);
       continue;
     }
+    if (ln_chain_at[i] >= 0) {
+      const LayerNormChain& c = ln_chains[static_cast<size_t>(ln_chain_at[i])];
+      Step step;
+      step.kind = StepKind::kLayerNorm;
+      step.nodes = c.nodes;
+      const auto& shape = graph.tensors[c.x].shape;
+      step.n = shape.back();
+      step.rows = 1;
+      for (size_t d = 0; d + 1 < shape.size(); ++d) step.rows *= shape[d];
+      step.epsilon = c.epsilon;
+      step.ins = {p.ensure(c.x, Layout::kPlain)};
+      step.has_gamma = c.gamma != kNone;
+      step.has_beta = c.beta != kNone;
+      if (step.has_gamma) step.ins.push_back(p.ensure(c.gamma, Layout::kPlain));
+      if (step.has_beta) step.ins.push_back(p.ensure(c.beta, Layout::kPlain));
+      step.out = p.define(c.output, Layout::kPlain);
+      s->steps_.push_back(std::move(step));
+      p.finish(c.output);
+      continue;
+    }
     if (mm_chain_at[i] >= 0) {
       const MatMulChain& c = mm_chains[static_cast<size_t>(mm_chain_at[i])];
       const BlobNode& mm = graph.nodes[c.node];
@@ -936,6 +1130,7 @@ std::string Schedule::describe() const {
       case StepKind::kPool: out += "pool"; break;
       case StepKind::kReorder: out += "reorder"; break;
       case StepKind::kGlobalAverageNhwc: out += "gap"; break;
+      case StepKind::kLayerNorm: out += "layernorm"; break;
     }
     if (!st.nodes.empty()) {
       out += " nodes";
@@ -978,10 +1173,12 @@ Kernels select_kernels(KernelIsa cap) {
     k.isa = KernelIsa::kAvx512;
     k.name = "avx512";
     k.run_node = isa_avx512::run_node;
+    k.layer_norm = isa_avx512::layer_norm;
   } else if (avx2 && cap >= KernelIsa::kAvx2) {
     k.isa = KernelIsa::kAvx2;
     k.name = "avx2";
     k.run_node = isa_avx2::run_node;
+    k.layer_norm = isa_avx2::layer_norm;
   }
   return k;
 }
@@ -1037,6 +1234,7 @@ ScheduleArenaPtr Schedule::make_arena() const {
   ScheduleArenaPtr a(new ScheduleArena());
   a->stream = dnnl::stream(cpu_engine());
   a->args.resize(steps_.size());
+  a->c_args.resize(steps_.size());
   a->bound.resize(steps_.size());
   size_t scratch = 0;
   for (const Step& st : steps_) {
@@ -1062,6 +1260,7 @@ ScheduleArenaPtr Schedule::make_arena() const {
     if (d.scratch_md.get_size() != 0) {
       args.emplace(DNNL_ARG_SCRATCHPAD, memory(d.scratch_md, cpu_engine(), pad));
     }
+    for (const auto& [arg, mem] : args) a->c_args[k].push_back({arg, mem.get()});
   }
   return a;
 }
@@ -1119,6 +1318,11 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
         case StepKind::kNode:
           kernels_.run_node(st.plan, slots, pool);
           continue;
+        case StepKind::kLayerNorm:
+          kernels_.layer_norm(slots[st.ins[0]], st.has_gamma ? slots[st.ins[1]] : nullptr,
+                              st.has_beta ? slots[st.ins[2]] : nullptr, slots[st.out], st.rows, st.n,
+                              st.epsilon, pool);
+          continue;
         case StepKind::kGlobalAverageNhwc: {
           const auto& x = slots_[st.ins[0]].shape;
           const int64_t n = x[0], c = x[1], hw = x[2] * x[3];
@@ -1147,7 +1351,14 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
       if (d.residual_slot != kNone && slots[d.residual_slot] != slots[st.out]) {
         std::memcpy(slots[st.out], slots[d.residual_slot], slots_[st.out].bytes);
       }
-      d.prim.execute(arena.stream, arena.args[k]);
+      const std::vector<dnnl_exec_arg_t>& c_args = arena.c_args[k];
+      const dnnl_status_t status = dnnl_primitive_execute(
+          d.prim.get(), arena.stream.get(), static_cast<int>(c_args.size()), c_args.data());
+      if (status != dnnl_success) {
+        return sdk::internal_error("cpu-simd: oneDNN failed while executing step " +
+                                   std::to_string(k) + " (status " +
+                                   std::to_string(static_cast<int>(status)) + ")");
+      }
     }
     arena.stream.wait();
   } catch (const dnnl::error& e) {

@@ -5,7 +5,10 @@
 //    residual Add and a second activation becomes one oneDNN convolution with
 //    post-ops; MatMul / Gemm with constant weights, a bias Add and an
 //    activation becomes one oneDNN matmul. A node is fused only into a
-//    producer whose output nothing else reads.
+//    producer whose output nothing else reads. MatMul's fusions include the
+//    exporters' Erf GELU (a gelu_erf post-op), and the exporters' LayerNorm
+//    (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add over the
+//    last axis) becomes one step of the plain kernels.
 //  - Layout. Activations that convolutions produce and read stay channels-
 //    last (NHWC) inside the executable, which is what oneDNN's convolutions,
 //    depthwise included, run fastest on; elementwise, Concat (channels),
@@ -52,7 +55,9 @@ struct Slot {
 struct DnnlStep;  // schedule.cpp: the oneDNN primitive of a step
 struct DnnlArena;
 
-enum class StepKind : uint8_t { kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc };
+enum class StepKind : uint8_t {
+  kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc, kLayerNorm
+};
 
 struct Step {
   StepKind kind = StepKind::kNode;
@@ -61,6 +66,11 @@ struct Step {
   uint32_t out = 0;            // slot id written
   std::vector<size_t> nodes;   // blob nodes this step computes
   std::shared_ptr<DnnlStep> dnnl;
+  // kLayerNorm: rows x n, epsilon, and whether ins[1] / ins[2] hold gamma
+  // and beta.
+  int64_t rows = 0, n = 0;
+  float epsilon = 0;
+  bool has_gamma = false, has_beta = false;
 };
 
 // Per-execution state: the oneDNN stream, memory objects and scratchpad.

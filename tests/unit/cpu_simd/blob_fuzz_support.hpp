@@ -50,10 +50,10 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobNode& node = g.nodes[i];
     const std::string where = "node " + std::to_string(i);
     const uint32_t op = static_cast<uint32_t>(node.op);
-    if (op < 1 || op > 46) return where + ": operator out of range";
+    if (op < 1 || op > 47) return where + ": operator out of range";
     size_t min_in = 1, max_in = 1;
     if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
-    if (op == 2 || op == 35 || op == 46) min_in = 2, max_in = 3;  // Gemm, Conv, ConvTranspose
+    if (op == 2 || op == 35 || op == 46 || op == 47) min_in = 2, max_in = 3;  // Gemm, Conv(Transpose), LN
     if (op == 33) max_in = SIZE_MAX;                                       // Concat
     if (op == 39) min_in = max_in = 5;                                     // BatchNorm
     if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
@@ -148,7 +148,11 @@ inline std::string structural_problem(const BlobGraph& g) {
         if (!(f >= 0.0f && f <= 1.0f)) return where + ": resize weight";
       }
     }
-    if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 && op < 40 && !v.empty()) {
+    if (op == 47 && (node.axis < 0 || node.axis >= rank || !(node.alpha >= 0.0f) || node.alpha > 1.0f)) {
+      return where + ": LayerNormalization axis or epsilon";
+    }
+    if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 &&
+        (op < 40 || op > 46) && !v.empty()) {
       return where + ": ints on an operator without them";
     }
   }

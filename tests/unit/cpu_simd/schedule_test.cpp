@@ -257,6 +257,126 @@ TEST_F(Schedule, MatMulsMatchThePlainKernels) {
               {{2, 5, 7}, {2, 3, 4, 2}, {3, 4}});
 }
 
+// The exporters' Erf GELU after a MatMul + bias, in both orders of its
+// final multiplications and with x / sqrt 2 written as a Div or a Mul, is
+// one oneDNN matmul with a gelu_erf post-op; a near miss (x / 1.41) is not
+// fused and still matches.
+TEST_F(Schedule, GeluAfterMatMulMatchesThePlainKernels) {
+  GraphBuilder b;
+  const int x = b.input({2, 9, 16});
+  int next = x;
+  const float sqrt2 = 1.41421356f;
+  for (int form = 0; form < 3; ++form) {
+    const int w = b.parameter({16, 16}, "w" + std::to_string(form));
+    const int bias = b.constant_f32({16}, random_values(16, 40 + form));
+    const int mm = b.tensor({2, 9, 16}), h = b.tensor({2, 9, 16}), d = b.tensor({2, 9, 16});
+    const int e = b.tensor({2, 9, 16}), a = b.tensor({2, 9, 16}), m1 = b.tensor({2, 9, 16});
+    const int y = b.tensor({2, 9, 16});
+    b.node("MatMul", {next, w}, {mm});
+    b.node("Add", {mm, bias}, {h});
+    if (form == 1) {
+      b.node("Mul", {b.constant_f32({}, {0.70710678f}), h}, {d});
+    } else {
+      b.node("Div", {h, b.constant_f32({}, {form == 2 ? 1.41f : sqrt2})}, {d});
+    }
+    b.node("Erf", {d}, {e}, {}, 13);
+    b.node("Add", {b.constant_f32({}, {1.0f}), e}, {a});
+    if (form == 0) {
+      b.node("Mul", {h, a}, {m1});
+      b.node("Mul", {m1, b.constant_f32({}, {0.5f})}, {y});
+    } else {
+      b.node("Mul", {b.constant_f32({1}, {0.5f}), h}, {m1});
+      b.node("Mul", {a, m1}, {y});
+    }
+    next = y;
+  }
+  b.output(next);
+  expect_same(b, {{2, 9, 16}, {16, 16}, {16, 16}, {16, 16}}, {{2, 9, 16}}, 2e-5f);
+}
+
+// The exporters' LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+// Div, Mul, Add) is one fused step: with gamma and beta as parameters, with
+// Mul(d, d) for the square and no affine part, and a variant over the first
+// axis that is not fused; all match the plain kernels node by node.
+TEST_F(Schedule, LayerNormPatternMatchesThePlainKernels) {
+  GraphBuilder b;
+  const int x = b.input({3, 37, 40});
+  const int gamma = b.parameter({40}, "gamma");
+  const int beta = b.parameter({40}, "beta");
+  const auto layer_norm = [&](int in, bool square_by_mul, bool affine, int64_t axis) {
+    Dims reduced = {3, 37, 40};
+    reduced[static_cast<size_t>(axis < 0 ? axis + 3 : axis)] = 1;
+    const int m = b.tensor(reduced), d = b.tensor({3, 37, 40}), q = b.tensor({3, 37, 40});
+    const int v = b.tensor(reduced), ve = b.tensor(reduced), sd = b.tensor(reduced);
+    const int y = b.tensor({3, 37, 40});
+    b.node("ReduceMean", {in}, {m}, {attr_ints("axes", {axis})}, 13);
+    b.node("Sub", {in, m}, {d});
+    if (square_by_mul) {
+      b.node("Mul", {d, d}, {q});
+    } else {
+      b.node("Pow", {d, b.constant_f32({}, {2.0f})}, {q});
+    }
+    b.node("ReduceMean", {q}, {v}, {attr_ints("axes", {axis})}, 13);
+    b.node("Add", {v, b.constant_f32({}, {1e-5f})}, {ve});
+    b.node("Sqrt", {ve}, {sd});
+    b.node("Div", {d, sd}, {y});
+    if (!affine) return y;
+    const int g = b.tensor({3, 37, 40}), z = b.tensor({3, 37, 40});
+    b.node("Mul", {y, gamma}, {g});
+    b.node("Add", {beta, g}, {z});
+    return z;
+  };
+  const int a = layer_norm(x, false, true, -1);
+  const int c = layer_norm(a, true, false, 2);
+  const int e = layer_norm(c, false, true, 0);
+  b.output(a);
+  b.output(e);
+  const auto out = expect_same(b, {{3, 37, 40}, {40}, {40}}, {{3, 37, 40}, {3, 37, 40}}, 2e-5f);
+  ASSERT_EQ(out.size(), 2u);
+}
+
+// By hand: ONNX's LayerNormalization operator (opset 17, over the last axis
+// and, with axis 1, over the last two), with and without B, against the
+// formula in double precision. (The ONNX test data's cases ask for the Mean
+// and InvStdDev outputs as well, which cpu-simd leaves to the reference
+// kernels, so this is where the operator is checked.)
+TEST_F(Schedule, LayerNormalizationOperatorByHand) {
+  GraphBuilder b;
+  const int x = b.input({2, 2, 4});
+  const int g4 = b.constant_f32({4}, {1, 1, 2, 2}), b4 = b.constant_f32({4}, {0, 0, 0, 1});
+  const int g24 = b.constant_f32({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const int y1 = b.tensor({2, 2, 4}), y2 = b.tensor({2, 2, 4});
+  b.node("LayerNormalization", {x, g4, b4}, {y1}, {attr_f("epsilon", 0.25f)}, 17);
+  b.node("LayerNormalization", {x, g24}, {y2}, {attr_i("axis", 1)}, 17);
+  b.output(y1);
+  b.output(y2);
+  const std::vector<float> in = {1, 2, 3, 4, 2, 2, 2, 2, -1, 0, 5, 0, 3, 1, 4, 1};
+  auto out = run(b, {{{2, 2, 4}, in}}, {{2, 2, 4}, {2, 2, 4}});
+  ASSERT_EQ(out.size(), 2u);
+  const auto normalize = [&](size_t begin, size_t n, double eps, size_t i) {
+    double mean = 0, var = 0;
+    for (size_t k = 0; k < n; ++k) mean += in[begin + k];
+    mean /= static_cast<double>(n);
+    for (size_t k = 0; k < n; ++k) var += (in[begin + k] - mean) * (in[begin + k] - mean);
+    var /= static_cast<double>(n);
+    return (in[begin + i] - mean) / std::sqrt(var + eps);
+  };
+  std::vector<float> want1, want2;
+  const float gamma4[] = {1, 1, 2, 2}, beta4[] = {0, 0, 0, 1};
+  for (size_t r = 0; r < 4; ++r) {
+    for (size_t i = 0; i < 4; ++i) {
+      want1.push_back(static_cast<float>(normalize(4 * r, 4, 0.25, i) * gamma4[i] + beta4[i]));
+    }
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < 8; ++i) {
+      want2.push_back(static_cast<float>(normalize(8 * r, 8, 1e-5, i) * static_cast<double>(i + 1)));
+    }
+  }
+  expect_near(out[0], want1);
+  expect_near(out[1], want2);
+}
+
 // Packed weights follow the parameter: bound at a new address with new
 // values, the next run uses them.
 TEST_F(Schedule, ParameterAtANewAddressIsPackedAgain) {

@@ -53,10 +53,11 @@ enum class Op : uint32_t {
                  //   weight of i1 (0 to 1); nearest: empty (i0 == i1)
   kConvTranspose = 46,  // ints = [k, group, kernel[k], strides[k], dilations[k],
                         //   pads_begin[k], pads_end[k], output_padding[k]]
+  kLayerNormalization = 47,  // inputs X, Scale[, B]; axis (normalized); alpha = epsilon
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
-inline constexpr uint32_t kLastOp = 46;
+inline constexpr uint32_t kLastOp = 47;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
@@ -71,7 +72,7 @@ inline const char* op_name(Op op) {
       "Softplus", "Clip", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor",
       "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-      "ReduceMin", "Gather", "Resize", "ConvTranspose"};
+      "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -324,7 +325,8 @@ inline bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
 inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   if (is_binary(op) || op == Op::kMatMul) {
     *min_in = *max_in = 2;
-  } else if (op == Op::kGemm || op == Op::kConv || op == Op::kConvTranspose) {
+  } else if (op == Op::kGemm || op == Op::kConv || op == Op::kConvTranspose ||
+             op == Op::kLayerNormalization) {
     *min_in = 2;
     *max_in = 3;
   } else if (op == Op::kConcat) {
@@ -348,7 +350,7 @@ inline bool infer_output_shape(const BlobNode& node,
   const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
                             node.op == Op::kTranspose || node.op == Op::kConv ||
                             node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
-                            node.op >= Op::kReduceMean;
+                            (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose);
   if ((!ints_allowed && !node.ints.empty()) ||
       (node.op != Op::kResize && !node.floats.empty())) {
     *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
@@ -569,6 +571,28 @@ inline bool infer_output_shape(const BlobNode& node,
       out->assign(x.begin(), x.begin() + node.axis);
       out->insert(out->end(), index_shape.begin(), index_shape.end());
       out->insert(out->end(), x.begin() + node.axis + 1, x.end());
+      return true;
+    }
+    case Op::kLayerNormalization: {
+      const std::vector<int64_t>& x = *in[0];
+      if (node.axis < 0 || node.axis >= static_cast<int64_t>(x.size())) {
+        *error = op + ": axis " + std::to_string(node.axis) + " is not an axis of input " +
+                 shape_string(x);
+        return false;
+      }
+      const std::vector<int64_t> normalized(x.begin() + node.axis, x.end());
+      for (size_t i = 1; i < in.size(); ++i) {
+        if (*in[i] != normalized) {
+          *error = op + ": " + (i == 1 ? "Scale " : "B ") + shape_string(*in[i]) + " must be " +
+                   shape_string(normalized) + ", the normalized dims of input " + shape_string(x);
+          return false;
+        }
+      }
+      if (!(node.alpha >= 0.0f) || node.alpha > 1.0f) {
+        *error = op + ": epsilon " + std::to_string(node.alpha) + " is not in [0, 1]";
+        return false;
+      }
+      *out = x;
       return true;
     }
     case Op::kResize: {
