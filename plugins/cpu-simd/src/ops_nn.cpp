@@ -240,9 +240,12 @@ void run_softmax(const NodePlan& p, float* const* t, ThreadPool& pool) {
       }
     }
     };
+    // An exp per element makes Softmax worth splitting at an eighth of the
+    // elementwise grain (a transformer's [heads, 197, 197] attention rows).
+    constexpr size_t kSoftmaxGrain = kElementGrain / 8;
     const size_t outer = static_cast<size_t>(p.outer);
-    if (outer * static_cast<size_t>(n) < 2 * kElementGrain || outer < 2) return rows(0, outer);
-    pool.parallel_for(outer, std::max<size_t>(1, kElementGrain / static_cast<size_t>(n)), rows);
+    if (outer * static_cast<size_t>(n) < 2 * kSoftmaxGrain || outer < 2) return rows(0, outer);
+    pool.parallel_for(outer, std::max<size_t>(1, kSoftmaxGrain / static_cast<size_t>(n)), rows);
     return;
   }
   for (int64_t o = 0; o < p.outer; ++o) {

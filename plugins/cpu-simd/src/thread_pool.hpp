@@ -1,15 +1,12 @@
-// A fixed set of worker threads for splitting loops, owned by one plugin
-// instance. parallel_for allocates nothing and may be called from several
-// threads at once: each call is a job on a short intrusive list, its chunks
-// claimed by whichever workers are free and by the calling thread itself.
+// Loop splitting for the plain kernels, on the same OpenMP threads that run
+// oneDNN's primitives. Two sets of workers (this plugin's own and OpenMP's,
+// which spin for a while after each oneDNN call) would compete for the same
+// cores between steps; one set hands work from step to step without a
+// wake-up. parallel_for allocates nothing itself and may be called from
+// several threads at once (each caller leads its own OpenMP team).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
 #include <cstddef>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 namespace loom::cpu_simd {
 
@@ -17,13 +14,12 @@ class ThreadPool {
  public:
   using ChunkFn = void (*)(void* context, size_t begin, size_t end);
 
-  // `parallelism` counts the calling thread: 1 means no workers at all.
-  explicit ThreadPool(size_t parallelism);
-  ~ThreadPool();
+  // `parallelism` counts the calling thread: 1 means it runs every loop.
+  explicit ThreadPool(size_t parallelism) : parallelism_(parallelism == 0 ? 1 : parallelism) {}
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  size_t parallelism() const { return workers_.size() + 1; }
+  size_t parallelism() const { return parallelism_; }
 
   // Calls fn(context, begin, end) over disjoint ranges covering [0, count),
   // each at least `grain` long except the last; returns when all are done.
@@ -36,28 +32,7 @@ class ThreadPool {
   }
 
  private:
-  struct Job {
-    ChunkFn fn = nullptr;
-    void* context = nullptr;
-    size_t count = 0;
-    size_t chunk = 0;
-    size_t chunks = 0;
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> done{0};
-    size_t workers = 0;  // guarded by mutex_
-    Job* link = nullptr; // guarded by mutex_
-  };
-
-  void worker_loop();
-  Job* find_open_job();  // requires mutex_
-  static void work_on(Job* job);
-
-  std::mutex mutex_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  Job* jobs_ = nullptr;
-  bool stop_ = false;
-  std::vector<std::thread> workers_;
+  size_t parallelism_;
 };
 
 }  // namespace loom::cpu_simd
