@@ -241,10 +241,11 @@ void BM_Triad(benchmark::State& state) {
 // One memory-bound operator on [rows, cols] data; `bytes` per run.
 void memory_case(benchmark::State& state, const char* op, const std::vector<Dims>& ins, const Dims& out,
                  const std::vector<IntAttr>& attrs, int64_t bytes,
-                 std::function<double(const std::vector<std::vector<float>>&, size_t)> want) {
+                 std::function<double(const std::vector<std::vector<float>>&, size_t)> want,
+                 int64_t opset = 13) {
   std::vector<Dims> shapes = ins;
   shapes.push_back(out);
-  run_case(state, cpu_simd(state.range(0)), one_node(op, ins, out, attrs), shapes, [&](const auto& t) {
+  run_case(state, cpu_simd(state.range(0)), one_node(op, ins, out, attrs, {}, opset), shapes, [&](const auto& t) {
     for (size_t q = 0; q < 256; ++q) {
       const size_t i = (q * 2654435761u) % t.back().size();
       std::string e = compare("Y", i, t.back()[i], want(t, i), 1.0);
@@ -317,7 +318,7 @@ void BM_LayerNormalization(benchmark::State& state) {
                 for (int64_t q = 0; q < cols; ++q) var += (t[0][r * cols + q] - mean) * (t[0][r * cols + q] - mean);
                 var /= cols;
                 return (t[0][i] - mean) / std::sqrt(var + 1e-5) * t[1][j] + t[2][j];
-              });
+              }, 17);
 }
 
 BENCHMARK(BM_MatMul_CpuSimd)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();

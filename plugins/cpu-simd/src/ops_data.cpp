@@ -13,6 +13,10 @@
 #define LOOM_CPU_SIMD_ISA isa_baseline
 #endif
 
+// The 64-byte vector type below is passed between inline functions of this
+// file only; GCC's note that its ABI differs without AVX-512 does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace loom::cpu_simd {
 namespace LOOM_CPU_SIMD_ISA {
 namespace {
@@ -42,19 +46,55 @@ inline float reduce_step(Op op, float acc, float v) {
   }
 }
 
-// A contiguous run of n values folded into one, with 8 independent partial
-// results so that the loop vectorizes and sums keep their accuracy.
-float reduce_run(Op op, const float* x, int64_t n) {
-  float part[8];
-  for (float& p : part) p = reduce_init(op);
+// 16 floats as one GCC vector: a zmm register in the AVX-512 build, two ymm
+// or four xmm in the others. Loops over plain float arrays of partial
+// results stayed scalar; these compile to vector instructions everywhere.
+typedef float Lanes __attribute__((vector_size(16 * sizeof(float))));
+constexpr int64_t kLanes = 16;
+
+inline Lanes load_lanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline Lanes splat(float f) { return Lanes{} + f; }
+
+// Folds x[0, n) with `step(partials, values)` into 16 partial results, the
+// tail into one more, then merges them with `merge(a, b)` (scalar).
+template <typename Step, typename Merge>
+float fold_run(const float* x, int64_t n, float init, Step step, Merge merge) {
+  Lanes part = splat(init);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) part[j] = reduce_step(op, part[j], x[i + j]);
+  for (; i + kLanes <= n; i += kLanes) part = step(part, load_lanes(x + i));
+  Lanes tail = splat(init);
+  for (; i < n; ++i) {
+    Lanes v = splat(init);
+    v[0] = x[i];
+    tail[0] = step(tail, v)[0];
   }
-  float acc = reduce_init(op);
-  for (; i < n; ++i) acc = reduce_step(op, acc, x[i]);
-  for (float p : part) acc = reduce_step(op, acc, p);
+  float acc = tail[0];
+  for (int64_t l = 0; l < kLanes; ++l) acc = merge(acc, part[l]);
   return acc;
+}
+
+// A contiguous run of n values folded into one, with 16 independent partial
+// results, so that the loop vectorizes and sums keep their accuracy. Max and
+// Min let a NaN through, as numpy does.
+float reduce_run(Op op, const float* x, int64_t n) {
+  switch (op) {
+    case Op::kReduceMax:
+      return fold_run(
+          x, n, reduce_init(op), [](Lanes a, Lanes v) { return (v > a) | (v != v) ? v : a; },
+          [op](float a, float b) { return reduce_step(op, a, b); });
+    case Op::kReduceMin:
+      return fold_run(
+          x, n, reduce_init(op), [](Lanes a, Lanes v) { return (v < a) | (v != v) ? v : a; },
+          [op](float a, float b) { return reduce_step(op, a, b); });
+    default:
+      return fold_run(
+          x, n, 0.0f, [](Lanes a, Lanes v) { return a + v; }, [](float a, float b) { return a + b; });
+  }
 }
 
 // The plan's geometry (plan_data_node): the input walked as `blocks`
@@ -268,17 +308,14 @@ void layer_norm(const float* x, const float* gamma, const float* beta, float* y,
       const float mean = reduce_run(Op::kReduceSum, xr, n) / static_cast<float>(n);
       // The variance from the deviations (two passes over a row in cache),
       // as the exporters' pattern computes it, not E[x^2] - mean^2.
-      float part[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) {
-          const float d = xr[i + j] - mean;
-          part[j] += d * d;
-        }
-      }
-      float var = 0.0f;
-      for (; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      for (float p : part) var += p;
+      const Lanes m = splat(mean);
+      const float var = fold_run(
+          xr, n, 0.0f,
+          [m](Lanes a, Lanes v) {
+            const Lanes d = v - m;
+            return a + d * d;
+          },
+          [](float a, float b) { return a + b; });
       const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + epsilon);
       if (gamma != nullptr && beta != nullptr) {
         for (int64_t k = 0; k < n; ++k) yr[k] = (xr[k] - mean) * inv * gamma[k] + beta[k];

@@ -208,10 +208,16 @@ void run_softmax(const NodePlan& p, float* const* t, ThreadPool& pool) {
     for (int64_t o = static_cast<int64_t>(row_begin); o < static_cast<int64_t>(row_end); ++o) {
       const float* xr = x + o * n;
       float* yr = y + o * n;
-      float lanes[kLanes];
+      // A GCC vector of 16 floats: one zmm register in the AVX-512 build,
+      // so the running maxima compile to vector compares and blends (the
+      // same loop over a float array stayed scalar).
+      typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
+      Lanes lanes;
       for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[0];
       for (int64_t j = 0; j < body; j += kLanes) {
-        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[j + l] > lanes[l] ? xr[j + l] : lanes[l];
+        Lanes v;
+        std::memcpy(&v, xr + j, sizeof v);
+        lanes = v > lanes ? v : lanes;
       }
       float max = xr[0];
       for (int64_t l = 0; l < kLanes; ++l) max = std::fmax(max, lanes[l]);
