@@ -7,6 +7,7 @@
 #
 # usage: benchmarks/models/run_zoo.sh [--target T]... [--threads 1,2] [--out DIR]
 #            [--loom PATH] [--models a,b] [--budget-s S] [--ort-repeat N] [--tol X]
+#            [--plugin-option KEY=VALUE]... (handed to loom run, e.g. cpu.isa=avx2)
 #   --target   what `loom compile --target` takes (cpu-simd, vulkan-compute,
 #              vulkan-compute,cpu-simd) or `reference`; repeat for several (default cpu-simd)
 #   --threads  comma-separated thread counts, for Loom (--threads) and ORT (intra-op)
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --loom) loom=$2; shift 2 ;;
-    --models|--budget-s|--ort-repeat|--tol|--max-repeat|--timeout-s) extra+=("$1" "$2"); shift 2 ;;
+    --models|--budget-s|--ort-repeat|--tol|--max-repeat|--timeout-s|--plugin-option) extra+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "run_zoo: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

@@ -138,6 +138,8 @@ def main():
     ap.add_argument("--ort-repeat", type=int, default=50)
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="per command")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--plugin-option", action="append", default=[],
+                    help="KEY=VALUE for loom run's plugins (cpu.isa=avx2 caps cpu-simd's instruction set)")
     ap.add_argument("--time", default=TIME, help="GNU time (Debian package 'time')")
     ap.add_argument("--command", help="the command line to record in the table's header")
     a = ap.parse_args()
@@ -153,6 +155,9 @@ def main():
     logs = os.path.join(a.out, "logs")
     os.makedirs(logs, exist_ok=True)
     model_name, isa, ncpu = machine()
+    for opt in a.plugin_option:
+        if opt.startswith("cpu.isa="):
+            isa = opt.split("=", 1)[1] + " (cpu.isa)"
 
     ort_version, node_mb = None, None
     if a.ort_dir:
@@ -217,6 +222,8 @@ def main():
                 ldir = os.path.join(a.out, "loom", f"{name}.{slug}.t{nt}")
                 base = [a.loom, "run", prog, "--input", f"{m['input']}={npy}",
                         "--threads", str(nt), "--timeout", "0"]
+                for opt in a.plugin_option:
+                    base += ["--plugin-option", opt]
                 rc, mb, text, secs = run(base + ["--output-dir", ldir, "--repeat", "2"],
                                          os.path.join(logs, f"run.{name}.{slug}.t{nt}.log"),
                                          timeout=a.timeout_s)
