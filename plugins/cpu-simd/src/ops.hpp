@@ -60,6 +60,37 @@ struct NodePlan {
   std::array<bool, kMaxRank> resized{};
 };
 
+// Conv, ConvTranspose and pooling geometry for one loop nest over 1-D to
+// 3-D windows: unpacks the node's window (validate() accepted it) and pads
+// the spatial dims in front to 3 (extent 1, kernel 1, stride 1, no pads).
+inline void plan_window(const BlobNode& node, const std::vector<int64_t>& x,
+                        const std::vector<int64_t>& out, NodePlan* p) {
+  std::string ignored;
+  unpack_window(node, &p->window, &ignored);
+  p->batch = x[0];
+  p->in_channels = x[1];
+  p->out_channels = out[1];
+  const int64_t shift = kMaxSpatial - p->window.k;
+  const Window& from = p->window;
+  Window w;
+  w.group = from.group;
+  w.ceil_mode = from.ceil_mode;
+  w.count_include_pad = from.count_include_pad;
+  for (int64_t i = kMaxSpatial - 1; i >= 0; --i) {
+    const bool real = i >= shift;
+    p->in_sp[i] = real ? x[2 + i - shift] : 1;
+    p->out_sp[i] = real ? out[2 + i - shift] : 1;
+    w.kernel[i] = real ? from.kernel[i - shift] : 1;
+    w.stride[i] = real ? from.stride[i - shift] : 1;
+    w.dilation[i] = real ? from.dilation[i - shift] : 1;
+    w.pad_begin[i] = real ? from.pad_begin[i - shift] : 0;
+    w.pad_end[i] = real ? from.pad_end[i - shift] : 0;
+    w.output_padding[i] = real ? from.output_padding[i - shift] : 0;
+  }
+  w.k = kMaxSpatial;
+  p->window = w;
+}
+
 // Merges neighbouring dimensions that both operands (and the output) walk
 // as one: [1, C, H, W] + [1, C, H, W] becomes one run of C*H*W, NHWC data
 // times a per-channel vector becomes rows of C. Defined in schedule.cpp.

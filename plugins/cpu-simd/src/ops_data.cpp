@@ -416,30 +416,9 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
       p->n = product(x, axis, x.size());
       return;
     }
-    case Op::kConvTranspose: {
-      std::string ignored;
-      unpack_window(node, &p->window, &ignored);  // validate() accepted it
-      p->batch = x[0];
-      p->in_channels = x[1];
-      p->out_channels = out[1];
-      const int64_t k = p->window.k;
-      const int64_t shift = kMaxSpatial - k;
-      Window w = p->window;
-      for (int64_t i = kMaxSpatial - 1; i >= 0; --i) {
-        const bool real = i >= shift;
-        p->in_sp[i] = real ? x[2 + i - shift] : 1;
-        p->out_sp[i] = real ? out[2 + i - shift] : 1;
-        w.kernel[i] = real ? p->window.kernel[i - shift] : 1;
-        w.stride[i] = real ? p->window.stride[i - shift] : 1;
-        w.dilation[i] = real ? p->window.dilation[i - shift] : 1;
-        w.pad_begin[i] = real ? p->window.pad_begin[i - shift] : 0;
-        w.pad_end[i] = real ? p->window.pad_end[i - shift] : 0;
-        w.output_padding[i] = real ? p->window.output_padding[i - shift] : 0;
-      }
-      w.k = kMaxSpatial;
-      p->window = w;
+    case Op::kConvTranspose:
+      plan_window(node, x, out, p);
       return;
-    }
     default:
       return;
   }

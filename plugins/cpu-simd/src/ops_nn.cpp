@@ -535,31 +535,9 @@ void plan_nn_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
     }
     case Op::kConv:
     case Op::kMaxPool:
-    case Op::kAveragePool: {
-      std::string ignored;
-      unpack_window(node, &p->window, &ignored);  // validate() accepted it
-      const std::vector<int64_t>& x = shape(0);
-      p->batch = x[0];
-      p->in_channels = x[1];
-      p->out_channels = out[1];
-      const int64_t k = p->window.k;
-      // Left-pad the spatial dims to 3 so one loop nest serves 1-D to 3-D.
-      const int64_t shift = kMaxSpatial - k;
-      Window w = p->window;
-      for (int64_t i = kMaxSpatial - 1; i >= 0; --i) {
-        const bool real = i >= shift;
-        p->in_sp[i] = real ? x[2 + i - shift] : 1;
-        p->out_sp[i] = real ? out[2 + i - shift] : 1;
-        w.kernel[i] = real ? p->window.kernel[i - shift] : 1;
-        w.stride[i] = real ? p->window.stride[i - shift] : 1;
-        w.dilation[i] = real ? p->window.dilation[i - shift] : 1;
-        w.pad_begin[i] = real ? p->window.pad_begin[i - shift] : 0;
-        w.pad_end[i] = real ? p->window.pad_end[i - shift] : 0;
-      }
-      w.k = kMaxSpatial;
-      p->window = w;
+    case Op::kAveragePool:
+      plan_window(node, shape(0), out, p);
       return;
-    }
     case Op::kGlobalAveragePool:
     case Op::kBatchNorm: {
       const std::vector<int64_t>& x = shape(0);

@@ -9,29 +9,9 @@
 namespace loom::cpu_simd {
 namespace {
 
-struct Builder {
-  BlobGraph g;
-  uint32_t t(std::vector<int64_t> shape) {
-    BlobTensor bt;
-    bt.shape = std::move(shape);
-    g.tensors.push_back(std::move(bt));
-    return static_cast<uint32_t>(g.tensors.size() - 1);
-  }
-  uint32_t constant(std::vector<int64_t> shape, std::vector<float> data) {
-    const uint32_t i = t(std::move(shape));
-    g.tensors[i].constant = true;
-    g.tensors[i].data = std::move(data);
-    return i;
-  }
-  BlobNode& node(Op op, std::vector<uint32_t> in, uint32_t out) {
-    BlobNode n;
-    n.op = op;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-};
+using Builder = testing::BlobBuilder;
+using testing::decode_error;
+using testing::validate_error;
 
 // x[1,2,4,4] -> Conv(w const, 3x3, pad 1) -> MaxPool 2x2/2 -> Transpose ->
 // Copy (reshape) -> Concat with a constant -> y
@@ -50,15 +30,6 @@ BlobGraph conv_graph() {
   b.node(Op::kConcat, {r, k}, y).axis = 0;
   return b.g;
 }
-
-std::string decode_error(const std::vector<std::byte>& bytes) {
-  BlobGraph g;
-  std::string error;
-  EXPECT_FALSE(decode(bytes.data(), bytes.size(), &g, &error));
-  return error;
-}
-
-std::string validate_error(const BlobGraph& g) { return decode_error(encode(g)); }
 
 TEST(BlobFormatV2, RoundTripsConstantsAndAttributeLists) {
   const BlobGraph g = conv_graph();

@@ -9,29 +9,9 @@
 namespace loom::cpu_simd {
 namespace {
 
-struct Builder {
-  BlobGraph g;
-  uint32_t t(std::vector<int64_t> shape) {
-    BlobTensor bt;
-    bt.shape = std::move(shape);
-    g.tensors.push_back(std::move(bt));
-    return static_cast<uint32_t>(g.tensors.size() - 1);
-  }
-  uint32_t constant(std::vector<int64_t> shape, std::vector<float> data) {
-    const uint32_t i = t(std::move(shape));
-    g.tensors[i].constant = true;
-    g.tensors[i].data = std::move(data);
-    return i;
-  }
-  BlobNode& node(Op op, std::vector<uint32_t> in, uint32_t out) {
-    BlobNode n;
-    n.op = op;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-};
+using Builder = testing::BlobBuilder;
+using testing::decode_error;
+using testing::validate_error;
 
 // Nearest 2x taps for an axis of `in` elements: i0 = i1 = o / 2.
 std::vector<int64_t> doubling_taps(int64_t in) {
@@ -67,15 +47,6 @@ BlobGraph data_graph() {
   gather.ints = {1, 3, 1, 0, 1};
   return b.g;
 }
-
-std::string decode_error(const std::vector<std::byte>& bytes) {
-  BlobGraph g;
-  std::string error;
-  EXPECT_FALSE(decode(bytes.data(), bytes.size(), &g, &error));
-  return error;
-}
-
-std::string validate_error(const BlobGraph& g) { return decode_error(encode(g)); }
 
 TEST(BlobFormatV3, RoundTripsTheNewOperators) {
   const BlobGraph g = data_graph();

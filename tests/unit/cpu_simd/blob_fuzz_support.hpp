@@ -16,6 +16,42 @@
 
 namespace loom::cpu_simd::testing {
 
+// Builds a BlobGraph by hand for the format tests.
+struct BlobBuilder {
+  BlobGraph g;
+  uint32_t t(std::vector<int64_t> shape) {
+    BlobTensor bt;
+    bt.shape = std::move(shape);
+    g.tensors.push_back(std::move(bt));
+    return static_cast<uint32_t>(g.tensors.size() - 1);
+  }
+  uint32_t constant(std::vector<int64_t> shape, std::vector<float> data) {
+    const uint32_t i = t(std::move(shape));
+    g.tensors[i].constant = true;
+    g.tensors[i].data = std::move(data);
+    return i;
+  }
+  BlobNode& node(Op op, std::vector<uint32_t> in, uint32_t out) {
+    BlobNode n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+};
+
+// The decoder's error for `bytes` (failing the test if they decode).
+inline std::string decode_error(const std::vector<std::byte>& bytes) {
+  BlobGraph g;
+  std::string error;
+  EXPECT_FALSE(decode(bytes.data(), bytes.size(), &g, &error));
+  return error;
+}
+
+// The error for `g` once encoded.
+inline std::string validate_error(const BlobGraph& g) { return decode_error(encode(g)); }
+
 // Empty when `g` is structurally sound: every index in range, tensors
 // written once in topological order, dtype f32, ranks <= 8, dimensions >= 0
 // and element counts below 2^60, constants sized by their shape, operators

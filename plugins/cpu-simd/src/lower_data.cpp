@@ -1,0 +1,336 @@
+// Lowering of the format-3 operators: reductions, Gather with constant
+// indices, Resize (its sampling positions computed here), ConvTranspose and
+// LayerNormalization. Same rules as lower.cpp: claim only what runs exactly
+// as the ONNX operator of that opset specifies, refuse the rest with why.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "lowering.hpp"
+
+namespace loom::cpu_simd::lowering {
+namespace {
+
+enum class ResizeCoord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn };
+
+// Where output position `o` of an axis resized from `in` to `out` elements
+// (factor `scale`) samples the input, in input coordinates.
+double resize_source(ResizeCoord coord, double scale, int64_t in, int64_t out, int64_t o) {
+  const double p = static_cast<double>(o);
+  switch (coord) {
+    case ResizeCoord::kHalfPixel: return (p + 0.5) / scale - 0.5;
+    case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (p + 0.5) / scale - 0.5 : -0.5;
+    case ResizeCoord::kAlignCorners:
+      return out > 1 ? p * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+    case ResizeCoord::kAsymmetric: return p / scale;
+    case ResizeCoord::kTfHalfPixelForNn: return (p + 0.5) / scale;
+  }
+  return 0.0;
+}
+
+int64_t resize_clamp(double v, int64_t in) {
+  if (!(v > 0)) return 0;
+  return v >= static_cast<double>(in - 1) ? in - 1 : static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+// ReduceMean, ReduceSum, ReduceMax, ReduceMin: axes from the attribute or,
+// from opset 13 (ReduceSum) / 18 (the others), from an inline constant
+// input; no axes reduce everything unless noop_with_empty_axes. A reduction
+// over an empty axis (whose ONNX result is 0, NaN or an infinity depending
+// on the operator) is refused.
+bool lower_reduce(Lowering& l, Op op) {
+  BlobNode& n = l.node();
+  n.op = op;
+  const int64_t input_axes_from = op == Op::kReduceSum ? 13 : 18;
+  const bool axes_input = l.opset() >= input_axes_from;
+  if (!l.check_attributes({{"axes", 1}, {"keepdims", 1}, {"noop_with_empty_axes", input_axes_from}}) ||
+      !l.check_inputs(1, axes_input ? 2 : 1)) {
+    return false;
+  }
+  if (axes_input && l.has("axes")) {
+    return l.fail("attribute 'axes' is an input from opset " + std::to_string(input_axes_from));
+  }
+  int64_t keepdims = 1, noop = 0;
+  Shape axes;
+  if (!l.get_int("keepdims", 1, &keepdims) || !l.get_int("noop_with_empty_axes", 0, &noop) ||
+      !l.get_ints("axes", &axes)) {
+    return false;
+  }
+  if ((keepdims != 0 && keepdims != 1) || (noop != 0 && noop != 1)) {
+    return l.fail("keepdims and noop_with_empty_axes must be 0 or 1");
+  }
+  if (axes_input && l.present(1) && !l.constant_i64s(1, &axes)) return false;
+  if (!l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axes.empty() && noop == 1) {
+    n.op = Op::kCopy;
+    return l.output_shape() == x || l.fail("output shape differs from the input's");
+  }
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> seen(x.size(), false);
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0) a += rank;
+    if (seen[static_cast<size_t>(a)]) return l.fail("axis " + std::to_string(a) + " is given twice");
+    seen[static_cast<size_t>(a)] = true;
+    if (x[static_cast<size_t>(a)] == 0) return l.fail("reduced axis " + std::to_string(a) + " is empty");
+  }
+  if (axes.empty()) {  // a scalar: nothing to reduce
+    n.op = Op::kCopy;
+    return l.output_shape() == x || l.fail("output shape differs from the input's");
+  }
+  std::sort(axes.begin(), axes.end());
+  n.ints = {keepdims};
+  n.ints.insert(n.ints.end(), axes.begin(), axes.end());
+  return true;
+}
+
+// Gather with indices that are an inline i64 or i32 constant (what exporters
+// write for x[:, 0] and friends); negative indices count from the end.
+bool lower_gather(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kGather;
+  int64_t axis = 0;
+  if (!l.check_attributes({{"axis", 1}}) || !l.check_inputs(2, 2) || !l.get_int("axis", 0, &axis)) {
+    return false;
+  }
+  Shape values, index_shape;
+  if (!l.constant_indices(1, &values, &index_shape) || !l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axis < -rank || axis >= rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
+  if (axis < 0) axis += rank;
+  if (x.size() + index_shape.size() > kMaxRank + 1) return l.fail("the output rank exceeds " + std::to_string(kMaxRank));
+  const int64_t extent = x[static_cast<size_t>(axis)];
+  for (int64_t& v : values) {
+    if (v < -extent || v >= extent) {
+      return l.fail("index " + std::to_string(v) + " is outside axis " + std::to_string(axis) +
+                    " of extent " + std::to_string(extent));
+    }
+    if (v < 0) v += extent;
+  }
+  n.axis = axis;
+  n.ints = {static_cast<int64_t>(index_shape.size())};
+  n.ints.insert(n.ints.end(), index_shape.begin(), index_shape.end());
+  n.ints.insert(n.ints.end(), values.begin(), values.end());
+  return true;
+}
+
+// Resize from opset 11: nearest (any nearest_mode) or linear (separable over
+// every resized axis), the coordinate modes half_pixel, pytorch_half_pixel,
+// align_corners, asymmetric and tf_half_pixel_for_nn, constant scales or
+// sizes (with axes from opset 18). The sampling positions are computed here
+// once, in double precision, into the blob's tap table. Refused: cubic,
+// tf_crop_and_resize, half_pixel_symmetric, antialias, exclude_outside,
+// keep_aspect_ratio_policy other than stretch, align_corners with a scale
+// that does not give a whole output length, and align_corners or
+// pytorch_half_pixel shrinking an axis to one element (where ONNX's
+// reference and its formula disagree).
+bool lower_resize(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kResize;
+  if (l.opset() < 11) return l.fail("Resize before opset 11 is not supported");
+  std::string mode, coord_name, rounding, policy;
+  int64_t antialias = 0, exclude_outside = 0;
+  float cubic_a = 0, extrapolation = 0;
+  Shape axes;
+  if (!l.check_attributes({{"coordinate_transformation_mode", 11}, {"cubic_coeff_a", 11},
+                           {"exclude_outside", 11}, {"extrapolation_value", 11}, {"mode", 11},
+                           {"nearest_mode", 11}, {"antialias", 18}, {"axes", 18},
+                           {"keep_aspect_ratio_policy", 18}}) ||
+      !l.check_inputs(1, 4) || !l.get_string("mode", "nearest", &mode) ||
+      !l.get_string("coordinate_transformation_mode", "half_pixel", &coord_name) ||
+      !l.get_string("nearest_mode", "round_prefer_floor", &rounding) ||
+      !l.get_string("keep_aspect_ratio_policy", "stretch", &policy) ||
+      !l.get_int("antialias", 0, &antialias) || !l.get_int("exclude_outside", 0, &exclude_outside) ||
+      !l.get_float("cubic_coeff_a", -0.75f, &cubic_a) ||
+      !l.get_float("extrapolation_value", 0.0f, &extrapolation) || !l.get_ints("axes", &axes)) {
+    return false;
+  }
+  const bool linear = mode == "linear";
+  if (!linear && mode != "nearest") return l.fail("mode " + mode + " is not supported (nearest and linear are)");
+  ResizeCoord coord;
+  if (coord_name == "half_pixel") coord = ResizeCoord::kHalfPixel;
+  else if (coord_name == "pytorch_half_pixel") coord = ResizeCoord::kPytorchHalfPixel;
+  else if (coord_name == "align_corners") coord = ResizeCoord::kAlignCorners;
+  else if (coord_name == "asymmetric") coord = ResizeCoord::kAsymmetric;
+  else if (coord_name == "tf_half_pixel_for_nn") coord = ResizeCoord::kTfHalfPixelForNn;
+  else return l.fail("coordinate_transformation_mode " + coord_name + " is not supported");
+  if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" && rounding != "floor" &&
+      rounding != "ceil") {
+    return l.fail("nearest_mode " + rounding + " is unknown");
+  }
+  if (antialias != 0) return l.fail("antialias is not supported");
+  if (exclude_outside != 0) return l.fail("exclude_outside is not supported");
+  if (policy != "stretch") return l.fail("keep_aspect_ratio_policy " + policy + " is not supported");
+  if (!l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0), y = l.output_shape();
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank == 0 || y.size() != x.size()) return l.fail("X and Y must have the same rank, at least 1");
+  for (int64_t d : x) {
+    if (d < 1 || d > kMaxAttr) return l.fail("input shape " + detail::shape_string(x) + " has an empty or huge axis");
+  }
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<bool> named(x.size(), false);
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0) a += rank;
+    if (named[static_cast<size_t>(a)]) return l.fail("axis " + std::to_string(a) + " is given twice");
+    named[static_cast<size_t>(a)] = true;
+  }
+  auto given = [&](size_t i) { return l.present(i) && l.shape_of(i) != Shape{0}; };
+  std::vector<float> scales;
+  Shape sizes;
+  if (given(2) && !l.constant_f32s(2, &scales)) return false;
+  if (given(3) && !l.constant_i64s(3, &sizes)) return false;
+  if (scales.empty() == sizes.empty()) return l.fail("exactly one of scales and sizes must be given");
+  if ((scales.empty() ? sizes.size() : scales.size()) != axes.size()) {
+    return l.fail("scales or sizes do not name every resized axis once");
+  }
+  std::vector<double> scale(x.size(), 1.0);
+  Shape want = x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(axes[i]);
+    const double in = static_cast<double>(x[a]);
+    if (!scales.empty()) {
+      const double s = scales[i];
+      if (!(s > 0) || !std::isfinite(s) || in * s >= static_cast<double>(kMaxAttr)) {
+        return l.fail("scale " + std::to_string(s) + " is not a positive finite factor");
+      }
+      scale[a] = s;
+      want[a] = static_cast<int64_t>(std::floor(in * s));
+    } else {
+      if (sizes[i] < 1 || sizes[i] > kMaxAttr) return l.fail("size " + std::to_string(sizes[i]) + " is out of range");
+      want[a] = sizes[i];
+      scale[a] = static_cast<double>(sizes[i]) / in;
+    }
+  }
+  if (want != y) {
+    return l.fail("the output is declared " + detail::shape_string(y) + ", the scales give " +
+                  detail::shape_string(want));
+  }
+  uint64_t positions = 0;
+  for (int64_t d : y) positions += static_cast<uint64_t>(d);
+  if (positions > (uint64_t{1} << 24)) return l.fail("the output is too large for a tap table");
+  n.ints = {linear ? 1 : 0};
+  n.ints.insert(n.ints.end(), y.begin(), y.end());
+  for (size_t a = 0; a < x.size(); ++a) {
+    const double length = scale[a] * static_cast<double>(x[a]);
+    if (coord == ResizeCoord::kAlignCorners && std::fabs(length - static_cast<double>(y[a])) > 1e-9 * length) {
+      return l.fail("align_corners with scale " + std::to_string(scale[a]) + " on axis " + std::to_string(a) +
+                    " does not give a whole output length");
+    }
+    if ((coord == ResizeCoord::kAlignCorners || coord == ResizeCoord::kPytorchHalfPixel) && y[a] == 1 &&
+        x[a] != 1) {
+      return l.fail(coord_name + " shrinking axis " + std::to_string(a) + " to one element is not supported");
+    }
+    for (int64_t o = 0; o < y[a]; ++o) {
+      const double c = resize_source(coord, scale[a], x[a], y[a], o);
+      if (!std::isfinite(c)) return l.fail("a sampling position is not finite");
+      const double lo = std::floor(c), frac = c - lo;
+      if (linear) {
+        n.ints.push_back(resize_clamp(lo, x[a]));
+        n.ints.push_back(resize_clamp(lo + 1, x[a]));
+        n.floats.push_back(static_cast<float>(frac));
+      } else {
+        bool up = false;
+        if (frac != 0) {
+          if (rounding == "round_prefer_floor") up = frac > 0.5;
+          else if (rounding == "round_prefer_ceil") up = frac >= 0.5;
+          else up = rounding == "ceil";
+        }
+        const int64_t i = resize_clamp(up ? lo + 1 : lo, x[a]);
+        n.ints.push_back(i);
+        n.ints.push_back(i);
+      }
+    }
+  }
+  return true;
+}
+
+// ConvTranspose with explicit pads (or auto_pad VALID) and output_padding
+// below the stride; output_shape and auto_pad SAME_* are refused.
+bool lower_conv_transpose(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kConvTranspose;
+  if (!l.check_attributes({{"auto_pad", 1}, {"dilations", 1}, {"group", 1}, {"kernel_shape", 1},
+                           {"output_padding", 1}, {"output_shape", 1}, {"pads", 1}, {"strides", 1}}) ||
+      !l.check_inputs(2, 3) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) ||
+      !l.output(1)) {
+    return false;
+  }
+  if (l.has("output_shape")) return l.fail("attribute 'output_shape' is not supported");
+  const Shape x = l.shape_of(0), w = l.shape_of(1);
+  if (x.size() < 3 || x.size() > static_cast<size_t>(2 + kMaxSpatial) || w.size() != x.size()) {
+    return l.fail("input rank " + std::to_string(x.size()) + " is not 3 to " + std::to_string(2 + kMaxSpatial) +
+                  " or differs from the weight's");
+  }
+  const size_t k = x.size() - 2;
+  Shape kernel, strides, dilations, pads, output_padding;
+  std::string auto_pad;
+  int64_t group = 1;
+  if (!l.get_ints("kernel_shape", &kernel) || !l.get_ints("strides", &strides) ||
+      !l.get_ints("dilations", &dilations) || !l.get_ints("pads", &pads) ||
+      !l.get_ints("output_padding", &output_padding) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.get_int("group", 1, &group)) {
+    return false;
+  }
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") return l.fail("auto_pad " + auto_pad + " is not supported");
+  if (auto_pad == "VALID" && !pads.empty()) return l.fail("pads together with auto_pad VALID");
+  const Shape from_w(w.begin() + 2, w.end());
+  if (kernel.empty()) kernel = from_w;
+  if (kernel != from_w) return l.fail("kernel_shape disagrees with the weight's shape");
+  if (strides.empty()) strides.assign(k, 1);
+  if (dilations.empty()) dilations.assign(k, 1);
+  if (output_padding.empty()) output_padding.assign(k, 0);
+  if (pads.empty()) pads.assign(2 * k, 0);
+  if (strides.size() != k || dilations.size() != k || output_padding.size() != k || pads.size() != 2 * k) {
+    return l.fail("strides, dilations, output_padding and pads need " + std::to_string(k) + " (pads " +
+                  std::to_string(2 * k) + ") entries");
+  }
+  if (group < 1 || group > kMaxAttr || x[1] % group != 0 || w[0] != x[1]) {
+    return l.fail("group " + std::to_string(group) + " does not divide the input channels or the weight");
+  }
+  for (size_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || dilations[i] < 1 || strides[i] > kMaxAttr || dilations[i] > kMaxAttr ||
+        pads[i] < 0 || pads[k + i] < 0 || pads[i] > kMaxAttr || pads[k + i] > kMaxAttr ||
+        output_padding[i] < 0 || output_padding[i] >= strides[i]) {
+      return l.fail("strides and dilations must be positive, pads >= 0, output_padding below the stride");
+    }
+  }
+  n.ints = {static_cast<int64_t>(k), group};
+  for (const Shape* v : {&kernel, &strides, &dilations}) n.ints.insert(n.ints.end(), v->begin(), v->end());
+  n.ints.insert(n.ints.end(), pads.begin(), pads.end());  // begins, then ends
+  n.ints.insert(n.ints.end(), output_padding.begin(), output_padding.end());
+  return true;
+}
+
+// LayerNormalization (opset 17): normalizes over axes [axis, rank) with
+// Scale and B of exactly those dims; stash_type 1 (f32) and the Mean and
+// InvStdDev outputs left out.
+bool lower_layer_norm(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kLayerNormalization;
+  int64_t axis = -1, stash = 1;
+  if (!l.check_attributes({{"axis", 17}, {"epsilon", 17}, {"stash_type", 17}}) || !l.check_inputs(2, 3) ||
+      !l.get_int("axis", -1, &axis) || !l.get_float("epsilon", 1e-5f, &n.alpha) ||
+      !l.get_int("stash_type", 1, &stash) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) ||
+      !l.output(3)) {
+    return false;
+  }
+  if (stash != 1) return l.fail("stash_type " + std::to_string(stash) + " is not supported (1 is)");
+  const int64_t rank = static_cast<int64_t>(l.shape_of(0).size());
+  if (axis < -rank || axis >= rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
+  n.axis = axis < 0 ? axis + rank : axis;
+  if (!(n.alpha >= 0.0f) || n.alpha > 1.0f) return l.fail("epsilon is not in [0, 1]");
+  return true;
+}
+
+}  // namespace loom::cpu_simd::lowering
