@@ -326,6 +326,47 @@ bool lower_batch_norm(Lowering& l) {
   return l.output(l.opset() >= 14 ? 3 : 5);
 }
 
+// Squeeze and Unsqueeze: the same elements under a new shape (kCopy), with
+// axes from the attribute before opset 13 and an inline i64 input from 13;
+// the declared output must be the operator's shape.
+bool lower_squeeze(Lowering& l, bool unsqueeze) {
+  l.node().op = Op::kCopy;
+  const bool axes_input = l.opset() >= 13;
+  if (!l.check_attributes({{"axes", 1}}) || !l.check_inputs(1, axes_input ? 2 : 1)) return false;
+  if (axes_input && l.has("axes")) return l.fail("attribute 'axes' is an input from opset 13");
+  Shape axes;
+  if (!l.get_ints("axes", &axes)) return false;
+  if (axes_input && l.present(1) && !l.constant_i64s(1, &axes)) return false;
+  if (!l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t out_rank = static_cast<int64_t>(x.size()) + (unsqueeze ? static_cast<int64_t>(axes.size()) : 0);
+  if (unsqueeze && axes.empty()) return l.fail("Unsqueeze needs axes");
+  std::vector<bool> named(static_cast<size_t>(unsqueeze ? out_rank : static_cast<int64_t>(x.size())), false);
+  const int64_t rank = static_cast<int64_t>(named.size());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0) a += rank;
+    if (named[static_cast<size_t>(a)]) return l.fail("axis " + std::to_string(a) + " is given twice");
+    named[static_cast<size_t>(a)] = true;
+  }
+  Shape want;
+  if (unsqueeze) {
+    size_t next = 0;
+    for (int64_t d = 0; d < out_rank; ++d) want.push_back(named[static_cast<size_t>(d)] ? 1 : x[next++]);
+  } else {
+    for (size_t d = 0; d < x.size(); ++d) {
+      const bool drop = axes.empty() ? x[d] == 1 : static_cast<bool>(named[d]);
+      if (drop && x[d] != 1) return l.fail("axis " + std::to_string(d) + " has extent " + std::to_string(x[d]) + ", not 1");
+      if (!drop) want.push_back(x[d]);
+    }
+  }
+  if (want != l.output_shape()) {
+    return l.fail("the output is declared " + detail::shape_string(l.output_shape()) + ", the operator gives " +
+                  detail::shape_string(want));
+  }
+  return true;
+}
+
 bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Add") return lower_binary(l, Op::kAdd, 7);
   if (op == "Sub") return lower_binary(l, Op::kSub, 7);
@@ -373,6 +414,8 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Concat") return lower_concat(l);
   if (op == "Reshape") return lower_reshape(l);
   if (op == "Flatten") return lower_flatten(l);
+  if (op == "Squeeze") return lower_squeeze(l, false);
+  if (op == "Unsqueeze") return lower_squeeze(l, true);
   if (op == "Transpose") return lower_transpose(l);
   if (op == "MatMul") {
     n.op = Op::kMatMul;

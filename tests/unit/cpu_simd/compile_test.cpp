@@ -366,6 +366,40 @@ TEST_F(Compile, ReshapeFlattenTransposeConcatDropout) {
   expect_near(out[1], {1, 3, 5, 2, 4, 6, 7, 8, 9});
 }
 
+// Squeeze and Unsqueeze are claimed with axes as an attribute (opset 11)
+// or an inline input (13), and refused, with the reason, for a squeezed
+// axis that is not 1 or a declared shape that is not the operator's.
+TEST_F(Compile, SqueezeAndUnsqueeze) {
+  GraphBuilder b;
+  const int x = b.input({1, 3, 1, 2});
+  const int s1 = b.tensor({3, 1, 2}), s2 = b.tensor({3, 2}), u1 = b.tensor({3, 1, 2, 1});
+  const int u2 = b.tensor({1, 3, 2, 1, 1});
+  b.node("Squeeze", {x}, {s1}, {attr_ints("axes", {0})}, 11);
+  b.node("Squeeze", {s1}, {s2}, {}, 13);  // no axes: every 1
+  b.node("Unsqueeze", {s2, b.constant_i64({2}, {1, -1})}, {u1}, {}, 13);
+  b.node("Unsqueeze", {s2, b.constant_i64({3}, {0, 3, 4})}, {u2}, {}, 13);
+  b.output(u1);
+  b.output(u2);
+  EXPECT_EQ(supported(b), std::vector<bool>(4, true));
+  auto out = run(b, {{{1, 3, 1, 2}, iota(6)}}, {{3, 1, 2, 1}, {1, 3, 2, 1, 1}});
+  ASSERT_EQ(out.size(), 2u);
+  expect_near(out[0], iota(6));
+  expect_near(out[1], iota(6));
+  const auto refusal = [&](const std::vector<int64_t>& axes, const Dims& declared) {
+    GraphBuilder r;
+    const int in = r.input({1, 3, 1, 2});
+    const int y = r.tensor(declared);
+    r.node("Squeeze", {in, r.constant_i64({static_cast<int64_t>(axes.size())}, axes)}, {y}, {}, 13);
+    r.output(y);
+    std::vector<std::byte> blob;
+    return compile(r.finish(), &blob);
+  };
+  EXPECT_NE(refusal({1}, {1, 1, 2}).find("axis 1 has extent 3, not 1"), std::string::npos)
+      << refusal({1}, {1, 1, 2});
+  EXPECT_NE(refusal({0}, {3, 2, 1}).find("the operator gives [3, 1, 2]"), std::string::npos)
+      << refusal({0}, {3, 2, 1});
+}
+
 TEST_F(Compile, MatMulAndGemm) {
   GraphBuilder b;
   const int a = b.input({2, 2});

@@ -33,7 +33,7 @@ enum class Op : uint32_t {
   kLeakyRelu = 13, kElu = 14, kSelu = 15, kSigmoid = 16, kHardSigmoid = 17, kHardSwish = 18,
   kTanh = 19, kSoftplus = 20, kClip = 21, kErf = 22, kExp = 23, kLog = 24, kSqrt = 25,
   kNeg = 26, kAbs = 27, kReciprocal = 28, kFloor = 29, kCeil = 30,
-  kCopy = 31,  // Identity, Dropout, Reshape, Flatten: same elements, new shape
+  kCopy = 31,  // Identity, Dropout, Reshape, Flatten, Squeeze, Unsqueeze: same elements, new shape
   kLogSoftmax = 32,
   kConcat = 33,     // axis; 1 or more inputs
   kTranspose = 34,  // ints = perm
