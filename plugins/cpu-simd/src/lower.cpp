@@ -415,6 +415,7 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Reshape") return lower_reshape(l);
   if (op == "Flatten") return lower_flatten(l);
   if (op == "Squeeze") return lower_squeeze(l, false);
+  if (op == "Slice") return lower_slice(l);
   if (op == "Unsqueeze") return lower_squeeze(l, true);
   if (op == "Transpose") return lower_transpose(l);
   if (op == "MatMul") {

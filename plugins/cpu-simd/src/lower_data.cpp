@@ -333,4 +333,80 @@ bool lower_layer_norm(Lowering& l) {
   return true;
 }
 
+// Slice: starts, ends, axes and steps as attributes before opset 10 (no
+// steps) and as inline i64 or i32 constants from 10, with ONNX's clamping:
+// a negative index counts from the end; for a positive step start and end
+// are clamped to [0, dim], for a negative one start to [0, dim - 1] and
+// end to [-1, dim - 1]. The blob gets each axis' first index, step and
+// count.
+bool lower_slice(Lowering& l) {
+  BlobNode& n = l.node();
+  n.op = Op::kSlice;
+  const bool inputs = l.opset() >= 10;
+  Shape starts, ends, axes, steps;
+  if (!inputs) {
+    if (!l.check_attributes({{"axes", 1}, {"ends", 1}, {"starts", 1}}) || !l.check_inputs(1, 1) ||
+        !l.get_ints("starts", &starts) || !l.get_ints("ends", &ends) || !l.get_ints("axes", &axes)) {
+      return false;
+    }
+    if (!l.has("starts") || !l.has("ends")) return l.fail("attributes 'starts' and 'ends' are required");
+  } else {
+    if (!l.check_attributes({}) || !l.check_inputs(3, 5)) return false;
+    Shape shape;
+    const auto list = [&](size_t i, Shape* v) {
+      if (!l.constant_indices(i, v, &shape)) return false;
+      return shape.size() == 1 || l.fail("input " + std::to_string(i) + " must be 1-D");
+    };
+    if (!list(1, &starts) || !list(2, &ends)) return false;
+    if (l.present(3) && !list(3, &axes)) return false;
+    if (l.present(4) && !list(4, &steps)) return false;
+  }
+  if (!l.data(0) || !l.output(1)) return false;
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank == 0) return l.fail("a scalar cannot be sliced");
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return l.fail("starts, ends, axes and steps differ in length");
+  }
+  Shape first(x.size(), 0), step(x.size(), 1), count = x;
+  std::vector<bool> named(x.size(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t a = axes[i];
+    if (a < -rank || a >= rank || (a < 0 && !inputs)) return l.fail("axis " + std::to_string(a) + " is out of range");
+    if (a < 0) a += rank;
+    if (named[static_cast<size_t>(a)]) return l.fail("axis " + std::to_string(a) + " is given twice");
+    named[static_cast<size_t>(a)] = true;
+    const int64_t dim = x[static_cast<size_t>(a)], s = steps[i];
+    if (s == 0 || s < -kMaxAttr || s > kMaxAttr) return l.fail("step " + std::to_string(s) + " is 0 or too large");
+    step[static_cast<size_t>(a)] = s;
+    if (dim == 0) continue;  // an empty axis stays empty
+    const auto from_end = [dim](int64_t v) { return v < 0 ? (v < -dim ? -1 : v + dim) : v; };
+    int64_t b = from_end(starts[i]), e = from_end(ends[i]);
+    if (s > 0) {
+      b = std::clamp<int64_t>(b, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      b = std::clamp<int64_t>(b, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    const int64_t span = s > 0 ? e - b : b - e;
+    const int64_t len = span <= 0 ? 0 : (span + (s > 0 ? s : -s) - 1) / (s > 0 ? s : -s);
+    first[static_cast<size_t>(a)] = len == 0 ? 0 : b;
+    step[static_cast<size_t>(a)] = s;
+    count[static_cast<size_t>(a)] = len;
+  }
+  if (count != l.output_shape()) {
+    return l.fail("the output is declared " + detail::shape_string(l.output_shape()) + ", the slice gives " +
+                  detail::shape_string(count));
+  }
+  n.ints = first;
+  n.ints.insert(n.ints.end(), step.begin(), step.end());
+  n.ints.insert(n.ints.end(), count.begin(), count.end());
+  return true;
+}
+
 }  // namespace loom::cpu_simd::lowering

@@ -262,5 +262,6 @@ bool lower_gather(Lowering& l);
 bool lower_resize(Lowering& l);
 bool lower_conv_transpose(Lowering& l);
 bool lower_layer_norm(Lowering& l);
+bool lower_slice(Lowering& l);
 
 }  // namespace loom::cpu_simd::lowering

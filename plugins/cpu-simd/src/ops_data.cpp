@@ -225,6 +225,35 @@ void run_resize(const NodePlan& p, float* const* t) {
   }
 }
 
+// ------------------------------------------------------------------- Slice
+
+// Rows of the output's last dim: contiguous input runs (step 1) are copied
+// with memcpy, others gathered with their stride.
+void run_slice(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]] + p.outer;
+  float* y = t[p.output];
+  const BroadcastGeometry& g = p.transpose;
+  if (p.count == 0) return;
+  const size_t last = g.rank - 1;
+  const int64_t width = g.dims[last], stride = g.a_strides[last];
+  std::array<int64_t, kMaxRank> index{};
+  int64_t xo = 0;
+  for (int64_t o = 0; o < p.count; o += width) {
+    if (stride == 1) {
+      std::memcpy(y + o, x + xo, sizeof(float) * static_cast<size_t>(width));
+    } else {
+      for (int64_t j = 0; j < width; ++j) y[o + j] = x[xo + j * stride];
+    }
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      xo += g.a_strides[d];
+      if (index[d] < g.dims[d]) break;
+      xo -= g.a_strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
 // ----------------------------------------------------------- ConvTranspose
 
 // Output channels are independent: flat = batch * out_channels + channel.
@@ -410,6 +439,22 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
       }
       return;
     }
+    case Op::kSlice: {
+      // Output dims, and per output dim the input stride times the step;
+      // the start offset in p->outer.
+      BroadcastGeometry& g = p->transpose;
+      const size_t rank = x.size();
+      g.rank = rank;
+      int64_t stride = 1, offset = 0;
+      for (size_t d = rank; d-- > 0;) {
+        g.dims[d] = out[d];
+        g.a_strides[d] = stride * node.ints[rank + d];
+        offset += stride * node.ints[d];
+        stride *= x[d];
+      }
+      p->outer = offset;
+      return;
+    }
     case Op::kLayerNormalization: {
       const size_t axis = static_cast<size_t>(node.axis);
       p->outer = product(x, 0, axis);
@@ -430,6 +475,7 @@ void run_data_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kGather: return run_gather(p, t);
     case Op::kResize: return run_resize(p, t);
     case Op::kConvTranspose: return run_conv_transpose(p, t, pool);
+    case Op::kSlice: return run_slice(p, t);
     case Op::kLayerNormalization:
       return layer_norm(t[p.inputs[0]], t[p.inputs[1]], p.inputs.size() == 3 ? t[p.inputs[2]] : nullptr,
                         t[p.output], p.outer, p.n, p.alpha, pool);

@@ -160,5 +160,36 @@ TEST(BlobFormatV3, ConvTransposeAttributesAreChecked) {
   EXPECT_NE(validate_error(g).find("gives an empty output"), std::string::npos) << validate_error(g);
 }
 
+TEST(BlobFormatV3, SliceRangesAreChecked) {
+  Builder b;
+  const uint32_t x = b.t({4, 6}), y = b.t({2, 3});
+  b.g.inputs = {x};
+  b.g.outputs = {y};
+  // rows 3, 1 (step -2); columns 0, 2, 4 (step 2)
+  b.node(Op::kSlice, {x}, y).ints = {3, 0, -2, 2, 2, 3};
+  std::string error;
+  EXPECT_TRUE(validate(b.g, &error)) << error;
+  EXPECT_GT(testing::expect_every_mutation_refused_by_name_or_sound(encode(b.g)), 0u);
+  BlobGraph g = b.g;
+  g.nodes[0].ints[1] = 1;  // columns 1, 3, 5: fine
+  EXPECT_TRUE(validate(g, &error)) << error;
+  g.nodes[0].ints[1] = 2;  // columns 2, 4, 6: past the end
+  EXPECT_EQ(validate_error(g), "node 0 (Slice): Slice: axis 1: start 2, step 2 and 3 outputs do not stay "
+                               "inside input [4, 6]");
+  g = b.g;
+  g.nodes[0].ints[2] = 0;  // step 0
+  EXPECT_NE(validate_error(g).find("axis 0: start 3, step 0"), std::string::npos);
+  g = b.g;
+  g.nodes[0].ints[0] = 1;  // rows 1, -1
+  EXPECT_NE(validate_error(g).find("do not stay inside"), std::string::npos);
+  g = b.g;
+  g.nodes[0].ints.pop_back();
+  EXPECT_NE(validate_error(g).find("ints must be [starts, steps, output dims] with 2 entries each"),
+            std::string::npos);
+  g = b.g;
+  g.nodes[0].ints[4] = 1;  // one row: the output tensor says 2
+  EXPECT_NE(validate_error(g).find("is declared [2, 3] but the operator produces [1, 3]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd

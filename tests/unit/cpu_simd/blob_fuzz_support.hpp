@@ -86,7 +86,7 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobNode& node = g.nodes[i];
     const std::string where = "node " + std::to_string(i);
     const uint32_t op = static_cast<uint32_t>(node.op);
-    if (op < 1 || op > 47) return where + ": operator out of range";
+    if (op < 1 || op > 48) return where + ": operator out of range";
     size_t min_in = 1, max_in = 1;
     if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
     if (op == 2 || op == 35 || op == 46 || op == 47) min_in = 2, max_in = 3;  // Gemm, Conv(Transpose), LN
@@ -187,8 +187,21 @@ inline std::string structural_problem(const BlobGraph& g) {
     if (op == 47 && (node.axis < 0 || node.axis >= rank || !(node.alpha >= 0.0f) || node.alpha > 1.0f)) {
       return where + ": LayerNormalization axis or epsilon";
     }
+    if (op == 48) {  // Slice: [starts, steps, dims], every index read inside the input
+      if (rank == 0 || v.size() != 3 * x.size()) return where + ": slice ints";
+      for (size_t d = 0; d < x.size(); ++d) {
+        const int64_t start = v[d], step = v[x.size() + d], n = v[2 * x.size() + d];
+        if (step == 0 || step < -(int64_t{1} << 31) || step > (int64_t{1} << 31) || n < 0 || n > x[d]) {
+          return where + ": slice step or count";
+        }
+        if (n > 0) {
+          const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(n - 1) * step;
+          if (start < 0 || start >= x[d] || last < 0 || last >= x[d]) return where + ": slice range";
+        }
+      }
+    }
     if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 &&
-        (op < 40 || op > 46) && !v.empty()) {
+        (op < 40 || op > 46) && op != 48 && !v.empty()) {
       return where + ": ints on an operator without them";
     }
   }

@@ -400,6 +400,46 @@ TEST_F(Compile, SqueezeAndUnsqueeze) {
       << refusal({0}, {3, 2, 1});
 }
 
+// Slice with constant starts, ends, axes and steps: ends past the end,
+// negative starts and axes, a negative step, and the opset 1 attributes;
+// values by hand on x[r][c] = 4r + c.
+TEST_F(Compile, SliceWithClampingAndNegativeSteps) {
+  GraphBuilder b;
+  const int x = b.input({3, 4});
+  const int64_t big = INT64_MAX;
+  const int a = b.tensor({2, 2}), r = b.tensor({3, 2}), c = b.tensor({1, 4}), e = b.tensor({3, 0});
+  // rows 1..end, columns -3..-1 step 1: [[5, 6], [9, 10]]
+  b.node("Slice", {x, b.constant_i64({2}, {1, -3}), b.constant_i64({2}, {big, -1})}, {a}, {}, 13);
+  // columns from 3 down to 0 (exclusive) step -2 on axis -1: [[3, 1], [7, 5], [11, 9]]
+  b.node("Slice", {x, b.constant_i32({1}, {3}), b.constant_i32({1}, {0}), b.constant_i32({1}, {-1}),
+                   b.constant_i32({1}, {-2})}, {r}, {}, 13);
+  // opset 1 attributes: row 2
+  b.node("Slice", {x}, {c}, {attr_ints("starts", {2}), attr_ints("ends", {3}), attr_ints("axes", {0})}, 1);
+  // an empty slice: columns 2..2
+  b.node("Slice", {x, b.constant_i64({1}, {2}), b.constant_i64({1}, {2}), b.constant_i64({1}, {1})}, {e}, {}, 13);
+  b.output(a);
+  b.output(r);
+  b.output(c);
+  b.output(e);
+  EXPECT_EQ(supported(b), std::vector<bool>(4, true));
+  auto out = run(b, {{{3, 4}, iota(12)}}, {{2, 2}, {3, 2}, {1, 4}, {3, 0}});
+  ASSERT_EQ(out.size(), 4u);
+  // iota starts at 1: x[r][c] = 4r + c + 1.
+  expect_near(out[0], {6, 7, 10, 11});
+  expect_near(out[1], {4, 2, 8, 6, 12, 10});
+  expect_near(out[2], {9, 10, 11, 12});
+  EXPECT_TRUE(out[3].empty());
+  GraphBuilder bad;
+  const int in = bad.input({3, 4});
+  const int y = bad.tensor({2, 2});
+  bad.node("Slice", {in, bad.constant_i64({1}, {0}), bad.constant_i64({1}, {3}), bad.constant_i64({1}, {0}),
+                     bad.constant_i64({1}, {0})}, {y}, {}, 13);
+  bad.output(y);
+  std::vector<std::byte> blob;
+  const std::string why = compile(bad.finish(), &blob);
+  EXPECT_NE(why.find("step 0 is 0 or too large"), std::string::npos) << why;
+}
+
 TEST_F(Compile, MatMulAndGemm) {
   GraphBuilder b;
   const int a = b.input({2, 2});

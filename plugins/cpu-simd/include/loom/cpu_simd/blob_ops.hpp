@@ -54,10 +54,11 @@ enum class Op : uint32_t {
   kConvTranspose = 46,  // ints = [k, group, kernel[k], strides[k], dilations[k],
                         //   pads_begin[k], pads_end[k], output_padding[k]]
   kLayerNormalization = 47,  // inputs X, Scale[, B]; axis (normalized); alpha = epsilon
+  kSlice = 48,  // ints = [starts[rank], steps[rank], output dims[rank]], all in range
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
-inline constexpr uint32_t kLastOp = 47;
+inline constexpr uint32_t kLastOp = 48;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
@@ -72,7 +73,7 @@ inline const char* op_name(Op op) {
       "Softplus", "Clip", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor",
       "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-      "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization"};
+      "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -350,7 +351,8 @@ inline bool infer_output_shape(const BlobNode& node,
   const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
                             node.op == Op::kTranspose || node.op == Op::kConv ||
                             node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
-                            (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose);
+                            (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose) ||
+                            node.op == Op::kSlice;
   if ((!ints_allowed && !node.ints.empty()) ||
       (node.op != Op::kResize && !node.floats.empty())) {
     *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
@@ -571,6 +573,34 @@ inline bool infer_output_shape(const BlobNode& node,
       out->assign(x.begin(), x.begin() + node.axis);
       out->insert(out->end(), index_shape.begin(), index_shape.end());
       out->insert(out->end(), x.begin() + node.axis + 1, x.end());
+      return true;
+    }
+    case Op::kSlice: {
+      const std::vector<int64_t>& x = *in[0];
+      const std::vector<int64_t>& v = node.ints;
+      const size_t rank = x.size();
+      if (rank == 0 || v.size() != 3 * rank) {
+        *error = op + ": ints must be [starts, steps, output dims] with " + std::to_string(rank) +
+                 " entries each for input " + shape_string(x) + ", got " + std::to_string(v.size()) +
+                 " ints";
+        return false;
+      }
+      out->assign(v.begin() + 2 * static_cast<int64_t>(rank), v.end());
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t start = v[d], step = v[rank + d], n = (*out)[d];
+        bool ok = step != 0 && step >= -kMaxAttr && step <= kMaxAttr && n >= 0 && n <= x[d];
+        if (ok && n > 0) {
+          // The last index read, start + (n - 1) step, in 128 bits.
+          const __int128 last = static_cast<__int128>(start) + static_cast<__int128>(n - 1) * step;
+          ok = start >= 0 && start < x[d] && last >= 0 && last < x[d];
+        }
+        if (!ok) {
+          *error = op + ": axis " + std::to_string(d) + ": start " + std::to_string(start) +
+                   ", step " + std::to_string(step) + " and " + std::to_string(n) +
+                   " outputs do not stay inside input " + shape_string(x);
+          return false;
+        }
+      }
       return true;
     }
     case Op::kLayerNormalization: {
