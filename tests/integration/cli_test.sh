@@ -72,6 +72,59 @@ expect_ok "run reference function" "y:" "$loom" run "$prog" --function reference
 
 expect_error "mistyped device" "did you mean 'cpu-simd://0'" \
   "$loom" run "$prog" --device cpu-smid://0 --input x=random
+expect_error "a kind without kind:" "write 'kind:gpu'" \
+  "$loom" run "$prog" --device gpu --input x=random
+expect_error "mistyped selector term" "did you mean 'kind:cpu'" \
+  "$loom" run "$prog" --device kind:cpuu --input x=random
+# Device selectors: a kind list falls through to the CPU; --explain lists
+# every candidate, also when loading fails.
+expect_ok "run --device kind list" "delegate mlp -> cpu-simd://0" \
+  "$loom" run "$prog" --device "kind:gpu,kind:accelerator,kind:cpu" --input x=random
+expect_ok "run --explain" "chosen    variant 0 'cpu-simd' on cpu-simd://0 \[cpu-simd\]" \
+  "$loom" run "$prog" --device cpu-simd --explain --input x=random
+expect_error "run --explain, nothing can load" "cannot run on the devices selected by 'fpga-stub'" \
+  "$loom" run "$prog" --device fpga-stub --explain --input x=random
+"$loom" run "$prog" --device fpga-stub --explain --input x=random > "$dir/explain.out" 2>/dev/null
+grep -q "refused   (no variant) on fpga-stub://0 \[fpga-stub\]" "$dir/explain.out" ||
+  fail "run --explain: the refused fpga-stub device is not listed on failure"
+expect_ok "run --json" '"loader_key": "cpu-simd"' \
+  "$loom" run "$prog" --input x=random --json --repeat 3
+"$loom" run "$prog" --input x=random --json --repeat 3 > "$dir/run.json"
+python3 - "$dir/run.json" <<'PY' || fail "run --json: not the document expected"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["placements"][0]["device"] == "cpu-simd://0", doc
+assert doc["outputs"][0]["name"] == "y" and doc["outputs"][0]["shape"] == [4, 10], doc
+assert doc["latency_us"]["runs"] == 3 and doc["latency_us"]["median"] > 0, doc
+assert doc["placement"]["delegates"][0]["candidates"][0]["outcome"] == "chosen", doc
+PY
+"$loom" run "$prog" --input x=random --json --device kind:virtual > "$dir/run_err.json" 2>/dev/null
+python3 - "$dir/run_err.json" <<'PY' || fail "run --json on failure: no error document"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["error"]["code"] == "not_found" and "kind:virtual" in doc["error"]["message"], doc
+PY
+# Traces: a Chrome trace-event file with a track per device plus the host,
+# every delegate span inside a run span; --profile prints the table.
+expect_ok "run --profile" "cpu-simd://0  delegate mlp  *4 " \
+  "$loom" run "$prog" --input x=random --repeat 3 --profile
+expect_ok "run --trace" "wrote trace to $dir/trace.json" \
+  "$loom" run "$prog" --input x=random --repeat 3 --trace "$dir/trace.json"
+python3 - "$dir/trace.json" <<'PY' || fail "run --trace: not the timeline expected"
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+assert sorted(tracks.values()) == ["cpu-simd://0", "host"], tracks
+runs = [e for e in events if e.get("cat") == "run"]
+delegates = [e for e in events if e.get("cat") == "delegate"]
+assert len(runs) == 4 and len(delegates) == 4, (runs, delegates)
+for d in delegates:
+    assert tracks[d["tid"]] == "cpu-simd://0", d
+    assert any(r["ts"] <= d["ts"] and d["ts"] + d["dur"] <= r["ts"] + r["dur"] + 0.001
+               for r in runs), d
+PY
+expect_error "run --trace into a missing folder" "cannot write" \
+  "$loom" run "$prog" --input x=random --trace "$dir/no/such/folder/t.json"
 expect_error "missing file" "nonexistent.loom" "$loom" inspect "$dir/nonexistent.loom"
 expect_error "unknown input name" "'z'" "$loom" run "$prog" --input z=random
 expect_error "unknown function" "mian" "$loom" run "$prog" --function mian --input x=random

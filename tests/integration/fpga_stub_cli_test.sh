@@ -55,6 +55,24 @@ sys.exit(0 if a.shape == b.shape and diff <= 1e-5 else 1)
 PY
 then fail "the split run differs from the reference"; fi
 
+# A run spanning fpga-stub and cpu-simd, traced: one track per device plus the
+# host; fpga-stub's own events (DMA, kernel) land on its device's track.
+expect_ok "traced split run" "fpga-stub://0  fpga-stub://0 kernel #1" \
+  "$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --trace "$dir/split_trace.json" --profile
+if ! /usr/bin/python3 - "$dir/split_trace.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+assert sorted(tracks.values()) == ["cpu-simd://0", "fpga-stub://0", "host"], tracks
+plugin = [e for e in events if e["ph"] in ("B", "E")]
+assert plugin and all(tracks[e["tid"]] == "fpga-stub://0" for e in plugin), plugin
+names = {e["name"] for e in plugin}
+assert any(n.startswith("kernel #") for n in names) and any(n.startswith("dma ") for n in names), names
+delegates = {tracks[e["tid"]]: e["name"] for e in events if e.get("cat") == "delegate"}
+assert delegates == {"fpga-stub://0": "fpga-stub_0", "cpu-simd://0": "cpu-simd_0"}, delegates
+PY
+then fail "the traced split run's timeline is not the one expected"; fi
+
 # --- the int8 ONNX node tests really run on fpga-stub (the conformance run in
 # CTest passes whether or not a plugin claims the nodes), and the ONNX demo
 # lists fpga-stub://0 among its devices

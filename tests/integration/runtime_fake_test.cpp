@@ -8,36 +8,14 @@
 #include <thread>
 
 #include "common/program_builder.hpp"
+#include "fake_sum_program.hpp"
 #include "loom/plugin.h"
 #include "loom/runtime.hpp"
 
 namespace loom {
 namespace {
 
-std::span<const std::byte> as_bytes(std::string_view s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
-
-// main(a, b) = delegate "sum"(a, b); the delegate's variants are given as
-// (loader key, blob) pairs, preferred first.
-std::vector<std::byte> sum_program(
-    const std::vector<std::pair<std::string, std::string>>& variants) {
-  tools::ProgramBuilder b("runtime_fake_test");
-  std::vector<uint32_t> arts;
-  for (const auto& [key, blob] : variants) {
-    arts.push_back(b.add_artifact(key, 1, "sum." + key, as_bytes(blob)));
-  }
-  uint32_t d = b.add_delegate("sum", arts);
-  tools::FunctionBuilder f = b.add_function("main");
-  uint32_t a = f.input("a", DType::kF32, {2, 3});
-  uint32_t x = f.input("b", DType::kF32, {2, 3});
-  uint32_t y = f.value("y", DType::kF32, {2, 3});
-  f.delegate_call(d, {a, x}, {y});
-  f.output(y);
-  auto writer = b.finish();
-  EXPECT_TRUE(writer.ok()) << writer.status().to_string();
-  return writer->write_buffer().value();
-}
+using testing::sum_program;
 
 Tensor filled(float start) {
   Tensor t = Tensor::zeros(DType::kF32, {2, 3}).value();
@@ -186,6 +164,69 @@ TEST(RuntimeFake, SeveralDevicesAreListedAndSelectable) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("fake://2"), std::string::npos)
       << missing.status().message();
+}
+
+TEST(RuntimeFake, TraceHasRunsDelegatesAndCopiesNestedInTheirRun) {
+  auto runtime = fake_runtime({{"fake.separate_memory", "1"}});
+  auto bytes = sum_program({{"fake", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  auto session = program->create_session("main").value();
+  ASSERT_TRUE(session->run().ok());  // before tracing: not recorded
+  auto trace = runtime->start_trace();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session->run().ok());
+  runtime->stop_trace();
+  ASSERT_TRUE(session->run().ok());  // after: not recorded either
+  std::vector<Trace::Event> runs, inner;
+  for (const Trace::Event& e : trace->events()) {
+    (e.category == "run" ? runs : inner).push_back(e);
+  }
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].track, "host");
+  EXPECT_EQ(runs[0].name, "main");
+  // Per run: inputs staged in, the delegate, the output read back, all on the
+  // device's track and inside their run's span.
+  ASSERT_EQ(inner.size(), 9u);
+  for (size_t i = 0; i < inner.size(); ++i) {
+    const Trace::Event& e = inner[i];
+    const Trace::Event& run = runs[i / 3];
+    EXPECT_EQ(e.track, "fake://0");
+    EXPECT_GE(e.timestamp_ns, run.timestamp_ns) << i;
+    EXPECT_LE(e.timestamp_ns + e.duration_ns, run.timestamp_ns + run.duration_ns) << i;
+  }
+  EXPECT_EQ(inner[0].name, "to device: sum");
+  EXPECT_EQ(inner[1].category, "delegate");
+  EXPECT_EQ(inner[1].name, "sum");
+  EXPECT_EQ(inner[2].name, "from device: sum");
+  const auto profile = trace->profile();
+  ASSERT_EQ(profile.size(), 3u);
+  for (const auto& row : profile) {
+    EXPECT_EQ(row.calls, 3u);
+    EXPECT_GT(row.share, 0.0);
+    EXPECT_LE(row.share, 1.0);
+  }
+}
+
+TEST(RuntimeFake, ReferenceKernelsAreTracedOnTheHost) {
+  auto runtime = fake_runtime();
+  tools::ProgramBuilder b("trace_kernels");
+  tools::FunctionBuilder f = b.add_function("main");
+  uint32_t a = f.input("a", DType::kF32, {2, 3});
+  uint32_t y = f.value("y", DType::kF32, {2, 3});
+  f.kernel_call("Relu", {a}, {y});
+  f.output(y);
+  auto bytes = b.finish().value().write_buffer().value();
+  auto program = runtime->load_program(bytes).value();
+  auto trace = runtime->start_trace();
+  Tensor x = filled(-2);
+  NamedTensor in[] = {{"a", x}};
+  ASSERT_TRUE(program->run("main", in).ok());
+  runtime->stop_trace();
+  const auto events = trace->events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].category, "kernel");
+  EXPECT_EQ(events[0].name, "Relu");
+  EXPECT_EQ(events[0].track, "host");
+  EXPECT_EQ(events[1].category, "run");
 }
 
 }  // namespace

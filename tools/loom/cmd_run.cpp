@@ -8,6 +8,8 @@
 #include <random>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "io/npy.hpp"
 #include "loom/runtime.hpp"
@@ -163,10 +165,18 @@ Result<std::filesystem::path> compile_for_run(
 #if LOOM_HAVE_COMPILER
   compiler::CompileOptions options;
   if (!args.device.empty()) {
-    for (const DeviceInfo& d : runtime.devices()) {
-      if (d.uri == args.device) options.targets = {d.plugin};
+    // Compile for the plugins of the devices the selector picks, in its
+    // order; a selector matching nothing is reported by load_program with
+    // suggestions.
+    LOOM_ASSIGN_OR_RETURN(DeviceSelector selector, DeviceSelector::parse(args.device));
+    const std::vector<DeviceInfo> devices = runtime.devices();
+    for (const auto& [d, alternative] : selector.order(devices)) {
+      const std::string& plugin = devices[d].plugin;
+      if (std::find(options.targets.begin(), options.targets.end(), plugin) ==
+          options.targets.end()) {
+        options.targets.push_back(plugin);
+      }
     }
-    // An unknown device is reported by load_program with suggestions.
   }
   for (const auto& [name, tensor] : files) options.input_shapes.emplace_back(name, tensor.shape());
   options.input_value = [&files](std::string_view name) -> const Tensor* {
@@ -206,45 +216,142 @@ Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions*
   return Status();
 }
 
-int run_run(const RunArgs& args) {
+namespace {
+
+// What `loom run` did, printed as text or as one JSON document.
+struct RunReport {
+  bool loaded = false;
+  PlacementExplanation explanation;
+  std::vector<DelegatePlacement> placements;
+  std::string function;
+  std::vector<NamedTensor> outputs;                      // the last run's results
+  std::vector<std::pair<std::string, std::string>> written;  // (output, path)
+  std::vector<double> times_us;                          // after the warm-up, sorted
+  std::shared_ptr<Trace> trace;                          // --trace or --profile
+};
+
+double quantile(const std::vector<double>& sorted, double q) {
+  size_t k = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(k, sorted.size() - 1)];
+}
+
+nlohmann::json explanation_json(const PlacementExplanation& e) {
+  nlohmann::json delegates = nlohmann::json::array();
+  for (const DelegateExplanation& d : e.delegates) {
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const PlacementCandidate& c : d.candidates) {
+      candidates.push_back({{"variant", c.variant},
+                            {"loader_key", c.loader_key},
+                            {"device", c.device},
+                            {"matched_by", c.matched_by},
+                            {"score", c.score},
+                            {"outcome", placement_outcome_name(c.outcome)},
+                            {"reason", c.reason}});
+    }
+    delegates.push_back({{"delegate", d.delegate}, {"candidates", std::move(candidates)}});
+  }
+  return {{"selector", e.selector}, {"delegates", std::move(delegates)}};
+}
+
+nlohmann::json tensor_summary_json(const NamedTensor& t) {
+  nlohmann::json out = {{"name", t.name},
+                        {"dtype", dtype_name(t.tensor.dtype())},
+                        {"shape", t.tensor.shape()}};
+  if (t.tensor.dtype() == DType::kF32) {
+    nlohmann::json head = nlohmann::json::array();
+    const float* p = t.tensor.data_as<float>();
+    for (uint64_t i = 0; i < std::min<uint64_t>(t.tensor.element_count(), 8); ++i) {
+      head.push_back(p[i]);
+    }
+    out["first_values"] = std::move(head);
+  }
+  return out;
+}
+
+void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
+  nlohmann::json doc = {{"file", args.file}, {"device", args.device}};
+  if (!status.ok()) {
+    doc["error"] = {{"code", status_code_name(status.code())}, {"message", status.message()}};
+  }
+  if (!r.explanation.delegates.empty() || r.loaded) {
+    doc["placement"] = explanation_json(r.explanation);
+  }
+  if (r.loaded) {
+    nlohmann::json placements = nlohmann::json::array();
+    for (const DelegatePlacement& p : r.placements) {
+      placements.push_back(
+          {{"delegate", p.delegate}, {"device", p.device}, {"loader_key", p.loader_key}});
+    }
+    doc["placements"] = std::move(placements);
+  }
+  if (status.ok()) {
+    doc["function"] = r.function;
+    nlohmann::json outputs = nlohmann::json::array();
+    for (const NamedTensor& t : r.outputs) outputs.push_back(tensor_summary_json(t));
+    doc["outputs"] = std::move(outputs);
+    nlohmann::json written = nlohmann::json::array();
+    for (const auto& [name, path] : r.written) written.push_back({{"output", name}, {"path", path}});
+    doc["written"] = std::move(written);
+    if (args.profile && r.trace != nullptr) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const Trace::ProfileRow& row : r.trace->profile()) {
+        rows.push_back({{"device", row.track},
+                        {"category", row.category},
+                        {"name", row.name},
+                        {"calls", row.calls},
+                        {"total_ns", row.total_ns},
+                        {"mean_ns", row.mean_ns},
+                        {"share", row.share}});
+      }
+      doc["profile"] = std::move(rows);
+    }
+    if (args.repeat > 1) {
+      doc["latency_us"] = {{"runs", r.times_us.size()},
+                           {"median", quantile(r.times_us, 0.5)},
+                           {"p90", quantile(r.times_us, 0.9)},
+                           {"min", r.times_us.front()}};
+    }
+  }
+  std::cout << doc.dump(2) << "\n";
+}
+
+Status run_program(const RunArgs& args, RunReport& report) {
   RuntimeOptions options;
   options.threads = args.threads;
-  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
-  auto runtime = Runtime::create(options);
-  if (!runtime.ok()) return fail(runtime.status());
+  LOOM_RETURN_IF_ERROR(add_plugin_options(args.plugin_options, &options));
+  LOOM_ASSIGN_OR_RETURN(auto runtime, Runtime::create(options));
   LoadOptions load;
   load.device = args.device;
   load.check_parameter_checksums = !args.no_param_checksums;
   load.run_timeout = std::chrono::seconds(args.timeout_s);
+  load.explanation = &report.explanation;
   for (const std::string& text : args.params) {
-    auto binding = split_binding(text, "--params", "SCOPE=PATH.irpa", true);
-    if (!binding.ok()) return fail(binding.status());
-    load.parameter_archives.emplace_back(binding->first, binding->second);
+    LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--params", "SCOPE=PATH.irpa", true));
+    load.parameter_archives.emplace_back(binding.first, binding.second);
   }
   // Input files are read first: compiling an ONNX model needs their shapes.
   std::vector<std::pair<std::string, std::string>> bindings;
   std::vector<std::pair<std::string, Tensor>> files;
   for (const std::string& text : args.inputs) {
-    auto binding = split_binding(text, "--input");
-    if (!binding.ok()) return fail(binding.status());
-    bindings.push_back(*binding);
-    if (binding->second == "random") continue;
-    Result<Tensor> tensor = read_input_file(binding->second);
-    if (!tensor.ok()) return fail(tensor.status().with_context("--input " + binding->first));
-    files.emplace_back(binding->first, std::move(*tensor));
+    LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--input"));
+    bindings.push_back(binding);
+    if (binding.second == "random") continue;
+    Result<Tensor> tensor = read_input_file(binding.second);
+    if (!tensor.ok()) return tensor.status().with_context("--input " + binding.first);
+    files.emplace_back(binding.first, std::move(*tensor));
   }
   std::filesystem::path program_path = args.file;
   TempProgram temp;
   if (ends_with(args.file, ".onnx")) {
-    auto compiled = compile_for_run(**runtime, args, files, temp);
-    if (!compiled.ok()) return fail(compiled.status());
-    program_path = *compiled;
+    LOOM_ASSIGN_OR_RETURN(program_path, compile_for_run(*runtime, args, files, temp));
   }
-  auto program = (*runtime)->load_program(program_path, load);
-  if (!program.ok()) return fail(program.status());
-  auto session = (*program)->create_session(args.function);
-  if (!session.ok()) return fail(session.status());
-  const FunctionInfo& fn = (*session)->function();
+  if (!args.trace.empty() || args.profile) report.trace = runtime->start_trace();
+  LOOM_ASSIGN_OR_RETURN(auto program, runtime->load_program(program_path, load));
+  report.loaded = true;
+  report.placements = program->placements();
+  LOOM_ASSIGN_OR_RETURN(auto session, program->create_session(args.function));
+  const FunctionInfo& fn = session->function();
+  report.function = fn.name;
 
   std::mt19937_64 rng(1234);
   std::vector<bool> given(fn.inputs.size(), false);
@@ -254,8 +361,8 @@ int run_run(const RunArgs& args) {
     if (it == fn.inputs.end()) {
       std::string names;
       for (const auto& a : fn.inputs) names += (names.empty() ? "" : ", ") + a.name;
-      return fail(not_found("function '" + fn.name + "' has no input '" + name +
-                            "' (inputs: " + names + ")"));
+      return not_found("function '" + fn.name + "' has no input '" + name + "' (inputs: " +
+                       names + ")");
     }
     size_t index = static_cast<size_t>(it - fn.inputs.begin());
     Result<Tensor> tensor = Tensor();
@@ -266,75 +373,99 @@ int run_run(const RunArgs& args) {
         if (file_name == name) tensor = t;
       }
     }
-    if (!tensor.ok()) return fail(tensor.status().with_context("--input " + name));
-    Status st = (*session)->set_input(index, *tensor);
-    if (!st.ok()) return fail(st.with_context("--input " + name + "=" + source));
+    if (!tensor.ok()) return tensor.status().with_context("--input " + name);
+    Status st = session->set_input(index, *tensor);
+    if (!st.ok()) return st.with_context("--input " + name + "=" + source);
     given[index] = true;
   }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     if (!given[i]) {
-      return fail(invalid_argument("input '" + fn.inputs[i].name + "' (" +
-                                   std::string(dtype_name(fn.inputs[i].dtype)) +
-                                   shape_to_string(fn.inputs[i].shape) + ") is not given; use "
-                                   "--input " + fn.inputs[i].name + "=PATH.npy or " +
-                                   fn.inputs[i].name + "=random"));
+      return invalid_argument("input '" + fn.inputs[i].name + "' (" +
+                              std::string(dtype_name(fn.inputs[i].dtype)) +
+                              shape_to_string(fn.inputs[i].shape) + ") is not given; use "
+                              "--input " + fn.inputs[i].name + "=PATH.npy or " +
+                              fn.inputs[i].name + "=random");
     }
   }
   std::vector<std::pair<std::string, std::string>> outputs;
   for (const std::string& text : args.outputs) {
-    auto binding = split_binding(text, "--output");
-    if (!binding.ok()) return fail(binding.status());
-    if (!(*session)->output(binding->first).ok()) {
-      return fail((*session)->output(binding->first).status());
-    }
-    outputs.push_back(*binding);
+    LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--output"));
+    LOOM_RETURN_IF_ERROR(session->output(binding.first).status());
+    outputs.push_back(binding);
   }
 
   using Clock = std::chrono::steady_clock;
-  std::vector<double> times_us;
   uint32_t warmup = args.repeat > 1 ? 1 : 0;
   for (uint32_t i = 0; i < args.repeat + warmup; ++i) {
     auto start = Clock::now();
-    Status st = (*session)->run();
+    LOOM_RETURN_IF_ERROR(session->run());
     auto end = Clock::now();
-    if (!st.ok()) return fail(st);
-    if (i >= warmup) times_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    if (i >= warmup) {
+      report.times_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    }
+  }
+  std::sort(report.times_us.begin(), report.times_us.end());
+  if (report.trace != nullptr) runtime->stop_trace();
+  if (!args.trace.empty()) {
+    std::ofstream out(args.trace, std::ios::binary | std::ios::trunc);
+    out << report.trace->to_chrome_json();
+    out.close();
+    if (!out) return unavailable("--trace " + args.trace + ": cannot write the file");
+    report.written.emplace_back("trace", args.trace);
+  }
+  for (size_t i = 0; i < session->output_count(); ++i) {
+    report.outputs.push_back({fn.outputs[i].name, session->output(i)});
   }
 
-  for (const DelegatePlacement& p : (*program)->placements()) {
-    std::cout << "delegate " << p.delegate << " -> " << p.device << " (" << p.loader_key << ")\n";
-  }
-  for (size_t i = 0; i < (*session)->output_count(); ++i) {
-    print_summary(fn.outputs[i].name, (*session)->output(i));
-  }
   for (const auto& [name, path] : outputs) {
-    Status st = io::write_npy(path, **(*session)->output(name));
-    if (!st.ok()) return fail(st.with_context("--output " + name));
-    std::cout << "wrote " << name << " to " << path << "\n";
+    Status st = io::write_npy(path, **session->output(name));
+    if (!st.ok()) return st.with_context("--output " + name);
+    report.written.emplace_back(name, path);
   }
   if (!args.output_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(args.output_dir, ec);
-    if (ec) return fail(invalid_argument("--output-dir " + args.output_dir + ": " + ec.message()));
+    if (ec) return invalid_argument("--output-dir " + args.output_dir + ": " + ec.message());
     std::set<std::string> used;
-    for (size_t i = 0; i < (*session)->output_count(); ++i) {
+    for (size_t i = 0; i < session->output_count(); ++i) {
       std::string base = sanitize_file_name(fn.outputs[i].name);
       std::string file = base;
       for (int k = 2; !used.insert(file).second; ++k) file = base + "_" + std::to_string(k);
       std::filesystem::path path = std::filesystem::path(args.output_dir) / (file + ".npy");
-      Status st = io::write_npy(path, (*session)->output(i));
-      if (!st.ok()) return fail(st.with_context("--output-dir: output '" + fn.outputs[i].name + "'"));
-      std::cout << "wrote " << fn.outputs[i].name << " to " << path.string() << "\n";
+      Status st = io::write_npy(path, session->output(i));
+      if (!st.ok()) return st.with_context("--output-dir: output '" + fn.outputs[i].name + "'");
+      report.written.emplace_back(fn.outputs[i].name, path.string());
     }
   }
+  return Status();
+}
+
+}  // namespace
+
+int run_run(const RunArgs& args) {
+  RunReport report;
+  Status status = run_program(args, report);
+  if (args.json) {
+    print_json(args, report, status);
+    return status.ok() ? 0 : fail(status);
+  }
+  if (args.explain && (report.loaded || !report.explanation.delegates.empty())) {
+    std::cout << report.explanation.to_string();
+  }
+  if (!status.ok()) return fail(status);
+  for (const DelegatePlacement& p : report.placements) {
+    std::cout << "delegate " << p.delegate << " -> " << p.device << " (" << p.loader_key << ")\n";
+  }
+  for (const NamedTensor& t : report.outputs) print_summary(t.name, t.tensor);
+  for (const auto& [name, path] : report.written) {
+    std::cout << "wrote " << name << " to " << path << "\n";
+  }
+  if (args.profile && report.trace != nullptr) {
+    std::cout << Trace::format_profile(report.trace->profile());
+  }
   if (args.repeat > 1) {
-    std::sort(times_us.begin(), times_us.end());
-    auto pick = [&](double q) {
-      size_t k = static_cast<size_t>(q * static_cast<double>(times_us.size() - 1) + 0.5);
-      return times_us[std::min(k, times_us.size() - 1)];
-    };
     std::printf("latency over %u runs (after 1 warm-up): median %.3f us, p90 %.3f us\n",
-                args.repeat, pick(0.5), pick(0.9));
+                args.repeat, quantile(report.times_us, 0.5), quantile(report.times_us, 0.9));
   }
   return 0;
 }

@@ -42,6 +42,10 @@ struct RunArgs {
   uint32_t threads = 0;
   uint32_t timeout_s = 60;                  // --timeout: per delegate wait; 0: none
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  bool explain = false;                     // print every placement candidate
+  bool json = false;                        // one JSON document on stdout
+  std::string trace;                        // --trace FILE.json: Chrome trace events
+  bool profile = false;                     // print time per delegate and op
 };
 
 // `loom test-onnx` (cmd_test_onnx.cpp; built when loom has the compiler).

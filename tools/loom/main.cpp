@@ -31,8 +31,23 @@ int main(int argc, char** argv) {
   cmd_run->add_option("FILE", run.file, "Program file (.loom), or an ONNX model (.onnx) to "
                                         "compile first when loom has the compiler")->required();
   cmd_run->add_option("--function", run.function, "Function to run (default: the first)");
-  cmd_run->add_option("--device", run.device, "Device URI, e.g. cpu-simd://0 (default: "
-                                              "the first device that can load each delegate)");
+  cmd_run->add_option("--device", run.device,
+                      "Device selector: a URI (cpu-simd://0), a plugin name, kind:gpu, a "
+                      "list tried in order (vulkan-compute,fpga-stub,cpu-simd), "
+                      "policy:fastest, policy:prefer-accelerator, requirements joined by & "
+                      "(kind:gpu&dtype:f16, cap:async); default: each delegate's first "
+                      "variant that a device can load");
+  cmd_run->add_flag("--explain", run.explain,
+                    "Print, for each delegate, every variant x device considered and why it "
+                    "was chosen or refused (also when loading fails)");
+  cmd_run->add_option("--trace", run.trace,
+                      "Write a timeline of the runs as Chrome trace-event JSON (open it in "
+                      "Perfetto or chrome://tracing): one track per device plus the host");
+  cmd_run->add_flag("--profile", run.profile,
+                    "Print time per delegate and op: device, calls, total, mean, share of the "
+                    "run");
+  cmd_run->add_flag("--json", run.json, "Print one JSON document (placements, outputs, "
+                                        "latency; the error and placement on failure)");
   cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy, NAME=PATH.pb (an ONNX "
                                              "TensorProto) or NAME=random")->required();
   cmd_run->add_option("--output", run.outputs, "NAME=PATH.npy: write a result");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "loom/device.hpp"
 #include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
 
@@ -496,8 +497,8 @@ const KnownFailure* KnownFailures::find(std::string_view name, std::string_view 
 
 std::string device_key(std::string_view device_uri) {
   if (device_uri.empty()) return "reference";
-  size_t colon = device_uri.find("://");
-  return std::string(device_uri.substr(0, colon));
+  auto uri = parse_device_uri(device_uri);
+  return std::string(uri.ok() ? uri->plugin : device_uri);
 }
 
 std::string_view outcome_name(Outcome outcome) {

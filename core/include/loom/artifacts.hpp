@@ -49,6 +49,8 @@ class ArtifactRegistry {
   // nullptr when no artifact has `loader_key`.
   const ArtifactSet* find(std::string_view loader_key) const;
   const std::map<std::string, ArtifactSet, std::less<>>& sets() const { return sets_; }
+  // The artifact at `index` in ProgramDef::artifacts; nullptr when out of range.
+  const Artifact* artifact(uint32_t index) const;
 
   // The built-in loader for "metadata" artifacts: each artifact's content is
   // a UTF-8 document (typically JSON); returned by file name (or codegen id
@@ -57,6 +59,8 @@ class ArtifactRegistry {
 
  private:
   std::map<std::string, ArtifactSet, std::less<>> sets_;
+  // Per artifact index: its loader key and position in that key's set.
+  std::vector<std::pair<std::string, size_t>> by_index_;
 };
 
 }  // namespace loom

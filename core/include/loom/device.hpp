@@ -5,7 +5,11 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
 
 namespace loom {
 
@@ -46,6 +50,110 @@ struct PluginRecord {
   std::string reason;  // why it was rejected, or why it has no devices
   uint32_t abi_version = 0;  // negotiated, when loaded
   std::vector<DeviceInfo> devices;  // when loaded
+};
+
+}  // namespace loom
+
+namespace loom {
+
+// A device URI split at its "://": "cpu-simd://0" is plugin "cpu-simd",
+// device "0". Views into the text it was parsed from.
+struct DeviceUri {
+  std::string_view plugin;
+  std::string_view device;
+};
+
+// Splits `text`; an error when it has no "://" or either side is empty.
+Result<DeviceUri> parse_device_uri(std::string_view text);
+
+// How an alternative of a DeviceSelector orders the devices it matches.
+enum class PlacementPolicy : uint8_t {
+  kNone = 0,               // the order the plugins and their devices are found in
+  kFastest = 1,            // the plugins' estimates (see DeviceSelector)
+  kPreferAccelerator = 2,  // accelerators, then GPUs, then CPUs, then virtual devices
+};
+
+std::string_view placement_policy_name(PlacementPolicy policy);
+
+// The rank of `device` under `policy`, higher first: 0 under kNone; else by
+// kind, accelerator 3, GPU 2, CPU 1, virtual 0. (policy:fastest will use the
+// plugins' own estimates where they give one.)
+double policy_rank(PlacementPolicy policy, const DeviceInfo& device);
+
+// One condition of a selector alternative.
+struct SelectorTerm {
+  enum class Type : uint8_t {
+    kAny,         // "any": every device
+    kUri,         // "cpu-simd://0": that device
+    kPlugin,      // "cpu-simd": the plugin's devices
+    kKind,        // "kind:gpu"
+    kDType,       // "dtype:f16": the device computes in that type
+    kCapability,  // "cap:async": the device has that capability
+    kPolicy,      // "policy:fastest": orders the alternative's devices
+  };
+  Type type = Type::kAny;
+  std::string text;   // as written, e.g. "kind:gpu"
+  std::string value;  // kUri, kPlugin: the URI or plugin name
+  DeviceKind kind = DeviceKind::kCpu;
+  DType dtype = DType::kInvalid;
+  uint64_t capability = 0;  // one LOOM_DEVICE_CAP_* bit
+  PlacementPolicy policy = PlacementPolicy::kNone;
+};
+
+// Terms joined by '&': a device matches when it meets every term.
+struct SelectorAlternative {
+  std::string text;
+  std::vector<SelectorTerm> terms;
+  PlacementPolicy policy = PlacementPolicy::kNone;
+
+  bool matches(const DeviceInfo& device) const;
+  // Why `device` does not match (the first term it fails), or "" if it does.
+  std::string mismatch(const DeviceInfo& device) const;
+};
+
+// Which devices a program may use, in order of preference. Written as
+// alternatives separated by ',' and tried in order; each is one or more terms
+// joined by '&':
+//
+//   cpu-simd://0                         exactly that device
+//   vulkan-compute                       the plugin's devices, first usable one
+//   kind:gpu,kind:accelerator,kind:cpu   a GPU, else an accelerator, else a CPU
+//   vulkan-compute,fpga-stub,cpu-simd    a preference list of plugins
+//   policy:fastest                       every device, by the plugins' estimates
+//   policy:prefer-accelerator            accelerators, GPUs, CPUs, virtual
+//   kind:gpu&dtype:f16                   a GPU that computes in f16
+//   cap:async                            a device with that capability
+//   any                                  every device, in the order found
+//
+// The empty selector is the default: each delegate takes the first of its
+// variants, in the program's order, that a device can load. Kinds are cpu,
+// gpu, accelerator, virtual; dtypes as in dtype_name (f32, f16, i8, ...);
+// capabilities as in capability_names (async, host-visible-memory, ...).
+// A plugin that gives no estimate is ranked by kind under policy:fastest, as
+// under policy:prefer-accelerator.
+class DeviceSelector {
+ public:
+  DeviceSelector() = default;
+  // Errors name the term, the position and what was expected, with a
+  // suggestion for a near miss ("kind:gpuu": did you mean 'kind:gpu'?).
+  static Result<DeviceSelector> parse(std::string_view text);
+
+  bool is_default() const { return alternatives_.empty(); }
+  const std::string& text() const { return text_; }
+  const std::vector<SelectorAlternative>& alternatives() const { return alternatives_; }
+  // The plugins named by URI or plugin terms when every alternative names
+  // one: only those need loading. Empty when any alternative may match a
+  // device of any plugin.
+  std::vector<std::string> named_plugins() const;
+  // The devices of `devices` that the selector matches, best first, each
+  // once: (index in `devices`, index of the first alternative matching it).
+  // Alternatives in order; within one, by policy_rank under its policy,
+  // else in the order given.
+  std::vector<std::pair<size_t, size_t>> order(const std::vector<DeviceInfo>& devices) const;
+
+ private:
+  std::string text_;
+  std::vector<SelectorAlternative> alternatives_;
 };
 
 }  // namespace loom

@@ -8,6 +8,8 @@
 //   (*session)->run();
 //   const loom::Tensor& y = *(*session)->output("y");
 //
+// Runtime::start_trace() records what runs do (loom/trace.hpp).
+//
 // Thread safety: Runtime and Program are thread-safe. A Session is not; each
 // thread that runs a function uses its own Session (they are cheap to create
 // and share the program's loaded executables). Program::run creates a
@@ -29,6 +31,7 @@
 #include "loom/program.hpp"
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
+#include "loom/trace.hpp"
 
 namespace loom {
 
@@ -51,10 +54,18 @@ struct RuntimeOptions {
   std::vector<std::pair<std::string, std::string>> plugin_options;
 };
 
+struct PlacementExplanation;
+
 struct LoadOptions {
-  // Device URI such as "cpu-simd://0". Empty: for each delegate the first
-  // variant (in the program's order of preference) that a present device can
-  // load is used.
+  // Which devices the delegates may run on, in order of preference: a device
+  // URI ("cpu-simd://0"), a plugin name, "kind:gpu", a list tried in order
+  // ("vulkan-compute,fpga-stub,cpu-simd"), "policy:fastest", requirements
+  // ("kind:gpu&dtype:f16"); the grammar is DeviceSelector's (loom/device.hpp).
+  // Empty: for each delegate the first variant (in the program's order of
+  // preference) that a present device can load. Every delegate tries its
+  // candidates in order until one loads: a variant a device refuses or fails
+  // to load (incompatible, out of memory, an init error) falls back to the
+  // next, and explain() says what happened to each.
   std::string device;
   // Where the archives of external parameters are: (scope, path of the .irpa
   // file; a relative path is taken from the current directory). A scope
@@ -77,6 +88,10 @@ struct LoadOptions {
   // session must not be run again after that (its device may still be busy
   // with it). Zero means no limit.
   std::chrono::milliseconds run_timeout{60'000};
+  // When set, filled with every candidate considered for each delegate and
+  // what became of it, whether or not loading succeeds (the same as
+  // Program::explain() on success). Borrowed for the load_program call.
+  PlacementExplanation* explanation = nullptr;
 };
 
 // A tensor with the name of the function argument or result it belongs to.
@@ -106,6 +121,41 @@ struct DelegatePlacement {
   std::string device;      // URI
 };
 
+// One pair of a delegate's variant and a device that placement considered.
+struct PlacementCandidate {
+  enum class Outcome : uint8_t {
+    kChosen = 0,    // the delegate runs here
+    kRefused = 1,   // see reason: not selected, no device, check or load failed
+    kNotTried = 2,  // an earlier candidate was chosen
+  };
+  // `variant` of a device the selector picked that no variant can use.
+  static constexpr uint32_t kNoVariant = UINT32_MAX;
+  std::string loader_key;  // of the variant; empty with kNoVariant
+  uint32_t variant = 0;    // position in the delegate's variants, 0 = the program's first
+  std::string device;      // URI; empty when no device serves the loader key
+  std::string matched_by;  // the selector alternative that offered the device
+  double score = 0;        // under a policy: the device's rank, higher tried first
+  Outcome outcome = Outcome::kNotTried;
+  std::string reason;      // why refused; for the chosen one, why it came first
+};
+
+std::string_view placement_outcome_name(PlacementCandidate::Outcome outcome);
+
+struct DelegateExplanation {
+  std::string delegate;
+  // Candidates in the order they were tried; those the selector excluded or
+  // that no device serves come last.
+  std::vector<PlacementCandidate> candidates;
+};
+
+// How every delegate of a program was placed.
+struct PlacementExplanation {
+  std::string selector;  // as given; empty for the default
+  std::vector<DelegateExplanation> delegates;
+  // A readable table, one line per candidate.
+  std::string to_string() const;
+};
+
 // Owns the plugin host. Create one per process (or per isolated use).
 class Runtime {
  public:
@@ -131,6 +181,12 @@ class Runtime {
   Result<std::shared_ptr<Program>> load_program(std::span<const std::byte> bytes,
                                                 const LoadOptions& options = {});
 
+  // Starts recording a trace of every run of this runtime's programs, and of
+  // the events its plugins send, until stop_trace(); replaces a trace being
+  // recorded. The returned trace keeps what was recorded.
+  std::shared_ptr<Trace> start_trace();
+  void stop_trace();
+
   host::PluginHost& plugin_host() { return *host_; }
 
  private:
@@ -152,6 +208,9 @@ class Program {
   std::vector<FunctionInfo> functions() const;
   Result<FunctionInfo> function(std::string_view name) const;
   const std::vector<DelegatePlacement>& placements() const;
+  // Every variant × device considered for each delegate and why it was
+  // chosen or refused.
+  const PlacementExplanation& explain() const;
 
   // A Session for running `function` (default: the only or first function).
   Result<std::unique_ptr<Session>> create_session(std::string_view function = {});
@@ -197,6 +256,7 @@ class Session {
  private:
   friend class Program;
   explicit Session(std::unique_ptr<State> state);
+  Status run_steps(Trace* trace);  // `trace`: nullptr, or where spans go
   std::unique_ptr<State> state_;
 };
 

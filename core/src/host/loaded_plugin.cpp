@@ -8,6 +8,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,7 +68,41 @@ void service_log(void* user_data, loom_log_level_t level, const char* message) {
   state->log->write(level, state->plugin_name, message);
 }
 
-void service_trace(void* user_data, const loom_trace_event_t* event) {}
+// A plugin's trace event goes to the active trace, if any: on the track of
+// the device its category names (a URI of this plugin, as fpga-stub sends),
+// else on the plugin's own track. Malformed events are dropped: a trace must
+// never take a run down.
+void service_trace(void* user_data, const loom_trace_event_t* event) {
+  if (user_data == nullptr || event == nullptr) return;
+  const auto* state = static_cast<const ServiceState*>(user_data);
+  if (!state->log->tracing()) return;
+  if (event->struct_size < LOOM_STRUCT_SIZE(loom_trace_event_t, name) || event->name == nullptr) {
+    return;
+  }
+  std::shared_ptr<Trace> trace = state->log->active_trace();
+  if (trace == nullptr) return;
+  Trace::Event e;
+  switch (event->phase) {
+    case LOOM_TRACE_BEGIN: e.phase = Trace::Phase::kBegin; break;
+    case LOOM_TRACE_END: e.phase = Trace::Phase::kEnd; break;
+    case LOOM_TRACE_INSTANT: e.phase = Trace::Phase::kInstant; break;
+    default: return;
+  }
+  e.category = event->category != nullptr ? event->category : "";
+  e.name = event->name;
+  const auto uri = parse_device_uri(e.category);
+  e.track = uri.ok() && uri->plugin == state->plugin_name ? e.category : state->plugin_name;
+  uint64_t ns = LOOM_STRUCT_HAS(loom_trace_event_t, event->struct_size, timestamp_ns)
+                    ? event->timestamp_ns
+                    : 0;
+  if (ns == 0) {
+    ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+  }
+  e.timestamp_ns = ns;
+  trace->record(std::move(e));
+}
 
 std::string abi_range(uint32_t min, uint32_t max) {
   return format_abi_version(min) + "-" + format_abi_version(max);
@@ -310,7 +345,8 @@ Status LoadedPlugin::list_devices() {
     DeviceInfo out;
     out.plugin = manifest_.name;
     out.uri = info.uri != nullptr ? info.uri : prefix + std::to_string(i);
-    if (out.uri.rfind(prefix, 0) != 0 || out.uri.size() == prefix.size()) {
+    const auto parsed = parse_device_uri(out.uri);
+    if (!parsed.ok() || parsed->plugin != manifest_.name) {
       return incompatible(where + " has URI '" + out.uri + "', which does not start with '" +
                           prefix + "'");
     }

@@ -193,18 +193,24 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {
                    (names.empty() ? "none" : names));
 }
 
-void PluginHost::load_all() {
+std::vector<std::shared_ptr<LoadedPlugin>> PluginHost::load_all() {
+  std::vector<std::shared_ptr<LoadedPlugin>> out;
   for (const auto& entry : entries_) {
     bool candidate;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      candidate = entry->record.state == PluginState::kFound;
+      candidate = entry->record.state != PluginState::kRejected;
     }
-    if (candidate) (void)load_entry(*entry);
+    if (!candidate) continue;
+    auto plugin = load_entry(*entry);
+    if (plugin.ok()) out.push_back(std::move(*plugin));
   }
+  return out;
 }
 
-Result<std::shared_ptr<LoadedPlugin>> PluginHost::plugin_for_key(std::string_view loader_key) {
+Result<std::vector<std::shared_ptr<LoadedPlugin>>> PluginHost::plugins_for_key(
+    std::string_view loader_key) {
+  std::vector<std::shared_ptr<LoadedPlugin>> out;
   std::string notes;
   for (const auto& entry : entries_) {
     const PluginRecord& record = entry->record;
@@ -219,15 +225,24 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::plugin_for_key(std::string_vie
       notes += "; " + plugin.status().message();
       continue;
     }
-    if ((*plugin)->serves(loader_key)) return plugin;
+    if ((*plugin)->serves(loader_key)) {
+      out.push_back(std::move(*plugin));
+      continue;
+    }
     notes += "; plugin '" + record.name + "' lists the key in its manifest, not in plugin_info";
   }
+  if (!out.empty()) return out;
   std::string available;
   for (const auto& [key, plugin] : loader_keys()) {
     available += (available.empty() ? "" : ", ") + key + " (plugin " + plugin + ")";
   }
   return not_found("no plugin serves loader key '" + std::string(loader_key) + "'" + notes +
                    "; available: " + (available.empty() ? "none" : available));
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::plugin_for_key(std::string_view loader_key) {
+  LOOM_ASSIGN_OR_RETURN(auto plugins, plugins_for_key(loader_key));
+  return plugins.front();
 }
 
 std::vector<std::pair<std::string, std::string>> PluginHost::loader_keys() const {

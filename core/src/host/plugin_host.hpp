@@ -142,16 +142,21 @@ class PluginHost {
 
   // Loads (once) and returns the plugin named `name`.
   Result<std::shared_ptr<LoadedPlugin>> load(std::string_view name);
-  // Loads every plugin that is not rejected; rejections are recorded, not
-  // returned.
-  void load_all();
+  // Loads every plugin that is not rejected and returns the loaded ones, in
+  // search order; rejections are recorded in plugins(), not returned.
+  std::vector<std::shared_ptr<LoadedPlugin>> load_all();
   // The loaded plugin serving `loader_key`, loading it if needed; the first
   // in search order when several do. The error lists the keys that are
   // available and the plugin that serves each, and why a plugin that names
   // the key was rejected.
   Result<std::shared_ptr<LoadedPlugin>> plugin_for_key(std::string_view loader_key);
+  // Every loaded plugin serving `loader_key`, in search order, loading them
+  // if needed; the error is plugin_for_key's.
+  Result<std::vector<std::shared_ptr<LoadedPlugin>>> plugins_for_key(std::string_view loader_key);
   // Every loader key named by a manifest that is not rejected, with its plugin.
   std::vector<std::pair<std::string, std::string>> loader_keys() const;
+  // The log and trace channel shared with the plugins (host/log_channel.hpp).
+  const std::shared_ptr<LogChannel>& channel() const { return log_; }
 
  private:
   PluginHost() = default;

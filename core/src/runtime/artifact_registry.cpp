@@ -19,6 +19,7 @@ Result<ArtifactRegistry> ArtifactRegistry::build(const ProgramReader& reader) {
     }
     ArtifactSet& set = registry.sets_[def.loader_key];
     set.loader_key = def.loader_key;
+    registry.by_index_.emplace_back(def.loader_key, set.artifacts.size());
     set.artifacts.push_back(Artifact{i, &def, *content});
   }
   return registry;
@@ -29,6 +30,12 @@ std::vector<std::string> ArtifactRegistry::keys() const {
   out.reserve(sets_.size());
   for (const auto& [key, set] : sets_) out.push_back(key);
   return out;
+}
+
+const Artifact* ArtifactRegistry::artifact(uint32_t index) const {
+  if (index >= by_index_.size()) return nullptr;
+  const auto& [key, position] = by_index_[index];
+  return &sets_.find(key)->second.artifacts[position];
 }
 
 const ArtifactSet* ArtifactRegistry::find(std::string_view loader_key) const {

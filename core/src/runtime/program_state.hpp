@@ -93,8 +93,10 @@ struct Program::State {
   kernels::KernelRegistry kernels;
   std::vector<runtime::LoadedDelegate> delegates;
   std::vector<DelegatePlacement> placements;
+  PlacementExplanation explanation;
   std::vector<runtime::FunctionPlan> functions;
   std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
+  std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace
 };
 
 }  // namespace loom

@@ -1,46 +1,16 @@
-// Runtime and Program: plugin discovery, device selection per delegate, and
-// loading of executables.
+// Runtime and Program: plugin discovery, loading a program (placement of its
+// delegates is runtime/placement.cpp), and running it through temporary
+// sessions.
 #include "loom/runtime.hpp"
 
 #include <algorithm>
 #include <charconv>
 
+#include "host/log_channel.hpp"
+#include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
 
 namespace loom {
-namespace {
-
-// Levenshtein distance, for "did you mean" suggestions on device URIs.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-struct DeviceRef {
-  std::shared_ptr<host::LoadedPlugin> plugin;
-  size_t index = 0;
-};
-
-std::string list_devices(const std::vector<DeviceInfo>& devices) {
-  if (devices.empty()) return "no devices are available";
-  std::string out = "available: ";
-  for (size_t i = 0; i < devices.size(); ++i) {
-    out += (i ? ", " : "") + devices[i].uri;
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) {
   host::HostOptions host_options;
@@ -61,6 +31,14 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
 }
 
 Runtime::~Runtime() = default;
+
+std::shared_ptr<Trace> Runtime::start_trace() {
+  auto trace = std::make_shared<Trace>();
+  host_->channel()->set_trace(trace);
+  return trace;
+}
+
+void Runtime::stop_trace() { host_->channel()->set_trace(nullptr); }
 
 std::vector<PluginRecord> Runtime::plugins() {
   host_->load_all();
@@ -111,122 +89,26 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
                             std::to_string(options.run_timeout.count()) + " ms)");
   }
   state->run_timeout = options.run_timeout;
+  state->channel = host_->channel();
 
-  // An explicit device: resolve it before looking at any delegate, so a typo
-  // is reported as such even for a program without delegates.
-  std::optional<DeviceRef> forced;
-  if (!options.device.empty()) {
-    std::string_view uri = options.device;
-    size_t sep = uri.find("://");
-    std::string plugin_name(uri.substr(0, sep));
-    auto plugin = sep == std::string_view::npos ? Result<std::shared_ptr<host::LoadedPlugin>>(
-                                                      not_found("not a device URI"))
-                                                : host_->load(plugin_name);
-    bool found = false;
-    if (plugin.ok()) {
-      const auto& devs = (*plugin)->devices();
-      for (size_t i = 0; i < devs.size(); ++i) {
-        if (devs[i].uri == uri) {
-          forced = DeviceRef{*plugin, i};
-          found = true;
-        }
-      }
-    }
-    if (!found) {
-      std::vector<DeviceInfo> all = devices();
-      std::string message = "no device '" + options.device + "'";
-      if (sep == std::string_view::npos) {
-        message += " (a device URI looks like 'cpu-simd://0')";
-      } else if (!plugin.ok()) {
-        message += " (" + plugin.status().message() + ")";
-      }
-      const DeviceInfo* best = nullptr;
-      size_t best_distance = 4;
-      for (const DeviceInfo& d : all) {
-        size_t dist = edit_distance(options.device, d.uri);
-        if (dist < best_distance) {
-          best_distance = dist;
-          best = &d;
-        }
-      }
-      if (best != nullptr) message += "; did you mean '" + best->uri + "'?";
-      message += "; " + list_devices(all);
-      return not_found(message);
-    }
-  }
-
-  // Place each delegate: the first variant that a device can load.
+  // The selector is resolved before any delegate is looked at, so that a
+  // typo is reported as such even for a program without delegates.
+  auto explain = [&options, &state](Status status) {
+    if (options.explanation != nullptr) *options.explanation = state->explanation;
+    return status;
+  };
+  state->explanation.selector = options.device;
+  LOOM_ASSIGN_OR_RETURN(DeviceSelector selector, DeviceSelector::parse(options.device));
+  auto placer = runtime::Placer::create(*host_, std::move(selector));
+  if (!placer.ok()) return explain(placer.status());
   for (uint32_t d = 0; d < def.delegates.size(); ++d) {
-    const DelegateDef& delegate = def.delegates[d];
-    std::string reasons;
-    runtime::LoadedDelegate loaded;
-    const ArtifactDef* chosen = nullptr;
-    uint32_t chosen_index = 0;
-    for (uint32_t variant : delegate.variants) {
-      const ArtifactDef& artifact = def.artifacts[variant];
-      auto content = state->reader->artifact_content(variant);
-      if (!content.ok()) return content.status();
-      std::vector<DeviceRef> candidates;
-      if (forced) {
-        if (forced->plugin->serves(artifact.loader_key)) candidates.push_back(*forced);
-        else reasons += "; variant '" + artifact.loader_key + "': device " +
-                        options.device + " does not serve this loader key";
-      } else {
-        auto plugin = host_->plugin_for_key(artifact.loader_key);
-        if (!plugin.ok()) {
-          reasons += "; variant '" + artifact.loader_key + "': " + plugin.status().message();
-          continue;
-        }
-        if ((*plugin)->devices().empty()) {
-          reasons += "; variant '" + artifact.loader_key + "': plugin '" +
-                     (*plugin)->manifest().name + "' has no devices";
-        }
-        for (size_t i = 0; i < (*plugin)->devices().size(); ++i) {
-          candidates.push_back(DeviceRef{*plugin, i});
-        }
-      }
-      for (const DeviceRef& ref : candidates) {
-        Status check = host::check_blob(*ref.plugin, ref.index, artifact.loader_key,
-                                        artifact.format_version, *content);
-        if (!check.ok()) {
-          reasons += "; variant '" + artifact.loader_key + "' on " +
-                     ref.plugin->devices()[ref.index].uri + ": " + check.message();
-          continue;
-        }
-        loaded.plugin = ref.plugin;
-        loaded.device_index = ref.index;
-        chosen = &artifact;
-        chosen_index = variant;
-        break;
-      }
-      if (chosen != nullptr) break;
-    }
-    if (chosen == nullptr) {
-      std::string target = forced ? "device " + options.device : "any device";
-      return incompatible("delegate '" + delegate.name + "' cannot run on " + target +
-                          (reasons.empty() ? ": it has no variants" : reasons));
-    }
-    const DeviceInfo& device = loaded.plugin->devices()[loaded.device_index];
-    loaded.name = delegate.name;
-    loaded.loader_key = chosen->loader_key;
-    loaded.device_uri = device.uri;
-    loaded.host_execute = (device.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
-    loaded.async = (device.capabilities & LOOM_DEVICE_CAP_ASYNC) != 0;
-    std::vector<std::pair<std::string, std::string>> specs;
-    for (const KeyValue& kv : delegate.compile_specs) specs.emplace_back(kv.key, kv.value);
-    auto content = state->reader->artifact_content(chosen_index);
-    if (!content.ok()) return content.status();
-    auto executable = host::Executable::load(loaded.plugin, loaded.device_index,
-                                             chosen->loader_key, chosen->format_version,
-                                             *content, specs);
-    if (!executable.ok()) {
-      return executable.status().with_context("delegate '" + delegate.name + "' on " +
-                                              device.uri);
-    }
-    loaded.executable = std::move(*executable);
-    state->placements.push_back({loaded.name, loaded.loader_key, loaded.device_uri});
-    state->delegates.push_back(std::move(loaded));
+    auto loaded = placer->place(def, state->registry, d,
+                                &state->explanation.delegates.emplace_back());
+    if (!loaded.ok()) return explain(loaded.status());
+    state->placements.push_back({loaded->name, loaded->loader_key, loaded->device_uri});
+    state->delegates.push_back(std::move(*loaded));
   }
+  (void)explain(Status());
 
   for (const FunctionDef& function : def.functions) {
     LOOM_ASSIGN_OR_RETURN(auto plan,
@@ -248,6 +130,7 @@ const ArtifactRegistry& Program::artifacts() const { return state_->registry; }
 const std::vector<DelegatePlacement>& Program::placements() const {
   return state_->placements;
 }
+const PlacementExplanation& Program::explain() const { return state_->explanation; }
 
 std::vector<FunctionInfo> Program::functions() const {
   std::vector<FunctionInfo> out;

@@ -1,9 +1,11 @@
 // Session: the per-thread state of running one function. Everything a run
 // touches is allocated and wired up here, once; run() only calls kernels and
 // delegates with prepared arguments.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
+#include "host/log_channel.hpp"
 #include "runtime/aligned_bytes.hpp"
 #include "runtime/program_state.hpp"
 
@@ -272,18 +274,60 @@ Status Session::bind_input(size_t index, const void* data, size_t size) {
   return Status();
 }
 
+namespace {
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Records a complete span from `start` to now, when tracing.
+void span(Trace* trace, const std::string& track, const char* category, std::string name,
+          uint64_t start) {
+  if (trace == nullptr) return;
+  Trace::Event e;
+  e.track = track;
+  e.category = category;
+  e.name = std::move(name);
+  e.timestamp_ns = start;
+  e.duration_ns = now_ns() - start;
+  trace->record(std::move(e));
+}
+
+const std::string kHost = Trace::kHostTrack;
+
+}  // namespace
+
 Status Session::run() {
+  const auto& channel = state_->program->channel;
+  if (channel != nullptr && channel->tracing()) {
+    if (std::shared_ptr<Trace> trace = channel->active_trace()) {
+      const uint64_t start = now_ns();
+      Status st = run_steps(trace.get());
+      span(trace.get(), kHost, "run", state_->plan->info.name, start);
+      return st;
+    }
+  }
+  return run_steps(nullptr);
+}
+
+Status Session::run_steps(Trace* trace) {
   State& s = *state_;
   const runtime::FunctionPlan& plan = *s.plan;
+  uint64_t start = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const runtime::StepPlan& step = plan.steps[i];
+    if (trace != nullptr) start = now_ns();
     if (s.step_call[i] < 0) {
       if (step.op == OpCode::kMove) {
         const auto& in = s.kernel_inputs[i][0];
         std::memmove(s.kernel_outputs[i][0].data, in.data, in.byte_size);
+        span(trace, kHost, "kernel", "move", start);
         continue;
       }
       Status st = step.kernel->run(s.kernel_inputs[i], s.kernel_outputs[i], step.attributes);
+      span(trace, kHost, "kernel", std::string(step.kernel->op), start);
       if (!st.ok()) {
         return st.with_context("function '" + plan.info.name + "' instruction " +
                                std::to_string(step.instruction) + " (" +
@@ -298,6 +342,10 @@ Status Session::run() {
       Status st = call.buffers[t]->copy_from_host(0, call.host_pointers[t],
                                                   call.tensors[t].byte_size);
       if (!st.ok()) return st.with_context("delegate '" + d.name + "': staging input");
+    }
+    if (!call.stage_in.empty()) {
+      span(trace, d.device_uri, "copy", "to device: " + d.name, start);
+      if (trace != nullptr) start = now_ns();
     }
     // Fences signal once, so an asynchronous device gets a new one per run.
     std::unique_ptr<host::Fence> fence;
@@ -320,16 +368,19 @@ Status Session::run() {
                                st.message());
       }
     }
+    span(trace, d.device_uri, "delegate", d.name, start);
     if (!st.ok()) {
       return st.with_context("function '" + plan.info.name + "' instruction " +
                              std::to_string(step.instruction) + ": delegate '" + d.name +
                              "' on " + d.device_uri);
     }
+    if (trace != nullptr) start = now_ns();
     for (uint32_t t : call.stage_out) {
       Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t],
                                                  call.tensors[t].byte_size);
       if (!out.ok()) return out.with_context("delegate '" + d.name + "': reading output");
     }
+    if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: " + d.name, start);
   }
   for (auto [k, v] : s.output_copies) {
     std::memcpy(s.outputs[k].data(), s.value_data[v], s.outputs[k].byte_size());

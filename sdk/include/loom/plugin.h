@@ -191,7 +191,11 @@ typedef enum loom_trace_phase_t {
   LOOM_TRACE_INSTANT = 2,
 } loom_trace_phase_t;
 
-/* One trace event. `name` and `category` are borrowed for the call. */
+/* One trace event. `name` and `category` are borrowed for the call. The host
+ * puts an event whose `category` is one of this plugin's device URIs on that
+ * device's track of the timeline (`loom run --trace`), any other on a track
+ * named after the plugin. A BEGIN is closed by the next END of the same
+ * thread and track. */
 typedef struct loom_trace_event_t {
   size_t struct_size;
   loom_trace_phase_t phase;

@@ -64,6 +64,8 @@ struct Config {
   bool null_uri = false;
   std::set<std::string> compile_ops;
   std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
+  std::vector<loom_device_kind_t> kinds;  // per device, cycled; empty: virtual
+  std::set<size_t> fail_load;             // devices whose executable_load runs out of memory
 };
 
 }  // namespace fake

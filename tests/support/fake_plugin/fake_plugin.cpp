@@ -17,6 +17,10 @@
 //                           latch that releases them (default 0: no holding)
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
 //   fake.null_uri=1         device_info leaves uri NULL
+//   fake.kinds=K,K,...      device i has kind K[i % count]: cpu, gpu,
+//                           accelerator or virtual (default: virtual)
+//   fake.fail_load=I,I,...  executable_load on these devices fails with
+//                           RESOURCE_EXHAUSTED (executable_check still passes)
 //   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
 // At plugin_destroy it logs any objects the host leaked ("leaked 2 buffers")
 // and frees them.
@@ -62,6 +66,18 @@ loom_status_t* parse_count(const char* key, const char* value, uint64_t max, uin
   return nullptr;
 }
 
+// "a,b,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* config) {
   const std::string where = "options[" + std::to_string(i) + "]";
   if (option == nullptr) return invalid(where + " is NULL");
@@ -98,6 +114,19 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
   } else if (key == "fake.compile_ops") {
     if (!fake_compile::parse_ops(value, &config->compile_ops)) {
       return invalid(std::string("option fake.compile_ops has an empty op name: '") + value + "'");
+    }
+  } else if (key == "fake.kinds") {
+    for (const std::string& item : split_list(value)) {
+      if (item == "cpu") config->kinds.push_back(LOOM_DEVICE_KIND_CPU);
+      else if (item == "gpu") config->kinds.push_back(LOOM_DEVICE_KIND_GPU);
+      else if (item == "accelerator") config->kinds.push_back(LOOM_DEVICE_KIND_ACCELERATOR);
+      else if (item == "virtual") config->kinds.push_back(LOOM_DEVICE_KIND_VIRTUAL);
+      else return invalid("option fake.kinds: unknown kind '" + item + "'");
+    }
+  } else if (key == "fake.fail_load") {
+    for (const std::string& item : split_list(value)) {
+      if (loom_status_t* bad = parse_count(option->key, item.c_str(), 63, &n)) return bad;
+      config->fail_load.insert(n);
     }
   } else if (key == "fake.compile_fault") {
     config->compile_fault = value;
@@ -195,7 +224,8 @@ loom_status_t* device_info(loom_device_t* device, loom_device_info_t* info) {
   if (LOOM_STRUCT_HAS(loom_device_info_t, size, field)) info->field = (value)
   FAKE_SET(uri, device->plugin->config.null_uri ? nullptr : device->uri.c_str());
   FAKE_SET(name, device->name.c_str());
-  FAKE_SET(kind, LOOM_DEVICE_KIND_VIRTUAL);
+  const auto& kinds = device->plugin->config.kinds;
+  FAKE_SET(kind, kinds.empty() ? LOOM_DEVICE_KIND_VIRTUAL : kinds[device->index % kinds.size()]);
   FAKE_SET(device_memory_bytes, kMaxBufferBytes);
   FAKE_SET(host_visible_memory_bytes, device->plugin->config.separate_memory ? 0 : kMaxBufferBytes);
   FAKE_SET(capabilities, device->capabilities);
@@ -252,6 +282,10 @@ loom_status_t* executable_load(loom_executable_load_args_t* args) {
     }
     Op op;
     if (loom_status_t* st = check_blob(args->device, args->loader_key, args->format_version, args->blob, args->blob_size, &op)) return st;
+    if (args->device->plugin->config.fail_load.count(args->device->index) != 0) {
+      return make_status(LOOM_STATUS_RESOURCE_EXHAUSTED,
+                         "device " + args->device->uri + " is out of memory (fake.fail_load)");
+    }
     auto* executable = new loom_executable_t{kExecutableMagic, args->device, op};
     args->device->plugin->track(args->device->plugin->executables, executable);
     args->out_executable = executable;

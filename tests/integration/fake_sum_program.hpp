@@ -1,0 +1,37 @@
+// The program the fake-plugin tests load: main(a, b) = delegate "sum"(a, b)
+// on f32[2, 3], with the delegate's variants given as (loader key, blob)
+// pairs, preferred first. The fake plugins compute "fake:add" as a + b.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/program_builder.hpp"
+
+namespace loom::testing {
+
+inline std::vector<std::byte> sum_program(
+    const std::vector<std::pair<std::string, std::string>>& variants) {
+  tools::ProgramBuilder b("fake_sum_program");
+  std::vector<uint32_t> arts;
+  for (const auto& [key, blob] : variants) {
+    arts.push_back(b.add_artifact(
+        key, 1, "sum." + key,
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(blob.data()), blob.size())));
+  }
+  uint32_t d = b.add_delegate("sum", arts);
+  tools::FunctionBuilder f = b.add_function("main");
+  uint32_t a = f.input("a", DType::kF32, {2, 3});
+  uint32_t x = f.input("b", DType::kF32, {2, 3});
+  uint32_t y = f.value("y", DType::kF32, {2, 3});
+  f.delegate_call(d, {a, x}, {y});
+  f.output(y);
+  auto writer = b.finish();
+  EXPECT_TRUE(writer.ok()) << writer.status().to_string();
+  return writer.ok() ? writer->write_buffer().value() : std::vector<std::byte>();
+}
+
+}  // namespace loom::testing
