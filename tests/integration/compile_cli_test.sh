@@ -123,6 +123,29 @@ else
     expect_ok "Conv2d on $target matches the test data" "^same: " \
       "$compare" "$dir/conv_$target/3.npy" "$set0/output_0.pb"
   done
+  # --variants all: the Conv2d model's one subgraph gets a vulkan-compute
+  # variant (it supports the node too) and a reference one; each runs, chosen
+  # by --device, and matches the test data.
+  conv="$data/pytorch-converted/test_Conv2d"
+  set0="$conv/test_data_set_0"
+  expect_ok "compile Conv2d --variants all" "^vulkan-compute  *0  *0  *1 " \
+    "$loom" compile "$conv/model.onnx" -o "$dir/conv_all.loom" --target cpu-simd,vulkan-compute \
+    --variants all
+  devices=(cpu-simd reference-only)
+  if "$loom" devices | grep -q "device vulkan-compute://0"; then devices+=(vulkan-compute); fi
+  for device in "${devices[@]}"; do
+    # A selector no variant's plugin matches but cpu-simd's device: fpga-stub
+    # serves none of the variants, so the reference variant runs.
+    selector="$device"
+    [ "$device" = reference-only ] && selector=fpga-stub
+    expect_ok "Conv2d variant for $device" "wrote 3 to $dir/conv_all_$device/3.npy" \
+      "$loom" run "$dir/conv_all.loom" --device "$selector" --input "0=$set0/input_0.pb" \
+      --output-dir "$dir/conv_all_$device"
+    expect_ok "Conv2d variant for $device matches the test data" "^same: " \
+      "$compare" "$dir/conv_all_$device/3.npy" "$set0/output_0.pb"
+  done
+  expect_ok "the reference variant ran" "delegate cpu-simd_0 -> reference (loom.reference)" \
+    "$loom" run "$dir/conv_all.loom" --device fpga-stub --input "0=$set0/input_0.pb"
   # The oracle can fail: another data set's expected output does not match.
   expect_exit "a wrong expected output is told apart" 1 "^differ: " \
     "$compare" "$dir/gemm_reference/y.npy" "$data/node/test_gemm_default_zero_bias/test_data_set_0/output_0.pb"

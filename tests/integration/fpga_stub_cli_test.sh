@@ -55,6 +55,43 @@ sys.exit(0 if a.shape == b.shape and diff <= 1e-5 else 1)
 PY
 then fail "the split run differs from the reference"; fi
 
+# Multi-variant programs (--variants all): each delegate also gets a
+# reference-kernel variant, so the file runs with either plugin alone, falls
+# back at load when fpga-stub refuses its blob, and at run time when the
+# device is lost or hangs (--fallback); every result equals the reference run.
+expect_ok "compile --variants all" "^reference .* 2  " \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/all.loom" --target fpga-stub,cpu-simd --variants all
+expect_ok "compile --variants all --json" '"variants": 2' \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/all.loom" --target fpga-stub,cpu-simd --variants all --json
+expect_ok "multi-variant program on cpu-simd alone" "delegate fpga-stub_0 -> reference (loom.reference)" \
+  "$loom" run "$dir/all.loom" --device cpu-simd --input "x=$dir/input.npy" --output "probs=$dir/v_cpu.npy"
+expect_ok "multi-variant program on fpga-stub alone" "delegate cpu-simd_0 -> reference (loom.reference)" \
+  "$loom" run "$dir/all.loom" --device fpga-stub --input "x=$dir/input.npy" --output "probs=$dir/v_fpga.npy"
+expect_ok "load-time fallback when fpga-stub rejects its blob" "refused   variant 0 'fpga-stub' on fpga-stub://0: .*rejects the bitstream" \
+  "$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --explain --plugin-option fpga.fault.reject_blob=1
+expect_error "a lost device without --fallback" "device_lost: .*delegate 'fpga-stub_0' on fpga-stub://0" \
+  "$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.lost=1
+expect_ok "run-time fallback off a lost device" "fallback: delegate fpga-stub_0 moved from fpga-stub://0 to reference" \
+  "$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.lost=1 --fallback \
+  --output "probs=$dir/v_lost.npy"
+expect_ok "run-time fallback off a hung device" "moved from fpga-stub://0 to reference (loom.reference) after: deadline_exceeded" \
+  "$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.hang=1 --fallback \
+  --timeout 1 --output "probs=$dir/v_hang.npy"
+"$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --plugin-option fpga.fault.lost=1 --fallback \
+  --json > "$dir/fallback.json" 2>/dev/null
+if ! /usr/bin/python3 - "$dir/ref.npy" "$dir/v_cpu.npy" "$dir/v_fpga.npy" "$dir/v_lost.npy" "$dir/v_hang.npy" "$dir/fallback.json" <<'PY'
+import json, sys
+import numpy as np
+ref = np.load(sys.argv[1])
+for path in sys.argv[2:6]:
+    diff = float(np.abs(np.load(path) - ref).max())
+    assert diff <= 1e-5, (path, diff)
+doc = json.load(open(sys.argv[6]))
+assert doc["fallbacks"][0]["from"] == "fpga-stub://0" and doc["fallbacks"][0]["to"] == "reference", doc
+assert doc["placements"][0]["device"] == "reference", doc
+PY
+then fail "multi-variant runs differ from the reference run, or --json lacks the fallback"; fi
+
 # A run spanning fpga-stub and cpu-simd, traced: one track per device plus the
 # host; fpga-stub's own events (DMA, kernel) land on its device's track.
 expect_ok "traced split run" "fpga-stub://0  fpga-stub://0 kernel #1" \

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 
 #if LOOM_HAVE_COMPILER
@@ -100,13 +102,36 @@ std::string join(const std::vector<std::string>& v) {
 void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
   std::printf("compiled %s -> %s (opset %lld, %zu nodes in the model)\n", args.model.c_str(),
               args.output.c_str(), static_cast<long long>(r.opset), r.model_nodes);
-  std::printf("%-16s %9s %6s  %-12s %s\n", "target", "subgraphs", "nodes", "blob bytes", "op types");
-  for (const compiler::TargetReport& t : r.targets) {
-    std::printf("%-16s %9zu %6zu  %-12llu %s\n", t.plugin.c_str(), t.subgraphs, t.nodes,
-                static_cast<unsigned long long>(t.blob_bytes), join(t.op_types).c_str());
+  const bool all = args.variants == "all";
+  if (all) {
+    std::printf("%-16s %9s %6s %8s  %-12s %s\n", "target", "subgraphs", "nodes", "variants",
+                "blob bytes", "op types");
+  } else {
+    std::printf("%-16s %9s %6s  %-12s %s\n", "target", "subgraphs", "nodes", "blob bytes",
+                "op types");
   }
-  std::printf("%-16s %9s %6zu  %-12s %s\n", "reference", "-", r.reference_nodes, "-",
-              join(r.reference_op_types).c_str());
+  for (const compiler::TargetReport& t : r.targets) {
+    if (all) {
+      std::printf("%-16s %9zu %6zu %8zu  %-12llu %s\n", t.plugin.c_str(), t.subgraphs, t.nodes,
+                  t.extra_variants, static_cast<unsigned long long>(t.blob_bytes),
+                  join(t.op_types).c_str());
+    } else {
+      std::printf("%-16s %9zu %6zu  %-12llu %s\n", t.plugin.c_str(), t.subgraphs, t.nodes,
+                  static_cast<unsigned long long>(t.blob_bytes), join(t.op_types).c_str());
+    }
+  }
+  if (all) {
+    std::printf("%-16s %9s %6zu %8zu  %-12s %s\n", "reference", "-", r.reference_nodes,
+                r.reference_variants, "-", join(r.reference_op_types).c_str());
+    for (const compiler::TargetReport& t : r.targets) {
+      for (const std::string& failure : t.variant_failures) {
+        std::printf("no %s variant for %s\n", t.plugin.c_str(), failure.c_str());
+      }
+    }
+  } else {
+    std::printf("%-16s %9s %6zu  %-12s %s\n", "reference", "-", r.reference_nodes, "-",
+                join(r.reference_op_types).c_str());
+  }
   std::printf("removed: %zu folded, %zu fused, %zu dead\n", r.folded_nodes, r.fused_nodes, r.dead_nodes);
   if (!r.frozen_inputs.empty()) std::printf("frozen inputs: %s\n", join(r.frozen_inputs).c_str());
   std::printf("program: %llu bytes\n", static_cast<unsigned long long>(r.program_bytes));
@@ -114,6 +139,36 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
     std::printf("params: %llu bytes in %s (scope '%s')\n", static_cast<unsigned long long>(r.params_bytes),
                 args.params_out.c_str(), args.params_scope.c_str());
   }
+}
+
+void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
+  nlohmann::json targets = nlohmann::json::array();
+  for (const compiler::TargetReport& t : r.targets) {
+    targets.push_back({{"plugin", t.plugin},
+                       {"loader_key", t.loader_key},
+                       {"subgraphs", t.subgraphs},
+                       {"nodes", t.nodes},
+                       {"extra_variants", t.extra_variants},
+                       {"variant_failures", t.variant_failures},
+                       {"blob_bytes", t.blob_bytes},
+                       {"op_types", t.op_types}});
+  }
+  nlohmann::json doc = {{"model", args.model},
+                        {"output", args.output},
+                        {"opset", r.opset},
+                        {"model_nodes", r.model_nodes},
+                        {"variants", args.variants},
+                        {"targets", std::move(targets)},
+                        {"reference", {{"nodes", r.reference_nodes},
+                                       {"variants", r.reference_variants},
+                                       {"op_types", r.reference_op_types}}},
+                        {"removed", {{"folded", r.folded_nodes},
+                                     {"fused", r.fused_nodes},
+                                     {"dead", r.dead_nodes}}},
+                        {"frozen_inputs", r.frozen_inputs},
+                        {"program_bytes", r.program_bytes},
+                        {"params_bytes", r.params_bytes}};
+  std::cout << doc.dump(2) << "\n";
 }
 
 }  // namespace
@@ -128,6 +183,8 @@ int run_compile(const CompileArgs& args) {
   }
   options.params_out = args.params_out;
   options.params_scope = args.params_scope;
+  options.variants = args.variants == "all" ? compiler::CompileOptions::Variants::kAll
+                                            : compiler::CompileOptions::Variants::kFirst;
   if (args.params_scope.empty() && !args.params_out.empty()) {
     return fail(invalid_argument("--params-scope must not be empty"));
   }
@@ -137,11 +194,17 @@ int run_compile(const CompileArgs& args) {
   auto runtime = Runtime::create(runtime_options);
   if (!runtime.ok()) return fail(runtime.status());
   Progress progress;
-  options.progress = [&](std::string_view stage, double f) { progress.update(stage, f); };
+  if (!args.json) {
+    options.progress = [&](std::string_view stage, double f) { progress.update(stage, f); };
+  }
   auto report = compiler::compile_onnx_file(**runtime, args.model, args.output, options);
-  progress.finish();
+  if (!args.json) progress.finish();
   if (!report.ok()) return fail(report.status());
-  print_summary(*report, args);
+  if (args.json) {
+    print_json(*report, args);
+  } else {
+    print_summary(*report, args);
+  }
   return 0;
 }
 

@@ -228,6 +228,7 @@ struct RunReport {
   std::vector<std::pair<std::string, std::string>> written;  // (output, path)
   std::vector<double> times_us;                          // after the warm-up, sorted
   std::shared_ptr<Trace> trace;                          // --trace or --profile
+  std::vector<FallbackEvent> fallbacks;
 };
 
 double quantile(const std::vector<double>& sorted, double q) {
@@ -283,6 +284,15 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
           {{"delegate", p.delegate}, {"device", p.device}, {"loader_key", p.loader_key}});
     }
     doc["placements"] = std::move(placements);
+    nlohmann::json fallbacks = nlohmann::json::array();
+    for (const FallbackEvent& f : r.fallbacks) {
+      fallbacks.push_back({{"delegate", f.delegate},
+                           {"from", f.from_device},
+                           {"to", f.to_device},
+                           {"loader_key", f.to_loader_key},
+                           {"reason", f.reason.to_string()}});
+    }
+    doc["fallbacks"] = std::move(fallbacks);
   }
   if (status.ok()) {
     doc["function"] = r.function;
@@ -325,6 +335,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   load.check_parameter_checksums = !args.no_param_checksums;
   load.run_timeout = std::chrono::seconds(args.timeout_s);
   load.explanation = &report.explanation;
+  load.fallback = args.fallback;
   for (const std::string& text : args.params) {
     LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--params", "SCOPE=PATH.irpa", true));
     load.parameter_archives.emplace_back(binding.first, binding.second);
@@ -405,6 +416,8 @@ Status run_program(const RunArgs& args, RunReport& report) {
     }
   }
   std::sort(report.times_us.begin(), report.times_us.end());
+  report.placements = program->placements();  // after any fallback
+  report.fallbacks = program->fallbacks();
   if (report.trace != nullptr) runtime->stop_trace();
   if (!args.trace.empty()) {
     std::ofstream out(args.trace, std::ios::binary | std::ios::trunc);
@@ -453,6 +466,11 @@ int run_run(const RunArgs& args) {
     std::cout << report.explanation.to_string();
   }
   if (!status.ok()) return fail(status);
+  for (const FallbackEvent& f : report.fallbacks) {
+    std::cout << "fallback: delegate " << f.delegate << " moved from " << f.from_device << " to "
+              << f.to_device << " (" << f.to_loader_key << ") after: " << f.reason.to_string()
+              << "\n";
+  }
   for (const DelegatePlacement& p : report.placements) {
     std::cout << "delegate " << p.delegate << " -> " << p.device << " (" << p.loader_key << ")\n";
   }

@@ -46,6 +46,7 @@ struct RunArgs {
   bool json = false;                        // one JSON document on stdout
   std::string trace;                        // --trace FILE.json: Chrome trace events
   bool profile = false;                     // print time per delegate and op
+  bool fallback = false;                    // move a delegate off a failed device
 };
 
 // `loom test-onnx` (cmd_test_onnx.cpp; built when loom has the compiler).
@@ -99,6 +100,8 @@ struct CompileArgs {
   std::string params_scope = "model";
   std::vector<std::string> plugin_paths;    // --plugin-path DIR
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  std::string variants = "first";           // first | all
+  bool json = false;
 };
 
 // Registers `params` and its actions on `app`, filling `args` when parsed.

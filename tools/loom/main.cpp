@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   cmd_run->add_flag("--explain", run.explain,
                     "Print, for each delegate, every variant x device considered and why it "
                     "was chosen or refused (also when loading fails)");
+  cmd_run->add_flag("--fallback", run.fallback,
+                    "When a device fails a run (lost, or past --timeout), move its delegate "
+                    "to the next device the selector allows and run once more");
   cmd_run->add_option("--trace", run.trace,
                       "Write a timeline of the runs as Chrome trace-event JSON (open it in "
                       "Perfetto or chrome://tracing): one track per device plus the host");
@@ -139,6 +142,13 @@ int main(int argc, char** argv) {
                           "instead of into the program");
   cmd_compile->add_option("--params-scope", compile.params_scope,
                           "Scope of the weights in the archive (default: model)");
+  cmd_compile->add_option("--variants", compile.variants,
+                          "first: one variant per subgraph, for the plugin that took it; all: "
+                          "also one for every other --target that supports all of its nodes, "
+                          "and one for the reference kernels, so that the program runs "
+                          "wherever any of them is present")
+      ->check(CLI::IsMember({"first", "all"}));
+  cmd_compile->add_flag("--json", compile.json, "Print the report as one JSON document");
   cmd_compile->add_option("--plugin-path", compile.plugin_paths, "Also search DIR for plugins");
   cmd_compile->add_option("--plugin-option", compile.plugin_options,
                           "KEY=VALUE handed to every plugin when it is created")

@@ -23,6 +23,13 @@ namespace loom {
 // The loader key of the built-in metadata loader.
 inline constexpr std::string_view kMetadataLoaderKey = "metadata";
 
+// The loader key of a delegate variant that the runtime runs on its own
+// reference kernels, when no device can take the delegate (`loom compile
+// --variants all` writes one per delegate). The artifact's content is the
+// name of a function of the program that takes the delegate call's operands
+// and gives its results, in order, and calls no delegates.
+inline constexpr std::string_view kReferenceLoaderKey = "loom.reference";
+
 // One artifact: its definition and its content, a view into the program.
 struct Artifact {
   uint32_t index = 0;  // in ProgramDef::artifacts

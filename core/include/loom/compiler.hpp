@@ -56,6 +56,15 @@ struct CompileOptions {
   std::filesystem::path params_out;
   std::string params_scope = "model";
 
+  // Variants per subgraph. kFirst: one, for the plugin that took its nodes.
+  // kAll: also one for every other target that supports every node of the
+  // subgraph (in the order of `targets`; a target that supports only some of
+  // them gets none: the first target's partition sets the boundaries), and
+  // one for the core's reference kernels (loader key "loom.reference"), so
+  // that the program runs wherever any of them is present, and on any CPU.
+  enum class Variants : uint8_t { kFirst, kAll };
+  Variants variants = Variants::kFirst;
+
   // Called as the work proceeds: a stage ("import", "partition", "compile",
   // "write") and the fraction done overall, in [0, 1].
   std::function<void(std::string_view stage, double fraction)> progress;
@@ -69,6 +78,10 @@ struct TargetReport {
   size_t nodes = 0;
   std::vector<std::string> op_types;  // sorted, unique
   uint64_t blob_bytes = 0;
+  // Variants::kAll: subgraphs another target took that this one also
+  // compiled as a variant, and those it supports wholly but failed to compile.
+  size_t extra_variants = 0;
+  std::vector<std::string> variant_failures;  // "<subgraph>: <error>"
 };
 
 struct CompileReport {
@@ -79,6 +92,7 @@ struct CompileReport {
   size_t dead_nodes = 0;                // removed as unused
   std::vector<TargetReport> targets;    // in the order of CompileOptions::targets
   size_t reference_nodes = 0;           // nodes left to reference kernels
+  size_t reference_variants = 0;        // Variants::kAll: subgraphs with a reference variant
   std::vector<std::string> reference_op_types;  // sorted, unique
   std::vector<std::string> frozen_inputs;       // see CompileOptions::input_value
   uint64_t program_bytes = 0;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -88,6 +89,16 @@ struct LoadOptions {
   // session must not be run again after that (its device may still be busy
   // with it). Zero means no limit.
   std::chrono::milliseconds run_timeout{60'000};
+  // Run-time fallback: when a delegate's device fails a run with
+  // DEVICE_LOST or DEADLINE_EXCEEDED, move that delegate to the next
+  // candidate of its placement (the selector's order; candidates that failed
+  // at load are skipped) and run once more. Every session of the program
+  // then uses the new device. Off: the run fails with a status naming the
+  // delegate and the device. After a deadline the hung device may still hold
+  // the old execution's buffers; they are kept until the session is destroyed.
+  bool fallback = false;
+  // Called on the running thread after each move (see also Program::fallbacks()).
+  std::function<void(const struct FallbackEvent&)> on_fallback = nullptr;
   // When set, filled with every candidate considered for each delegate and
   // what became of it, whether or not loading succeeds (the same as
   // Program::explain() on success). Borrowed for the load_program call.
@@ -119,6 +130,15 @@ struct DelegatePlacement {
   std::string delegate;    // the delegate's name
   std::string loader_key;  // of the variant chosen
   std::string device;      // URI
+};
+
+// A delegate moved to another device at run time (LoadOptions::fallback).
+struct FallbackEvent {
+  std::string delegate;
+  std::string from_device;
+  std::string to_device;
+  std::string to_loader_key;
+  Status reason;  // what the failed run reported
 };
 
 // One pair of a delegate's variant and a device that placement considered.
@@ -207,7 +227,10 @@ class Program {
   const ArtifactRegistry& artifacts() const;
   std::vector<FunctionInfo> functions() const;
   Result<FunctionInfo> function(std::string_view name) const;
-  const std::vector<DelegatePlacement>& placements() const;
+  // Where each delegate runs now (a fallback may have moved one).
+  std::vector<DelegatePlacement> placements() const;
+  // Every run-time fallback so far, oldest first.
+  std::vector<FallbackEvent> fallbacks() const;
   // Every variant × device considered for each delegate and why it was
   // chosen or refused.
   const PlacementExplanation& explain() const;
@@ -246,6 +269,10 @@ class Session {
   // Runs the function. Inputs not set are zero.
   Status run();
 
+  // How long run() waits for an asynchronous delegate, for this session
+  // (default LoadOptions::run_timeout; zero: no limit). Negative is refused.
+  Status set_run_timeout(std::chrono::milliseconds timeout);
+
   size_t output_count() const;
   // Results of the last run(); valid until the next run() or destruction.
   const Tensor& output(size_t index) const;
@@ -256,7 +283,6 @@ class Session {
  private:
   friend class Program;
   explicit Session(std::unique_ptr<State> state);
-  Status run_steps(Trace* trace);  // `trace`: nullptr, or where spans go
   std::unique_ptr<State> state_;
 };
 

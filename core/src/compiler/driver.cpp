@@ -103,12 +103,32 @@ Result<GraphCompileResult> compile_graph(
     t.blob_bytes += blob->bytes.size();
     t.loader_key = blob->loader_key;
     for (size_t n : group.nodes) target_ops[static_cast<size_t>(group.target)].push_back(graph.nodes[n].op_type);
-    compiled[i] = CompiledGroup{plugin->name(), std::move(sub), std::move(*blob)};
+    CompiledGroup c{plugin->name(), std::move(sub), std::move(*blob), {}};
+    if (emit.all_variants) {
+      // Other targets get a variant of exactly these nodes when they support
+      // every one of them: the first target's partition sets the boundaries.
+      for (size_t u = 0; u < targets.size(); ++u) {
+        if (static_cast<int>(u) == group.target) continue;
+        const bool whole = std::all_of(group.nodes.begin(), group.nodes.end(),
+                                       [&](size_t n) { return supported[u][n]; });
+        if (!whole) continue;
+        auto extra = host::compile(*targets[u], bytes);
+        if (!extra.ok()) {
+          out.targets[u].variant_failures.push_back(name + ": " + extra.status().message());
+          continue;
+        }
+        out.targets[u].extra_variants += 1;
+        out.targets[u].blob_bytes += extra->bytes.size();
+        c.alternatives.emplace_back(targets[u]->name(), std::move(*extra));
+      }
+    }
+    compiled[i] = std::move(c);
     report("compile", 0.2 + 0.6 * static_cast<double>(++done) / static_cast<double>(plugin_groups));
   }
   for (size_t t = 0; t < targets.size(); ++t) out.targets[t].op_types = sorted_unique(std::move(target_ops[t]));
   out.reference_op_types = sorted_unique(std::move(reference_ops));
   LOOM_ASSIGN_OR_RETURN(out.program, emit_program(graph, out.partition, compiled, emit));
+  out.reference_variants = out.program.reference_variants;
   report("compile", 1);
   return out;
 }

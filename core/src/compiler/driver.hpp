@@ -30,6 +30,7 @@ struct GraphCompileResult {
   std::vector<TargetReport> targets;
   size_t reference_nodes = 0;
   std::vector<std::string> reference_op_types;
+  size_t reference_variants = 0;
 };
 
 // `archive_path`: as EmitOptions::archive_path. `progress` may be empty; it

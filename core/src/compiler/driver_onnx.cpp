@@ -75,6 +75,7 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   if (!targets.ok()) return targets.status();
   EmitOptions emit;
   emit.params_scope = options.params_scope;
+  emit.all_variants = options.variants == CompileOptions::Variants::kAll;
   if (!options.params_out.empty()) {
     auto rel = archive_path_for(out, options.params_out);
     if (!rel.ok()) return rel.status();
@@ -121,6 +122,7 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   report.targets = result->targets;
   report.reference_nodes = result->reference_nodes;
   report.reference_op_types = result->reference_op_types;
+  report.reference_variants = result->reference_variants;
   if (result->program.archive != nullptr) {
     // The archive may go to a subfolder of the program's (checked above).
     std::error_code mkdir_error;

@@ -1,11 +1,13 @@
 #include "compiler/emit.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
 
 #include "common/hash.hpp"
 #include "container/function_layout.hpp"
 #include "io/tensor_metadata.hpp"
+#include "kernels/kernel.hpp"
 
 namespace loom::compiler {
 
@@ -39,12 +41,22 @@ class Emitter {
     const graph::Tensor& tensor = graph_.tensors[t];
     uint32_t v = new_value(tensor);
     if (tensor.is_constant()) {
-      auto p = add_parameter(tensor);
+      auto p = parameter(t);
       if (!p.ok()) return p.status();
       f().values[v].parameter = static_cast<int32_t>(*p);
     }
     value_of_[t] = static_cast<int64_t>(v);
     return v;
+  }
+
+  // The parameter of constant graph tensor `t`, shared by every function
+  // that reads it.
+  Result<uint32_t> parameter(int32_t t) {
+    auto it = parameter_of_.find(t);
+    if (it != parameter_of_.end()) return it->second;
+    LOOM_ASSIGN_OR_RETURN(uint32_t p, add_parameter(graph_.tensors[t]));
+    parameter_of_.emplace(t, p);
+    return p;
   }
 
   Result<uint32_t> add_parameter(const graph::Tensor& t) {
@@ -109,6 +121,7 @@ class Emitter {
     }
     plan_function_memory(f());
     f().reflection = function_reflection(f());
+    for (const CompiledGroup* c : reference_pending_) LOOM_RETURN_IF_ERROR(reference_function(*c));
     return Status();
   }
 
@@ -138,18 +151,46 @@ class Emitter {
     return Status();
   }
 
-  Status delegate_call(const CompiledGroup& c) {
+  uint32_t add_artifact(const std::string& plugin, const host::CompiledBlob& blob,
+                        const std::string& file_name) {
     ProgramDef& program = out_.writer.program();
     ArtifactDef a;
-    a.codegen_id = c.plugin;
-    a.loader_key = c.blob.loader_key;
-    a.format_version = c.blob.format_version;
-    a.file_name = c.subgraph.graph.name + ".bin";
-    a.content_segment = static_cast<int32_t>(out_.writer.add_segment(c.blob.bytes));
+    a.codegen_id = plugin;
+    a.loader_key = blob.loader_key;
+    a.format_version = blob.format_version;
+    a.file_name = file_name;
+    a.content_segment = static_cast<int32_t>(out_.writer.add_segment(blob.bytes));
     program.artifacts.push_back(std::move(a));
+    return static_cast<uint32_t>(program.artifacts.size() - 1);
+  }
+
+  // Whether the reference kernels have every op of the subgraph.
+  bool reference_runs(const Subgraph& sub) const {
+    for (const graph::Node& node : sub.graph.nodes) {
+      if (reference_kernels_.find(node.op_type) == nullptr) return false;
+    }
+    return true;
+  }
+
+  Status delegate_call(const CompiledGroup& c) {
+    ProgramDef& program = out_.writer.program();
     DelegateDef d;
     d.name = c.subgraph.graph.name;
-    d.variants = {static_cast<uint32_t>(program.artifacts.size() - 1)};
+    d.variants = {add_artifact(c.plugin, c.blob, d.name + ".bin")};
+    for (const auto& [plugin, blob] : c.alternatives) {
+      d.variants.push_back(add_artifact(plugin, blob, d.name + "." + plugin + ".bin"));
+    }
+    if (options_.all_variants && reference_runs(c.subgraph)) {
+      host::CompiledBlob reference;
+      reference.loader_key = std::string(kReferenceLoaderKey);
+      reference.format_version = 1;
+      const std::string function = d.name + ".reference";
+      reference.bytes.resize(function.size());
+      std::memcpy(reference.bytes.data(), function.data(), function.size());
+      d.variants.push_back(add_artifact("loom", reference, function));
+      reference_pending_.push_back(&c);
+      ++out_.reference_variants;
+    }
     program.delegates.push_back(std::move(d));
     InstructionDef ins;
     ins.op = OpCode::kDelegateCall;
@@ -168,10 +209,86 @@ class Emitter {
     return Status();
   }
 
+  // The function "<delegate>.reference": the subgraph's nodes as kernel
+  // calls, taking the delegate call's operands (inputs, then parameter
+  // constants) and giving its results, in the same order.
+  Status reference_function(const CompiledGroup& c) {
+    const Subgraph& sub = c.subgraph;
+    ProgramDef& program = out_.writer.program();
+    FunctionDef fn;
+    fn.name = sub.graph.name + ".reference";
+    std::vector<int64_t> value_of(sub.graph.tensors.size(), -1);
+    const auto add_value = [&fn](const graph::Tensor& t) {
+      ValueDef v;
+      v.name = t.name;
+      v.dtype = t.dtype;
+      v.shape = t.shape;
+      fn.values.push_back(std::move(v));
+      return static_cast<uint32_t>(fn.values.size() - 1);
+    };
+    const auto local = [&](int32_t whole) -> int32_t {
+      for (size_t i = 0; i < sub.tensor_origin.size(); ++i) {
+        if (sub.tensor_origin[i] == whole) return static_cast<int32_t>(i);
+      }
+      return -1;
+    };
+    for (int32_t whole : sub.call_inputs) {
+      const int32_t t = local(whole);
+      if (t < 0) return internal_error("reference function of '" + sub.graph.name + "': operand lost");
+      const uint32_t v = add_value(sub.graph.tensors[t]);
+      value_of[t] = v;
+      fn.inputs.push_back(v);
+    }
+    const auto value = [&](int32_t t) -> Result<uint32_t> {
+      if (value_of[t] >= 0) return static_cast<uint32_t>(value_of[t]);
+      const uint32_t v = add_value(sub.graph.tensors[t]);
+      if (sub.graph.tensors[t].is_constant()) {
+        LOOM_ASSIGN_OR_RETURN(uint32_t p, parameter(sub.tensor_origin[t]));
+        fn.values[v].parameter = static_cast<int32_t>(p);
+      }
+      value_of[t] = v;
+      return v;
+    };
+    for (const graph::Node& node : sub.graph.nodes) {
+      InstructionDef ins;
+      ins.op = OpCode::kKernelCall;
+      ins.kernel = node.op_type;
+      ins.attributes = node.attributes;
+      ins.opset = static_cast<int32_t>(node.opset);
+      for (int32_t t : node.inputs) {
+        if (t == graph::kNoTensor) {
+          ins.inputs.push_back(kAbsentValue);
+          continue;
+        }
+        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+        ins.inputs.push_back(v);
+      }
+      for (int32_t t : node.outputs) {
+        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+        ins.outputs.push_back(v);
+      }
+      fn.instructions.push_back(std::move(ins));
+    }
+    for (int32_t whole : sub.call_outputs) {
+      const int32_t t = local(whole);
+      if (t < 0 || value_of[t] < 0) {
+        return internal_error("reference function of '" + sub.graph.name + "': result lost");
+      }
+      fn.outputs.push_back(static_cast<uint32_t>(value_of[t]));
+    }
+    plan_function_memory(fn);
+    fn.reflection = function_reflection(fn);
+    program.functions.push_back(std::move(fn));
+    return Status();
+  }
+
   const graph::Graph& graph_;
   const EmitOptions& options_;
   EmittedProgram& out_;
   std::vector<int64_t> value_of_;
+  std::unordered_map<int32_t, uint32_t> parameter_of_;
+  std::vector<const CompiledGroup*> reference_pending_;
+  const kernels::KernelRegistry reference_kernels_ = kernels::KernelRegistry::reference();
 };
 
 }  // namespace

@@ -22,12 +22,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/partition.hpp"
 #include "graph/graph.hpp"
 #include "host/compile_entries.hpp"
 #include "io/irpa.hpp"
+#include "loom/artifacts.hpp"
 #include "loom/program.hpp"
 #include "loom/status.hpp"
 
@@ -38,7 +41,11 @@ struct CompiledGroup {
   std::string plugin;
   Subgraph subgraph;
   host::CompiledBlob blob;
+  // Further variants of the same subgraph, in order of preference:
+  // (plugin, blob).
+  std::vector<std::pair<std::string, host::CompiledBlob>> alternatives;
 };
+
 
 struct EmitOptions {
   std::string producer = "loom-compiler";
@@ -46,6 +53,12 @@ struct EmitOptions {
   // program records it (relative to the program's folder, no '..').
   std::string archive_path;
   std::string params_scope = "model";
+  // CompileOptions::Variants::kAll: compile_graph also compiles each
+  // subgraph for every other target that supports all of its nodes, and the
+  // emitter gives every delegate a last variant for the reference kernels
+  // (a function "<delegate>.reference" with the subgraph's nodes) when they
+  // have each of its ops.
+  bool all_variants = false;
 };
 
 struct EmittedProgram {
@@ -57,6 +70,7 @@ struct EmittedProgram {
   // copies), kept alive until the archive is written.
   std::vector<graph::ConstantBytes> archive_bytes;
   uint64_t params_bytes = 0;  // bytes of the archive's parameters
+  size_t reference_variants = 0;  // delegates given a reference variant
 };
 
 // `compiled[g]` holds group g's blob for plugin groups (empty optional for

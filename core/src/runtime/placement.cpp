@@ -63,6 +63,7 @@ struct Placer::Candidate {
   double score = 0;
   bool excluded = false;  // not to be tried; `reason` says why
   std::string reason;
+  bool reference = false;  // a "loom.reference" variant: no device
 };
 
 namespace {
@@ -153,10 +154,22 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
                               std::to_string(program.artifacts.size()));
     }
   }
-  std::vector<Candidate> tried, excluded, unserved;
+  std::vector<Candidate> tried, excluded, unserved, reference;
+  for (uint32_t p = 0; p < delegate.variants.size(); ++p) {
+    const uint32_t artifact = delegate.variants[p];
+    if (key_of(artifact) == kReferenceLoaderKey) {
+      Candidate c{p, artifact, std::nullopt, {}, 0, false, {}};
+      c.reference = true;
+      reference.push_back(std::move(c));
+    }
+  }
+  const auto is_reference = [&](uint32_t artifact) {
+    return key_of(artifact) == kReferenceLoaderKey;
+  };
   if (selector_.is_default()) {
     for (uint32_t p = 0; p < delegate.variants.size(); ++p) {
       const uint32_t artifact = delegate.variants[p];
+      if (is_reference(artifact)) continue;
       auto plugins = host_->plugins_for_key(key_of(artifact));
       if (!plugins.ok()) {
         excluded.push_back({p, artifact, std::nullopt, {}, 0, true, plugins.status().message()});
@@ -187,7 +200,7 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
       bool any = false;
       for (uint32_t p = 0; p < delegate.variants.size(); ++p) {
         const uint32_t artifact = delegate.variants[p];
-        if (!device.plugin->serves(key_of(artifact))) continue;
+        if (is_reference(artifact) || !device.plugin->serves(key_of(artifact))) continue;
         any = true;
         tried.push_back({p, artifact, device, alternative.text,
                          policy_rank(alternative.policy, device.info()), false, {}});
@@ -195,6 +208,7 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
       if (!any) {
         std::string keys;
         for (uint32_t artifact : delegate.variants) {
+          if (is_reference(artifact)) continue;
           keys += (keys.empty() ? "'" : ", '") + key_of(artifact) + "'";
         }
         unserved.push_back({kNoVariant, 0, device, alternative.text,
@@ -206,6 +220,7 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
     }
     for (uint32_t p = 0; p < delegate.variants.size(); ++p) {
       const uint32_t artifact = delegate.variants[p];
+      if (is_reference(artifact)) continue;
       bool served = false;
       for (const DeviceRef& device : devices_) {
         if (!device.plugin->serves(key_of(artifact))) continue;
@@ -225,6 +240,8 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
     }
   }
   *out = std::move(tried);
+  out->insert(out->end(), std::make_move_iterator(reference.begin()),
+              std::make_move_iterator(reference.end()));
   out->insert(out->end(), std::make_move_iterator(excluded.begin()),
               std::make_move_iterator(excluded.end()));
   out->insert(out->end(), std::make_move_iterator(unserved.begin()),
@@ -232,8 +249,40 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
   return Status();
 }
 
+Result<LoadedDelegate> load_delegate(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                                     const DelegateDef& delegate, uint32_t artifact,
+                                     const DeviceRef& device) {
+  const ArtifactDef& def = program.artifacts[artifact];
+  const Artifact* content = artifacts.artifact(artifact);
+  if (content == nullptr) {
+    return internal_error("artifact " + std::to_string(artifact) + " is not in the registry");
+  }
+  LOOM_RETURN_IF_ERROR(host::check_blob(*device.plugin, device.index, def.loader_key,
+                                        def.format_version, content->content));
+  std::vector<std::pair<std::string, std::string>> specs;
+  for (const KeyValue& kv : delegate.compile_specs) specs.emplace_back(kv.key, kv.value);
+  auto executable = host::Executable::load(device.plugin, device.index, def.loader_key,
+                                           def.format_version, content->content, specs);
+  if (!executable.ok()) {
+    // Marked so that the caller can tell a failed load from a refused check.
+    return Status(executable.status().code(), "load failed: " + executable.status().to_string());
+  }
+  const DeviceInfo& info = device.info();
+  LoadedDelegate d;
+  d.name = delegate.name;
+  d.loader_key = def.loader_key;
+  d.device_uri = info.uri;
+  d.plugin = device.plugin;
+  d.device_index = device.index;
+  d.executable = std::move(*executable);
+  d.host_execute = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
+  d.async = (info.capabilities & LOOM_DEVICE_CAP_ASYNC) != 0;
+  return d;
+}
+
 Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRegistry& artifacts,
-                                     uint32_t index, DelegateExplanation* explanation) {
+                                     uint32_t index, DelegateExplanation* explanation,
+                                     std::vector<Alternative>* remaining) {
   const DelegateDef& delegate = program.delegates[index];
   explanation->delegate = delegate.name;
   explanation->candidates.clear();
@@ -257,8 +306,9 @@ Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRe
     }
     const ArtifactDef& def = program.artifacts[c.artifact];
     out.loader_key = def.loader_key;
+    if (c.reference) out.device = "reference";
     const std::string label =
-        "variant '" + def.loader_key + "'" + (c.device ? " on " + out.device : std::string());
+        "variant '" + def.loader_key + "'" + (!out.device.empty() ? " on " + out.device : std::string());
     if (c.excluded) {
       out.outcome = PlacementCandidate::Outcome::kRefused;
       out.reason = c.reason;
@@ -269,50 +319,40 @@ Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRe
     if (loaded) {
       out.outcome = PlacementCandidate::Outcome::kNotTried;
       out.reason = "an earlier candidate was chosen";
+      Alternative alternative;
+      if (c.device) alternative.device = *c.device;
+      alternative.reference = c.reference;
+      alternative.artifact = c.artifact;
+      alternative.position = c.position;
+      alternative.matched_by = c.matched_by;
+      remaining->push_back(std::move(alternative));
       continue;
     }
-    const Artifact* artifact = artifacts.artifact(c.artifact);
-    if (artifact == nullptr) {
-      return internal_error("artifact " + std::to_string(c.artifact) + " is not in the registry");
-    }
-    const DeviceRef& device = *c.device;
-    Status check = host::check_blob(*device.plugin, device.index, def.loader_key,
-                                    def.format_version, artifact->content);
-    if (!check.ok()) {
+    Result<LoadedDelegate> attempt =
+        c.reference ? (reference_loader_ ? reference_loader_(delegate, c.artifact)
+                                         : Result<LoadedDelegate>(unimplemented(
+                                               "no loader for reference variants")))
+                    : load_delegate(program, artifacts, delegate, c.artifact, *c.device);
+    if (!attempt.ok()) {
+      // Load-time fallback: a device that refuses the blob, is out of memory
+      // or fails to initialize the executable hands the delegate to the next
+      // candidate.
       out.outcome = PlacementCandidate::Outcome::kRefused;
-      out.reason = check.message();
-      reasons += "; " + label + ": " + check.message();
-      refused_before_load = true;
-      continue;
-    }
-    std::vector<std::pair<std::string, std::string>> specs;
-    for (const KeyValue& kv : delegate.compile_specs) specs.emplace_back(kv.key, kv.value);
-    auto executable = host::Executable::load(device.plugin, device.index, def.loader_key,
-                                             def.format_version, artifact->content, specs);
-    if (!executable.ok()) {
-      // Load-time fallback: a device out of memory or failing to initialize
-      // the executable hands the delegate to the next candidate.
-      out.outcome = PlacementCandidate::Outcome::kRefused;
-      out.reason = "load failed: " + executable.status().to_string();
+      out.reason = attempt.status().message();
       reasons += "; " + label + ": " + out.reason;
-      last_load_error = executable.status();
+      if (out.reason.rfind("load failed: ", 0) == 0) {
+        last_load_error = attempt.status();
+      } else {
+        refused_before_load = true;
+      }
       continue;
     }
-    const DeviceInfo& info = device.info();
-    LoadedDelegate d;
-    d.name = delegate.name;
-    d.loader_key = def.loader_key;
-    d.device_uri = info.uri;
-    d.plugin = device.plugin;
-    d.device_index = device.index;
-    d.executable = std::move(*executable);
-    d.host_execute = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
-    d.async = (info.capabilities & LOOM_DEVICE_CAP_ASYNC) != 0;
-    loaded = std::move(d);
+    loaded = std::move(*attempt);
     out.outcome = PlacementCandidate::Outcome::kChosen;
-    out.reason = c.matched_by.empty() ? "the first variant, in the program's order, that loads"
-                                      : "the first candidate of '" + selector_.text() +
-                                            "' that loads";
+    out.reason = c.reference             ? "the core's reference kernels: no device took it"
+                 : c.matched_by.empty() ? "the first variant, in the program's order, that loads"
+                                        : "the first candidate of '" + selector_.text() +
+                                              "' that loads";
   }
   if (loaded) return std::move(*loaded);
   std::string target = "any device";

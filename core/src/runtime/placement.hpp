@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "host/plugin_host.hpp"
@@ -16,12 +18,13 @@
 
 namespace loom::runtime {
 
-// One device of a loaded plugin.
-struct DeviceRef {
-  std::shared_ptr<host::LoadedPlugin> plugin;
-  size_t index = 0;
-  const DeviceInfo& info() const { return plugin->devices()[index]; }
-};
+
+
+// Checks (executable_check) and loads `artifact` of delegate `delegate` on
+// `device`. Errors are the plugin's, without context.
+Result<LoadedDelegate> load_delegate(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                                     const DelegateDef& delegate, uint32_t artifact,
+                                     const DeviceRef& device);
 
 class Placer {
  public:
@@ -34,8 +37,19 @@ class Placer {
   // checking and loading each, and returns the first that loads. Fills
   // `explanation` either way. The error (incompatible, or the last load
   // error's code) names the delegate and every refusal.
+  // How "loom.reference" variants are loaded (they need the program's
+  // functions); without it they are refused.
+  using ReferenceLoader =
+      std::function<Result<LoadedDelegate>(const DelegateDef& delegate, uint32_t artifact)>;
+  void set_reference_loader(ReferenceLoader loader) { reference_loader_ = std::move(loader); }
+
+  // `remaining` receives the candidates after the chosen one, for run-time
+  // fallback. A "loom.reference" variant is always the last candidate,
+  // whatever the selector: the core's own kernels, when no device can take
+  // the delegate.
   Result<LoadedDelegate> place(const ProgramDef& program, const ArtifactRegistry& artifacts,
-                               uint32_t index, DelegateExplanation* explanation);
+                               uint32_t index, DelegateExplanation* explanation,
+                               std::vector<Alternative>* remaining);
 
  private:
   struct Candidate;
@@ -47,6 +61,7 @@ class Placer {
   host::PluginHost* host_ = nullptr;
   DeviceSelector selector_;
   std::vector<DeviceRef> devices_;  // explicit selector: the devices of the plugins it reaches
+  ReferenceLoader reference_loader_;
 };
 
 }  // namespace loom::runtime

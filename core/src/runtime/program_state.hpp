@@ -2,7 +2,10 @@
 // its delegates, and one execution plan per function.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +33,26 @@ struct LoadedDelegate {
   bool host_execute = false;
   // The device may complete asynchronously; the session waits on a fence.
   bool async = false;
+  // A "loom.reference" variant: the function (index in Program::State::
+  // functions) the session runs on the reference kernels; no plugin.
+  int32_t reference_function = -1;
+};
+
+// One device of a loaded plugin.
+struct DeviceRef {
+  std::shared_ptr<host::LoadedPlugin> plugin;
+  size_t index = 0;
+  const DeviceInfo& info() const { return plugin->devices()[index]; }
+};
+
+// A (variant, device) pair a delegate can move to when its device fails at
+// run time: the candidates placement ranked after the chosen one.
+struct Alternative {
+  DeviceRef device;        // unset for the reference variant
+  bool reference = false;  // the "loom.reference" variant
+  uint32_t artifact = 0;   // in ProgramDef::artifacts
+  uint32_t position = 0;   // in the delegate's variants
+  std::string matched_by;  // the selector alternative that offered it
 };
 
 // Where a value's bytes live during a run.
@@ -91,10 +114,40 @@ struct Program::State {
   runtime::ParameterStore parameters;  // keeps the archives of external ones open
   ArtifactRegistry registry;
   kernels::KernelRegistry kernels;
-  std::vector<runtime::LoadedDelegate> delegates;
-  std::vector<DelegatePlacement> placements;
   PlacementExplanation explanation;
+
+  // The current delegate of each DelegateDef, replaced by a run-time
+  // fallback; guarded by placement_mutex once the program is loaded.
+  std::vector<std::shared_ptr<const runtime::LoadedDelegate>> delegates;
+  std::vector<DelegatePlacement> placements;
+  // Per delegate: where it may move next, best first (consumed by fallbacks).
+  std::vector<std::vector<runtime::Alternative>> alternatives;
+  std::vector<FallbackEvent> fallback_events;
+  mutable std::mutex placement_mutex;
+  // Bumped on every fallback, so that sessions notice with one atomic load.
+  std::atomic<uint64_t> placement_generation{0};
+  bool fallback = false;
+  std::function<void(const FallbackEvent&)> on_fallback;
+
+  std::shared_ptr<const runtime::LoadedDelegate> delegate(size_t index) const {
+    std::lock_guard<std::mutex> lock(placement_mutex);
+    return delegates[index];
+  }
+  // Moves delegate `index` off the device of `failed` (which reported `why`)
+  // to its next alternative that loads, unless another session did so
+  // already; returns the delegate to use now. Errors when none is left.
+  Result<std::shared_ptr<const runtime::LoadedDelegate>> fall_back(
+      size_t index, const runtime::LoadedDelegate* failed, const Status& why);
+
   std::vector<runtime::FunctionPlan> functions;
+  // Functions named by "loom.reference" variants that could not be planned
+  // (an op without a reference kernel): (name, why). Such a variant is
+  // refused; the program still loads.
+  std::vector<std::pair<std::string, std::string>> unplanned_functions;
+
+  // Loads the "loom.reference" variant `artifact` of `delegate`.
+  Result<runtime::LoadedDelegate> load_reference(const DelegateDef& delegate,
+                                                 uint32_t artifact) const;
   std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
   std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace
 };

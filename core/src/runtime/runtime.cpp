@@ -101,22 +101,48 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
   LOOM_ASSIGN_OR_RETURN(DeviceSelector selector, DeviceSelector::parse(options.device));
   auto placer = runtime::Placer::create(*host_, std::move(selector));
   if (!placer.ok()) return explain(placer.status());
+  state->fallback = options.fallback;
+  state->on_fallback = options.on_fallback;
+
+  // Functions are planned before placement, which needs to know whether the
+  // functions of "loom.reference" variants can run. Such a function that
+  // cannot (an op without a reference kernel) only makes its variant unusable.
+  std::vector<std::string> reference_functions;
+  for (const ArtifactDef& artifact : def.artifacts) {
+    if (artifact.loader_key != kReferenceLoaderKey) continue;
+    const Artifact* a = state->registry.artifact(static_cast<uint32_t>(&artifact - def.artifacts.data()));
+    if (a != nullptr) {
+      reference_functions.emplace_back(reinterpret_cast<const char*>(a->content.data()),
+                                       a->content.size());
+    }
+  }
+  for (const FunctionDef& function : def.functions) {
+    auto plan = runtime::build_function_plan(*state->reader, state->parameters, function,
+                                             state->kernels, def.delegates.size());
+    if (!plan.ok()) {
+      if (std::find(reference_functions.begin(), reference_functions.end(), function.name) ==
+          reference_functions.end()) {
+        return plan.status();
+      }
+      state->unplanned_functions.emplace_back(function.name, plan.status().message());
+      continue;
+    }
+    state->functions.push_back(std::move(*plan));
+  }
+
+  const Program::State& loaded_state = *state;
+  placer->set_reference_loader([&loaded_state](const DelegateDef& delegate, uint32_t artifact) {
+    return loaded_state.load_reference(delegate, artifact);
+  });
   for (uint32_t d = 0; d < def.delegates.size(); ++d) {
     auto loaded = placer->place(def, state->registry, d,
-                                &state->explanation.delegates.emplace_back());
+                                &state->explanation.delegates.emplace_back(),
+                                &state->alternatives.emplace_back());
     if (!loaded.ok()) return explain(loaded.status());
     state->placements.push_back({loaded->name, loaded->loader_key, loaded->device_uri});
-    state->delegates.push_back(std::move(*loaded));
+    state->delegates.push_back(std::make_shared<runtime::LoadedDelegate>(std::move(*loaded)));
   }
   (void)explain(Status());
-
-  for (const FunctionDef& function : def.functions) {
-    LOOM_ASSIGN_OR_RETURN(auto plan,
-                          runtime::build_function_plan(*state->reader, state->parameters,
-                                                       function,
-                                                       state->kernels, def.delegates.size()));
-    state->functions.push_back(std::move(plan));
-  }
   return std::shared_ptr<Program>(new Program(std::move(state)));
 }
 
@@ -127,8 +153,94 @@ Program::~Program() = default;
 
 const ProgramReader& Program::reader() const { return *state_->reader; }
 const ArtifactRegistry& Program::artifacts() const { return state_->registry; }
-const std::vector<DelegatePlacement>& Program::placements() const {
+std::vector<DelegatePlacement> Program::placements() const {
+  std::lock_guard<std::mutex> lock(state_->placement_mutex);
   return state_->placements;
+}
+
+std::vector<FallbackEvent> Program::fallbacks() const {
+  std::lock_guard<std::mutex> lock(state_->placement_mutex);
+  return state_->fallback_events;
+}
+
+Result<runtime::LoadedDelegate> Program::State::load_reference(const DelegateDef& delegate,
+                                                               uint32_t artifact) const {
+  const Artifact* a = registry.artifact(artifact);
+  if (a == nullptr) return internal_error("artifact " + std::to_string(artifact) + " is missing");
+  const std::string name(reinterpret_cast<const char*>(a->content.data()), a->content.size());
+  for (const auto& [unplanned, why] : unplanned_functions) {
+    if (unplanned == name) {
+      return incompatible("its function '" + name + "' cannot run on the reference kernels: " +
+                          why);
+    }
+  }
+  for (size_t f = 0; f < functions.size(); ++f) {
+    if (functions[f].info.name != name) continue;
+    for (const runtime::StepPlan& step : functions[f].steps) {
+      if (step.op == OpCode::kDelegateCall) {
+        return invalid_argument("its function '" + name +
+                                "' calls delegates; a reference variant's function must not");
+      }
+    }
+    runtime::LoadedDelegate d;
+    d.name = delegate.name;
+    d.loader_key = std::string(kReferenceLoaderKey);
+    d.device_uri = "reference";
+    d.host_execute = true;
+    d.reference_function = static_cast<int32_t>(f);
+    return d;
+  }
+  return invalid_argument("it names function '" + name + "', which the program does not have");
+}
+
+Result<std::shared_ptr<const runtime::LoadedDelegate>> Program::State::fall_back(
+    size_t index, const runtime::LoadedDelegate* failed, const Status& why) {
+  FallbackEvent event;
+  std::shared_ptr<const runtime::LoadedDelegate> next;
+  {
+    std::lock_guard<std::mutex> lock(placement_mutex);
+    if (delegates[index].get() != failed) return delegates[index];  // moved by another session
+    const DelegateDef& def = reader->program().delegates[index];
+    std::vector<runtime::Alternative>& queue = alternatives[index];
+    std::string refusals;
+    while (!queue.empty() && next == nullptr) {
+      runtime::Alternative alternative = std::move(queue.front());
+      queue.erase(queue.begin());
+      if (alternative.reference) {
+        auto loaded = load_reference(def, alternative.artifact);
+        if (!loaded.ok()) {
+          refusals += "; reference: " + loaded.status().message();
+          continue;
+        }
+        next = std::make_shared<runtime::LoadedDelegate>(std::move(*loaded));
+        continue;
+      }
+      // The failed device is out for every variant.
+      if (alternative.device.plugin.get() == failed->plugin.get() &&
+          alternative.device.index == failed->device_index) {
+        continue;
+      }
+      auto loaded = runtime::load_delegate(reader->program(), registry, def, alternative.artifact,
+                                           alternative.device);
+      if (!loaded.ok()) {
+        refusals += "; " + alternative.device.info().uri + ": " + loaded.status().message();
+        continue;
+      }
+      next = std::make_shared<runtime::LoadedDelegate>(std::move(*loaded));
+    }
+    if (next == nullptr) {
+      return unavailable("no other device can take delegate '" + def.name + "'" +
+                         (refusals.empty() ? std::string(" (its placement has no candidate left)")
+                                           : refusals));
+    }
+    event = {def.name, failed->device_uri, next->device_uri, next->loader_key, why};
+    delegates[index] = next;
+    placements[index] = {next->name, next->loader_key, next->device_uri};
+    fallback_events.push_back(event);
+    placement_generation.fetch_add(1, std::memory_order_release);
+  }
+  if (on_fallback) on_fallback(event);
+  return next;
 }
 const PlacementExplanation& Program::explain() const { return state_->explanation; }
 

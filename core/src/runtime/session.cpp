@@ -17,7 +17,8 @@ using runtime::allocate_aligned;
 
 // The prepared arguments of one delegate call.
 struct DelegateCall {
-  const runtime::LoadedDelegate* delegate = nullptr;
+  std::shared_ptr<const runtime::LoadedDelegate> delegate;
+  size_t step = 0;  // in the plan
   std::vector<int64_t> shapes;  // all shapes, back to back
   std::vector<loom_tensor_t> tensors;
   std::vector<const loom_tensor_t*> input_ptrs;
@@ -28,6 +29,9 @@ struct DelegateCall {
   std::vector<uint32_t> stage_out;  // tensor indices copied out after
   std::vector<void*> host_pointers; // per tensor, for staging
   loom_execute_args_t args{};
+  // A "loom.reference" delegate: the session of its function, run on the
+  // operands' host pointers.
+  std::unique_ptr<Session::State> nested;
 };
 
 }  // namespace
@@ -45,11 +49,26 @@ struct Session::State {
   std::vector<std::vector<kernels::TensorRef>> kernel_outputs;
   std::vector<int32_t> step_call;  // index into calls, or -1
   std::vector<DelegateCall> calls;
-  // For each function input: every place that holds its address.
+  // For each function input: every place that holds its address, and the
+  // address itself (staging, or caller memory from bind_input).
   std::vector<std::vector<void**>> input_users;
+  std::vector<void*> input_address;
+  // Program::State::placement_generation when the calls were prepared.
+  uint64_t generation = 0;
+  std::chrono::milliseconds run_timeout{0};
+  // Calls replaced after a fallback: a hung device may still use their
+  // buffers, so they live as long as the session.
+  std::vector<DelegateCall> retired;
   // Outputs whose value is not stored in the output tensor itself.
   std::vector<std::pair<uint32_t, uint32_t>> output_copies;  // (output, value)
 };
+
+namespace {
+Result<std::unique_ptr<Session::State>> make_state(std::shared_ptr<Program::State> program,
+                                                   const runtime::FunctionPlan* plan);
+Status run_session(Session::State& s);
+Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call);
+}  // namespace
 
 Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Session::~Session() = default;
@@ -67,21 +86,154 @@ Result<const Tensor*> Session::output(std::string_view name) const {
                    std::string(name) + "'");
 }
 
-Result<std::unique_ptr<Session>> Program::create_session(std::string_view function) {
-  const runtime::FunctionPlan* plan = nullptr;
-  if (function.empty()) {
-    if (state_->functions.empty()) return not_found("the program has no functions");
-    plan = &state_->functions.front();
-  } else {
-    for (const auto& f : state_->functions) {
-      if (f.info.name == function) plan = &f;
-    }
-    if (plan == nullptr) return this->function(function).status();
-  }
+namespace {
 
+// Prepares the call of step `step` to `delegate`: tensors on host pointers,
+// or device buffers with their staging (constants are copied in once, here).
+Status prepare_call(Session::State& s, size_t step_index,
+                    std::shared_ptr<const runtime::LoadedDelegate> delegate_ptr,
+                    DelegateCall& call) {
+  const runtime::FunctionPlan* plan = s.plan;
+  const runtime::StepPlan& step = plan->steps[step_index];
+  const runtime::LoadedDelegate& delegate = *delegate_ptr;
+  call.delegate = std::move(delegate_ptr);
+  call.step = step_index;
+  size_t n = step.inputs.size() + step.outputs.size();
+  if (delegate.reference_function >= 0) {
+    const runtime::FunctionPlan& fn =
+        s.program->functions[static_cast<size_t>(delegate.reference_function)];
+    const auto mismatch = [&](const char* what) {
+      return invalid_argument("delegate '" + delegate.name + "': the reference function '" +
+                              fn.info.name + "' does not match the call (" + what + ")");
+    };
+    if (fn.info.inputs.size() != step.inputs.size()) return mismatch("number of inputs");
+    if (fn.info.outputs.size() != step.outputs.size()) return mismatch("number of outputs");
+    for (size_t t = 0; t < n; ++t) {
+      const bool is_input = t < step.inputs.size();
+      const uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
+      if (v == kAbsentValue) return mismatch("an operand is left out");
+      const ArgumentInfo& arg = is_input ? fn.info.inputs[t] : fn.info.outputs[t - step.inputs.size()];
+      if (arg.dtype != plan->values[v].dtype || arg.shape != plan->values[v].shape) {
+        return mismatch(is_input ? "an input's type" : "a result's type");
+      }
+      call.host_pointers.push_back(s.value_data[v]);
+    }
+    LOOM_ASSIGN_OR_RETURN(call.nested, make_state(s.program, &fn));
+    return Status();
+  }
+  size_t dims = 0;
+  for (uint32_t v : step.inputs) dims += plan->values[v].shape.size();
+  for (uint32_t v : step.outputs) dims += plan->values[v].shape.size();
+  call.shapes.reserve(dims);
+  call.tensors.resize(n);
+  call.host_pointers.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    bool is_input = t < step.inputs.size();
+    uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
+    const runtime::ValuePlan& vp = plan->values[v];
+    if (vp.shape.size() > LOOM_MAX_RANK) {
+      return invalid_argument("delegate '" + delegate.name + "' operand '" + vp.name +
+                              "' has rank " + std::to_string(vp.shape.size()) +
+                              ", the ABI allows " + std::to_string(LOOM_MAX_RANK));
+    }
+    loom_tensor_t& lt = call.tensors[t];
+    lt.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+    lt.dtype = static_cast<loom_dtype_t>(vp.dtype);
+    lt.rank = static_cast<uint32_t>(vp.shape.size());
+    lt.shape = call.shapes.data() + call.shapes.size();
+    call.shapes.insert(call.shapes.end(), vp.shape.begin(), vp.shape.end());
+    lt.byte_size = vp.bytes;
+    call.host_pointers[t] = s.value_data[v];
+    if (delegate.host_execute) {
+      lt.host_data = s.value_data[v];
+    } else {
+      LOOM_ASSIGN_OR_RETURN(auto buffer,
+                            host::DeviceBuffer::allocate(delegate.plugin, delegate.device_index,
+                                                         vp.bytes));
+      lt.buffer = buffer->handle();
+      if (vp.storage == runtime::Storage::kParameter) {
+        // Constants go to the device once, with the session.
+        LOOM_RETURN_IF_ERROR(buffer->copy_from_host(0, vp.parameter, vp.bytes));
+      } else if (is_input) {
+        call.stage_in.push_back(static_cast<uint32_t>(t));
+      } else {
+        call.stage_out.push_back(static_cast<uint32_t>(t));
+      }
+      call.buffers.push_back(std::move(buffer));
+    }
+  }
+  for (size_t t = 0; t < n; ++t) {
+    (t < step.inputs.size() ? call.input_ptrs : call.output_ptrs).push_back(&call.tensors[t]);
+  }
+  call.args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+  call.args.executable = delegate.executable->handle();
+  call.args.input_count = call.input_ptrs.size();
+  call.args.inputs = call.input_ptrs.data();
+  call.args.output_count = call.output_ptrs.size();
+  call.args.outputs = call.output_ptrs.data();
+  return Status();
+}
+
+// Records where each function input's address is held, so that bind_input
+// can redirect every use at once, and points them all at the current address.
+void wire_inputs(Session::State& s) {
+  const runtime::FunctionPlan* plan = s.plan;
+  for (auto& users : s.input_users) users.clear();
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const runtime::StepPlan& step = plan->steps[i];
+    for (size_t k = 0; k < step.inputs.size(); ++k) {
+      if (step.inputs[k] == kAbsentValue) continue;
+      const runtime::ValuePlan& vp = plan->values[step.inputs[k]];
+      if (vp.storage != runtime::Storage::kInput) continue;
+      auto& users = s.input_users[vp.io_index];
+      if (s.step_call[i] < 0) {
+        users.push_back(&s.kernel_inputs[i][k].data);
+      } else {
+        DelegateCall& call = s.calls[s.step_call[i]];
+        users.push_back(&call.host_pointers[k]);
+        if (call.delegate->host_execute && call.nested == nullptr) {
+          users.push_back(&call.tensors[k].host_data);
+        }
+      }
+    }
+  }
+  for (size_t k = 0; k < s.input_users.size(); ++k) {
+    for (void** user : s.input_users[k]) *user = s.input_address[k];
+  }
+}
+
+// Re-prepares the calls whose delegate a fallback moved since they were
+// prepared. The old calls are retired, not destroyed.
+Status refresh_calls(Session::State& s) {
+  const uint64_t generation = s.program->placement_generation.load(std::memory_order_acquire);
+  for (DelegateCall& call : s.calls) {
+    const int32_t index = s.plan->steps[call.step].delegate;
+    std::shared_ptr<const runtime::LoadedDelegate> current = s.program->delegate(index);
+    if (current == call.delegate) continue;
+    const size_t step = call.step;
+    s.retired.push_back(std::move(call));
+    call = DelegateCall{};
+    LOOM_RETURN_IF_ERROR(prepare_call(s, step, std::move(current), call)
+                             .with_context("moving delegate '" + s.retired.back().delegate->name +
+                                           "'"));
+  }
+  wire_inputs(s);
+  s.generation = generation;
+  return Status();
+}
+
+}  // namespace
+
+namespace {
+
+// Everything a run of `plan` touches, allocated and wired up once.
+Result<std::unique_ptr<Session::State>> make_state(std::shared_ptr<Program::State> program,
+                                                   const runtime::FunctionPlan* plan) {
   auto s = std::make_unique<Session::State>();
-  s->program = state_;
+  s->program = program;
   s->plan = plan;
+  // Read before the delegates, so that a fallback in between is seen by run().
+  s->generation = program->placement_generation.load(std::memory_order_acquire);
   const std::string of_function = " of function '" + plan->info.name + "'";
   auto arena = allocate_aligned(plan->arena_size, plan->arena_alignment);
   if (!arena.ok()) return arena.status().with_context("the arena" + of_function);
@@ -142,81 +294,34 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
       for (uint32_t v : step.outputs) s->kernel_outputs[i].push_back(ref(v));
       continue;
     }
-    const runtime::LoadedDelegate& delegate = state_->delegates[step.delegate];
     DelegateCall& call = s->calls.emplace_back();
     s->step_call[i] = static_cast<int32_t>(s->calls.size() - 1);
-    call.delegate = &delegate;
-    size_t n = step.inputs.size() + step.outputs.size();
-    size_t dims = 0;
-    for (uint32_t v : step.inputs) dims += plan->values[v].shape.size();
-    for (uint32_t v : step.outputs) dims += plan->values[v].shape.size();
-    call.shapes.reserve(dims);
-    call.tensors.resize(n);
-    call.host_pointers.resize(n);
-    for (size_t t = 0; t < n; ++t) {
-      bool is_input = t < step.inputs.size();
-      uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
-      const runtime::ValuePlan& vp = plan->values[v];
-      if (vp.shape.size() > LOOM_MAX_RANK) {
-        return invalid_argument("delegate '" + delegate.name + "' operand '" + vp.name +
-                                "' has rank " + std::to_string(vp.shape.size()) +
-                                ", the ABI allows " + std::to_string(LOOM_MAX_RANK));
-      }
-      loom_tensor_t& lt = call.tensors[t];
-      lt.struct_size = LOOM_TENSOR_STRUCT_SIZE;
-      lt.dtype = static_cast<loom_dtype_t>(vp.dtype);
-      lt.rank = static_cast<uint32_t>(vp.shape.size());
-      lt.shape = call.shapes.data() + call.shapes.size();
-      call.shapes.insert(call.shapes.end(), vp.shape.begin(), vp.shape.end());
-      lt.byte_size = vp.bytes;
-      call.host_pointers[t] = s->value_data[v];
-      if (delegate.host_execute) {
-        lt.host_data = s->value_data[v];
-      } else {
-        LOOM_ASSIGN_OR_RETURN(auto buffer,
-                              host::DeviceBuffer::allocate(delegate.plugin, delegate.device_index,
-                                                           vp.bytes));
-        lt.buffer = buffer->handle();
-        if (vp.storage == runtime::Storage::kParameter) {
-          // Constants go to the device once, with the session.
-          LOOM_RETURN_IF_ERROR(buffer->copy_from_host(0, vp.parameter, vp.bytes));
-        } else if (is_input) {
-          call.stage_in.push_back(static_cast<uint32_t>(t));
-        } else {
-          call.stage_out.push_back(static_cast<uint32_t>(t));
-        }
-        call.buffers.push_back(std::move(buffer));
-      }
-    }
-    for (size_t t = 0; t < n; ++t) {
-      (t < step.inputs.size() ? call.input_ptrs : call.output_ptrs).push_back(&call.tensors[t]);
-    }
-    call.args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    call.args.executable = delegate.executable->handle();
-    call.args.input_count = call.input_ptrs.size();
-    call.args.inputs = call.input_ptrs.data();
-    call.args.output_count = call.output_ptrs.size();
-    call.args.outputs = call.output_ptrs.data();
+    LOOM_RETURN_IF_ERROR(prepare_call(*s, i, program->delegate(step.delegate), call));
   }
 
-  // Record where each function input's address is held, so bind_input can
-  // redirect every use at once.
-  for (size_t i = 0; i < plan->steps.size(); ++i) {
-    const runtime::StepPlan& step = plan->steps[i];
-    for (size_t k = 0; k < step.inputs.size(); ++k) {
-      if (step.inputs[k] == kAbsentValue) continue;
-      const runtime::ValuePlan& vp = plan->values[step.inputs[k]];
-      if (vp.storage != runtime::Storage::kInput) continue;
-      auto& users = s->input_users[vp.io_index];
-      if (s->step_call[i] < 0) {
-        users.push_back(&s->kernel_inputs[i][k].data);
-      } else {
-        DelegateCall& call = s->calls[s->step_call[i]];
-        users.push_back(&call.host_pointers[k]);
-        if (call.delegate->host_execute) users.push_back(&call.tensors[k].host_data);
-      }
+  s->input_address.resize(plan->inputs.size());
+  for (size_t k = 0; k < plan->inputs.size(); ++k) s->input_address[k] = s->staging[k].data();
+  wire_inputs(*s);
+  s->run_timeout = program->run_timeout;
+  return s;
+}
+
+
+}  // namespace
+
+Result<std::unique_ptr<Session>> Program::create_session(std::string_view function) {
+  const runtime::FunctionPlan* plan = nullptr;
+  if (function.empty()) {
+    if (state_->functions.empty()) return not_found("the program has no functions");
+    plan = &state_->functions.front();
+  } else {
+    for (const auto& f : state_->functions) {
+      if (f.info.name == function) plan = &f;
     }
+    if (plan == nullptr) return this->function(function).status();
   }
+
+  LOOM_ASSIGN_OR_RETURN(auto s, make_state(state_, plan));
   return std::unique_ptr<Session>(new Session(std::move(s)));
 }
 
@@ -253,6 +358,7 @@ Status Session::set_input(size_t index, const Tensor& tensor) {
   }
   Tensor& staging = state_->staging[index];
   if (staging.byte_size() != 0) std::memcpy(staging.data(), tensor.data(), staging.byte_size());
+  state_->input_address[index] = staging.data();
   for (void** user : state_->input_users[index]) *user = staging.data();
   return Status();
 }
@@ -270,6 +376,7 @@ Status Session::bind_input(size_t index, const void* data, size_t size) {
                             " bytes, got " + std::to_string(size) +
                             (data == nullptr ? " at a null pointer" : ""));
   }
+  state_->input_address[index] = const_cast<void*>(data);
   for (void** user : state_->input_users[index]) *user = const_cast<void*>(data);
   return Status();
 }
@@ -295,25 +402,89 @@ void span(Trace* trace, const std::string& track, const char* category, std::str
   trace->record(std::move(e));
 }
 
-const std::string kHost = Trace::kHostTrack;
+constexpr const char* kHost = Trace::kHostTrack;
 
 }  // namespace
 
-Status Session::run() {
-  const auto& channel = state_->program->channel;
-  if (channel != nullptr && channel->tracing()) {
-    if (std::shared_ptr<Trace> trace = channel->active_trace()) {
-      const uint64_t start = now_ns();
-      Status st = run_steps(trace.get());
-      span(trace.get(), kHost, "run", state_->plan->info.name, start);
-      return st;
+Status Session::run() { return run_session(*state_); }
+
+namespace {
+
+Status run_session(Session::State& s) {
+  if (s.program->placement_generation.load(std::memory_order_acquire) != s.generation) {
+    LOOM_RETURN_IF_ERROR(refresh_calls(s));
+  }
+  std::shared_ptr<Trace> trace;
+  const auto& channel = s.program->channel;
+  if (channel != nullptr && channel->tracing()) trace = channel->active_trace();
+  const uint64_t start = trace != nullptr ? now_ns() : 0;
+  int32_t failed = -1;
+  Status st = run_steps(s, trace.get(), &failed);
+  const bool device_failed = st.code() == StatusCode::kDeviceLost ||
+                             st.code() == StatusCode::kDeadlineExceeded;
+  if (!st.ok() && failed >= 0 && device_failed && s.program->fallback) {
+    // Run-time fallback: move the delegate off the failed device (unless
+    // another session did already) and run once more.
+    const DelegateCall& call = s.calls[static_cast<size_t>(failed)];
+    const int32_t index = s.plan->steps[call.step].delegate;
+    auto moved = s.program->fall_back(static_cast<size_t>(index), call.delegate.get(), st);
+    if (!moved.ok()) {
+      return Status(st.code(), st.message() + "; fallback: " + moved.status().message());
+    }
+    if (trace != nullptr) {
+      Trace::Event e;
+      e.track = kHost;
+      e.category = "fallback";
+      e.name = "delegate '" + (*moved)->name + "' -> " + (*moved)->device_uri;
+      e.phase = Trace::Phase::kInstant;
+      e.timestamp_ns = now_ns();
+      trace->record(std::move(e));
+    }
+    LOOM_RETURN_IF_ERROR(refresh_calls(s));
+    const Status first = st;
+    st = run_steps(s, trace.get(), &failed);
+    if (!st.ok()) {
+      st = Status(st.code(), st.message() + " (retried after: " + first.message() + ")");
     }
   }
-  return run_steps(nullptr);
+  if (trace != nullptr) span(trace.get(), kHost, "run", s.plan->info.name, start);
+  return st;
 }
 
-Status Session::run_steps(Trace* trace) {
-  State& s = *state_;
+}  // namespace
+
+Status Session::set_run_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) {
+    return invalid_argument("run timeout is negative (" + std::to_string(timeout.count()) + " ms)");
+  }
+  state_->run_timeout = timeout;
+  return Status();
+}
+
+namespace {
+
+// A "loom.reference" delegate: its function's session reads the operands in
+// place and its results are copied out.
+Status run_reference(DelegateCall& call, Trace* trace) {
+  Session::State& n = *call.nested;
+  const size_t inputs = n.plan->info.inputs.size();
+  for (size_t k = 0; k < inputs; ++k) {
+    n.input_address[k] = call.host_pointers[k];
+    for (void** user : n.input_users[k]) *user = call.host_pointers[k];
+  }
+  int32_t failed = -1;
+  LOOM_RETURN_IF_ERROR(run_steps(n, trace, &failed));
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (n.outputs[k].byte_size() != 0) {
+      std::memcpy(call.host_pointers[inputs + k], n.outputs[k].data(), n.outputs[k].byte_size());
+    }
+  }
+  return Status();
+}
+
+// One pass over the steps. `trace`: nullptr, or where spans go;
+// `failed_call`: the delegate call that failed, or -1.
+Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
   const runtime::FunctionPlan& plan = *s.plan;
   uint64_t start = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -337,11 +508,24 @@ Status Session::run_steps(Trace* trace) {
     }
     DelegateCall& call = s.calls[s.step_call[i]];
     const runtime::LoadedDelegate& d = *call.delegate;
+    if (call.nested != nullptr) {
+      Status st = run_reference(call, trace);
+      span(trace, kHost, "delegate", d.name + " (reference)", start);
+      if (!st.ok()) {
+        return st.with_context("function '" + plan.info.name + "' instruction " +
+                               std::to_string(step.instruction) + ": delegate '" + d.name +
+                               "' on the reference kernels");
+      }
+      continue;
+    }
     const host::LoadedPlugin& plugin = *d.plugin;
     for (uint32_t t : call.stage_in) {
       Status st = call.buffers[t]->copy_from_host(0, call.host_pointers[t],
                                                   call.tensors[t].byte_size);
-      if (!st.ok()) return st.with_context("delegate '" + d.name + "': staging input");
+      if (!st.ok()) {
+        *failed_call = s.step_call[i];
+        return st.with_context("delegate '" + d.name + "' on " + d.device_uri + ": staging input");
+      }
     }
     if (!call.stage_in.empty()) {
       span(trace, d.device_uri, "copy", "to device: " + d.name, start);
@@ -351,25 +535,30 @@ Status Session::run_steps(Trace* trace) {
     std::unique_ptr<host::Fence> fence;
     if (d.async) {
       auto created = host::Fence::create(d.plugin, d.device_index);
-      if (!created.ok()) return created.status().with_context("delegate '" + d.name + "'");
+      if (!created.ok()) {
+        *failed_call = s.step_call[i];
+        return created.status().with_context("delegate '" + d.name + "' on " + d.device_uri);
+      }
       fence = std::move(*created);
     }
     call.args.signal_fence = fence ? fence->handle() : nullptr;
     Status st = plugin.take(plugin.api().execute(&call.args));
     if (st.ok() && fence) {
-      const auto limit = s.program->run_timeout;
+      const auto limit = s.run_timeout;
       st = fence->wait(limit.count() == 0 ? UINT64_MAX
                                           : static_cast<uint64_t>(limit.count()) * 1'000'000);
       if (st.code() == StatusCode::kDeadlineExceeded) {
         st = deadline_exceeded("delegate '" + d.name + "' on " + d.device_uri +
                                " did not finish within the run timeout of " +
                                std::to_string(limit.count()) +
-                               " ms (LoadOptions::run_timeout; loom run --timeout): " +
+                               " ms (LoadOptions::run_timeout, Session::set_run_timeout; loom "
+                               "run --timeout): " +
                                st.message());
       }
     }
     span(trace, d.device_uri, "delegate", d.name, start);
     if (!st.ok()) {
+      *failed_call = s.step_call[i];
       return st.with_context("function '" + plan.info.name + "' instruction " +
                              std::to_string(step.instruction) + ": delegate '" + d.name +
                              "' on " + d.device_uri);
@@ -378,7 +567,11 @@ Status Session::run_steps(Trace* trace) {
     for (uint32_t t : call.stage_out) {
       Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t],
                                                  call.tensors[t].byte_size);
-      if (!out.ok()) return out.with_context("delegate '" + d.name + "': reading output");
+      if (!out.ok()) {
+        *failed_call = s.step_call[i];
+        return out.with_context("delegate '" + d.name + "' on " + d.device_uri +
+                                ": reading output");
+      }
     }
     if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: " + d.name, start);
   }
@@ -387,5 +580,7 @@ Status Session::run_steps(Trace* trace) {
   }
   return Status();
 }
+
+}  // namespace
 
 }  // namespace loom

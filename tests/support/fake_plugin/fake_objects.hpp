@@ -66,6 +66,8 @@ struct Config {
   std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
   std::vector<loom_device_kind_t> kinds;  // per device, cycled; empty: virtual
   std::set<size_t> fail_load;             // devices whose executable_load runs out of memory
+  std::set<size_t> lose;                  // devices whose executions fail with DEVICE_LOST
+  std::set<size_t> hang;                  // devices whose asynchronous executions never finish
 };
 
 }  // namespace fake

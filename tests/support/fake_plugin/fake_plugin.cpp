@@ -21,6 +21,9 @@
 //                           accelerator or virtual (default: virtual)
 //   fake.fail_load=I,I,...  executable_load on these devices fails with
 //                           RESOURCE_EXHAUSTED (executable_check still passes)
+//   fake.lose=I,I,...       executions on these devices fail with DEVICE_LOST
+//   fake.hang=I,I,...       asynchronous executions on these devices never
+//                           signal their fence (a hung kernel)
 //   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
 // At plugin_destroy it logs any objects the host leaked ("leaked 2 buffers")
 // and frees them.
@@ -123,10 +126,13 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
       else if (item == "virtual") config->kinds.push_back(LOOM_DEVICE_KIND_VIRTUAL);
       else return invalid("option fake.kinds: unknown kind '" + item + "'");
     }
-  } else if (key == "fake.fail_load") {
+  } else if (key == "fake.fail_load" || key == "fake.lose" || key == "fake.hang") {
+    std::set<size_t>& devices = key == "fake.fail_load" ? config->fail_load
+                                : key == "fake.lose"    ? config->lose
+                                                        : config->hang;
     for (const std::string& item : split_list(value)) {
       if (loom_status_t* bad = parse_count(option->key, item.c_str(), 63, &n)) return bad;
-      config->fail_load.insert(n);
+      devices.insert(n);
     }
   } else if (key == "fake.compile_fault") {
     config->compile_fault = value;
@@ -399,8 +405,12 @@ loom_status_t* execute(loom_execute_args_t* args) {
       signal = args->signal_fence->state;
     }
     loom_plugin_t* plugin = exe->device->plugin;
-    const bool fail = plugin->config.fail_execute;
-    const std::string failure = "execute fails (fake.fail_execute=1)";
+    const bool lost = plugin->config.lose.count(exe->device->index) != 0;
+    const bool hang = plugin->config.hang.count(exe->device->index) != 0;
+    const bool fail = plugin->config.fail_execute || lost;
+    const loom_status_code_t fail_code = lost ? LOOM_STATUS_DEVICE_LOST : LOOM_STATUS_INTERNAL;
+    const std::string failure = lost ? "device " + exe->device->uri + " is lost (fake.lose)"
+                                     : "execute fails (fake.fail_execute=1)";
 
     if (plugin->config.async && signal) {
       uint64_t delay = plugin->config.async_delay_ms;
@@ -408,8 +418,9 @@ loom_status_t* execute(loom_execute_args_t* args) {
       // The worker starts this once every wait fence is signaled.
       plugin->worker->submit(std::move(waits), signal, [=] {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        if (hang) return;  // the fence is never signaled
         if (fail) {
-          signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
+          signal->signal(fail_code, std::string(kName) + ": " + failure);
           return;
         }
         compute(op, inputs, output);
@@ -419,8 +430,8 @@ loom_status_t* execute(loom_execute_args_t* args) {
     }
     wait_all(waits);
     if (fail) {
-      if (signal) signal->signal(LOOM_STATUS_INTERNAL, std::string(kName) + ": " + failure);
-      return make_status(LOOM_STATUS_INTERNAL, failure);
+      if (signal) signal->signal(fail_code, std::string(kName) + ": " + failure);
+      return make_status(fail_code, failure);
     }
     compute(exe->op, inputs, output);
     if (signal) signal->signal(LOOM_STATUS_OK, "");

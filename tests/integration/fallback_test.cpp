@@ -1,0 +1,167 @@
+// Run-time fallback (LoadOptions::fallback), against the fake plugin's lost
+// and hung devices: the failing run names the delegate and device, or, with
+// fallback on, the delegate moves to its next candidate, the run is retried
+// once, every session follows, and the app sees the move.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "fake_sum_program.hpp"
+#include "loom/runtime.hpp"
+
+namespace loom {
+namespace {
+
+std::unique_ptr<Runtime> fake_runtime(std::vector<std::pair<std::string, std::string>> options) {
+  RuntimeOptions o;
+  o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.plugin_options = std::move(options);
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
+  return std::move(*runtime);
+}
+
+std::shared_ptr<Program> load(Runtime& runtime, LoadOptions options = {}) {
+  static const std::vector<std::byte> bytes = testing::sum_program({{"fake", "fake:add"}});
+  auto program = runtime.load_program(bytes, options);
+  EXPECT_TRUE(program.ok()) << program.status().to_string();
+  return program.ok() ? *program : nullptr;
+}
+
+// Sets a = i + start, b = 10 and checks y = a + b after a successful run.
+Status run_and_check(Session& session, float start) {
+  Tensor a = Tensor::zeros(DType::kF32, {2, 3}).value(), b = a;
+  for (int i = 0; i < 6; ++i) {
+    a.data_as<float>()[i] = start + static_cast<float>(i);
+    b.data_as<float>()[i] = 10.0f;
+  }
+  LOOM_RETURN_IF_ERROR(session.set_input(0, a));
+  LOOM_RETURN_IF_ERROR(session.set_input(1, b));
+  LOOM_RETURN_IF_ERROR(session.run());
+  for (int i = 0; i < 6; ++i) {
+    const float y = session.output(0).data_as<float>()[i];
+    if (y != start + static_cast<float>(i) + 10.0f) {
+      return internal_error("y[" + std::to_string(i) + "] = " + std::to_string(y));
+    }
+  }
+  return Status();
+}
+
+TEST(Fallback, WithoutItALostDeviceFailsTheRunNamingDelegateAndDevice) {
+  auto runtime = fake_runtime({{"fake.devices", "2"}, {"fake.lose", "0"}});
+  auto program = load(*runtime);
+  auto session = program->create_session().value();
+  Status st = run_and_check(*session, 1);
+  EXPECT_EQ(st.code(), StatusCode::kDeviceLost) << st.to_string();
+  EXPECT_NE(st.message().find("delegate 'sum' on fake://0"), std::string::npos) << st.message();
+  EXPECT_EQ(program->placements()[0].device, "fake://0");
+  EXPECT_TRUE(program->fallbacks().empty());
+}
+
+TEST(Fallback, ALostDeviceMovesTheDelegateAndTheRunIsRetried) {
+  auto runtime = fake_runtime({{"fake.devices", "2"}, {"fake.lose", "0"}});
+  std::vector<FallbackEvent> seen;
+  LoadOptions options;
+  options.fallback = true;
+  options.on_fallback = [&seen](const FallbackEvent& e) { seen.push_back(e); };
+  auto program = load(*runtime, options);
+  auto first = program->create_session().value();
+  auto second = program->create_session().value();  // prepared for fake://0 too
+  ASSERT_TRUE(run_and_check(*first, 1).ok());
+  EXPECT_EQ(program->placements()[0].device, "fake://1");
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].delegate, "sum");
+  EXPECT_EQ(seen[0].from_device, "fake://0");
+  EXPECT_EQ(seen[0].to_device, "fake://1");
+  EXPECT_EQ(seen[0].reason.code(), StatusCode::kDeviceLost);
+  ASSERT_EQ(program->fallbacks().size(), 1u);
+  // Later runs, and the other session, use fake://1 without another move.
+  ASSERT_TRUE(run_and_check(*first, 2).ok());
+  ASSERT_TRUE(run_and_check(*second, 3).ok());
+  auto third = program->create_session().value();
+  ASSERT_TRUE(run_and_check(*third, 4).ok());
+  EXPECT_EQ(seen.size(), 1u);
+}
+
+TEST(Fallback, AHungDeviceTimesOutAndMoves) {
+  auto runtime = fake_runtime({{"fake.devices", "2"}, {"fake.async", "1"}, {"fake.hang", "0"}});
+  LoadOptions options;
+  options.fallback = true;
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  ASSERT_TRUE(session->set_run_timeout(std::chrono::milliseconds(50)).ok());
+  EXPECT_FALSE(session->set_run_timeout(std::chrono::milliseconds(-1)).ok());
+  ASSERT_TRUE(run_and_check(*session, 1).ok());
+  ASSERT_EQ(program->fallbacks().size(), 1u);
+  EXPECT_EQ(program->fallbacks()[0].reason.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(program->placements()[0].device, "fake://1");
+}
+
+TEST(Fallback, TheSelectorsOrderDecidesWhereTheDelegateGoes) {
+  auto runtime = fake_runtime({{"fake.devices", "3"}, {"fake.lose", "2"}});
+  LoadOptions options;
+  options.fallback = true;
+  options.device = "fake://2,fake://0";
+  auto program = load(*runtime, options);
+  ASSERT_TRUE(run_and_check(*program->create_session().value(), 1).ok());
+  EXPECT_EQ(program->placements()[0].device, "fake://0");
+}
+
+TEST(Fallback, WithNoCandidateLeftTheRunFailsWithTheDevicesCode) {
+  auto runtime = fake_runtime({{"fake.devices", "2"}, {"fake.lose", "0,1"}});
+  LoadOptions options;
+  options.fallback = true;
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  Status st = run_and_check(*session, 1);
+  EXPECT_EQ(st.code(), StatusCode::kDeviceLost) << st.to_string();
+  // Moved once to fake://1, which is lost too; the retry's error says so.
+  EXPECT_NE(st.message().find("fake://1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("retried after"), std::string::npos) << st.message();
+  st = run_and_check(*session, 2);
+  EXPECT_NE(st.message().find("fallback: no other device can take delegate 'sum'"),
+            std::string::npos) << st.message();
+}
+
+TEST(Fallback, SeparateMemoryDevicesKeepBoundInputs) {
+  auto runtime = fake_runtime(
+      {{"fake.devices", "2"}, {"fake.lose", "0"}, {"fake.separate_memory", "1"}});
+  LoadOptions options;
+  options.fallback = true;
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b(6, 100);
+  ASSERT_TRUE(session->bind_input(0, a.data(), a.size() * sizeof(float)).ok());
+  ASSERT_TRUE(session->bind_input(1, b.data(), b.size() * sizeof(float)).ok());
+  ASSERT_TRUE(session->run().ok());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(session->output(0).data_as<float>()[i], a[i] + 100);
+  EXPECT_EQ(program->placements()[0].device, "fake://1");
+}
+
+TEST(Fallback, SessionsOnFourThreadsMoveOnce) {
+  auto runtime = fake_runtime({{"fake.devices", "2"}, {"fake.lose", "0"}, {"fake.async", "1"}});
+  std::atomic<int> events{0};
+  LoadOptions options;
+  options.fallback = true;
+  options.on_fallback = [&events](const FallbackEvent&) { ++events; };
+  auto program = load(*runtime, options);
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = program->create_session().value();
+      for (int i = 0; i < 20; ++i) failures[t] += !run_and_check(*session, 10.0f * t + i).ok();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures, std::vector<int>(4, 0));
+  EXPECT_EQ(events.load(), 1);
+  EXPECT_EQ(program->placements()[0].device, "fake://1");
+}
+
+}  // namespace
+}  // namespace loom
