@@ -3,6 +3,8 @@
 // completion, failing execution) and placement over several variants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -204,6 +206,144 @@ TEST(RuntimeFake, TraceHasRunsDelegatesAndCopiesNestedInTheirRun) {
     EXPECT_GT(row.share, 0.0);
     EXPECT_LE(row.share, 1.0);
   }
+}
+
+// main(a, b) = (s1(a, b), s2(a, b)): two delegates that do not depend on each
+// other, s1 for plugin "fake", s2 for plugin "fake_large" (each with its own
+// worker thread), both asynchronous with a 150 ms delay.
+TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
+  RuntimeOptions o;
+  o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake",
+                    std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake_large"};
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.plugin_options = {{"fake.async", "1"}, {"fake.async_delay_ms", "150"}};
+  auto runtime = Runtime::create(o).value();
+  tools::ProgramBuilder b("overlap");
+  const std::string blob = "fake:add";
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(blob.data()),
+                                         blob.size());
+  uint32_t d1 = b.add_delegate("s1", {b.add_artifact("fake", 1, "s1", bytes)});
+  uint32_t d2 = b.add_delegate("s2", {b.add_artifact("fake_large", 1, "s2", bytes)});
+  tools::FunctionBuilder f = b.add_function("main");
+  uint32_t a = f.input("a", DType::kF32, {2, 3});
+  uint32_t x = f.input("b", DType::kF32, {2, 3});
+  uint32_t y1 = f.value("y1", DType::kF32, {2, 3});
+  uint32_t y2 = f.value("y2", DType::kF32, {2, 3});
+  f.delegate_call(d1, {a, x}, {y1});
+  f.delegate_call(d2, {a, x}, {y2});
+  f.output(y1);
+  f.output(y2);
+  auto file = b.finish().value().write_buffer().value();
+  auto program = runtime->load_program(file).value();
+  ASSERT_EQ(program->placements()[0].device, "fake://0");
+  ASSERT_EQ(program->placements()[1].device, "fake_large://0");
+  auto session = program->create_session().value();
+  ASSERT_TRUE(session->set_input(0, filled(1)).ok());
+  ASSERT_TRUE(session->set_input(1, filled(10)).ok());
+  auto trace = runtime->start_trace();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(session->run().ok());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              start).count();
+  runtime->stop_trace();
+  for (size_t k = 0; k < 2; ++k) {
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_FLOAT_EQ(session->output(k).data_as<float>()[i], 11.0f + 2.0f * i) << k << " " << i;
+    }
+  }
+  // One after the other would take at least 300 ms.
+  EXPECT_GE(ms, 150.0);
+  EXPECT_LT(ms, 290.0) << "the two delegates did not overlap";
+  std::vector<Trace::Event> spans;
+  for (const auto& e : trace->events()) {
+    if (e.category == "delegate") spans.push_back(e);
+  }
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_LT(spans[0].timestamp_ns, spans[1].timestamp_ns + spans[1].duration_ns);
+  EXPECT_LT(spans[1].timestamp_ns, spans[0].timestamp_ns + spans[0].duration_ns);
+}
+
+// A step that reads an asynchronous delegate's result waits for it.
+TEST(RuntimeFake, AStepReadingAnAsyncResultWaitsForIt) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "30"}});
+  tools::ProgramBuilder b("chain");
+  const std::string blob = "fake:add";
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(blob.data()),
+                                         blob.size());
+  uint32_t d = b.add_delegate("s", {b.add_artifact("fake", 1, "s", bytes)});
+  tools::FunctionBuilder f = b.add_function("main");
+  uint32_t a = f.input("a", DType::kF32, {2, 3});
+  uint32_t x = f.input("b", DType::kF32, {2, 3});
+  uint32_t y = f.value("y", DType::kF32, {2, 3});
+  uint32_t z = f.value("z", DType::kF32, {2, 3});
+  f.delegate_call(d, {a, x}, {y});
+  f.kernel_call("Relu", {y}, {z});
+  f.output(z);
+  auto file = b.finish().value().write_buffer().value();
+  auto program = runtime->load_program(file).value();
+  Tensor in_a = filled(-3), in_b = filled(0);
+  NamedTensor in[] = {{"a", in_a}, {"b", in_b}};
+  auto out = program->run("main", in);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_FLOAT_EQ((*out)[0].tensor.data_as<float>()[i], std::max(0.0f, -3.0f + 2.0f * i)) << i;
+  }
+}
+
+TEST(RuntimeFake, RunAsyncReturnsAtOnceAndItsHandleWaits) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "100"}});
+  auto bytes = sum_program({{"fake", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  auto session = program->create_session().value();
+  EXPECT_FALSE(RunHandle().wait().ok());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(session->set_input(0, filled(static_cast<float>(round))).ok());
+    ASSERT_TRUE(session->set_input(1, filled(10)).ok());
+    auto handle = session->run_async();
+    ASSERT_TRUE(handle.ok()) << handle.status().to_string();
+    // In flight: a second run is refused, and a short wait times out.
+    EXPECT_EQ(session->run().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(session->run_async().status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(handle->wait(std::chrono::milliseconds(1)).code(), StatusCode::kDeadlineExceeded);
+    EXPECT_FALSE(handle->done());
+    Status st = handle->wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_TRUE(handle->done());
+    EXPECT_FLOAT_EQ(session->output(0).data_as<float>()[5], round + 5.0f + 15.0f);
+  }
+  // A plain run works again once the handle is waited for.
+  EXPECT_TRUE(session->run().ok());
+}
+
+TEST(RuntimeFake, RunAsyncReportsTheRunsError) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.fail_execute", "1"}});
+  auto bytes = sum_program({{"fake", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  auto session = program->create_session().value();
+  auto handle = session->run_async().value();
+  Status st = handle.wait();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("delegate 'sum' on fake://0"), std::string::npos) << st.message();
+}
+
+TEST(RuntimeFake, SessionsRunAsyncConcurrentlyAndAreDestroyedInFlight) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "20"}});
+  auto bytes = sum_program({{"fake", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<RunHandle> handles;
+  for (int i = 0; i < 4; ++i) {
+    sessions.push_back(program->create_session().value());
+    ASSERT_TRUE(sessions.back()->set_input(0, filled(100.0f * i)).ok());
+    handles.push_back(sessions.back()->run_async().value());
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(handles[i].wait().ok());
+    EXPECT_FLOAT_EQ(sessions[i]->output(0).data_as<float>()[1], 100.0f * i + 1.0f);
+  }
+  sessions.back().reset();  // its run may still be going: the destructor waits for it
+  EXPECT_TRUE(handles.back().done());
 }
 
 TEST(RuntimeFake, ReferenceKernelsAreTracedOnTheHost) {

@@ -250,6 +250,26 @@ class Program {
   std::shared_ptr<State> state_;
 };
 
+// A run started by Session::run_async. Copyable; every copy refers to the
+// same run.
+class RunHandle {
+ public:
+  RunHandle() = default;
+  // Waits up to `timeout` for the run to finish and returns its status; while
+  // it is still going, DEADLINE_EXCEEDED (wait again). The default waits for
+  // as long as it takes (each delegate is still bounded by the run timeout).
+  Status wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max()) const;
+  // Whether the run has finished (wait() would return at once).
+  bool done() const;
+
+  struct Runner;  // private
+
+ private:
+  friend class Session;
+  std::shared_ptr<Runner> runner_;
+  uint64_t run_ = 0;
+};
+
 // Runs one function repeatedly. Owns the inputs' staging, the arena of
 // intermediates and the outputs, all allocated when the Session is created,
 // so run() allocates nothing. Not thread-safe: one Session per thread.
@@ -268,6 +288,11 @@ class Session {
 
   // Runs the function. Inputs not set are zero.
   Status run();
+  // Starts run() on the session's own thread (made at the first call) and
+  // returns at once. Until the handle's wait() returns the run's status, the
+  // session's inputs, outputs and settings must not be touched, and run() or
+  // run_async() again is refused (FAILED_PRECONDITION).
+  Result<RunHandle> run_async();
 
   // How long run() waits for an asynchronous delegate, for this session
   // (default LoadOptions::run_timeout; zero: no limit). Negative is refused.

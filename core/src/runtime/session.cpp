@@ -2,6 +2,9 @@
 // touches is allocated and wired up here, once; run() only calls kernels and
 // delegates with prepared arguments.
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,6 +35,9 @@ struct DelegateCall {
   // A "loom.reference" delegate: the session of its function, run on the
   // operands' host pointers.
   std::unique_ptr<Session::State> nested;
+  // An asynchronous device's execution of this run, until completed.
+  std::unique_ptr<host::Fence> fence;
+  uint64_t submitted_ns = 0;  // for its trace span
 };
 
 }  // namespace
@@ -59,6 +65,11 @@ struct Session::State {
   // Calls replaced after a fallback: a hung device may still use their
   // buffers, so they live as long as the session.
   std::vector<DelegateCall> retired;
+  // run_async's thread; made at the first call.
+  std::shared_ptr<RunHandle::Runner> runner;
+  // Per step (and one more for the end of the run): the asynchronous calls
+  // to complete first, because the step touches memory they read or write.
+  std::vector<std::vector<uint32_t>> wait_before;
   // Outputs whose value is not stored in the output tensor itself.
   std::vector<std::pair<uint32_t, uint32_t>> output_copies;  // (output, value)
 };
@@ -68,10 +79,92 @@ Result<std::unique_ptr<Session::State>> make_state(std::shared_ptr<Program::Stat
                                                    const runtime::FunctionPlan* plan);
 Status run_session(Session::State& s);
 Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call);
+Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_call);
 }  // namespace
 
+// The thread behind Session::run_async: runs one requested run at a time.
+struct RunHandle::Runner {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t requested = 0;  // runs asked for
+  uint64_t finished = 0;   // runs done
+  Status result;           // of run `finished`
+  bool stop = false;
+  std::thread thread;
+
+  bool busy() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return requested != finished;
+  }
+};
+
 Session::Session(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Session::~Session() = default;
+
+Session::~Session() {
+  if (state_ != nullptr && state_->runner != nullptr) {
+    RunHandle::Runner& r = *state_->runner;
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      r.stop = true;
+    }
+    r.cv.notify_all();
+    r.thread.join();  // after the run in flight, if any
+  }
+}
+
+Result<RunHandle> Session::run_async() {
+  State& s = *state_;
+  if (s.runner == nullptr) {
+    s.runner = std::make_shared<RunHandle::Runner>();
+    RunHandle::Runner* r = s.runner.get();
+    State* state = &s;
+    s.runner->thread = std::thread([r, state] {
+      std::unique_lock<std::mutex> lock(r->mutex);
+      while (true) {
+        r->cv.wait(lock, [r] { return r->stop || r->requested != r->finished; });
+        if (r->requested == r->finished) return;  // stopping, nothing asked
+        lock.unlock();
+        Status st = run_session(*state);
+        lock.lock();
+        r->result = std::move(st);
+        r->finished = r->requested;
+        r->cv.notify_all();
+      }
+    });
+  }
+  RunHandle::Runner& r = *s.runner;
+  RunHandle handle;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.requested != r.finished) {
+      return failed_precondition("session of function '" + s.plan->info.name +
+                                 "': a run is in flight; wait for its handle first");
+    }
+    handle.run_ = ++r.requested;
+  }
+  handle.runner_ = s.runner;
+  r.cv.notify_all();
+  return handle;
+}
+
+Status RunHandle::wait(std::chrono::milliseconds timeout) const {
+  if (runner_ == nullptr) return failed_precondition("RunHandle: not a run (default-constructed)");
+  std::unique_lock<std::mutex> lock(runner_->mutex);
+  const auto finished = [this] { return runner_->finished >= run_; };
+  if (timeout == std::chrono::milliseconds::max()) {
+    runner_->cv.wait(lock, finished);
+  } else if (!runner_->cv.wait_for(lock, timeout, finished)) {
+    return deadline_exceeded("the run is still going after " + std::to_string(timeout.count()) +
+                             " ms");
+  }
+  return runner_->result;
+}
+
+bool RunHandle::done() const {
+  if (runner_ == nullptr) return false;
+  std::lock_guard<std::mutex> lock(runner_->mutex);
+  return runner_->finished >= run_;
+}
 
 const FunctionInfo& Session::function() const { return state_->plan->info; }
 size_t Session::output_count() const { return state_->outputs.size(); }
@@ -202,6 +295,52 @@ void wire_inputs(Session::State& s) {
   }
 }
 
+// Plans which asynchronous delegate calls each step must wait for: those
+// that write what the step reads or writes, or read what it writes (the same
+// value, or overlapping arena bytes). Everything
+// else runs on while they do, so delegates on different devices that do not
+// depend on each other overlap.
+void plan_overlap(Session::State& s) {
+  const runtime::FunctionPlan& plan = *s.plan;
+  const auto conflict = [&plan](uint32_t a, uint32_t b) {
+    if (a == b) return true;
+    const runtime::ValuePlan& x = plan.values[a];
+    const runtime::ValuePlan& y = plan.values[b];
+    return x.storage == runtime::Storage::kArena && y.storage == runtime::Storage::kArena &&
+           x.arena_offset < y.arena_offset + y.bytes && y.arena_offset < x.arena_offset + x.bytes;
+  };
+  // Whether two steps must not overlap: one writes what the other reads or
+  // writes (two readers may).
+  const auto hazard = [&](const runtime::StepPlan& x, const runtime::StepPlan& y) {
+    const auto any = [&](const std::vector<uint32_t>& p, const std::vector<uint32_t>& q) {
+      for (uint32_t a : p) {
+        for (uint32_t b : q) {
+          if (a != kAbsentValue && b != kAbsentValue && conflict(a, b)) return true;
+        }
+      }
+      return false;
+    };
+    return any(x.outputs, y.inputs) || any(x.outputs, y.outputs) || any(x.inputs, y.outputs);
+  };
+  s.wait_before.assign(plan.steps.size() + 1, {});
+  std::vector<uint32_t> in_flight;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    for (auto it = in_flight.begin(); it != in_flight.end();) {
+      if (hazard(plan.steps[s.calls[*it].step], plan.steps[i])) {
+        s.wait_before[i].push_back(*it);
+        it = in_flight.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const int32_t call = s.step_call[i];
+    if (call >= 0 && s.calls[call].nested == nullptr && s.calls[call].delegate->async) {
+      in_flight.push_back(static_cast<uint32_t>(call));
+    }
+  }
+  s.wait_before[plan.steps.size()] = std::move(in_flight);
+}
+
 // Re-prepares the calls whose delegate a fallback moved since they were
 // prepared. The old calls are retired, not destroyed.
 Status refresh_calls(Session::State& s) {
@@ -218,6 +357,7 @@ Status refresh_calls(Session::State& s) {
                                            "'"));
   }
   wire_inputs(s);
+  plan_overlap(s);
   s.generation = generation;
   return Status();
 }
@@ -302,6 +442,7 @@ Result<std::unique_ptr<Session::State>> make_state(std::shared_ptr<Program::Stat
   s->input_address.resize(plan->inputs.size());
   for (size_t k = 0; k < plan->inputs.size(); ++k) s->input_address[k] = s->staging[k].data();
   wire_inputs(*s);
+  plan_overlap(*s);
   s->run_timeout = program->run_timeout;
   return s;
 }
@@ -406,7 +547,13 @@ constexpr const char* kHost = Trace::kHostTrack;
 
 }  // namespace
 
-Status Session::run() { return run_session(*state_); }
+Status Session::run() {
+  if (state_->runner != nullptr && state_->runner->busy()) {
+    return failed_precondition("session of function '" + state_->plan->info.name +
+                               "': a run is in flight (run_async); wait for its handle first");
+  }
+  return run_session(*state_);
+}
 
 namespace {
 
@@ -482,6 +629,42 @@ Status run_reference(DelegateCall& call, Trace* trace) {
   return Status();
 }
 
+// Finishes delegate call `index`: waits for its fence (within the run
+// timeout), then copies its results back from a device with its own memory.
+Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_call) {
+  DelegateCall& call = s.calls[index];
+  const runtime::LoadedDelegate& d = *call.delegate;
+  const auto fail = [&](Status st, const std::string& what) {
+    *failed_call = static_cast<int32_t>(index);
+    return st.with_context("function '" + s.plan->info.name + "' instruction " +
+                           std::to_string(s.plan->steps[call.step].instruction) +
+                           ": delegate '" + d.name + "' on " + d.device_uri + what);
+  };
+  if (call.fence != nullptr) {
+    const auto limit = s.run_timeout;
+    Status st = call.fence->wait(limit.count() == 0
+                                     ? UINT64_MAX
+                                     : static_cast<uint64_t>(limit.count()) * 1'000'000);
+    if (st.code() == StatusCode::kDeadlineExceeded) {
+      st = deadline_exceeded("delegate '" + d.name + "' on " + d.device_uri +
+                             " did not finish within the run timeout of " +
+                             std::to_string(limit.count()) +
+                             " ms (LoadOptions::run_timeout, Session::set_run_timeout; loom "
+                             "run --timeout): " +
+                             st.message());
+    }
+    if (!st.ok()) return fail(st, "");
+  }
+  span(trace, d.device_uri, "delegate", d.name, call.submitted_ns);
+  const uint64_t start = trace != nullptr ? now_ns() : 0;
+  for (uint32_t t : call.stage_out) {
+    Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t], call.tensors[t].byte_size);
+    if (!out.ok()) return fail(out, ": reading output");
+  }
+  if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: " + d.name, start);
+  return Status();
+}
+
 // One pass over the steps. `trace`: nullptr, or where spans go;
 // `failed_call`: the delegate call that failed, or -1.
 Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
@@ -489,6 +672,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
   uint64_t start = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const runtime::StepPlan& step = plan.steps[i];
+    for (uint32_t j : s.wait_before[i]) LOOM_RETURN_IF_ERROR(complete(s, j, trace, failed_call));
     if (trace != nullptr) start = now_ns();
     if (s.step_call[i] < 0) {
       if (step.op == OpCode::kMove) {
@@ -519,61 +703,39 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
       continue;
     }
     const host::LoadedPlugin& plugin = *d.plugin;
+    const int32_t index = s.step_call[i];
+    const auto fail = [&](Status st, const std::string& what) {
+      *failed_call = index;
+      return st.with_context("function '" + plan.info.name + "' instruction " +
+                             std::to_string(step.instruction) + ": delegate '" + d.name +
+                             "' on " + d.device_uri + what);
+    };
     for (uint32_t t : call.stage_in) {
       Status st = call.buffers[t]->copy_from_host(0, call.host_pointers[t],
                                                   call.tensors[t].byte_size);
-      if (!st.ok()) {
-        *failed_call = s.step_call[i];
-        return st.with_context("delegate '" + d.name + "' on " + d.device_uri + ": staging input");
-      }
+      if (!st.ok()) return fail(st, ": staging input");
     }
     if (!call.stage_in.empty()) {
       span(trace, d.device_uri, "copy", "to device: " + d.name, start);
       if (trace != nullptr) start = now_ns();
     }
     // Fences signal once, so an asynchronous device gets a new one per run.
-    std::unique_ptr<host::Fence> fence;
+    call.fence.reset();
     if (d.async) {
       auto created = host::Fence::create(d.plugin, d.device_index);
-      if (!created.ok()) {
-        *failed_call = s.step_call[i];
-        return created.status().with_context("delegate '" + d.name + "' on " + d.device_uri);
-      }
-      fence = std::move(*created);
+      if (!created.ok()) return fail(created.status(), "");
+      call.fence = std::move(*created);
     }
-    call.args.signal_fence = fence ? fence->handle() : nullptr;
+    call.args.signal_fence = call.fence ? call.fence->handle() : nullptr;
+    call.submitted_ns = start;
     Status st = plugin.take(plugin.api().execute(&call.args));
-    if (st.ok() && fence) {
-      const auto limit = s.run_timeout;
-      st = fence->wait(limit.count() == 0 ? UINT64_MAX
-                                          : static_cast<uint64_t>(limit.count()) * 1'000'000);
-      if (st.code() == StatusCode::kDeadlineExceeded) {
-        st = deadline_exceeded("delegate '" + d.name + "' on " + d.device_uri +
-                               " did not finish within the run timeout of " +
-                               std::to_string(limit.count()) +
-                               " ms (LoadOptions::run_timeout, Session::set_run_timeout; loom "
-                               "run --timeout): " +
-                               st.message());
-      }
-    }
-    span(trace, d.device_uri, "delegate", d.name, start);
-    if (!st.ok()) {
-      *failed_call = s.step_call[i];
-      return st.with_context("function '" + plan.info.name + "' instruction " +
-                             std::to_string(step.instruction) + ": delegate '" + d.name +
-                             "' on " + d.device_uri);
-    }
-    if (trace != nullptr) start = now_ns();
-    for (uint32_t t : call.stage_out) {
-      Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t],
-                                                 call.tensors[t].byte_size);
-      if (!out.ok()) {
-        *failed_call = s.step_call[i];
-        return out.with_context("delegate '" + d.name + "' on " + d.device_uri +
-                                ": reading output");
-      }
-    }
-    if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: " + d.name, start);
+    if (!st.ok()) return fail(st, "");
+    // An asynchronous call is completed when a later step needs what it
+    // touches, or at the end: calls on different devices overlap.
+    if (call.fence == nullptr) LOOM_RETURN_IF_ERROR(complete(s, static_cast<size_t>(index), trace, failed_call));
+  }
+  for (uint32_t j : s.wait_before[plan.steps.size()]) {
+    LOOM_RETURN_IF_ERROR(complete(s, j, trace, failed_call));
   }
   for (auto [k, v] : s.output_copies) {
     std::memcpy(s.outputs[k].data(), s.value_data[v], s.outputs[k].byte_size());
