@@ -13,6 +13,7 @@
 #include "host/handles.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace {
 
@@ -62,7 +63,7 @@ void BM_SessionRun(benchmark::State& state) {
 void BM_DirectExecute(benchmark::State& state) {
   Fixture f;
   if (!setup(f, state.range(0), state)) return;
-  auto plugin = f.runtime->plugin_host().plugin_for_key("cpu-simd");
+  auto plugin = runtime_internal_host(*f.runtime).plugin_for_key("cpu-simd");
   auto blob = f.program->reader().artifact_content(0);
   if (!plugin.ok() || !blob.ok()) {
     state.SkipWithError("cpu-simd plugin or blob missing");

@@ -205,6 +205,7 @@ else
   mkdir -p "$dir/cases"
   cp -r "$data/test_relu" "$data/test_lstm_defaults" "$dir/cases/"
   expect_ok "test-onnx one case" "^PASS test_relu$" "$loom" test-onnx "$dir/cases/test_relu"
+  expect_ok "test-onnx --json" '"passed": 1' "$loom" test-onnx "$dir/cases/test_relu" --json
   expect_exit "test-onnx --filter" 0 "^PASS test_relu$" \
     "$loom" test-onnx --filter relu "$dir/cases"
   [ "$(tail -n 1 "$dir/stdout")" = "test-onnx: 1 cases: 1 passed, 0 failed, 0 unsupported, 0 errors, 0 known failures (device reference)" ] ||

@@ -92,6 +92,27 @@ assert doc["placements"][0]["device"] == "reference", doc
 PY
 then fail "multi-variant runs differ from the reference run, or --json lacks the fallback"; fi
 
+# A run spanning vulkan-compute (float layers) and fpga-stub (the int8
+# quantize/dequantize nodes), when a Vulkan device is present (lavapipe).
+if "$loom" devices | grep -q "device vulkan-compute://0"; then
+  expect_ok "compile for vulkan-compute and fpga-stub" "^fpga-stub .*QuantizeLinear" \
+    "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/vk_fpga.loom" --target vulkan-compute,fpga-stub,cpu-simd
+  expect_ok "the run spans vulkan-compute and fpga-stub" "delegate fpga-stub_0 -> fpga-stub://0" \
+    "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" --output "probs=$dir/vk_fpga.npy"
+  "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" > "$dir/vk_fpga.out" 2>&1
+  grep -q "delegate vulkan-compute_0 -> vulkan-compute://0" "$dir/vk_fpga.out" ||
+    fail "the vulkan-compute/fpga-stub program placed nothing on vulkan-compute://0"
+  if ! /usr/bin/python3 - "$dir/vk_fpga.npy" "$dir/ref.npy" <<'PY'
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+sys.exit(0 if a.shape == b.shape and float(np.abs(a - b).max()) <= 1e-5 else 1)
+PY
+  then fail "the vulkan-compute/fpga-stub run differs from the reference"; fi
+else
+  skip "vulkan-compute with fpga-stub" "no vulkan-compute://0 device"
+fi
+
 # A run spanning fpga-stub and cpu-simd, traced: one track per device plus the
 # host; fpga-stub's own events (DMA, kernel) land on its device's track.
 expect_ok "traced split run" "fpga-stub://0  fpga-stub://0 kernel #1" \

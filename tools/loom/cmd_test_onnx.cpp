@@ -271,7 +271,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
     for (std::string& p : cf::classify(one, known ? &*known : nullptr, device)) {
       problems.push_back(std::move(p));
     }
-    std::cout << cf::format_case(one[0]) << std::endl;
+    if (!args.json) std::cout << cf::format_case(one[0]) << std::endl;
     results.push_back(std::move(one[0]));
   }
   std::error_code ec;
@@ -294,10 +294,14 @@ int run_test_onnx(const TestOnnxArgs& args) {
     out.close();
     if (!out) problems.push_back("cannot write the report " + args.report);
   }
-  for (const std::string& p : problems) std::cout << "problem: " << p << "\n";
-  if (pinned) std::cout << cf::format_baseline(*pinned, *baseline) << "\n";
   cf::Totals totals = cf::count(results);
-  std::cout << cf::format_totals(totals, args.device) << std::endl;
+  if (args.json) {
+    std::cout << cf::report_json(results, args.device, problems) << std::endl;
+  } else {
+    for (const std::string& p : problems) std::cout << "problem: " << p << "\n";
+    if (pinned) std::cout << cf::format_baseline(*pinned, *baseline) << "\n";
+    std::cout << cf::format_totals(totals, args.device) << std::endl;
+  }
   return totals.failed == 0 && totals.errors == 0 && problems.empty() ? 0 : 1;
 }
 

@@ -61,6 +61,7 @@ struct TestOnnxArgs {
   uint32_t timeout_s = 300;        // per case; 0: none
   uint32_t threads = 0;
   bool no_fork = false;            // run cases in this process (debugging)
+  bool json = false;               // print the --report document instead of text
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 

@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   cmd_test_onnx->add_option("--plugin-option", test_onnx.plugin_options,
                             "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);
+  cmd_test_onnx->add_flag("--json", test_onnx.json,
+                          "Print one JSON document (totals, every case, problems: the --report "
+                          "document) instead of text");
   cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
                           "Run every case in this process (for debuggers; a crash ends the run)");
 #endif

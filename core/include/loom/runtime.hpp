@@ -39,6 +39,7 @@ namespace loom {
 namespace host {
 class PluginHost;
 }
+
 class Program;
 class Session;
 
@@ -207,9 +208,9 @@ class Runtime {
   std::shared_ptr<Trace> start_trace();
   void stop_trace();
 
-  host::PluginHost& plugin_host() { return *host_; }
-
  private:
+  // The compile side reaches the host through runtime/runtime_internal.hpp.
+  friend host::PluginHost& runtime_internal_host(Runtime& runtime);
   Runtime() = default;
   // `folder`: the program file's folder, empty for a program in memory.
   Result<std::shared_ptr<Program>> prepare(std::unique_ptr<ProgramReader> reader,

@@ -8,6 +8,7 @@
 #include "host/compile_entries.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/runtime.hpp"
+#include "runtime/runtime_internal.hpp"
 #include "onnx/onnx_model.hpp"
 
 namespace loom::compiler {
@@ -71,7 +72,7 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   };
   auto fail = [&](const Status& st) { return st.with_context(model.string()); };
   progress("import", 0);
-  auto targets = load_targets(runtime.plugin_host(), options.targets);
+  auto targets = load_targets(runtime_internal_host(runtime), options.targets);
   if (!targets.ok()) return targets.status();
   EmitOptions emit;
   emit.params_scope = options.params_scope;

@@ -40,6 +40,8 @@ std::shared_ptr<Trace> Runtime::start_trace() {
 
 void Runtime::stop_trace() { host_->channel()->set_trace(nullptr); }
 
+host::PluginHost& runtime_internal_host(Runtime& runtime) { return *runtime.host_; }
+
 std::vector<PluginRecord> Runtime::plugins() {
   host_->load_all();
   return host_->plugins();
