@@ -165,3 +165,113 @@ TEST(Fallback, SessionsOnFourThreadsMoveOnce) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// main(a, b) = delegate "sum"(a, b) with variants [fake "fake:add",
+// loom.reference -> `reference_function`]; the program also has the function
+// "sum.reference"(a, b) = Add(a, b), and "bad.shape"(a) = Relu(a).
+std::vector<std::byte> program_with_reference(const std::string& reference_function) {
+  tools::ProgramBuilder b("reference_variant");
+  const std::string blob = "fake:add";
+  uint32_t fake = b.add_artifact(
+      "fake", 1, "sum.fake",
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(blob.data()), blob.size()));
+  uint32_t reference = b.add_artifact(
+      std::string(kReferenceLoaderKey), 1, "sum.reference",
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(reference_function.data()),
+                                 reference_function.size()));
+  uint32_t d = b.add_delegate("sum", {fake, reference});
+  {
+    tools::FunctionBuilder f = b.add_function("main");
+    uint32_t a = f.input("a", DType::kF32, {2, 3});
+    uint32_t x = f.input("b", DType::kF32, {2, 3});
+    uint32_t y = f.value("y", DType::kF32, {2, 3});
+    f.delegate_call(d, {a, x}, {y});
+    f.output(y);
+  }
+  {
+    tools::FunctionBuilder f = b.add_function("sum.reference");
+    uint32_t a = f.input("a", DType::kF32, {2, 3});
+    uint32_t x = f.input("b", DType::kF32, {2, 3});
+    uint32_t y = f.value("y", DType::kF32, {2, 3});
+    f.kernel_call("Add", {a, x}, {y});
+    f.output(y);
+  }
+  {
+    tools::FunctionBuilder f = b.add_function("bad.shape");
+    uint32_t a = f.input("a", DType::kF32, {3, 2});
+    uint32_t y = f.value("y", DType::kF32, {3, 2});
+    f.kernel_call("Relu", {a}, {y});
+    f.output(y);
+  }
+  return b.finish().value().write_buffer().value();
+}
+
+TEST(ReferenceVariant, RunsWhenNoDeviceCanLoadTheDelegate) {
+  auto runtime = fake_runtime({{"fake.fail_load", "0"}});
+  auto bytes = program_with_reference("sum.reference");
+  auto program = runtime->load_program(bytes).value();
+  EXPECT_EQ(program->placements()[0].device, "reference");
+  EXPECT_EQ(program->placements()[0].loader_key, kReferenceLoaderKey);
+  const auto& c = program->explain().delegates[0].candidates;
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].outcome, PlacementCandidate::Outcome::kRefused);
+  EXPECT_EQ(c[1].outcome, PlacementCandidate::Outcome::kChosen);
+  auto session = program->create_session("main").value();
+  ASSERT_TRUE(run_and_check(*session, 3).ok());
+  // bind_input reaches the reference function's operands too.
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b(6, 0.5f);
+  ASSERT_TRUE(session->bind_input(0, a.data(), 24).ok());
+  ASSERT_TRUE(session->bind_input(1, b.data(), 24).ok());
+  ASSERT_TRUE(session->run().ok());
+  EXPECT_FLOAT_EQ(session->output(0).data_as<float>()[5], 6.5f);
+}
+
+TEST(ReferenceVariant, IsWhereALostDeviceFallsBackTo) {
+  auto runtime = fake_runtime({{"fake.lose", "0"}});
+  LoadOptions options;
+  options.fallback = true;
+  auto bytes = program_with_reference("sum.reference");
+  auto program = runtime->load_program(bytes, options).value();
+  EXPECT_EQ(program->placements()[0].device, "fake://0");
+  auto session = program->create_session("main").value();
+  ASSERT_TRUE(run_and_check(*session, 1).ok());
+  EXPECT_EQ(program->placements()[0].device, "reference");
+  ASSERT_EQ(program->fallbacks().size(), 1u);
+  EXPECT_EQ(program->fallbacks()[0].to_device, "reference");
+  ASSERT_TRUE(run_and_check(*session, 2).ok());
+}
+
+TEST(ReferenceVariant, BadReferenceVariantsAreRefusedWithTheReason) {
+  auto runtime = fake_runtime({{"fake.fail_load", "0"}});
+  struct Case {
+    std::string function;
+    std::string expected;
+  };
+  for (const Case& bad : {Case{"nope", "names function 'nope', which the program does not have"},
+                          Case{"main", "calls delegates"},
+                          Case{"bad.shape", ""}}) {
+    auto bytes = program_with_reference(bad.function);
+    auto program = runtime->load_program(bytes);
+    if (bad.function == "bad.shape") {
+      // It loads (the signature is the call's business): creating a session
+      // says that the function does not match the call.
+      ASSERT_TRUE(program.ok()) << program.status().to_string();
+      auto session = (*program)->create_session("main");
+      ASSERT_FALSE(session.ok());
+      EXPECT_NE(session.status().message().find("does not match the call"), std::string::npos)
+          << session.status().message();
+      continue;
+    }
+    ASSERT_FALSE(program.ok()) << bad.function;
+    EXPECT_NE(program.status().message().find(bad.expected), std::string::npos)
+        << program.status().message();
+    EXPECT_NE(program.status().message().find("out of memory"), std::string::npos)
+        << program.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace loom
