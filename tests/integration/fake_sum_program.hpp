@@ -1,15 +1,18 @@
-// The program the fake-plugin tests load: main(a, b) = delegate "sum"(a, b)
+// What the fake-plugin tests share. The program they load: main(a, b) = delegate "sum"(a, b)
 // on f32[2, 3], with the delegate's variants given as (loader key, blob)
 // pairs, preferred first. The fake plugins compute "fake:add" as a + b.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/program_builder.hpp"
+#include "loom/runtime.hpp"
 
 namespace loom::testing {
 
@@ -32,6 +35,23 @@ inline std::vector<std::byte> sum_program(
   auto writer = b.finish();
   EXPECT_TRUE(writer.ok()) << writer.status().to_string();
   return writer.ok() ? writer->write_buffer().value() : std::vector<std::byte>();
+}
+
+// A runtime that finds only the fake plugins named in `plugins` (folders of
+// LOOM_TEST_PLUGIN_DIR), each created with `options`.
+inline std::unique_ptr<Runtime> fake_plugins_runtime(
+    std::vector<std::pair<std::string, std::string>> options,
+    const std::vector<std::string>& plugins = {"fake"}) {
+  RuntimeOptions o;
+  for (const std::string& p : plugins) {
+    o.plugin_paths.push_back(std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / p);
+  }
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.plugin_options = std::move(options);
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
+  return runtime.ok() ? std::move(*runtime) : nullptr;
 }
 
 }  // namespace loom::testing

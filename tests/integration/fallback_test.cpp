@@ -15,14 +15,7 @@ namespace loom {
 namespace {
 
 std::unique_ptr<Runtime> fake_runtime(std::vector<std::pair<std::string, std::string>> options) {
-  RuntimeOptions o;
-  o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
-  o.use_environment = false;
-  o.use_default_folder = false;
-  o.plugin_options = std::move(options);
-  auto runtime = Runtime::create(o);
-  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
-  return std::move(*runtime);
+  return testing::fake_plugins_runtime(std::move(options));
 }
 
 std::shared_ptr<Program> load(Runtime& runtime, LoadOptions options = {}) {

@@ -24,14 +24,7 @@ std::vector<std::byte> sum_program(const std::vector<std::string>& keys) {
 // key), both with `options`.
 std::unique_ptr<Runtime> runtime_with(std::vector<std::pair<std::string, std::string>> options,
                                       std::vector<std::string> plugins = {"fake"}) {
-  RuntimeOptions o;
-  for (const std::string& p : plugins) o.plugin_paths.push_back(std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / p);
-  o.use_environment = false;
-  o.use_default_folder = false;
-  o.plugin_options = std::move(options);
-  auto runtime = Runtime::create(o);
-  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
-  return std::move(*runtime);
+  return testing::fake_plugins_runtime(std::move(options), plugins);
 }
 
 // Three fake devices: fake://0 a CPU, fake://1 a GPU, fake://2 an accelerator.

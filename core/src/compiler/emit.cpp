@@ -126,8 +126,10 @@ class Emitter {
   }
 
  private:
-  Status kernel_call(size_t n) {
-    const graph::Node& node = graph_.nodes[n];
+  // The kernel call of `node`, with `value` giving the value of each of its
+  // tensors.
+  template <typename ValueOf>
+  static Result<InstructionDef> kernel_instruction(const graph::Node& node, ValueOf&& value) {
     InstructionDef ins;
     ins.op = OpCode::kKernelCall;
     ins.kernel = node.op_type;
@@ -138,16 +140,20 @@ class Emitter {
         ins.inputs.push_back(kAbsentValue);
         continue;
       }
-      auto v = value(t);
-      if (!v.ok()) return v.status().with_context(graph::describe_node(graph_, n));
-      ins.inputs.push_back(*v);
+      LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+      ins.inputs.push_back(v);
     }
     for (int32_t t : node.outputs) {
-      auto v = value(t);
-      if (!v.ok()) return v.status();
-      ins.outputs.push_back(*v);
+      LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+      ins.outputs.push_back(v);
     }
-    f().instructions.push_back(std::move(ins));
+    return ins;
+  }
+
+  Status kernel_call(size_t n) {
+    auto ins = kernel_instruction(graph_.nodes[n], [this](int32_t t) { return value(t); });
+    if (!ins.ok()) return ins.status().with_context(graph::describe_node(graph_, n));
+    f().instructions.push_back(std::move(*ins));
     return Status();
   }
 
@@ -250,23 +256,7 @@ class Emitter {
       return v;
     };
     for (const graph::Node& node : sub.graph.nodes) {
-      InstructionDef ins;
-      ins.op = OpCode::kKernelCall;
-      ins.kernel = node.op_type;
-      ins.attributes = node.attributes;
-      ins.opset = static_cast<int32_t>(node.opset);
-      for (int32_t t : node.inputs) {
-        if (t == graph::kNoTensor) {
-          ins.inputs.push_back(kAbsentValue);
-          continue;
-        }
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.inputs.push_back(v);
-      }
-      for (int32_t t : node.outputs) {
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.outputs.push_back(v);
-      }
+      LOOM_ASSIGN_OR_RETURN(InstructionDef ins, kernel_instruction(node, value));
       fn.instructions.push_back(std::move(ins));
     }
     for (int32_t whole : sub.call_outputs) {
