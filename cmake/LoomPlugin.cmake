@@ -3,7 +3,7 @@
 #     LOADER_KEYS <key>...
 #     [VERSION <x.y.z>]            (default: the project's version)
 #     [ABI_MIN <major.minor>]      (default: 1.0)
-#     [ABI_MAX <major.minor>]      (default: 1.0)
+#     [ABI_MAX <major.minor>]      (default: 1.1, what plugin.hpp's sdk::query speaks)
 #     [OUTPUT_DIR <dir>])          (default: LOOM_PLUGIN_OUTPUT_DIR)
 #
 # Builds every plugin the same way: a MODULE library with hidden visibility
@@ -26,7 +26,7 @@ function(loom_add_plugin name)
     set(P_ABI_MIN "1.0")
   endif()
   if(NOT P_ABI_MAX)
-    set(P_ABI_MAX "1.0")
+    set(P_ABI_MAX "1.1")
   endif()
   if(NOT P_OUTPUT_DIR)
     set(P_OUTPUT_DIR "${LOOM_PLUGIN_OUTPUT_DIR}")

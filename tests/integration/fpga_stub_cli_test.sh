@@ -67,6 +67,19 @@ expect_ok "multi-variant program on cpu-simd alone" "delegate fpga-stub_0 -> ref
   "$loom" run "$dir/all.loom" --device cpu-simd --input "x=$dir/input.npy" --output "probs=$dir/v_cpu.npy"
 expect_ok "multi-variant program on fpga-stub alone" "delegate cpu-simd_0 -> reference (loom.reference)" \
   "$loom" run "$dir/all.loom" --device fpga-stub --input "x=$dir/input.npy" --output "probs=$dir/v_fpga.npy"
+# policy:fastest asks fpga-stub for its estimate (ABI 1.1 executable_estimate,
+# from its timing model) and shows it; slowing the simulated clock raises it.
+expect_ok "policy:fastest shows fpga-stub's estimate" \
+  "chosen    variant 0 'fpga-stub' on fpga-stub://0 \[policy:fastest, score 3, estimate [0-9.]* us\]" \
+  "$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --explain
+fast_us=$("$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --json |
+  /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["placement"]["delegates"][0]["candidates"][0]["estimate_ns"])')
+slow_us=$("$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --json \
+  --plugin-option fpga.clock_mhz=10 |
+  /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["placement"]["delegates"][0]["candidates"][0]["estimate_ns"])')
+if ! [ "${fast_us:-0}" -gt 0 ] 2>/dev/null || ! [ "${slow_us:-0}" -gt "$fast_us" ] 2>/dev/null; then
+  fail "fpga-stub's estimate does not follow its clock (${fast_us:-none} ns, at 10 MHz ${slow_us:-none} ns)"
+fi
 expect_ok "load-time fallback when fpga-stub rejects its blob" "refused   variant 0 'fpga-stub' on fpga-stub://0: .*rejects the bitstream" \
   "$loom" run "$dir/all.loom" --input "x=$dir/input.npy" --explain --plugin-option fpga.fault.reject_blob=1
 expect_error "a lost device without --fallback" "device_lost: .*delegate 'fpga-stub_0' on fpga-stub://0" \
@@ -109,6 +122,34 @@ a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
 sys.exit(0 if a.shape == b.shape and float(np.abs(a - b).max()) <= 1e-5 else 1)
 PY
   then fail "the vulkan-compute/fpga-stub run differs from the reference"; fi
+  # Values between the devices: vulkan-compute imports the session's arena
+  # (lavapipe has VK_EXT_external_memory_host), so its delegates copy nothing;
+  # fpga-stub (memory of its own, no import) stages.
+  expect_ok "vulkan-compute reads and writes the imported arena" \
+    "vulkan-compute_0 on vulkan-compute://0: [1-9][0-9]* in the imported arena (no copies), 0 copied in and 0 copied out" \
+    "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" --explain
+  expect_ok "fpga-stub stages its operands" \
+    "fpga-stub_0 on fpga-stub://0: 0 in the imported arena (no copies), 1 copied in and 1 copied out" \
+    "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" --explain
+  expect_ok "--json lists the transfers" '"imported": [1-9]' \
+    "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" --json
+  # vulkan-compute's own trace events: one span per dispatch, timed by the
+  # queue's timestamps, on its device's track.
+  expect_ok "traced vulkan-compute/fpga-stub run" "vulkan-compute://0 dispatch #0 " \
+    "$loom" run "$dir/vk_fpga.loom" --input "x=$dir/input.npy" --trace "$dir/vk_trace.json" --profile
+  if ! /usr/bin/python3 - "$dir/vk_trace.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+spans = [e for e in events if e["ph"] in ("B", "E") and e["name"].startswith("dispatch #")]
+assert spans and all(tracks[e["tid"]] == "vulkan-compute://0" for e in spans), spans[:4]
+begins = sum(e["ph"] == "B" for e in spans)
+assert begins * 2 == len(spans), "unbalanced dispatch spans"
+delegates = [e for e in events if e.get("cat") == "delegate" and tracks[e["tid"]] == "vulkan-compute://0"]
+first, last = min(d["ts"] for d in delegates), max(d["ts"] + d["dur"] for d in delegates)
+assert all(first - 1000 <= e["ts"] <= last + 1000 for e in spans), "dispatch spans outside the delegates' time"
+PY
+  then fail "vulkan-compute's dispatch spans are missing or misplaced"; fi
 else
   skip "vulkan-compute with fpga-stub" "no vulkan-compute://0 device"
 fi

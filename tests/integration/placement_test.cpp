@@ -109,6 +109,55 @@ TEST(Placement, PoliciesRankAcceleratorsFirst) {
   EXPECT_EQ(place(*runtime, "policy:prefer-accelerator&kind:cpu").device, "fake://0");
 }
 
+TEST(Placement, FastestFollowsThePluginsEstimates) {
+  // ABI 1.1 executable_estimate: the CPU says 5 us, the GPU 2 us, the
+  // accelerator 9 us, so the GPU goes first although accelerators rank higher
+  // by kind.
+  auto runtime = runtime_with({{"fake.devices", "3"},
+                               {"fake.kinds", "cpu,gpu,accelerator"},
+                               {"fake.estimate_ns", "5000,2000,9000"}});
+  Placed p = place(*runtime, "policy:fastest");
+  EXPECT_EQ(p.device, "fake://1");
+  const auto& c = p.explanation.delegates.at(0).candidates;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].estimate_ns, 2000u);
+  EXPECT_EQ(c[1].device, "fake://0");
+  EXPECT_EQ(c[1].estimate_ns, 5000u);
+  EXPECT_EQ(c[2].device, "fake://2");
+  EXPECT_NE(p.explanation.to_string().find("estimate 2.0 us"), std::string::npos)
+      << p.explanation.to_string();
+  // The estimate orders only policy:fastest; other selectors keep their order.
+  EXPECT_EQ(place(*runtime, "policy:prefer-accelerator").device, "fake://2");
+  EXPECT_EQ(place(*runtime, "fake").device, "fake://0");
+}
+
+TEST(Placement, FastestPutsDevicesWithoutAnEstimateAfterThoseWithOne) {
+  // Device 2 (the accelerator) answers 0, "no estimate": it keeps its kind
+  // rank but comes after the devices that gave one.
+  auto runtime = runtime_with({{"fake.devices", "3"},
+                               {"fake.kinds", "cpu,gpu,accelerator"},
+                               {"fake.estimate_ns", "7000,3000,0"}});
+  Placed p = place(*runtime, "policy:fastest");
+  EXPECT_EQ(p.device, "fake://1");
+  const auto& c = p.explanation.delegates.at(0).candidates;
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[1].device, "fake://0");
+  EXPECT_EQ(c[2].device, "fake://2");
+  EXPECT_EQ(c[2].estimate_ns, 0u);
+}
+
+TEST(Placement, FastestWithoutEstimatesIsTheKindOrder) {
+  // A 1.0 plugin (fake_large speaks only 1.0) has no executable_estimate:
+  // the documented default is the kind ranking of prefer-accelerator.
+  auto runtime = runtime_with({{"fake.devices", "3"},
+                               {"fake.kinds", "cpu,gpu,accelerator"},
+                               {"fake.estimate_ns", "1,1,1"}},
+                              {"fake_large"});
+  Placed p = place(*runtime, "policy:fastest", {"fake_large"});
+  EXPECT_EQ(p.device, "fake_large://2");
+  for (const auto& c : p.explanation.delegates.at(0).candidates) EXPECT_EQ(c.estimate_ns, 0u);
+}
+
 TEST(Placement, PluginNameTakesItsFirstUsableDevice) {
   EXPECT_EQ(place(*three_kinds(), "fake").device, "fake://0");
   // fake://0 cannot load the executable: the plugin's next device takes it.

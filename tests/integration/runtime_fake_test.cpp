@@ -25,6 +25,12 @@ Tensor filled(float start) {
   return t;
 }
 
+// The fake plugins' blob for a + b.
+std::span<const std::byte> add_blob() {
+  static constexpr char kAdd[] = "fake:add";
+  return {reinterpret_cast<const std::byte*>(kAdd), sizeof kAdd - 1};
+}
+
 std::unique_ptr<Runtime> fake_runtime(
     std::vector<std::pair<std::string, std::string>> options = {}) {
   return testing::fake_plugins_runtime(std::move(options));
@@ -213,9 +219,7 @@ TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
   o.plugin_options = {{"fake.async", "1"}, {"fake.async_delay_ms", "150"}};
   auto runtime = Runtime::create(o).value();
   tools::ProgramBuilder b("overlap");
-  const std::string blob = "fake:add";
-  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(blob.data()),
-                                         blob.size());
+  const std::span<const std::byte> bytes = add_blob();
   uint32_t d1 = b.add_delegate("s1", {b.add_artifact("fake", 1, "s1", bytes)});
   uint32_t d2 = b.add_delegate("s2", {b.add_artifact("fake_large", 1, "s2", bytes)});
   tools::FunctionBuilder f = b.add_function("main");
@@ -261,9 +265,7 @@ TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
 TEST(RuntimeFake, AStepReadingAnAsyncResultWaitsForIt) {
   auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "30"}});
   tools::ProgramBuilder b("chain");
-  const std::string blob = "fake:add";
-  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(blob.data()),
-                                         blob.size());
+  const std::span<const std::byte> bytes = add_blob();
   uint32_t d = b.add_delegate("s", {b.add_artifact("fake", 1, "s", bytes)});
   tools::FunctionBuilder f = b.add_function("main");
   uint32_t a = f.input("a", DType::kF32, {2, 3});
@@ -282,6 +284,78 @@ TEST(RuntimeFake, AStepReadingAnAsyncResultWaitsForIt) {
   for (int i = 0; i < 6; ++i) {
     EXPECT_FLOAT_EQ((*out)[0].tensor.data_as<float>()[i], std::max(0.0f, -3.0f + 2.0f * i)) << i;
   }
+}
+
+// main(a, b) = Relu(s2(s1(a, b), s1(a, b))) with s1, s2 "fake:add" delegates
+// on the fake device, so y = s1(..) and z = s2(..) live in the arena.
+std::vector<std::byte> two_delegate_chain() {
+  tools::ProgramBuilder b("chain2");
+  const std::span<const std::byte> bytes = add_blob();
+  uint32_t d1 = b.add_delegate("s1", {b.add_artifact("fake", 1, "s1", bytes)});
+  uint32_t d2 = b.add_delegate("s2", {b.add_artifact("fake", 1, "s2", bytes)});
+  tools::FunctionBuilder f = b.add_function("main");
+  uint32_t a = f.input("a", DType::kF32, {2, 3});
+  uint32_t x = f.input("b", DType::kF32, {2, 3});
+  uint32_t y = f.value("y", DType::kF32, {2, 3});
+  uint32_t z = f.value("z", DType::kF32, {2, 3});
+  uint32_t w = f.value("w", DType::kF32, {2, 3});
+  f.delegate_call(d1, {a, x}, {y});
+  f.delegate_call(d2, {y, y}, {z});
+  f.kernel_call("Relu", {z}, {w});
+  f.output(w);
+  return b.finish().value().write_buffer().value();
+}
+
+void expect_chain_runs(Session& session) {
+  for (float start : {-4.0f, 1.0f}) {
+    ASSERT_TRUE(session.set_input(0, filled(start)).ok());
+    ASSERT_TRUE(session.set_input(1, filled(0)).ok());
+    Status st = session.run();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    for (int i = 0; i < 6; ++i) {
+      const float sum = start + i + static_cast<float>(i);
+      EXPECT_FLOAT_EQ(session.output(0).data_as<float>()[i], std::max(0.0f, 2 * sum)) << i;
+    }
+  }
+}
+
+// A device with its own memory that imports host memory gets the session's
+// arena once, as one buffer: values between delegates are not copied; only
+// the function's inputs are staged.
+TEST(RuntimeFake, ValuesBetweenDelegatesUseTheImportedArena) {
+  auto runtime = fake_runtime({{"fake.separate_memory", "1"}, {"fake.import", "1"}});
+  auto program = runtime->load_program(two_delegate_chain()).value();
+  auto session = program->create_session().value();
+  expect_chain_runs(*session);
+  auto t = session->transfers();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].delegate, "s1");
+  EXPECT_EQ(t[0].device, "fake://0");
+  EXPECT_EQ(t[0].staged_in, 2u);  // a and b, the function's inputs
+  EXPECT_EQ(t[0].imported, 1u);   // y
+  EXPECT_EQ(t[0].staged_out, 0u);
+  EXPECT_EQ(t[1].imported, 3u);   // y twice, z
+  EXPECT_EQ(t[1].staged_in + t[1].staged_out + t[1].host_pointers, 0u);
+}
+
+TEST(RuntimeFake, WithoutImportEveryOperandIsStaged) {
+  auto runtime = fake_runtime({{"fake.separate_memory", "1"}});
+  auto program = runtime->load_program(two_delegate_chain()).value();
+  auto session = program->create_session().value();
+  expect_chain_runs(*session);
+  auto t = session->transfers();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].staged_in, 2u);
+  EXPECT_EQ(t[0].staged_out, 1u);
+  EXPECT_EQ(t[1].staged_in, 2u);
+  EXPECT_EQ(t[1].staged_out, 1u);
+  EXPECT_EQ(t[0].imported + t[1].imported, 0u);
+  // A device executing on host pointers needs neither.
+  auto host = fake_runtime({{"fake.import", "1"}});
+  auto on_host = host->load_program(two_delegate_chain()).value()->create_session().value();
+  expect_chain_runs(*on_host);
+  EXPECT_EQ(on_host->transfers()[1].host_pointers, 3u);
+  EXPECT_EQ(on_host->transfers()[1].imported, 0u);
 }
 
 TEST(RuntimeFake, RunAsyncReturnsAtOnceAndItsHandleWaits) {

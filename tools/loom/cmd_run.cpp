@@ -229,7 +229,24 @@ struct RunReport {
   std::vector<double> times_us;                          // after the warm-up, sorted
   std::shared_ptr<Trace> trace;                          // --trace or --profile
   std::vector<FallbackEvent> fallbacks;
+  std::vector<DelegateTransfers> transfers;  // of the session run
 };
+
+// One line per delegate call: how its operands reach the device.
+std::string transfers_text(const std::string& function, const std::vector<DelegateTransfers>& ts) {
+  std::string out = "transfers (function " + function + ", planned when the session was made):\n";
+  for (const DelegateTransfers& t : ts) {
+    out += "  " + t.delegate + " on " + t.device + ": ";
+    if (t.host_pointers != 0 || (t.imported + t.staged_in + t.staged_out + t.constants) == 0) {
+      out += std::to_string(t.host_pointers) + " operands in host memory, no copies\n";
+      continue;
+    }
+    out += std::to_string(t.imported) + " in the imported arena (no copies), " +
+           std::to_string(t.staged_in) + " copied in and " + std::to_string(t.staged_out) +
+           " copied out per run, " + std::to_string(t.constants) + " constants copied once\n";
+  }
+  return out;
+}
 
 double quantile(const std::vector<double>& sorted, double q) {
   size_t k = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
@@ -246,6 +263,7 @@ nlohmann::json explanation_json(const PlacementExplanation& e) {
                             {"device", c.device},
                             {"matched_by", c.matched_by},
                             {"score", c.score},
+                            {"estimate_ns", c.estimate_ns},
                             {"outcome", placement_outcome_name(c.outcome)},
                             {"reason", c.reason}});
     }
@@ -293,6 +311,19 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
                            {"reason", f.reason.to_string()}});
     }
     doc["fallbacks"] = std::move(fallbacks);
+  }
+  if (!r.transfers.empty()) {
+    nlohmann::json transfers = nlohmann::json::array();
+    for (const DelegateTransfers& t : r.transfers) {
+      transfers.push_back({{"delegate", t.delegate},
+                           {"device", t.device},
+                           {"host_pointers", t.host_pointers},
+                           {"imported", t.imported},
+                           {"staged_in", t.staged_in},
+                           {"staged_out", t.staged_out},
+                           {"constants", t.constants}});
+    }
+    doc["transfers"] = std::move(transfers);
   }
   if (status.ok()) {
     doc["function"] = r.function;
@@ -363,6 +394,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   LOOM_ASSIGN_OR_RETURN(auto session, program->create_session(args.function));
   const FunctionInfo& fn = session->function();
   report.function = fn.name;
+  report.transfers = session->transfers();
 
   std::mt19937_64 rng(1234);
   std::vector<bool> given(fn.inputs.size(), false);
@@ -418,6 +450,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   std::sort(report.times_us.begin(), report.times_us.end());
   report.placements = program->placements();  // after any fallback
   report.fallbacks = program->fallbacks();
+  report.transfers = session->transfers();  // a fallback re-plans the moved calls
   if (report.trace != nullptr) runtime->stop_trace();
   if (!args.trace.empty()) {
     std::ofstream out(args.trace, std::ios::binary | std::ios::trunc);
@@ -464,6 +497,7 @@ int run_run(const RunArgs& args) {
   }
   if (args.explain && (report.loaded || !report.explanation.delegates.empty())) {
     std::cout << report.explanation.to_string();
+    if (!report.transfers.empty()) std::cout << transfers_text(report.function, report.transfers);
   }
   if (!status.ok()) return fail(status);
   for (const FallbackEvent& f : report.fallbacks) {

@@ -76,8 +76,8 @@ enum class PlacementPolicy : uint8_t {
 std::string_view placement_policy_name(PlacementPolicy policy);
 
 // The rank of `device` under `policy`, higher first: 0 under kNone; else by
-// kind, accelerator 3, GPU 2, CPU 1, virtual 0. (policy:fastest will use the
-// plugins' own estimates where they give one.)
+// kind, accelerator 3, GPU 2, CPU 1, virtual 0. (policy:fastest puts the
+// plugins' estimates before this; see DeviceSelector.)
 double policy_rank(PlacementPolicy policy, const DeviceInfo& device);
 
 // One condition of a selector alternative.
@@ -129,8 +129,10 @@ struct SelectorAlternative {
 // variants, in the program's order, that a device can load. Kinds are cpu,
 // gpu, accelerator, virtual; dtypes as in dtype_name (f32, f16, i8, ...);
 // capabilities as in capability_names (async, host-visible-memory, ...).
-// A plugin that gives no estimate is ranked by kind under policy:fastest, as
-// under policy:prefer-accelerator.
+// policy:fastest asks each plugin to estimate one execution of the variant
+// on the device (ABI 1.1 executable_estimate) and tries the fastest first;
+// candidates without an estimate follow, ranked by kind as under
+// policy:prefer-accelerator.
 class DeviceSelector {
  public:
   DeviceSelector() = default;

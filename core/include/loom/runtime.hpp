@@ -155,7 +155,11 @@ struct PlacementCandidate {
   uint32_t variant = 0;    // position in the delegate's variants, 0 = the program's first
   std::string device;      // URI; empty when no device serves the loader key
   std::string matched_by;  // the selector alternative that offered the device
-  double score = 0;        // under a policy: the device's rank, higher tried first
+  double score = 0;        // under a policy: the device's rank by kind, higher first
+  // policy:fastest: the plugin's estimate of one execution (ABI 1.1
+  // executable_estimate), ns; candidates with one come first, fastest first.
+  // 0: none.
+  uint64_t estimate_ns = 0;
   Outcome outcome = Outcome::kNotTried;
   std::string reason;      // why refused; for the chosen one, why it came first
 };
@@ -271,6 +275,20 @@ class RunHandle {
   uint64_t run_ = 0;
 };
 
+// How a session's call of one delegate gets its operands: decided when the
+// session is made, never per run (Session::transfers).
+struct DelegateTransfers {
+  std::string delegate;
+  std::string device;           // URI; "reference" for a loom.reference variant
+  uint32_t host_pointers = 0;   // used in host memory (a device that executes on host pointers)
+  // In the session's arena, which the device imported once as one buffer
+  // (buffer_import_host): read and written in place, no copies.
+  uint32_t imported = 0;
+  uint32_t staged_in = 0;       // copied into a device buffer before each run
+  uint32_t staged_out = 0;      // copied back out of one after each run
+  uint32_t constants = 0;       // copied to the device once, with the session
+};
+
 // Runs one function repeatedly. Owns the inputs' staging, the arena of
 // intermediates and the outputs, all allocated when the Session is created,
 // so run() allocates nothing. Not thread-safe: one Session per thread.
@@ -298,6 +316,11 @@ class Session {
   // How long run() waits for an asynchronous delegate, for this session
   // (default LoadOptions::run_timeout; zero: no limit). Negative is refused.
   Status set_run_timeout(std::chrono::milliseconds timeout);
+
+  // For each delegate call, in the function's order, how its operands
+  // reach the device. Values passed between two devices that both import
+  // host memory are not copied; the rest are staged.
+  std::vector<DelegateTransfers> transfers() const;
 
   size_t output_count() const;
   // Results of the last run(); valid until the next run() or destruction.

@@ -9,7 +9,10 @@
 namespace loom {
 namespace {
 
-constexpr uint64_t kArenaAlignment = 64;
+// 256: the largest storage-buffer offset alignment Vulkan allows, so that the
+// runtime can hand every slot to a device as an offset into the arena it
+// imported (buffer_import_host) instead of staging it through copies.
+constexpr uint64_t kArenaAlignment = 256;
 
 nlohmann::json type_record(const ValueDef& v) {
   nlohmann::json r = nlohmann::json::array({"ndarray", std::string(dtype_name(v.dtype)), v.shape.size()});

@@ -36,6 +36,25 @@ Status check_blob(const LoadedPlugin& plugin, size_t device_index, std::string_v
                              "' blob of " + std::to_string(blob.size()) + " bytes");
 }
 
+Result<uint64_t> estimate_blob(const LoadedPlugin& plugin, size_t device_index,
+                               std::string_view loader_key, uint32_t format_version,
+                               std::span<const std::byte> blob) {
+  LOOM_RETURN_IF_ERROR(check_device(plugin, device_index));
+  const auto entry = plugin.estimate_entry();
+  if (entry == nullptr) return uint64_t{0};
+  std::string key(loader_key);
+  loom_executable_estimate_args_t args{};
+  args.struct_size = LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE;
+  args.device = plugin.device_handle(device_index);
+  args.loader_key = key.c_str();
+  args.format_version = format_version;
+  args.blob = blob.data();
+  args.blob_size = blob.size();
+  LOOM_RETURN_IF_ERROR(plugin.take(entry(&args)).with_context(
+      plugin.devices()[device_index].uri + ": executable_estimate"));
+  return args.out_time_ns;
+}
+
 Result<std::unique_ptr<Executable>> Executable::load(
     std::shared_ptr<LoadedPlugin> plugin, size_t device_index, std::string_view loader_key,
     uint32_t format_version, std::span<const std::byte> blob,
@@ -90,6 +109,31 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate(std::shared_ptr<Loa
   LOOM_RETURN_IF_ERROR(plugin->take(plugin->api().buffer_allocate(&args)).with_context(where));
   if (args.out_buffer == nullptr) {
     return internal_error(where + ": buffer_allocate succeeded but returned no buffer");
+  }
+  std::unique_ptr<DeviceBuffer> out(new DeviceBuffer());
+  out->plugin_ = std::move(plugin);
+  out->handle_ = args.out_buffer;
+  out->size_ = bytes;
+  return out;
+}
+
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::import_host(
+    std::shared_ptr<LoadedPlugin> plugin, size_t device_index, void* host, uint64_t bytes) {
+  LOOM_RETURN_IF_ERROR(check_plugin(plugin, device_index));
+  const std::string where = "importing " + std::to_string(bytes) + " bytes of host memory on " +
+                            plugin->devices()[device_index].uri;
+  if (plugin->api().buffer_import_host == nullptr) {
+    return unimplemented(where + ": the plugin has no buffer_import_host");
+  }
+  if (host == nullptr) return invalid_argument(where + ": the host pointer is null");
+  loom_buffer_import_args_t args{};
+  args.struct_size = LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE;
+  args.device = plugin->device_handle(device_index);
+  args.host_pointer = host;
+  args.size = bytes;
+  LOOM_RETURN_IF_ERROR(plugin->take(plugin->api().buffer_import_host(&args)).with_context(where));
+  if (args.out_buffer == nullptr) {
+    return internal_error(where + ": buffer_import_host succeeded but returned no buffer");
   }
   std::unique_ptr<DeviceBuffer> out(new DeviceBuffer());
   out->plugin_ = std::move(plugin);

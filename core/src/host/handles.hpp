@@ -23,6 +23,13 @@ namespace loom::host {
 Status check_blob(const LoadedPlugin& plugin, size_t device_index, std::string_view loader_key,
                   uint32_t format_version, std::span<const std::byte> blob);
 
+// The plugin's estimate of one execution of a blob on a device, in
+// nanoseconds (ABI 1.1 executable_estimate); 0 when the plugin has no such
+// entry or gives no estimate for this blob. Errors are the plugin's.
+Result<uint64_t> estimate_blob(const LoadedPlugin& plugin, size_t device_index,
+                               std::string_view loader_key, uint32_t format_version,
+                               std::span<const std::byte> blob);
+
 // A delegate blob loaded on one device. Not copyable; destroying it calls
 // executable_destroy. handle() may be used concurrently as execute allows.
 class Executable {
@@ -57,6 +64,11 @@ class DeviceBuffer {
  public:
   static Result<std::unique_ptr<DeviceBuffer>> allocate(std::shared_ptr<LoadedPlugin> plugin,
                                                         size_t device_index, uint64_t bytes);
+  // buffer_import_host: a buffer over `bytes` of host memory at `host`,
+  // which must outlive the buffer.
+  static Result<std::unique_ptr<DeviceBuffer>> import_host(std::shared_ptr<LoadedPlugin> plugin,
+                                                           size_t device_index, void* host,
+                                                           uint64_t bytes);
   ~DeviceBuffer();  // buffer_free
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

@@ -8,6 +8,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -210,19 +211,25 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   char reason[512] = {};
   loom_plugin_query_t query{};
   query.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-  query.host_abi_min = options.abi_min;
-  query.host_abi_max = options.abi_max;
+  // The host offers the versions both it and the manifest speak (discovery
+  // already refused a plugin whose manifest range misses the host's), so a
+  // plugin whose library speaks newer versions than its manifest declares
+  // answers one the manifest promised.
+  const uint32_t offered_min = std::max(options.abi_min, manifest_.abi_min);
+  const uint32_t offered_max = std::min(options.abi_max, manifest_.abi_max);
+  query.host_abi_min = offered_min;
+  query.host_abi_max = offered_max;
   query.host = services_.get();
   query.reason = reason;
   query.reason_capacity = sizeof reason;
   loom_status_code_t code = query_fn(&query);
   reason[sizeof reason - 1] = '\0';
-  const std::string host_range = abi_range(options.abi_min, options.abi_max);
+  const std::string host_range = abi_range(offered_min, offered_max);
   if (code != LOOM_STATUS_OK) {
     return incompatible("plugin refused the host's ABI range " + host_range + ": " +
                         (reason[0] != '\0' ? reason : "(no reason given)"));
   }
-  if (query.out_abi_version < options.abi_min || query.out_abi_version > options.abi_max) {
+  if (query.out_abi_version < offered_min || query.out_abi_version > offered_max) {
     return incompatible("plugin chose ABI " + format_abi_version(query.out_abi_version) +
                         ", outside the host's range " + host_range);
   }
@@ -236,6 +243,13 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   if (api->abi_version != query.out_abi_version) {
     return incompatible("function table says ABI " + format_abi_version(api->abi_version) +
                         " but the query answered " + format_abi_version(query.out_abi_version));
+  }
+  if (query.out_abi_version >= LOOM_ABI_VERSION(1, 1) &&
+      query.out_abi_version < LOOM_ABI_VERSION(2, 0) &&
+      api->struct_size < LOOM_PLUGIN_API_V1_1_SIZE) {
+    return incompatible("function table has struct_size " + std::to_string(api->struct_size) +
+                        ", smaller than the ABI 1.1 size " +
+                        std::to_string(LOOM_PLUGIN_API_V1_1_SIZE) + " the plugin chose");
   }
   const std::pair<const char*, bool> required[] = {
       {"status_code", api->status_code != nullptr},

@@ -70,6 +70,14 @@ class LoadedPlugin {
   loom_device_t* device_handle(size_t index) const { return device_handles_[index]; }
   // Whether the plugin serves `loader_key` (per plugin_info).
   bool serves(std::string_view loader_key) const;
+  // The ABI 1.1 executable_estimate entry, when the version chosen has it
+  // and the plugin gives one; else nullptr.
+  auto estimate_entry() const -> decltype(loom_plugin_api_t::executable_estimate) {
+    return abi_version_ >= LOOM_ABI_VERSION(1, 1) && abi_version_ < LOOM_ABI_VERSION(2, 0) &&
+                   LOOM_STRUCT_HAS(loom_plugin_api_t, api_->struct_size, executable_estimate)
+               ? api_->executable_estimate
+               : nullptr;
+  }
   // Converts and destroys a status object of this plugin.
   Status take(loom_status_t* status) const { return take_status(*api_, status); }
   // Asks the plugin again whether it can run here (plugin_check_available);

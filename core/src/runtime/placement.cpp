@@ -1,6 +1,7 @@
 #include "runtime/placement.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "common/text.hpp"
@@ -37,6 +38,12 @@ std::string PlacementExplanation::to_string() const {
           if (!score.empty() && score.back() == '.') score.pop_back();
           line += ", score " + score;
         }
+        if (c.estimate_ns != 0) {
+          char estimate[48];
+          std::snprintf(estimate, sizeof estimate, ", estimate %.1f us",
+                        static_cast<double>(c.estimate_ns) / 1e3);
+          line += estimate;
+        }
         line += "]";
       }
       if (!c.reason.empty()) line += ": " + c.reason;
@@ -64,6 +71,8 @@ struct Placer::Candidate {
   bool excluded = false;  // not to be tried; `reason` says why
   std::string reason;
   bool reference = false;  // a "loom.reference" variant: no device
+  int alternative = -1;    // explicit selector: the alternative that offered it
+  uint64_t estimate_ns = 0;  // policy:fastest: the plugin's estimate (0: none)
 };
 
 namespace {
@@ -142,8 +151,40 @@ Result<Placer> Placer::create(host::PluginHost& host, DeviceSelector selector) {
   return not_found(message);
 }
 
-Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
-                       std::vector<Candidate>* out) {
+// Under policy:fastest, the plugins' estimates (ABI 1.1 executable_estimate)
+// order each alternative's candidates: those with an estimate first, fastest
+// first; those without keep the kind order after them.
+void Placer::rank_by_estimate(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                              std::vector<Candidate>* tried) {
+  size_t begin = 0;
+  while (begin < tried->size()) {
+    size_t end = begin;
+    while (end < tried->size() && (*tried)[end].alternative == (*tried)[begin].alternative) ++end;
+    const int a = (*tried)[begin].alternative;
+    if (a >= 0 && selector_.alternatives()[static_cast<size_t>(a)].policy ==
+                      PlacementPolicy::kFastest) {
+      for (size_t i = begin; i < end; ++i) {
+        Candidate& c = (*tried)[i];
+        const ArtifactDef& def = program.artifacts[c.artifact];
+        const Artifact* content = artifacts.artifact(c.artifact);
+        if (content == nullptr || !c.device) continue;
+        auto estimate = host::estimate_blob(*c.device->plugin, c.device->index, def.loader_key,
+                                            def.format_version, content->content);
+        c.estimate_ns = estimate.ok() ? *estimate : 0;  // an error is no estimate
+      }
+      std::stable_sort(tried->begin() + static_cast<std::ptrdiff_t>(begin),
+                       tried->begin() + static_cast<std::ptrdiff_t>(end),
+                       [](const Candidate& x, const Candidate& y) {
+                         if ((x.estimate_ns != 0) != (y.estimate_ns != 0)) return x.estimate_ns != 0;
+                         return x.estimate_ns < y.estimate_ns;
+                       });
+    }
+    begin = end;
+  }
+}
+
+Status Placer::collect(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                       const DelegateDef& delegate, std::vector<Candidate>* out) {
   const auto key_of = [&](uint32_t artifact) -> const std::string& {
     return program.artifacts[artifact].loader_key;
   };
@@ -202,8 +243,10 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
         const uint32_t artifact = delegate.variants[p];
         if (is_reference(artifact) || !device.plugin->serves(key_of(artifact))) continue;
         any = true;
-        tried.push_back({p, artifact, device, alternative.text,
-                         policy_rank(alternative.policy, device.info()), false, {}});
+        Candidate c{p, artifact, device, alternative.text,
+                    policy_rank(alternative.policy, device.info()), false, {}};
+        c.alternative = static_cast<int>(a);
+        tried.push_back(std::move(c));
       }
       if (!any) {
         std::string keys;
@@ -218,6 +261,7 @@ Status Placer::collect(const ProgramDef& program, const DelegateDef& delegate,
                                 (keys.empty() ? "none" : keys) + ")"});
       }
     }
+    rank_by_estimate(program, artifacts, &tried);
     for (uint32_t p = 0; p < delegate.variants.size(); ++p) {
       const uint32_t artifact = delegate.variants[p];
       if (is_reference(artifact)) continue;
@@ -277,6 +321,8 @@ Result<LoadedDelegate> load_delegate(const ProgramDef& program, const ArtifactRe
   d.executable = std::move(*executable);
   d.host_execute = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
   d.async = (info.capabilities & LOOM_DEVICE_CAP_ASYNC) != 0;
+  d.host_import = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT) != 0 &&
+                  d.plugin->api().buffer_import_host != nullptr;
   return d;
 }
 
@@ -287,7 +333,7 @@ Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRe
   explanation->delegate = delegate.name;
   explanation->candidates.clear();
   std::vector<Candidate> candidates;
-  LOOM_RETURN_IF_ERROR(collect(program, delegate, &candidates));
+  LOOM_RETURN_IF_ERROR(collect(program, artifacts, delegate, &candidates));
 
   std::optional<LoadedDelegate> loaded;
   std::string reasons;
@@ -298,6 +344,7 @@ Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRe
     out.device = c.device ? c.device->info().uri : std::string();
     out.matched_by = c.matched_by;
     out.score = c.score;
+    out.estimate_ns = c.estimate_ns;
     out.variant = c.position;
     if (c.position == kNoVariant) {
       out.outcome = PlacementCandidate::Outcome::kRefused;

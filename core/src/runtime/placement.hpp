@@ -55,8 +55,10 @@ class Placer {
   struct Candidate;
   Placer() = default;
   // Every candidate of one delegate, ordered: those to try first.
-  Status collect(const ProgramDef& program, const DelegateDef& delegate,
-                 std::vector<Candidate>* out);
+  Status collect(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                 const DelegateDef& delegate, std::vector<Candidate>* out);
+  void rank_by_estimate(const ProgramDef& program, const ArtifactRegistry& artifacts,
+                        std::vector<Candidate>* tried);
 
   host::PluginHost* host_ = nullptr;
   DeviceSelector selector_;

@@ -1,6 +1,7 @@
 // Session: the per-thread state of running one function. Everything a run
 // touches is allocated and wired up here, once; run() only calls kernels and
 // delegates with prepared arguments.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -26,11 +27,13 @@ struct DelegateCall {
   std::vector<loom_tensor_t> tensors;
   std::vector<const loom_tensor_t*> input_ptrs;
   std::vector<const loom_tensor_t*> output_ptrs;
-  // Separate device memory: one buffer per tensor, staged in and out.
+  // Separate device memory: one buffer per tensor (null for a tensor in the
+  // imported arena), staged in and out.
   std::vector<std::unique_ptr<host::DeviceBuffer>> buffers;
   std::vector<uint32_t> stage_in;   // tensor indices copied in before execute
   std::vector<uint32_t> stage_out;  // tensor indices copied out after
   std::vector<void*> host_pointers; // per tensor, for staging
+  uint32_t imported = 0;  // tensors passed in the imported arena, not staged
   loom_execute_args_t args{};
   // A "loom.reference" delegate: the session of its function, run on the
   // operands' host pointers.
@@ -46,6 +49,16 @@ struct Session::State {
   std::shared_ptr<Program::State> program;
   const runtime::FunctionPlan* plan = nullptr;
   AlignedBytes arena;
+  uint64_t arena_bytes = 0;  // allocated, a multiple of kArenaImportAlignment
+  // The arena imported as a buffer of a device (buffer_import_host), made at
+  // the first call on that device; a null buffer when the import failed.
+  // Destroyed before the arena.
+  struct ArenaImport {
+    const host::LoadedPlugin* plugin = nullptr;
+    size_t device = 0;
+    std::unique_ptr<host::DeviceBuffer> buffer;
+  };
+  std::vector<ArenaImport> arena_imports;
   std::vector<AlignedBytes> owned;
   std::vector<Tensor> staging;  // one per input
   std::vector<Tensor> outputs;  // one per output
@@ -167,6 +180,26 @@ bool RunHandle::done() const {
 }
 
 const FunctionInfo& Session::function() const { return state_->plan->info; }
+
+std::vector<DelegateTransfers> Session::transfers() const {
+  std::vector<DelegateTransfers> out;
+  for (const DelegateCall& call : state_->calls) {
+    DelegateTransfers t;
+    t.delegate = call.delegate->name;
+    t.device = call.delegate->device_uri;
+    if (call.delegate->host_execute) {
+      t.host_pointers = static_cast<uint32_t>(call.host_pointers.size());
+    } else {
+      t.imported = call.imported;
+      t.staged_in = static_cast<uint32_t>(call.stage_in.size());
+      t.staged_out = static_cast<uint32_t>(call.stage_out.size());
+      t.constants = static_cast<uint32_t>(call.buffers.size()) - t.imported - t.staged_in -
+                    t.staged_out;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
 size_t Session::output_count() const { return state_->outputs.size(); }
 const Tensor& Session::output(size_t index) const { return state_->outputs[index]; }
 
@@ -180,6 +213,42 @@ Result<const Tensor*> Session::output(std::string_view name) const {
 }
 
 namespace {
+
+// The arena's alignment and size granule, so that a device can import it
+// whole: host-pointer imports ask for page-aligned address and size (Vulkan's
+// minImportedHostPointerAlignment is 4096 on common drivers).
+constexpr uint64_t kArenaImportAlignment = 4096;
+// A value in an imported arena is handed to the device as an offset into it
+// when the offset is a multiple of this: Vulkan's largest allowed
+// minStorageBufferOffsetAlignment. (The compiler's memory plans align every
+// slot to it; older files' slots may fall back to staging.)
+constexpr uint64_t kImportedOffsetAlignment = 256;
+
+// The arena as a buffer of the delegate's device, imported once per session
+// and device; nullptr when the device cannot import it (the caller stages).
+host::DeviceBuffer* imported_arena(Session::State& s, const runtime::LoadedDelegate& delegate) {
+  for (auto& i : s.arena_imports) {
+    if (i.plugin == delegate.plugin.get() && i.device == delegate.device_index) {
+      return i.buffer.get();
+    }
+  }
+  Session::State::ArenaImport made;
+  made.plugin = delegate.plugin.get();
+  made.device = delegate.device_index;
+  auto buffer = host::DeviceBuffer::import_host(delegate.plugin, delegate.device_index,
+                                                s.arena.get(), s.arena_bytes);
+  if (buffer.ok()) {
+    made.buffer = std::move(*buffer);
+  } else {
+    if (s.program->channel != nullptr) {
+      s.program->channel->write(LOOM_LOG_DEBUG, "loom",
+                                "the session's arena is staged through copies on " +
+                                    delegate.device_uri + ": " + buffer.status().to_string());
+    }
+  }
+  s.arena_imports.push_back(std::move(made));
+  return s.arena_imports.back().buffer.get();
+}
 
 // Prepares the call of step `step` to `delegate`: tensors on host pointers,
 // or device buffers with their staging (constants are copied in once, here).
@@ -237,8 +306,19 @@ Status prepare_call(Session::State& s, size_t step_index,
     call.shapes.insert(call.shapes.end(), vp.shape.begin(), vp.shape.end());
     lt.byte_size = vp.bytes;
     call.host_pointers[t] = s.value_data[v];
+    host::DeviceBuffer* imported = nullptr;
+    if (!delegate.host_execute && delegate.host_import && vp.storage == runtime::Storage::kArena &&
+        vp.arena_offset % kImportedOffsetAlignment == 0) {
+      imported = imported_arena(s, delegate);
+    }
     if (delegate.host_execute) {
       lt.host_data = s.value_data[v];
+    } else if (imported != nullptr) {
+      // Zero copy: the device reads and writes the arena where it is.
+      lt.buffer = imported->handle();
+      lt.offset = vp.arena_offset;
+      ++call.imported;
+      call.buffers.push_back(nullptr);  // buffers stay indexed by tensor
     } else {
       LOOM_ASSIGN_OR_RETURN(auto buffer,
                             host::DeviceBuffer::allocate(delegate.plugin, delegate.device_index,
@@ -375,9 +455,12 @@ Result<std::unique_ptr<Session::State>> make_state(std::shared_ptr<Program::Stat
   // Read before the delegates, so that a fallback in between is seen by run().
   s->generation = program->placement_generation.load(std::memory_order_acquire);
   const std::string of_function = " of function '" + plan->info.name + "'";
-  auto arena = allocate_aligned(plan->arena_size, plan->arena_alignment);
+  const uint64_t arena_alignment = std::max<uint64_t>(plan->arena_alignment, kArenaImportAlignment);
+  auto arena = allocate_aligned(plan->arena_size, arena_alignment);
   if (!arena.ok()) return arena.status().with_context("the arena" + of_function);
   s->arena = std::move(*arena);
+  s->arena_bytes = (std::max<uint64_t>(plan->arena_size, 1) + arena_alignment - 1) /
+                   arena_alignment * arena_alignment;
   for (const ArgumentInfo& a : plan->info.inputs) {
     auto t = Tensor::zeros(a.dtype, a.shape);
     if (!t.ok()) return t.status().with_context("input '" + a.name + "'" + of_function);

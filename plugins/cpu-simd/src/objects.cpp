@@ -1,6 +1,7 @@
 #include "objects.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -61,7 +62,23 @@ Status Buffer::create(uint64_t size, uint64_t alignment, std::unique_ptr<Buffer>
   return Status();
 }
 
-Buffer::~Buffer() { ::operator delete(data_, std::align_val_t(alignment_)); }
+Status Buffer::wrap(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out) {
+  if (pointer == nullptr) return sdk::invalid_argument("buffer_import_host: host_pointer is NULL");
+  if (size > UINTPTR_MAX - reinterpret_cast<uintptr_t>(pointer)) {
+    return sdk::invalid_argument("buffer_import_host: " + std::to_string(size) +
+                                 " bytes from the pointer run past the address space");
+  }
+  std::unique_ptr<Buffer> b(new Buffer());
+  b->data_ = static_cast<std::byte*>(pointer);
+  b->size_ = size;
+  b->owned_ = false;
+  *out = std::move(b);
+  return Status();
+}
+
+Buffer::~Buffer() {
+  if (owned_) ::operator delete(data_, std::align_val_t(alignment_));
+}
 
 Status Buffer::check_range(const char* what, uint64_t offset, uint64_t size) const {
   if (offset > size_ || size > size_ - offset) {

@@ -42,6 +42,9 @@ class Buffer {
  public:
   // Fails with RESOURCE_EXHAUSTED when the memory cannot be had.
   static Status create(uint64_t size, uint64_t alignment, std::unique_ptr<Buffer>* out);
+  // buffer_import_host: a buffer over the caller's memory, which it neither
+  // copies nor frees (the caller keeps it valid until the buffer is freed).
+  static Status wrap(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -64,6 +67,7 @@ class Buffer {
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
   size_t alignment_ = kDefaultAlignment;
+  bool owned_ = true;  // false: imported host memory
 };
 
 class Executable {

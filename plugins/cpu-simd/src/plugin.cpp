@@ -74,7 +74,8 @@ class CpuSimdDevice {
     out->kind = LOOM_DEVICE_KIND_CPU;
     out->device_memory_bytes = memory_;
     out->host_visible_memory_bytes = memory_;
-    out->capabilities = LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY;
+    out->capabilities = LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
+                        LOOM_DEVICE_CAP_HOST_POINTER_IMPORT;
     out->dtype_mask = LOOM_DTYPE_BIT(LOOM_DTYPE_F32);
   }
 
@@ -96,6 +97,12 @@ class CpuSimdDevice {
       return sdk::invalid_argument("buffer_allocate: unknown flags " + std::to_string(flags));
     }
     return Buffer::create(size, alignment, out);
+  }
+
+  // Host memory is this device's memory: an imported buffer is the caller's
+  // bytes, used in place (any address and size; the caller keeps them valid).
+  Status import_host(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out) {
+    return Buffer::wrap(pointer, size, out);
   }
 
   Status create_fence(std::unique_ptr<Fence>* out) {
@@ -225,10 +232,11 @@ loom_status_t* compile_entry(loom_compile_args_t* args) {
   });
 }
 
-// The SDK's table with the compile entries filled in.
+// The SDK's table for the version chosen, with the compile entries filled in.
+template <uint32_t kVersion>
 const loom_plugin_api_t* api_with_compile() {
   static const loom_plugin_api_t kApi = [] {
-    loom_plugin_api_t api = *sdk::make_api<CpuSimd>();
+    loom_plugin_api_t api = *sdk::make_api<CpuSimd, kVersion>();
     api.compile_supported = &compile_supported_entry;
     api.compile = &compile_entry;
     return api;
@@ -236,11 +244,16 @@ const loom_plugin_api_t* api_with_compile() {
   return &kApi;
 }
 
+const loom_plugin_api_t* api_for(uint32_t version) {
+  return version >= LOOM_ABI_VERSION(1, 1) ? api_with_compile<LOOM_ABI_VERSION(1, 1)>()
+                                           : api_with_compile<LOOM_ABI_VERSION(1, 0)>();
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd
 
 extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_query_t* query) {
   const loom_status_code_t code = ::loom::sdk::query<::loom::cpu_simd::CpuSimd>(query);
-  if (code == LOOM_STATUS_OK) query->out_api = ::loom::cpu_simd::api_with_compile();
+  if (code == LOOM_STATUS_OK) query->out_api = ::loom::cpu_simd::api_for(query->out_abi_version);
   return code;
 }

@@ -336,17 +336,7 @@ bool Device::spend(uint64_t ns, const std::string& name) {
 }
 
 void Device::trace(loom_trace_phase_t phase, const std::string& name, uint64_t ns) {
-  if (host_ == nullptr || !LOOM_STRUCT_HAS(loom_host_services_t, host_->struct_size, trace) ||
-      host_->trace == nullptr) {
-    return;
-  }
-  loom_trace_event_t e{};
-  e.struct_size = LOOM_TRACE_EVENT_STRUCT_SIZE;
-  e.phase = phase;
-  e.category = uri_.c_str();
-  e.name = name.c_str();
-  e.timestamp_ns = ns;
-  host_->trace(host_->user_data, &e);
+  sdk::send_trace(host_, phase, uri_.c_str(), name.c_str(), ns);
 }
 
 }  // namespace loom::fpga_stub

@@ -172,6 +172,37 @@ loom_status_t* executable_check(loom_executable_check_args_t* args) {
   });
 }
 
+// ABI 1.1: the device's timing model applied to the bitstream, without
+// loading it: a DMA for each input and output plus the kernel's MACs and
+// float operations (fpga.clock_mhz, fpga.macs and the rest shape it).
+loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
+  return guard("executable_estimate", [&]() -> Status {
+    if (args == nullptr) return sdk::invalid_argument("executable_estimate: args is NULL");
+    LOOM_SDK_RETURN_IF_ERROR(check_size("executable_estimate", "loom_executable_estimate_args_t",
+                                        args->struct_size, LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE));
+    args->out_time_ns = 0;
+    if (args->device == nullptr) return sdk::invalid_argument("executable_estimate: device is NULL");
+    Device* d = device_of(args->device);
+    Bitstream bs;
+    LOOM_SDK_RETURN_IF_ERROR(check_blob(d, "executable_estimate", args->loader_key, args->format_version,
+                                        args->blob, args->blob_size, &bs));
+    const Timing& timing = d->config().timing;
+    uint64_t ns = 0;
+    for (const auto* list : {&bs.inputs, &bs.outputs}) {
+      for (uint32_t t : *list) ns += timing.dma_ns(bs.tensors[t].bytes);
+    }
+    NodeCost cost;
+    for (const BsNode& node : bs.nodes) {
+      const NodeCost nc = node_cost(bs, node);
+      cost.int8_macs += nc.int8_macs;
+      cost.f32_ops += nc.f32_ops;
+    }
+    ns += timing.kernel_ns(cost.int8_macs, cost.f32_ops);
+    args->out_time_ns = ns == 0 ? 1 : ns;
+    return Status();
+  });
+}
+
 loom_status_t* executable_load(loom_executable_load_args_t* args) {
   return guard("executable_load", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("executable_load: args is NULL");
@@ -468,11 +499,15 @@ loom_status_t* compile_entry(loom_compile_args_t* args) {
   });
 }
 
+// The table for the version chosen (plugin.h's versioning rule): 1.1 adds
+// executable_estimate.
+template <uint32_t kVersion>
 const loom_plugin_api_t* api() {
   static const loom_plugin_api_t kApi = [] {
     loom_plugin_api_t a{};
-    a.struct_size = LOOM_PLUGIN_API_STRUCT_SIZE;
-    a.abi_version = LOOM_ABI_CURRENT;
+    a.struct_size = kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
+                                                       : LOOM_PLUGIN_API_V1_0_SIZE;
+    a.abi_version = kVersion;
     a.status_code = &status_code;
     a.status_message = &status_message;
     a.status_destroy = &status_destroy;
@@ -501,6 +536,7 @@ const loom_plugin_api_t* api() {
     a.fence_query = &fence_query;
     a.compile_supported = &compile_supported_entry;
     a.compile = &compile_entry;
+    if constexpr (kVersion >= LOOM_ABI_VERSION(1, 1)) a.executable_estimate = &executable_estimate;
     return a;
   }();
   return &kApi;
@@ -527,6 +563,7 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_q
     return LOOM_STATUS_INTERNAL;
   }
   query->out_abi_version = version;
-  query->out_api = ::loom::fpga_stub::api();
+  query->out_api = version >= LOOM_ABI_VERSION(1, 1) ? ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 1)>()
+                                                     : ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 0)>();
   return LOOM_STATUS_OK;
 }

@@ -27,6 +27,29 @@ bool has_extension(const std::vector<VkExtensionProperties>& list, const char* n
 
 SubmitSlot::~SubmitSlot() {
   if (fence != VK_NULL_HANDLE) device->fns().vkDestroyFence(device->handle(), fence, nullptr);
+  if (queries != VK_NULL_HANDLE) {
+    device->fns().vkDestroyQueryPool(device->handle(), queries, nullptr);
+  }
+}
+
+void SubmitSlot::report_locked() {
+  if (queries == VK_NULL_HANDLE || reported == serial || dispatch_names.empty()) return;
+  reported = serial;
+  const size_t n = ticks.size();
+  const VkResult r = device->fns().vkGetQueryPoolResults(
+      device->handle(), queries, 0, static_cast<uint32_t>(n), n * sizeof(uint64_t), ticks.data(),
+      sizeof(uint64_t), VK_QUERY_RESULT_64_BIT);
+  if (r != VK_SUCCESS) return;  // not available: no spans for this submission
+  const double period = device->props().timestamp_period_ns;
+  const auto at = [&](size_t q) {
+    return submitted_ns + static_cast<uint64_t>(static_cast<double>(ticks[q] - ticks[0]) * period);
+  };
+  const Instance& instance = *device->instance();
+  const std::string& uri = device->props().uri;
+  for (size_t d = 0; d + 1 < n; ++d) {
+    instance.trace(LOOM_TRACE_BEGIN, uri, dispatch_names[d], at(d));
+    instance.trace(LOOM_TRACE_END, uri, dispatch_names[d], std::max(at(d), at(d + 1)));
+  }
 }
 
 Status SubmitSlot::wait(uint64_t which, uint64_t timeout_ns) {
@@ -39,6 +62,7 @@ Status SubmitSlot::wait(uint64_t which, uint64_t timeout_ns) {
   }
   if (r != VK_SUCCESS) return vk_status(r, device->props().uri + ": vkWaitForFences");
   in_flight = false;
+  report_locked();
   return Status();
 }
 
@@ -205,6 +229,16 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   d.int8 = f16_int8 && f16i8.shaderInt8;
   d.host_import = host_import;
   d.import_alignment = host_import ? import.minImportedHostPointerAlignment : 0;
+  {
+    uint32_t families = 0;
+    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
+    std::vector<VkQueueFamilyProperties> fam(families);
+    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fam.data());
+    if (queue_family < families && fam[queue_family].timestampValidBits != 0 &&
+        lim.timestampPeriod > 0) {
+      d.timestamp_period_ns = lim.timestampPeriod;
+    }
+  }
   for (uint32_t h = 0; h < memory_.memoryHeapCount; ++h) {
     const VkMemoryHeap& heap = memory_.memoryHeaps[h];
     bool host_visible = false;

@@ -36,6 +36,9 @@ struct DeviceProperties {
   bool int8 = false;
   bool host_import = false;  // VK_EXT_external_memory_host enabled
   uint64_t import_alignment = 0;
+  // Nanoseconds per timestamp tick on the compute queue; 0: the queue has no
+  // timestamps (then dispatches are not traced).
+  double timestamp_period_ns = 0;
 };
 
 // A fence the host can wait on. Signaled by the host (fence_signal) or by a
@@ -71,10 +74,22 @@ struct SubmitSlot {
   std::mutex mu;
   uint64_t serial = 0;     // submissions so far
   bool in_flight = false;  // the last submission may still run
+  // Dispatch timing (when the queue has timestamps): query 0 is written
+  // before the first dispatch, query d + 1 after dispatch d. Each finished
+  // submission becomes one trace span per dispatch on the device's track,
+  // placed from the host time of its submission.
+  VkQueryPool queries = VK_NULL_HANDLE;
+  std::vector<std::string> dispatch_names;
+  std::vector<uint64_t> ticks;  // query results, one per query
+  uint64_t submitted_ns = 0;  // steady clock, at the last vkQueueSubmit
+  uint64_t reported = 0;      // the last serial whose spans were sent
   ~SubmitSlot();
   // Waits for submission `serial` (or all, when 0); DEADLINE_EXCEEDED on
   // timeout, DEVICE_LOST naming the device.
   Status wait(uint64_t serial, uint64_t timeout_ns);
+  // With `mu` held, once the last submission finished: sends its dispatch
+  // spans (once per submission).
+  void report_locked();
 };
 
 // Device memory. A host-visible buffer stays mapped for its lifetime.

@@ -1,6 +1,7 @@
 #include "executable.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace loom::vulkan {
@@ -158,6 +159,28 @@ VulkanExecutable::Operand VulkanExecutable::operand(const sdk::ExecuteCallT<Fenc
   return {owned_[tensor]->handle(), 0, range};
 }
 
+namespace {
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::kUnary: return "Unary";
+    case Kernel::kBinary: return "Binary";
+    case Kernel::kMatMul: return "MatMul";
+    case Kernel::kSoftmax: return "Softmax";
+    case Kernel::kConv: return "Conv";
+    case Kernel::kPool: return "Pool";
+    case Kernel::kReduce: return "Reduce";
+    case Kernel::kLayerNorm: return "LayerNorm";
+    case Kernel::kCopy: return "Copy";
+    case Kernel::kResize: return "Resize";
+    case Kernel::kConvTranspose: return "ConvTranspose";
+    case Kernel::kCount: break;
+  }
+  return "kernel";
+}
+
+}  // namespace
+
 Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
                                 std::unique_ptr<BindingSet>* out) {
   const DeviceFns& f = device_->fns();
@@ -194,6 +217,20 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
   if (r != VK_SUCCESS) return vk_status(r, uri + ": vkAllocateCommandBuffers");
 
   const uint32_t dispatches = static_cast<uint32_t>(program_.dispatches.size());
+  const bool timed = dispatches != 0 && device_->props().timestamp_period_ns > 0;
+  if (timed) {
+    VkQueryPoolCreateInfo q{};
+    q.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    q.queryCount = dispatches + 1;
+    r = f.vkCreateQueryPool(dev, &q, nullptr, &set->slot->queries);
+    if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateQueryPool");
+    set->slot->ticks.assign(size_t{dispatches} + 1, 0);
+    for (uint32_t d = 0; d < dispatches; ++d) {
+      set->slot->dispatch_names.push_back("dispatch #" + std::to_string(d) + " " +
+                                          kernel_name(program_.dispatches[d].kernel));
+    }
+  }
   std::vector<VkDescriptorSet> sets(dispatches, VK_NULL_HANDLE);
   if (dispatches != 0) {
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, dispatches * kMaxBindings};
@@ -252,6 +289,10 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
           VK_ACCESS_HOST_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  if (timed) {
+    f.vkCmdResetQueryPool(set->cmd, set->slot->queries, 0, dispatches + 1);
+    f.vkCmdWriteTimestamp(set->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, set->slot->queries, 0);
+  }
   for (uint32_t d = 0; d < dispatches; ++d) {
     const BlobDispatch& bd = program_.dispatches[d];
     f.vkCmdBindPipeline(set->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_[d]);
@@ -263,6 +304,10 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
     }
     if (bd.groups[0] != 0 && bd.groups[1] != 0 && bd.groups[2] != 0) {
       f.vkCmdDispatch(set->cmd, bd.groups[0], bd.groups[1], bd.groups[2]);
+    }
+    if (timed) {
+      f.vkCmdWriteTimestamp(set->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, set->slot->queries,
+                            d + 1);
     }
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
@@ -327,9 +372,14 @@ Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
         return vk_status(r, device_->props().uri + ": waiting for the previous execution");
       }
       slot.in_flight = false;
+      slot.report_locked();  // before the next submission overwrites its timestamps
     }
     const VkResult r = f.vkResetFences(device_->handle(), 1, &slot.fence);
     if (r != VK_SUCCESS) return vk_status(r, device_->props().uri + ": vkResetFences");
+    slot.submitted_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count());
     LOOM_SDK_RETURN_IF_ERROR(device_->submit(set->cmd, slot.fence));
     slot.in_flight = true;
     serial = ++slot.serial;

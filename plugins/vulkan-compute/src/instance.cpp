@@ -53,6 +53,11 @@ void Instance::log(loom_log_level_t level, const std::string& message) const {
   }
 }
 
+void Instance::trace(loom_trace_phase_t phase, const std::string& category,
+                     const std::string& name, uint64_t timestamp_ns) const {
+  sdk::send_trace(host_, phase, category.c_str(), name.c_str(), timestamp_ns);
+}
+
 VKAPI_ATTR VkBool32 VKAPI_CALL Instance::on_message(
     VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,
     const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {

@@ -53,6 +53,11 @@ class Instance {
 
   // Logs through the host's logger when it has one.
   void log(loom_log_level_t level, const std::string& message) const;
+  // Sends one trace event to the host's trace service when it has one
+  // (`timestamp_ns` on the steady clock; the host drops it unless a trace is
+  // being recorded).
+  void trace(loom_trace_phase_t phase, const std::string& category, const std::string& name,
+             uint64_t timestamp_ns) const;
 
  private:
   Instance() = default;

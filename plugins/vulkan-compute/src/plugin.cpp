@@ -1,6 +1,6 @@
 // The vulkan-compute plugin: one device per Vulkan physical device with a
-// compute queue. The glue to the C ABI is loom/plugin.hpp; the entries that
-// helper leaves NULL (buffer_import_host, and the compile entries) are added
+// compute queue. The glue to the C ABI is loom/plugin.hpp (which also makes
+// buffer_import_host of Device::import_host); the compile entries are added
 // to its table here.
 #include <memory>
 #include <string>
@@ -151,22 +151,6 @@ namespace {
 
 using Thunks = sdk::detail::Thunks<VulkanCompute>;
 
-loom_status_t* buffer_import_host_entry(loom_buffer_import_args_t* args) {
-  return Thunks::guard("buffer_import_host", [&]() -> Status {
-    if (args == nullptr) return sdk::invalid_argument("buffer_import_host: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("buffer_import_host",
-                                                     "loom_buffer_import_args_t", args->struct_size,
-                                                     LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE));
-    args->out_buffer = nullptr;
-    if (args->device == nullptr) return sdk::invalid_argument("buffer_import_host: device is NULL");
-    std::unique_ptr<Buffer> buffer;
-    LOOM_SDK_RETURN_IF_ERROR(reinterpret_cast<Device*>(args->device)
-                                 ->import_host(args->host_pointer, args->size, &buffer));
-    args->out_buffer = reinterpret_cast<loom_buffer_t*>(buffer.release());
-    return Status();
-  });
-}
-
 loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
   return Thunks::guard("compile_supported", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
@@ -218,10 +202,12 @@ loom_status_t* compile_entry(loom_compile_args_t* args) {
   });
 }
 
+// The SDK's table for the version chosen (buffer_import_host comes from
+// Device::import_host), with the compile entries filled in.
+template <uint32_t kVersion>
 const loom_plugin_api_t* full_api() {
   static const loom_plugin_api_t kApi = [] {
-    loom_plugin_api_t api = *sdk::make_api<VulkanCompute>();
-    api.buffer_import_host = &buffer_import_host_entry;
+    loom_plugin_api_t api = *sdk::make_api<VulkanCompute, kVersion>();
     api.compile_supported = &compile_supported_entry;
     api.compile = &compile_entry;
     return api;
@@ -229,11 +215,16 @@ const loom_plugin_api_t* full_api() {
   return &kApi;
 }
 
+const loom_plugin_api_t* full_api_for(uint32_t version) {
+  return version >= LOOM_ABI_VERSION(1, 1) ? full_api<LOOM_ABI_VERSION(1, 1)>()
+                                           : full_api<LOOM_ABI_VERSION(1, 0)>();
+}
+
 }  // namespace
 }  // namespace loom::vulkan
 
 extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_query_t* query) {
   const loom_status_code_t code = ::loom::sdk::query<::loom::vulkan::VulkanCompute>(query);
-  if (code == LOOM_STATUS_OK) query->out_api = ::loom::vulkan::full_api();
+  if (code == LOOM_STATUS_OK) query->out_api = ::loom::vulkan::full_api_for(query->out_abi_version);
   return code;
 }

@@ -91,7 +91,12 @@ Status vk_status(VkResult r, const std::string& what);
   X(vkCreateDescriptorPool)               \
   X(vkDestroyDescriptorPool)              \
   X(vkAllocateDescriptorSets)             \
-  X(vkUpdateDescriptorSets)
+  X(vkUpdateDescriptorSets)               \
+  X(vkCreateQueryPool)                    \
+  X(vkDestroyQueryPool)                   \
+  X(vkCmdResetQueryPool)                  \
+  X(vkCmdWriteTimestamp)                  \
+  X(vkGetQueryPoolResults)
 
 #define LOOM_VK_DECLARE_FN(name) PFN_##name name = nullptr;
 

@@ -48,7 +48,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 0
+#define LOOM_ABI_MINOR 1
 #define LOOM_ABI_CURRENT LOOM_ABI_VERSION(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 
 /* Size of a struct up to and including `last_field`. Used to define the
@@ -422,13 +422,36 @@ typedef struct loom_compile_args_t {
 #define LOOM_COMPILE_ARGS_STRUCT_SIZE \
   LOOM_STRUCT_SIZE(loom_compile_args_t, out_format_version)
 
+/* ABI 1.1. Arguments of executable_estimate: how long one execution of a
+ * blob would take on a device, asked before anything is loaded. */
+typedef struct loom_executable_estimate_args_t {
+  size_t struct_size;
+  loom_device_t* device;
+  const char* loader_key;
+  uint32_t format_version;
+  const void* blob; /* borrowed for the call */
+  size_t blob_size;
+  /* The plugin's estimate of one execution in nanoseconds, inputs and
+   * outputs already in place; 0: no estimate for this blob. */
+  uint64_t out_time_ns;
+} loom_executable_estimate_args_t;
+#define LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE \
+  LOOM_STRUCT_SIZE(loom_executable_estimate_args_t, out_time_ns)
+
 /* ---------------------------------------------------------------------------
  * The function table
  * ------------------------------------------------------------------------- */
 
 /* Everything a plugin offers. Owned by the plugin (typically static) and valid
  * until the library is unloaded. Entries up to LOOM_PLUGIN_API_V1_0_SIZE are
- * required except those marked optional, which may be NULL. */
+ * required except those marked optional, which may be NULL.
+ *
+ * Versions: the table a plugin hands out for the version V it chose says
+ * abi_version = V and has a struct_size of at least V's size constant
+ * (LOOM_PLUGIN_API_V1_0_SIZE for 1.0, LOOM_PLUGIN_API_V1_1_SIZE for 1.1). A
+ * host reads an entry added in 1.M only when the version chosen is 1.M or
+ * newer and struct_size covers it (LOOM_STRUCT_HAS). So a plugin speaking
+ * 1.0-1.1 that a 1.0 host loads answers 1.0 with a 1.0 table. */
 typedef struct loom_plugin_api_t {
   size_t struct_size;
   uint32_t abi_version; /* the version chosen, as in the query answer */
@@ -501,9 +524,18 @@ typedef struct loom_plugin_api_t {
   /* -- compile side (optional: both NULL for a run-only plugin) -- */
   loom_status_t* (*compile_supported)(loom_compile_supported_args_t* args);
   loom_status_t* (*compile)(loom_compile_args_t* args);
+
+  /* -- ABI 1.1 -- */
+  /* Optional (NULL): estimates one execution of a blob on a device without
+   * loading it; `policy:fastest` ranks devices by it (a plugin without it is
+   * ranked by device kind). Cheap and thread-safe; an error or 0 means no
+   * estimate. */
+  loom_status_t* (*executable_estimate)(loom_executable_estimate_args_t* args);
 } loom_plugin_api_t;
 #define LOOM_PLUGIN_API_V1_0_SIZE LOOM_STRUCT_SIZE(loom_plugin_api_t, compile)
-#define LOOM_PLUGIN_API_STRUCT_SIZE LOOM_PLUGIN_API_V1_0_SIZE
+#define LOOM_PLUGIN_API_V1_1_SIZE LOOM_STRUCT_SIZE(loom_plugin_api_t, executable_estimate)
+/* The size of the table this header describes (the newest version). */
+#define LOOM_PLUGIN_API_STRUCT_SIZE LOOM_PLUGIN_API_V1_1_SIZE
 
 /* ---------------------------------------------------------------------------
  * The entry point

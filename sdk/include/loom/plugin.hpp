@@ -37,13 +37,21 @@
 //               Status copy_to_host(uint64_t offset, void* dst, uint64_t size);
 //   Fence:      Status signal();  Status wait(uint64_t timeout_ns);  Status query(bool* out);
 //
+// Optional members, detected at compile time (the entry is NULL without them):
+//   Device:     Status import_host(void* pointer, uint64_t size,
+//                                  std::unique_ptr<Buffer>* out);   // buffer_import_host
+//               Status estimate_executable(const Blob& blob,
+//                                          uint64_t* out_time_ns);  // ABI 1.1
+//
 // and then, in one source file:
 //
 //   LOOM_SDK_DEFINE_ENTRY(MyPlugin)
 //
 // Handles given to the host are the Impl objects themselves (reinterpret_cast
-// to the opaque C types); the thunks take ownership back on destroy. The
-// optional entries (buffer_import_host, compile_supported, compile) are NULL.
+// to the opaque C types); the thunks take ownership back on destroy.
+// buffer_import_host and executable_estimate are set when Device has the
+// optional member; compile_supported and compile are NULL (a plugin that
+// compiles sets them in a copy of the table).
 #ifndef LOOM_PLUGIN_HPP_
 #define LOOM_PLUGIN_HPP_
 
@@ -213,6 +221,25 @@ class Options {
 };
 
 // What plugin_create hands to Impl::create.
+// Sends one trace event through the host's trace service, when `host` offers
+// one (NULL-tolerant; the host drops it unless a trace is being recorded).
+// `category` is a device URI to put the event on that device's track;
+// `timestamp_ns` is on the steady clock, 0 to let the host stamp it.
+inline void send_trace(const loom_host_services_t* host, loom_trace_phase_t phase,
+                       const char* category, const char* name, uint64_t timestamp_ns) {
+  if (host == nullptr || !LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, trace) ||
+      host->trace == nullptr) {
+    return;
+  }
+  loom_trace_event_t e{};
+  e.struct_size = LOOM_TRACE_EVENT_STRUCT_SIZE;
+  e.phase = phase;
+  e.category = category;
+  e.name = name;
+  e.timestamp_ns = timestamp_ns;
+  host->trace(host->user_data, &e);
+}
+
 struct CreateContext {
   const loom_host_services_t* host = nullptr;  // may be NULL; valid until unload
   Options options;
@@ -415,6 +442,42 @@ struct Thunks {
       return reinterpret_cast<Device*>(args->device)->check_executable(blob);
     });
   }
+  static loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
+    return guard("executable_estimate", [&]() -> Status {
+      if (args == nullptr) return invalid_argument("executable_estimate: args is NULL");
+      LOOM_SDK_RETURN_IF_ERROR(check_size("executable_estimate", "loom_executable_estimate_args_t",
+                                          args->struct_size,
+                                          LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE));
+      args->out_time_ns = 0;
+      Blob blob;
+      LOOM_SDK_RETURN_IF_ERROR(blob_of("executable_estimate", args->device, args->loader_key,
+                                       args->format_version, args->blob, args->blob_size, &blob));
+      return estimate_of(reinterpret_cast<Device*>(args->device), blob, &args->out_time_ns, 0);
+    });
+  }
+  // Calls Device::estimate_executable when the plugin has one.
+  template <typename D>
+  static auto estimate_of(D* device, const Blob& blob, uint64_t* out, int)
+      -> decltype(device->estimate_executable(blob, out)) {
+    return device->estimate_executable(blob, out);
+  }
+  template <typename D>
+  static Status estimate_of(D*, const Blob&, uint64_t*, long) {
+    return Status();
+  }
+  static constexpr bool has_estimate() { return has_estimate_impl<Device>(0); }
+  template <typename D>
+  static constexpr auto has_estimate_impl(int)
+      -> decltype(std::declval<D&>().estimate_executable(std::declval<const Blob&>(),
+                                                         std::declval<uint64_t*>()),
+                  bool()) {
+    return true;
+  }
+  template <typename D>
+  static constexpr bool has_estimate_impl(long) {
+    return false;
+  }
+
   static loom_status_t* executable_load(loom_executable_load_args_t* args) {
     return guard("executable_load", [&]() -> Status {
       if (args == nullptr) return invalid_argument("executable_load: args is NULL");
@@ -482,6 +545,46 @@ struct Thunks {
       args->out_buffer = reinterpret_cast<loom_buffer_t*>(buffer.release());
       return Status();
     });
+  }
+  static loom_status_t* buffer_import_host(loom_buffer_import_args_t* args) {
+    return guard("buffer_import_host", [&]() -> Status {
+      if (args == nullptr) return invalid_argument("buffer_import_host: args is NULL");
+      LOOM_SDK_RETURN_IF_ERROR(check_size("buffer_import_host", "loom_buffer_import_args_t",
+                                          args->struct_size, LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE));
+      args->out_buffer = nullptr;
+      if (args->device == nullptr) return invalid_argument("buffer_import_host: device is NULL");
+      if (args->host_pointer == nullptr) {
+        return invalid_argument("buffer_import_host: host_pointer is NULL");
+      }
+      std::unique_ptr<Buffer> buffer;
+      LOOM_SDK_RETURN_IF_ERROR(import_of(reinterpret_cast<Device*>(args->device),
+                                         args->host_pointer, args->size, &buffer, 0));
+      if (!buffer) return internal_error("buffer_import_host: the plugin made no buffer");
+      args->out_buffer = reinterpret_cast<loom_buffer_t*>(buffer.release());
+      return Status();
+    });
+  }
+  // Calls Device::import_host when the plugin has one.
+  template <typename D>
+  static auto import_of(D* device, void* p, uint64_t size, std::unique_ptr<Buffer>* out, int)
+      -> decltype(device->import_host(p, size, out)) {
+    return device->import_host(p, size, out);
+  }
+  template <typename D>
+  static Status import_of(D*, void*, uint64_t, std::unique_ptr<Buffer>*, long) {
+    return Status(LOOM_STATUS_UNIMPLEMENTED, "buffer_import_host: not supported");
+  }
+  static constexpr bool has_import() { return has_import_impl<Device>(0); }
+  template <typename D>
+  static constexpr auto has_import_impl(int)
+      -> decltype(std::declval<D&>().import_host(std::declval<void*>(), uint64_t{},
+                                                 std::declval<std::unique_ptr<Buffer>*>()),
+                  bool()) {
+    return true;
+  }
+  template <typename D>
+  static constexpr bool has_import_impl(long) {
+    return false;
   }
   static void buffer_free(loom_buffer_t* b) {
     guard_void([&] { delete reinterpret_cast<Buffer*>(b); });
@@ -564,16 +667,20 @@ struct Thunks {
 
 }  // namespace detail
 
-// The function table for `Impl`, built once (function-local static const).
-// `abi_version` is the newest version the table serves; the version chosen
-// for a particular host is the one loom_plugin_query answers.
-template <typename Impl, uint32_t kAbiMax = kDefaultAbiMax>
+// The function table for `Impl` at ABI version `kVersion` (the version
+// loom_plugin_query chose), built once (function-local static const): its
+// abi_version is kVersion and its struct_size that version's size, as
+// plugin.h's versioning rule asks.
+template <typename Impl, uint32_t kVersion = kDefaultAbiMax>
 const loom_plugin_api_t* make_api() {
   using T = detail::Thunks<Impl>;
+  static_assert(kVersion >= LOOM_ABI_VERSION(1, 0) && kVersion <= LOOM_ABI_CURRENT,
+                "make_api: a version this header does not describe");
   static const loom_plugin_api_t kApi = [] {
     loom_plugin_api_t api{};
-    api.struct_size = LOOM_PLUGIN_API_STRUCT_SIZE;
-    api.abi_version = kAbiMax;
+    api.struct_size = kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
+                                                         : LOOM_PLUGIN_API_V1_0_SIZE;
+    api.abi_version = kVersion;
     api.status_code = &T::status_code;
     api.status_message = &T::status_message;
     api.status_destroy = &T::status_destroy;
@@ -594,7 +701,7 @@ const loom_plugin_api_t* make_api() {
     api.buffer_unmap = &T::buffer_unmap;
     api.buffer_copy_from_host = &T::buffer_copy_from_host;
     api.buffer_copy_to_host = &T::buffer_copy_to_host;
-    api.buffer_import_host = nullptr;
+    api.buffer_import_host = T::has_import() ? &T::buffer_import_host : nullptr;
     api.fence_create = &T::fence_create;
     api.fence_destroy = &T::fence_destroy;
     api.fence_signal = &T::fence_signal;
@@ -602,9 +709,20 @@ const loom_plugin_api_t* make_api() {
     api.fence_query = &T::fence_query;
     api.compile_supported = nullptr;
     api.compile = nullptr;
+    if constexpr (kVersion >= LOOM_ABI_VERSION(1, 1)) {
+      api.executable_estimate = T::has_estimate() ? &T::executable_estimate : nullptr;
+    }
     return api;
   }();
   return &kApi;
+}
+
+// make_api for a version chosen at run time (one of those this header
+// describes, as negotiate_abi answers).
+template <typename Impl>
+const loom_plugin_api_t* make_api_for(uint32_t version) {
+  return version >= LOOM_ABI_VERSION(1, 1) ? make_api<Impl, LOOM_ABI_VERSION(1, 1)>()
+                                           : make_api<Impl, LOOM_ABI_VERSION(1, 0)>();
 }
 
 // Picks the newest version inside both ranges. Both ranges are closed and
@@ -653,7 +771,7 @@ loom_status_code_t query(loom_plugin_query_t* q) noexcept {
       return refuse(LOOM_STATUS_INCOMPATIBLE, reason);
     }
     q->out_abi_version = version;
-    q->out_api = make_api<Impl, kAbiMax>();
+    q->out_api = make_api_for<Impl>(version);
     return LOOM_STATUS_OK;
   } catch (...) {
     return refuse(LOOM_STATUS_INTERNAL, "unexpected exception during the ABI query");

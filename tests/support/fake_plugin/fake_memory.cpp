@@ -29,6 +29,31 @@ loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args) {
   });
 }
 
+// Like a Vulkan driver's host-pointer import: the address and the size must
+// be multiples of 4096.
+loom_status_t* buffer_import_host(loom_buffer_import_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("buffer_import_host args is NULL");
+    if (args->struct_size < LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE) return invalid("buffer_import_host args.struct_size too small");
+    args->out_buffer = nullptr;
+    if (args->device == nullptr) return invalid("args.device is NULL");
+    if (!(args->device->capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT)) {
+      return make_status(LOOM_STATUS_UNIMPLEMENTED, "buffer_import_host: the device imports nothing (fake.import=0)");
+    }
+    constexpr uint64_t kAlign = 4096;
+    if (args->host_pointer == nullptr || args->size == 0 ||
+        reinterpret_cast<uintptr_t>(args->host_pointer) % kAlign != 0 || args->size % kAlign != 0) {
+      return invalid("buffer_import_host: address and size must be non-zero multiples of 4096 (size " +
+                     std::to_string(args->size) + ")");
+    }
+    auto* buffer = new loom_buffer_t{kBufferMagic, args->device, {}, static_cast<std::byte*>(args->host_pointer),
+                                     args->size};
+    args->device->plugin->track(args->device->plugin->buffers, buffer);
+    args->out_buffer = buffer;
+    return nullptr;
+  });
+}
+
 void buffer_free(loom_buffer_t* buffer) {
   if (buffer == nullptr || buffer->magic != kBufferMagic) return;
   loom_plugin_t* plugin = buffer->device->plugin;
@@ -42,7 +67,7 @@ loom_status_t* buffer_map(loom_buffer_t* buffer, void** out_pointer) {
   if (!(buffer->device->capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY)) {
     return make_status(LOOM_STATUS_FAILED_PRECONDITION, "buffer is not host-visible");
   }
-  *out_pointer = buffer->bytes.data();
+  *out_pointer = buffer->data();
   return nullptr;
 }
 
@@ -54,14 +79,14 @@ static loom_status_t* buffer_copy(loom_buffer_copy_args_t* args, bool to_host) {
   loom_buffer_t* buffer = args->buffer;
   if (buffer == nullptr || buffer->magic != kBufferMagic) return invalid("args.buffer is not a buffer of this plugin");
   if (args->host_pointer == nullptr && args->size != 0) return invalid("args.host_pointer is NULL");
-  const uint64_t size = buffer->bytes.size();
+  const uint64_t size = buffer->size();
   if (args->buffer_offset > size || args->size > size - args->buffer_offset) {
     return make_status(LOOM_STATUS_OUT_OF_RANGE, "copy of " + std::to_string(args->size) + " bytes at offset " +
                                                      std::to_string(args->buffer_offset) + " exceeds the buffer of " +
                                                      std::to_string(size) + " bytes");
   }
   if (args->size == 0) return nullptr;
-  std::byte* device = buffer->bytes.data() + args->buffer_offset;
+  std::byte* device = buffer->data() + args->buffer_offset;
   if (to_host) std::memcpy(args->host_pointer, device, args->size);
   else std::memcpy(device, args->host_pointer, args->size);
   return nullptr;

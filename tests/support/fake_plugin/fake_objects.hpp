@@ -61,6 +61,7 @@ struct Config {
   fake_async::Order async_order = fake_async::Order::kFifo;
   uint64_t async_hold = 0;
   bool separate_memory = false;
+  bool import = false;  // CAP_HOST_POINTER_IMPORT: buffer_import_host of page-aligned memory
   bool null_uri = false;
   std::set<std::string> compile_ops;
   std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
@@ -68,6 +69,7 @@ struct Config {
   std::set<size_t> fail_load;             // devices whose executable_load runs out of memory
   std::set<size_t> lose;                  // devices whose executions fail with DEVICE_LOST
   std::set<size_t> hang;                  // devices whose asynchronous executions never finish
+  std::vector<uint64_t> estimate_ns;      // executable_estimate's answer per device (cycled)
 };
 
 }  // namespace fake
@@ -95,6 +97,11 @@ struct loom_buffer_t {
   uint32_t magic = fake::kBufferMagic;
   loom_device_t* device;
   std::vector<std::byte> bytes;  // the fake's "device memory"
+  // buffer_import_host (fake.import=1): the host's memory instead of `bytes`.
+  std::byte* imported = nullptr;
+  uint64_t imported_size = 0;
+  std::byte* data() { return imported != nullptr ? imported : bytes.data(); }
+  uint64_t size() const { return imported != nullptr ? imported_size : bytes.size(); }
 };
 
 struct loom_fence_t {
@@ -168,6 +175,7 @@ loom_status_t* buffer_map(loom_buffer_t* buffer, void** out_pointer);
 void buffer_unmap(loom_buffer_t* buffer);
 loom_status_t* buffer_copy_from_host(loom_buffer_copy_args_t* args);
 loom_status_t* buffer_copy_to_host(loom_buffer_copy_args_t* args);
+loom_status_t* buffer_import_host(loom_buffer_import_args_t* args);
 loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence);
 void fence_destroy(loom_fence_t* fence);
 loom_status_t* fence_signal(loom_fence_t* fence);

@@ -16,11 +16,16 @@
 //                           queued at once: the test's Nth submission is the
 //                           latch that releases them (default 0: no holding)
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
+//   fake.import=1           CAP_HOST_POINTER_IMPORT: buffer_import_host wraps
+//                           host memory whose address and size are
+//                           multiples of 4096 (as Vulkan drivers ask)
 //   fake.null_uri=1         device_info leaves uri NULL
 //   fake.kinds=K,K,...      device i has kind K[i % count]: cpu, gpu,
 //                           accelerator or virtual (default: virtual)
 //   fake.fail_load=I,I,...  executable_load on these devices fails with
 //                           RESOURCE_EXHAUSTED (executable_check still passes)
+//   fake.estimate_ns=N,...  ABI 1.1 executable_estimate answers N for device i
+//                           (N[i % count]; 0: no estimate); without it, 0
 //   fake.lose=I,I,...       executions on these devices fail with DEVICE_LOST
 //   fake.hang=I,I,...       asynchronous executions on these devices never
 //                           signal their fence (a hung kernel)
@@ -112,6 +117,8 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
     st = parse_flag(option->key, value, &config->async);
   } else if (key == "fake.separate_memory") {
     st = parse_flag(option->key, value, &config->separate_memory);
+  } else if (key == "fake.import") {
+    st = parse_flag(option->key, value, &config->import);
   } else if (key == "fake.null_uri") {
     st = parse_flag(option->key, value, &config->null_uri);
   } else if (key == "fake.compile_ops") {
@@ -125,6 +132,11 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
       else if (item == "accelerator") config->kinds.push_back(LOOM_DEVICE_KIND_ACCELERATOR);
       else if (item == "virtual") config->kinds.push_back(LOOM_DEVICE_KIND_VIRTUAL);
       else return invalid("option fake.kinds: unknown kind '" + item + "'");
+    }
+  } else if (key == "fake.estimate_ns") {
+    for (const std::string& item : split_list(value)) {
+      if (loom_status_t* bad = parse_count(option->key, item.c_str(), UINT64_C(1) << 40, &n)) return bad;
+      config->estimate_ns.push_back(n);
     }
   } else if (key == "fake.fail_load" || key == "fake.lose" || key == "fake.hang") {
     std::set<size_t>& devices = key == "fake.fail_load" ? config->fail_load
@@ -167,6 +179,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
     if (c.fail_create) return make_status(LOOM_STATUS_INTERNAL, "plugin_create fails (fake.fail_create=1)");
     uint64_t caps = c.async ? LOOM_DEVICE_CAP_ASYNC : 0;
     caps |= c.separate_memory ? 0 : (LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
+    caps |= c.import ? LOOM_DEVICE_CAP_HOST_POINTER_IMPORT : 0;
     for (size_t i = 0; i < c.devices; ++i) {
       std::string scheme = kVariant == Variant::kBadUri ? "other-plugin" : kName;
       plugin->devices.push_back(std::make_unique<loom_device_t>(loom_device_t{
@@ -340,13 +353,13 @@ loom_status_t* resolve_tensor(loom_device_t* device, const loom_tensor_t* t, con
     out->data = static_cast<std::byte*>(t->host_data) + t->offset;
     return nullptr;
   }
-  const loom_buffer_t* buffer = t->buffer;
+  loom_buffer_t* buffer = const_cast<loom_buffer_t*>(t->buffer);
   if (buffer->magic != kBufferMagic || buffer->device->plugin != device->plugin) return invalid(where + ".buffer is not a buffer of this plugin");
-  if (t->offset > buffer->bytes.size() || t->byte_size > buffer->bytes.size() - t->offset) {
+  if (t->offset > buffer->size() || t->byte_size > buffer->size() - t->offset) {
     return invalid(where + " (offset " + std::to_string(t->offset) + ", " + std::to_string(t->byte_size) +
-                   " bytes) exceeds its buffer of " + std::to_string(buffer->bytes.size()) + " bytes");
+                   " bytes) exceeds its buffer of " + std::to_string(buffer->size()) + " bytes");
   }
-  out->data = const_cast<std::byte*>(buffer->bytes.data()) + t->offset;
+  out->data = buffer->data() + t->offset;
   return nullptr;
 }
 
@@ -439,6 +452,26 @@ loom_status_t* execute(loom_execute_args_t* args) {
   });
 }
 
+// ---- ABI 1.1 -------------------------------------------------------------
+
+loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
+  return guarded([&]() -> loom_status_t* {
+    if (args == nullptr) return invalid("executable_estimate args is NULL");
+    if (args->struct_size < LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE) {
+      return invalid("executable_estimate args.struct_size too small");
+    }
+    args->out_time_ns = 0;
+    Op op;
+    if (loom_status_t* st = check_blob(args->device, args->loader_key, args->format_version, args->blob,
+                                       args->blob_size, &op)) {
+      return st;
+    }
+    const auto& estimates = args->device->plugin->config.estimate_ns;
+    if (!estimates.empty()) args->out_time_ns = estimates[args->device->index % estimates.size()];
+    return nullptr;
+  });
+}
+
 // ---- compile -------------------------------------------------------------
 
 loom_status_t* compile_supported(loom_compile_supported_args_t* args) {
@@ -500,16 +533,22 @@ struct LargeInfo {
   uint64_t future_field;
 };
 
+// The normal build speaks 1.0 and 1.1 (with executable_estimate); the others
+// stand for 1.0 plugins (or misbehave).
+constexpr bool kSpeaks11 = kVariant == Variant::kNormal;
+
+template <uint32_t kVersion>
 const LargeApi& api_table() {
   static const LargeApi table = [] {
     LargeApi t{};
     loom_plugin_api_t& a = t.api;
     a.struct_size = kVariant == Variant::kLarge ? sizeof(LargeApi)
                     : kVariant == Variant::kSmall ? offsetof(loom_plugin_api_t, compile)
-                                                  : LOOM_PLUGIN_API_V1_0_SIZE;
+                    : kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
+                                                         : LOOM_PLUGIN_API_V1_0_SIZE;
     a.abi_version = kVariant == Variant::kAbi2 ? LOOM_ABI_VERSION(2, 0)
                     : kVariant == Variant::kBadVersion ? LOOM_ABI_VERSION(1, 7)
-                                                       : LOOM_ABI_VERSION(1, 0);
+                                                       : kVersion;
     a.status_code = status_code;
     a.status_message = status_message;
     a.status_destroy = status_destroy;
@@ -530,7 +569,7 @@ const LargeApi& api_table() {
     a.buffer_unmap = buffer_unmap;
     a.buffer_copy_from_host = buffer_copy_from_host;
     a.buffer_copy_to_host = buffer_copy_to_host;
-    a.buffer_import_host = nullptr;
+    a.buffer_import_host = kVariant == Variant::kNormal ? buffer_import_host : nullptr;
     a.fence_create = fence_create;
     a.fence_destroy = fence_destroy;
     a.fence_signal = fence_signal;
@@ -539,6 +578,7 @@ const LargeApi& api_table() {
     // Only the normal build compiles; the others stand for run-only plugins.
     a.compile_supported = kVariant == Variant::kNormal ? compile_supported : nullptr;
     a.compile = kVariant == Variant::kNormal ? compile : nullptr;
+    if constexpr (kVersion >= LOOM_ABI_VERSION(1, 1)) a.executable_estimate = executable_estimate;
     return t;
   }();
   return table;
@@ -575,7 +615,10 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t FAKE_ENTRY_NAME(loom_plugin_que
     return LOOM_STATUS_INCOMPATIBLE;
   };
   if (kVariant == Variant::kRefuses) return refuse(std::string(kName) + " refuses every host (test variant)");
-  const LargeApi& table = api_table();
+  const bool answer11 = kSpeaks11 && query->host_abi_max >= LOOM_ABI_VERSION(1, 1) &&
+                        query->host_abi_min <= LOOM_ABI_VERSION(1, 1);
+  const LargeApi& table = answer11 ? api_table<LOOM_ABI_VERSION(1, 1)>()
+                                   : api_table<LOOM_ABI_VERSION(1, 0)>();
   const uint32_t version = table.api.abi_version;
   if (kVariant != Variant::kBadVersion && (version < query->host_abi_min || version > query->host_abi_max)) {
     return refuse(std::string(kName) + " speaks only ABI " + std::to_string(LOOM_ABI_VERSION_MAJOR_OF(version)) + "." +

@@ -18,5 +18,6 @@ LOOM_ABI_STRUCT(loom_buffer_import_args_t, out_buffer, LOOM_BUFFER_IMPORT_ARGS_S
 LOOM_ABI_STRUCT(loom_buffer_copy_args_t, size, LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE)
 LOOM_ABI_STRUCT(loom_compile_supported_args_t, out_supported, LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE)
 LOOM_ABI_STRUCT(loom_compile_args_t, out_format_version, LOOM_COMPILE_ARGS_STRUCT_SIZE)
-LOOM_ABI_STRUCT(loom_plugin_api_t, compile, LOOM_PLUGIN_API_V1_0_SIZE)
+LOOM_ABI_STRUCT(loom_executable_estimate_args_t, out_time_ns, LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE)
+LOOM_ABI_STRUCT(loom_plugin_api_t, executable_estimate, LOOM_PLUGIN_API_V1_1_SIZE)
 LOOM_ABI_STRUCT(loom_plugin_query_t, out_api, LOOM_PLUGIN_QUERY_STRUCT_SIZE)

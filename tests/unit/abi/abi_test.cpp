@@ -87,13 +87,17 @@ TEST(AbiStructSizes, PinnedOnLp64) {
   EXPECT_EQ(LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE, 40u);
   EXPECT_EQ(LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE, 48u);
   EXPECT_EQ(LOOM_COMPILE_ARGS_STRUCT_SIZE, 76u);
-  // 8 (struct_size) + 4 (abi_version) + 4 (padding) + 28 entries.
+  EXPECT_EQ(LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE, 56u);
+  // 8 (struct_size) + 4 (abi_version) + 4 (padding) + 28 entries; 1.1 adds one.
   EXPECT_EQ(LOOM_PLUGIN_API_V1_0_SIZE, 16u + 28u * sizeof(void*));
+  EXPECT_EQ(LOOM_PLUGIN_API_V1_1_SIZE, 16u + 29u * sizeof(void*));
   EXPECT_EQ(LOOM_PLUGIN_QUERY_STRUCT_SIZE, 56u);
 }
 
-TEST(AbiStructSizes, CurrentApiSizeIsTheOneZeroSize) {
-  EXPECT_EQ(LOOM_PLUGIN_API_STRUCT_SIZE, LOOM_PLUGIN_API_V1_0_SIZE);
+TEST(AbiStructSizes, CurrentApiSizeIsTheOneOneSize) {
+  EXPECT_EQ(LOOM_PLUGIN_API_STRUCT_SIZE, LOOM_PLUGIN_API_V1_1_SIZE);
+  // The 1.0 size never changes: 1.1 only appended an entry.
+  EXPECT_EQ(LOOM_PLUGIN_API_V1_0_SIZE, offsetof(loom_plugin_api_t, executable_estimate));
 }
 
 TEST(AbiStructHas, ReadsOnlyFieldsThatFit) {
@@ -109,7 +113,7 @@ TEST(AbiVersionMacros, PackAndUnpack) {
   EXPECT_LT(LOOM_ABI_VERSION(1, 65535), LOOM_ABI_VERSION(2, 0));
   EXPECT_LT(LOOM_ABI_VERSION(1, 0), LOOM_ABI_VERSION(1, 1));
   EXPECT_EQ(LOOM_ABI_CURRENT, LOOM_ABI_VERSION(LOOM_ABI_MAJOR, LOOM_ABI_MINOR));
-  EXPECT_EQ(LOOM_ABI_CURRENT, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(LOOM_ABI_CURRENT, LOOM_ABI_VERSION(1, 1));
 }
 
 TEST(AbiStatusCodes, MatchTheDocumentedNumbers) {

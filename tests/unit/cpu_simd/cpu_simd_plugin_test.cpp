@@ -278,9 +278,18 @@ TEST(CpuSimdQuery, NegotiatesTheNewestCommonVersion) {
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_VERSION(1, 7), reason, sizeof reason);
   ASSERT_EQ(lib.query()(&q), LOOM_STATUS_OK) << reason;
-  EXPECT_EQ(q.out_abi_version, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(q.out_abi_version, LOOM_ABI_VERSION(1, 1));
   ASSERT_NE(q.out_api, nullptr);
-  EXPECT_GE(q.out_api->struct_size, LOOM_PLUGIN_API_V1_0_SIZE);
+  EXPECT_EQ(q.out_api->abi_version, LOOM_ABI_VERSION(1, 1));
+  EXPECT_GE(q.out_api->struct_size, LOOM_PLUGIN_API_V1_1_SIZE);
+  EXPECT_NE(q.out_api->compile, nullptr);
+  // A 1.0 host gets the 1.0 table, with the compile entries too.
+  loom_plugin_query_t old = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_VERSION(1, 0), reason, sizeof reason);
+  ASSERT_EQ(lib.query()(&old), LOOM_STATUS_OK) << reason;
+  EXPECT_EQ(old.out_abi_version, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(old.out_api->abi_version, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(old.out_api->struct_size, LOOM_PLUGIN_API_V1_0_SIZE);
+  EXPECT_NE(old.out_api->compile, nullptr);
   const loom_plugin_info_t* info = q.out_api->plugin_info();
   ASSERT_NE(info, nullptr);
   EXPECT_STREQ(info->name, "cpu-simd");
@@ -296,7 +305,7 @@ TEST(CpuSimdQuery, RefusesAHostRangeItDoesNotSpeakWithAReason) {
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(2, 0), LOOM_ABI_VERSION(2, 3), reason, sizeof reason);
   EXPECT_EQ(lib.query()(&q), LOOM_STATUS_INCOMPATIBLE);
-  EXPECT_STREQ(reason, "the host speaks ABI 2.0-2.3, the plugin speaks 1.0-1.0");
+  EXPECT_STREQ(reason, "the host speaks ABI 2.0-2.3, the plugin speaks 1.0-1.1");
   EXPECT_EQ(q.out_api, nullptr);
 
   loom_plugin_query_t inverted = make_query(LOOM_ABI_VERSION(1, 2), LOOM_ABI_VERSION(1, 0), reason, sizeof reason);
@@ -329,7 +338,8 @@ TEST_F(CpuSimdPlugin, DescribesOneCpuDevice) {
   EXPECT_GT(std::strlen(info.name), 0u);
   EXPECT_EQ(info.kind, LOOM_DEVICE_KIND_CPU);
   EXPECT_GT(info.device_memory_bytes, 0u);
-  EXPECT_EQ(info.capabilities, LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
+  EXPECT_EQ(info.capabilities, LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
+                                   LOOM_DEVICE_CAP_HOST_POINTER_IMPORT);
   EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
   EXPECT_EQ(info.struct_size, LOOM_DEVICE_INFO_STRUCT_SIZE);
 }
@@ -619,9 +629,8 @@ TEST_F(CpuSimdPlugin, BadTensorsAreInvalidArguments) {
 
 // ---------------------------------------------------------------- buffers and fences
 
-TEST_F(CpuSimdPlugin, ExecutesOnBuffersAndSignalsTheFence) {
-  std::mt19937 rng(8);
-  Tensor x = random_tensor({3, 4}, rng);
+// y = Relu(x) on f32[3, 4].
+BlobGraph relu_3x4() {
   BlobGraph g;
   g.tensors = {{LOOM_DTYPE_F32, {3, 4}}, {LOOM_DTYPE_F32, {3, 4}}};
   g.inputs = {0};
@@ -631,7 +640,13 @@ TEST_F(CpuSimdPlugin, ExecutesOnBuffersAndSignalsTheFence) {
   relu.inputs = {0};
   relu.outputs = {1};
   g.nodes = {relu};
-  loom_executable_t* exe = load(encode(g));
+  return g;
+}
+
+TEST_F(CpuSimdPlugin, ExecutesOnBuffersAndSignalsTheFence) {
+  std::mt19937 rng(8);
+  Tensor x = random_tensor({3, 4}, rng);
+  loom_executable_t* exe = load(encode(relu_3x4()));
   ASSERT_NE(exe, nullptr);
 
   loom_buffer_allocate_args_t alloc{};
@@ -695,6 +710,69 @@ TEST_F(CpuSimdPlugin, ExecutesOnBuffersAndSignalsTheFence) {
   api_->fence_destroy(nullptr);
   api_->buffer_free(nullptr);
   api_->executable_destroy(nullptr);
+}
+
+TEST_F(CpuSimdPlugin, ImportedHostMemoryIsUsedInPlace) {
+  ASSERT_NE(api_->buffer_import_host, nullptr);
+  std::mt19937 rng(9);
+  Tensor x = random_tensor({3, 4}, rng);
+  loom_executable_t* exe = load(encode(relu_3x4()));
+  ASSERT_NE(exe, nullptr);
+
+  // The caller's memory: the input at byte 4 (an odd, unaligned place), the
+  // output after it.
+  std::vector<float> memory(1 + 12 + 12, -1.0f);
+  std::memcpy(memory.data() + 1, x.data.data(), 48);
+  loom_buffer_import_args_t import{};
+  import.struct_size = LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE;
+  import.device = device_;
+  import.host_pointer = memory.data();
+  import.size = memory.size() * sizeof(float);
+  ASSERT_EQ(take(api_, api_->buffer_import_host(&import)), "ok");
+  loom_buffer_t* buf = import.out_buffer;
+  ASSERT_NE(buf, nullptr);
+
+  Tensor in = x;
+  in.desc.host_data = nullptr;
+  in.desc.buffer = buf;
+  in.desc.offset = 4;
+  Tensor out = zero_tensor({3, 4});
+  out.desc.host_data = nullptr;
+  out.desc.buffer = buf;
+  out.desc.offset = 52;
+  ASSERT_EQ(execute(exe, {&in.desc}, {&out.desc}), "ok");
+  // The results are in the caller's memory, no copy asked for.
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(memory[13 + i], x.data[i] < 0 ? 0.0f : x.data[i]);
+  // Mapping gives the caller's address back; copies read and write it.
+  void* mapped = nullptr;
+  ASSERT_EQ(take(api_, api_->buffer_map(buf, &mapped)), "ok");
+  EXPECT_EQ(mapped, static_cast<void*>(memory.data()));
+  api_->buffer_unmap(buf);
+  const float seven = 7.0f;
+  loom_buffer_copy_args_t copy{};
+  copy.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
+  copy.buffer = buf;
+  copy.host_pointer = const_cast<float*>(&seven);
+  copy.size = sizeof seven;
+  ASSERT_EQ(take(api_, api_->buffer_copy_from_host(&copy)), "ok");
+  EXPECT_EQ(memory[0], 7.0f);
+  copy.buffer_offset = 100;
+  EXPECT_EQ(take(api_, api_->buffer_copy_from_host(&copy)),
+            code_prefix(LOOM_STATUS_OUT_OF_RANGE) +
+                "buffer_copy_from_host: range [100, +4) exceeds the buffer's 100 bytes");
+  // Freeing the buffer leaves the caller's memory alone (ASan would see a
+  // free of memory the plugin does not own).
+  api_->buffer_free(buf);
+  EXPECT_EQ(memory[0], 7.0f);
+
+  import.host_pointer = nullptr;
+  EXPECT_EQ(take(api_, api_->buffer_import_host(&import)),
+            code_prefix(LOOM_STATUS_INVALID_ARGUMENT) + "buffer_import_host: host_pointer is NULL");
+  EXPECT_EQ(import.out_buffer, nullptr);
+  import.struct_size = 8;
+  EXPECT_TRUE(starts_with(take(api_, api_->buffer_import_host(&import)),
+                          code_prefix(LOOM_STATUS_INVALID_ARGUMENT)));
+  api_->executable_destroy(exe);
 }
 
 TEST_F(CpuSimdPlugin, HostSignaledFenceWakesAWaiter) {

@@ -55,7 +55,7 @@ TEST(PluginHostLazy, PluginForKeyLoadsOnlyThatPlugin) {
 TEST(PluginHostLoad, FakeLoadsWithOneDevice) {
   PluginRecord r = load_variant("fake");
   EXPECT_EQ(r.state, PluginState::kLoaded) << r.reason;
-  EXPECT_EQ(r.abi_version, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(r.abi_version, LOOM_ABI_VERSION(1, 1));
   ASSERT_EQ(r.devices.size(), 1u);
   EXPECT_EQ(r.devices[0].uri, "fake://0");
   EXPECT_EQ(r.devices[0].plugin, "fake");
@@ -124,6 +124,37 @@ TEST(PluginHostLoad, LoadAllLoadsEverythingAndRecordsRejections) {
   EXPECT_EQ(find_record(records, "fake_refuses")->state, PluginState::kRejected);
 }
 
+TEST(PluginHostLoad, AOneZeroHostGetsTheOneZeroTable) {
+  HostOptions options = isolated_options({variant_dir("fake")});
+  options.abi_max = LOOM_ABI_VERSION(1, 0);
+  auto host = make_host(options);
+  auto plugin = host->load("fake");
+  ASSERT_TRUE(plugin.ok()) << plugin.status().to_string();
+  EXPECT_EQ((*plugin)->abi_version(), LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ((*plugin)->api().struct_size, LOOM_PLUGIN_API_V1_0_SIZE);
+  EXPECT_EQ((*plugin)->estimate_entry(), nullptr);
+  // Speaking 1.1, the same plugin hands out executable_estimate.
+  auto current = make_host(isolated_options({variant_dir("fake")}));
+  auto p11 = current->load("fake");
+  ASSERT_TRUE(p11.ok()) << p11.status().to_string();
+  EXPECT_EQ((*p11)->abi_version(), LOOM_ABI_VERSION(1, 1));
+  EXPECT_NE((*p11)->estimate_entry(), nullptr);
+}
+
+TEST(PluginHostLoad, TheHostOffersOnlyWhatTheManifestDeclares) {
+  // The library speaks 1.0-1.1, but its manifest says 1.0 only: the host
+  // offers 1.0, and the plugin answers 1.0.
+  TempDir dir;
+  fs::path manifest = dir.copy_variant("fake");
+  auto j = nlohmann::json::parse(read_text(manifest));
+  j["abi"]["max"] = "1.0";
+  write_text(manifest, j.dump());
+  auto host = make_host(isolated_options({dir.path()}));
+  auto plugin = host->load("fake");
+  ASSERT_TRUE(plugin.ok()) << plugin.status().to_string();
+  EXPECT_EQ((*plugin)->abi_version(), LOOM_ABI_VERSION(1, 0));
+}
+
 TEST(PluginHostLoad, AbiTwoPluginLoadsWhenTheHostOffersTwo) {
   HostOptions options;
   options.abi_max = LOOM_ABI_VERSION(2, 0);
@@ -145,7 +176,7 @@ TEST(PluginHostReject, DisjointAbiRangeIsRejectedWithoutLoading) {
   auto host = make_host(isolated_options({variant_dir("fake_abi2")}));
   auto records = host->plugins();
   ASSERT_EQ(records.size(), 1u);
-  expect_rejected(records[0], "plugin speaks ABI 2.0-2.0, the host speaks 1.0-1.0");
+  expect_rejected(records[0], "plugin speaks ABI 2.0-2.0, the host speaks 1.0-1.1");
   auto p = host->load("fake_abi2");
   EXPECT_EQ(p.status().code(), StatusCode::kIncompatible);
   EXPECT_NE(p.status().message().find("is rejected"), std::string::npos);
@@ -162,7 +193,7 @@ TEST(PluginHostReject, SmallFunctionTable) {
 
 TEST(PluginHostReject, QueryRefusedWithReason) {
   expect_rejected(load_variant("fake_refuses"),
-                  "plugin refused the host's ABI range 1.0-1.0: fake_refuses refuses every host");
+                  "plugin refused the host's ABI range 1.0-1.1: fake_refuses refuses every host");
 }
 
 TEST(PluginHostReject, UnavailablePlugin) {
@@ -186,7 +217,7 @@ TEST(PluginHostReject, ForeignDeviceUri) {
 
 TEST(PluginHostReject, VersionChosenOutsideHostRange) {
   expect_rejected(load_variant("fake_bad_version"),
-                  "plugin chose ABI 1.7, outside the host's range 1.0-1.0");
+                  "plugin chose ABI 1.7, outside the host's range 1.0-1.1");
 }
 
 TEST(PluginHostReject, PluginCreateFails) {

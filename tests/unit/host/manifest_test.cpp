@@ -22,7 +22,7 @@ TEST(ParseManifest, BuiltManifestParsesWithLibraryBesideIt) {
   EXPECT_EQ(m->name, "fake");
   EXPECT_EQ(m->version, "1.0.0");
   EXPECT_EQ(m->abi_min, LOOM_ABI_VERSION(1, 0));
-  EXPECT_EQ(m->abi_max, LOOM_ABI_VERSION(1, 0));
+  EXPECT_EQ(m->abi_max, LOOM_ABI_VERSION(1, 1));  // loom_add_plugin's default
   EXPECT_EQ(m->loader_keys, std::vector<std::string>{"fake"});
   EXPECT_EQ(m->library, variant_dir("fake") / "libloom_fake.so");
   auto hash = hash_file(m->library);
@@ -104,7 +104,7 @@ TEST(ParseManifest, BadAbiVersionsAreNamed) {
             std::string::npos);
   j = good_manifest();
   j["abi"]["min"] = "2.0";
-  EXPECT_NE(parse_json(dir, j.dump()).message().find("min 2.0 above max 1.0"), std::string::npos);
+  EXPECT_NE(parse_json(dir, j.dump()).message().find("min 2.0 above max 1.1"), std::string::npos);
 }
 
 TEST(ParseManifest, BadLoaderKeyEntryIsNamedByIndex) {
