@@ -38,6 +38,33 @@ for f in program.loom input_x.npy expected_y.npy; do
   [ -s "$dir/demo/$f" ] || fail "demo did not write $f"
 done
 prog="$dir/demo/program.loom"
+# --json: one document, every run with its numbers, nothing else on stdout.
+if ! "$loom" demo --mlp --json > "$dir/demo.json" 2> "$dir/demo_json.err" ||
+   ! /usr/bin/python3 - "$dir/demo.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["demo"] == "mlp" and d["passed"] is True, d
+cpu = [r for r in d["runs"] if r["device"] == "cpu-simd://0"]
+assert cpu and cpu[0]["result"] == "passed" and cpu[0]["max_abs_diff"] <= 1e-5 and cpu[0]["median_us"] > 0, cpu
+PY
+then fail "demo --mlp --json: $(head -c 400 "$dir/demo.json") $(cat "$dir/demo_json.err")"; fi
+if [ -d /usr/share/libonnx-testdata/data/node ]; then
+  if ! "$loom" demo --json > "$dir/demo_onnx.json" 2> "$dir/demo_json.err" ||
+     ! /usr/bin/python3 - "$dir/demo_onnx.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["demo"] == "onnx" and d["passed"] is True, d
+models = {r["model"] for r in d["runs"]}
+assert len(models) == 3 and all(r["result"] == "passed" for r in d["runs"]), d["runs"]
+assert any(r["device"] == "cpu-simd://0" and r["plugin_nodes"] > 0 for r in d["runs"])
+PY
+  then fail "demo --json: $(head -c 400 "$dir/demo_onnx.json") $(cat "$dir/demo_json.err")"; fi
+fi
+# A failing demo still prints its document, with the error, and exits 1.
+# (cpu.isa=bogus rejects cpu-simd, and no other device runs the MLP demo.)
+expect_exit "demo --json when no device runs it" 1 '"passed": false' \
+  "$loom" demo --mlp --json --plugin-option cpu.isa=bogus
+grep -q '"code": "unavailable"' "$dir/stdout" || fail "demo --json: no error code in $(cat "$dir/stdout")"
 
 expect_ok "devices" "cpu-simd://0" "$loom" devices
 expect_ok "devices --json" '"uri"' "$loom" devices --json

@@ -12,6 +12,8 @@
 #include <span>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "common/demo_program.hpp"
 #include "io/npy.hpp"
@@ -28,6 +30,8 @@ struct Row {
   std::string weights;  // "inline" or the archive
   std::string result;
   std::string detail;
+  double max_abs_diff = -1;  // -1: not run
+  double median_us = -1;
 };
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -95,9 +99,11 @@ int run_demo(const DemoArgs& args) {
     if (std::filesystem::is_directory(root / "node", ec)) {
       return run_onnx_demo(args, root);
     }
-    std::cout << "ONNX test data not found at " << root.string()
-              << " (scripts/setup.sh installs libonnx-testdata); running the built-in MLP "
-                 "demo instead\n";
+    if (!args.json) {
+      std::cout << "ONNX test data not found at " << root.string()
+                << " (scripts/setup.sh installs libonnx-testdata); running the built-in MLP "
+                   "demo instead\n";
+    }
   }
 #endif
   tools::MlpShape shape;
@@ -153,7 +159,7 @@ int run_demo(const DemoArgs& args) {
     if (!st.ok()) return fail(st);
   }
 
-  std::cout << "Loom demo: MLP x[" << shape.batch << "x" << shape.in << "] -> " << shape.hidden
+  if (!args.json) std::cout << "Loom demo: MLP x[" << shape.batch << "x" << shape.in << "] -> " << shape.hidden
             << " -> Relu -> " << shape.out << " -> Softmax, " << bytes->size()
             << "-byte program\n";
 
@@ -195,7 +201,8 @@ int run_demo(const DemoArgs& args) {
     std::snprintf(detail, sizeof detail, "max |diff| %.2e, median %.1f us over %d runs", err,
                   times[times.size() / 2], kTimedRuns);
     bool ok = st.ok() && err <= kTolerance;
-    rows.push_back({device.uri, weights_label, ok ? "passed" : "FAILED", detail});
+    rows.push_back({device.uri, weights_label, ok ? "passed" : "FAILED", detail, err,
+                    times[times.size() / 2]});
     failed += !ok;
     return true;
   };
@@ -204,6 +211,48 @@ int run_demo(const DemoArgs& args) {
     if (!run_on(device, false)) continue;
     ++ran;
     if (args.external_params) run_on(device, true);
+  }
+
+  // The verdict, for the text and the JSON alike.
+  Status verdict;
+  if (ran == 0) {
+    verdict = unavailable(devices.empty()
+                              ? "no devices found; run `loom devices` to see which plugins "
+                                "were found and why any were rejected"
+                              : "no device could run the demo program");
+  } else if (failed > 0) {
+    verdict = internal_error(std::to_string(failed) + " run(s) disagree with the "
+                             "reference kernels");
+  }
+  Status saved;
+  if (!args.save_dir.empty()) {
+    if (!args.external_params) saved = inline_program->writer.write_file(dir / "program.loom");
+    if (saved.ok()) saved = io::write_npy(dir / "input_x.npy", x);
+    if (saved.ok()) saved = io::write_npy(dir / "expected_y.npy", y_ref);
+  }
+  if (args.json) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json row = {{"device", r.device}, {"weights", r.weights}, {"result", r.result},
+                            {"detail", r.detail}};
+      if (r.max_abs_diff >= 0) {
+        row["max_abs_diff"] = r.max_abs_diff;
+        row["median_us"] = r.median_us;
+      }
+      runs.push_back(std::move(row));
+    }
+    nlohmann::json doc = {{"demo", "mlp"},
+                          {"program_bytes", bytes->size()},
+                          {"runs", std::move(runs)},
+                          {"devices_run", ran},
+                          {"passed", verdict.ok() && saved.ok()}};
+    if (!args.save_dir.empty() && saved.ok()) doc["saved_to"] = args.save_dir;
+    const Status& error = !saved.ok() ? saved : verdict;
+    if (!error.ok()) {
+      doc["error"] = {{"code", status_code_name(error.code())}, {"message", error.message()}};
+    }
+    std::cout << doc.dump(2) << std::endl;
+    return error.ok() ? 0 : fail(error);
   }
 
   size_t width = 8;
@@ -218,25 +267,11 @@ int run_demo(const DemoArgs& args) {
   for (const Row& r : rows) print_row(r.device, r.weights, r.result, r.detail);
 
   if (!args.save_dir.empty()) {
-    Status st = Status();
-    if (!args.external_params) st = inline_program->writer.write_file(dir / "program.loom");
-    if (st.ok()) st = io::write_npy(dir / "input_x.npy", x);
-    if (st.ok()) st = io::write_npy(dir / "expected_y.npy", y_ref);
-    if (!st.ok()) return fail(st);
+    if (!saved.ok()) return fail(saved);
     std::cout << "saved program.loom" << (args.external_params ? ", weights.irpa" : "")
               << ", input_x.npy and expected_y.npy in " << args.save_dir << "\n";
   }
-
-  if (ran == 0) {
-    return fail(unavailable(devices.empty()
-                                ? "no devices found; run `loom devices` to see which plugins "
-                                  "were found and why any were rejected"
-                                : "no device could run the demo program"));
-  }
-  if (failed > 0) {
-    return fail(internal_error(std::to_string(failed) + " run(s) disagree with the "
-                               "reference kernels"));
-  }
+  if (!verdict.ok()) return fail(verdict);
   std::cout << "demo passed on " << ran << " device(s)"
             << (args.external_params ? ", with inline and with external weights" : "") << "\n";
   return 0;

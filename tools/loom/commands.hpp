@@ -72,6 +72,7 @@ struct DemoArgs {
   uint32_t threads = 0;
   bool external_params = false;
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  bool json = false;  // one JSON document on stdout instead of the table
 };
 
 // `loom params <action> ...` (cmd_params.cpp); one struct for every action.

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "loom/compiler.hpp"
 #include "loom/runtime.hpp"
@@ -54,6 +56,9 @@ double max_abs_diff(const Tensor& got, const Tensor& expected) {
 
 struct Row {
   std::string model, device, result, detail;
+  double max_abs_diff = -1;  // -1: not run
+  double median_us = -1;
+  size_t plugin_nodes = 0;   // nodes compiled for the device's plugin
 };
 
 Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summary,
@@ -103,6 +108,9 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
                 "on the plugin", worst, times[times.size() / 2], kTimedRuns,
                 report->targets.empty() ? size_t{0} : report->targets[0].nodes);
   row.detail = detail;
+  row.max_abs_diff = worst;
+  row.median_us = times[times.size() / 2];
+  row.plugin_nodes = report->targets.empty() ? size_t{0} : report->targets[0].nodes;
   if (!verdict.ok()) row.detail += "; " + verdict.message();
   row.result = verdict.ok() ? "passed" : "FAILED";
   return row;
@@ -127,9 +135,11 @@ int run_onnx_demo(const DemoArgs& args, const fs::path& data_root) {
 
   std::vector<std::pair<std::string, std::string>> targets = {{"", ""}};  // uri, plugin
   for (const DeviceInfo& d : (*runtime)->devices()) targets.emplace_back(d.uri, d.plugin);
-  std::cout << "Loom demo: ONNX models from " << data_root.string()
-            << ", compiled for the reference kernels and " << targets.size() - 1
-            << " device(s), checked against their expected outputs\n";
+  if (!args.json) {
+    std::cout << "Loom demo: ONNX models from " << data_root.string()
+              << ", compiled for the reference kernels and " << targets.size() - 1
+              << " device(s), checked against their expected outputs\n";
+  }
 
   std::vector<Row> rows;
   int failed = 0;
@@ -149,6 +159,34 @@ int run_onnx_demo(const DemoArgs& args, const fs::path& data_root) {
   }
   fs::remove_all(scratch, ec);
 
+  const Status verdict =
+      failed > 0 ? internal_error(std::to_string(failed) + " of " + std::to_string(rows.size()) +
+                                  " run(s) disagree with the expected outputs")
+                 : Status();
+  if (args.json) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json row = {{"model", r.model}, {"device", r.device}, {"result", r.result},
+                            {"detail", r.detail}};
+      if (r.max_abs_diff >= 0) {
+        row["max_abs_diff"] = r.max_abs_diff;
+        row["median_us"] = r.median_us;
+        row["plugin_nodes"] = r.plugin_nodes;
+      }
+      runs.push_back(std::move(row));
+    }
+    nlohmann::json doc = {{"demo", "onnx"},
+                          {"data", data_root.string()},
+                          {"devices", targets.size() - 1},
+                          {"runs", std::move(runs)},
+                          {"passed", verdict.ok()}};
+    if (!verdict.ok()) {
+      doc["error"] = {{"code", status_code_name(verdict.code())}, {"message", verdict.message()}};
+    }
+    std::cout << doc.dump(2) << std::endl;
+    return verdict.ok() ? 0 : fail(verdict);
+  }
+
   size_t mw = 5, dw = 6;
   for (const Row& r : rows) mw = std::max(mw, r.model.size()), dw = std::max(dw, r.device.size());
   auto print = [&](const Row& r) {
@@ -158,10 +196,7 @@ int run_onnx_demo(const DemoArgs& args, const fs::path& data_root) {
   print({"model", "device", "result", "detail"});
   for (const Row& r : rows) print(r);
   std::fflush(stdout);
-  if (failed > 0) {
-    return fail(internal_error(std::to_string(failed) + " of " + std::to_string(rows.size()) +
-                               " run(s) disagree with the expected outputs"));
-  }
+  if (!verdict.ok()) return fail(verdict);
   std::cout << "demo passed: " << std::size(kModels) << " ONNX models on the reference kernels and "
             << targets.size() - 1 << " device(s)\n";
   return 0;

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   cmd_demo->add_option("--plugin-option", demo.plugin_options,
                        "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);
+  cmd_demo->add_flag("--json", demo.json,
+                     "Print one JSON document (every run with its result, max |diff| and "
+                     "median latency) instead of the table");
   cmd_demo->add_flag("--external-params", demo.external_params,
                      "Also run the program with its weights in a parameter archive "
                      "(--save-dir then writes that program and weights.irpa)");

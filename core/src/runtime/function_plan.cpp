@@ -310,4 +310,36 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
   return plan;
 }
 
+Status check_reference_call(const FunctionPlan& caller, const StepPlan& step,
+                            const FunctionPlan& fn, const std::string& delegate) {
+  const auto mismatch = [&](const std::string& what) {
+    return invalid_argument("delegate '" + delegate + "': the reference function '" +
+                            fn.info.name + "' does not match the call in function '" +
+                            caller.info.name + "' (" + what + ")");
+  };
+  if (fn.info.inputs.size() != step.inputs.size()) {
+    return mismatch("it takes " + std::to_string(fn.info.inputs.size()) + " inputs, the call passes " +
+                    std::to_string(step.inputs.size()));
+  }
+  if (fn.info.outputs.size() != step.outputs.size()) {
+    return mismatch("it returns " + std::to_string(fn.info.outputs.size()) +
+                    " results, the call expects " + std::to_string(step.outputs.size()));
+  }
+  for (size_t t = 0; t < step.inputs.size() + step.outputs.size(); ++t) {
+    const bool is_input = t < step.inputs.size();
+    const uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
+    const ArgumentInfo& arg =
+        is_input ? fn.info.inputs[t] : fn.info.outputs[t - step.inputs.size()];
+    if (v == kAbsentValue) return mismatch("operand '" + arg.name + "' is left out");
+    const ValuePlan& value = caller.values[v];
+    if (arg.dtype != value.dtype || arg.shape != value.shape) {
+      return mismatch(std::string(is_input ? "input" : "result") + " '" + arg.name + "' is " +
+                      std::string(dtype_name(arg.dtype)) + shape_to_string(arg.shape) +
+                      ", the call's is " + std::string(dtype_name(value.dtype)) +
+                      shape_to_string(value.shape));
+    }
+  }
+  return Status();
+}
+
 }  // namespace loom::runtime

@@ -376,7 +376,7 @@ Result<LoadedDelegate> Placer::place(const ProgramDef& program, const ArtifactRe
       continue;
     }
     Result<LoadedDelegate> attempt =
-        c.reference ? (reference_loader_ ? reference_loader_(delegate, c.artifact)
+        c.reference ? (reference_loader_ ? reference_loader_(index, c.artifact)
                                          : Result<LoadedDelegate>(unimplemented(
                                                "no loader for reference variants")))
                     : load_delegate(program, artifacts, delegate, c.artifact, *c.device);

@@ -40,7 +40,7 @@ class Placer {
   // How "loom.reference" variants are loaded (they need the program's
   // functions); without it they are refused.
   using ReferenceLoader =
-      std::function<Result<LoadedDelegate>(const DelegateDef& delegate, uint32_t artifact)>;
+      std::function<Result<LoadedDelegate>(uint32_t delegate, uint32_t artifact)>;
   void set_reference_loader(ReferenceLoader loader) { reference_loader_ = std::move(loader); }
 
   // `remaining` receives the candidates after the chosen one, for run-time

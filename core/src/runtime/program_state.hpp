@@ -108,6 +108,12 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
                                          const kernels::KernelRegistry& kernels,
                                          size_t delegate_count);
 
+// Whether `fn`, the function of a "loom.reference" variant of `delegate`,
+// takes and returns what `step` of `caller` passes it (count, dtype and
+// shape of every operand); INVALID_ARGUMENT saying what differs.
+Status check_reference_call(const FunctionPlan& caller, const StepPlan& step,
+                            const FunctionPlan& fn, const std::string& delegate);
+
 }  // namespace loom::runtime
 
 namespace loom {
@@ -149,8 +155,8 @@ struct Program::State {
   std::vector<std::pair<std::string, std::string>> unplanned_functions;
 
   // Loads the "loom.reference" variant `artifact` of `delegate`.
-  Result<runtime::LoadedDelegate> load_reference(const DelegateDef& delegate,
-                                                 uint32_t artifact) const;
+  // Checks that the function it names matches every call of the delegate.
+  Result<runtime::LoadedDelegate> load_reference(uint32_t delegate, uint32_t artifact) const;
   std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
   std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace
 };

@@ -133,7 +133,7 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
   }
 
   const Program::State& loaded_state = *state;
-  placer->set_reference_loader([&loaded_state](const DelegateDef& delegate, uint32_t artifact) {
+  placer->set_reference_loader([&loaded_state](uint32_t delegate, uint32_t artifact) {
     return loaded_state.load_reference(delegate, artifact);
   });
   for (uint32_t d = 0; d < def.delegates.size(); ++d) {
@@ -165,8 +165,9 @@ std::vector<FallbackEvent> Program::fallbacks() const {
   return state_->fallback_events;
 }
 
-Result<runtime::LoadedDelegate> Program::State::load_reference(const DelegateDef& delegate,
+Result<runtime::LoadedDelegate> Program::State::load_reference(uint32_t index,
                                                                uint32_t artifact) const {
+  const DelegateDef& delegate = reader->program().delegates[index];
   const Artifact* a = registry.artifact(artifact);
   if (a == nullptr) return internal_error("artifact " + std::to_string(artifact) + " is missing");
   const std::string name(reinterpret_cast<const char*>(a->content.data()), a->content.size());
@@ -182,6 +183,17 @@ Result<runtime::LoadedDelegate> Program::State::load_reference(const DelegateDef
       if (step.op == OpCode::kDelegateCall) {
         return invalid_argument("its function '" + name +
                                 "' calls delegates; a reference variant's function must not");
+      }
+    }
+    // Every call of the delegate must fit the function, so that the
+    // mismatch is a refusal at load (the next candidate, or an error naming
+    // it), not a surprise when a session is made.
+    for (const runtime::FunctionPlan& caller : functions) {
+      for (const runtime::StepPlan& step : caller.steps) {
+        if (step.op == OpCode::kDelegateCall && step.delegate == static_cast<int32_t>(index)) {
+          LOOM_RETURN_IF_ERROR(
+              runtime::check_reference_call(caller, step, functions[f], delegate.name));
+        }
       }
     }
     runtime::LoadedDelegate d;
@@ -209,7 +221,7 @@ Result<std::shared_ptr<const runtime::LoadedDelegate>> Program::State::fall_back
       runtime::Alternative alternative = std::move(queue.front());
       queue.erase(queue.begin());
       if (alternative.reference) {
-        auto loaded = load_reference(def, alternative.artifact);
+        auto loaded = load_reference(static_cast<uint32_t>(index), alternative.artifact);
         if (!loaded.ok()) {
           refusals += "; reference: " + loaded.status().message();
           continue;

@@ -264,20 +264,11 @@ Status prepare_call(Session::State& s, size_t step_index,
   if (delegate.reference_function >= 0) {
     const runtime::FunctionPlan& fn =
         s.program->functions[static_cast<size_t>(delegate.reference_function)];
-    const auto mismatch = [&](const char* what) {
-      return invalid_argument("delegate '" + delegate.name + "': the reference function '" +
-                              fn.info.name + "' does not match the call (" + what + ")");
-    };
-    if (fn.info.inputs.size() != step.inputs.size()) return mismatch("number of inputs");
-    if (fn.info.outputs.size() != step.outputs.size()) return mismatch("number of outputs");
+    // Load checked this; a fallback to the reference variant is checked again.
+    LOOM_RETURN_IF_ERROR(runtime::check_reference_call(*plan, step, fn, delegate.name));
     for (size_t t = 0; t < n; ++t) {
       const bool is_input = t < step.inputs.size();
       const uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
-      if (v == kAbsentValue) return mismatch("an operand is left out");
-      const ArgumentInfo& arg = is_input ? fn.info.inputs[t] : fn.info.outputs[t - step.inputs.size()];
-      if (arg.dtype != plan->values[v].dtype || arg.shape != plan->values[v].shape) {
-        return mismatch(is_input ? "an input's type" : "a result's type");
-      }
       call.host_pointers.push_back(s.value_data[v]);
     }
     LOOM_ASSIGN_OR_RETURN(call.nested, make_state(s.program, &fn));
