@@ -358,6 +358,43 @@ TEST(RuntimeFake, WithoutImportEveryOperandIsStaged) {
   EXPECT_EQ(on_host->transfers()[1].imported, 0u);
 }
 
+// A session makes its fence once and the plugin (speaking ABI 1.1) re-arms
+// it on every run: with room for only two fences, many runs still work.
+TEST(RuntimeFake, AsyncRunsReuseTheSessionsFence) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.max_fences", "2"}});
+  auto bytes = sum_program({{"fake", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  auto session = program->create_session().value();
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(session->set_input(0, filled(static_cast<float>(round))).ok());
+    ASSERT_TRUE(session->set_input(1, filled(1)).ok());
+    Status st = session->run();
+    ASSERT_TRUE(st.ok()) << "run " << round << ": " << st.to_string();
+    EXPECT_FLOAT_EQ(session->output(0).data_as<float>()[5], round + 5.0f + 6.0f);
+  }
+  // A failed execution leaves the fence reusable: the next run re-arms it.
+  auto failing = fake_runtime({{"fake.async", "1"}, {"fake.max_fences", "1"}, {"fake.lose", "0"}});
+  auto lost = failing->load_program(bytes).value()->create_session().value();
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(lost->run().code(), StatusCode::kDeviceLost) << round;
+  }
+}
+
+// A plugin speaking only ABI 1.0 (fake_large) gets a new fence per run, so a
+// cap of two fences stops the third run.
+TEST(RuntimeFake, AOneZeroPluginGetsAFencePerRun) {
+  auto runtime = testing::fake_plugins_runtime(
+      {{"fake.async", "1"}, {"fake.max_fences", "2"}}, {"fake_large"});
+  auto bytes = sum_program({{"fake_large", "fake:add"}});
+  auto program = runtime->load_program(bytes).value();
+  auto session = program->create_session().value();
+  EXPECT_TRUE(session->run().ok());
+  EXPECT_TRUE(session->run().ok());
+  Status third = session->run();
+  EXPECT_EQ(third.code(), StatusCode::kResourceExhausted) << third.to_string();
+  EXPECT_NE(third.message().find("fake.max_fences=2"), std::string::npos) << third.message();
+}
+
 TEST(RuntimeFake, RunAsyncReturnsAtOnceAndItsHandleWaits) {
   auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "100"}});
   auto bytes = sum_program({{"fake", "fake:add"}});

@@ -89,7 +89,8 @@ class DeviceBuffer {
   uint64_t size_ = 0;
 };
 
-// A completion object for asynchronous executions. Signals once.
+// A completion object for asynchronous executions. Under ABI 1.0 it signals
+// once; a 1.1 plugin re-arms it each time it is handed to execute.
 class Fence {
  public:
   static Result<std::unique_ptr<Fence>> create(std::shared_ptr<LoadedPlugin> plugin,

@@ -40,6 +40,9 @@ struct DelegateCall {
   std::unique_ptr<Session::State> nested;
   // An asynchronous device's execution of this run, until completed.
   std::unique_ptr<host::Fence> fence;
+  // The fence is made once, with the session, and re-armed by each execute
+  // (the plugin speaks ABI 1.1); otherwise each run makes a new one.
+  bool fence_reused = false;
   uint64_t submitted_ns = 0;  // for its trace span
 };
 
@@ -328,6 +331,11 @@ Status prepare_call(Session::State& s, size_t step_index,
   }
   for (size_t t = 0; t < n; ++t) {
     (t < step.inputs.size() ? call.input_ptrs : call.output_ptrs).push_back(&call.tensors[t]);
+  }
+  if (delegate.async && delegate.plugin->abi_version() >= LOOM_ABI_VERSION(1, 1) &&
+      delegate.plugin->abi_version() < LOOM_ABI_VERSION(2, 0)) {
+    LOOM_ASSIGN_OR_RETURN(call.fence, host::Fence::create(delegate.plugin, delegate.device_index));
+    call.fence_reused = true;
   }
   call.args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
   call.args.executable = delegate.executable->handle();
@@ -793,12 +801,15 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
       span(trace, d.device_uri, "copy", "to device: " + d.name, start);
       if (trace != nullptr) start = now_ns();
     }
-    // Fences signal once, so an asynchronous device gets a new one per run.
-    call.fence.reset();
-    if (d.async) {
-      auto created = host::Fence::create(d.plugin, d.device_index);
-      if (!created.ok()) return fail(created.status(), "");
-      call.fence = std::move(*created);
+    // A 1.1 plugin re-arms the session's fence; under 1.0 a fence signals
+    // once, so an asynchronous device gets a new one per run.
+    if (!call.fence_reused) {
+      call.fence.reset();
+      if (d.async) {
+        auto created = host::Fence::create(d.plugin, d.device_index);
+        if (!created.ok()) return fail(created.status(), "");
+        call.fence = std::move(*created);
+      }
     }
     call.args.signal_fence = call.fence ? call.fence->handle() : nullptr;
     call.submitted_ns = start;

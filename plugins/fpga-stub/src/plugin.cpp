@@ -318,6 +318,9 @@ loom_status_t* execute(loom_execute_args_t* args) {
     if (args->signal_fence == nullptr) return d->run_sync(std::move(s));
     std::shared_ptr<FenceObject> signal;
     LOOM_SDK_RETURN_IF_ERROR(HandleTable::get(args->signal_fence, HandleKind::kFence, "execute: signal fence", &signal));
+    // ABI 1.1: the fence may have signaled an earlier execution; it is
+    // re-armed with a fresh state for this one.
+    signal->state = std::make_shared<FenceState>();
     s.done = signal->state;
     return d->submit(std::move(s));
   });

@@ -348,7 +348,12 @@ typedef struct loom_execute_args_t {
   /* When NULL the execution completes before execute returns. When set, the
    * plugin may return at once and signal the fence on completion; an error
    * that happens later is reported by fence_wait/fence_query. A synchronous
-   * plugin runs inline and signals the fence before returning. */
+   * plugin runs inline and signals the fence before returning.
+   * ABI 1.1: a fence whose earlier execution has finished (it is signaled,
+   * or failed, and nobody is waiting on it) may be handed to execute again;
+   * execute re-arms it (unsignaled, no error) for this execution. A 1.1 host
+   * keeps one fence per call site instead of making one per execution; a
+   * 1.0 host always passes a new fence. */
   loom_fence_t* signal_fence;
 } loom_execute_args_t;
 #define LOOM_EXECUTE_ARGS_STRUCT_SIZE \

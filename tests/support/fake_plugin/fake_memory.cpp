@@ -101,6 +101,16 @@ loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence) {
     if (out_fence == nullptr) return invalid("out_fence is NULL");
     *out_fence = nullptr;
     if (device == nullptr) return invalid("device is NULL");
+    {
+      loom_plugin_t* plugin = device->plugin;
+      std::lock_guard<std::mutex> lock(plugin->objects_mutex);
+      if (plugin->config.max_fences != 0 && plugin->fences_created >= plugin->config.max_fences) {
+        return make_status(LOOM_STATUS_RESOURCE_EXHAUSTED,
+                           "fence_create: fake.max_fences=" + std::to_string(plugin->config.max_fences) +
+                               " fences made already");
+      }
+      ++plugin->fences_created;
+    }
     auto* fence = new loom_fence_t{kFenceMagic, device, std::make_shared<FenceState>()};
     fence->state->worker = device->plugin->worker.get();
     device->plugin->track(device->plugin->fences, fence);

@@ -61,7 +61,8 @@ struct Config {
   fake_async::Order async_order = fake_async::Order::kFifo;
   uint64_t async_hold = 0;
   bool separate_memory = false;
-  bool import = false;  // CAP_HOST_POINTER_IMPORT: buffer_import_host of page-aligned memory
+  bool import = false;
+  uint64_t max_fences = 0;  // fence_create fails after this many (0: no limit)  // CAP_HOST_POINTER_IMPORT: buffer_import_host of page-aligned memory
   bool null_uri = false;
   std::set<std::string> compile_ops;
   std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
@@ -120,6 +121,7 @@ struct loom_plugin_t {
   std::set<loom_executable_t*> executables;
   std::set<loom_buffer_t*> buffers;
   std::set<loom_fence_t*> fences;
+  uint64_t fences_created = 0;  // under objects_mutex
 
   // Completes asynchronous executions (fake.async=1); null otherwise.
   std::unique_ptr<fake_async::Worker> worker;

@@ -16,6 +16,8 @@
 //                           queued at once: the test's Nth submission is the
 //                           latch that releases them (default 0: no holding)
 //   fake.separate_memory=1  no CAP_HOST_POINTER_EXECUTE: tensors must be buffers
+//   fake.max_fences=N       fence_create fails with RESOURCE_EXHAUSTED after
+//                           N fences (0: no limit), to count them
 //   fake.import=1           CAP_HOST_POINTER_IMPORT: buffer_import_host wraps
 //                           host memory whose address and size are
 //                           multiples of 4096 (as Vulkan drivers ask)
@@ -117,6 +119,8 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
     st = parse_flag(option->key, value, &config->async);
   } else if (key == "fake.separate_memory") {
     st = parse_flag(option->key, value, &config->separate_memory);
+  } else if (key == "fake.max_fences") {
+    st = parse_count(option->key, value, UINT64_C(1) << 40, &config->max_fences);
   } else if (key == "fake.import") {
     st = parse_flag(option->key, value, &config->import);
   } else if (key == "fake.null_uri") {
@@ -415,7 +419,11 @@ loom_status_t* execute(loom_execute_args_t* args) {
     std::shared_ptr<FenceState> signal;
     if (args->signal_fence != nullptr) {
       if (args->signal_fence->magic != kFenceMagic) return invalid("args.signal_fence is not a fence");
-      signal = args->signal_fence->state;
+      // ABI 1.1: a fence that signaled an earlier execution is re-armed.
+      auto fresh = std::make_shared<FenceState>();
+      fresh->worker = args->signal_fence->state->worker;
+      args->signal_fence->state = fresh;
+      signal = std::move(fresh);
     }
     loom_plugin_t* plugin = exe->device->plugin;
     const bool lost = plugin->config.lose.count(exe->device->index) != 0;
