@@ -613,13 +613,16 @@ uint64_t now_ns() {
 }
 
 // Records a complete span from `start` to now, when tracing.
-void span(Trace* trace, const std::string& track, const char* category, std::string name,
-          uint64_t start) {
+// `name` and `suffix` are joined only when tracing, so that a run without a
+// trace builds no strings (run() allocates nothing).
+void span(Trace* trace, const std::string& track, const char* category, std::string_view name,
+          uint64_t start, std::string_view suffix = {}) {
   if (trace == nullptr) return;
   Trace::Event e;
   e.track = track;
   e.category = category;
-  e.name = std::move(name);
+  e.name.reserve(name.size() + suffix.size());
+  e.name.append(name).append(suffix);
   e.timestamp_ns = start;
   e.duration_ns = now_ns() - start;
   trace->record(std::move(e));
@@ -743,7 +746,7 @@ Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_c
     Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t], call.tensors[t].byte_size);
     if (!out.ok()) return fail(out, ": reading output");
   }
-  if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: " + d.name, start);
+  if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: ", start, d.name);
   return Status();
 }
 
@@ -764,7 +767,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
         continue;
       }
       Status st = step.kernel->run(s.kernel_inputs[i], s.kernel_outputs[i], step.attributes);
-      span(trace, kHost, "kernel", std::string(step.kernel->op), start);
+      span(trace, kHost, "kernel", step.kernel->op, start);
       if (!st.ok()) {
         return st.with_context("function '" + plan.info.name + "' instruction " +
                                std::to_string(step.instruction) + " (" +
@@ -776,7 +779,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
     const runtime::LoadedDelegate& d = *call.delegate;
     if (call.nested != nullptr) {
       Status st = run_reference(call, trace);
-      span(trace, kHost, "delegate", d.name + " (reference)", start);
+      span(trace, kHost, "delegate", d.name, start, " (reference)");
       if (!st.ok()) {
         return st.with_context("function '" + plan.info.name + "' instruction " +
                                std::to_string(step.instruction) + ": delegate '" + d.name +
@@ -798,7 +801,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
       if (!st.ok()) return fail(st, ": staging input");
     }
     if (!call.stage_in.empty()) {
-      span(trace, d.device_uri, "copy", "to device: " + d.name, start);
+      span(trace, d.device_uri, "copy", "to device: ", start, d.name);
       if (trace != nullptr) start = now_ns();
     }
     // A 1.1 plugin re-arms the session's fence; under 1.0 a fence signals

@@ -466,7 +466,8 @@ Status Device::submit(VkCommandBuffer cmd, VkFence fence) {
   info.pCommandBuffers = &cmd;
   std::lock_guard<std::mutex> lock(queue_mu_);
   const VkResult r = fns_.vkQueueSubmit(queue_, 1, &info, fence);
-  return vk_status(r, props_.uri + ": vkQueueSubmit");
+  if (r != VK_SUCCESS) return vk_status(r, props_.uri + ": vkQueueSubmit");
+  return Status();
 }
 
 Status Device::staged_copy(VkBuffer buffer, uint64_t offset, void* host, uint64_t size,
