@@ -1,0 +1,276 @@
+// What the cpu-simd plugin tests share: the library loaded through its C
+// ABI, a created plugin and device (CpuSimdPlugin), tensors and graphs.
+#pragma once
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fixtures/format1_blob.hpp"
+#include "kernels/kernel.hpp"
+#include "loom/cpu_simd/blob_format.hpp"
+#include "loom/plugin.h"
+
+namespace loom::cpu_simd {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// "ok" or "<code>: <message>"; releases the status.
+inline std::string take(const loom_plugin_api_t* api, loom_status_t* s) {
+  if (s == nullptr) return "ok";
+  std::string out = std::to_string(api->status_code(s)) + ": " + api->status_message(s);
+  api->status_destroy(s);
+  return out;
+}
+
+std::string code_prefix(loom_status_code_t code) { return std::to_string(code) + ": "; }
+
+inline bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+class Library {
+ public:
+  Library() {
+    handle_ = dlopen(LOOM_CPU_SIMD_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (handle_ != nullptr) {
+      query_ = reinterpret_cast<loom_plugin_query_fn_t>(dlsym(handle_, LOOM_PLUGIN_ENTRY_POINT_NAME));
+    }
+  }
+  ~Library() {
+    if (handle_ != nullptr) dlclose(handle_);
+  }
+  loom_plugin_query_fn_t query() const { return query_; }
+  const char* error() const { return handle_ == nullptr ? dlerror() : ""; }
+
+ private:
+  void* handle_ = nullptr;
+  loom_plugin_query_fn_t query_ = nullptr;
+};
+
+inline loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity) {
+  loom_plugin_query_t q{};
+  q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
+  q.host_abi_min = lo;
+  q.host_abi_max = hi;
+  q.reason = reason;
+  q.reason_capacity = capacity;
+  return q;
+}
+
+struct Tensor {
+  Dims shape;
+  std::vector<float> data;
+  loom_tensor_t desc{};
+
+  Tensor() = default;
+  Tensor(Dims s, std::vector<float> d) : shape(std::move(s)), data(std::move(d)) { refresh(); }
+  Tensor(const Tensor& o) : shape(o.shape), data(o.data) { refresh(); }
+  Tensor& operator=(const Tensor& o) {
+    shape = o.shape;
+    data = o.data;
+    refresh();
+    return *this;
+  }
+  void refresh() {
+    desc = {};
+    desc.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+    desc.dtype = LOOM_DTYPE_F32;
+    desc.rank = static_cast<uint32_t>(shape.size());
+    desc.shape = shape.data();
+    desc.host_data = data.data();
+    desc.byte_size = data.size() * sizeof(float);
+  }
+  kernels::TensorRef ref() {
+    return kernels::TensorRef{DType::kF32, shape, data.data(), data.size() * sizeof(float)};
+  }
+};
+
+inline size_t count_of(const Dims& s) {
+  size_t n = 1;
+  for (int64_t d : s) n *= static_cast<size_t>(d);
+  return n;
+}
+
+inline Tensor random_tensor(const Dims& s, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count_of(s));
+  for (float& x : v) x = dist(rng);
+  return Tensor(s, std::move(v));
+}
+
+Tensor zero_tensor(const Dims& s) { return Tensor(s, std::vector<float>(count_of(s), 0.0f)); }
+
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tol = 1e-5f * std::max(1.0f, std::fabs(want[i]));
+    ASSERT_NEAR(got[i], want[i], tol) << "element " << i;
+  }
+}
+
+class CpuSimdPlugin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(lib_.query(), nullptr) << "cannot load " << LOOM_CPU_SIMD_PLUGIN_PATH << ": "
+                                     << lib_.error();
+    char reason[256] = {};
+    loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_CURRENT, reason, sizeof reason);
+    ASSERT_EQ(lib_.query()(&q), LOOM_STATUS_OK) << reason;
+    api_ = q.out_api;
+    ASSERT_NE(api_, nullptr);
+    plugin_ = create({{LOOM_OPTION_THREADS, "2"}});
+    ASSERT_NE(plugin_, nullptr);
+    ASSERT_EQ(take(api_, api_->device_get(plugin_, 0, &device_)), "ok");
+  }
+  void TearDown() override {
+    if (api_ != nullptr) api_->plugin_destroy(plugin_);
+  }
+
+  loom_plugin_t* create(std::vector<std::pair<const char*, const char*>> options,
+                        std::string* error = nullptr) {
+    std::vector<loom_option_t> opts;
+    for (auto& [k, v] : options) opts.push_back({LOOM_OPTION_STRUCT_SIZE, k, v});
+    std::vector<const loom_option_t*> ptrs;
+    for (auto& o : opts) ptrs.push_back(&o);
+    loom_plugin_create_args_t args{};
+    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
+    args.option_count = ptrs.size();
+    args.options = ptrs.data();
+    std::string s = take(api_, api_->plugin_create(&args));
+    if (error != nullptr) *error = s;
+    return args.out_plugin;
+  }
+
+  std::string check(const std::vector<std::byte>& blob, const char* key = "cpu-simd",
+                    uint32_t version = kFormatVersion) {
+    loom_executable_check_args_t args{};
+    args.struct_size = LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE;
+    args.device = device_;
+    args.loader_key = key;
+    args.format_version = version;
+    args.blob = blob.data();
+    args.blob_size = blob.size();
+    return take(api_, api_->executable_check(&args));
+  }
+
+  loom_executable_t* load(const std::vector<std::byte>& blob, std::string* error = nullptr,
+                          uint32_t format_version = kFormatVersion) {
+    loom_executable_load_args_t args{};
+    args.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
+    args.device = device_;
+    args.loader_key = "cpu-simd";
+    args.format_version = format_version;
+    args.blob = blob.data();
+    args.blob_size = blob.size();
+    std::string s = take(api_, api_->executable_load(&args));
+    if (error != nullptr) *error = s;
+    return args.out_executable;
+  }
+
+  std::string execute(loom_executable_t* exe, std::vector<const loom_tensor_t*> in,
+                      std::vector<const loom_tensor_t*> out, loom_fence_t* signal = nullptr) {
+    loom_execute_args_t args{};
+    args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    args.executable = exe;
+    args.input_count = in.size();
+    args.inputs = in.data();
+    args.output_count = out.size();
+    args.outputs = out.data();
+    args.signal_fence = signal;
+    return take(api_, api_->execute(&args));
+  }
+
+  // Runs a one-node graph on the plugin and the same operator on loom_kernels.
+  void compare_single_op(Op op, const std::vector<Tensor>& inputs, const Dims& out_shape,
+                         const char* kernel, const BlobNode& attrs,
+                         const std::vector<AttributeDef>& kernel_attrs) {
+    BlobGraph g;
+    for (const Tensor& t : inputs) {
+      g.tensors.push_back({LOOM_DTYPE_F32, t.shape});
+      g.inputs.push_back(static_cast<uint32_t>(g.tensors.size() - 1));
+    }
+    g.tensors.push_back({LOOM_DTYPE_F32, out_shape});
+    const uint32_t out_index = static_cast<uint32_t>(g.tensors.size() - 1);
+    g.outputs = {out_index};
+    BlobNode node = attrs;
+    node.op = op;
+    node.inputs = g.inputs;
+    node.outputs = {out_index};
+    g.nodes = {node};
+    std::string error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+    std::vector<Tensor> ins = inputs;
+    Tensor got = zero_tensor(out_shape);
+    std::vector<const loom_tensor_t*> in_descs;
+    for (Tensor& t : ins) in_descs.push_back(&t.desc);
+    EXPECT_EQ(execute(exe, in_descs, {&got.desc}), "ok");
+    api_->executable_destroy(exe);
+
+    Tensor want = zero_tensor(out_shape);
+    std::vector<kernels::TensorRef> refs;
+    for (Tensor& t : ins) refs.push_back(t.ref());
+    std::vector<kernels::TensorRef> outs = {want.ref()};
+    const auto registry = kernels::KernelRegistry::reference();
+    Status s = registry.find(kernel)->run(refs, outs, kernels::Attributes(kernel_attrs));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    expect_close(got.data, want.data);
+  }
+
+  Library lib_;
+  const loom_plugin_api_t* api_ = nullptr;
+  loom_plugin_t* plugin_ = nullptr;
+  loom_device_t* device_ = nullptr;
+};
+
+inline AttributeDef int_attr(const char* name, int64_t v) {
+  AttributeDef a;
+  a.name = name;
+  a.kind = AttributeKind::kInt;
+  a.i = v;
+  return a;
+}
+inline AttributeDef float_attr(const char* name, float v) {
+  AttributeDef a;
+  a.name = name;
+  a.kind = AttributeKind::kFloat;
+  a.f = v;
+  return a;
+}
+
+// x[B,I] MatMul w1 Add b1 Relu MatMul w2 Add b2 Softmax -> y[B,O]
+inline BlobGraph mlp_graph(int64_t b, int64_t i, int64_t h, int64_t o) {
+  BlobGraph g;
+  auto t = [&](Dims s) {
+    g.tensors.push_back({LOOM_DTYPE_F32, std::move(s)});
+    return static_cast<uint32_t>(g.tensors.size() - 1);
+  };
+  uint32_t x = t({b, i}), w1 = t({i, h}), b1 = t({h}), w2 = t({h, o}), b2 = t({o});
+  uint32_t h0 = t({b, h}), h1 = t({b, h}), r = t({b, h}), z = t({b, o}), z1 = t({b, o}), y = t({b, o});
+  g.inputs = {x, w1, b1, w2, b2};
+  g.outputs = {y};
+  auto node = [&](Op op, std::vector<uint32_t> in, uint32_t out) {
+    BlobNode n;
+    n.op = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  node(Op::kMatMul, {x, w1}, h0);
+  node(Op::kAdd, {h0, b1}, h1);
+  node(Op::kRelu, {h1}, r);
+  node(Op::kMatMul, {r, w2}, z);
+  node(Op::kAdd, {z, b2}, z1);
+  node(Op::kSoftmax, {z1}, y);
+  return g;
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
