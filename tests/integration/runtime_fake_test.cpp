@@ -323,7 +323,8 @@ void expect_chain_runs(Session& session) {
 // arena once, as one buffer: values between delegates are not copied; only
 // the function's inputs are staged.
 TEST(RuntimeFake, ValuesBetweenDelegatesUseTheImportedArena) {
-  auto runtime = fake_runtime({{"fake.separate_memory", "1"}, {"fake.import", "1"}});
+  auto runtime = fake_runtime(
+      {{"fake.separate_memory", "1"}, {"fake.import", "1"}, {"fake.kinds", "cpu"}});
   auto program = runtime->load_program(two_delegate_chain()).value();
   auto session = program->create_session().value();
   expect_chain_runs(*session);
@@ -336,6 +337,20 @@ TEST(RuntimeFake, ValuesBetweenDelegatesUseTheImportedArena) {
   EXPECT_EQ(t[0].staged_out, 0u);
   EXPECT_EQ(t[1].imported, 3u);   // y twice, z
   EXPECT_EQ(t[1].staged_in + t[1].staged_out + t[1].host_pointers, 0u);
+}
+
+// A device whose memory is not the host's (the fake's "virtual" device with
+// memory of its own, as a discrete GPU) is not handed the arena, though it
+// can import: its kernels would read it over the bus.
+TEST(RuntimeFake, ADeviceWithMemoryOfItsOwnStagesThoughItCanImport) {
+  auto runtime = fake_runtime({{"fake.separate_memory", "1"}, {"fake.import", "1"}});
+  auto program = runtime->load_program(two_delegate_chain()).value();
+  auto session = program->create_session().value();
+  expect_chain_runs(*session);
+  auto t = session->transfers();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].imported + t[1].imported, 0u);
+  EXPECT_EQ(t[1].staged_in, 2u);
 }
 
 TEST(RuntimeFake, WithoutImportEveryOperandIsStaged) {

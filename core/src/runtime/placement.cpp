@@ -321,7 +321,14 @@ Result<LoadedDelegate> load_delegate(const ProgramDef& program, const ArtifactRe
   d.executable = std::move(*executable);
   d.host_execute = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE) != 0;
   d.async = (info.capabilities & LOOM_DEVICE_CAP_ASYNC) != 0;
-  d.host_import = (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT) != 0 &&
+  // The arena is imported only where the device's memory is the host's
+  // (a CPU device, or unified memory: all of it host-visible). A discrete
+  // GPU would read an imported arena over the bus in every kernel; staging
+  // moves each value once.
+  const bool unified =
+      info.kind == DeviceKind::kCpu ||
+      (info.device_memory_bytes != 0 && info.host_visible_memory_bytes >= info.device_memory_bytes);
+  d.host_import = unified && (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT) != 0 &&
                   d.plugin->api().buffer_import_host != nullptr;
   return d;
 }

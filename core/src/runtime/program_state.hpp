@@ -31,8 +31,9 @@ struct LoadedDelegate {
   // The device executes on host pointers; otherwise the session stages every
   // tensor through device buffers.
   bool host_execute = false;
-  // The device imports host memory (buffer_import_host): the session hands
-  // it the arena itself, so values between delegates are not staged.
+  // The device imports host memory (buffer_import_host) and its memory is
+  // the host's (a CPU device, or unified memory): the session hands it the
+  // arena itself, so values between delegates are not staged.
   bool host_import = false;
   // The device may complete asynchronously; the session waits on a fence.
   bool async = false;
