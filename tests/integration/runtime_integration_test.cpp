@@ -215,6 +215,34 @@ TEST_F(RuntimeIntegration, BindInputUsesCallerMemoryWithoutCopy) {
   EXPECT_FALSE(session->bind_input(5, x.data(), x.byte_size()).ok());
 }
 
+TEST_F(RuntimeIntegration, FrozenFormat11MultiVariantProgramRunsOnEitherVariant) {
+  // Written by the 1.1 writer (tests/fixtures/README.md): `loom compile
+  // --variants all` of ONNX's test_relu, so its delegate has a cpu-simd
+  // variant and a loom.reference variant naming cpu-simd_0.reference.
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_1_variants.loom";
+  std::vector<float> values(60);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 30.5f;
+  NamedTensor x{"x", Tensor::copy_of(DType::kF32, {3, 4, 5},
+                                     std::as_bytes(std::span<const float>(values)))
+                         .value()};
+  // With cpu-simd, and with a runtime whose cpu-simd is rejected (an ISA it
+  // does not know), where only the reference variant is left.
+  RuntimeOptions without_cpu_simd;
+  without_cpu_simd.plugin_options = {{"cpu.isa", "bogus"}};
+  auto other = Runtime::create(without_cpu_simd).value();
+  for (Runtime* runtime : {runtime_.get(), other.get()}) {
+    auto program = runtime->load_program(path);
+    ASSERT_TRUE(program.ok()) << program.status().to_string();
+    const std::string expected = runtime == runtime_.get() ? "cpu-simd://0" : "reference";
+    EXPECT_EQ((*program)->placements().at(0).device, expected);
+    auto out = (*program)->run("main", {&x, 1});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const Tensor& y = (*out)[0].tensor;
+    ASSERT_EQ(y.element_count(), 60u);
+    for (size_t i = 0; i < 60; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+  }
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat10ProgramRunsToHandWorkedValues) {
   // Written by the 1.0 writer (tests/fixtures/README.md): main computes
   // s = x + w, r = Relu(s), y = Softmax(r, axis 1); square computes x * x.

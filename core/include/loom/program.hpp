@@ -24,7 +24,7 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 1;
+inline constexpr uint16_t kProgramMinorVersion = 2;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
