@@ -1,0 +1,292 @@
+// Private to cpu-simd's schedule: the planner's state, the record of a
+// oneDNN step, and the fusion matchers and oneDNN step makers that
+// schedule_plan.cpp defines for Schedule::build (schedule.cpp).
+#pragma once
+
+#include <omp.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "schedule.hpp"
+
+namespace loom::cpu_simd {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using DType = memory::data_type;
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+// The oneDNN primitive of a step, its memory descriptors, the slots bound
+// to its arguments and, for weights packed once, where they came from.
+struct DnnlStep {
+  dnnl::primitive prim;
+  dnnl::memory::desc src_md, dst_md, wei_md, bias_md, scratch_md;
+  // Arguments bound per execute to a slot: (oneDNN argument, slot, desc).
+  struct Arg {
+    int arg;
+    uint32_t slot;
+    memory::desc md;
+  };
+  std::vector<Arg> args;
+
+  // Weights packed once (Conv; MatMul with constant weights).
+  bool packs = false;
+  memory::desc user_wei_md;
+  memory packed;              // weights in wei_md
+  memory bias;                // folded bias, bias_md
+  uint32_t wei_slot = kNone, bias_slot = kNone;
+  uint32_t bn[4] = {kNone, kNone, kNone, kNone};  // scale, B, mean, var
+  float bn_epsilon = 0;
+  float bias_scale = 1;       // Gemm beta
+  int64_t out_channels = 0;   // rows of the weights that BN scales (Conv)
+  // Slot pointers the packed data came from: weights, bias, BN's four.
+  std::array<const float*, 6> packed_from{};
+  bool packed_once = false;
+  uint32_t residual_slot = kNone;  // copied into dst before a sum post-op
+};
+
+namespace plan {
+
+// A rank-4 tensor whose NCHW and NHWC layouts differ in memory. Any other
+// tensor is the same bytes in both, so it has one slot.
+inline bool layout_sensitive(const std::vector<int64_t>& s) {
+  return s.size() == 4 && s[1] > 1 && s[2] * s[3] > 1;
+}
+
+inline uint64_t byte_size(const std::vector<int64_t>& shape) {
+  uint64_t n = sizeof(float);
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+inline memory::dims dims_of(const std::vector<int64_t>& s) { return memory::dims(s.begin(), s.end()); }
+
+// Row-major format tag for a rank.
+inline Tag plain_tag(size_t rank) {
+  static const Tag kTags[] = {Tag::undef, Tag::a, Tag::ab, Tag::abc, Tag::abcd, Tag::abcde,
+                              Tag::abcdef};
+  return rank < 7 ? kTags[rank] : Tag::undef;
+}
+
+struct Eltwise {
+  dnnl::algorithm alg = dnnl::algorithm::undef;
+  float alpha = 0, beta = 0;
+};
+
+// The oneDNN post-op for an activation node, when it computes the same
+// function as the ONNX operator.
+bool eltwise_of(const BlobNode& n, Eltwise* e);
+
+// The process's oneDNN CPU engine.
+dnnl::engine& cpu_engine();
+
+// Builder state while the schedule is planned.
+struct Planner {
+  const BlobGraph& g;
+  std::vector<Slot>& slots;
+  std::vector<Step>& steps;
+  std::vector<uint32_t> nhwc_of;     // per tensor: its NHWC slot or kNone
+  std::vector<bool> plain_ready;     // per tensor: its plain slot holds it
+  std::vector<bool> is_output;
+  std::vector<std::vector<size_t>> readers;  // per tensor: nodes reading it (with repeats)
+  std::vector<bool> fixed;           // per tensor: a constant or a parameter
+  std::vector<bool> claimed;         // per node: part of a fused step
+
+  Planner(const BlobGraph& graph, std::vector<Slot>& s, std::vector<Step>& st)
+      : g(graph), slots(s), steps(st) {
+    const size_t n = g.tensors.size();
+    nhwc_of.assign(n, kNone);
+    plain_ready.assign(n, false);
+    is_output.assign(n, false);
+    readers.resize(n);
+    fixed.assign(n, false);
+    claimed.assign(g.nodes.size(), false);
+    for (size_t t = 0; t < n; ++t) {
+      Slot slot;
+      slot.shape = g.tensors[t].shape;
+      slot.bytes = byte_size(slot.shape);
+      slot.external = g.tensors[t].constant;
+      slots.push_back(std::move(slot));
+      fixed[t] = g.tensors[t].constant || g.tensors[t].parameter;
+      if (g.tensors[t].constant) plain_ready[t] = true;
+    }
+    for (uint32_t t : g.inputs) {
+      slots[t].external = true;
+      plain_ready[t] = true;
+    }
+    for (uint32_t t : g.outputs) {
+      slots[t].external = true;
+      is_output[t] = true;
+    }
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (uint32_t t : g.nodes[i].inputs) readers[t].push_back(i);
+    }
+  }
+
+  // The single node reading `t` when nothing else does (nor the caller),
+  // and no other fused step has taken it.
+  int64_t sole_reader(uint32_t t) const {
+    if (is_output[t] || readers[t].size() != 1 || claimed[readers[t][0]]) return -1;
+    return static_cast<int64_t>(readers[t][0]);
+  }
+
+  uint32_t new_slot(const std::vector<int64_t>& shape, Layout layout) {
+    Slot s;
+    s.shape = shape;
+    s.layout = layout;
+    s.bytes = byte_size(shape);
+    slots.push_back(std::move(s));
+    return static_cast<uint32_t>(slots.size() - 1);
+  }
+
+  void reorder(uint32_t from, uint32_t to) {
+    Step step;
+    step.kind = StepKind::kReorder;
+    step.ins = {from};
+    step.out = to;
+    auto d = std::make_shared<DnnlStep>();
+    const memory::dims dims = dims_of(slots[from].shape);
+    d->src_md = memory::desc(dims, DType::f32, slots[from].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
+    d->dst_md = memory::desc(dims, DType::f32, slots[to].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
+    dnnl::reorder::primitive_desc pd(cpu_engine(), d->src_md, cpu_engine(), d->dst_md);
+    d->prim = dnnl::reorder(pd);
+    d->args = {{DNNL_ARG_SRC, from, d->src_md}, {DNNL_ARG_DST, to, d->dst_md}};
+    step.dnnl = std::move(d);
+    steps.push_back(std::move(step));
+  }
+
+  Layout preferred(uint32_t t) const {
+    return layout_sensitive(g.tensors[t].shape) && nhwc_of[t] != kNone ? Layout::kNhwc
+                                                                       : Layout::kPlain;
+  }
+
+  // The slot holding tensor `t` in `layout`, planning a reorder if needed.
+  uint32_t ensure(uint32_t t, Layout layout) {
+    if (!layout_sensitive(g.tensors[t].shape)) return t;
+    if (layout == Layout::kPlain) {
+      if (!plain_ready[t]) {
+        reorder(nhwc_of[t], t);
+        plain_ready[t] = true;
+      }
+      return t;
+    }
+    if (nhwc_of[t] == kNone) {
+      nhwc_of[t] = new_slot(g.tensors[t].shape, Layout::kNhwc);
+      reorder(t, nhwc_of[t]);
+    }
+    return nhwc_of[t];
+  }
+
+  // The slot a step writes tensor `t` into, in `layout`.
+  uint32_t define(uint32_t t, Layout layout) {
+    if (!layout_sensitive(g.tensors[t].shape) || layout == Layout::kPlain) {
+      plain_ready[t] = true;
+      return t;
+    }
+    nhwc_of[t] = new_slot(g.tensors[t].shape, Layout::kNhwc);
+    return nhwc_of[t];
+  }
+
+  // After the producer of `t`: graph outputs are plain.
+  void finish(uint32_t t) {
+    if (is_output[t]) ensure(t, Layout::kPlain);
+  }
+};
+
+// Sets the calling thread's OpenMP thread count (what oneDNN uses) for a
+// scope, and gives the caller's back after it.
+class ThreadCount {
+ public:
+  explicit ThreadCount(size_t threads) : saved_(omp_get_max_threads()) {
+    omp_set_num_threads(static_cast<int>(threads));
+  }
+  ~ThreadCount() { omp_set_num_threads(saved_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A Conv (2-D) and what follows it that one oneDNN convolution can compute.
+struct ConvChain {
+  size_t conv = 0;
+  int64_t bn = -1;
+  std::vector<Eltwise> before_sum, after_sum;
+  int64_t add = -1;
+  uint32_t residual = kNone;  // tensor
+  std::vector<size_t> nodes;  // every node, conv first
+  uint32_t output = kNone;    // tensor the chain finally writes
+};
+
+struct MatMulChain {
+  size_t node = 0;
+  int64_t add = -1;           // fused bias Add
+  uint32_t bias = kNone;      // tensor holding the bias (Add operand or Gemm C)
+  std::vector<Eltwise> post;
+  std::vector<size_t> nodes;
+  uint32_t output = kNone;
+  bool packed = false;        // B constant: packed once
+};
+
+// The exporters' LayerNorm over the last axis of x:
+//   m = ReduceMean(x, [-1]); d = Sub(x, m); q = Pow(d, 2) or Mul(d, d);
+//   v = ReduceMean(q, [-1]); s = Sqrt(Add(v, epsilon)); y = Div(d, s);
+//   then optionally Mul(y, gamma) and Add(., beta) with row vectors of n.
+struct LayerNormChain {
+  uint32_t x = kNone, gamma = kNone, beta = kNone, output = kNone;
+  float epsilon = 0;
+  std::vector<size_t> nodes;
+};
+
+// Element strides of each logical dimension of a slot.
+std::array<int64_t, kMaxRank> logical_strides(const Slot& s);
+
+// Broadcast geometry of a binary node whose operands and output live in
+// `a`, `b` and `y`, looping in y's memory order.
+BroadcastGeometry binary_geometry(const Slot& a, const Slot& b, const Slot& y);
+
+// oneDNN attributes: these activations, then the residual sum, then these;
+// a scratchpad the caller provides.
+dnnl::primitive_attr make_attr(const std::vector<Eltwise>& before_sum, bool sum,
+                               const std::vector<Eltwise>& after_sum);
+
+// Whether node i starts a Conv chain (filled into `c`).
+bool plan_conv_chain(const Planner& p, size_t i, ConvChain* c);
+
+// The oneDNN convolution (deconvolution for ConvTranspose) of a chain;
+// throws dnnl::error when oneDNN has no implementation for it.
+std::shared_ptr<DnnlStep> make_conv(const Planner& p, const ConvChain& c, uint32_t src_slot,
+                                    uint32_t dst_slot, uint32_t residual_slot);
+
+// Whether MatMul / Gemm node i starts a MatMul chain: bias, activations
+// or the exporters' Erf GELU after it.
+bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c);
+
+// Whether node i, a ReduceMean, starts the exporters' LayerNorm pattern.
+bool plan_layer_norm(const Planner& p, size_t i, LayerNormChain* c);
+
+// The oneDNN matmul of a chain; throws dnnl::error when it has none.
+std::shared_ptr<DnnlStep> make_matmul(const Planner& p, const MatMulChain& c, uint32_t a_slot,
+                                      uint32_t b_slot, uint32_t dst_slot);
+
+// oneDNN pooling on NHWC data, or nullptr when the node needs the plain
+// kernel (ceil_mode, which oneDNN has no notion of).
+std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slot,
+                                    uint32_t dst_slot, Tag layout);
+
+// Transpose as a oneDNN reorder from a strided view of the input, when the
+// innermost axis moves (the plain kernel copies contiguous runs otherwise).
+std::shared_ptr<DnnlStep> make_transpose(const Planner& p, size_t i, uint32_t src_slot,
+                                         uint32_t dst_slot);
+
+// "nhwc" or "plain", for describe().
+const char* layout_name(Layout l);
+
+}  // namespace plan
+}  // namespace loom::cpu_simd
