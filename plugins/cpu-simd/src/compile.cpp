@@ -173,6 +173,7 @@ sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
       blob.outputs.push_back(map[static_cast<size_t>(t)]);
     }
   }
+  fold_hard_swish(&blob);
   std::string error;
   if (!validate(blob, &error)) {
     return sdk::invalid_argument("compile: the cpu-simd graph is invalid: " + error);

@@ -47,4 +47,11 @@ sdk::Status compile_supported(const void* data, size_t size, size_t node_count, 
 // compile: the blob graph of the whole subgraph (every node must lower).
 sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out);
 
+// x * HardSigmoid(x) with alpha 1/6 and beta 0.5 (MobileNetV3's exporters
+// write HardSwish so) becomes one HardSwish node, when the HardSigmoid's
+// output is read by that Mul alone: one pass over x instead of two, and a
+// Conv before it takes it as a fused activation. Returns how many were
+// folded. (compile_rewrite.cpp)
+size_t fold_hard_swish(BlobGraph* g);
+
 }  // namespace loom::cpu_simd

@@ -546,5 +546,42 @@ TEST_F(Compile, MalformedGraphsAreErrors) {
   }
 }
 
+// x * HardSigmoid(x) with HardSwish's parameters is compiled into one
+// HardSwish node (and computes x * clamp(x / 6 + 0.5, 0, 1)); other gates,
+// and a gate whose output is read elsewhere, stay as written.
+TEST_F(Compile, HardSigmoidTimesInputBecomesHardSwish) {
+  auto build = [](float beta, bool gate_is_output, bool swap) {
+    GraphBuilder b;
+    const int x = b.input({2, 3});
+    const int h = b.tensor({2, 3}), y = b.tensor({2, 3});
+    b.node("HardSigmoid", {x}, {h}, {attr_f("alpha", 0.16666667f), attr_f("beta", beta)}, 6);
+    b.node("Mul", swap ? std::vector<int>{h, x} : std::vector<int>{x, h}, {y}, {}, 14);
+    b.output(y);
+    if (gate_is_output) b.output(h);
+    return b;
+  };
+  auto ops_of = [&](const GraphBuilder& b) {
+    std::vector<std::byte> blob;
+    EXPECT_EQ(compile(b.finish(), &blob), "ok");
+    BlobGraph g;
+    std::string error;
+    EXPECT_TRUE(decode(blob.data(), blob.size(), &g, &error)) << error;
+    std::string ops;
+    for (const BlobNode& n : g.nodes) ops += std::string(op_name(n.op)) + " ";
+    return ops + std::to_string(g.tensors.size()) + " tensors";
+  };
+  EXPECT_EQ(ops_of(build(0.5f, false, false)), "HardSwish 2 tensors");
+  EXPECT_EQ(ops_of(build(0.5f, false, true)), "HardSwish 2 tensors");
+  EXPECT_EQ(ops_of(build(0.4f, false, false)), "HardSigmoid Mul 3 tensors");
+  EXPECT_EQ(ops_of(build(0.5f, true, false)), "HardSigmoid Mul 3 tensors");
+
+  const std::vector<float> x = {-4, -3, -1, 0, 2, 3.5f};
+  auto out = run(build(0.5f, false, true), {{{2, 3}, x}}, {{2, 3}});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<float> want;
+  for (float v : x) want.push_back(v * std::fmax(0.0f, std::fmin(1.0f, v / 6 + 0.5f)));
+  expect_near(out[0], want, 1e-6f);
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd::testing
