@@ -123,6 +123,15 @@ else
     expect_ok "Conv2d on $target matches the test data" "^same: " \
       "$compare" "$dir/conv_$target/3.npy" "$set0/output_0.pb"
   done
+  # --verbose shows plugins' info lines: cpu-simd reports the weights it packed.
+  "$loom" run "$dir/conv_cpu-simd.loom" --input "0=$set0/input_0.pb" --verbose --repeat 2 \
+    >/dev/null 2>"$dir/verbose.err"
+  grep -q "^loom: info: cpu-simd: executable: packed 1 weight tensor once, on the first run: [0-9.]* KiB in oneDNN's layouts" \
+    "$dir/verbose.err" || fail "run --verbose: no packing report from cpu-simd: $(cat "$dir/verbose.err")"
+  [ "$(grep -c "packed 1 weight tensor" "$dir/verbose.err")" = 1 ] ||
+    fail "run --verbose: the packing report is not written exactly once: $(cat "$dir/verbose.err")"
+  "$loom" run "$dir/conv_cpu-simd.loom" --input "0=$set0/input_0.pb" >/dev/null 2>"$dir/quiet.err"
+  [ ! -s "$dir/quiet.err" ] || fail "run without --verbose printed on stderr: $(cat "$dir/quiet.err")"
   # --variants all: the Conv2d model's one subgraph gets a vulkan-compute
   # variant (it supports the node too) and a reference one; each runs, chosen
   # by --device, and matches the test data.

@@ -360,6 +360,13 @@ Status run_program(const RunArgs& args, RunReport& report) {
   RuntimeOptions options;
   options.threads = args.threads;
   LOOM_RETURN_IF_ERROR(add_plugin_options(args.plugin_options, &options));
+  if (args.verbose) {
+    options.log_sink = [](LogLevel level, std::string_view line) {
+      if (level == LogLevel::kDebug) return;
+      static constexpr const char* kNames[] = {"debug", "info", "warning", "error"};
+      std::cerr << "loom: " << kNames[static_cast<int>(level)] << ": " << line << "\n";
+    };
+  }
   LOOM_ASSIGN_OR_RETURN(auto runtime, Runtime::create(options));
   LoadOptions load;
   load.device = args.device;

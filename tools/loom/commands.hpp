@@ -46,6 +46,7 @@ struct RunArgs {
   bool json = false;                        // one JSON document on stdout
   std::string trace;                        // --trace FILE.json: Chrome trace events
   bool profile = false;                     // print time per delegate and op
+  bool verbose = false;                     // print plugins' info lines on stderr
   bool fallback = false;                    // move a delegate off a failed device
 };
 

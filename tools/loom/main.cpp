@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
   cmd_run->add_flag("--profile", run.profile,
                     "Print time per delegate and op: device, calls, total, mean, share of the "
                     "run");
+  cmd_run->add_flag("--verbose", run.verbose,
+                    "Print the plugins' info lines on stderr (for example the size of the "
+                    "weights cpu-simd packs)");
   cmd_run->add_flag("--json", run.json, "Print one JSON document (placements, outputs, "
                                         "latency; the error and placement on failure)");
   cmd_run->add_option("--input", run.inputs, "NAME=PATH.npy, NAME=PATH.pb (an ONNX "

@@ -43,6 +43,10 @@ class PluginHost;
 class Program;
 class Session;
 
+// How much a log line matters (plugins' lines, through the host's log
+// service).
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+
 struct RuntimeOptions {
   // Folders searched for plugin manifests before $LOOM_PLUGIN_PATH and the
   // plugin folder of the build/install tree.
@@ -54,6 +58,10 @@ struct RuntimeOptions {
   // Further options handed to every plugin when it is created (key, value);
   // plugins ignore keys they do not know.
   std::vector<std::pair<std::string, std::string>> plugin_options;
+  // Receives every line plugins log, at every level, as "PLUGIN: message"
+  // (from any thread; calls are serialized). Unset: warnings and errors go
+  // to stderr as "loom: warning: ...", debug and info lines are dropped.
+  std::function<void(LogLevel, std::string_view)> log_sink;
 };
 
 struct PlacementExplanation;

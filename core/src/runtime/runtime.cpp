@@ -24,6 +24,11 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   for (const auto& option : options.plugin_options) {
     host_options.plugin_options.push_back(option);
   }
+  if (options.log_sink) {
+    host_options.log_sink = [sink = options.log_sink](loom_log_level_t level, std::string_view line) {
+      sink(static_cast<LogLevel>(std::clamp(static_cast<int>(level), 0, 3)), line);
+    };
+  }
   LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->host_ = std::move(host);

@@ -1,6 +1,7 @@
 #include "objects.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -116,6 +117,26 @@ Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernel
   LOOM_SDK_RETURN_IF_ERROR(Schedule::build(e->graph_, pool->parallelism(), onednn, kernels, &e->schedule_));
   *out = std::move(e);
   return Status();
+}
+
+void Executable::report_packing() {
+  if (packing_reported_.exchange(true) || schedule_->packed_count() == 0) return;
+  auto size = [](uint64_t bytes) {
+    char text[32];
+    if (bytes < (1u << 20)) {
+      std::snprintf(text, sizeof text, "%.1f KiB", static_cast<double>(bytes) / 1024);
+    } else {
+      std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    }
+    return std::string(text);
+  };
+  const size_t count = schedule_->packed_count();
+  const std::string line = "executable: packed " + std::to_string(count) + " weight tensor" +
+                           (count == 1 ? "" : "s") + " once, on the first run: " +
+                           size(schedule_->packed_bytes()) + " in oneDNN's layouts, from " +
+                           size(schedule_->packed_source_bytes()) +
+                           " of the program's tensors, which later runs do not read";
+  sdk::log(log_host_, LOOM_LOG_INFO, line.c_str());
 }
 
 size_t Executable::arena_count() {
@@ -238,6 +259,9 @@ Status Executable::execute(const sdk::ExecuteCallT<Fence>& call) {
   Status s = bind(call, arena->tensors.data());
   if (s.ok()) s = schedule_->run(*arena->state, arena->tensors.data(), *pool_);
   release(arena);
+  if (s.ok() && log_host_ != nullptr && !packing_reported_.load(std::memory_order_relaxed)) {
+    report_packing();
+  }
   if (call.signal_fence != nullptr) call.signal_fence->signal_with(s);
   return s;
 }

@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +84,10 @@ class Executable {
   // Thread-safe. Allocates nothing unless every scratch arena is in use.
   Status execute(const sdk::ExecuteCallT<Fence>& call);
 
+  // After its first run the executable logs, at INFO through `host`'s log
+  // service (when it has one), how many bytes of weights it packed.
+  void report_packing_to(const loom_host_services_t* host) { log_host_ = host; }
+
   // Scratch arenas made so far (for tests of the pool).
   size_t arena_count();
   const Schedule& schedule() const { return *schedule_; }
@@ -104,10 +109,15 @@ class Executable {
   Arena* acquire();
   void release(Arena* arena);
 
+  void report_packing();
+
   BlobGraph graph_;
   std::unique_ptr<Schedule> schedule_;
   std::vector<uint64_t> byte_size_;  // per blob tensor
   ThreadPool* pool_;
+
+  const loom_host_services_t* log_host_ = nullptr;
+  std::atomic<bool> packing_reported_{false};
 
   std::mutex arenas_mutex_;
   std::vector<std::unique_ptr<Arena>> arenas_;

@@ -65,8 +65,10 @@ class CpuSimdPlugin;
 
 class CpuSimdDevice {
  public:
-  CpuSimdDevice(ThreadPool* pool, std::string name, uint64_t memory, bool onednn, Kernels kernels)
-      : pool_(pool), name_(std::move(name)), memory_(memory), onednn_(onednn), kernels_(kernels) {}
+  CpuSimdDevice(ThreadPool* pool, std::string name, uint64_t memory, bool onednn, Kernels kernels,
+                const loom_host_services_t* host)
+      : pool_(pool), name_(std::move(name)), memory_(memory), onednn_(onednn), kernels_(kernels),
+        host_(host) {}
 
   void info(loom_device_info_t* out) const {
     out->uri = "cpu-simd://0";
@@ -88,7 +90,9 @@ class CpuSimdDevice {
                          std::unique_ptr<Executable>* out) {
     BlobGraph graph;
     LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &graph));
-    return Executable::create(std::move(graph), pool_, onednn_, kernels_, out);
+    LOOM_SDK_RETURN_IF_ERROR(Executable::create(std::move(graph), pool_, onednn_, kernels_, out));
+    (*out)->report_packing_to(host_);
+    return Status();
   }
 
   Status allocate_buffer(uint64_t size, uint64_t alignment, uint32_t flags,
@@ -116,6 +120,7 @@ class CpuSimdDevice {
   uint64_t memory_;
   bool onednn_;
   Kernels kernels_;
+  const loom_host_services_t* host_;  // may be NULL: packing goes unreported
 };
 
 class CpuSimdPlugin {
@@ -126,7 +131,7 @@ class CpuSimdPlugin {
         device_(&pool_,
                 cpu_model_name() + " [kernels " + kernels.name +
                     (onednn ? ", oneDNN " + onednn_isa() : ", oneDNN off") + "]",
-                physical_memory_bytes(), onednn, kernels) {}
+                physical_memory_bytes(), onednn, kernels, host) {}
 
   // The host's services (may be NULL): compile allocates the blob with them.
   const loom_host_services_t* host() const { return host_; }

@@ -341,6 +341,24 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   return sdk::Status();
 }
 
+size_t Schedule::packed_count() const {
+  size_t n = 0;
+  for (const Step& st : steps_) n += st.dnnl != nullptr && st.dnnl->packs ? 1 : 0;
+  return n;
+}
+
+uint64_t Schedule::packed_source_bytes() const {
+  uint64_t n = 0;
+  for (const Step& st : steps_) {
+    if (st.dnnl == nullptr || !st.dnnl->packs) continue;
+    const DnnlStep& d = *st.dnnl;
+    n += slots_[d.wei_slot].bytes;
+    if (d.bias_slot != kNone) n += slots_[d.bias_slot].bytes;
+    for (uint32_t b : d.bn) n += b == kNone ? 0 : slots_[b].bytes;
+  }
+  return n;
+}
+
 uint64_t Schedule::packed_bytes() const {
   uint64_t n = 0;
   for (const Step& st : steps_) {

@@ -93,8 +93,13 @@ class Schedule {
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Step>& steps() const { return steps_; }
   uint64_t scratch_bytes() const { return scratch_bytes_; }
-  // Bytes of weights held in oneDNN's layouts (reported by tests).
+  // Weights held in oneDNN's layouts once packed: how many tensors, their
+  // bytes, and the bytes of the program's tensors they were packed from
+  // (weights, bias and folded BatchNormalization), which runs then no
+  // longer read.
+  size_t packed_count() const;
   uint64_t packed_bytes() const;
+  uint64_t packed_source_bytes() const;
 
   // A fresh per-execution state.
   ScheduleArenaPtr make_arena() const;
