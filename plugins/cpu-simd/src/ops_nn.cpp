@@ -2,6 +2,11 @@
 // convolution, pooling and batch normalization. Plain loops, written for
 // ONNX-exact results first (speed is a later issue); Conv spreads output
 // channels over the pool when the work is large.
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -310,20 +315,40 @@ void run_concat(const NodePlan& p, float* const* t, ThreadPool& pool) {
   }
 }
 
-void run_transpose(const NodePlan& p, float* const* t) {
-  const float* x = t[p.inputs[0]];
-  float* y = t[p.output];
-  const BroadcastGeometry& g = p.transpose;
-  if (p.count == 0) return;
-  if (g.rank == 0) {
-    y[0] = x[0];
-    return;
+// Transposes an 8 x 8 tile: row r of `src` (rows `ss` apart) becomes
+// column r of `dst` (rows `ds` apart). AVX builds shuffle in registers.
+inline void transpose_tile8(const float* src, int64_t ss, float* dst, int64_t ds) {
+#if defined(__AVX__)
+  __m256 r[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ss);
+  for (int i = 0; i < 8; i += 2) {
+    u[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    u[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(u[i], u[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(u[i + 1], u[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ds, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+#else
+  for (int64_t i = 0; i < 8; ++i) {
+    for (int64_t j = 0; j < 8; ++j) dst[j * ds + i] = src[i * ss + j];
+  }
+#endif
+}
+
+// The general walk: the innermost output axis read `stride` apart.
+void transpose_rows(const BroadcastGeometry& g, const float* x, float* y, int64_t count) {
   std::array<int64_t, kMaxRank> index{};
   const size_t last = g.rank - 1;
   const int64_t inner = g.dims[last], stride = g.a_strides[last];
   int64_t xo = 0;
-  for (int64_t o = 0; o < p.count; o += inner) {
+  for (int64_t o = 0; o < count; o += inner) {
     for (int64_t j = 0; j < inner; ++j) y[o + j] = x[xo + j * stride];
     for (size_t d = last; d-- > 0;) {
       ++index[d];
@@ -333,6 +358,111 @@ void run_transpose(const NodePlan& p, float* const* t) {
       index[d] = 0;
     }
   }
+}
+
+void run_transpose(const NodePlan& p, float* const* t, ThreadPool& pool) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  if (p.count == 0) return;
+  if (p.transpose.rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  // Coalesce: drop axes of 1 and merge neighbours that stay neighbours.
+  BroadcastGeometry g;
+  for (size_t d = 0; d < p.transpose.rank; ++d) {
+    const int64_t n = p.transpose.dims[d], s = p.transpose.a_strides[d];
+    if (n == 1) continue;
+    if (g.rank > 0 && g.a_strides[g.rank - 1] == s * n) {
+      g.dims[g.rank - 1] *= n;
+      g.a_strides[g.rank - 1] = s;
+    } else {
+      g.dims[g.rank] = n;
+      g.a_strides[g.rank] = s;
+      ++g.rank;
+    }
+  }
+  if (g.rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  // The output axis k that is contiguous in x. When it is not the innermost
+  // one, the copy is a 2-D transpose between k and the innermost axis for
+  // each index of the other axes, done in 8 x 8 tiles.
+  size_t k = g.rank;
+  for (size_t d = 0; d < g.rank; ++d) k = g.a_strides[d] == 1 ? d : k;
+  const size_t last = g.rank - 1;
+  if (k == g.rank || k == last) {
+    if (p.count < static_cast<int64_t>(2 * kElementGrain) || g.rank < 2) return transpose_rows(g, x, y, p.count);
+    // Split over the outermost axis.
+    auto body = [&](size_t begin, size_t end) {
+      BroadcastGeometry sub = g;
+      sub.dims[0] = static_cast<int64_t>(end - begin);
+      const int64_t per = p.count / g.dims[0];
+      transpose_rows(sub, x + static_cast<int64_t>(begin) * g.a_strides[0],
+                     y + static_cast<int64_t>(begin) * per, sub.dims[0] * per);
+    };
+    pool.parallel_for(static_cast<size_t>(g.dims[0]), 1, body);
+    return;
+  }
+  const int64_t rows = g.dims[k], cols = g.dims[last];  // y: rows of `cols`; x: columns
+  const int64_t xs = g.a_strides[last];                 // x: one y column to the next
+  int64_t ys = 1;                                       // y: one row (k) to the next
+  for (size_t d = k + 1; d < g.rank; ++d) ys *= g.dims[d];
+  // The other axes: output dims and x strides, outermost first.
+  int64_t outer = 1;
+  std::array<int64_t, kMaxRank> odims{}, ostr{}, ystr{};
+  size_t orank = 0;
+  for (size_t d = 0; d < last; ++d) {
+    if (d == k) continue;
+    int64_t yst = 1;
+    for (size_t e = d + 1; e < g.rank; ++e) yst *= g.dims[e];
+    odims[orank] = g.dims[d];
+    ostr[orank] = g.a_strides[d];
+    ystr[orank] = yst;
+    ++orank;
+    outer *= g.dims[d];
+  }
+  // Work unit: kRows rows of y by all its columns, walked in strips of
+  // kCols columns: a strip reads kCols rows of x (sequential runs of kRows
+  // floats) and writes one whole kCols-float run into each of the unit's y
+  // rows. The unit's y rows stay few enough for the TLB, and each y cache
+  // line is written whole at once.
+  // (Measured on 4096 x 4096 with BM_Transpose: 256 x 16 and 512 x 16 best,
+  // 64 x 16 and 128 x 32 about 10% slower, 32 x 64 half as fast; streaming
+  // stores gained nothing.)
+  constexpr int64_t kRows = 256, kCols = 16;
+  const int64_t row_blocks = (rows + kRows - 1) / kRows;
+  auto blocks = [&](size_t begin, size_t end) {
+    for (size_t w = begin; w < end; ++w) {
+      int64_t o = static_cast<int64_t>(w) / row_blocks, xo = 0, yo = 0;
+      const int64_t r0 = static_cast<int64_t>(w) % row_blocks * kRows;
+      for (size_t d = orank; d-- > 0;) {
+        const int64_t i = o % odims[d];
+        o /= odims[d];
+        xo += i * ostr[d];
+        yo += i * ystr[d];
+      }
+      const int64_t r1 = std::min(rows, r0 + kRows);
+      for (int64_t c0 = 0; c0 < cols; c0 += kCols) {
+        const int64_t c1 = std::min(cols, c0 + kCols);
+        int64_t r = r0;
+        for (; r + 8 <= r1; r += 8) {
+          int64_t c = c0;
+          for (; c + 8 <= c1; c += 8) transpose_tile8(x + xo + c * xs + r, xs, y + yo + r * ys + c, ys);
+          for (; c < c1; ++c) {
+            for (int64_t i = r; i < r + 8; ++i) y[yo + i * ys + c] = x[xo + c * xs + i];
+          }
+        }
+        for (; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) y[yo + r * ys + c] = x[xo + c * xs + r];
+        }
+      }
+    }
+  };
+  const size_t work = static_cast<size_t>(outer * row_blocks);
+  if (p.count < static_cast<int64_t>(2 * kElementGrain)) return blocks(0, work);
+  pool.parallel_for(work, std::max<size_t>(1, kElementGrain / static_cast<size_t>(kRows * cols)), blocks);
 }
 
 // Output channels [begin, end) over all batches: the flat index is
@@ -562,7 +692,7 @@ void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kSoftmax:
     case Op::kLogSoftmax: return run_softmax(p, t, pool);
     case Op::kConcat: return run_concat(p, t, pool);
-    case Op::kTranspose: return run_transpose(p, t);
+    case Op::kTranspose: return run_transpose(p, t, pool);
     case Op::kConv: return run_conv(p, t, pool);
     case Op::kMaxPool:
     case Op::kAveragePool: return run_pool(p, t);

@@ -185,23 +185,6 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       step.ins = {x};
       step.out = out_slot;
       step.dnnl = std::move(d);
-    } else if (node.op == Op::kTranspose) {
-      const uint32_t x = p.ensure(node.inputs[0], Layout::kPlain);
-      const uint32_t out_slot = p.define(y, Layout::kPlain);
-      std::shared_ptr<DnnlStep> d;
-      try {
-        d = make_transpose(p, i, x, out_slot);
-      } catch (const dnnl::error&) {
-        d = nullptr;
-      }
-      if (d == nullptr) {
-        p.plain_ready[y] = false;
-        return emit_plain(i);
-      }
-      step.kind = StepKind::kReorder;
-      step.ins = {x};
-      step.out = out_slot;
-      step.dnnl = std::move(d);
     } else {
       return emit_plain(i);
     }

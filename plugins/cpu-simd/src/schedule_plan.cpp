@@ -544,35 +544,6 @@ std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slo
   return d;
 }
 
-// Transpose as a oneDNN reorder from a strided view of the input, when the
-// innermost axis moves (the plain kernel copies contiguous runs otherwise).
-std::shared_ptr<DnnlStep> make_transpose(const Planner& p, size_t i, uint32_t src_slot,
-                                         uint32_t dst_slot) {
-  const BlobNode& node = p.g.nodes[i];
-  const auto& xs = p.g.tensors[node.inputs[0]].shape;
-  const auto& ys = p.g.tensors[node.outputs[0]].shape;
-  const size_t rank = xs.size();
-  if (rank < 2 || rank > 6 || node.ints.size() != rank ||
-      node.ints[rank - 1] == static_cast<int64_t>(rank - 1)) {
-    return nullptr;
-  }
-  std::vector<int64_t> in_strides(rank);
-  int64_t stride = 1;
-  for (size_t d = rank; d-- > 0;) {
-    in_strides[d] = stride;
-    stride *= xs[d];
-  }
-  memory::dims strides(rank);
-  for (size_t d = 0; d < rank; ++d) strides[d] = in_strides[static_cast<size_t>(node.ints[d])];
-  auto d = std::make_shared<DnnlStep>();
-  d->src_md = memory::desc(dims_of(ys), DType::f32, strides);
-  d->dst_md = memory::desc(dims_of(ys), DType::f32, plain_tag(rank));
-  dnnl::reorder::primitive_desc pd(cpu_engine(), d->src_md, cpu_engine(), d->dst_md);
-  d->prim = dnnl::reorder(pd);
-  d->args = {{DNNL_ARG_SRC, src_slot, d->src_md}, {DNNL_ARG_DST, dst_slot, d->dst_md}};
-  return d;
-}
-
 const char* layout_name(Layout l) { return l == Layout::kNhwc ? "nhwc" : "plain"; }
 
 }  // namespace loom::cpu_simd::plan

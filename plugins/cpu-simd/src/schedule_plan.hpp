@@ -280,11 +280,6 @@ std::shared_ptr<DnnlStep> make_matmul(const Planner& p, const MatMulChain& c, ui
 std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slot,
                                     uint32_t dst_slot, Tag layout);
 
-// Transpose as a oneDNN reorder from a strided view of the input, when the
-// innermost axis moves (the plain kernel copies contiguous runs otherwise).
-std::shared_ptr<DnnlStep> make_transpose(const Planner& p, size_t i, uint32_t src_slot,
-                                         uint32_t dst_slot);
-
 // "nhwc" or "plain", for describe().
 const char* layout_name(Layout l);
 
