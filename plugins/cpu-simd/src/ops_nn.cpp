@@ -164,7 +164,7 @@ void run_unary(const NodePlan& p, float* const* t, ThreadPool& pool) {
       });
     case Op::kSigmoid:  // e = exp(-|v|) never overflows
       return unary_loop(x, y, n, [](float v) {
-        const float e = vexp(v < 0.0f ? v : -v);
+        const float e = vexp_nonpositive(v < 0.0f ? v : -v);
         const float r = 1.0f / (1.0f + e);
         return v >= 0.0f ? r : e * r;
       });
@@ -230,7 +230,7 @@ void run_softmax(const NodePlan& p, float* const* t, ThreadPool& pool) {
       float sums[kLanes] = {};
       for (int64_t j = 0; j < body; j += kLanes) {
         for (int64_t l = 0; l < kLanes; ++l) {
-          const float e = vexp(xr[j + l] - max);
+          const float e = vexp_nonpositive(xr[j + l] - max);
           if (!log) yr[j + l] = e;
           sums[l] += e;
         }
@@ -238,7 +238,7 @@ void run_softmax(const NodePlan& p, float* const* t, ThreadPool& pool) {
       float sum = 0.0f;
       for (int64_t l = 0; l < kLanes; ++l) sum += sums[l];
       for (int64_t j = body; j < n; ++j) {
-        const float e = vexp(xr[j] - max);
+        const float e = vexp_nonpositive(xr[j] - max);
         if (!log) yr[j] = e;
         sum += e;
       }

@@ -52,6 +52,33 @@ inline float vexp(float x) {
   return x != x ? x : result;
 }
 
+// e^x for x <= 0 whose result need not go below the smallest normal float:
+// vexp with 2^n built in one step. x below -87.33 gives 2^-126 (about
+// 1.2e-38) instead of a subnormal or 0, which Softmax (e^(x - max) beside a
+// sum of at least 1) and Sigmoid (exp(-|x|)) cannot tell apart from the
+// exact value in f32 arithmetic beyond an absolute 1.2e-38. Within 2 ulp of
+// exp above -87.33 (vec_math_test); NaN stays NaN.
+inline float vexp_nonpositive(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;
+  constexpr float kLn2Lo = 1.428606765330187045e-06f;
+  constexpr float kLowest = -87.3365478515625f;  // just above ln(2^-126)
+  const float xc = x < kLowest ? kLowest : (x > 0.0f ? 0.0f : x);
+  constexpr float kRound = 12582912.0f;
+  const float n = (xc * kLog2e + kRound) - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float result = p * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
+  return x != x ? x : result;
+}
+
 // erf, vectorizable like vexp. |x| < 1: the Maclaurin series of erf to
 // x^23 (the first term left out is below 2^-33 of the result there). Above:
 // erf = 1 - erfc, with erfc(a) = t (a1 + t (a2 + t (a3 + t (a4 + t a5))))

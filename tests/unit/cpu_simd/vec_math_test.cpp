@@ -59,6 +59,37 @@ TEST(VecMath, ExpEdges) {
   EXPECT_GT(vexp(-87.5f), 0.0f);
 }
 
+// The Softmax / Sigmoid variant: within 2 ulp for x in [-87.33, 0]; below,
+// the smallest normal float; NaN stays NaN.
+TEST(VecMath, ExpOfNonPositiveIsWithinTwoUlpsDownToTheSmallestNormal) {
+  int64_t worst = 0;
+  float worst_x = 0;
+  size_t checked = 0;
+  const int32_t lo = ordered(-87.33f), hi = ordered(0.0f);
+  for (int64_t k = lo; k <= hi; k += 61) {
+    int32_t bits = static_cast<int32_t>(k < 0 ? INT32_MIN - k : k);
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    const int64_t d = ulps(vexp_nonpositive(x), want);
+    if (d > worst) {
+      worst = d;
+      worst_x = x;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 1000000u);
+  EXPECT_LE(worst, 2) << "at x = " << worst_x;
+  const float smallest_normal = std::numeric_limits<float>::min();
+  for (float x : {-87.34f, -90.0f, -103.9f, -1000.0f, -std::numeric_limits<float>::infinity()}) {
+    EXPECT_GE(vexp_nonpositive(x), smallest_normal * 0.999f) << x;
+    EXPECT_LE(vexp_nonpositive(x), smallest_normal * 1.001f) << x;
+  }
+  EXPECT_EQ(vexp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(vexp_nonpositive(-0.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(vexp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
+}
+
 // Within 1.5e-7 (the rational approximation's bound) plus 2^-22 of the
 // value: a few ulp near 1, and a few ulp relative for small |x|, where the
 // series serves (plus two subnormal steps for subnormal x).
