@@ -23,18 +23,18 @@ inline float bits_to_float(int32_t i) {
   return f;
 }
 
-inline float vexp(float x) {
+// e^r * 2^-n for a finite x, where n = round(x / ln 2) (returned in *n) and
+// r = x - n ln 2 in [-ln2/2, ln2/2]: the part vexp and vexp_nonpositive
+// share.
+inline float exp_reduced(float x, float* n_out) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;       // 12 significant bits: n * kLn2Hi is exact
   constexpr float kLn2Lo = 1.428606765330187045e-06f;  // ln 2 - kLn2Hi
-  // Clamp so that n fits the two exponent halves; the clamped ends still
-  // round to +inf and 0.
-  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
   // Round to nearest by adding and taking away 1.5 * 2^23 (no call, so it
   // vectorizes on every instruction set).
   constexpr float kRound = 12582912.0f;
-  const float n = (xc * kLog2e + kRound) - kRound;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  const float n = (x * kLog2e + kRound) - kRound;
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
   // e^r, Horner form of sum r^k / k!, k <= 7.
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
@@ -44,6 +44,16 @@ inline float vexp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
+  *n_out = n;
+  return p;
+}
+
+inline float vexp(float x) {
+  // Clamp so that n fits the two exponent halves; the clamped ends still
+  // round to +inf and 0.
+  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  float n;
+  const float p = exp_reduced(xc, &n);
   // 2^n = 2^a * 2^b with a = n / 2, b = n - a, each a normal float.
   const int32_t ni = static_cast<int32_t>(n);
   const int32_t a = ni / 2;
@@ -59,22 +69,10 @@ inline float vexp(float x) {
 // exact value in f32 arithmetic beyond an absolute 1.2e-38. Within 2 ulp of
 // exp above -87.33 (vec_math_test); NaN stays NaN.
 inline float vexp_nonpositive(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f;
-  constexpr float kLn2Lo = 1.428606765330187045e-06f;
   constexpr float kLowest = -87.3365478515625f;  // just above ln(2^-126)
   const float xc = x < kLowest ? kLowest : (x > 0.0f ? 0.0f : x);
-  constexpr float kRound = 12582912.0f;
-  const float n = (xc * kLog2e + kRound) - kRound;
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  float n;
+  const float p = exp_reduced(xc, &n);
   const float result = p * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
   return x != x ? x : result;
 }

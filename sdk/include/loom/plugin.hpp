@@ -240,8 +240,7 @@ inline void send_trace(const loom_host_services_t* host, loom_trace_phase_t phas
   host->trace(host->user_data, &e);
 }
 
-// Logs one line through the host's log service; does nothing when `host`
-// is NULL or offers none. `message` is borrowed for the call.
+// Logs a line through the host's log service, if any (`message` is borrowed).
 inline void log(const loom_host_services_t* host, loom_log_level_t level, const char* message) {
   if (host != nullptr && LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, log) &&
       host->log != nullptr && message != nullptr) {
@@ -253,7 +252,6 @@ struct CreateContext {
   const loom_host_services_t* host = nullptr;  // may be NULL; valid until unload
   Options options;
 
-  // Logs through the host when it offers a logger; otherwise drops the line.
   void log(loom_log_level_t level, const char* message) const { sdk::log(host, level, message); }
 };
 

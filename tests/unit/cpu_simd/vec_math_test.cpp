@@ -21,25 +21,31 @@ int32_t ordered(float f) {
 // Distance in units in the last place between two finite floats.
 int64_t ulps(float a, float b) { return std::llabs(static_cast<int64_t>(ordered(a)) - ordered(b)); }
 
-TEST(VecMath, ExpIsWithinTwoUlpsOverTheFloatRange) {
+// The largest ulp distance of f from double-precision exp over every
+// step-th float in [lo, hi]; *checked gets how many were compared.
+template <typename F>
+int64_t worst_exp_ulps(F f, float lo, float hi, int32_t step, float* worst_x, size_t* checked) {
   int64_t worst = 0;
-  float worst_x = 0;
-  size_t checked = 0;
-  // Every 127th float from -104 up to 88.7 (about 17 million values).
-  const int32_t lo = ordered(-104.0f), hi = ordered(88.7f);
-  for (int64_t k = lo; k <= hi; k += 127) {
+  *checked = 0;
+  for (int64_t k = ordered(lo); k <= ordered(hi); k += step) {
     int32_t bits = static_cast<int32_t>(k < 0 ? INT32_MIN - k : k);
     float x;
     std::memcpy(&x, &bits, sizeof x);
-    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
-    const float got = vexp(x);
-    const int64_t d = ulps(got, want);
+    const int64_t d = ulps(f(x), static_cast<float>(std::exp(static_cast<double>(x))));
     if (d > worst) {
       worst = d;
-      worst_x = x;
+      *worst_x = x;
     }
-    ++checked;
+    ++*checked;
   }
+  return worst;
+}
+
+TEST(VecMath, ExpIsWithinTwoUlpsOverTheFloatRange) {
+  float worst_x = 0;
+  size_t checked = 0;
+  // Every 127th float from -104 up to 88.7 (about 17 million values).
+  const int64_t worst = worst_exp_ulps(vexp, -104.0f, 88.7f, 127, &worst_x, &checked);
   EXPECT_GT(checked, 1000000u);
   EXPECT_LE(worst, 2) << "at x = " << worst_x << ": " << vexp(worst_x) << " vs "
                       << std::exp(static_cast<double>(worst_x));
@@ -62,22 +68,9 @@ TEST(VecMath, ExpEdges) {
 // The Softmax / Sigmoid variant: within 2 ulp for x in [-87.33, 0]; below,
 // the smallest normal float; NaN stays NaN.
 TEST(VecMath, ExpOfNonPositiveIsWithinTwoUlpsDownToTheSmallestNormal) {
-  int64_t worst = 0;
   float worst_x = 0;
   size_t checked = 0;
-  const int32_t lo = ordered(-87.33f), hi = ordered(0.0f);
-  for (int64_t k = lo; k <= hi; k += 61) {
-    int32_t bits = static_cast<int32_t>(k < 0 ? INT32_MIN - k : k);
-    float x;
-    std::memcpy(&x, &bits, sizeof x);
-    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
-    const int64_t d = ulps(vexp_nonpositive(x), want);
-    if (d > worst) {
-      worst = d;
-      worst_x = x;
-    }
-    ++checked;
-  }
+  const int64_t worst = worst_exp_ulps(vexp_nonpositive, -87.33f, 0.0f, 61, &worst_x, &checked);
   EXPECT_GT(checked, 1000000u);
   EXPECT_LE(worst, 2) << "at x = " << worst_x;
   const float smallest_normal = std::numeric_limits<float>::min();
