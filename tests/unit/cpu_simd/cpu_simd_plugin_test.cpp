@@ -74,7 +74,8 @@ TEST_F(CpuSimdPlugin, DescribesOneCpuDevice) {
   EXPECT_GT(info.device_memory_bytes, 0u);
   EXPECT_EQ(info.capabilities, LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
                                    LOOM_DEVICE_CAP_HOST_POINTER_IMPORT);
-  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
+  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | LOOM_DTYPE_BIT(LOOM_DTYPE_BOOL) |
+                                 LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64));
   EXPECT_EQ(info.struct_size, LOOM_DEVICE_INFO_STRUCT_SIZE);
 }
 
