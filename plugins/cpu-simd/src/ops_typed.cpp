@@ -63,7 +63,7 @@ void for_each_row(const NodePlan& p, Body body) {
 void run_pad(const NodePlan& p, float* const* t) {
   const float* x = t[p.inputs[0]];
   float* y = t[p.output];
-  const float value = p.alpha;
+  const float value = p.inputs.size() == 2 ? t[p.inputs[1]][0] : p.alpha;
   const BroadcastGeometry& g = p.transpose;
   if (p.count == 0) return;
   if (g.rank == 0) {

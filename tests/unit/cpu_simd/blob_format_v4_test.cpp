@@ -151,6 +151,8 @@ TEST(BlobFormatV4, ShapeRulesBroadcastAndPad) {
   g.nodes[3].ints = {0, 0, 1, 1, 2};
   std::string error;
   EXPECT_TRUE(validate(g, &error)) << error;
+  g.nodes[3].inputs.push_back(0);  // the constant value from k [3]: one element needed
+  EXPECT_EQ(validate_error(g), "node 3 (Pad): Pad: the constant value [3] must hold one element");
   // Edge, reflect and wrap have nothing to copy from an empty axis.
   Builder b;
   const uint32_t x = b.t({0, 2}), y = b.t({2, 2});

@@ -100,6 +100,7 @@ inline std::string structural_problem(const BlobGraph& g) {
     if (op == 39) min_in = max_in = 5;                                     // BatchNorm
     if (op == 51) min_in = max_in = 2;                                     // Equal
     if (op == 50) min_in = max_in = 3;                                     // Where
+    if (op == 49) max_in = 2;                                              // Pad: X[, value]
     if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
     if (node.outputs.size() != 1) return where + ": not one output";
     for (uint32_t t : node.inputs) {

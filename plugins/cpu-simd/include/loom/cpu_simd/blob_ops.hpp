@@ -56,7 +56,8 @@ enum class Op : uint32_t {
   kLayerNormalization = 47,  // inputs X, Scale[, B]; axis (normalized); alpha = epsilon
   kSlice = 48,  // ints = [starts[rank], steps[rank], output dims[rank]], all in range
   // Format 4: the first operators whose tensors may be other than f32.
-  kPad = 49,    // ints = [mode, pads_begin[rank], pads_end[rank]]; alpha = constant value
+  kPad = 49,    // X[, value (one element)]; ints = [mode, pads_begin[rank], pads_end[rank]];
+                //   alpha = the constant when there is no value input
   kWhere = 50,  // condition (bool), X, Y (f32); broadcast
   kEqual = 51,  // A, B of one dtype (f32, bool, i32, i64); bool output; broadcast
   kCast = 52,   // ints = [to]: the output's dtype (f32, bool, i32, i64)
@@ -370,6 +371,9 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
     *min_in = *max_in = 5;
   } else if (op == Op::kEqual) {
     *min_in = *max_in = 2;
+  } else if (op == Op::kPad) {
+    *min_in = 1;
+    *max_in = 2;
   } else if (op == Op::kWhere) {
     *min_in = *max_in = 3;
   } else {
@@ -665,6 +669,14 @@ inline bool infer_output_shape(const BlobNode& node,
           return false;
         }
         (*out)[d] = x[d] + b + e;
+      }
+      bool one = true;  // one element: every dimension is 1
+      for (size_t i = 1; i < in.size(); ++i) {
+        for (int64_t d : *in[i]) one = one && d == 1;
+      }
+      if (!one) {
+        *error = op + ": the constant value " + shape_string(*in[1]) + " must hold one element";
+        return false;
       }
       return true;
     }
