@@ -5,6 +5,10 @@
 namespace loom::cpu_simd {
 namespace {
 
+// The blob dtype of a graph.fbs dtype (the enums share their values); a
+// dtype blobs cannot hold has dtype_size 0.
+loom_dtype_t lowering_dtype(gfb::DType d) { return static_cast<loom_dtype_t>(d); }
+
 // Verifier limits: a graph.fbs buffer is a few tables per node; these bound
 // the verifier's work on hostile input without limiting real graphs.
 constexpr flatbuffers::uoffset_t kMaxDepth = 64;
@@ -89,7 +93,7 @@ sdk::Status compile_supported(const void* data, size_t size, size_t node_count, 
                                  ", the graph has " + std::to_string(nodes) + " nodes");
   }
   for (size_t n = 0; n < nodes; ++n) {
-    BlobNode ignored;
+    std::vector<BlobNode> ignored;
     std::string why;
     out[n] = lower_node(g, n, &ignored, &why);
   }
@@ -104,7 +108,7 @@ sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
   std::vector<uint32_t> map(g.tensor_count, UINT32_MAX);
   auto add_tensor = [&](int32_t t) {
     BlobTensor bt;
-    bt.dtype = LOOM_DTYPE_F32;
+    bt.dtype = lowering_dtype(g.tensor(t).dtype());
     bt.shape = g.shape(t);
     blob.tensors.push_back(std::move(bt));
     map[static_cast<size_t>(t)] = static_cast<uint32_t>(blob.tensors.size() - 1);
@@ -113,11 +117,11 @@ sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
   if (g.graph->inputs() != nullptr) {
     for (uint32_t i = 0; i < g.graph->inputs()->size(); ++i) {
       const int32_t t = g.graph->inputs()->Get(i);
-      if (g.tensor(t).dtype() != gfb::DType::f32) {
+      if (dtype_size(lowering_dtype(g.tensor(t).dtype())) == 0) {
         return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" +
                                      g.tensor(t).name()->str() + ") is " +
                                      gfb::EnumNameDType(g.tensor(t).dtype()) +
-                                     "; cpu-simd takes f32 inputs only");
+                                     "; cpu-simd takes f32, bool, i32 and i64 inputs only");
       }
       if (map[static_cast<size_t>(t)] != UINT32_MAX) {
         return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" +
@@ -131,37 +135,39 @@ sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
   }
   const size_t nodes = g.graph->nodes() == nullptr ? 0 : g.graph->nodes()->size();
   for (size_t n = 0; n < nodes; ++n) {
-    BlobNode node;
+    std::vector<BlobNode> lowered;
     std::string why;
-    if (!lower_node(g, n, &node, &why)) {
+    if (!lower_node(g, n, &lowered, &why)) {
       return sdk::invalid_argument("compile: " + g.node_label(n) + " is not supported by cpu-simd: " +
                                    why);
     }
-    for (uint32_t& operand : node.inputs) {
-      const int32_t t = static_cast<int32_t>(operand);
-      if (map[operand] == UINT32_MAX) {
-        const gfb::Tensor& gt = g.tensor(t);
-        if (gt.data() == nullptr || gt.parameter() != nullptr) {
-          return sdk::invalid_argument("compile: " + g.node_label(n) + " reads tensor " +
-                                       gt.name()->str() +
-                                       ", which is neither a graph input, an inline constant, "
-                                       "nor written by an earlier node");
+    for (BlobNode& node : lowered) {
+      for (uint32_t& operand : node.inputs) {
+        const int32_t t = static_cast<int32_t>(operand);
+        if (map[operand] == UINT32_MAX) {
+          const gfb::Tensor& gt = g.tensor(t);
+          if (gt.data() == nullptr || gt.parameter() != nullptr) {
+            return sdk::invalid_argument("compile: " + g.node_label(n) + " reads tensor " +
+                                         gt.name()->str() +
+                                         ", which is neither a graph input, an inline constant, "
+                                         "nor written by an earlier node");
+          }
+          const uint32_t b = add_tensor(t);
+          BlobTensor& bt = blob.tensors[b];
+          bt.constant = true;
+          bt.data.resize(gt.data()->size() / sizeof(float));
+          if (!bt.data.empty()) std::memcpy(bt.data.data(), gt.data()->data(), gt.data()->size());
         }
-        const uint32_t b = add_tensor(t);
-        BlobTensor& bt = blob.tensors[b];
-        bt.constant = true;
-        bt.data.resize(gt.data()->size() / sizeof(float));
-        if (!bt.data.empty()) std::memcpy(bt.data.data(), gt.data()->data(), gt.data()->size());
+        operand = map[operand];
       }
-      operand = map[operand];
+      const int32_t o = static_cast<int32_t>(node.outputs[0]);
+      if (map[node.outputs[0]] != UINT32_MAX) {
+        return sdk::invalid_argument("compile: " + g.node_label(n) + " writes tensor " +
+                                     g.tensor(o).name()->str() + ", which already has a producer");
+      }
+      node.outputs[0] = add_tensor(o);
+      blob.nodes.push_back(std::move(node));
     }
-    const int32_t o = static_cast<int32_t>(node.outputs[0]);
-    if (map[node.outputs[0]] != UINT32_MAX) {
-      return sdk::invalid_argument("compile: " + g.node_label(n) + " writes tensor " +
-                                   g.tensor(o).name()->str() + ", which already has a producer");
-    }
-    node.outputs[0] = add_tensor(o);
-    blob.nodes.push_back(std::move(node));
   }
   if (g.graph->outputs() != nullptr) {
     for (uint32_t i = 0; i < g.graph->outputs()->size(); ++i) {

@@ -1,7 +1,7 @@
 // The compile side of cpu-simd: graph.fbs (schemas/graph.fbs) in, a blob
 // graph out. compile.cpp verifies the buffer and assembles the blob;
 // lower.cpp decides, node by node, what cpu-simd runs exactly as ONNX
-// specifies and turns it into one blob node.
+// specifies and turns it into blob nodes (one, or one per output for Split).
 #pragma once
 
 #include <cstddef>
@@ -35,11 +35,11 @@ struct GraphView {
 // wrong otherwise.
 sdk::Status open_graph(const void* data, size_t size, GraphView* out);
 
-// Lowers node `index` to one blob node whose operands are graph tensor
-// indices, checking op type, domain, opset, every attribute, dtypes, constant
-// operands and the output shape. False with `*why` when cpu-simd cannot run
-// the node exactly as ONNX specifies.
-bool lower_node(const GraphView& g, size_t index, BlobNode* out, std::string* why);
+// Lowers node `index` to blob nodes (one; Split one Slice per output) whose
+// operands are graph tensor indices, checking op type, domain, opset, every
+// attribute, dtypes, constant operands and the output shapes. False with
+// `*why` when cpu-simd cannot run the node exactly as ONNX specifies.
+bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why);
 
 // compile_supported: out[i] for each of the graph's `node_count` nodes.
 sdk::Status compile_supported(const void* data, size_t size, size_t node_count, bool* out);

@@ -3,7 +3,8 @@
 // its value, dtypes, constant operands, shapes) is one cpu-simd runs exactly
 // as the ONNX operator of that opset specifies; anything else is refused with
 // the reason, so the partitioner can place the node elsewhere. The format-3
-// operators are in lower_data.cpp; the Lowering helper in lowering.hpp.
+// operators are in lower_data.cpp, Split and the format-4 ones in
+// lower_typed.cpp; the Lowering helper in lowering.hpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -439,16 +440,21 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Resize") return lower_resize(l);
   if (op == "ConvTranspose") return lower_conv_transpose(l);
   if (op == "LayerNormalization") return lower_layer_norm(l);
+  if (op == "Split") return lower_split(l);
+  if (op == "Pad") return lower_pad(l);
+  if (op == "Where") return lower_where(l);
+  if (op == "Equal") return lower_equal(l);
+  if (op == "Cast") return lower_cast(l);
   return l.fail("operator " + op + " is not implemented by cpu-simd");
 }
 
 }  // namespace
 }  // namespace lowering
 
-bool lower_node(const GraphView& g, size_t index, BlobNode* out, std::string* why) {
+bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why) {
   using lowering::Shape;
   const gfb::Node& node = *g.graph->nodes()->Get(static_cast<uint32_t>(index));
-  *out = BlobNode{};
+  out->assign(1, BlobNode{});
   if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
     *why = "domain '" + node.domain()->str() + "' is not the default ONNX domain";
     return false;
@@ -460,22 +466,31 @@ bool lower_node(const GraphView& g, size_t index, BlobNode* out, std::string* wh
   lowering::Lowering l(g, node, out, why);
   if (!lowering::dispatch(l, node.op_type()->str())) return false;
   // The output shape the operator's rule gives must be the declared one
-  // (kCopy's shapes were checked by its lowering).
-  std::vector<Shape> shapes;
-  for (uint32_t t : out->inputs) shapes.push_back(g.shape(static_cast<int32_t>(t)));
-  std::vector<const Shape*> in;
-  for (const Shape& s : shapes) in.push_back(&s);
-  Shape inferred;
-  std::string error;
-  if (!infer_output_shape(*out, in, &inferred, &error)) {
-    *why = error;
-    return false;
-  }
-  const Shape declared = g.shape(static_cast<int32_t>(out->outputs[0]));
-  if (out->op != Op::kCopy && inferred != declared) {
-    *why = "the output is declared " + detail::shape_string(declared) + " but the operator gives " +
-           detail::shape_string(inferred);
-    return false;
+  // (kCopy's shapes were checked by its lowering), and the dtypes must
+  // follow the operator's dtype rule.
+  for (const BlobNode& blob_node : *out) {
+    std::vector<Shape> shapes;
+    std::vector<loom_dtype_t> dtypes;
+    for (uint32_t t : blob_node.inputs) {
+      shapes.push_back(g.shape(static_cast<int32_t>(t)));
+      dtypes.push_back(lowering::blob_dtype(g.tensor(static_cast<int32_t>(t)).dtype()));
+    }
+    std::vector<const Shape*> in;
+    for (const Shape& s : shapes) in.push_back(&s);
+    Shape inferred;
+    std::string error;
+    const int32_t y = static_cast<int32_t>(blob_node.outputs[0]);
+    if (!infer_output_shape(blob_node, in, &inferred, &error) ||
+        !check_dtypes(blob_node, dtypes, lowering::blob_dtype(g.tensor(y).dtype()), &error)) {
+      *why = error;
+      return false;
+    }
+    const Shape declared = g.shape(y);
+    if (blob_node.op != Op::kCopy && inferred != declared) {
+      *why = "the output is declared " + detail::shape_string(declared) + " but the operator gives " +
+             detail::shape_string(inferred);
+      return false;
+    }
   }
   return true;
 }

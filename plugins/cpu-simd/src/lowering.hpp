@@ -1,6 +1,7 @@
-// The Lowering helper that lower.cpp and lower_data.cpp share: one graph.fbs
-// node's attributes, operands and output, each accessor failing with the
-// reason the node is refused.
+// The Lowering helper that lower.cpp, lower_data.cpp and lower_typed.cpp
+// share: one graph.fbs node's attributes, operands and output, each accessor
+// failing with the reason the node is refused. A node usually lowers to one
+// blob node; Split lowers to one Slice per output.
 #pragma once
 
 #include <algorithm>
@@ -18,10 +19,21 @@ using Shape = std::vector<int64_t>;
 // (name, first opset that has the attribute)
 using AllowList = std::initializer_list<std::pair<const char*, int64_t>>;
 
+// Whether a blob tensor may have this dtype (format 4: f32, bool, i32, i64).
+inline bool blob_dtype_ok(gfb::DType d) {
+  return d == gfb::DType::f32 || d == gfb::DType::bool_ || d == gfb::DType::i32 || d == gfb::DType::i64;
+}
+
+// The blob dtype of a graph.fbs dtype (the enums share their values).
+inline loom_dtype_t blob_dtype(gfb::DType d) { return static_cast<loom_dtype_t>(d); }
+
 class Lowering {
  public:
-  Lowering(const GraphView& g, const gfb::Node& node, BlobNode* out, std::string* why)
-      : g_(g), node_(node), out_(out), why_(why), opset_(node.opset()) {}
+  // `out` gets one blob node (more with add_node).
+  Lowering(const GraphView& g, const gfb::Node& node, std::vector<BlobNode>* out, std::string* why)
+      : g_(g), node_(node), out_(out), why_(why), opset_(node.opset()) {
+    out_->assign(1, BlobNode{});
+  }
 
   int64_t opset() const { return opset_; }
 
@@ -106,15 +118,23 @@ class Lowering {
     return true;
   }
 
-  // An f32 tensor the kernel reads at run time (graph input, inline constant
-  // or an earlier node's output).
-  bool data(size_t i) {
+  gfb::DType dtype_of(size_t i) const { return g_.tensor(input(i)).dtype(); }
+
+  // A tensor the kernel reads at run time (graph input, inline constant or
+  // an earlier node's output): f32, or with `any_dtype` any blob dtype
+  // (blob_dtype_ok); inline constants must be f32 (the blob embeds no others).
+  bool data(size_t i, bool any_dtype = false) {
     if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
     const int32_t t = input(i);
     const gfb::Tensor& tensor = g_.tensor(t);
-    if (tensor.dtype() != gfb::DType::f32) {
+    if (any_dtype ? !blob_dtype_ok(tensor.dtype()) : tensor.dtype() != gfb::DType::f32) {
       return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(tensor.dtype()) +
-                  "; cpu-simd runs f32 only");
+                  (any_dtype ? "; cpu-simd runs f32, bool, i32 and i64" : "; cpu-simd runs f32 only here"));
+    }
+    if (tensor.data() != nullptr && !g_.is_input[static_cast<size_t>(t)] &&
+        tensor.dtype() != gfb::DType::f32) {
+      return fail("input " + std::to_string(i) + " is an inline " + gfb::EnumNameDType(tensor.dtype()) +
+                  " constant; cpu-simd embeds f32 constants only");
     }
     if (!shape_ok(g_.shape(t), "input " + std::to_string(i))) return false;
     if (tensor.data() != nullptr && !g_.is_input[static_cast<size_t>(t)]) {
@@ -126,7 +146,7 @@ class Lowering {
                     std::to_string(elements * sizeof(float)));
       }
     }
-    out_->inputs.push_back(static_cast<uint32_t>(t));
+    node().inputs.push_back(static_cast<uint32_t>(t));
     return true;
   }
 
@@ -222,8 +242,8 @@ class Lowering {
   }
 
   // The node's one output; the operator's optional further outputs (up to
-  // `allowed_outputs` entries in all) must be left out (-1). f32.
-  bool output(size_t allowed_outputs) {
+  // `allowed_outputs` entries in all) must be left out (-1). Of `dtype`.
+  bool output(size_t allowed_outputs, gfb::DType dtype = gfb::DType::f32) {
     const auto* outs = node_.outputs();
     if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
     if (outs->size() > allowed_outputs) {
@@ -233,25 +253,36 @@ class Lowering {
     for (uint32_t i = 1; i < outs->size(); ++i) {
       if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
     }
-    const gfb::Tensor& t = g_.tensor(outs->Get(0));
-    if (t.dtype() != gfb::DType::f32) {
-      return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()) + "; cpu-simd runs f32 only");
-    }
-    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[outs->Get(0)]) {
-      return fail("output tensor is a constant or a graph input");
-    }
-    if (!shape_ok(g_.shape(outs->Get(0)), "output")) return false;
-    out_->outputs = {static_cast<uint32_t>(outs->Get(0))};
+    if (!output_ok(0, dtype)) return false;
+    node().outputs = {static_cast<uint32_t>(outs->Get(0))};
     return true;
   }
-  Shape output_shape() const { return g_.shape(node_.outputs()->Get(0)); }
+  // Output `i` (present) is a tensor of `dtype` that a node may write.
+  bool output_ok(size_t i, gfb::DType dtype) {
+    const std::string what = i == 0 ? "output" : "output " + std::to_string(i);
+    const int32_t index = node_.outputs()->Get(static_cast<uint32_t>(i));
+    if (index == -1) return fail(what + " is left out");
+    const gfb::Tensor& t = g_.tensor(index);
+    if (t.dtype() != dtype) {
+      return fail(what + " is " + gfb::EnumNameDType(t.dtype()) + ", expected " + gfb::EnumNameDType(dtype));
+    }
+    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(index)]) {
+      return fail(what + " tensor is a constant or a graph input");
+    }
+    return shape_ok(g_.shape(index), what);
+  }
+  size_t output_count() const { return node_.outputs() == nullptr ? 0 : node_.outputs()->size(); }
+  int32_t output_index(size_t i) const { return node_.outputs()->Get(static_cast<uint32_t>(i)); }
+  Shape output_shape(size_t i = 0) const { return g_.shape(output_index(i)); }
 
-  BlobNode& node() { return *out_; }
+  BlobNode& node() { return out_->front(); }
+  // A further blob node (Split's second and later Slices).
+  BlobNode& add_node() { return out_->emplace_back(); }
 
  private:
   const GraphView& g_;
   const gfb::Node& node_;
-  BlobNode* out_;
+  std::vector<BlobNode>* out_;
   std::string* why_;
   int64_t opset_;
 };
@@ -263,5 +294,12 @@ bool lower_resize(Lowering& l);
 bool lower_conv_transpose(Lowering& l);
 bool lower_layer_norm(Lowering& l);
 bool lower_slice(Lowering& l);
+
+// Format-4 operators and Split (lower_typed.cpp).
+bool lower_split(Lowering& l);
+bool lower_pad(Lowering& l);
+bool lower_where(Lowering& l);
+bool lower_equal(Lowering& l);
+bool lower_cast(Lowering& l);
 
 }  // namespace loom::cpu_simd::lowering

@@ -112,7 +112,7 @@ Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernel
   for (size_t t = 0; t < n; ++t) {
     uint64_t count = 1;
     for (int64_t d : e->graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
-    e->byte_size_[t] = count * sizeof(float);
+    e->byte_size_[t] = count * dtype_size(e->graph_.tensors[t].dtype);
   }
   LOOM_SDK_RETURN_IF_ERROR(Schedule::build(e->graph_, pool->parallelism(), onednn, kernels, &e->schedule_));
   *out = std::move(e);
@@ -203,9 +203,10 @@ Status Executable::bind(const sdk::ExecuteCallT<Fence>& call, float** tensors) c
     for (size_t i = 0; i < ids.size(); ++i) {
       const loom_tensor_t& t = *given[i];
       const BlobTensor& want = graph_.tensors[ids[i]];
-      if (t.dtype != LOOM_DTYPE_F32) {
+      if (t.dtype != want.dtype) {
         return tensor_error(role, i, "has dtype " + std::to_string(static_cast<int>(t.dtype)) +
-                                         ", expected f32 (" + std::to_string(LOOM_DTYPE_F32) + ")");
+                                         ", expected " + dtype_name(want.dtype) + " (" +
+                                         std::to_string(static_cast<int>(want.dtype)) + ")");
       }
       bool same = t.rank == want.shape.size();
       for (size_t d = 0; same && d < want.shape.size(); ++d) same = t.shape[d] == want.shape[d];
@@ -236,8 +237,9 @@ Status Executable::bind(const sdk::ExecuteCallT<Fence>& call, float** tensors) c
       } else if (bytes != 0) {
         return tensor_error(role, i, "has neither buffer nor host_data");
       }
-      if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0) {
-        return tensor_error(role, i, "data is not aligned to 4 bytes");
+      const uint32_t align = dtype_size(want.dtype);
+      if (reinterpret_cast<uintptr_t>(base) % align != 0) {
+        return tensor_error(role, i, "data is not aligned to " + std::to_string(align) + " bytes");
       }
       tensors[ids[i]] = reinterpret_cast<float*>(base);
     }

@@ -58,6 +58,14 @@ struct NodePlan {
   std::vector<float> weights;
   std::vector<int64_t> w_offsets;
   std::array<bool, kMaxRank> resized{};
+
+  // Pad, Where, Equal: the output dims in `transpose.dims` and, per operand
+  // (Pad: the input), its element strides over them (0 where broadcast).
+  // Pad: per axis, the input index of each output position or -1 for the
+  // constant (a_offsets, axis a's entries from b_offsets[a]); alpha holds
+  // the constant. Equal and Cast: the dtypes read and written.
+  std::array<std::array<int64_t, kMaxRank>, 3> strides{};
+  loom_dtype_t in_dtype = LOOM_DTYPE_F32, out_dtype = LOOM_DTYPE_F32;
 };
 
 // Conv, ConvTranspose and pooling geometry for one loop nest over 1-D to
@@ -112,6 +120,8 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
   void run_nn_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);               \
   void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);             \
   void run_data_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);             \
+  void plan_typed_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);            \
+  void run_typed_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);            \
   void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,  \
                   int64_t n, float epsilon, ThreadPool& pool);                                   \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \

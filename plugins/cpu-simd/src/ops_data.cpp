@@ -465,6 +465,7 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
       plan_window(node, x, out, p);
       return;
     default:
+      plan_typed_node(graph, node, p);
       return;
   }
 }
@@ -479,7 +480,7 @@ void run_data_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kLayerNormalization:
       return layer_norm(t[p.inputs[0]], t[p.inputs[1]], p.inputs.size() == 3 ? t[p.inputs[2]] : nullptr,
                         t[p.output], p.outer, p.n, p.alpha, pool);
-    default: return;
+    default: return run_typed_node(p, t, pool);
   }
 }
 

@@ -78,7 +78,9 @@ class CpuSimdDevice {
     out->host_visible_memory_bytes = memory_;
     out->capabilities = LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
                         LOOM_DEVICE_CAP_HOST_POINTER_IMPORT;
-    out->dtype_mask = LOOM_DTYPE_BIT(LOOM_DTYPE_F32);
+    // Blob format 4: Where, Equal and Cast read and write bool, i32 and i64.
+    out->dtype_mask = LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | LOOM_DTYPE_BIT(LOOM_DTYPE_BOOL) |
+                      LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64);
   }
 
   Status check_executable(const sdk::Blob& blob) {

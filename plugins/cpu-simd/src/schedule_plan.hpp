@@ -109,7 +109,9 @@ struct Planner {
     for (size_t t = 0; t < n; ++t) {
       Slot slot;
       slot.shape = g.tensors[t].shape;
-      slot.bytes = byte_size(slot.shape);
+      uint64_t elements = 0;
+      element_count(slot.shape, &elements);
+      slot.bytes = elements * dtype_size(g.tensors[t].dtype);  // format 4: bool, i32, i64 too
       slot.external = g.tensors[t].constant;
       slots.push_back(std::move(slot));
       fixed[t] = g.tensors[t].constant || g.tensors[t].parameter;

@@ -138,9 +138,9 @@ TEST(BlobFormat, HugeCountsAreRejectedBeforeAllocating) {
 
 TEST(BlobFormat, UnsupportedVersionIsNamed) {
   std::vector<std::byte> bytes = encode(small_graph());
-  set_u32(bytes, 4, 4);
+  set_u32(bytes, 4, 5);
   EXPECT_EQ(decode_error(bytes),
-            "byte 4: format version 4 is not supported (this reader handles 1 to 3)");
+            "byte 4: format version 5 is not supported (this reader handles 1 to 4)");
   set_u32(bytes, 4, 0);
   EXPECT_NE(decode_error(bytes).find("format version 0 is not supported"), std::string::npos);
 }
@@ -162,8 +162,11 @@ TEST(BlobFormat, UnknownOperatorIsRejected) {
 
 TEST(BlobFormat, NonFloatDtypeIsRejected) {
   BlobGraph g = small_graph();
+  g.tensors[1].dtype = LOOM_DTYPE_F16;
+  EXPECT_NE(validate_error(g).find("tensor 1: dtype 2 is not supported in format 4"), std::string::npos);
+  // i32 is a format-4 dtype only.
   g.tensors[1].dtype = LOOM_DTYPE_I32;
-  EXPECT_NE(validate_error(g).find("tensor 1: dtype 7 is not supported"), std::string::npos);
+  EXPECT_NE(decode_error(encode(g, 3)).find("tensor 1: dtype 7 is not supported in format 3"), std::string::npos);
 }
 
 TEST(BlobFormat, RankAboveEightIsRejected) {

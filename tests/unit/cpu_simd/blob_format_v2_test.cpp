@@ -124,7 +124,7 @@ TEST(BlobFormatV2, ConstantsAreChecked) {
   // Tensor 0: dtype, rank, 4 dims, then its flags.
   const size_t flags_at = kHeaderSize + 8 + 4 * 8;
   bytes[flags_at] = std::byte{7};
-  EXPECT_EQ(decode_error(bytes), "byte " + std::to_string(flags_at) + ": tensor 0: unknown flags 7 in format 3");
+  EXPECT_EQ(decode_error(bytes), "byte " + std::to_string(flags_at) + ": tensor 0: unknown flags 7 in format 4");
   // Tensor 0 claimed constant: its "values" swallow the following records.
   bytes = encode(conv_graph());
   bytes[flags_at] = std::byte{1};

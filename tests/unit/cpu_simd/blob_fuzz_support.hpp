@@ -19,8 +19,9 @@ namespace loom::cpu_simd::testing {
 // Builds a BlobGraph by hand for the format tests.
 struct BlobBuilder {
   BlobGraph g;
-  uint32_t t(std::vector<int64_t> shape) {
+  uint32_t t(std::vector<int64_t> shape, loom_dtype_t dtype = LOOM_DTYPE_F32) {
     BlobTensor bt;
+    bt.dtype = dtype;
     bt.shape = std::move(shape);
     g.tensors.push_back(std::move(bt));
     return static_cast<uint32_t>(g.tensors.size() - 1);
@@ -53,17 +54,22 @@ inline std::string decode_error(const std::vector<std::byte>& bytes) {
 inline std::string validate_error(const BlobGraph& g) { return decode_error(encode(g)); }
 
 // Empty when `g` is structurally sound: every index in range, tensors
-// written once in topological order, dtype f32, ranks <= 8, dimensions >= 0
-// and element counts below 2^60, constants sized by their shape, operators
-// known with their arity, and attributes in range. Otherwise what is wrong.
-// Shape rules are not re-derived here (the decoder's own tests cover them).
+// written once in topological order, dtype f32, bool, i32 or i64 (constants
+// f32), ranks <= 8, dimensions >= 0 and element counts below 2^60, constants
+// sized by their shape, operators known with their arity, attributes in
+// range, and each operator's dtype rule (Equal: operands alike, bool out;
+// Where: bool, f32, f32 -> f32; Cast: out as `to`; the rest f32). Otherwise
+// what is wrong. Shape rules are not re-derived here (the decoder's own
+// tests cover them).
 inline std::string structural_problem(const BlobGraph& g) {
   const size_t n = g.tensors.size();
   std::vector<int> state(n, 0);  // 0 undefined, 1 graph input, 2 node output, 3 constant
   for (size_t t = 0; t < n; ++t) {
     const BlobTensor& bt = g.tensors[t];
     const std::string where = "tensor " + std::to_string(t);
-    if (bt.dtype != LOOM_DTYPE_F32) return where + ": dtype is not f32";
+    const int dt = static_cast<int>(bt.dtype);
+    if (dt != 1 && dt != 7 && dt != 8 && dt != 13) return where + ": dtype is not f32, i32, i64 or bool";
+    if (bt.constant && dt != 1) return where + ": a constant that is not f32";
     if (bt.shape.size() > 8) return where + ": rank above 8";
     uint64_t elements = 1;
     for (int64_t d : bt.shape) {
@@ -86,12 +92,15 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobNode& node = g.nodes[i];
     const std::string where = "node " + std::to_string(i);
     const uint32_t op = static_cast<uint32_t>(node.op);
-    if (op < 1 || op > 48) return where + ": operator out of range";
+    if (op < 1 || op > 52) return where + ": operator out of range";
     size_t min_in = 1, max_in = 1;
     if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
     if (op == 2 || op == 35 || op == 46 || op == 47) min_in = 2, max_in = 3;  // Gemm, Conv(Transpose), LN
     if (op == 33) max_in = SIZE_MAX;                                       // Concat
     if (op == 39) min_in = max_in = 5;                                     // BatchNorm
+    if (op == 51) min_in = max_in = 2;                                     // Equal
+    if (op == 50) min_in = max_in = 3;                                     // Where
+    if (op == 49) max_in = 2;                                              // Pad: X[, value]
     if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
     if (node.outputs.size() != 1) return where + ": not one output";
     for (uint32_t t : node.inputs) {
@@ -200,8 +209,32 @@ inline std::string structural_problem(const BlobGraph& g) {
         }
       }
     }
+    if (op == 49) {  // Pad: [mode, begins, ends], pads 0 to 2^31
+      if (v.size() != 1 + 2 * x.size() || v[0] < 0 || v[0] > 3) return where + ": pad ints";
+      for (size_t d = 0; d < x.size(); ++d) {
+        const int64_t b = v[1 + d], e = v[1 + x.size() + d];
+        if (b < 0 || e < 0 || b > (int64_t{1} << 31) || e > (int64_t{1} << 31)) return where + ": pad range";
+        if (v[0] != 0 && x[d] == 0 && b + e > 0) return where + ": edge pad of an empty axis";
+      }
+    }
+    const auto dtype = [&](uint32_t t) { return static_cast<int>(g.tensors[t].dtype); };
+    if (op == 51) {
+      if (dtype(node.inputs[1]) != dtype(node.inputs[0]) || dtype(o) != 13) return where + ": Equal dtypes";
+    } else if (op == 50) {
+      if (dtype(node.inputs[0]) != 13 || dtype(node.inputs[1]) != 1 || dtype(node.inputs[2]) != 1 ||
+          dtype(o) != 1) {
+        return where + ": Where dtypes";
+      }
+    } else if (op == 52) {
+      if (v.size() != 1 || v[0] != dtype(o)) return where + ": Cast ints or output dtype";
+    } else {
+      for (uint32_t t : node.inputs) {
+        if (dtype(t) != 1) return where + ": reads a tensor that is not f32";
+      }
+      if (dtype(o) != 1) return where + ": writes a tensor that is not f32";
+    }
     if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 &&
-        (op < 40 || op > 46) && op != 48 && !v.empty()) {
+        (op < 40 || op > 46) && op != 48 && op != 49 && op != 52 && !v.empty()) {
       return where + ": ints on an operator without them";
     }
   }

@@ -157,6 +157,34 @@ struct HostTensor {
   std::vector<float> data;
 };
 
+// A tensor of any blob dtype as raw bytes (format 4's bool, i32, i64).
+struct TypedTensor {
+  Dims shape;
+  loom_dtype_t dtype = LOOM_DTYPE_F32;
+  std::vector<uint8_t> bytes;
+
+  template <typename T>
+  static TypedTensor of(Dims shape, loom_dtype_t dtype, const std::vector<T>& values) {
+    TypedTensor t{std::move(shape), dtype, {}};
+    t.bytes.resize(values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+    return t;
+  }
+  static TypedTensor f32(Dims s, const std::vector<float>& v) { return of(std::move(s), LOOM_DTYPE_F32, v); }
+  static TypedTensor i32(Dims s, const std::vector<int32_t>& v) { return of(std::move(s), LOOM_DTYPE_I32, v); }
+  static TypedTensor i64(Dims s, const std::vector<int64_t>& v) { return of(std::move(s), LOOM_DTYPE_I64, v); }
+  static TypedTensor boolean(Dims s, const std::vector<uint8_t>& v) { return of(std::move(s), LOOM_DTYPE_BOOL, v); }
+  // An output of `shape` and `dtype` (filled with 0xa5 bytes before the run).
+  static TypedTensor out(Dims shape, loom_dtype_t dtype) { return {std::move(shape), dtype, {}}; }
+
+  template <typename T>
+  std::vector<T> as() const {
+    std::vector<T> v(bytes.size() / sizeof(T));
+    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+    return v;
+  }
+};
+
 class CompileFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -301,6 +329,54 @@ class CompileFixture : public ::testing::Test {
     EXPECT_EQ(take(api_->execute(&exec)), "ok");
     api_->executable_destroy(load.out_executable);
     return outs;
+  }
+
+  // Compiles, loads and runs `b` with typed tensors; `outputs` give each
+  // output's shape and dtype and come back filled. "ok" or the first error.
+  std::string run_typed(const GraphBuilder& b, const std::vector<TypedTensor>& inputs,
+                        std::vector<TypedTensor>* outputs) {
+    std::vector<std::byte> blob;
+    std::string s = compile(b.finish(), &blob);
+    if (s != "ok") return "compile: " + s;
+    loom_executable_load_args_t load{};
+    load.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
+    load.device = device_;
+    load.loader_key = "cpu-simd";
+    load.format_version = kFormatVersion;
+    load.blob = blob.data();
+    load.blob_size = blob.size();
+    s = take(api_->executable_load(&load));
+    if (s != "ok") return "load: " + s;
+    std::vector<TypedTensor> in = inputs;
+    for (TypedTensor& o : *outputs) {
+      size_t n = 1;
+      for (int64_t d : o.shape) n *= static_cast<size_t>(d);
+      o.bytes.assign(n * dtype_size(o.dtype), 0xa5);
+    }
+    std::vector<loom_tensor_t> descs(in.size() + outputs->size());
+    std::vector<const loom_tensor_t*> in_ptrs, out_ptrs;
+    for (size_t i = 0; i < descs.size(); ++i) {
+      const bool is_in = i < in.size();
+      TypedTensor& t = is_in ? in[i] : (*outputs)[i - in.size()];
+      loom_tensor_t& d = descs[i];
+      d.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+      d.dtype = t.dtype;
+      d.rank = static_cast<uint32_t>(t.shape.size());
+      d.shape = t.shape.data();
+      d.host_data = t.bytes.data();
+      d.byte_size = t.bytes.size();
+      (is_in ? in_ptrs : out_ptrs).push_back(&d);
+    }
+    loom_execute_args_t exec{};
+    exec.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    exec.executable = load.out_executable;
+    exec.input_count = in_ptrs.size();
+    exec.inputs = in_ptrs.data();
+    exec.output_count = out_ptrs.size();
+    exec.outputs = out_ptrs.data();
+    s = take(api_->execute(&exec));
+    api_->executable_destroy(load.out_executable);
+    return s == "ok" ? s : "execute: " + s;
   }
 
   // Options for plugin_create (key, value); set before SetUp.

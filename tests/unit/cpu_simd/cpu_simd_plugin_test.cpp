@@ -74,7 +74,8 @@ TEST_F(CpuSimdPlugin, DescribesOneCpuDevice) {
   EXPECT_GT(info.device_memory_bytes, 0u);
   EXPECT_EQ(info.capabilities, LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
                                    LOOM_DEVICE_CAP_HOST_POINTER_IMPORT);
-  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
+  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | LOOM_DTYPE_BIT(LOOM_DTYPE_BOOL) |
+                                 LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64));
   EXPECT_EQ(info.struct_size, LOOM_DEVICE_INFO_STRUCT_SIZE);
 }
 
@@ -152,7 +153,7 @@ TEST_F(CpuSimdPlugin, CheckRejectsAForeignKeyOrVersion) {
                 "cpu-simd serves loader key \"cpu-simd\", not \"vulkan-compute\"");
   EXPECT_EQ(check(blob, "cpu-simd", 9),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
-                "cpu-simd reads blob formats 1 to 3, the program records format 9");
+                "cpu-simd reads blob formats 1 to 4, the program records format 9");
 }
 
 TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {

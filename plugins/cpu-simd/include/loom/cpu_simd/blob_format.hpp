@@ -1,15 +1,16 @@
-// The cpu-simd delegate blob: a small graph of f32 operators, versioned, in
+// The cpu-simd delegate blob: a small graph of operators, versioned, in
 // its own byte format. Header-only so that tools can build blobs without
 // linking the plugin; includes only plugin.h and the standard library.
 //
 // Byte layout, all integers little-endian (see plugins/cpu-simd/README.md):
 //   header   "LCPU" u32 version u32 tensor_count u32 input_count
 //            u32 output_count u32 node_count                     (24 bytes)
-//   tensors  tensor_count x { u32 dtype, u32 rank, rank x i64 dim,
+//   tensors  tensor_count x { u32 dtype (f32; [v4] also bool, i32, i64),
+//                             u32 rank, rank x i64 dim,
 //                             [v2] u32 flags (bit 0: constant; [v3]
 //                             bit 1: parameter, an input whose bytes are
 //                             the same on every execute),
-//                             [v2, constant] element_count x f32 }
+//                             [v2, constant, f32 only] element_count x f32 }
 //   inputs   input_count x u32 tensor index
 //   outputs  output_count x u32 tensor index
 //   nodes    node_count x { u32 op, u32 input_count, u32 output_count,
@@ -18,14 +19,16 @@
 //                           int_count x i64, float_count x f32,
 //                           input_count x u32, output_count x u32 }
 // Nothing may follow the last node. Version 1 (operators 1-5, no constants,
-// no attribute lists) and version 2 (no parameter flag, operators 1-39) are
-// still decoded; encode() writes version 3 unless asked for an older one.
+// no attribute lists), version 2 (no parameter flag, operators 1-39) and
+// version 3 (f32 tensors only, operators 1-48) are still decoded; encode()
+// writes version 4 unless asked for an older one.
 //
 // decode() checks everything it reads with bounded work and never allocates
 // more than the blob's size justifies: the version, every count against the
 // bytes that remain, every index, every shape (rank <= 8, dims >= 0, byte
 // size fits in 62 bits), each operator's arity and attributes, each node's
-// declared output shapes against the operator's shape rule, and that nodes
+// declared output shapes against the operator's shape rule, each node's
+// operand and output dtypes against its dtype rule (check_dtypes), and that nodes
 // come in topological order (a node reads only graph inputs, constants or
 // outputs of earlier nodes, and every tensor is written once).
 #pragma once
@@ -41,7 +44,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -153,9 +156,14 @@ inline bool validate(const BlobGraph& g, std::string* error) {
   for (size_t t = 0; t < tensor_count; ++t) {
     const BlobTensor& bt = g.tensors[t];
     const std::string where = "tensor " + std::to_string(t);
-    if (bt.dtype != LOOM_DTYPE_F32) {
+    if (dtype_size(bt.dtype) == 0) {
       *error = where + ": dtype " + std::to_string(static_cast<int>(bt.dtype)) +
-               " is not supported (cpu-simd blobs hold f32 only)";
+               " is not supported (cpu-simd blobs hold f32, bool, i32 and i64)";
+      return false;
+    }
+    if (bt.constant && bt.dtype != LOOM_DTYPE_F32) {
+      *error = where + ": a constant of dtype " + dtype_name(bt.dtype) +
+               " (cpu-simd blobs embed f32 constants only)";
       return false;
     }
     if (bt.shape.size() > kMaxRank) {
@@ -208,6 +216,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     }
   }
   std::vector<const std::vector<int64_t>*> in_shapes;
+  std::vector<loom_dtype_t> in_dtypes;
   std::vector<int64_t> inferred;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const BlobNode& node = g.nodes[n];
@@ -237,6 +246,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
       return false;
     }
     in_shapes.clear();
+    in_dtypes.clear();
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const uint32_t t = node.inputs[i];
       if (t >= tensor_count) {
@@ -250,6 +260,7 @@ inline bool validate(const BlobGraph& g, std::string* error) {
         return false;
       }
       in_shapes.push_back(&g.tensors[t].shape);
+      in_dtypes.push_back(g.tensors[t].dtype);
     }
     const uint32_t o = node.outputs[0];
     if (o >= tensor_count) {
@@ -265,7 +276,8 @@ inline bool validate(const BlobGraph& g, std::string* error) {
       return false;
     }
     std::string why;
-    if (!infer_output_shape(node, in_shapes, &inferred, &why)) {
+    if (!infer_output_shape(node, in_shapes, &inferred, &why) ||
+        !check_dtypes(node, in_dtypes, g.tensors[o].dtype, &why)) {
       *error = where + ": " + why;
       return false;
     }
@@ -357,7 +369,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = kFor
   return out;
 }
 
-// Parses and validates a blob of format 1 or 2. Returns false and fills
+// Parses and validates a blob of format 1 to 4. Returns false and fills
 // `*error` (naming the byte offset or the graph element) on bad input;
 // bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
@@ -405,9 +417,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
                " exceeds " + std::to_string(kMaxRank);
       return false;
     }
-    if (dtype != LOOM_DTYPE_F32) {
+    const bool typed = version >= 4 && dtype <= 255 && dtype_size(static_cast<loom_dtype_t>(dtype)) != 0;
+    if (dtype != LOOM_DTYPE_F32 && !typed) {
       *error = at(start) + ": tensor " + std::to_string(t) + ": dtype " + std::to_string(dtype) +
-               " is not supported (cpu-simd blobs hold f32 only)";
+               " is not supported in format " + std::to_string(version) +
+               (version >= 4 ? " (f32, bool, i32 and i64 are)" : " (f32 only before format 4)");
       return false;
     }
     bt.dtype = static_cast<loom_dtype_t>(dtype);
@@ -434,6 +448,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       continue;
     }
     if (flags == 0) continue;
+    if (bt.dtype != LOOM_DTYPE_F32) {
+      *error = at(flags_at) + ": tensor " + std::to_string(t) + ": a constant of dtype " +
+               dtype_name(bt.dtype) + " (constants hold f32 values only)";
+      return false;
+    }
     for (uint32_t d = 0; d < rank; ++d) {
       if (bt.shape[d] < 0) {
         *error = at(start) + ": tensor " + std::to_string(t) + ": constant with dimension " +

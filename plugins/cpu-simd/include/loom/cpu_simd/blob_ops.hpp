@@ -55,14 +55,47 @@ enum class Op : uint32_t {
                         //   pads_begin[k], pads_end[k], output_padding[k]]
   kLayerNormalization = 47,  // inputs X, Scale[, B]; axis (normalized); alpha = epsilon
   kSlice = 48,  // ints = [starts[rank], steps[rank], output dims[rank]], all in range
+  // Format 4: the first operators whose tensors may be other than f32.
+  kPad = 49,    // X[, value (one element)]; ints = [mode, pads_begin[rank], pads_end[rank]];
+                //   alpha = the constant when there is no value input
+  kWhere = 50,  // condition (bool), X, Y (f32); broadcast
+  kEqual = 51,  // A, B of one dtype (f32, bool, i32, i64); bool output; broadcast
+  kCast = 52,   // ints = [to]: the output's dtype (f32, bool, i32, i64)
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
-inline constexpr uint32_t kLastOp = 48;
+inline constexpr uint32_t kLastOpV3 = 48;
+inline constexpr uint32_t kLastOp = 52;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
-  return version <= 1 ? kLastOpV1 : version == 2 ? kLastOpV2 : kLastOp;
+  return version <= 1 ? kLastOpV1 : version == 2 ? kLastOpV2 : version == 3 ? kLastOpV3 : kLastOp;
+}
+
+// Pad's modes (ints[0]).
+enum class PadMode : int64_t { kConstant = 0, kReflect = 1, kEdge = 2, kWrap = 3 };
+
+// Bytes per element of a dtype a blob tensor may have (format 4: f32, bool,
+// i32, i64; formats 1 to 3: f32 only); 0 for any other dtype.
+inline uint32_t dtype_size(loom_dtype_t dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_F32:
+    case LOOM_DTYPE_I32: return 4;
+    case LOOM_DTYPE_I64: return 8;
+    case LOOM_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+// The name of a blob dtype for messages.
+inline const char* dtype_name(loom_dtype_t dtype) {
+  switch (dtype) {
+    case LOOM_DTYPE_F32: return "f32";
+    case LOOM_DTYPE_I32: return "i32";
+    case LOOM_DTYPE_I64: return "i64";
+    case LOOM_DTYPE_BOOL: return "bool";
+    default: return "unsupported";
+  }
 }
 
 // The ONNX name of an operator, or "unknown".
@@ -73,7 +106,8 @@ inline const char* op_name(Op op) {
       "Softplus", "Clip", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor",
       "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
-      "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice"};
+      "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice", "Pad",
+      "Where", "Equal", "Cast"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -335,6 +369,13 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
     *max_in = 0;
   } else if (op == Op::kBatchNorm) {
     *min_in = *max_in = 5;
+  } else if (op == Op::kEqual) {
+    *min_in = *max_in = 2;
+  } else if (op == Op::kPad) {
+    *min_in = 1;
+    *max_in = 2;
+  } else if (op == Op::kWhere) {
+    *min_in = *max_in = 3;
   } else {
     *min_in = *max_in = 1;
   }
@@ -352,7 +393,7 @@ inline bool infer_output_shape(const BlobNode& node,
                             node.op == Op::kTranspose || node.op == Op::kConv ||
                             node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
                             (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose) ||
-                            node.op == Op::kSlice;
+                            node.op == Op::kSlice || node.op == Op::kPad || node.op == Op::kCast;
   if ((!ints_allowed && !node.ints.empty()) ||
       (node.op != Op::kResize && !node.floats.empty())) {
     *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
@@ -603,6 +644,67 @@ inline bool infer_output_shape(const BlobNode& node,
       }
       return true;
     }
+    case Op::kPad: {
+      const std::vector<int64_t>& x = *in[0];
+      const std::vector<int64_t>& v = node.ints;
+      const size_t rank = x.size();
+      if (v.size() != 1 + 2 * rank || v[0] < 0 || v[0] > static_cast<int64_t>(PadMode::kWrap)) {
+        *error = op + ": ints must be [mode (0 to 3), pads_begin, pads_end] with " +
+                 std::to_string(rank) + " pads each for input " + shape_string(x) + ", got " +
+                 std::to_string(v.size()) + " ints" +
+                 (v.empty() ? std::string() : " starting " + std::to_string(v[0]));
+        return false;
+      }
+      *out = x;
+      for (size_t d = 0; d < rank; ++d) {
+        const int64_t b = v[1 + d], e = v[1 + rank + d];
+        if (b < 0 || e < 0 || b > kMaxAttr || e > kMaxAttr) {
+          *error = op + ": axis " + std::to_string(d) + ": pads " + std::to_string(b) + " and " +
+                   std::to_string(e) + " must be 0 to 2^31";
+          return false;
+        }
+        if (v[0] != static_cast<int64_t>(PadMode::kConstant) && x[d] == 0 && b + e > 0) {
+          *error = op + ": axis " + std::to_string(d) + " of input " + shape_string(x) +
+                   " is empty, only constant mode pads it";
+          return false;
+        }
+        (*out)[d] = x[d] + b + e;
+      }
+      bool one = true;  // one element: every dimension is 1
+      for (size_t i = 1; i < in.size(); ++i) {
+        for (int64_t d : *in[i]) one = one && d == 1;
+      }
+      if (!one) {
+        *error = op + ": the constant value " + shape_string(*in[1]) + " must hold one element";
+        return false;
+      }
+      return true;
+    }
+    case Op::kEqual:
+      if (!broadcast_shapes(*in[0], *in[1], out)) {
+        *error = op + ": shapes do not broadcast: A is " + shape_string(*in[0]) + ", B is " +
+                 shape_string(*in[1]);
+        return false;
+      }
+      return true;
+    case Op::kWhere: {
+      std::vector<int64_t> xy;
+      if (!broadcast_shapes(*in[1], *in[2], &xy) || !broadcast_shapes(*in[0], xy, out)) {
+        *error = op + ": shapes do not broadcast: condition is " + shape_string(*in[0]) +
+                 ", X is " + shape_string(*in[1]) + ", Y is " + shape_string(*in[2]);
+        return false;
+      }
+      return true;
+    }
+    case Op::kCast:
+      if (node.ints.size() != 1 || node.ints[0] < 0 || node.ints[0] > 255 ||
+          dtype_size(static_cast<loom_dtype_t>(node.ints[0])) == 0) {
+        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
+                 "bool (13), got " + shape_string(node.ints);
+        return false;
+      }
+      *out = *in[0];
+      return true;
     case Op::kLayerNormalization: {
       const std::vector<int64_t>& x = *in[0];
       if (node.axis < 0 || node.axis >= static_cast<int64_t>(x.size())) {
@@ -702,6 +804,47 @@ inline bool infer_output_shape(const BlobNode& node,
   }
   *error = "unknown operator " + std::to_string(static_cast<uint32_t>(node.op));
   return false;
+}
+
+// The dtype rules of format 4, given the operand and output dtypes of
+// `node`: Equal reads two operands of one dtype and writes bool; Where reads
+// a bool condition and f32 X and Y and writes f32; Cast writes the dtype
+// `ints[0]` names from any blob dtype; every other operator reads and writes
+// f32 only. False with `*error` naming the operand.
+inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in,
+                         loom_dtype_t out, std::string* error) {
+  const std::string op = op_name(node.op);
+  auto bad = [&](const std::string& what, loom_dtype_t got, const char* want) {
+    *error = op + ": " + what + " is " + dtype_name(got) + " (" +
+             std::to_string(static_cast<int>(got)) + "), expected " + want;
+    return false;
+  };
+  auto operand = [](size_t i) { return "input " + std::to_string(i); };
+  switch (node.op) {
+    case Op::kEqual:
+      if (in[1] != in[0]) return bad(operand(1), in[1], dtype_name(in[0]));
+      if (out != LOOM_DTYPE_BOOL) return bad("the output", out, "bool");
+      return true;
+    case Op::kWhere:
+      if (in[0] != LOOM_DTYPE_BOOL) return bad("the condition", in[0], "bool");
+      for (size_t i = 1; i < 3; ++i) {
+        if (in[i] != LOOM_DTYPE_F32) return bad(operand(i), in[i], "f32");
+      }
+      if (out != LOOM_DTYPE_F32) return bad("the output", out, "f32");
+      return true;
+    case Op::kCast:
+      // infer_output_shape checked that ints[0] is a blob dtype.
+      if (static_cast<int64_t>(out) != node.ints[0]) {
+        return bad("the output", out, dtype_name(static_cast<loom_dtype_t>(node.ints[0])));
+      }
+      return true;
+    default:
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i] != LOOM_DTYPE_F32) return bad(operand(i), in[i], "f32");
+      }
+      if (out != LOOM_DTYPE_F32) return bad("the output", out, "f32");
+      return true;
+  }
 }
 
 }  // namespace loom::cpu_simd

@@ -1,0 +1,276 @@
+// Format-4 operators: Pad (f32), and Where, Equal and Cast, whose tensors may
+// be bool (one byte, 0 or 1), i32 or i64. Slots are handed over as float
+// pointers; these kernels read and write them as the blob's dtype says. Like
+// ops_data.cpp this file is compiled once per instruction set.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ops.hpp"
+
+#ifndef LOOM_CPU_SIMD_ISA
+#define LOOM_CPU_SIMD_ISA isa_baseline
+#endif
+
+namespace loom::cpu_simd {
+namespace LOOM_CPU_SIMD_ISA {
+namespace {
+
+// Element strides of `s` over the broadcast output of rank `rank` (0 along
+// broadcast and missing leading dims).
+std::array<int64_t, kMaxRank> broadcast_strides(const std::vector<int64_t>& s, size_t rank) {
+  std::array<int64_t, kMaxRank> st{};
+  const size_t pad = rank - s.size();
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > pad;) {
+    const int64_t extent = s[d - pad];
+    st[d] = extent == 1 ? 0 : stride;
+    stride *= extent;
+  }
+  return st;
+}
+
+// Calls body(out_offset, width, offsets of each of `n` operands) for every
+// row of the output's last dim, walking the operands with their strides.
+template <size_t N, typename Body>
+void for_each_row(const NodePlan& p, Body body) {
+  const BroadcastGeometry& g = p.transpose;
+  if (p.count == 0) return;
+  if (g.rank == 0) {
+    std::array<int64_t, N> at{};
+    body(int64_t{0}, int64_t{1}, at);
+    return;
+  }
+  const size_t last = g.rank - 1;
+  const int64_t width = g.dims[last];
+  std::array<int64_t, kMaxRank> index{};
+  std::array<int64_t, N> at{};
+  for (int64_t o = 0; o < p.count; o += width) {
+    body(o, width, at);
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      for (size_t k = 0; k < N; ++k) at[k] += p.strides[k][d];
+      if (index[d] < g.dims[d]) break;
+      for (size_t k = 0; k < N; ++k) at[k] -= p.strides[k][d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// --------------------------------------------------------------------- Pad
+
+void run_pad(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  float* y = t[p.output];
+  const float value = p.inputs.size() == 2 ? t[p.inputs[1]][0] : p.alpha;
+  const BroadcastGeometry& g = p.transpose;
+  if (p.count == 0) return;
+  if (g.rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  const size_t last = g.rank - 1;
+  const int64_t* row_map = p.a_offsets.data() + p.b_offsets[last];
+  const int64_t width = g.dims[last];
+  std::array<int64_t, kMaxRank> index{};
+  for (int64_t o = 0; o < p.count; o += width) {
+    int64_t xo = 0;
+    bool inside = true;
+    for (size_t d = 0; d < last && inside; ++d) {
+      const int64_t i = p.a_offsets[static_cast<size_t>(p.b_offsets[d] + index[d])];
+      inside = i >= 0;
+      xo += i * p.strides[0][d];
+    }
+    float* yr = y + o;
+    if (!inside) {
+      for (int64_t j = 0; j < width; ++j) yr[j] = value;
+    } else {
+      const float* xr = x + xo;
+      for (int64_t j = 0; j < width; ++j) yr[j] = row_map[j] < 0 ? value : xr[row_map[j]];
+    }
+    for (size_t d = last; d-- > 0;) {
+      if (++index[d] < g.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// The input index that output position `o` of an axis of extent `dim`
+// padded by `begin` reads, or -1 for the constant.
+int64_t pad_source(PadMode mode, int64_t o, int64_t begin, int64_t dim) {
+  const int64_t c = o - begin;
+  if (c >= 0 && c < dim) return c;
+  switch (mode) {
+    case PadMode::kConstant: return -1;
+    case PadMode::kEdge: return c < 0 ? 0 : dim - 1;
+    case PadMode::kReflect: {
+      if (dim == 1) return 0;
+      const int64_t period = 2 * (dim - 1);
+      int64_t m = c % period;
+      if (m < 0) m += period;
+      return m < dim ? m : period - m;
+    }
+    case PadMode::kWrap: {
+      int64_t m = c % dim;
+      return m < 0 ? m + dim : m;
+    }
+  }
+  return -1;
+}
+
+// ------------------------------------------------------------ Where, Equal
+
+void run_where(const NodePlan& p, float* const* t) {
+  const auto* c = reinterpret_cast<const uint8_t*>(t[p.inputs[0]]);
+  const float* a = t[p.inputs[1]];
+  const float* b = t[p.inputs[2]];
+  float* y = t[p.output];
+  const int64_t sc = p.strides[0][p.transpose.rank == 0 ? 0 : p.transpose.rank - 1];
+  const int64_t sa = p.strides[1][p.transpose.rank == 0 ? 0 : p.transpose.rank - 1];
+  const int64_t sb = p.strides[2][p.transpose.rank == 0 ? 0 : p.transpose.rank - 1];
+  for_each_row<3>(p, [&](int64_t o, int64_t width, const std::array<int64_t, 3>& at) {
+    const uint8_t* cr = c + at[0];
+    const float* ar = a + at[1];
+    const float* br = b + at[2];
+    float* yr = y + o;
+    for (int64_t j = 0; j < width; ++j) yr[j] = cr[j * sc] != 0 ? ar[j * sa] : br[j * sb];
+  });
+}
+
+template <typename T>
+void equal_rows(const NodePlan& p, const void* a_data, const void* b_data, uint8_t* y) {
+  const auto* a = static_cast<const T*>(a_data);
+  const auto* b = static_cast<const T*>(b_data);
+  const size_t inner = p.transpose.rank == 0 ? 0 : p.transpose.rank - 1;
+  const int64_t sa = p.strides[0][inner], sb = p.strides[1][inner];
+  for_each_row<2>(p, [&](int64_t o, int64_t width, const std::array<int64_t, 2>& at) {
+    const T* ar = a + at[0];
+    const T* br = b + at[1];
+    uint8_t* yr = y + o;
+    for (int64_t j = 0; j < width; ++j) {
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        yr[j] = (ar[j * sa] != 0) == (br[j * sb] != 0);
+      } else {
+        yr[j] = ar[j * sa] == br[j * sb];
+      }
+    }
+  });
+}
+
+void run_equal(const NodePlan& p, float* const* t) {
+  const void* a = t[p.inputs[0]];
+  const void* b = t[p.inputs[1]];
+  auto* y = reinterpret_cast<uint8_t*>(t[p.output]);
+  switch (p.in_dtype) {
+    case LOOM_DTYPE_F32: return equal_rows<float>(p, a, b, y);
+    case LOOM_DTYPE_I32: return equal_rows<int32_t>(p, a, b, y);
+    case LOOM_DTYPE_I64: return equal_rows<int64_t>(p, a, b, y);
+    default: return equal_rows<uint8_t>(p, a, b, y);
+  }
+}
+
+// -------------------------------------------------------------------- Cast
+
+// As the reference kernels convert: floats to integers truncate toward
+// zero, NaN becomes 0 and out-of-range values saturate; integers wrap;
+// anything becomes bool as != 0; bools are read as bytes.
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, uint8_t>) {
+    return v != From{0} ? 1 : 0;
+  } else if constexpr (std::is_same_v<From, uint8_t>) {
+    return v != 0 ? To{1} : To{0};
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    const double d = static_cast<double>(v);
+    if (std::isnan(d)) return To{0};
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::lowest());
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max());
+    if (d <= lo) return std::numeric_limits<To>::lowest();
+    if (d >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename From>
+void cast_from(const NodePlan& p, const void* in, void* out) {
+  const auto* x = static_cast<const From*>(in);
+  const int64_t n = p.count;
+  auto loop = [&](auto* y) {
+    using To = std::remove_pointer_t<decltype(y)>;
+    for (int64_t i = 0; i < n; ++i) y[i] = convert<To>(x[i]);
+  };
+  switch (p.out_dtype) {
+    case LOOM_DTYPE_F32: return loop(static_cast<float*>(out));
+    case LOOM_DTYPE_I32: return loop(static_cast<int32_t*>(out));
+    case LOOM_DTYPE_I64: return loop(static_cast<int64_t*>(out));
+    default: return loop(static_cast<uint8_t*>(out));
+  }
+}
+
+void run_cast(const NodePlan& p, float* const* t) {
+  const void* x = t[p.inputs[0]];
+  void* y = t[p.output];
+  if (p.count == 0) return;
+  switch (p.in_dtype) {
+    case LOOM_DTYPE_F32: return cast_from<float>(p, x, y);
+    case LOOM_DTYPE_I32: return cast_from<int32_t>(p, x, y);
+    case LOOM_DTYPE_I64: return cast_from<int64_t>(p, x, y);
+    default: return cast_from<uint8_t>(p, x, y);
+  }
+}
+
+}  // namespace
+
+void plan_typed_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
+  const std::vector<int64_t>& out = graph.tensors[node.outputs[0]].shape;
+  BroadcastGeometry& g = p->transpose;
+  g.rank = out.size();
+  for (size_t d = 0; d < out.size(); ++d) g.dims[d] = out[d];
+  p->in_dtype = graph.tensors[node.inputs[0]].dtype;
+  p->out_dtype = graph.tensors[node.outputs[0]].dtype;
+  switch (node.op) {
+    case Op::kPad: {
+      const std::vector<int64_t>& x = graph.tensors[node.inputs[0]].shape;
+      const size_t rank = x.size();
+      const auto mode = static_cast<PadMode>(node.ints[0]);
+      p->strides[0] = broadcast_strides(x, rank);
+      // broadcast_strides zeroes extent-1 dims, where Pad reads index 0 only.
+      // An empty output runs nothing: no maps (their length could be far
+      // beyond the blob's size).
+      if (p->count == 0) return;
+      for (size_t a = 0; a < rank; ++a) {
+        p->b_offsets.push_back(static_cast<int64_t>(p->a_offsets.size()));
+        for (int64_t o = 0; o < out[a]; ++o) {
+          p->a_offsets.push_back(pad_source(mode, o, node.ints[1 + a], x[a]));
+        }
+      }
+      return;
+    }
+    case Op::kWhere:
+    case Op::kEqual:
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        p->strides[i] = broadcast_strides(graph.tensors[node.inputs[i]].shape, out.size());
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void run_typed_node(const NodePlan& p, float* const* t, ThreadPool&) {
+  switch (p.op) {
+    case Op::kPad: return run_pad(p, t);
+    case Op::kWhere: return run_where(p, t);
+    case Op::kEqual: return run_equal(p, t);
+    case Op::kCast: return run_cast(p, t);
+    default: return;
+  }
+}
+
+}  // namespace LOOM_CPU_SIMD_ISA
+}  // namespace loom::cpu_simd
