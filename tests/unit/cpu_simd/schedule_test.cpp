@@ -563,6 +563,40 @@ TEST_F(Schedule, TransposesByHand) {
   }
 }
 
+// Rows long enough for the 16-lane body and a tail (37 and 70), with a
+// spread of values (-40 to 40, so some terms underflow far below 1e-9 of
+// the sum): Softmax and LogSoftmax against double precision.
+TEST_F(Schedule, SoftmaxAndLogSoftmaxOnLongRowsMatchDoublePrecision) {
+  for (int64_t n : {37, 70}) {
+    SCOPED_TRACE("rows of " + std::to_string(n));
+    GraphBuilder b;
+    const int in = b.input({3, n});
+    const int y = b.tensor({3, n}), ly = b.tensor({3, n});
+    b.node("Softmax", {in}, {y}, {}, 13);
+    b.node("LogSoftmax", {in}, {ly}, {}, 13);
+    b.output(y);
+    b.output(ly);
+    std::vector<float> x(static_cast<size_t>(3 * n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 81) - 40.0f;
+    auto out = run(b, {{{3, n}, x}}, {{3, n}, {3, n}});
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<float> want(x.size()), want_log(x.size());
+    for (int64_t r = 0; r < 3; ++r) {
+      double mx = -1e30, sum = 0;
+      for (int64_t j = 0; j < n; ++j) mx = std::max(mx, static_cast<double>(x[r * n + j]));
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(x[r * n + j] - mx);
+      for (int64_t j = 0; j < n; ++j) {
+        want[r * n + j] = static_cast<float>(std::exp(x[r * n + j] - mx) / sum);
+        want_log[r * n + j] = static_cast<float>(x[r * n + j] - mx - std::log(sum));
+      }
+    }
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(out[0][i], want[i], 2e-6f * std::max(want[i], 1e-30f) + 1e-37f) << i;
+      EXPECT_NEAR(out[1][i], want_log[i], 1e-5f * std::max(1.0f, std::fabs(want_log[i]))) << i;
+    }
+  }
+}
+
 // An unknown or mistimed ISA request is refused with a reason.
 TEST_F(Schedule, IsaOptionIsValidated) {
   loom_option_t opt{LOOM_OPTION_STRUCT_SIZE, "cpu.isa", "avx9000"};
