@@ -68,6 +68,19 @@ struct NodePlan {
   loom_dtype_t in_dtype = LOOM_DTYPE_F32, out_dtype = LOOM_DTYPE_F32;
 };
 
+// A 2-D MaxPool 2 x 2, stride 2, without pads or dilation: the plain
+// kernels have a vectorized loop for it on NCHW data, which the schedule
+// uses when the input is not channels-last already.
+inline bool is_plain_max_pool_2x2(const NodePlan& p) {
+  const Window& w = p.window;
+  return p.op == Op::kMaxPool && p.in_sp[0] == 1 && p.out_sp[0] == 1 && w.kernel[0] == 1 &&
+         w.kernel[1] == 2 && w.kernel[2] == 2 && w.stride[1] == 2 && w.stride[2] == 2 &&
+         w.dilation[1] == 1 && w.dilation[2] == 1 && w.pad_begin[1] == 0 && w.pad_begin[2] == 0 &&
+         w.pad_end[1] == 0 && w.pad_end[2] == 0 && p.out_sp[1] == p.in_sp[1] / 2 &&
+         p.out_sp[2] == p.in_sp[2] / 2;
+}
+
+
 // Conv, ConvTranspose and pooling geometry for one loop nest over 1-D to
 // 3-D windows: unpacks the node's window (validate() accepted it) and pads
 // the spatial dims in front to 3 (extent 1, kernel 1, stride 1, no pads).

@@ -541,11 +541,37 @@ void run_conv(const NodePlan& p, float* const* t, ThreadPool& pool) {
   }
 }
 
-void run_pool(const NodePlan& p, float* const* t) {
+// MaxPool 2 x 2, stride 2 on NCHW planes (is_plain_max_pool_2x2): two
+// input rows give one output row. NaN wins, as in the general loop.
+void max_pool_2x2_rows(const NodePlan& p, const float* x, float* y, int64_t begin, int64_t end) {
+  const int64_t ih = p.in_sp[1], iw = p.in_sp[2], oh = p.out_sp[1], ow = p.out_sp[2];
+  auto pick = [](float a, float b) { return b > a || b != b ? b : a; };
+  for (int64_t row = begin; row < end; ++row) {  // row = plane * oh + r
+    const int64_t plane = row / oh, r = row % oh;
+    const float* a = x + (plane * ih + 2 * r) * iw;
+    const float* b = a + iw;
+    float* out = y + row * ow;
+    for (int64_t c = 0; c < ow; ++c) {
+      out[c] = pick(pick(pick(a[2 * c], a[2 * c + 1]), b[2 * c]), b[2 * c + 1]);
+    }
+  }
+}
+
+void run_pool(const NodePlan& p, float* const* t, ThreadPool& pool) {
   const float* x = t[p.inputs[0]];
   float* y = t[p.output];
   const Window& win = p.window;
   const bool max = p.op == Op::kMaxPool;
+  if (is_plain_max_pool_2x2(p)) {
+    const int64_t rows = p.batch * p.in_channels * p.out_sp[1];
+    auto body = [&](size_t begin, size_t end) {
+      max_pool_2x2_rows(p, x, y, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+    };
+    const size_t per_row = static_cast<size_t>(std::max<int64_t>(1, 4 * p.out_sp[2]));
+    if (static_cast<size_t>(rows) * per_row < 2 * kElementGrain) return body(0, static_cast<size_t>(rows));
+    pool.parallel_for(static_cast<size_t>(rows), std::max<size_t>(1, kElementGrain / per_row), body);
+    return;
+  }
   const int64_t od = p.out_sp[0], oh = p.out_sp[1], ow = p.out_sp[2];
   const int64_t id = p.in_sp[0], ih = p.in_sp[1], iw = p.in_sp[2];
   const int64_t in_plane = id * ih * iw, out_plane = od * oh * ow;
@@ -703,7 +729,7 @@ void run_nn_node(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kTranspose: return run_transpose(p, t, pool);
     case Op::kConv: return run_conv(p, t, pool);
     case Op::kMaxPool:
-    case Op::kAveragePool: return run_pool(p, t);
+    case Op::kAveragePool: return run_pool(p, t, pool);
     case Op::kGlobalAveragePool: return run_global_average(p, t);
     case Op::kBatchNorm: return run_batch_norm(p, t);
     default: return run_data_node(p, t, pool);

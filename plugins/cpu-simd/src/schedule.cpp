@@ -158,6 +158,11 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       step.plan = plan_node(graph, i);
       step.ins = {p.ensure(node.inputs[0], Layout::kNhwc)};
       step.out = p.define(y, Layout::kPlain);  // [N, C, 1, 1]: one layout
+    } else if (node.op == Op::kMaxPool && p.preferred(node.inputs[0]) == Layout::kPlain &&
+               is_plain_max_pool_2x2(plan_node(graph, i))) {
+      // A plain input: the plain kernel's 2 x 2 loop beats reordering to
+      // channels-last and back around oneDNN (BM_MaxPool).
+      return emit_plain(i);
     } else if ((node.op == Op::kMaxPool || node.op == Op::kAveragePool) &&
                graph.tensors[node.inputs[0]].shape.size() == 4) {
       std::shared_ptr<DnnlStep> d;

@@ -6,6 +6,7 @@
 // checks), and the results must agree; a few are also checked by hand.
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "compile_support.hpp"
@@ -593,6 +594,54 @@ TEST_F(Schedule, SoftmaxAndLogSoftmaxOnLongRowsMatchDoublePrecision) {
     for (size_t i = 0; i < x.size(); ++i) {
       EXPECT_NEAR(out[0][i], want[i], 2e-6f * std::max(want[i], 1e-30f) + 1e-37f) << i;
       EXPECT_NEAR(out[1][i], want_log[i], 1e-5f * std::max(1.0f, std::fabs(want_log[i]))) << i;
+    }
+  }
+}
+
+// MaxPool 2 x 2 stride 2 on a plain (graph input) tensor takes the plain
+// kernels' 2 x 2 loop on both instances: odd heights and widths drop the
+// last row and column, a NaN in a window wins, and a large input is split
+// over the pool.
+TEST_F(Schedule, PlainMaxPool2x2ByHand) {
+  for (const Dims& shape : {Dims{2, 3, 9, 13}, Dims{1, 4, 130, 260}}) {
+    SCOPED_TRACE(std::to_string(elements(shape)) + " elements");
+    const int64_t h = shape[2], w = shape[3], oh = h / 2, ow = w / 2;
+    const Dims out_shape = {shape[0], shape[1], oh, ow};
+    GraphBuilder b;
+    const int x = b.input(shape);
+    const int y = b.tensor(out_shape);
+    b.node("MaxPool", {x}, {y}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})}, 12);
+    b.output(y);
+    F data = random_values(elements(shape), 5, -3.0f, 3.0f);
+    data[1] = std::numeric_limits<float>::quiet_NaN();  // window (0, 0) of plane 0
+    F want(elements(out_shape));
+    for (int64_t p = 0; p < shape[0] * shape[1]; ++p) {
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t c = 0; c < ow; ++c) {
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t dy = 0; dy < 2; ++dy) {
+            for (int64_t dx = 0; dx < 2; ++dx) {
+              const float v = data[static_cast<size_t>((p * h + 2 * r + dy) * w + 2 * c + dx)];
+              if (v > m || v != v) m = v;
+            }
+          }
+          want[static_cast<size_t>((p * oh + r) * ow + c)] = m;
+        }
+      }
+    }
+    std::vector<std::byte> blob;
+    ASSERT_EQ(compile(b.finish(), &blob), "ok");
+    for (loom_device_t* device : {device_, plain_device_}) {
+      std::vector<HostTensor> in = {{shape, data}};
+      loom_executable_t* exe = load(device, blob);
+      ASSERT_NE(exe, nullptr);
+      const std::vector<F> got = execute(exe, in, {out_shape});
+      api_->executable_destroy(exe);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_TRUE(std::isnan(got[0][0]));
+      for (size_t i = 1; i < want.size(); ++i) {
+        ASSERT_EQ(got[0][i], want[i]) << (device == device_ ? "default" : "plain") << " at " << i;
+      }
     }
   }
 }
