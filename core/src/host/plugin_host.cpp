@@ -57,6 +57,10 @@ struct PluginHost::Entry {
   std::shared_ptr<LoadedPlugin> plugin;
   // Set when the manifest was read; constant afterwards.
   std::optional<PluginManifest> manifest;
+  // Earlier entries of the same name whose manifests were accepted: this one
+  // is their standby, loaded only when none of them loads (a bad library
+  // hash, a failed dlopen or create); constant after create().
+  std::vector<Entry*> earlier_twins;
   // Held for the whole load, so a library is opened once even when several
   // threads ask for it; other entries and plugins() stay available meanwhile.
   std::mutex load_mutex;
@@ -125,12 +129,17 @@ void PluginHost::scan_folder(const std::filesystem::path& folder) {
             format_abi_version(manifest->abi_max) + ", the host speaks " +
             format_abi_version(options_.abi_min) + "-" + format_abi_version(options_.abi_max));
       }
+      // A twin of an earlier plugin stands by: the first of a name that
+      // loads is the one used (a bad hash is found only when loading).
       for (const auto& earlier : entries_) {
         if (entry->rejection.ok() && earlier->rejection.ok() &&
             earlier->record.name == record.name) {
-          entry->rejection = duplicate_name(record.name, earlier->record.manifest_path,
-                                                   file);
+          entry->earlier_twins.push_back(earlier.get());
         }
+      }
+      if (!entry->earlier_twins.empty()) {
+        record.reason = "standby: " + entry->earlier_twins.front()->record.manifest_path.string() +
+                        " has the same name and is used unless it fails to load";
       }
       entry->manifest = std::move(*manifest);
     }
@@ -162,6 +171,15 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
     if (entry.plugin) return entry.plugin;
     if (!entry.rejection.ok()) return rejected();
   }
+  for (Entry* twin : entry.earlier_twins) {
+    if (!load_entry(*twin).ok()) continue;
+    std::lock_guard<std::mutex> lock(mutex_);
+    entry.rejection = duplicate_name(entry.record.name, twin->record.manifest_path,
+                                     entry.record.manifest_path);
+    entry.record.state = PluginState::kRejected;
+    entry.record.reason = entry.rejection.message();
+    return rejected();
+  }
   auto opened = LoadedPlugin::open(*entry.manifest, options_, log_);
   std::lock_guard<std::mutex> lock(mutex_);
   PluginRecord& record = entry.record;
@@ -173,6 +191,7 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
   }
   entry.plugin = std::move(*opened);
   record.state = PluginState::kLoaded;
+  record.reason.clear();
   record.abi_version = entry.plugin->abi_version();
   record.devices = entry.plugin->devices();
   if (record.devices.empty()) record.reason = "no devices";
@@ -180,11 +199,16 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
 }
 
 Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {
+  // The first entry of a name that loads is the one that counts; a later
+  // twin stands by for an earlier one that fails.
+  std::optional<Status> first_error;
   for (const auto& entry : entries_) {
-    // The first entry of a name is the one that counts; later ones are
-    // duplicates.
-    if (entry->record.name == name) return load_entry(*entry);
+    if (entry->record.name != name) continue;
+    auto plugin = load_entry(*entry);
+    if (plugin.ok()) return plugin;
+    if (!first_error) first_error = plugin.status();
   }
+  if (first_error) return *first_error;
   std::string names;
   for (const auto& entry : entries_) {
     names += (names.empty() ? "" : ", ") + entry->record.name;

@@ -327,12 +327,52 @@ TEST(PluginHostReject, DuplicateNameFirstWins) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].state, PluginState::kFound);
   EXPECT_EQ(records[0].manifest_path, first);
-  expect_rejected(records[1], "duplicate plugin name 'fake'");
-  EXPECT_NE(records[1].reason.find(first.string()), std::string::npos);
-  EXPECT_NE(records[1].reason.find(second.string()), std::string::npos);
+  // The twin stands by until the first one has loaded.
+  EXPECT_EQ(records[1].state, PluginState::kFound);
+  EXPECT_NE(records[1].reason.find("standby: " + first.string()), std::string::npos)
+      << records[1].reason;
   auto p = host->load("fake");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ((*p)->manifest().manifest_path, first);
+  EXPECT_EQ(host->load_all().size(), 1u);
+  records = host->plugins();
+  expect_rejected(records[1], "duplicate plugin name 'fake'");
+  EXPECT_NE(records[1].reason.find(first.string()), std::string::npos);
+  EXPECT_NE(records[1].reason.find(second.string()), std::string::npos);
+}
+
+// A twin whose library does not match its manifest's hash (found only when
+// loading) does not hide a good plugin of the same name later on the path:
+// by name, by loader key and in load_all, the good one is used.
+TEST(PluginHostReject, BadHashTwinDoesNotShadowAGoodOne) {
+  for (int how = 0; how < 3; ++how) {
+    SCOPED_TRACE(how == 0 ? "load(name)" : how == 1 ? "plugin_for_key" : "load_all");
+    TempDir dir;
+    fs::path bad = dir.copy_variant("fake", "a");
+    fs::path good = dir.copy_variant("fake", "b");
+    auto j = nlohmann::json::parse(read_text(bad));
+    j["library_hash"] = "xxh3-128:00000000000000000000000000000000";
+    write_text(bad, j.dump());
+    auto host = make_host(isolated_options({dir.path() / "a", dir.path() / "b"}));
+    std::shared_ptr<LoadedPlugin> used;
+    if (how == 0) {
+      auto p = host->load("fake");
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      used = *p;
+    } else if (how == 1) {
+      auto p = host->plugin_for_key("fake");
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      used = *p;
+    } else {
+      auto all = host->load_all();
+      ASSERT_EQ(all.size(), 1u);
+      used = all[0];
+    }
+    EXPECT_EQ(used->manifest().manifest_path, good);
+    auto records = host->plugins();
+    expect_rejected(records[0], "the manifest expects xxh3-128:0000");
+    EXPECT_EQ(records[1].state, PluginState::kLoaded);
+  }
 }
 
 TEST(PluginHostSearch, SameFolderTwiceIsScannedOnce) {
@@ -358,7 +398,8 @@ TEST(PluginHostSearch, EnvironmentPathIsSearchedAfterOptions) {
   auto records = host->plugins();
   ASSERT_EQ(records.size(), 3u);
   EXPECT_EQ(records[0].manifest_path.parent_path(), variant_dir("fake"));
-  expect_rejected(records[1], "duplicate plugin name 'fake'");
+  EXPECT_EQ(records[1].name, "fake");  // a standby twin
+  EXPECT_NE(records[1].reason.find("standby"), std::string::npos) << records[1].reason;
   EXPECT_EQ(records[2].name, "fake_large");
   auto p = host->plugin_for_key("fake_large");
   EXPECT_TRUE(p.ok()) << p.status().to_string();
