@@ -1,5 +1,8 @@
 #include "common/hash.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,25 +18,21 @@ uint64_t xxh3_64(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
-Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                             &std::fclose);
-  if (!file) {
-    return not_found("cannot open " + path.string() + ": " +
-                     std::strerror(errno));
-  }
+Result<std::string> hash_fd_xxh3_128(int fd, const std::string& name) {
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
       XXH3_createState(), &XXH3_freeState);
   if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) {
     return internal_error("cannot initialize xxh3 state");
   }
   std::vector<char> buffer(1 << 20);
-  size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), file.get())) > 0) {
-    XXH3_128bits_update(state.get(), buffer.data(), n);
-  }
-  if (std::ferror(file.get())) {
-    return data_loss("error reading " + path.string());
+  off_t offset = 0;
+  for (;;) {
+    const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return data_loss("error reading " + name + ": " + std::strerror(errno));
+    if (n == 0) break;
+    XXH3_128bits_update(state.get(), buffer.data(), static_cast<size_t>(n));
+    offset += n;
   }
   XXH128_hash_t h = XXH3_128bits_digest(state.get());
   char hex[33];
@@ -41,6 +40,14 @@ Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path) {
                 static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
   return std::string("xxh3-128:") + hex;
+}
+
+Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return not_found("cannot open " + path.string() + ": " + std::strerror(errno));
+  auto hash = hash_fd_xxh3_128(fd, path.string());
+  ::close(fd);
+  return hash;
 }
 
 }  // namespace loom

@@ -19,4 +19,9 @@ uint64_t xxh3_64(std::span<const std::byte> bytes);
 // its manifest (stale build, wrong file), not a forgery.
 Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path);
 
+// The same of what an open descriptor reads from offset 0 to its end (read
+// with pread; the descriptor's offset is left alone). `name` names the file
+// in errors.
+Result<std::string> hash_fd_xxh3_128(int fd, const std::string& name);
+
 }  // namespace loom

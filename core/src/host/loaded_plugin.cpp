@@ -8,13 +8,21 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 
+#include "common/hash.hpp"
 #include "host/log_channel.hpp"
 #include "host/plugin_host.hpp"
 
@@ -25,6 +33,62 @@ struct LoadedPlugin::Library {
 };
 
 namespace {
+
+// Which file and which version of it: device, inode, size, modification and
+// change times.
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  timespec mtime{}, ctime{};
+  bool operator==(const FileIdentity& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
+           ctime.tv_nsec == o.ctime.tv_nsec;
+  }
+};
+
+FileIdentity identity_of(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+}
+
+// Opens the library once (refusing anything but a regular file, without
+// blocking on a FIFO), hashes it through that descriptor and records which
+// file it was.
+Result<std::string> hash_library(const std::filesystem::path& path, FileIdentity* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return not_found("library " + path.string() + " named by the manifest does not exist");
+    return not_found("cannot open library " + path.string() + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return not_found("library " + path.string() + " named by the manifest is not a regular file");
+  }
+  auto hash = hash_fd_xxh3_128(fd, path.string());
+  struct stat after {};
+  const bool same = ::fstat(fd, &after) == 0 && identity_of(after) == identity_of(st);
+  ::close(fd);
+  if (hash.ok() && !same) {
+    return data_loss("library " + path.string() + " changed while it was being hashed");
+  }
+  *out = identity_of(st);
+  return hash;
+}
+
+// Whether the object behind a dlopen handle is the file `want` describes,
+// unchanged since.
+bool loaded_file_is(void* handle, const FileIdentity& want) {
+  struct link_map* map = nullptr;
+  if (handle == nullptr || ::dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr ||
+      map->l_name == nullptr) {
+    return false;
+  }
+  struct stat st {};
+  return ::stat(map->l_name, &st) == 0 && identity_of(st) == want;
+}
+
 // What user_data of the host services points to.
 struct ServiceState {
   std::shared_ptr<LogChannel> log;
@@ -161,11 +225,12 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
   plugin->manifest_ = manifest;
   const std::string& lib_path = manifest.library.string();
 
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(manifest.library, ec)) {
-    return not_found("library " + lib_path + " named by the manifest does not exist");
-  }
-  LOOM_ASSIGN_OR_RETURN(std::string hash, hash_file(manifest.library));
+  // The file is opened once and hashed through that descriptor; after
+  // dlopen (by path, so that the library's $ORIGIN is its folder) the file
+  // the loader mapped must be the one hashed, unchanged: a library swapped
+  // in or rewritten in between is refused, never run unverified.
+  FileIdentity hashed;
+  LOOM_ASSIGN_OR_RETURN(std::string hash, hash_library(manifest.library, &hashed));
   if (hash != manifest.library_hash) {
     return data_loss("library " + lib_path + " has hash " + hash + ", the manifest expects " +
                      manifest.library_hash + " (stale build or wrong file)");
@@ -178,6 +243,11 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
         manifest.library, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
   } catch (const std::exception& e) {
     return unavailable("cannot load library " + lib_path + ": " + e.what());
+  }
+  if (!loaded_file_is(plugin->library_->library.native(), hashed)) {
+    plugin->library_->library.unload();
+    return data_loss("library " + lib_path +
+                     " was replaced or changed between its hash check and loading; not loaded");
   }
 
   plugin->service_context_ = std::make_unique<ServiceContext>();

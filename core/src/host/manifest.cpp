@@ -130,9 +130,16 @@ Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
     m.loader_keys.push_back(key.get<std::string>());
   }
 
+  // The library lies beside its manifest: a file name, never a path, so a
+  // manifest cannot point the host at a library elsewhere (its hash is a
+  // check against stale builds, not a signature).
   LOOM_ASSIGN_OR_RETURN(std::string library, string_field(json, path, "library"));
-  std::filesystem::path library_path(library);
-  m.library = library_path.is_absolute() ? library_path : path.parent_path() / library_path;
+  if (library.empty() || library == "." || library == ".." ||
+      library.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+    return field_error(path, "library",
+                       "must be the file name of a library in the manifest's folder (no '/')");
+  }
+  m.library = path.parent_path() / library;
   LOOM_ASSIGN_OR_RETURN(m.library_hash, string_field(json, path, "library_hash"));
   if (m.library_hash.rfind("xxh3-128:", 0) != 0) {
     return field_error(path, "library_hash", "must start with 'xxh3-128:'");

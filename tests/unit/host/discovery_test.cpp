@@ -272,6 +272,25 @@ TEST(PluginHostReject, LibraryMissing) {
   expect_rejected(host->plugins()[0], "libloom_fake.so named by the manifest does not exist");
 }
 
+// A library that is a FIFO (or any non-regular file) is refused without
+// blocking on it; a directory likewise.
+TEST(PluginHostReject, NonRegularLibraryIsRefusedWithoutBlocking) {
+  for (bool fifo : {true, false}) {
+    TempDir dir;
+    fs::path manifest = dir.copy_variant("fake");
+    fs::remove(dir.path() / "libloom_fake.so");
+    if (fifo) {
+      ASSERT_EQ(::mkfifo((dir.path() / "libloom_fake.so").c_str(), 0600), 0);
+    } else {
+      fs::create_directory(dir.path() / "libloom_fake.so");
+    }
+    auto host = make_host(isolated_options({dir.path()}));
+    auto p = host->load("fake");
+    EXPECT_FALSE(p.ok());
+    expect_rejected(host->plugins()[0], "libloom_fake.so named by the manifest is not a regular file");
+  }
+}
+
 TEST(PluginHostReject, HashMismatchNamesBothHashes) {
   TempDir dir;
   fs::path manifest = dir.copy_variant("fake");

@@ -93,6 +93,24 @@ TEST(ParseManifest, IllTypedFieldsAreNamed) {
   }
 }
 
+// The library must be a file beside the manifest: paths are refused.
+TEST(ParseManifest, LibraryOutsideTheManifestFolderIsRefused) {
+  TempDir dir;
+  for (const std::string& library :
+       {std::string("../libloom_fake.so"), std::string("/usr/lib/libloom_fake.so"),
+        std::string("sub/libloom_fake.so"), std::string(".."), std::string("."),
+        std::string("lib\0x.so", 8)}) {
+    nlohmann::json j = good_manifest();
+    j["library"] = library;
+    Status st = parse_json(dir, j.dump());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << library;
+    EXPECT_NE(st.message().find("field 'library' must be the file name of a library in the "
+                                "manifest's folder"),
+              std::string::npos)
+        << st.message();
+  }
+}
+
 TEST(ParseManifest, BadAbiVersionsAreNamed) {
   TempDir dir;
   nlohmann::json j = good_manifest();
