@@ -416,6 +416,11 @@ Status LoadedPlugin::create_instance(const HostOptions& options) {
 Status LoadedPlugin::list_devices() {
   size_t count = 0;
   LOOM_RETURN_IF_ERROR(take(api_->device_count(instance_, &count)).with_context("device_count"));
+  if (count > kMaxDevicesPerPlugin) {
+    return incompatible("device_count reports " + std::to_string(count) +
+                        " devices; the host takes at most " + std::to_string(kMaxDevicesPerPlugin) +
+                        " from one plugin");
+  }
   const std::string prefix = manifest_.name + "://";
   std::set<std::string> uris;
   for (size_t i = 0; i < count; ++i) {

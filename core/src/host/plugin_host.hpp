@@ -21,6 +21,11 @@
 
 namespace loom::host {
 
+// The most devices the host lists for one plugin; a plugin reporting more is
+// rejected (a count is a size the plugin declares: it is checked before
+// anything is made for it).
+inline constexpr size_t kMaxDevicesPerPlugin = 1024;
+
 // What a plugin's manifest (<name>.loom-plugin.json) says.
 struct PluginManifest {
   std::filesystem::path manifest_path;

@@ -54,6 +54,7 @@ using fake_async::FenceState;
 
 struct Config {
   size_t devices = 1;
+  uint64_t claimed_devices = 0;  // device_count's answer when set (the devices are not made)
   bool fail_create = false;
   bool fail_execute = false;
   bool async = false;

@@ -5,6 +5,7 @@
 // Blobs: "fake:add" (out = in0 + in1, f32, equal shapes) and "fake:copy"
 // (out = in0). Options read at plugin_create:
 //   fake.devices=N          number of devices (default 1)
+//   fake.claimed_devices=N  device_count answers N (up to 2^62) whatever exists
 //   fake.fail_create=1      plugin_create fails
 //   fake.fail_execute=1     every execution fails (asynchronously: at the fence)
 //   fake.async=1            devices are CAP_ASYNC; executions with a signal
@@ -100,6 +101,9 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
   if (key == "fake.devices") {
     st = parse_count(option->key, value, 64, &n);
     config->devices = n;
+  } else if (key == "fake.claimed_devices") {
+    st = parse_count(option->key, value, uint64_t{1} << 62, &n);
+    config->claimed_devices = n;
   } else if (key == "fake.async_delay_ms") {
     st = parse_count(option->key, value, 10000, &n);
     config->async_delay_ms = n;
@@ -226,7 +230,8 @@ loom_status_t* plugin_check_available(loom_plugin_t* plugin) {
 
 loom_status_t* device_count(loom_plugin_t* plugin, size_t* out_count) {
   if (plugin == nullptr || out_count == nullptr) return invalid("device_count: plugin or out_count is NULL");
-  *out_count = plugin->devices.size();
+  *out_count = plugin->config.claimed_devices != 0 ? plugin->config.claimed_devices
+                                                  : plugin->devices.size();
   return nullptr;
 }
 

@@ -227,6 +227,20 @@ TEST(PluginHostReject, PluginCreateFails) {
                   "plugin_create failed: fake: plugin_create fails (fake.fail_create=1)");
 }
 
+// A device count past the host's cap is refused before anything is made for
+// it (2^40 devices would otherwise be enumerated until memory ran out); the
+// cap itself is accepted as far as the count goes.
+TEST(PluginHostReject, HugeDeviceCountIsRefused) {
+  HostOptions options;
+  options.plugin_options = {{"fake.claimed_devices", "1099511627776"}};
+  expect_rejected(load_variant("fake", options),
+                  "device_count reports 1099511627776 devices; the host takes at most 1024 "
+                  "from one plugin");
+  options.plugin_options = {{"fake.claimed_devices", std::to_string(kMaxDevicesPerPlugin)}};
+  // 1024 passes the cap; the fake has one device, so device 1 is then missing.
+  expect_rejected(load_variant("fake", options), "device 1");
+}
+
 TEST(PluginHostReject, BadPluginOptionIsNamed) {
   HostOptions options;
   options.plugin_options = {{"fake.devices", "many"}};
