@@ -1,7 +1,13 @@
 // Reading plugin manifests (<name>.loom-plugin.json, written by loom-manifest).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +18,7 @@ namespace loom::host {
 namespace {
 
 constexpr int kManifestVersion = 1;
+constexpr size_t kMaxLoaderKeys = 64;
 
 Status field_error(const std::filesystem::path& path, std::string_view field,
                    std::string_view problem) {
@@ -19,13 +26,26 @@ Status field_error(const std::filesystem::path& path, std::string_view field,
                           std::string(problem));
 }
 
+// Whether `text` is printable ASCII (no control characters, no bytes past
+// 0x7e), so that printing it cannot break a line or drive a terminal.
+bool printable(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
 Result<std::string> string_field(const nlohmann::json& object, const std::filesystem::path& path,
-                                 std::string_view field) {
+                                 std::string_view field, size_t max_length = 255) {
   auto it = object.find(field);
   if (it == object.end()) return field_error(path, field, "is missing");
   if (!it->is_string()) return field_error(path, field, "must be a string");
   std::string value = it->get<std::string>();
   if (value.empty()) return field_error(path, field, "is empty");
+  if (value.size() > max_length) {
+    return field_error(path, field, "is " + std::to_string(value.size()) +
+                                        " characters long; at most " + std::to_string(max_length));
+  }
+  if (!printable(value)) {
+    return field_error(path, field, "holds a control character or a non-ASCII byte");
+  }
   return value;
 }
 
@@ -69,21 +89,38 @@ Result<std::string> hash_file(const std::filesystem::path& path) {
 }
 
 Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  // Opened once without blocking (a FIFO named like a manifest must not hang
+  // discovery), checked to be a regular file of a sensible size, then read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     return not_found("cannot read manifest " + path.string() +
-                     (std::filesystem::exists(path, ec) ? ": not a regular file"
-                                                        : ": no such file"));
+                     (errno == ENOENT ? std::string(": no such file") : ": " + std::string(std::strerror(errno))));
   }
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || in.bad()) return not_found("cannot read manifest " + path.string());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return not_found("cannot read manifest " + path.string() + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
+    ::close(fd);
+    return invalid_argument("manifest " + path.string() + " is " + std::to_string(st.st_size) +
+                            " bytes; a manifest is at most " + std::to_string(kMaxManifestBytes));
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got != bytes.size()) return not_found("cannot read manifest " + path.string());
   // nlohmann::json reports parse errors by exception; this is the edge where
   // they become a Status.
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(text.str());
+    json = nlohmann::json::parse(bytes);
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument("manifest " + path.string() + " is not valid JSON: " + e.what());
   }
@@ -104,8 +141,14 @@ Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
 
   PluginManifest m;
   m.manifest_path = path;
-  LOOM_ASSIGN_OR_RETURN(m.name, string_field(json, path, "name"));
-  LOOM_ASSIGN_OR_RETURN(m.version, string_field(json, path, "version"));
+  LOOM_ASSIGN_OR_RETURN(m.name, string_field(json, path, "name", 64));
+  if (!std::all_of(m.name.begin(), m.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      })) {
+    return field_error(path, "name", "may hold only letters, digits, '-', '_' and '.' (it starts "
+                                     "device URIs)");
+  }
+  LOOM_ASSIGN_OR_RETURN(m.version, string_field(json, path, "version", 64));
 
   auto abi = json.find("abi");
   if (abi == json.end()) return field_error(path, "abi", "is missing");
@@ -121,11 +164,18 @@ Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
   auto keys = json.find("loader_keys");
   if (keys == json.end()) return field_error(path, "loader_keys", "is missing");
   if (!keys->is_array()) return field_error(path, "loader_keys", "must be an array of strings");
+  if (keys->size() > kMaxLoaderKeys) {
+    return field_error(path, "loader_keys", "lists " + std::to_string(keys->size()) +
+                                                " keys; at most " + std::to_string(kMaxLoaderKeys));
+  }
   for (size_t i = 0; i < keys->size(); ++i) {
     const auto& key = (*keys)[i];
+    const std::string where = "loader_keys[" + std::to_string(i) + "]";
     if (!key.is_string() || key.get<std::string>().empty()) {
-      return field_error(path, "loader_keys[" + std::to_string(i) + "]",
-                         "must be a non-empty string");
+      return field_error(path, where, "must be a non-empty string");
+    }
+    if (key.get<std::string>().size() > 128 || !printable(key.get<std::string>())) {
+      return field_error(path, where, "must be at most 128 printable ASCII characters");
     }
     m.loader_keys.push_back(key.get<std::string>());
   }

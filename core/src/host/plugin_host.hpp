@@ -25,6 +25,12 @@ namespace loom::host {
 // rejected (a count is a size the plugin declares: it is checked before
 // anything is made for it).
 inline constexpr size_t kMaxDevicesPerPlugin = 1024;
+// The largest manifest file the host reads (they are a few hundred bytes);
+// a larger one is rejected unread. Its string fields are bounded too (name
+// and version 64 characters, loader keys 128, the library file name 255,
+// printable ASCII only), so nothing printed from a manifest runs long or
+// carries control characters.
+inline constexpr uint64_t kMaxManifestBytes = 64 * 1024;
 
 // What a plugin's manifest (<name>.loom-plugin.json) says.
 struct PluginManifest {

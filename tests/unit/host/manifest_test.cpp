@@ -1,5 +1,8 @@
 // Manifest parsing: every field is checked and named in the error.
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "host_test_util.hpp"
 
@@ -98,8 +101,7 @@ TEST(ParseManifest, LibraryOutsideTheManifestFolderIsRefused) {
   TempDir dir;
   for (const std::string& library :
        {std::string("../libloom_fake.so"), std::string("/usr/lib/libloom_fake.so"),
-        std::string("sub/libloom_fake.so"), std::string(".."), std::string("."),
-        std::string("lib\0x.so", 8)}) {
+        std::string("sub/libloom_fake.so"), std::string(".."), std::string(".")}) {
     nlohmann::json j = good_manifest();
     j["library"] = library;
     Status st = parse_json(dir, j.dump());
@@ -109,6 +111,54 @@ TEST(ParseManifest, LibraryOutsideTheManifestFolderIsRefused) {
               std::string::npos)
         << st.message();
   }
+}
+
+// Sizes a manifest declares are bounded: the file itself (refused unread
+// past 64 KiB), each string field, the number of loader keys; control
+// characters and non-ASCII bytes are refused, so that nothing printed from
+// a manifest breaks a line or drives a terminal.
+TEST(ParseManifest, SizesAndCharactersAreBounded) {
+  TempDir dir;
+  {
+    nlohmann::json j = good_manifest();
+    j["padding"] = std::string(70 * 1024, 'x');
+    Status st = parse_json(dir, j.dump());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find("bytes; a manifest is at most 65536"), std::string::npos) << st.message();
+  }
+  const std::vector<std::tuple<std::string, nlohmann::json, std::string>> cases = {
+      {"name", std::string(65, 'n'), "is 65 characters long; at most 64"},
+      {"version", std::string(300, '1'), "is 300 characters long; at most 64"},
+      {"name", "fake\x1b[31m", "holds a control character"},
+      {"name", "fa ke", "may hold only letters, digits"},
+      {"name", "fa/ke", "may hold only letters, digits"},
+      {"version", "1.0\n2.0", "holds a control character"},
+      {"library", std::string("lib\0x.so", 8), "holds a control character"},
+      {"library", std::string(256, 'l'), "at most 255"},
+      {"loader_keys", nlohmann::json::array({"ok", std::string(129, 'k')}),
+       "'loader_keys[1]' must be at most 128 printable"},
+      {"loader_keys", nlohmann::json::array({"a\tb"}), "'loader_keys[0]' must be at most 128 printable"},
+      {"loader_keys", nlohmann::json(std::vector<std::string>(65, "k")), "lists 65 keys; at most 64"},
+  };
+  for (const auto& [field, value, want] : cases) {
+    nlohmann::json j = good_manifest();
+    j[field] = value;
+    Status st = parse_json(dir, j.dump());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\n'), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find('\x1b'), std::string::npos) << st.message();
+  }
+}
+
+// A FIFO named like a manifest is refused without blocking discovery.
+TEST(ParseManifest, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  fs::path path = dir.path() / "fifo.loom-plugin.json";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  Status st = parse_manifest(path).status();
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("not a regular file"), std::string::npos) << st.message();
 }
 
 TEST(ParseManifest, BadAbiVersionsAreNamed) {
