@@ -91,16 +91,16 @@ int run_devices(const DevicesArgs& args) {
               << plugin_state_name(p.state);
     if (p.abi_version != 0) std::cout << ", ABI " << abi_string(p.abi_version);
     std::cout << "]\n";
-    std::cout << "  manifest: " << p.manifest_path.string() << "\n";
+    std::cout << "  manifest: " << escape_control(p.manifest_path.string()) << "\n";
     if (!p.loader_keys.empty()) {
       std::cout << "  loader keys:";
       for (const auto& k : p.loader_keys) std::cout << " " << k;
       std::cout << "\n";
     }
-    if (!p.reason.empty()) std::cout << "  reason: " << p.reason << "\n";
+    if (!p.reason.empty()) std::cout << "  reason: " << escape_control(p.reason) << "\n";
     for (const DeviceInfo& d : p.devices) {
-      std::cout << "  device " << d.uri << "  " << device_kind_name(d.kind) << "  "
-                << d.name << "\n";
+      std::cout << "  device " << escape_control(d.uri) << "  " << device_kind_name(d.kind) << "  "
+                << escape_control(d.name) << "\n";
       std::cout << "    memory: " << format_bytes(d.device_memory_bytes)
                 << " device, " << format_bytes(d.host_visible_memory_bytes)
                 << " host-visible\n";

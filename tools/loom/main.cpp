@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "loom 0.1.0");
   // Usage errors read like every other error: one line, exit code 1.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "loom: error: " + std::string(e.what()) + " (see --help)\n";
+    return "loom: error: " + loom::escape_control(e.what()) + " (see --help)\n";
   });
 
   loom::cli::DevicesArgs devices;

@@ -50,7 +50,9 @@ class [[nodiscard]] Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // "invalid_argument: segment 3 ends at 9000, file has 8192 bytes".
+  // "invalid_argument: segment 3 ends at 9000, file has 8192 bytes", with
+  // control characters in the message escaped (escape_control), so that a
+  // name from a file or a plugin cannot break the line.
   std::string to_string() const;
 
   // Returns a copy whose message is "<context>: <message>".
@@ -111,6 +113,12 @@ class [[nodiscard]] Result {
  private:
   std::variant<T, Status> state_;
 };
+
+// `text` with every control character (bytes below 0x20, 0x7f, and the C1
+// controls U+0080-U+009F in UTF-8) written as \xNN, so that printing a name
+// or message that came from a file or a plugin keeps to one line and cannot
+// send escape sequences to a terminal. Other UTF-8 is kept.
+std::string escape_control(std::string_view text);
 
 }  // namespace loom
 

@@ -27,7 +27,33 @@ std::string Status::to_string() const {
   if (ok()) return "ok";
   std::string out(status_code_name(code_));
   out += ": ";
-  out += message_;
+  out += escape_control(message_);
+  return out;
+}
+
+std::string escape_control(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [&out](unsigned char c) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    out += "\\x";
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c1 = c == 0xc2 && i + 1 < text.size() &&
+                    static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(text[i + 1]) <= 0x9f;
+    if (c < 0x20 || c == 0x7f) {
+      hex(c);
+    } else if (c1) {
+      hex(c);
+      hex(static_cast<unsigned char>(text[++i]));
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
   return out;
 }
 

@@ -100,9 +100,10 @@ struct LoadedPlugin::ServiceContext : ServiceState {};
 
 void LogChannel::write(loom_log_level_t level, std::string_view plugin, std::string_view message) {
   std::lock_guard<std::mutex> lock(mutex);
+  // A plugin's text is escaped here, once, for every sink: one line each.
   std::string line(plugin);
   line += ": ";
-  line += message;
+  line += escape_control(message);
   if (sink) {
     sink(level, line);
     return;
@@ -442,7 +443,12 @@ Status LoadedPlugin::list_devices() {
     if (!uris.insert(out.uri).second) {
       return incompatible(where + " repeats the URI '" + out.uri + "'");
     }
-    out.name = info.name != nullptr ? info.name : out.uri;
+    // A device name is shown to users: bounded and one line.
+    out.name = info.name != nullptr ? escape_control(info.name) : out.uri;
+    if (out.name.size() > kMaxDeviceNameLength) {
+      out.name = out.name.substr(0, kMaxDeviceNameLength) + "... (" +
+                 std::to_string(out.name.size()) + " characters)";
+    }
     if (info.kind < LOOM_DEVICE_KIND_CPU || info.kind > LOOM_DEVICE_KIND_VIRTUAL) {
       return incompatible(where + " (" + out.uri + ") reports unknown device kind " +
                           std::to_string(static_cast<int>(info.kind)));

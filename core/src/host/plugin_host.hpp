@@ -25,6 +25,9 @@ namespace loom::host {
 // rejected (a count is a size the plugin declares: it is checked before
 // anything is made for it).
 inline constexpr size_t kMaxDevicesPerPlugin = 1024;
+// Device names longer than this are cut when listed (control characters in
+// them are escaped).
+inline constexpr size_t kMaxDeviceNameLength = 256;
 // The largest manifest file the host reads (they are a few hundred bytes);
 // a larger one is rejected unread. Its string fields are bounded too (name
 // and version 64 characters, loader keys 128, the library file name 255,
