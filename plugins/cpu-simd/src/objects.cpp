@@ -119,6 +119,17 @@ Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernel
   return Status();
 }
 
+void Executable::report_packing_to(const loom_host_services_t* host) {
+  log_host_ = host;
+  if (host == nullptr) return;
+  std::string steps = schedule_->describe();
+  while (!steps.empty() && steps.back() == '\n') steps.pop_back();
+  for (size_t at = steps.find('\n'); at != std::string::npos; at = steps.find('\n', at)) {
+    steps.replace(at, 1, "; ");
+  }
+  sdk::log(host, LOOM_LOG_DEBUG, ("executable: schedule: " + steps).c_str());
+}
+
 void Executable::report_packing() {
   if (packing_reported_.exchange(true) || schedule_->packed_count() == 0) return;
   auto size = [](uint64_t bytes) {

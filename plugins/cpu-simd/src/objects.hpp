@@ -86,7 +86,9 @@ class Executable {
 
   // After its first run the executable logs, at INFO through `host`'s log
   // service (when it has one), how many bytes of weights it packed.
-  void report_packing_to(const loom_host_services_t* host) { log_host_ = host; }
+  // It also logs its schedule at DEBUG now, one line ("executable:
+  // schedule: conv nodes 0,1 -> nhwc; ...").
+  void report_packing_to(const loom_host_services_t* host);
 
   // Scratch arenas made so far (for tests of the pool).
   size_t arena_count();

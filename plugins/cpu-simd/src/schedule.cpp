@@ -265,8 +265,8 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       Step step;
       step.kind = StepKind::kMatMul;
       step.nodes = c.nodes;
-      const uint32_t a = p.ensure(mm.inputs[0], Layout::kPlain);
-      const uint32_t b = p.ensure(mm.inputs[1], Layout::kPlain);
+      const uint32_t a = p.ensure(c.operand[0] != kNone ? c.operand[0] : mm.inputs[0], Layout::kPlain);
+      const uint32_t b = p.ensure(c.operand[1] != kNone ? c.operand[1] : mm.inputs[1], Layout::kPlain);
       const uint32_t y = p.define(c.output, Layout::kPlain);
       try {
         step.dnnl = make_matmul(p, c, a, b, y);

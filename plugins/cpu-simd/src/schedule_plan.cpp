@@ -305,6 +305,60 @@ bool match_gelu(const Planner& p, uint32_t t, std::vector<size_t>* nodes, uint32
 
 }  // namespace
 
+namespace {
+
+// The node that writes tensor t, or -1.
+int64_t producer_of(const Planner& p, uint32_t t) {
+  for (size_t k = 0; k < p.g.nodes.size(); ++k) {
+    for (uint32_t o : p.g.nodes[k].outputs) {
+      if (o == t) return static_cast<int64_t>(k);
+    }
+  }
+  return -1;
+}
+
+// A Transpose node (with its permutation in ints) of a tensor of the same
+// rank, not taken by another step.
+bool is_foldable_transpose(const Planner& p, int64_t k) {
+  if (k < 0 || p.claimed[static_cast<size_t>(k)]) return false;
+  const BlobNode& t = p.g.nodes[static_cast<size_t>(k)];
+  return t.op == Op::kTranspose && t.ints.size() == p.g.tensors[t.inputs[0]].shape.size() &&
+         t.ints.size() >= 2;
+}
+
+}  // namespace
+
+void fold_transposes(const Planner& p, MatMulChain* c) {
+  const BlobNode& n = p.g.nodes[c->node];
+  c->output = n.outputs[0];
+  c->operand[0] = n.inputs[0];
+  c->operand[1] = n.inputs[1];
+  // Same rank on both sides, so that no operand is padded with batch 1s.
+  if (p.g.tensors[n.inputs[0]].shape.size() != p.g.tensors[n.inputs[1]].shape.size()) return;
+  std::vector<size_t> before;
+  for (size_t j = 0; j < 2; ++j) {
+    const uint32_t t = n.inputs[j];
+    // Read by this MatMul alone (once), and not a graph output.
+    if (n.inputs[0] == n.inputs[1] || p.sole_reader(t) != static_cast<int64_t>(c->node)) continue;
+    const int64_t k = producer_of(p, t);
+    if (!is_foldable_transpose(p, k)) continue;
+    const BlobNode& tr = p.g.nodes[static_cast<size_t>(k)];
+    c->operand[j] = tr.inputs[0];
+    c->perm[j] = tr.ints;
+    before.push_back(static_cast<size_t>(k));
+  }
+  c->nodes.insert(c->nodes.begin(), before.begin(), before.end());
+  uint32_t t = n.outputs[0];
+  const int64_t next = p.sole_reader(t);
+  if (next >= 0 && is_foldable_transpose(p, next) &&
+      p.g.tensors[t].shape.size() == p.g.tensors[n.inputs[0]].shape.size()) {
+    c->out_perm = p.g.nodes[static_cast<size_t>(next)].ints;
+    c->nodes.push_back(static_cast<size_t>(next));
+    t = p.g.nodes[static_cast<size_t>(next)].outputs[0];
+  }
+  c->output = t;
+}
+
 bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c) {
   const BlobNode& n = p.g.nodes[i];
   const auto& a = p.g.tensors[n.inputs[0]].shape;
@@ -333,7 +387,7 @@ bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c) {
     if (!c->packed) {
       // Batched, both operands computed: oneDNN broadcasts batch dims of 1.
       if (std::max(a.size(), b.size()) > 6) return false;
-      c->output = t;
+      fold_transposes(p, c);
       return true;
     }
   }
@@ -465,9 +519,32 @@ std::shared_ptr<DnnlStep> make_matmul(const Planner& p, const MatMulChain& c, ui
     };
     const std::vector<int64_t> pa = padded(as), pb = padded(bs);
     std::vector<int64_t> py = p.g.tensors[n.outputs[0]].shape;
-    d->src_md = memory::desc(dims_of(pa), DType::f32, plain_tag(rank));
-    d->wei_md = memory::desc(dims_of(pb), DType::f32, plain_tag(rank));
-    d->dst_md = memory::desc(dims_of(padded(py)), DType::f32, plain_tag(rank));
+    // A folded Transpose: the logical operand is x permuted, so its
+    // dimension i has x's stride along perm[i] (same rank, no padding).
+    auto strided = [&](const std::vector<int64_t>& dims, const std::vector<int64_t>& x_shape,
+                       const std::vector<int64_t>& perm) {
+      if (perm.empty()) return memory::desc(dims_of(dims), DType::f32, plain_tag(rank));
+      std::vector<int64_t> x_strides(x_shape.size(), 1);
+      for (size_t q = x_shape.size() - 1; q-- > 0;) x_strides[q] = x_strides[q + 1] * x_shape[q + 1];
+      memory::dims st(rank);
+      for (size_t q = 0; q < rank; ++q) st[q] = x_strides[static_cast<size_t>(perm[q])];
+      return memory::desc(dims_of(dims), DType::f32, st);
+    };
+    d->src_md = strided(pa, c.perm[0].empty() ? pa : p.g.tensors[c.operand[0]].shape, c.perm[0]);
+    d->wei_md = strided(pb, c.perm[1].empty() ? pb : p.g.tensors[c.operand[1]].shape, c.perm[1]);
+    if (c.out_perm.empty()) {
+      d->dst_md = memory::desc(dims_of(padded(py)), DType::f32, plain_tag(rank));
+    } else {
+      // The result z = Transpose(y, out_perm) is what the step writes: y's
+      // dimension out_perm[q] is z's dimension q, so y's dimension i has
+      // z's stride at the position q where out_perm[q] == i.
+      const std::vector<int64_t>& zs = p.g.tensors[c.output].shape;
+      std::vector<int64_t> z_strides(zs.size(), 1);
+      for (size_t q = zs.size() - 1; q-- > 0;) z_strides[q] = z_strides[q + 1] * zs[q + 1];
+      memory::dims st(rank);
+      for (size_t q = 0; q < rank; ++q) st[static_cast<size_t>(c.out_perm[q])] = z_strides[q];
+      d->dst_md = memory::desc(dims_of(py), DType::f32, st);
+    }
     dnnl::matmul::desc desc(d->src_md, d->wei_md, d->dst_md);
     dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     d->scratch_md = pd.scratchpad_desc();

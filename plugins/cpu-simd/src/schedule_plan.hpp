@@ -234,6 +234,13 @@ struct MatMulChain {
   std::vector<size_t> nodes;
   uint32_t output = kNone;
   bool packed = false;        // B constant: packed once
+  // Batched MatMul: Transposes folded into the operands and the result, read
+  // and written through strided views instead of being copied. operand[j]
+  // is the tensor the step reads for input j (a folded Transpose's input);
+  // perm[j] its permutation (empty: none); out_perm the permutation of a
+  // Transpose of the result that the step writes directly.
+  uint32_t operand[2] = {kNone, kNone};
+  std::vector<int64_t> perm[2], out_perm;
 };
 
 // The exporters' LayerNorm over the last axis of x:
@@ -269,6 +276,11 @@ std::shared_ptr<DnnlStep> make_conv(const Planner& p, const ConvChain& c, uint32
 // Whether MatMul / Gemm node i starts a MatMul chain: bias, activations
 // or the exporters' Erf GELU after it.
 bool plan_matmul_chain(const Planner& p, size_t i, MatMulChain* c);
+
+// For a batched MatMul chain: folds a Transpose that feeds an operand (read
+// by the MatMul alone) and one that reads the result (its only reader) into
+// strided oneDNN views; sets operand, perm, out_perm, nodes and output.
+void fold_transposes(const Planner& p, MatMulChain* c);
 
 // Whether node i, a ReduceMean, starts the exporters' LayerNorm pattern.
 bool plan_layer_norm(const Planner& p, size_t i, LayerNormChain* c);

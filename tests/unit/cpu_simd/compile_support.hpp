@@ -193,13 +193,16 @@ class CompileFixture : public ::testing::Test {
     auto query = reinterpret_cast<loom_plugin_query_fn_t>(dlsym(handle_, LOOM_PLUGIN_ENTRY_POINT_NAME));
     ASSERT_NE(query, nullptr);
     host_.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
-    host_.user_data = &live_allocations_;
+    host_.user_data = &host_state_;
     host_.allocate = [](void* user, size_t size, size_t alignment) -> void* {
-      ++*static_cast<int*>(user);
+      ++static_cast<HostState*>(user)->live_allocations;
       return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
     };
+    host_.log = [](void* user, loom_log_level_t, const char* message) {
+      static_cast<HostState*>(user)->log_lines.emplace_back(message);
+    };
     host_.free = [](void* user, void* p) {
-      if (p != nullptr) --*static_cast<int*>(user);
+      if (p != nullptr) --static_cast<HostState*>(user)->live_allocations;
       std::free(p);
     };
     char reason[256] = {};
@@ -229,7 +232,7 @@ class CompileFixture : public ::testing::Test {
   }
   void TearDown() override {
     if (plugin_ != nullptr) api_->plugin_destroy(plugin_);
-    EXPECT_EQ(live_allocations_, 0);
+    EXPECT_EQ(host_state_.live_allocations, 0);
     if (handle_ != nullptr) dlclose(handle_);
   }
 
@@ -384,7 +387,13 @@ class CompileFixture : public ::testing::Test {
   void* handle_ = nullptr;
   const loom_plugin_api_t* api_ = nullptr;
   loom_host_services_t host_{};
-  int live_allocations_ = 0;
+  // What the host services record: blobs allocated and not freed, log lines
+  // (the plugin logs from the calling thread in these tests).
+  struct HostState {
+    int live_allocations = 0;
+    std::vector<std::string> log_lines;
+  };
+  HostState host_state_;
   loom_plugin_t* plugin_ = nullptr;
   loom_device_t* device_ = nullptr;
 };
