@@ -163,8 +163,21 @@ expect_error "a FIFO as input is refused, not read" "fifo_input is a FIFO" \
   timeout 20 "$loom" run "$prog" --input "x=$dir/fifo_input"
 expect_error "a .pb FIFO as input" "fifo.pb is a FIFO" \
   bash -c 'mkfifo "$1/fifo.pb" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.pb"' _ "$dir" "$loom" "$prog"
-expect_error "a device as input" "/dev/zero is a device" "$loom" run "$prog" --input x=/dev/zero
-expect_error "a directory as input" "is a directory" "$loom" run "$prog" --input "x=$dir"
+expect_error "a .npy FIFO as input" "fifo.npy is a FIFO, not a regular file" \
+  bash -c 'mkfifo "$1/fifo.npy" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.npy"' _ "$dir" "$loom" "$prog"
+ln -s "$dir/fifo_input" "$dir/link_to_fifo.npy"
+expect_error "a symlink to a FIFO as input" "link_to_fifo.npy is a FIFO" \
+  timeout 20 "$loom" run "$prog" --input "x=$dir/link_to_fifo.npy"
+expect_error "a device as input" "/dev/zero is a character device, not a regular file" \
+  "$loom" run "$prog" --input x=/dev/zero
+expect_error "a .pb device as input" "is a character device" \
+  bash -c 'ln -s /dev/zero "$1/zero.pb" && exec "$2" run "$3" --input "x=$1/zero.pb"' _ "$dir" "$loom" "$prog"
+expect_error "a directory as input" "is a directory, not a regular file" \
+  "$loom" run "$prog" --input "x=$dir"
+if command -v python3 >/dev/null; then
+  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/sock"
+  expect_error "a socket as input" "sock is a socket" "$loom" run "$prog" --input "x=$dir/sock"
+fi
 expect_error "a missing input file" "input file $dir/none.npy: no such file" \
   "$loom" run "$prog" --input "x=$dir/none.npy"
 printf 'not a numpy file at all' > "$dir/bad.npy"
