@@ -223,6 +223,29 @@ expect_error "--params without =" "SCOPE=PATH" "$loom" run "$ext" --input x=rand
 cp "$prog" "$dir/moved/weights.irpa"
 expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): .*not a parameter archive" \
   "$loom" run "$dir/moved/program.loom" --input x=random
+# The recorded archive path is confined to the program's folder: a symlink out
+# of it is refused before the target is opened (its bytes are never quoted);
+# the same file named with --params is taken.
+mkdir -p "$dir/confined"
+cp "$ext" "$dir/confined/program.loom"
+printf 'SECRET-BYTES' > "$dir/secret.txt"
+ln -s "$dir/secret.txt" "$dir/confined/weights.irpa"
+expect_error "archive symlink out of the program's folder" \
+  "archive 'weights.irpa' resolves to .*secret.txt, outside the program's folder" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
+grep -q "SECR" "$dir/stderr" && fail "the symlink's target bytes were quoted: $(cat "$dir/stderr")"
+rm "$dir/confined/weights.irpa"
+ln -s "$dir/ext/weights.irpa" "$dir/confined/weights.irpa"
+expect_error "archive symlink to a real archive out of the folder" "outside the program's folder" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
+expect_ok "the same archive named with --params" "y:" "$loom" run "$dir/confined/program.loom" \
+  --input x=random --params "mlp=$dir/ext/weights.irpa"
+rm "$dir/confined/weights.irpa"
+mkdir -p "$dir/confined/shared"
+cp "$dir/ext/weights.irpa" "$dir/confined/shared/w.irpa"
+ln -s shared/w.irpa "$dir/confined/weights.irpa"
+expect_ok "archive symlink inside the program's folder" "y:" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
 
 # Fake weights for tests: zeros of the same sizes. The recorded checksums
 # refuse them unless the check is turned off; with all-zero weights the
