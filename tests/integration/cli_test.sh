@@ -178,6 +178,10 @@ if command -v python3 >/dev/null; then
   python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/sock"
   expect_error "a socket as input" "sock is a socket" "$loom" run "$prog" --input "x=$dir/sock"
 fi
+# What a program declares is bounded before it is allocated.
+expect_error "a tensor over --max-tensor-bytes" \
+  "of function 'main' takes [0-9]* bytes, more than the limit of 16 bytes per tensor" \
+  "$loom" run "$prog" --input x=random --max-tensor-bytes 16
 expect_error "a missing input file" "input file $dir/none.npy: no such file" \
   "$loom" run "$prog" --input "x=$dir/none.npy"
 printf 'not a numpy file at all' > "$dir/bad.npy"

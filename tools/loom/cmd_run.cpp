@@ -363,6 +363,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   load.device = args.device;
   load.check_parameter_checksums = !args.no_param_checksums;
   load.run_timeout = std::chrono::seconds(args.timeout_s);
+  load.max_tensor_bytes = args.max_tensor_bytes;
   load.explanation = &report.explanation;
   load.fallback = args.fallback;
   for (const std::string& text : args.params) {
