@@ -163,8 +163,25 @@ expect_error "a FIFO as input is refused, not read" "fifo_input is a FIFO" \
   timeout 20 "$loom" run "$prog" --input "x=$dir/fifo_input"
 expect_error "a .pb FIFO as input" "fifo.pb is a FIFO" \
   bash -c 'mkfifo "$1/fifo.pb" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.pb"' _ "$dir" "$loom" "$prog"
-expect_error "a device as input" "/dev/zero is a device" "$loom" run "$prog" --input x=/dev/zero
-expect_error "a directory as input" "is a directory" "$loom" run "$prog" --input "x=$dir"
+expect_error "a .npy FIFO as input" "fifo.npy is a FIFO, not a regular file" \
+  bash -c 'mkfifo "$1/fifo.npy" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.npy"' _ "$dir" "$loom" "$prog"
+ln -s "$dir/fifo_input" "$dir/link_to_fifo.npy"
+expect_error "a symlink to a FIFO as input" "link_to_fifo.npy is a FIFO" \
+  timeout 20 "$loom" run "$prog" --input "x=$dir/link_to_fifo.npy"
+expect_error "a device as input" "/dev/zero is a character device, not a regular file" \
+  "$loom" run "$prog" --input x=/dev/zero
+expect_error "a .pb device as input" "is a character device" \
+  bash -c 'ln -s /dev/zero "$1/zero.pb" && exec "$2" run "$3" --input "x=$1/zero.pb"' _ "$dir" "$loom" "$prog"
+expect_error "a directory as input" "is a directory, not a regular file" \
+  "$loom" run "$prog" --input "x=$dir"
+if command -v python3 >/dev/null; then
+  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/sock"
+  expect_error "a socket as input" "sock is a socket" "$loom" run "$prog" --input "x=$dir/sock"
+fi
+# What a program declares is bounded before it is allocated.
+expect_error "a tensor over --max-tensor-bytes" \
+  "of function 'main' takes [0-9]* bytes, more than the limit of 16 bytes per tensor" \
+  "$loom" run "$prog" --input x=random --max-tensor-bytes 16
 expect_error "a missing input file" "input file $dir/none.npy: no such file" \
   "$loom" run "$prog" --input "x=$dir/none.npy"
 printf 'not a numpy file at all' > "$dir/bad.npy"
@@ -210,6 +227,29 @@ expect_error "--params without =" "SCOPE=PATH" "$loom" run "$ext" --input x=rand
 cp "$prog" "$dir/moved/weights.irpa"
 expect_error "--params not an archive" "parameter 'w1' (scope 'mlp'): .*not a parameter archive" \
   "$loom" run "$dir/moved/program.loom" --input x=random
+# The recorded archive path is confined to the program's folder: a symlink out
+# of it is refused before the target is opened (its bytes are never quoted);
+# the same file named with --params is taken.
+mkdir -p "$dir/confined"
+cp "$ext" "$dir/confined/program.loom"
+printf 'SECRET-BYTES' > "$dir/secret.txt"
+ln -s "$dir/secret.txt" "$dir/confined/weights.irpa"
+expect_error "archive symlink out of the program's folder" \
+  "archive 'weights.irpa' resolves to .*secret.txt, outside the program's folder" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
+grep -q "SECR" "$dir/stderr" && fail "the symlink's target bytes were quoted: $(cat "$dir/stderr")"
+rm "$dir/confined/weights.irpa"
+ln -s "$dir/ext/weights.irpa" "$dir/confined/weights.irpa"
+expect_error "archive symlink to a real archive out of the folder" "outside the program's folder" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
+expect_ok "the same archive named with --params" "y:" "$loom" run "$dir/confined/program.loom" \
+  --input x=random --params "mlp=$dir/ext/weights.irpa"
+rm "$dir/confined/weights.irpa"
+mkdir -p "$dir/confined/shared"
+cp "$dir/ext/weights.irpa" "$dir/confined/shared/w.irpa"
+ln -s shared/w.irpa "$dir/confined/weights.irpa"
+expect_ok "archive symlink inside the program's folder" "y:" \
+  "$loom" run "$dir/confined/program.loom" --input x=random
 
 # Fake weights for tests: zeros of the same sizes. The recorded checksums
 # refuse them unless the check is turned off; with all-zero weights the

@@ -167,6 +167,23 @@ expect_error "not a model" "mlp.loom: not an ONNX model" \
   "$loom" compile "$dir/mlp.loom" -o "$dir/x.loom"
 expect_error "bad --input-shape" "input-shape" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2xq
+# Huge bound dimensions compile (nothing of their size is allocated) and are
+# refused when run, before anything is allocated: 2^40 rows exceed what a
+# plan may address; 2^30 rows (a 2 TiB intermediate) exceed the default
+# --max-tensor-bytes (half the machine's memory); 2^26 rows a given one.
+expect_ok "compile 2^40 rows" "^program: " \
+  "$loom" compile "$mlp" -o "$dir/huge40.loom" --input-shape x=1099511627776x4
+expect_error "run 2^40 rows" "tensor of shape \[1099511627776, 512\] is too large" \
+  "$loom" run "$dir/huge40.loom" --input x=random
+expect_ok "compile 2^30 rows" "^program: " \
+  "$loom" compile "$mlp" -o "$dir/huge30.loom" --input-shape x=1073741824x4
+expect_error "run 2^30 rows" "of function 'main' takes [0-9]* bytes, more than the limit of" \
+  "$loom" run "$dir/huge30.loom" --input x=random
+expect_ok "compile 2^26 rows" "^program: " \
+  "$loom" compile "$mlp" -o "$dir/huge26.loom" --input-shape x=67108864x4
+expect_error "run 2^26 rows under --max-tensor-bytes" \
+  "input 'x' (f32 \[67108864, 4\]) of function 'main' takes 1073741824 bytes, more than the limit of 1048576" \
+  "$loom" run "$dir/huge26.loom" --input x=random --max-tensor-bytes 1048576
 expect_error "unknown target" "no such plugin" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2x4 --target nope --plugin-path "$fake_dir"
 expect_error "params outside the program's folder" "params-out" \

@@ -494,7 +494,7 @@ TEST_F(ExternalParams, ArchivePathThatIsAFolderIsAnError) {
   std::filesystem::create_directories(dir_ / "weights.irpa");
   EXPECT_TRUE(fails_with(load_status(path), StatusCode::kInvalidArgument,
                          {"parameter 'w1' (scope 'mlp'): " + (dir_ / "weights.irpa").string(),
-                          "is not a regular file"}));
+                          "is a directory, not a regular file"}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The compiler-free half of `loom test-onnx` (tools/loom/onnx_conformance).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -141,6 +142,20 @@ TEST_F(Scratch, PbErrors) {
   write_pb(dir_ / "short.pb", f32_tensor("t", {1000}, {1, 2}));
   r = read_tensor_pb(dir_ / "short.pb");
   EXPECT_FALSE(r.ok());
+
+  // Not regular files: refused for what they are, before any open (a FIFO
+  // would block it), not reported as missing.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.pb").c_str(), 0600), 0);
+  r = read_tensor_pb(dir_ / "fifo.pb");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), (dir_ / "fifo.pb").string() + " is a FIFO, not a regular file");
+  r = read_tensor_pb("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "/dev/zero is a character device, not a regular file");
+  r = read_tensor_pb(dir_ / "none.pb");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
 
   write_pb(dir_ / "big.pb", f32_tensor("t", {4}, {1, 2, 3, 4}));
   r = read_tensor_pb(dir_ / "big.pb", 8);

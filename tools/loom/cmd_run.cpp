@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "common/file_type.hpp"
 #include "io/npy.hpp"
 #include "loom/runtime.hpp"
 #if LOOM_HAVE_ONNX
@@ -82,25 +83,15 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 // An input file is .npy or a serialized ONNX TensorProto (.pb, as in ONNX's
 // test data): by extension, else by content (.npy files start with a magic).
-// Only a regular file is opened: a FIFO would block the read, and a device
-// such as /dev/zero would never end; both are refused before any open.
+// Only a regular file is opened, whatever its name: a FIFO would block the
+// open or the read, and a device such as /dev/zero would never end; each is
+// refused before any open, saying what it is.
 Result<Tensor> read_input_file(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found) {
-    return not_found("input file " + path + ": no such file");
+  Status regular = check_regular_file(path, "input file");
+  if (regular.code() == StatusCode::kInvalidArgument) {
+    return invalid_argument(regular.message() + "; inputs are read from .npy or .pb files");
   }
-  if (ec) return unavailable("input file " + path + ": " + ec.message());
-  if (st.type() != std::filesystem::file_type::regular) {
-    const char* kind = st.type() == std::filesystem::file_type::directory ? "a directory"
-                       : st.type() == std::filesystem::file_type::fifo    ? "a FIFO"
-                       : st.type() == std::filesystem::file_type::character ||
-                               st.type() == std::filesystem::file_type::block
-                           ? "a device"
-                           : "not a regular file";
-    return invalid_argument("input file " + path + " is " + kind +
-                            "; inputs are read from regular .npy or .pb files");
-  }
+  LOOM_RETURN_IF_ERROR(regular);
   bool pb = ends_with(path, ".pb");
   if (!pb && !ends_with(path, ".npy")) {
     std::ifstream in(path, std::ios::binary);
@@ -372,6 +363,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   load.device = args.device;
   load.check_parameter_checksums = !args.no_param_checksums;
   load.run_timeout = std::chrono::seconds(args.timeout_s);
+  load.max_tensor_bytes = args.max_tensor_bytes;
   load.explanation = &report.explanation;
   load.fallback = args.fallback;
   for (const std::string& text : args.params) {

@@ -41,6 +41,7 @@ struct RunArgs {
   uint32_t repeat = 1;
   uint32_t threads = 0;
   uint32_t timeout_s = 60;                  // --timeout: per delegate wait; 0: none
+  uint64_t max_tensor_bytes = 0;            // --max-tensor-bytes; 0: the runtime's default
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
   bool explain = false;                     // print every placement candidate
   bool json = false;                        // one JSON document on stdout

@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   cmd_run->add_option("--timeout", run.timeout_s,
                       "Seconds to wait for each asynchronous delegate before failing with "
                       "DEADLINE_EXCEEDED (default 60; 0: no limit)");
+  cmd_run->add_option("--max-tensor-bytes", run.max_tensor_bytes,
+                      "Largest tensor or arena the program may make a session allocate, in "
+                      "bytes (default 0: half of this machine's memory)");
   cmd_run->add_option("--plugin-option", run.plugin_options,
                       "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/file_type.hpp"
 #include "loom/device.hpp"
 #include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
@@ -239,8 +240,9 @@ std::string int_number(const Tensor& t, uint64_t i) {
 }  // namespace
 
 Result<std::vector<std::byte>> read_bounded(const fs::path& file, uint64_t max_bytes) {
+  // A FIFO or a device is refused for what it is before it is opened.
+  LOOM_RETURN_IF_ERROR(check_regular_file(file, ""));
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return not_found(file.string() + ": no such file");
   uint64_t size = fs::file_size(file, ec);
   if (ec) return unavailable(file.string() + ": cannot get the size: " + ec.message());
   if (size > max_bytes) {

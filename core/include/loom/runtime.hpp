@@ -98,6 +98,14 @@ struct LoadOptions {
   // session must not be run again after that (its device may still be busy
   // with it). Zero means no limit.
   std::chrono::milliseconds run_timeout{60'000};
+  // The largest buffer, in bytes, that a session of this program may
+  // allocate for one tensor the program declares (a function input, output
+  // or intermediate value) or for a function's arena. A session whose
+  // function declares more fails with RESOURCE_EXHAUSTED naming the tensor
+  // and both sizes, before anything is allocated, so that a small file
+  // cannot claim the machine's memory. Zero: half of this machine's physical
+  // memory.
+  uint64_t max_tensor_bytes = 0;
   // Run-time fallback: when a delegate's device fails a run with
   // DEVICE_LOST or DEADLINE_EXCEEDED, move that delegate to the next
   // candidate of its placement (the selector's order; candidates that failed

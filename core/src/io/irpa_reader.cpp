@@ -151,10 +151,9 @@ class ArchiveReaderBuilder {
     }
     uint32_t magic = load<uint32_t>(bytes, format::kMagicAt);
     if (magic != kMagic) {
-      char text[16];
-      std::snprintf(text, sizeof(text), "0x%08x", magic);
-      return invalid_argument(ctx + "bad magic " + text +
-                              " (expected 0x41505249, \"IRPA\"); not a parameter archive");
+      // The bytes found are not echoed: the path may lead to any file the
+      // user can read, and its first bytes are none of the message's business.
+      return invalid_argument(ctx + "bad magic (expected \"IRPA\"); not a parameter archive");
     }
     HeaderInfo h;
     h.offset = offset;

@@ -5,6 +5,7 @@
 #include <string>
 #include <system_error>
 
+#include "common/file_type.hpp"
 #include "io/npy_format.hpp"
 
 namespace loom::io {
@@ -49,7 +50,7 @@ Result<Tensor> read_file(const fs::path& path) {
                      (ec ? ec.message() : std::string("no such file")));
   }
   if (!fs::is_regular_file(st)) {
-    return invalid_argument("not a regular file");
+    return invalid_argument(std::string(file_type_name(st.type())) + ", not a regular file");
   }
   uint64_t size = fs::file_size(path, ec);
   if (ec) return unavailable("cannot get the file size: " + ec.message());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "common/file_type.hpp"
 #include "common/hash.hpp"
 #include "io/irpa.hpp"
 #include "io/tensor_metadata.hpp"
@@ -94,6 +95,37 @@ Status check_overrides(const ProgramDef& program,
   return Status();
 }
 
+// Whether `path`, where the program's record puts `p`'s archive, resolved
+// (symlinks included) lies inside the program's folder, as the .irpa
+// reader checks its external paths: a symlink may lead to a file elsewhere in
+// the folder, never out of it. A file outside is only taken when the host
+// names it (LoadOptions::parameter_archives). `canonical_dir` caches the
+// folder's own resolution. A missing file is reported by the caller.
+Status check_inside_folder(const ParameterDef& p, const std::filesystem::path& program_dir,
+                           const std::filesystem::path& path,
+                           std::filesystem::path& canonical_dir) {
+  std::error_code ec;
+  if (canonical_dir.empty()) {
+    canonical_dir = std::filesystem::canonical(program_dir, ec);
+    if (ec) {
+      return not_found(label(p) + ": program folder " + program_dir.string() + ": " +
+                       ec.message());
+    }
+  }
+  std::filesystem::path canonical = std::filesystem::canonical(path, ec);
+  if (ec) return not_found(label(p) + ": archive " + path.string() + ": " + ec.message());
+  auto [dir_end, path_it] =
+      std::mismatch(canonical_dir.begin(), canonical_dir.end(), canonical.begin(), canonical.end());
+  if (dir_end != canonical_dir.end() || path_it == canonical.end()) {
+    return invalid_argument(label(p) + ": archive '" + p.archive + "' resolves to " +
+                            canonical.string() + ", outside the program's folder " +
+                            canonical_dir.string() + "; to use that file, give its path for "
+                            "scope '" + p.scope + "' in LoadOptions::parameter_archives (loom "
+                            "run: --params " + p.scope + "=FILE.irpa)");
+  }
+  return Status();
+}
+
 }  // namespace
 
 ParameterStore::ParameterStore() = default;
@@ -113,6 +145,7 @@ Result<ParameterStore> ParameterStore::open(
   std::map<std::string, size_t> opened;  // normalized path -> index in archives_
   uint64_t owned_total = 0;
   const uint64_t owned_limit = physical_memory();
+  std::filesystem::path canonical_dir;  // program_dir resolved, on first use
 
   for (uint32_t i = 0; i < program.parameters.size(); ++i) {
     const ParameterDef& p = program.parameters[i];
@@ -151,6 +184,16 @@ Result<ParameterStore> ParameterStore::open(
         return not_found(label(p) + ": archive '" + p.archive + "' not found at " +
                          path.string() + how);
       }
+      // Recorded paths stay in the program's folder; a path the host gives
+      // is taken as it is. Either must be a regular file: checked before
+      // opening, so that a FIFO is not waited on. (The archive is opened by
+      // the path as given, so that its own external files are found beside
+      // it and errors name it as the user knows it.)
+      if (given == overrides.end()) {
+        LOOM_RETURN_IF_ERROR(check_inside_folder(p, program_dir, path, canonical_dir));
+      }
+      Status regular = check_regular_file(path, "");
+      if (!regular.ok()) return regular.with_context(label(p));
       auto archive = irpa::ArchiveReader::open_file(path);
       // The reader's errors start with the path.
       if (!archive.ok()) return archive.status().with_context(label(p));

@@ -9,9 +9,11 @@
 // LoadOptions::parameter_archives if any; otherwise the path the program
 // records, relative to the program file's folder (a program loaded from
 // memory has none, so each of its scopes must be given). The recorded path
-// cannot leave that folder lexically (the container refuses '..' and
-// absolute paths), but a symlink there is followed: that is how programs
-// share one archive.
+// must stay inside that folder, by the rules the .irpa reader applies to its
+// external paths: the container refuses '..' and absolute paths, and a
+// symlink is followed only when it resolves inside the folder (programs in
+// one folder may share an archive through one; an archive elsewhere must be
+// named by the host). The archive must be a regular file.
 //
 // Each external parameter is checked against its entry: size, the dtype and
 // shape the entry's metadata records (when it records them), and the xxh3

@@ -159,6 +159,8 @@ struct Program::State {
   // Checks that the function it names matches every call of the delegate.
   Result<runtime::LoadedDelegate> load_reference(uint32_t delegate, uint32_t artifact) const;
   std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
+  // LoadOptions::max_tensor_bytes, its default resolved.
+  uint64_t max_tensor_bytes = UINT64_MAX;
   std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace
 };
 

@@ -3,6 +3,8 @@
 // sessions.
 #include "loom/runtime.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -11,6 +13,19 @@
 #include "runtime/program_state.hpp"
 
 namespace loom {
+namespace {
+
+// LoadOptions::max_tensor_bytes when left at zero: half of the physical
+// memory, so that one declared tensor cannot take the whole machine (1 TiB
+// where the memory size is unknown).
+uint64_t default_max_tensor_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{1} << 40;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) {
   host::HostOptions host_options;
@@ -96,6 +111,8 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
                             std::to_string(options.run_timeout.count()) + " ms)");
   }
   state->run_timeout = options.run_timeout;
+  state->max_tensor_bytes =
+      options.max_tensor_bytes != 0 ? options.max_tensor_bytes : default_max_tensor_bytes();
   state->channel = host_->channel();
 
   // The selector is resolved before any delegate is looked at, so that a

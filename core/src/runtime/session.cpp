@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <cstdlib>
 #include <cstring>
@@ -131,8 +132,16 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
     if (plan == nullptr) return this->function(function).status();
   }
 
-  LOOM_ASSIGN_OR_RETURN(auto s, runtime::make_session_state(state_, plan));
-  return std::unique_ptr<Session>(new Session(std::move(s)));
+  // Sizes the program declares are checked before they are allocated; an
+  // allocation that fails anyway (the machine's memory is taken by others)
+  // is a status, never an exception out of the API.
+  try {
+    LOOM_ASSIGN_OR_RETURN(auto s, runtime::make_session_state(state_, plan));
+    return std::unique_ptr<Session>(new Session(std::move(s)));
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("out of memory creating a session of function '" +
+                              plan->info.name + "'");
+  }
 }
 
 Status Session::set_input(std::string_view name, const Tensor& tensor) {

@@ -236,6 +236,37 @@ void plan_overlap(Session::State& s) {
   s.wait_before[plan.steps.size()] = std::move(in_flight);
 }
 
+// Every buffer a session allocates has a size the program declares; each is
+// checked against LoadOptions::max_tensor_bytes before the first allocation,
+// so that a small file cannot make a session claim (and zero) more memory
+// than the host allows.
+Status check_declared_sizes(const FunctionPlan& plan, uint64_t cap) {
+  const std::string of_function = " of function '" + plan.info.name + "'";
+  const auto refuse = [&](const std::string& what, uint64_t bytes) {
+    return resource_exhausted(what + of_function + " takes " + std::to_string(bytes) +
+                              " bytes, more than the limit of " + std::to_string(cap) +
+                              " bytes per tensor (LoadOptions::max_tensor_bytes; loom run: "
+                              "--max-tensor-bytes)");
+  };
+  // Tensors first, so that the message names the one at fault; the arena,
+  // which holds several, last.
+  for (const runtime::ValuePlan& v : plan.values) {
+    if (v.bytes <= cap) continue;
+    const std::string type = " (" + std::string(dtype_name(v.dtype)) + " " +
+                             shape_to_string(v.shape) + ")";
+    switch (v.storage) {
+      case runtime::Storage::kInput: return refuse("input '" + v.name + "'" + type, v.bytes);
+      case runtime::Storage::kOutput: return refuse("output '" + v.name + "'" + type, v.bytes);
+      case runtime::Storage::kArena:
+      case runtime::Storage::kOwned: return refuse("value '" + v.name + "'" + type, v.bytes);
+      case runtime::Storage::kParameter:  // in memory already, with the program
+      case runtime::Storage::kNone: break;
+    }
+  }
+  if (plan.arena_size > cap) return refuse("the arena", plan.arena_size);
+  return Status();
+}
+
 }  // namespace
 
 // Re-prepares the calls whose delegate a fallback moved since they were
@@ -261,6 +292,7 @@ Status refresh_calls(Session::State& s) {
 
 Result<std::unique_ptr<Session::State>> make_session_state(std::shared_ptr<Program::State> program,
                                                            const FunctionPlan* plan) {
+  LOOM_RETURN_IF_ERROR(check_declared_sizes(*plan, program->max_tensor_bytes));
   auto s = std::make_unique<Session::State>();
   s->program = program;
   s->plan = plan;

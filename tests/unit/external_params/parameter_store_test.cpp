@@ -2,10 +2,12 @@
 // looked up, that each is opened once, what is copied and what is viewed,
 // and that copies are bounded.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "common/hash.hpp"
 #include "io/irpa.hpp"
@@ -180,6 +182,78 @@ TEST_F(ParameterStoreTest, EmptyScopeCanBeOverridden) {
   auto store = ParameterStore::open(*reader, dir_, overrides);
   ASSERT_TRUE(store.ok()) << store.status().to_string();
   EXPECT_TRUE(std::ranges::equal(store->bytes(0), a_));
+}
+
+
+// The program's folder is dir_/prog; dir_/outside holds what a hostile
+// program would like to read through a symlink.
+TEST_F(ParameterStoreTest, ArchiveSymlinkOutOfTheProgramFolderIsRefusedUnread) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir_ / "outside");
+  irpa::ArchiveBuilder archive;
+  ASSERT_TRUE(archive.add_data("a", a_).ok());
+  ASSERT_TRUE(archive.write_file(dir_ / "outside" / "w.irpa").ok());
+  {
+    std::ofstream secret(dir_ / "outside" / "secret.txt");
+    secret << "SECRETBYTES";
+  }
+  auto reader = program({external("a", "s", "link.irpa", a_)});
+  for (const char* target : {"w.irpa", "secret.txt"}) {
+    fs::create_directories(dir_ / "prog");
+    fs::create_symlink(dir_ / "outside" / target, dir_ / "prog" / "link.irpa");
+    auto store = ParameterStore::open(*reader, dir_ / "prog", {});
+    fs::remove(dir_ / "prog" / "link.irpa");
+    ASSERT_FALSE(store.ok()) << target;
+    EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+    const std::string m = store.status().message();
+    EXPECT_NE(m.find("parameter 'a' (scope 's'): archive 'link.irpa' resolves to "),
+              std::string::npos) << m;
+    EXPECT_NE(m.find(", outside the program's folder "), std::string::npos) << m;
+    EXPECT_NE(m.find("--params s=FILE.irpa"), std::string::npos) << m;
+    EXPECT_EQ(m.find("SECR"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  // The same file named by the host is taken.
+  Overrides overrides = {{"s", dir_ / "outside" / "w.irpa"}};
+  auto store = ParameterStore::open(*reader, dir_ / "prog", overrides);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  EXPECT_TRUE(std::ranges::equal(store->bytes(0), a_));
+}
+
+TEST_F(ParameterStoreTest, ArchiveSymlinkInsideTheProgramFolderIsFollowed) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir_ / "shared");
+  irpa::ArchiveBuilder archive;
+  ASSERT_TRUE(archive.add_data("a", a_).ok());
+  ASSERT_TRUE(archive.write_file(dir_ / "shared" / "w.irpa").ok());
+  fs::create_symlink(fs::path("shared") / "w.irpa", dir_ / "link.irpa");
+  auto reader = program({external("a", "s", "link.irpa", a_)});
+  auto store = ParameterStore::open(*reader, dir_, {});
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  EXPECT_TRUE(std::ranges::equal(store->bytes(0), a_));
+}
+
+TEST_F(ParameterStoreTest, ArchiveThatIsAFifoOrAFolderIsRefusedBeforeOpening) {
+  namespace fs = std::filesystem;
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.irpa").c_str(), 0600), 0);
+  fs::create_directories(dir_ / "folder.irpa");
+  auto reader = program({external("a", "s", "fifo.irpa", a_), external("b", "t", "folder.irpa", b_)});
+  auto store = ParameterStore::open(*reader, dir_, {});
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message(),
+            "parameter 'a' (scope 's'): " + (dir_ / "fifo.irpa").string() +
+                " is a FIFO, not a regular file");
+  Overrides overrides = {{"s", dir_ / "fifo.irpa"}, {"t", dir_ / "folder.irpa"}};
+  store = ParameterStore::open(*reader, dir_, overrides);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().message(),
+            "parameter 'a' (scope 's'): " + (dir_ / "fifo.irpa").string() +
+                " is a FIFO, not a regular file");
+  overrides = {{"s", dir_ / "folder.irpa"}};
+  store = ParameterStore::open(*reader, dir_, overrides);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("folder.irpa is a directory, not a regular file"),
+            std::string::npos) << store.status().message();
 }
 
 }  // namespace

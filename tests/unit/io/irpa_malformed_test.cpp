@@ -59,7 +59,7 @@ TEST(IrpaMalformed, TruncationInsideALinkedHeaderFails) {
 TEST(IrpaMalformed, BadMagic) {
   auto bytes = small_archive();
   bytes[0] = std::byte{'X'};
-  expect_open_error(bytes, {"bad magic 0x41505258", "not a parameter archive"});
+  expect_open_error(bytes, {"bad magic (expected \"IRPA\")", "not a parameter archive"});
 }
 
 TEST(IrpaMalformed, UnknownMajorVersionIsIncompatible) {
