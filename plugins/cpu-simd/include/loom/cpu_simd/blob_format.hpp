@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "loom/cpu_simd/blob_ops.hpp"
+#include "loom/cpu_simd/blob_shape_rules.hpp"
 #include "loom/plugin.h"
 
 namespace loom::cpu_simd {
