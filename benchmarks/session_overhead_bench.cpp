@@ -4,6 +4,15 @@
 // Session::run; BM_DirectExecute calls the same executable through the plugin
 // ABI with prepared arguments, in the same process. The difference between
 // the two is what the runtime adds per run (target: <= 1 us).
+//
+// Isolation (core/src/host/remote_plugin.hpp): BM_BufferExecute calls
+// execute on tensors in device buffers, with cpu-simd in this process
+// (second argument 0) and in a loom-plugin-host process of its own (1); the
+// difference is the round trip an isolated plugin adds per call (target:
+// <= 20 us), and since tensors stay in shared memory it must not grow with
+// the tensor's size. BM_SessionRun/N/1 is the whole run with cpu-simd
+// isolated: the session then also copies inputs into and outputs out of the
+// shared buffers.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -25,8 +34,10 @@ struct Fixture {
   std::vector<float> input;
 };
 
-bool setup(Fixture& f, int64_t n, benchmark::State& state) {
-  auto runtime = loom::Runtime::create();
+bool setup(Fixture& f, int64_t n, benchmark::State& state, bool isolated = false) {
+  loom::RuntimeOptions options;
+  if (isolated) options.isolated_plugins = {"cpu-simd"};
+  auto runtime = loom::Runtime::create(options);
   auto writer = loom::tools::build_single_op_program(n);
   if (!runtime.ok() || !writer.ok()) {
     state.SkipWithError("cannot create the runtime or the program");
@@ -49,7 +60,7 @@ bool setup(Fixture& f, int64_t n, benchmark::State& state) {
 
 void BM_SessionRun(benchmark::State& state) {
   Fixture f;
-  if (!setup(f, state.range(0), state)) return;
+  if (!setup(f, state.range(0), state, state.range(1) != 0)) return;
   for (auto _ : state) {
     loom::Status st = f.session->run();
     if (!st.ok()) {
@@ -107,8 +118,69 @@ void BM_DirectExecute(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
+void BM_BufferExecute(benchmark::State& state) {
+  Fixture f;
+  const bool isolated = state.range(1) != 0;
+  if (!setup(f, state.range(0), state, isolated)) return;
+  auto plugin = runtime_internal_host(*f.runtime).plugin_for_key("cpu-simd");
+  auto blob = f.program->reader().artifact_content(0);
+  if (!plugin.ok() || !blob.ok() || (*plugin)->isolated() != isolated) {
+    state.SkipWithError("cpu-simd plugin or blob missing, or not isolated as asked");
+    return;
+  }
+  auto exe = loom::host::Executable::load(*plugin, 0, "cpu-simd", 1, *blob, {});
+  const uint64_t bytes = f.input.size() * sizeof(float);
+  auto in_buffer = loom::host::DeviceBuffer::allocate(*plugin, 0, bytes);
+  auto out_buffer = loom::host::DeviceBuffer::allocate(*plugin, 0, bytes);
+  if (!exe.ok() || !in_buffer.ok() || !out_buffer.ok() ||
+      !(*in_buffer)->copy_from_host(0, f.input.data(), bytes).ok()) {
+    state.SkipWithError("cannot load the executable or make its buffers");
+    return;
+  }
+  int64_t shape[1] = {state.range(0)};
+  loom_tensor_t in{}, out{};
+  for (auto* t : {&in, &out}) {
+    t->struct_size = LOOM_TENSOR_STRUCT_SIZE;
+    t->dtype = LOOM_DTYPE_F32;
+    t->rank = 1;
+    t->shape = shape;
+    t->byte_size = bytes;
+  }
+  in.buffer = (*in_buffer)->handle();
+  out.buffer = (*out_buffer)->handle();
+  const loom_tensor_t* ins[] = {&in};
+  const loom_tensor_t* outs[] = {&out};
+  loom_execute_args_t args{};
+  args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+  args.executable = (*exe)->handle();
+  args.input_count = 1;
+  args.inputs = ins;
+  args.output_count = 1;
+  args.outputs = outs;
+  const loom_plugin_api_t& api = (*plugin)->api();
+  for (auto _ : state) {
+    loom_status_t* st = api.execute(&args);
+    if (st != nullptr) {
+      state.SkipWithError((*plugin)->take(st).to_string().c_str());
+      break;
+    }
+  }
+  std::vector<float> result(f.input.size());
+  if (!(*out_buffer)->copy_to_host(0, result.data(), bytes).ok() || result[0] != 0.5f ||
+      result[1] != 0.0f) {
+    state.SkipWithError("wrong result");
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
 BENCHMARK(BM_DirectExecute)->Arg(16)->Arg(4096);
-BENCHMARK(BM_SessionRun)->Arg(16)->Arg(4096);
+BENCHMARK(BM_SessionRun)->ArgNames({"n", "isolated"})->Args({16, 0})->Args({4096, 0})->Args({16, 1})->Args({4096, 1});
+BENCHMARK(BM_BufferExecute)
+    ->ArgNames({"n", "isolated"})
+    ->Args({16, 0})
+    ->Args({16, 1})
+    ->Args({1 << 20, 0})
+    ->Args({1 << 20, 1});
 
 }  // namespace
 

@@ -319,6 +319,26 @@ else
     "$loom" test-onnx "$dir/cases/test_relu"
 fi
 
+# Isolation: a plugin that crashes while loading is listed as rejected and
+# every command that enumerates plugins goes on; a plugin in its own process
+# runs a program.
+if [ -n "${LOOM_TEST_PLUGIN_DIR:-}" ] && [ -d "$LOOM_TEST_PLUGIN_DIR/fake" ]; then
+  expect_ok "devices with a plugin that segfaults while loading" \
+    "reason: probe process [0-9]* killed by signal 11 (SIGSEGV) while loading" \
+    env LOOM_FAKE_MISBEHAVE=query_segv LOOM_PLUGIN_PATH="$LOOM_TEST_PLUGIN_DIR/fake" "$loom" devices
+  expect_ok "devices lists the others beside it" "device cpu-simd://0" \
+    env LOOM_FAKE_MISBEHAVE=query_segv LOOM_PLUGIN_PATH="$LOOM_TEST_PLUGIN_DIR/fake" "$loom" devices
+  expect_error "run --device typo beside a crashing plugin" "did you mean 'cpu-simd://0'" \
+    env LOOM_FAKE_MISBEHAVE=constructor_abort LOOM_PLUGIN_PATH="$LOOM_TEST_PLUGIN_DIR/fake" \
+    "$loom" run "$prog" --device cpu-simd://1 --input x=random
+  expect_ok "devices --isolate" "plugin fake 1.0.0  \[loaded, ABI 1.1, own process\]" \
+    env LOOM_PLUGIN_PATH="$LOOM_TEST_PLUGIN_DIR/fake" "$loom" devices --isolate fake
+  expect_ok "run --isolate cpu-simd" "delegate mlp -> cpu-simd://0" \
+    "$loom" run "$prog" --isolate cpu-simd --device cpu-simd --explain --input x=random
+else
+  skip "isolation checks" "LOOM_TEST_PLUGIN_DIR does not hold the fake plugin"
+fi
+
 expect_error "unknown subcommand" "subcommand is required" "$loom" frobnicate
 
 if [ $failures -ne 0 ]; then echo "$failures CLI checks failed"; exit 1; fi

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -242,6 +243,53 @@ TEST(ReferenceVariant, IsWhereALostDeviceFallsBackTo) {
   EXPECT_EQ(program->placements()[0].device, "reference");
   ASSERT_EQ(program->fallbacks().size(), 1u);
   EXPECT_EQ(program->fallbacks()[0].to_device, "reference");
+  ASSERT_TRUE(run_and_check(*session, 2).ok());
+}
+
+// A runtime over the fake plugin run in a process of its own.
+std::unique_ptr<Runtime> isolated_fake_runtime(std::vector<std::pair<std::string, std::string>> options) {
+  RuntimeOptions o;
+  o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.plugin_options = std::move(options);
+  o.isolated_plugins = {"fake"};
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
+  return runtime.ok() ? std::move(*runtime) : nullptr;
+}
+
+TEST(IsolatedPluginRun, ASessionRunsThroughTheIsolatedPlugin) {
+  auto runtime = isolated_fake_runtime({{"fake.separate_memory", "1"}});
+  auto program = runtime->load_program(program_with_reference("sum.reference")).value();
+  EXPECT_EQ(program->placements()[0].device, "fake://0");
+  auto session = program->create_session("main").value();
+  ASSERT_TRUE(run_and_check(*session, 1).ok());
+  ASSERT_TRUE(run_and_check(*session, 7).ok());
+  EXPECT_TRUE(runtime->plugins()[0].isolated);
+}
+
+TEST(IsolatedPluginRun, ACrashInThePluginIsALostDeviceAndTheAppLivesOn) {
+  auto runtime = isolated_fake_runtime({{"fake.misbehave", "execute_segv"}});
+  auto program = runtime->load_program(program_with_reference("sum.reference")).value();
+  auto session = program->create_session("main").value();
+  Status st = run_and_check(*session, 1);
+  EXPECT_EQ(st.code(), StatusCode::kDeviceLost) << st.to_string();
+  EXPECT_NE(st.message().find("delegate 'sum' on fake://0"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("SIGSEGV"), std::string::npos) << st.message();
+}
+
+TEST(IsolatedPluginRun, WithFallbackTheProgramMovesOffTheCrashedPlugin) {
+  auto runtime = isolated_fake_runtime({{"fake.misbehave", "execute_segv"}});
+  LoadOptions options;
+  options.fallback = true;
+  auto program = runtime->load_program(program_with_reference("sum.reference"), options).value();
+  EXPECT_EQ(program->placements()[0].device, "fake://0");
+  auto session = program->create_session("main").value();
+  ASSERT_TRUE(run_and_check(*session, 1).ok());
+  EXPECT_EQ(program->placements()[0].device, "reference");
+  ASSERT_EQ(program->fallbacks().size(), 1u);
+  EXPECT_NE(program->fallbacks()[0].reason.message().find("SIGSEGV"), std::string::npos);
   ASSERT_TRUE(run_and_check(*session, 2).ok());
 }
 

@@ -58,6 +58,7 @@ nlohmann::json device_json(const DeviceInfo& d) {
 int run_devices(const DevicesArgs& args) {
   RuntimeOptions options;
   if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
+  add_isolated_plugins(args.isolate, &options);
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   std::vector<PluginRecord> plugins = (*runtime)->plugins();
@@ -75,6 +76,7 @@ int run_devices(const DevicesArgs& args) {
                               {"devices", devices}};
       if (!p.reason.empty()) entry["reason"] = p.reason;
       if (p.abi_version != 0) entry["abi"] = abi_string(p.abi_version);
+      if (p.isolated) entry["isolated"] = true;
       out["plugins"].push_back(entry);
     }
     std::cout << out.dump(2) << "\n";
@@ -90,6 +92,7 @@ int run_devices(const DevicesArgs& args) {
     std::cout << "plugin " << p.name << " " << p.version << "  ["
               << plugin_state_name(p.state);
     if (p.abi_version != 0) std::cout << ", ABI " << abi_string(p.abi_version);
+    if (p.isolated) std::cout << ", own process";
     std::cout << "]\n";
     std::cout << "  manifest: " << escape_control(p.manifest_path.string()) << "\n";
     if (!p.loader_keys.empty()) {

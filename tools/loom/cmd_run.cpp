@@ -207,6 +207,17 @@ Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions*
   return Status();
 }
 
+void add_isolated_plugins(const std::vector<std::string>& texts, RuntimeOptions* options) {
+  for (const std::string& text : texts) {
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      if (comma > start) options->isolated_plugins.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+}
+
 namespace {
 
 // What `loom run` did, printed as text or as one JSON document.
@@ -351,6 +362,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   RuntimeOptions options;
   options.threads = args.threads;
   LOOM_RETURN_IF_ERROR(add_plugin_options(args.plugin_options, &options));
+  add_isolated_plugins(args.isolate, &options);
   if (args.verbose) {
     options.log_sink = [](LogLevel level, std::string_view line) {
       if (level == LogLevel::kDebug) return;

@@ -22,6 +22,7 @@ namespace loom::cli {
 struct DevicesArgs {
   bool json = false;
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  std::vector<std::string> isolate;         // --isolate NAME[,NAME]
 };
 
 struct InspectArgs {
@@ -43,6 +44,7 @@ struct RunArgs {
   uint32_t timeout_s = 60;                  // --timeout: per delegate wait; 0: none
   uint64_t max_tensor_bytes = 0;            // --max-tensor-bytes; 0: the runtime's default
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  std::vector<std::string> isolate;         // --isolate NAME[,NAME]
   bool explain = false;                     // print every placement candidate
   bool json = false;                        // one JSON document on stdout
   std::string trace;                        // --trace FILE.json: Chrome trace events
@@ -125,6 +127,8 @@ int run_params_dump(const ParamsArgs& args);  // params_dump.cpp
 // Appends each --plugin-option KEY=VALUE to options->plugin_options;
 // INVALID_ARGUMENT for text without a key (cmd_run.cpp).
 Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions* options);
+// Adds --isolate's plugin names ("a,b" or repeated) to `options`.
+void add_isolated_plugins(const std::vector<std::string>& texts, RuntimeOptions* options);
 
 // Prints "loom: error: <status message>" to stderr and returns 1.
 int fail(const Status& status);

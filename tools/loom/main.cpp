@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
   cmd_devices->add_option("--plugin-option", devices.plugin_options,
                           "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);
+  cmd_devices->add_option("--isolate", devices.isolate,
+                          "NAME[,NAME]: load these plugins each in a process of its own ('*': all)")
+      ->allow_extra_args(false);
 
   loom::cli::InspectArgs inspect;
   auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
@@ -77,6 +80,10 @@ int main(int argc, char** argv) {
                       "bytes (default 0: half of this machine's memory)");
   cmd_run->add_option("--plugin-option", run.plugin_options,
                       "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
+  cmd_run->add_option("--isolate", run.isolate,
+                      "NAME[,NAME]: run these plugins each in a process of its own ('*': all); "
+                      "a crash there loses the device, not this process")
       ->allow_extra_args(false);
 
   loom::cli::DemoArgs demo;

@@ -49,6 +49,7 @@ struct PluginRecord {
   PluginState state = PluginState::kFound;
   std::string reason;  // why it was rejected, or why it has no devices
   uint32_t abi_version = 0;  // negotiated, when loaded
+  bool isolated = false;     // loaded, in a process of its own
   std::vector<DeviceInfo> devices;  // when loaded
 };
 

@@ -62,6 +62,18 @@ struct RuntimeOptions {
   // (from any thread; calls are serialized). Unset: warnings and errors go
   // to stderr as "loom: warning: ...", debug and info lines are dropped.
   std::function<void(LogLevel, std::string_view)> log_sink;
+  // Plugins to run each in a process of their own (loom-plugin-host), by
+  // name; "*" isolates every plugin. A plugin whose manifest says
+  // "isolation": "process" is isolated too. An isolated plugin that crashes
+  // or stops answering loses its devices (DEVICE_LOST; with
+  // LoadOptions::fallback the program moves on) and this process lives on.
+  // Its devices take tensors in shared-memory buffers, copied in and out.
+  std::vector<std::string> isolated_plugins;
+  // Load each plugin once in a child process before loading it into this
+  // one, so that a plugin that crashes, hangs or exits while loading is
+  // listed as rejected (with the signal, exit or timeout) instead of taking
+  // this process down. Costs one short-lived process per plugin loaded.
+  bool probe_plugins = true;
 };
 
 struct PlacementExplanation;
@@ -232,6 +244,8 @@ class Runtime {
   // The compile side reaches the host through runtime/runtime_internal.hpp.
   friend host::PluginHost& runtime_internal_host(Runtime& runtime);
   Runtime() = default;
+  Result<std::shared_ptr<Program>> load_program_file(const std::filesystem::path& path,
+                                                     const LoadOptions& options);
   // `folder`: the program file's folder, empty for a program in memory.
   Result<std::shared_ptr<Program>> prepare(std::unique_ptr<ProgramReader> reader,
                                            const std::filesystem::path& folder,

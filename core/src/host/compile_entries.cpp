@@ -26,13 +26,10 @@ std::string who(const LoadedPlugin& plugin) { return "plugin '" + plugin.name() 
 
 // The advertised format version range of `key`, from plugin_info.
 bool key_range(const LoadedPlugin& plugin, std::string_view key, uint32_t* min, uint32_t* max) {
-  const loom_plugin_info_t* info = plugin.api().plugin_info();
-  if (info == nullptr || info->loader_keys == nullptr) return false;
-  for (size_t i = 0; i < info->loader_key_count; ++i) {
-    const loom_loader_key_t* k = info->loader_keys[i];
-    if (k == nullptr || k->key == nullptr || key != k->key) continue;
-    *min = k->format_version_min;
-    *max = k->format_version_max;
+  for (const auto& k : plugin.loader_key_ranges()) {
+    if (k.key != key) continue;
+    *min = k.format_min;
+    *max = k.format_max;
     return true;
   }
   return false;

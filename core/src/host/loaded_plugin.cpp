@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/hash.hpp"
 #include "host/log_channel.hpp"
 #include "host/plugin_host.hpp"
+#include "host/remote_plugin.hpp"
 
 namespace loom::host {
 
@@ -170,6 +172,36 @@ void service_trace(void* user_data, const loom_trace_event_t* event) {
   trace->record(std::move(e));
 }
 
+// The buffer a plugin writes its refusal reason into, placed at the end of
+// a page whose next page is inaccessible: a plugin that writes past it
+// faults at once (in a probe's process, which reports it) instead of
+// silently overwriting the host's memory.
+class ReasonBuffer {
+ public:
+  static constexpr size_t kCapacity = 512;
+  ReasonBuffer() {
+    page_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    void* p = ::mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    base_ = static_cast<char*>(p);
+    ::mprotect(base_ + page_, page_, PROT_NONE);
+    data_ = base_ + page_ - kCapacity;
+    data_[0] = '\0';
+  }
+  ~ReasonBuffer() {
+    if (base_ != nullptr) ::munmap(base_, 2 * page_);
+  }
+  ReasonBuffer(const ReasonBuffer&) = delete;
+  ReasonBuffer& operator=(const ReasonBuffer&) = delete;
+  // NULL when no memory could be mapped (the plugin then gets no buffer).
+  char* data() { return data_; }
+
+ private:
+  char* base_ = nullptr;
+  char* data_ = nullptr;
+  size_t page_ = 0;
+};
+
 std::string abi_range(uint32_t min, uint32_t max) {
   return format_abi_version(min) + "-" + format_abi_version(max);
 }
@@ -195,14 +227,16 @@ LoadedPlugin::~LoadedPlugin() {
   if (instance_ != nullptr) api_->plugin_destroy(instance_);
   instance_ = nullptr;
   api_ = nullptr;
+  // An isolated plugin's process is told to leave (and reaped).
+  remote_.reset();
   // The services must stay valid until the library is gone, so the library
   // goes first; the members below it are destroyed afterwards.
   library_.reset();
 }
 
 bool LoadedPlugin::serves(std::string_view loader_key) const {
-  for (const std::string& key : loader_keys_) {
-    if (key == loader_key) return true;
+  for (const LoaderKeyRange& key : loader_keys_) {
+    if (key.key == loader_key) return true;
   }
   return false;
 }
@@ -269,6 +303,29 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
   return plugin;
 }
 
+Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open_in_this_process(
+    const PluginManifest& manifest, const HostOptions& options) {
+  return open(manifest, options, std::make_shared<LogChannel>(options.log_sink));
+}
+
+Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open_isolated(const PluginManifest& manifest,
+                                                                  const HostOptions& options,
+                                                                  std::shared_ptr<LogChannel> log) {
+  std::shared_ptr<LoadedPlugin> plugin(new LoadedPlugin());
+  plugin->manifest_ = manifest;
+  RemoteFacts facts;
+  LOOM_ASSIGN_OR_RETURN(plugin->remote_, start_remote_plugin(manifest, options, std::move(log),
+                                                             /*probe=*/false, &facts,
+                                                             &plugin->api_, &plugin->instance_));
+  plugin->abi_version_ = facts.abi_version;
+  plugin->loader_keys_ = std::move(facts.loader_keys);
+  plugin->process_id_ = facts.pid;
+  // The child checked what its plugin said; what the child says is checked
+  // again here, through the forwarding table, as for any plugin.
+  LOOM_RETURN_IF_ERROR(plugin->list_devices());
+  return plugin;
+}
+
 Status LoadedPlugin::negotiate(const HostOptions& options) {
   const std::string lib_path = manifest_.library.string();
   boost::dll::shared_library& library = library_->library;
@@ -279,7 +336,8 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   auto query_fn = reinterpret_cast<loom_plugin_query_fn_t>(
       library.get<void()>(LOOM_PLUGIN_ENTRY_POINT_NAME));
 
-  char reason[512] = {};
+  ReasonBuffer reason_buffer;
+  char* reason = reason_buffer.data();
   loom_plugin_query_t query{};
   query.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
   // The host offers the versions both it and the manifest speak (discovery
@@ -292,13 +350,13 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   query.host_abi_max = offered_max;
   query.host = services_.get();
   query.reason = reason;
-  query.reason_capacity = sizeof reason;
+  query.reason_capacity = reason != nullptr ? ReasonBuffer::kCapacity : 0;
   loom_status_code_t code = query_fn(&query);
-  reason[sizeof reason - 1] = '\0';
+  if (reason != nullptr) reason[ReasonBuffer::kCapacity - 1] = '\0';
   const std::string host_range = abi_range(offered_min, offered_max);
   if (code != LOOM_STATUS_OK) {
     return incompatible("plugin refused the host's ABI range " + host_range + ": " +
-                        (reason[0] != '\0' ? reason : "(no reason given)"));
+                        (reason != nullptr && reason[0] != '\0' ? std::string(reason) : std::string("(no reason given)")));
   }
   if (query.out_abi_version < offered_min || query.out_abi_version > offered_max) {
     return incompatible("plugin chose ABI " + format_abi_version(query.out_abi_version) +
@@ -378,7 +436,13 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
           key->key == nullptr) {
         return incompatible("plugin_info loader key " + std::to_string(i) + " is missing");
       }
-      loader_keys_.emplace_back(key->key);
+      LoaderKeyRange range;
+      range.key = key->key;
+      if (LOOM_STRUCT_HAS(loom_loader_key_t, key->struct_size, format_version_max)) {
+        range.format_min = key->format_version_min;
+        range.format_max = key->format_version_max;
+      }
+      loader_keys_.push_back(std::move(range));
     }
   }
   api_ = api;

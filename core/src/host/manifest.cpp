@@ -194,6 +194,14 @@ Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
   if (m.library_hash.rfind("xxh3-128:", 0) != 0) {
     return field_error(path, "library_hash", "must start with 'xxh3-128:'");
   }
+  // Optional: where the plugin runs (a host can still isolate any plugin).
+  if (auto isolation = json.find("isolation"); isolation != json.end()) {
+    if (!isolation->is_string() ||
+        (*isolation != "process" && *isolation != "in-process")) {
+      return field_error(path, "isolation", "must be \"process\" or \"in-process\"");
+    }
+    m.isolated = *isolation == "process";
+  }
   return m;
 }
 

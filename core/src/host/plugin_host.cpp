@@ -8,6 +8,7 @@
 #include <set>
 
 #include "host/log_channel.hpp"
+#include "host/remote_plugin.hpp"
 
 namespace loom::host {
 namespace {
@@ -180,7 +181,7 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
     entry.record.reason = entry.rejection.message();
     return rejected();
   }
-  auto opened = LoadedPlugin::open(*entry.manifest, options_, log_);
+  auto opened = open_plugin(*entry.manifest);
   std::lock_guard<std::mutex> lock(mutex_);
   PluginRecord& record = entry.record;
   if (!opened.ok()) {
@@ -193,9 +194,36 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
   record.state = PluginState::kLoaded;
   record.reason.clear();
   record.abi_version = entry.plugin->abi_version();
+  record.isolated = entry.plugin->isolated();
   record.devices = entry.plugin->devices();
   if (record.devices.empty()) record.reason = "no devices";
   return entry.plugin;
+}
+
+bool PluginHost::isolates(const PluginManifest& manifest) const {
+  if (manifest.isolated) return true;
+  return std::any_of(options_.isolated_plugins.begin(), options_.isolated_plugins.end(),
+                     [&](const std::string& name) { return name == "*" || name == manifest.name; });
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::open_plugin(const PluginManifest& manifest) {
+  if (isolates(manifest)) return LoadedPlugin::open_isolated(manifest, options_, log_);
+  if (options_.probe) {
+    if (auto program = find_plugin_host_program(options_); !program.ok()) {
+      if (!probe_warned_.exchange(true)) {
+        log_->write(LOOM_LOG_WARNING, "loom",
+                    "plugins are loaded without a probe: " + program.status().message());
+      }
+    } else {
+      RemoteFacts facts;
+      const loom_plugin_api_t* api = nullptr;
+      loom_plugin_t* instance = nullptr;
+      auto probed = start_remote_plugin(manifest, options_, log_, /*probe=*/true, &facts, &api,
+                                        &instance);
+      if (!probed.ok()) return probed.status();
+    }
+  }
+  return LoadedPlugin::open(manifest, options_, log_);
 }
 
 Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {

@@ -5,6 +5,8 @@
 // Private to the core; the public face is loom::Runtime (loom/runtime.hpp).
 #pragma once
 
+#include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -45,6 +47,9 @@ struct PluginManifest {
   std::vector<std::string> loader_keys;
   std::filesystem::path library;  // absolute, resolved against the manifest
   std::string library_hash;       // "xxh3-128:<32 hex digits>"
+  // "isolation": "process" asks for the plugin to run in a process of its
+  // own (remote_plugin.hpp); absent or "in-process": loaded into the host.
+  bool isolated = false;
 };
 
 // Parses a manifest file. Errors name the file and the field.
@@ -66,6 +71,10 @@ Status take_status(const loom_plugin_api_t& api, loom_status_t* status);
 
 struct HostOptions;
 struct LogChannel;  // the log sink shared by a host and its plugins
+class RemotePlugin;
+struct RemotePluginDeleter {
+  void operator()(RemotePlugin* remote) const;
+};
 
 // One loaded, negotiated, created plugin. Shared by every object that the
 // plugin made, so the library outlives all of them. Thread-safe after
@@ -73,6 +82,20 @@ struct LogChannel;  // the log sink shared by a host and its plugins
 class LoadedPlugin {
  public:
   ~LoadedPlugin();  // destroys the instance, then unloads the library
+
+  // A loader key the plugin serves and the blob format versions it takes.
+  struct LoaderKeyRange {
+    std::string key;
+    uint32_t format_min = 0;
+    uint32_t format_max = 0;
+  };
+
+  // Loads the plugin of `manifest` into this process, as PluginHost does
+  // (hash, negotiation, checks, instance, devices); its log lines go to
+  // options.log_sink. Used by loom-plugin-host, which runs one plugin for an
+  // isolating host.
+  static Result<std::shared_ptr<LoadedPlugin>> open_in_this_process(const PluginManifest& manifest,
+                                                                    const HostOptions& options);
 
   const PluginManifest& manifest() const { return manifest_; }
   const std::string& name() const { return manifest_.name; }
@@ -84,6 +107,11 @@ class LoadedPlugin {
   loom_device_t* device_handle(size_t index) const { return device_handles_[index]; }
   // Whether the plugin serves `loader_key` (per plugin_info).
   bool serves(std::string_view loader_key) const;
+  // The loader keys of plugin_info with their format version ranges.
+  const std::vector<LoaderKeyRange>& loader_key_ranges() const { return loader_keys_; }
+  // Whether it runs in a process of its own; then its process id, else 0.
+  bool isolated() const { return remote_ != nullptr; }
+  int process_id() const { return process_id_; }
   // The ABI 1.1 executable_estimate entry, when the version chosen has it
   // and the plugin gives one; else nullptr.
   auto estimate_entry() const -> decltype(loom_plugin_api_t::executable_estimate) {
@@ -111,6 +139,10 @@ class LoadedPlugin {
   static Result<std::shared_ptr<LoadedPlugin>> open(const PluginManifest& manifest,
                                                     const HostOptions& options,
                                                     std::shared_ptr<LogChannel> log);
+  // The same, with the plugin in a loom-plugin-host process of its own.
+  static Result<std::shared_ptr<LoadedPlugin>> open_isolated(const PluginManifest& manifest,
+                                                             const HostOptions& options,
+                                                             std::shared_ptr<LogChannel> log);
   Status negotiate(const HostOptions& options);
   Status create_instance(const HostOptions& options);
   Status list_devices();
@@ -120,7 +152,9 @@ class LoadedPlugin {
   const loom_plugin_api_t* api_ = nullptr;
   loom_plugin_t* instance_ = nullptr;
   uint32_t abi_version_ = 0;
-  std::vector<std::string> loader_keys_;
+  std::vector<LoaderKeyRange> loader_keys_;
+  std::unique_ptr<RemotePlugin, RemotePluginDeleter> remote_;  // when isolated
+  int process_id_ = 0;
   std::vector<DeviceInfo> devices_;
   std::vector<loom_device_t*> device_handles_;
   std::unique_ptr<ServiceContext> service_context_;
@@ -143,6 +177,27 @@ struct HostOptions {
   uint32_t abi_max = LOOM_ABI_CURRENT;
   // Where plugin log lines go. Default: warnings and errors to stderr.
   std::function<void(loom_log_level_t, std::string_view)> log_sink;
+
+  // Isolation (remote_plugin.hpp). Plugins named here run in a process of
+  // their own, as do those whose manifest asks for it; "*" names every
+  // plugin. The others are loaded into this process.
+  std::vector<std::string> isolated_plugins;
+  // Before a plugin is loaded into this process, load it once in a child
+  // process (loom-plugin-host --probe): a plugin that crashes, hangs or
+  // exits while loading is rejected with what happened, and this process
+  // never runs its code. When loom-plugin-host cannot be found the probe is
+  // skipped with a warning.
+  bool probe = true;
+  // How long a probe, or an isolated plugin's process, may take to load
+  // the plugin and report.
+  std::chrono::milliseconds probe_timeout{20'000};
+  // How long an isolated plugin may take to answer one call (fence waits:
+  // their own timeout plus this); past it the process is killed and the
+  // plugin is lost.
+  std::chrono::milliseconds isolated_call_timeout{60'000};
+  // The loom-plugin-host program; empty: $LOOM_PLUGIN_HOST, else beside
+  // the running program, else <program dir>/../libexec/loom.
+  std::filesystem::path plugin_host_program;
 };
 
 // Scans manifests at creation; loads a library only when asked for it (its
@@ -184,6 +239,11 @@ class PluginHost {
   PluginHost() = default;
   struct Entry;
   Result<std::shared_ptr<LoadedPlugin>> load_entry(Entry& entry);
+  // Whether `manifest`'s plugin runs in a process of its own.
+  bool isolates(const PluginManifest& manifest) const;
+  // Loads a plugin isolated, or probed and then in process.
+  Result<std::shared_ptr<LoadedPlugin>> open_plugin(const PluginManifest& manifest);
+  std::atomic<bool> probe_warned_{false};
   void scan_folder(const std::filesystem::path& folder);
   HostOptions options_;
   std::shared_ptr<LogChannel> log_;

@@ -32,6 +32,8 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   host_options.search_paths = options.plugin_paths;
   host_options.use_environment = options.use_environment;
   host_options.use_default_folder = options.use_default_folder;
+  host_options.isolated_plugins = options.isolated_plugins;
+  host_options.probe = options.probe_plugins;
   if (options.threads != 0) {
     host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
                                              std::to_string(options.threads));
@@ -75,8 +77,29 @@ std::vector<DeviceInfo> Runtime::devices() {
   return out;
 }
 
+namespace {
+
+// Memory a program claims is checked against LoadOptions::max_tensor_bytes
+// before it is reserved; an allocation that fails anyway (the machine is out
+// of memory) becomes a status instead of an abort.
+template <typename F>
+Result<std::shared_ptr<Program>> without_bad_alloc(std::string_view what, F&& load) {
+  try {
+    return load();
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("out of memory while loading " + std::string(what));
+  }
+}
+
+}  // namespace
+
 Result<std::shared_ptr<Program>> Runtime::load_program(const std::filesystem::path& path,
                                                        const LoadOptions& options) {
+  return without_bad_alloc(path.string(), [&] { return load_program_file(path, options); });
+}
+
+Result<std::shared_ptr<Program>> Runtime::load_program_file(const std::filesystem::path& path,
+                                                            const LoadOptions& options) {
   auto reader = ProgramReader::open_file(path);
   if (!reader.ok()) return reader.status().with_context(path.string());
   // External parameters are found relative to the program's folder.
@@ -90,8 +113,10 @@ Result<std::shared_ptr<Program>> Runtime::load_program(const std::filesystem::pa
 
 Result<std::shared_ptr<Program>> Runtime::load_program(std::span<const std::byte> bytes,
                                                        const LoadOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(auto reader, ProgramReader::open_buffer(bytes));
-  return prepare(std::move(reader), {}, options);
+  return without_bad_alloc("a program from memory", [&]() -> Result<std::shared_ptr<Program>> {
+    LOOM_ASSIGN_OR_RETURN(auto reader, ProgramReader::open_buffer(bytes));
+    return prepare(std::move(reader), {}, options);
+  });
 }
 
 Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader> reader,

@@ -57,6 +57,7 @@ struct Config {
   uint64_t claimed_devices = 0;  // device_count's answer when set (the devices are not made)
   bool fail_create = false;
   bool fail_execute = false;
+  std::string misbehave;  // fake.misbehave
   bool async = false;
   uint64_t async_delay_ms = 0;
   fake_async::Order async_order = fake_async::Order::kFifo;

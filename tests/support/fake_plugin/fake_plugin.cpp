@@ -33,11 +33,21 @@
 //   fake.hang=I,I,...       asynchronous executions on these devices never
 //                           signal their fence (a hung kernel)
 //   fake.compile_ops, fake.compile_fault: see fake_compile.hpp
+//   fake.misbehave=W        the plugin kills or hangs its process, to test
+//                           isolation: create_segv, create_abort,
+//                           create_exit0, create_hang (in plugin_create),
+//                           execute_segv, execute_hang (in execute)
+// Before any option can be read, $LOOM_FAKE_MISBEHAVE does the same in the
+// library's constructor (constructor_abort) or the query (query_segv,
+// query_hang, query_exit0, reason_overflow: writes 64 KiB past the reason
+// buffer).
 // At plugin_destroy it logs any objects the host leaked ("leaked 2 buffers")
 // and frees them.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -156,10 +166,41 @@ loom_status_t* parse_option(const loom_option_t* option, size_t i, Config* confi
     }
   } else if (key == "fake.compile_fault") {
     config->compile_fault = value;
+  } else if (key == "fake.misbehave") {
+    config->misbehave = value;
   } else if (key.rfind("fake.", 0) == 0) {
     return invalid("unknown option " + key);
   }
   return st;  // options of other components (loom.threads) are ignored
+}
+
+// Does what `what` says when it is "<stage>_<deed>": kills the process
+// with SIGSEGV (the default action, even under a sanitizer's handler), aborts,
+// exits with code 0 or never returns.
+void misbehave(const std::string& what, const char* stage) {
+  const std::string prefix = std::string(stage) + "_";
+  if (what.rfind(prefix, 0) != 0) return;
+  const std::string deed = what.substr(prefix.size());
+  if (deed == "segv") {
+    std::signal(SIGSEGV, SIG_DFL);
+    std::raise(SIGSEGV);
+  } else if (deed == "abort") {
+    std::abort();
+  } else if (deed == "exit0") {
+    std::exit(0);
+  } else if (deed == "hang") {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+std::string misbehave_from_environment() {
+  const char* env = std::getenv("LOOM_FAKE_MISBEHAVE");
+  return env != nullptr ? env : "";
+}
+
+// A deliberately misbehaving constructor, for the host's probe tests.
+__attribute__((constructor)) void fake_library_constructor() {
+  misbehave(misbehave_from_environment(), "constructor");
 }
 
 // ---- status --------------------------------------------------------------
@@ -184,6 +225,7 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
       if (loom_status_t* st = parse_option(args->options[i], i, &plugin->config)) return st;
     }
     const Config& c = plugin->config;
+    misbehave(c.misbehave, "create");
     if (c.fail_create) return make_status(LOOM_STATUS_INTERNAL, "plugin_create fails (fake.fail_create=1)");
     uint64_t caps = c.async ? LOOM_DEVICE_CAP_ASYNC : 0;
     caps |= c.separate_memory ? 0 : (LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
@@ -431,6 +473,7 @@ loom_status_t* execute(loom_execute_args_t* args) {
       signal = std::move(fresh);
     }
     loom_plugin_t* plugin = exe->device->plugin;
+    misbehave(plugin->config.misbehave, "execute");
     const bool lost = plugin->config.lose.count(exe->device->index) != 0;
     const bool hang = plugin->config.hang.count(exe->device->index) != 0;
     const bool fail = plugin->config.fail_execute || lost;
@@ -619,6 +662,12 @@ const loom_plugin_info_t* plugin_info() {
 
 extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t FAKE_ENTRY_NAME(loom_plugin_query_t* query) {
   if (query == nullptr || query->struct_size < LOOM_PLUGIN_QUERY_STRUCT_SIZE) return LOOM_STATUS_INVALID_ARGUMENT;
+  const std::string fault = misbehave_from_environment();
+  misbehave(fault, "query");
+  if (fault == "reason_overflow" && query->reason != nullptr) {
+    std::memset(query->reason, 'x', query->reason_capacity + 65536);
+    return LOOM_STATUS_INCOMPATIBLE;
+  }
   auto refuse = [query](const std::string& reason) {
     if (query->reason != nullptr && query->reason_capacity > 0) {
       size_t n = std::min(reason.size(), query->reason_capacity - 1);
