@@ -261,7 +261,8 @@ std::unique_ptr<Runtime> isolated_fake_runtime(std::vector<std::pair<std::string
 
 TEST(IsolatedPluginRun, ASessionRunsThroughTheIsolatedPlugin) {
   auto runtime = isolated_fake_runtime({{"fake.separate_memory", "1"}});
-  auto program = runtime->load_program(program_with_reference("sum.reference")).value();
+  const auto bytes = program_with_reference("sum.reference");  // the program borrows it
+  auto program = runtime->load_program(bytes).value();
   EXPECT_EQ(program->placements()[0].device, "fake://0");
   auto session = program->create_session("main").value();
   ASSERT_TRUE(run_and_check(*session, 1).ok());
@@ -271,7 +272,8 @@ TEST(IsolatedPluginRun, ASessionRunsThroughTheIsolatedPlugin) {
 
 TEST(IsolatedPluginRun, ACrashInThePluginIsALostDeviceAndTheAppLivesOn) {
   auto runtime = isolated_fake_runtime({{"fake.misbehave", "execute_segv"}});
-  auto program = runtime->load_program(program_with_reference("sum.reference")).value();
+  const auto bytes = program_with_reference("sum.reference");  // the program borrows it
+  auto program = runtime->load_program(bytes).value();
   auto session = program->create_session("main").value();
   Status st = run_and_check(*session, 1);
   EXPECT_EQ(st.code(), StatusCode::kDeviceLost) << st.to_string();
@@ -283,7 +285,8 @@ TEST(IsolatedPluginRun, WithFallbackTheProgramMovesOffTheCrashedPlugin) {
   auto runtime = isolated_fake_runtime({{"fake.misbehave", "execute_segv"}});
   LoadOptions options;
   options.fallback = true;
-  auto program = runtime->load_program(program_with_reference("sum.reference"), options).value();
+  const auto bytes = program_with_reference("sum.reference");
+  auto program = runtime->load_program(bytes, options).value();
   EXPECT_EQ(program->placements()[0].device, "fake://0");
   auto session = program->create_session("main").value();
   ASSERT_TRUE(run_and_check(*session, 1).ok());

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <memory>
 
 namespace loom::host::wire {
 namespace {
@@ -188,8 +189,10 @@ Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes) 
     }
   }
   Message out;
-  out.bytes.resize(kInlineMessageBytes);
-  iovec iov{out.bytes.data(), out.bytes.size()};
+  // Received into a buffer that is not zeroed first (most messages are a
+  // few dozen bytes), then copied to its size.
+  std::unique_ptr<std::byte[]> buffer(new std::byte[kInlineMessageBytes]);
+  iovec iov{buffer.get(), kInlineMessageBytes};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -215,7 +218,7 @@ Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes) 
     return data_loss("message truncated (larger than " + std::to_string(kInlineMessageBytes) +
                      " bytes inline, or too many descriptors)");
   }
-  out.bytes.resize(static_cast<size_t>(got));
+  out.bytes.assign(buffer.get(), buffer.get() + got);
   if (got == 12) {
     uint32_t word;
     std::memcpy(&word, out.bytes.data(), sizeof word);
