@@ -172,6 +172,24 @@ assert delegates == {"fpga-stub://0": "fpga-stub_0", "cpu-simd://0": "cpu-simd_0
 PY
 then fail "the traced split run's timeline is not the one expected"; fi
 
+# The same run with fpga-stub in a process of its own: the results hold, and
+# its trace events cross to the host's timeline, on its device's track.
+expect_ok "traced split run, fpga-stub isolated" "fpga-stub://0  fpga-stub://0 kernel #1" \
+  "$loom" run "$dir/split.loom" --isolate fpga-stub --input "x=$dir/input.npy" \
+  --output "probs=$dir/split_isolated.npy" --trace "$dir/split_isolated_trace.json" --profile
+"$loom" run "$dir/split.loom" --input "x=$dir/input.npy" --output "probs=$dir/split_inproc.npy" >/dev/null 2>&1
+if ! cmp -s "$dir/split_isolated.npy" "$dir/split_inproc.npy" ||
+   ! /usr/bin/python3 - "$dir/split_isolated_trace.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+plugin = [e for e in events if e["ph"] in ("B", "E")]
+assert plugin and all(tracks[e["tid"]] == "fpga-stub://0" for e in plugin), plugin
+names = {e["name"] for e in plugin}
+assert any(n.startswith("kernel #") for n in names) and any(n.startswith("dma ") for n in names), names
+PY
+then fail "the isolated fpga-stub run differs from the in-process one, or its trace events are missing"; fi
+
 # --- the int8 ONNX node tests really run on fpga-stub (the conformance run in
 # CTest passes whether or not a plugin claims the nodes), and the ONNX demo
 # lists fpga-stub://0 among its devices

@@ -59,6 +59,9 @@ class Trace {
   // Records `event` from the calling thread.
   void record(Event event);
   std::vector<Event> events() const;
+  // Removes and returns the events recorded so far (for a process that
+  // forwards them to another's trace, as an isolated plugin's does).
+  std::vector<Event> take_events();
   size_t size() const;
 
   // The trace as Chrome trace-event JSON: one process, one track per device

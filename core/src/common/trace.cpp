@@ -54,6 +54,13 @@ std::vector<Trace::Event> Trace::events() const {
   return events_;
 }
 
+std::vector<Trace::Event> Trace::take_events() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Event> out;
+  out.swap(events_);
+  return out;
+}
+
 size_t Trace::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.size();

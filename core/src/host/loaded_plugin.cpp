@@ -304,8 +304,10 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
 }
 
 Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open_in_this_process(
-    const PluginManifest& manifest, const HostOptions& options) {
-  return open(manifest, options, std::make_shared<LogChannel>(options.log_sink));
+    const PluginManifest& manifest, const HostOptions& options, std::shared_ptr<Trace> trace) {
+  auto channel = std::make_shared<LogChannel>(options.log_sink);
+  if (trace != nullptr) channel->set_trace(std::move(trace));
+  return open(manifest, options, std::move(channel));
 }
 
 Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open_isolated(const PluginManifest& manifest,

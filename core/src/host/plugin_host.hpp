@@ -20,6 +20,7 @@
 #include "loom/device.hpp"
 #include "loom/plugin.h"
 #include "loom/status.hpp"
+#include "loom/trace.hpp"
 
 namespace loom::host {
 
@@ -94,8 +95,10 @@ class LoadedPlugin {
   // (hash, negotiation, checks, instance, devices); its log lines go to
   // options.log_sink. Used by loom-plugin-host, which runs one plugin for an
   // isolating host.
-  static Result<std::shared_ptr<LoadedPlugin>> open_in_this_process(const PluginManifest& manifest,
-                                                                    const HostOptions& options);
+  // Its trace events go to `trace` when one is given.
+  static Result<std::shared_ptr<LoadedPlugin>> open_in_this_process(
+      const PluginManifest& manifest, const HostOptions& options,
+      std::shared_ptr<Trace> trace = nullptr);
 
   const PluginManifest& manifest() const { return manifest_; }
   const std::string& name() const { return manifest_.name; }

@@ -50,8 +50,9 @@ struct PendingLogs {
 
 class Server {
  public:
-  Server(std::shared_ptr<LoadedPlugin> plugin, std::shared_ptr<PendingLogs> logs)
-      : plugin_(std::move(plugin)), logs_(std::move(logs)) {}
+  Server(std::shared_ptr<LoadedPlugin> plugin, std::shared_ptr<PendingLogs> logs,
+         std::shared_ptr<Trace> trace)
+      : plugin_(std::move(plugin)), logs_(std::move(logs)), trace_(std::move(trace)) {}
 
   // Serves one channel until it closes.
   void serve(int fd) {
@@ -76,6 +77,16 @@ class Server {
         head.str(line);
       }
       logs_->lines.clear();
+    }
+    // The plugin's trace events, for the host's trace (if it records one).
+    std::vector<Trace::Event> events = trace_->take_events();
+    head.u64(events.size());
+    for (const Trace::Event& e : events) {
+      head.u32(static_cast<uint32_t>(e.phase));
+      head.str(e.track);
+      head.str(e.category);
+      head.str(e.name);
+      head.u64(e.timestamp_ns);
     }
     head.u32(static_cast<uint32_t>(status.code()));
     if (!status.ok()) head.str(status.message());
@@ -378,6 +389,7 @@ class Server {
 
   std::shared_ptr<LoadedPlugin> plugin_;
   std::shared_ptr<PendingLogs> logs_;
+  std::shared_ptr<Trace> trace_;
   std::mutex mutex_;
   uint64_t next_id_ = 0;
   Table<Executable> executables_;
@@ -461,11 +473,12 @@ int serve_plugin_process(int argc, char** argv) {
     std::lock_guard<std::mutex> lock(logs->mutex);
     if (logs->lines.size() < 4096) logs->lines.emplace_back(level, std::string(line));
   };
+  auto trace = std::make_shared<Trace>();
   Result<std::shared_ptr<LoadedPlugin>> plugin = [&]() -> Result<std::shared_ptr<LoadedPlugin>> {
     LOOM_ASSIGN_OR_RETURN(PluginManifest manifest, parse_manifest(manifest_path));
-    return LoadedPlugin::open_in_this_process(manifest, options);
+    return LoadedPlugin::open_in_this_process(manifest, options, probe ? nullptr : trace);
   }();
-  Server server(plugin.ok() ? *plugin : nullptr, logs);
+  Server server(plugin.ok() ? *plugin : nullptr, logs, trace);
   WireWriter hello;
   WireWriter facts;
   if (plugin.ok()) write_hello(facts, **plugin);

@@ -558,6 +558,25 @@ Status RemotePlugin::take_reply(WireReader& in) {
     if (text.substr(0, prefix.size()) == prefix) text.remove_prefix(prefix.size());
     log_->write(static_cast<loom_log_level_t>(level), name_, text);
   }
+  const uint64_t events = in.count("trace event count", 1u << 20, 36);
+  std::shared_ptr<Trace> trace = events > 0 ? log_->active_trace() : nullptr;
+  for (uint64_t i = 0; i < events && in.ok(); ++i) {
+    Trace::Event e;
+    const uint32_t phase = in.u32("trace phase");
+    e.track = in.str("trace track", 512);
+    e.category = in.str("trace category", 512);
+    e.name = in.str("trace name", 4096);
+    e.timestamp_ns = in.u64("trace timestamp");
+    // Only a plugin's own kinds of event, on this plugin's tracks.
+    const bool own_track = e.track == name_ || e.track.rfind(name_ + "://", 0) == 0;
+    if (!in.ok() || trace == nullptr || !own_track ||
+        phase > static_cast<uint32_t>(Trace::Phase::kInstant)) {
+      continue;
+    }
+    e.phase = static_cast<Trace::Phase>(phase);
+    if (e.phase == Trace::Phase::kComplete) continue;
+    trace->record(std::move(e));
+  }
   const uint32_t code = in.u32("status code");
   if (!in.ok()) return in.finish("reply");
   if (code == 0) return Status();
