@@ -1,7 +1,8 @@
 // Program loads through one Runtime from several threads at once: the same
 // program and different ones, from memory and from files, while other
-// threads run and drop what they loaded. The first loads also race to load
-// the plugin itself (nothing enumerates devices before the threads start).
+// threads run and drop what they loaded, and traces start and stop. The
+// first loads also race to load the plugin itself (nothing enumerates
+// devices before the threads start).
 // Every run's result is checked. Labelled "tsan": ThreadSanitizer runs it.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -81,9 +83,22 @@ TEST(ConcurrentLoad, SameAndDifferentFakeProgramsFromEightThreads) {
     ASSERT_TRUE(write_file(files.back(), programs[i]));
   }
 
+  // Meanwhile one more thread lists the devices and starts and stops traces,
+  // so that runs record into a trace that may be replaced under them.
   constexpr int kThreads = 8, kRounds = 6;
   std::vector<std::string> errors(kThreads);
   std::vector<int> runs(kThreads, 0);
+  std::atomic<int> finished{0};
+  std::string observer_errors;
+  std::thread observer([&] {
+    while (finished.load() < kThreads) {
+      auto trace = runtime->start_trace();
+      if (runtime->devices().size() != 1) observer_errors = "devices() does not list fake://0 alone";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      runtime->stop_trace();
+      (void)trace->events();
+    }
+  });
   on_threads(kThreads, [&](int t) {
     for (int round = 0; round < kRounds; ++round) {
       // Thread t loads program (t + round) % 3: at any moment several threads
@@ -122,7 +137,10 @@ TEST(ConcurrentLoad, SameAndDifferentFakeProgramsFromEightThreads) {
       }
       ++runs[t];
     }
+    ++finished;
   });
+  observer.join();
+  EXPECT_EQ(observer_errors, "");
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_EQ(errors[t], "") << "thread " << t;
     EXPECT_EQ(runs[t], kRounds) << "thread " << t;
