@@ -3,11 +3,13 @@
 // Phase "cycles": N times, a Runtime is created (discovering its plugins), a
 // program is loaded (which loads the plugin), a session runs it once, and all
 // of it is destroyed again. Phase "runs": one Runtime, program and session,
-// and M runs. Every result is checked. Resident memory (/proc/self/statm) is
-// sampled through both phases and printed; after a warm-up (the first tenth
-// of each phase) it may grow by at most --max-growth-kb, else the exit code
-// is 1. With --max-growth-kb 0 growth is only reported (under ASan its
-// quarantine grows on purpose; LeakSanitizer checks at exit instead).
+// and M runs. Every result is checked. Resident memory (/proc/self/statm),
+// open file descriptors and threads are sampled through both phases and
+// printed; after a warm-up (the first tenth of each phase) memory may grow
+// by at most --max-growth-kb and descriptors and threads by at most 4, else
+// the exit code is 1. With --max-growth-kb 0 memory growth is only reported
+// (under ASan its quarantine grows on purpose; LeakSanitizer checks at exit
+// instead).
 //
 // Targets: "cpu-simd" (the demo MLP on cpu-simd://0) and "fake" (a + b on the
 // fake plugin of tests/support; --fake-async makes it complete on a worker
@@ -74,6 +76,31 @@ uint64_t resident_kb() {
   std::fclose(f);
   if (n != 2) return 0;
   return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) / 1024;
+}
+
+// Open file descriptors of this process (a child process or channel left
+// behind shows here before it shows in memory).
+uint64_t open_fds() {
+  std::error_code ec;
+  uint64_t n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// Threads of this process, from /proc/self/status.
+uint64_t thread_count() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long n = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "Threads: %llu", &n) == 1) break;
+  }
+  std::fclose(f);
+  return n;
 }
 
 // What one target runs: its program, inputs, and the check of a result.
@@ -169,17 +196,30 @@ class Sampler {
         every_(std::max<uint64_t>(1, total / std::max<uint64_t>(1, samples))),
         warm_(std::max<uint64_t>(1, total / 10)),
         start_(std::chrono::steady_clock::now()) {
-    std::printf("%-6s %10s %10s %9s\n", phase, "step", "rss_kb", "seconds");
-    print(0, resident_kb());
+    std::printf("%-6s %10s %10s %6s %8s %9s\n", phase, "step", "rss_kb", "fds", "threads",
+                "seconds");
+    print(0, resident_kb(), open_fds(), thread_count());
   }
 
   void step(uint64_t done) {
     if (done % every_ != 0 && done != total_ && done != warm_) return;
-    const uint64_t kb = resident_kb();
-    print(done, kb);
-    if (done == warm_) warm_kb_ = kb;
-    if (done > warm_) max_after_warm_ = std::max(max_after_warm_, kb);
+    const uint64_t kb = resident_kb(), fds = open_fds(), threads = thread_count();
+    print(done, kb, fds, threads);
+    if (done == warm_) {
+      warm_kb_ = kb;
+      warm_fds_ = fds;
+      warm_threads_ = threads;
+    }
+    if (done > warm_) {
+      max_after_warm_ = std::max(max_after_warm_, kb);
+      extra_fds_ = std::max(extra_fds_, fds > warm_fds_ ? fds - warm_fds_ : 0);
+      extra_threads_ = std::max(extra_threads_, threads > warm_threads_ ? threads - warm_threads_ : 0);
+    }
   }
+
+  // File descriptors and threads more than after the warm-up, at most.
+  uint64_t extra_fds() const { return extra_fds_; }
+  uint64_t extra_threads() const { return extra_threads_; }
 
   // Growth after the warm-up, in KiB (0 if it shrank).
   uint64_t growth_kb() const {
@@ -191,9 +231,11 @@ class Sampler {
   }
 
  private:
-  void print(uint64_t done, uint64_t kb) {
-    std::printf("%-6s %10llu %10llu %9.1f\n", phase_, static_cast<unsigned long long>(done),
-                static_cast<unsigned long long>(kb), seconds());
+  void print(uint64_t done, uint64_t kb, uint64_t fds, uint64_t threads) {
+    std::printf("%-6s %10llu %10llu %6llu %8llu %9.1f\n", phase_,
+                static_cast<unsigned long long>(done), static_cast<unsigned long long>(kb),
+                static_cast<unsigned long long>(fds), static_cast<unsigned long long>(threads),
+                seconds());
     std::fflush(stdout);
   }
 
@@ -204,6 +246,10 @@ class Sampler {
   std::chrono::steady_clock::time_point start_;
   uint64_t warm_kb_ = 0;
   uint64_t max_after_warm_ = 0;
+  uint64_t warm_fds_ = 0;
+  uint64_t warm_threads_ = 0;
+  uint64_t extra_fds_ = 0;
+  uint64_t extra_threads_ = 0;
 };
 
 Status one_cycle(const Options& options, Workload& w) {
@@ -217,14 +263,28 @@ Status one_cycle(const Options& options, Workload& w) {
 
 // Prints the verdict of one phase; false when it grew too much.
 bool verdict(const char* phase, const Sampler& s, const Options& options) {
-  std::printf("%s: %.1f s, rss after warm-up %llu kB, growth since %llu kB (limit %s)\n", phase,
-              s.seconds(), static_cast<unsigned long long>(s.warm_kb()),
+  std::printf("%s: %.1f s, rss after warm-up %llu kB, growth since %llu kB (limit %s), "
+              "%llu more fds, %llu more threads\n",
+              phase, s.seconds(), static_cast<unsigned long long>(s.warm_kb()),
               static_cast<unsigned long long>(s.growth_kb()),
-              options.max_growth_kb == 0 ? "none" : (std::to_string(options.max_growth_kb) + " kB").c_str());
+              options.max_growth_kb == 0 ? "none" : (std::to_string(options.max_growth_kb) + " kB").c_str(),
+              static_cast<unsigned long long>(s.extra_fds()),
+              static_cast<unsigned long long>(s.extra_threads()));
   std::fflush(stdout);
   if (options.max_growth_kb != 0 && s.growth_kb() > options.max_growth_kb) {
     std::fprintf(stderr, "loom-soak: %s: resident memory grew by %llu kB after the warm-up\n",
                  phase, static_cast<unsigned long long>(s.growth_kb()));
+    return false;
+  }
+  // A few may come and go (a plugin's worker between runs); a steady rise
+  // past this is a leak.
+  constexpr uint64_t kSlack = 4;
+  if (s.extra_fds() > kSlack || s.extra_threads() > kSlack) {
+    std::fprintf(stderr,
+                 "loom-soak: %s: %llu more file descriptors and %llu more threads than after "
+                 "the warm-up\n",
+                 phase, static_cast<unsigned long long>(s.extra_fds()),
+                 static_cast<unsigned long long>(s.extra_threads()));
     return false;
   }
   return true;
