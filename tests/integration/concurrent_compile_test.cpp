@@ -37,8 +37,8 @@ Tensor input_for(const ArgumentInfo& arg, int seed) {
   Tensor t = Tensor::zeros(arg.dtype, arg.shape).value();
   float* p = t.data_as<float>();
   for (uint64_t i = 0; i < t.element_count(); ++i) {
-    p[i] = static_cast<float>(static_cast<int>((i * 7 + static_cast<uint64_t>(seed) * 13) % 16) - 8) /
-           4.0f;
+    const uint64_t k = (i * 7 + static_cast<uint64_t>(seed) * 13) % 16;
+    p[i] = static_cast<float>(static_cast<int>(k) - 8) / 4.0f;
   }
   return t;
 }

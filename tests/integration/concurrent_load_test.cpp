@@ -35,7 +35,8 @@ Tensor filled(float start) {
 
 bool write_file(const fs::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   return static_cast<bool>(out);
 }
 
@@ -93,7 +94,9 @@ TEST(ConcurrentLoad, SameAndDifferentFakeProgramsFromEightThreads) {
   std::thread observer([&] {
     while (finished.load() < kThreads) {
       auto trace = runtime->start_trace();
-      if (runtime->devices().size() != 1) observer_errors = "devices() does not list fake://0 alone";
+      if (runtime->devices().size() != 1) {
+        observer_errors = "devices() does not list fake://0 alone";
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       runtime->stop_trace();
       (void)trace->events();

@@ -213,7 +213,8 @@ class Sampler {
     if (done > warm_) {
       max_after_warm_ = std::max(max_after_warm_, kb);
       extra_fds_ = std::max(extra_fds_, fds > warm_fds_ ? fds - warm_fds_ : 0);
-      extra_threads_ = std::max(extra_threads_, threads > warm_threads_ ? threads - warm_threads_ : 0);
+      extra_threads_ =
+          std::max(extra_threads_, threads > warm_threads_ ? threads - warm_threads_ : 0);
     }
   }
 
@@ -267,7 +268,9 @@ bool verdict(const char* phase, const Sampler& s, const Options& options) {
               "%llu more fds, %llu more threads\n",
               phase, s.seconds(), static_cast<unsigned long long>(s.warm_kb()),
               static_cast<unsigned long long>(s.growth_kb()),
-              options.max_growth_kb == 0 ? "none" : (std::to_string(options.max_growth_kb) + " kB").c_str(),
+              options.max_growth_kb == 0
+                  ? "none"
+                  : (std::to_string(options.max_growth_kb) + " kB").c_str(),
               static_cast<unsigned long long>(s.extra_fds()),
               static_cast<unsigned long long>(s.extra_threads()));
   std::fflush(stdout);
