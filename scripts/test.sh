@@ -2,14 +2,17 @@
 # Runs every test: installs missing packages (idempotent), builds the default
 # preset and runs the whole suite, then builds with ASan+UBSan and runs the
 # suites labelled "sanitize" (loader, registry, host, kernels, plugins, runtime,
-# CLI) again.
-# Set LOOM_SKIP_SANITIZE=1 to skip the sanitizer pass locally.
+# CLI) again, then builds with ThreadSanitizer only the concurrency tests
+# (target loom_tsan_tests) and runs the suites labelled "tsan".
+# Set LOOM_SKIP_SANITIZE=1 to skip the ASan+UBSan pass locally, and
+# LOOM_SKIP_TSAN=1 to skip the ThreadSanitizer pass.
 #
 # setup.sh has installed everything, so every suite is required: a suite the
 # configure step would leave out, or a test that would skip for want of test
 # data, fails instead (LOOM_REQUIRE_ALL_SUITES). Sanitizer reports exit with a
 # code of their own (86), never the 1 of an ordinary `loom: error:`, so no
-# check that expects an error can pass over one.
+# check that expects an error can pass over one; a ThreadSanitizer report
+# ends its test at once with that code (halt_on_error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +30,12 @@ if [ "${LOOM_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 LSAN_OPTIONS=exitcode=86 \
     ctest --preset asan -j "$jobs" -L sanitize
+fi
+
+if [ "${LOOM_SKIP_TSAN:-0}" != "1" ]; then
+  cmake --preset tsan -DLOOM_REQUIRE_ALL_SUITES=ON
+  cmake --build --preset tsan -j "$jobs"
+  # The preset sets TSAN_OPTIONS=halt_on_error=1:exitcode=86 (with the
+  # suppressions of tests/tsan.supp) and OMP_THREAD_LIMIT=1 (see there).
+  ctest --preset tsan -j "$jobs"
 fi

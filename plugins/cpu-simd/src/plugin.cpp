@@ -2,6 +2,7 @@
 // 2) on host memory, and the compile entries that build format-2 blobs from
 // graph.fbs. The glue to the C ABI is loom/plugin.hpp; the compile entries,
 // which that helper leaves NULL, are added to its table here.
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -169,6 +170,12 @@ struct CpuSimd {
     uint64_t threads = 0;
     LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint(LOOM_OPTION_THREADS, 0, 4096, &threads));
     if (threads == 0) threads = std::thread::hardware_concurrency();
+    // OpenMP never runs more threads than OMP_THREAD_LIMIT, while oneDNN
+    // plans a primitive for the thread count it is given and, handed fewer
+    // threads, leaves part of the result uncomputed: the plugin's count must
+    // not exceed the limit.
+    const int limit = omp_get_thread_limit();
+    if (limit > 0 && threads > static_cast<uint64_t>(limit)) threads = static_cast<uint64_t>(limit);
     if (threads == 0) threads = 1;
     uint64_t onednn = 1;
     LOOM_SDK_RETURN_IF_ERROR(ctx.options.get_uint("cpu.onednn", 1, 1, &onednn));
