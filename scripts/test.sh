@@ -2,8 +2,11 @@
 # Runs every test: installs missing packages (idempotent), builds the default
 # preset and runs the whole suite, then builds with ASan+UBSan and runs the
 # suites labelled "sanitize" (loader, registry, host, kernels, plugins, runtime,
-# CLI) again.
-# Set LOOM_SKIP_SANITIZE=1 to skip the sanitizer pass locally.
+# CLI) again, and last runs every libFuzzer harness (tests/fuzz) for a short,
+# fixed time on its seed corpus (scripts/fuzz.sh; LOOM_FUZZ_SECONDS each,
+# default 10).
+# Set LOOM_SKIP_SANITIZE=1 to skip the sanitizer pass locally, and
+# LOOM_SKIP_FUZZ=1 to skip the fuzz step.
 #
 # setup.sh has installed everything, so every suite is required: a suite the
 # configure step would leave out, or a test that would skip for want of test
@@ -27,4 +30,8 @@ if [ "${LOOM_SKIP_SANITIZE:-0}" != "1" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 LSAN_OPTIONS=exitcode=86 \
     ctest --preset asan -j "$jobs" -L sanitize
+fi
+
+if [ "${LOOM_SKIP_FUZZ:-0}" != "1" ]; then
+  bash scripts/fuzz.sh --seconds "${LOOM_FUZZ_SECONDS:-10}"
 fi
