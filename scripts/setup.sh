@@ -29,6 +29,9 @@ packages=(
   # Debian builds oneDNN with its OpenCL GPU runtime, so its CMake package
   # (dnnl-config.cmake) requires the OpenCL headers and libOpenCL.so
   ocl-icd-opencl-dev opencl-c-headers
+  # the libFuzzer harnesses (tests/fuzz, scripts/fuzz.sh, test.sh's fuzz
+  # step): clang and its fuzzer/sanitizer runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -3,9 +3,12 @@
 # preset and runs the whole suite, then builds with ASan+UBSan and runs the
 # suites labelled "sanitize" (loader, registry, host, kernels, plugins, runtime,
 # CLI) again, then builds with ThreadSanitizer only the concurrency tests
-# (target loom_tsan_tests) and runs the suites labelled "tsan".
-# Set LOOM_SKIP_SANITIZE=1 to skip the ASan+UBSan pass locally, and
-# LOOM_SKIP_TSAN=1 to skip the ThreadSanitizer pass.
+# (target loom_tsan_tests) and runs the suites labelled "tsan", and last
+# runs every libFuzzer harness (tests/fuzz) for a short, fixed time on its
+# seed corpus (scripts/fuzz.sh; LOOM_FUZZ_SECONDS each, default 10).
+# Set LOOM_SKIP_SANITIZE=1 to skip the ASan+UBSan pass locally,
+# LOOM_SKIP_TSAN=1 to skip the ThreadSanitizer pass and LOOM_SKIP_FUZZ=1 to
+# skip the fuzz step.
 #
 # setup.sh has installed everything, so every suite is required: a suite the
 # configure step would leave out, or a test that would skip for want of test
@@ -38,4 +41,8 @@ if [ "${LOOM_SKIP_TSAN:-0}" != "1" ]; then
   # The preset sets TSAN_OPTIONS=halt_on_error=1:exitcode=86 (with the
   # suppressions of tests/tsan.supp) and OMP_THREAD_LIMIT=1 (see there).
   ctest --preset tsan -j "$jobs"
+fi
+
+if [ "${LOOM_SKIP_FUZZ:-0}" != "1" ]; then
+  bash scripts/fuzz.sh --seconds "${LOOM_FUZZ_SECONDS:-10}"
 fi

@@ -8,7 +8,6 @@
 
 namespace loom::graph {
 
-namespace fb = loom::graph::fb;
 using flatbuffers::Offset;
 
 namespace {

@@ -71,6 +71,11 @@ std::vector<int64_t> strides_of(std::span<const int64_t> shape) {
 }
 
 int64_t product(std::span<const int64_t> shape, size_t begin, size_t end) {
+  // A zero dimension first: the other dimensions of an empty tensor may
+  // multiply past 2^63 (found by tests/fuzz, onnx_import).
+  for (size_t d = begin; d < end && d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+  }
   int64_t p = 1;
   for (size_t d = begin; d < end && d < shape.size(); ++d) p *= shape[d];
   return p;
@@ -284,11 +289,14 @@ Status reduce_run(Kind kind, std::span<const TensorRef> inputs,
   std::vector<int64_t> ostride(x.shape.size(), 0);
   int64_t stride = 1, group = 1;
   for (size_t d = x.shape.size(); d-- > 0;) {
-    if (plan.reduced[d]) {
-      group *= x.shape[d];
-    } else {
-      ostride[d] = stride;
-      stride *= x.shape[d];
+    if (!plan.reduced[d]) ostride[d] = stride;
+    int64_t& acc = plan.reduced[d] ? group : stride;
+    // Only an empty input can get here with dimensions whose product
+    // overflows (its data would not fit in memory otherwise).
+    if (__builtin_mul_overflow(acc, x.shape[d], &acc)) {
+      return invalid_argument(std::string(op) + ": input 'data' of shape " +
+                              shape_to_string(x.shape) +
+                              " has dimensions that multiply past 2^63");
     }
   }
   const int64_t in_count = product(x.shape, 0, x.shape.size());

@@ -274,6 +274,13 @@ Status decode(const void* data, size_t size, Bitstream* out) {
       return bad_at(at, "tensor " + std::to_string(i) + " has storage " + std::to_string(storage) +
                             ", rank " + std::to_string(rank));
     }
+    // Checked as a number first: a code outside loom_dtype_t's range must
+    // never be converted to it.
+    if (dtype != LOOM_DTYPE_F32 && dtype != LOOM_DTYPE_I32 && dtype != LOOM_DTYPE_I8 &&
+        dtype != LOOM_DTYPE_U8) {
+      return bad_at(at, "tensor " + std::to_string(i) + " has dtype " + std::to_string(dtype) +
+                            ", not f32/i32/i8/u8");
+    }
     t.dtype = static_cast<loom_dtype_t>(dtype);
     t.storage = static_cast<Storage>(storage);
     t.shape.resize(rank);

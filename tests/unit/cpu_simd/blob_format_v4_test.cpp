@@ -2,6 +2,8 @@
 // f32, the operators that use them (Where, Equal, Cast) and Pad, their
 // attribute checks, shape rules and dtype rules, and that format 3 knows
 // neither.
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "blob_fuzz_support.hpp"
@@ -88,6 +90,25 @@ TEST(BlobFormatV4, OtherDtypesAndTypedConstantsAreRefused) {
   EXPECT_EQ(error, "tensor 0: a constant of dtype bool (cpu-simd blobs embed f32 constants only)");
   // Tensor 0: dtype, rank, one dim, then its flags at byte 24 + 16.
   EXPECT_EQ(validate_error(b.g), "byte 40: tensor 0: a constant of dtype bool (constants hold f32 values only)");
+}
+
+// Found by tests/fuzz (cpu_simd_blob): a dtype code past loom_dtype_t's
+// range was converted to the enum before it was checked (UBSan: "load of
+// value 96, which is not a valid value for type 'loom_dtype_t'").
+TEST(BlobFormatV4, DtypeCodesOutsideTheEnumAreRefusedByName) {
+  for (uint32_t code : {14u, 96u, 255u, 256u, 0xffffffffu}) {
+    std::vector<std::byte> bytes = encode(typed_graph());
+    std::memcpy(bytes.data() + 24, &code, 4);  // tensor 0's dtype
+    EXPECT_EQ(decode_error(bytes), "byte 24: tensor 0: dtype " + std::to_string(code) +
+                                       " is not supported in format 4 (f32, bool, i32 and i64 are)");
+  }
+  for (int64_t to : {int64_t{14}, int64_t{96}, int64_t{-1}, int64_t{1} << 40}) {
+    BlobGraph g = typed_graph();
+    g.nodes[1].ints = {to};  // Cast's `to`
+    EXPECT_NE(validate_error(g).find("ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) "
+                                     "or bool (13), got [" + std::to_string(to) + "]"),
+              std::string::npos) << to;
+  }
 }
 
 TEST(BlobFormatV4, DtypeRulesArePerOperator) {

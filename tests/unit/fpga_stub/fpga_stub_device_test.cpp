@@ -1,6 +1,7 @@
 // The fpga-stub plugin through its C ABI: devices, device memory, DMA,
 // fences, the timing model, handle misuse and malformed bitstreams.
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "harness.hpp"
@@ -361,6 +362,25 @@ TEST(FpgaStubBitstream, MalformedBlobsAreIncompatibleWithTheReason) {
   outside.node(Op::kRelu, {static_cast<int32_t>(s2)}, o2);
   outside.bs.tensors[s2].offset = 1000;
   expect(encode(outside.bs), "exceeds its region");
+}
+
+// Found by tests/fuzz (fpga_blob): a tensor's dtype byte past loom_dtype_t's
+// range was converted to the enum and then read (UBSan: "load of value 247,
+// which is not a valid value for type 'loom_dtype_t'"). Now refused by
+// decode, naming the tensor, the code and the byte offset.
+TEST(FpgaStubBitstream, DtypeCodesOutsideTheEnumAreRefusedByName) {
+  for (uint8_t code : {uint8_t{2}, uint8_t{16}, uint8_t{247}, uint8_t{255}}) {
+    std::vector<std::byte> blob = relu_blob(8);
+    blob[kHeaderSize] = std::byte{code};  // tensor 0's dtype, the first byte after the header
+    uint64_t h = 0xcbf29ce484222325ull;   // the header's FNV-1a 64 of the bytes after it
+    for (size_t i = kHeaderSize; i < blob.size(); ++i) h = (h ^ static_cast<uint8_t>(blob[i])) * 0x100000001b3ull;
+    std::memcpy(blob.data() + 56, &h, 8);
+    Bitstream bs;
+    const Status s = decode(blob.data(), blob.size(), &bs);
+    EXPECT_EQ(s.code(), LOOM_STATUS_INCOMPATIBLE);
+    EXPECT_NE(s.message().find("tensor 0 has dtype " + std::to_string(code) + ", not f32/i32/i8/u8 (at byte 64)"),
+              std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -165,6 +165,19 @@ TEST(Reduce, EmptyReductionGivesTheIdentity) {
   expect_near_all(p.out[0].values<float>(), {1, 1});
 }
 
+// Found by tests/fuzz (onnx_import, constant folding): an empty input whose
+// other dimensions multiply past 2^63 overflowed the kernel's stride
+// products (UBSan: signed integer overflow: 294911 * 9223372036854775806).
+TEST(Reduce, EmptyInputWithHugeDimensionsIsRefusedNotOverflowed) {
+  const int64_t huge = int64_t{1} << 62;
+  Tens x = f32({0, huge, 4}, {});
+  Tens y = empty_like(DType::kF32, {0});
+  const Status s = run_with("ReduceSum", {x}, {y}, {ints_attr("axes", {1, 2}), iattr("keepdims", 0)}, 11);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(s, "ReduceSum: input 'data' of shape [0, 4611686018427387904, 4] has dimensions "
+                          "that multiply past 2^63")) << s.message();
+}
+
 TEST(Reduce, LogSumExpIsStableForLargeInputs) {
   Call r = call("ReduceLogSumExp", {f32({2}, {1000, 1000})}, {}, 11);
   ASSERT_TRUE(r.status.ok());

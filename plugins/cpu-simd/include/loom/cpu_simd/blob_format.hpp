@@ -418,7 +418,7 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
                " exceeds " + std::to_string(kMaxRank);
       return false;
     }
-    const bool typed = version >= 4 && dtype <= 255 && dtype_size(static_cast<loom_dtype_t>(dtype)) != 0;
+    const bool typed = version >= 4 && dtype_code_size(dtype) != 0;
     if (dtype != LOOM_DTYPE_F32 && !typed) {
       *error = at(start) + ": tensor " + std::to_string(t) + ": dtype " + std::to_string(dtype) +
                " is not supported in format " + std::to_string(version) +

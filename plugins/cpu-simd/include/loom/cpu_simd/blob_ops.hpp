@@ -88,6 +88,20 @@ inline uint32_t dtype_size(loom_dtype_t dtype) {
   }
 }
 
+// dtype_size of a raw dtype code as read from a blob (a tensor's dtype,
+// Cast's `to`); 0 for every code that is not a blob dtype. Check a code with
+// this before converting it: a value outside loom_dtype_t's range must never
+// be converted to it.
+inline uint32_t dtype_code_size(int64_t code) {
+  switch (code) {
+    case LOOM_DTYPE_F32:
+    case LOOM_DTYPE_I32: return 4;
+    case LOOM_DTYPE_I64: return 8;
+    case LOOM_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
 // The name of a blob dtype for messages.
 inline const char* dtype_name(loom_dtype_t dtype) {
   switch (dtype) {

@@ -549,8 +549,7 @@ inline bool infer_output_shape(const BlobNode& node,
       return true;
     }
     case Op::kCast:
-      if (node.ints.size() != 1 || node.ints[0] < 0 || node.ints[0] > 255 ||
-          dtype_size(static_cast<loom_dtype_t>(node.ints[0])) == 0) {
+      if (node.ints.size() != 1 || dtype_code_size(node.ints[0]) == 0) {
         *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
                  "bool (13), got " + shape_string(node.ints);
         return false;

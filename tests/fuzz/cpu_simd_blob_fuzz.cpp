@@ -1,0 +1,31 @@
+// cpu-simd's blob loader: decode() (header, tensor and node tables,
+// constants, the operators' shape and dtype rules), which executable_load
+// and check_blob run before anything else. A blob that decodes must encode
+// at the current format and decode again to the same graph size.
+// tests/unit/cpu_simd/blob_format_v4_test.cpp holds the mutation tests with
+// an independent oracle; this harness explores beyond them.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_support.hpp"
+#include "loom/cpu_simd/blob_format.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace loom::cpu_simd;
+  BlobGraph graph;
+  std::string error;
+  if (!decode(data, size, &graph, &error)) {
+    if (error.empty()) loom::fuzz::fail("a refused blob without a message");
+    return 0;
+  }
+  const auto bytes = encode(graph);
+  BlobGraph again;
+  if (!decode(bytes.data(), bytes.size(), &again, &error)) {
+    loom::fuzz::fail("a decoded blob, encoded again, is refused: " + error);
+  }
+  if (again.tensors.size() != graph.tensors.size() || again.nodes.size() != graph.nodes.size()) {
+    loom::fuzz::fail("a decoded blob changes its size through encode + decode");
+  }
+  return 0;
+}

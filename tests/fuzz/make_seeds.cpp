@@ -1,0 +1,264 @@
+// Writes the binary seeds of tests/fuzz/corpus with the project's own
+// writers: `fuzz_make_seeds <corpus dir>` (re)writes
+//   irpa/         archives from ArchiveBuilder (data, splat, external entries)
+//   graph_codec/  graph.fbs from encode_graph
+//   cpu_simd_blob/, vulkan_blob/, fpga_blob/  blobs from each plugin's encoder
+// The other corpora are copied from fixtures (programs, ONNX test data) or
+// written by hand; tests/fuzz/corpus/README.md says which.
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bitstream.hpp"
+#include "graph/graph_codec.hpp"
+#include "io/irpa.hpp"
+#include "io/tensor_metadata.hpp"
+#include "loom/cpu_simd/blob_format.hpp"
+#include "loom/vulkan_compute/blob_format.hpp"
+#include "loom/vulkan_compute/kernels.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename Bytes>
+void write(const fs::path& dir, const std::string& name, const Bytes& bytes) {
+  fs::create_directories(dir);
+  std::ofstream out(dir / name, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", (dir / name).c_str());
+    std::exit(1);
+  }
+}
+
+void irpa_seeds(const fs::path& dir) {
+  using namespace loom::io::irpa;
+  std::vector<std::byte> data(48);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i);
+  const std::byte pattern[4] = {std::byte{0}, std::byte{0}, std::byte{0x80}, std::byte{0x3f}};
+  {
+    // The builder aligns data to 64 and pads the file to 4096; an alignment
+    // of 16 keeps the seeds small enough to mutate well.
+    ArchiveBuilder b(16);
+    (void)b.add_data("w", data, loom::io::encode_tensor_metadata(loom::DType::kF32, std::vector<int64_t>{3, 4}));
+    (void)b.add_splat("b", 16, std::span(pattern));
+    auto bytes = b.write_buffer();
+    if (bytes.ok()) write(dir, "data_splat.irpa", *bytes);
+  }
+  {
+    ArchiveBuilder b(16);
+    (void)b.add_external("ext", "shard0.bin", 16, 32, R"({"dtype":"i8","shape":[32]})");
+    (void)b.add_zero_data("z", 8);
+    auto bytes = b.write_buffer();
+    if (bytes.ok()) write(dir, "external_zero.irpa", *bytes);
+  }
+  {
+    ArchiveBuilder b(16);
+    (void)b.add_data("a", std::span(data).first(8));
+    (void)b.add_data("a.b", std::span(data).subspan(8, 8), "opaque");
+    auto bytes = b.write_buffer();
+    if (bytes.ok()) write(dir, "two_data.irpa", *bytes);
+  }
+}
+
+std::vector<std::byte> f32_bytes(std::initializer_list<float> values) {
+  std::vector<std::byte> out(values.size() * 4);
+  std::memcpy(out.data(), std::data(values), out.size());
+  return out;
+}
+
+void graph_seeds(const fs::path& dir) {
+  using namespace loom::graph;
+  using loom::DType;
+  auto tensor = [](Graph& g, std::string name, loom::Shape shape, loom::graph::ConstantBytes data = nullptr,
+                   DType dtype = DType::kF32) {
+    return g.add_tensor(Tensor{std::move(name), dtype, std::move(shape), std::move(data)});
+  };
+  {
+    Graph g;
+    g.name = "mlp";
+    const int32_t x = tensor(g, "x", {1, 2});
+    const int32_t w = tensor(g, "w", {2, 2},
+                             std::make_shared<std::vector<std::byte>>(f32_bytes({1, 2, 3, 4})));
+    const int32_t h = tensor(g, "h", {1, 2});
+    const int32_t y = tensor(g, "y", {1, 2});
+    g.inputs = {x};
+    g.outputs = {y};
+    g.nodes.push_back(Node{"mm", "MatMul", "", 13, {}, {x, w}, {h}});
+    g.nodes.push_back(Node{"relu", "Relu", "", 13, {}, {h}, {y}});
+    auto bytes = encode_graph(g);
+    if (bytes.ok()) write(dir, "matmul_relu.fb", *bytes);
+  }
+  {
+    Graph g;
+    g.name = "conv";
+    const int32_t x = tensor(g, "x", {1, 1, 3, 3});
+    const int32_t w = tensor(g, "w", {1, 1, 2, 2},
+                             std::make_shared<std::vector<std::byte>>(f32_bytes({1, 0, 0, 1})));
+    const int32_t shape = tensor(g, "shape", {2},
+                                 std::make_shared<std::vector<std::byte>>(std::vector<std::byte>(16)),
+                                 DType::kI64);
+    const int32_t c = tensor(g, "c", {1, 1, 2, 2});
+    const int32_t y = tensor(g, "y", {1, 4});
+    g.inputs = {x};
+    g.outputs = {y};
+    loom::AttributeDef pads;
+    pads.name = "pads";
+    pads.kind = loom::AttributeKind::kInts;
+    pads.ints = {0, 0, 0, 0};
+    loom::AttributeDef group;
+    group.name = "group";
+    group.i = 1;
+    g.nodes.push_back(Node{"conv", "Conv", "", 13, {pads, group}, {x, w}, {c}});
+    // Reshape's shape holds zeros; the encoded bytes are a seed, not a model.
+    g.nodes.push_back(Node{"reshape", "Reshape", "", 13, {}, {c, shape}, {y}});
+    auto bytes = encode_graph(g);
+    if (bytes.ok()) write(dir, "conv_reshape.fb", *bytes);
+    else std::fprintf(stderr, "graph seed conv_reshape: %s\n", bytes.status().message().c_str());
+  }
+}
+
+void cpu_simd_seeds(const fs::path& dir) {
+  using namespace loom::cpu_simd;
+  auto t = [](BlobGraph& g, std::vector<int64_t> shape, loom_dtype_t dtype = LOOM_DTYPE_F32) {
+    BlobTensor bt;
+    bt.dtype = dtype;
+    bt.shape = std::move(shape);
+    g.tensors.push_back(std::move(bt));
+    return static_cast<uint32_t>(g.tensors.size() - 1);
+  };
+  {
+    BlobGraph g;
+    const uint32_t x = t(g, {2, 3}), w = t(g, {3, 2}), b = t(g, {2}), h = t(g, {2, 2}), y = t(g, {2, 2});
+    g.tensors[w].constant = true;
+    g.tensors[w].data = {1, 2, 3, 4, 5, 6};
+    g.inputs = {x, b};
+    g.outputs = {y};
+    BlobNode gemm{Op::kGemm, {x, w, b}, {h}};
+    BlobNode relu{Op::kRelu, {h}, {y}};
+    g.nodes = {gemm, relu};
+    write(dir, "gemm_relu_v4.blob", encode(g));
+    write(dir, "gemm_relu_v2.blob", encode(g, 2));
+  }
+  {
+    BlobGraph g;
+    const uint32_t a = t(g, {2, 1, 3}), b = t(g, {4, 1}), c = t(g, {2, 4, 3}), y = t(g, {2, 4, 3});
+    g.inputs = {a, b};
+    g.outputs = {y};
+    BlobNode add{Op::kAdd, {a, b}, {c}};
+    BlobNode sm{Op::kSoftmax, {c}, {y}};
+    sm.axis = 2;
+    g.nodes = {add, sm};
+    write(dir, "add_softmax_v4.blob", encode(g));
+  }
+}
+
+void vulkan_seeds(const fs::path& dir) {
+  using namespace loom::vulkan;
+  auto add = [](BlobProgram& p, TensorKind kind, std::vector<int64_t> shape) {
+    BlobTensor t;
+    t.kind = kind;
+    t.shape = std::move(shape);
+    p.tensors.push_back(t);
+    return static_cast<uint32_t>(p.tensors.size() - 1);
+  };
+  {
+    BlobProgram p;
+    const uint32_t x = add(p, TensorKind::kInput, {3, 4});
+    const uint32_t w = add(p, TensorKind::kConstant, {4, 2});
+    p.data.assign(32, 0);
+    const uint32_t h = add(p, TensorKind::kIntermediate, {3, 2});
+    const uint32_t y = add(p, TensorKind::kOutput, {3, 2});
+    p.inputs = {x};
+    p.outputs = {y};
+    MatMulParams mp;
+    mp.m = 3; mp.n = 2; mp.k = 4; mp.a_stride = 12;
+    p.dispatches.push_back(make_matmul(mp, x, w, 0, h));
+    p.dispatches.push_back(make_unary(UnaryOp::kSigmoid, h, y, 6));
+    write(dir, "matmul_sigmoid.blob", encode(p));
+  }
+  {
+    BlobProgram p;
+    const uint32_t a = add(p, TensorKind::kInput, {2, 3});
+    const uint32_t b = add(p, TensorKind::kInput, {2, 3});
+    const uint32_t s = add(p, TensorKind::kIntermediate, {2, 3});
+    const uint32_t y = add(p, TensorKind::kOutput, {2, 3});
+    p.inputs = {a, b};
+    p.outputs = {y};
+    p.dispatches.push_back(make_binary(BinaryOp::kAdd, a, b, s, {2, 3}, {3, 1}, {3, 1}));
+    p.dispatches.push_back(make_softmax(s, y, 2, 3, 1, false));
+    write(dir, "add_softmax.blob", encode(p));
+  }
+}
+
+void fpga_seeds(const fs::path& dir) {
+  using namespace loom::fpga_stub;
+  struct Builder {
+    Bitstream bs;
+    uint32_t add(loom_dtype_t dtype, std::vector<int64_t> shape, Storage storage) {
+      BsTensor t;
+      t.dtype = dtype;
+      t.storage = storage;
+      t.bytes = element_count(shape) * dtype_size(dtype);
+      t.shape = std::move(shape);
+      if (storage == Storage::kConst) {
+        t.offset = bs.weights.size();
+        bs.weights.resize((bs.weights.size() + t.bytes + 63) / 64 * 64, std::byte{1});
+      } else if (storage == Storage::kScratch) {
+        t.offset = bs.activation_bytes;
+        bs.activation_bytes += (t.bytes + 63) / 64 * 64;
+      }
+      bs.tensors.push_back(std::move(t));
+      return static_cast<uint32_t>(bs.tensors.size() - 1);
+    }
+  };
+  {
+    Builder b;
+    const uint32_t x = b.add(LOOM_DTYPE_F32, {4}, Storage::kIo);
+    const uint32_t y = b.add(LOOM_DTYPE_F32, {4}, Storage::kIo);
+    b.bs.inputs = {x};
+    b.bs.outputs = {y};
+    b.bs.nodes.push_back({Op::kRelu, {static_cast<int32_t>(x)}, static_cast<int32_t>(y), {}});
+    write(dir, "relu.bin", encode(b.bs));
+  }
+  {
+    Builder b;
+    const uint32_t x = b.add(LOOM_DTYPE_F32, {1, 1, 4, 4}, Storage::kIo);
+    const uint32_t w = b.add(LOOM_DTYPE_F32, {2, 1, 3, 3}, Storage::kConst);
+    const uint32_t c = b.add(LOOM_DTYPE_F32, {1, 2, 4, 4}, Storage::kScratch);
+    const uint32_t p = b.add(LOOM_DTYPE_F32, {1, 2, 2, 2}, Storage::kScratch);
+    const uint32_t y = b.add(LOOM_DTYPE_F32, {1, 8}, Storage::kIo);
+    b.bs.inputs = {x};
+    b.bs.outputs = {y};
+    auto i = [](uint32_t t) { return static_cast<int32_t>(t); };
+    b.bs.nodes.push_back({Op::kConv, {i(x), i(w), -1}, i(c), {1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}});
+    b.bs.nodes.push_back({Op::kMaxPool, {i(c)}, i(p), {1, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0}});
+    b.bs.nodes.push_back({Op::kFlatten, {i(p)}, i(y), {}});
+    const auto bytes = encode(b.bs);
+    Bitstream check;
+    Status s = decode(bytes.data(), bytes.size(), &check);
+    if (!s.ok()) std::fprintf(stderr, "fpga seed conv_pool_flatten: %s\n", s.message().c_str());
+    write(dir, "conv_pool_flatten.bin", bytes);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
+    return 2;
+  }
+  const fs::path root = argv[1];
+  irpa_seeds(root / "irpa");
+  graph_seeds(root / "graph_codec");
+  cpu_simd_seeds(root / "cpu_simd_blob");
+  vulkan_seeds(root / "vulkan_blob");
+  fpga_seeds(root / "fpga_blob");
+  return 0;
+}
