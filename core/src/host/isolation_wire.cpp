@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <memory>
@@ -178,7 +179,13 @@ Status send_message(int socket, std::span<const std::byte> bytes, std::span<cons
   return send_packet(socket, head.data().data(), head.data().size(), all);
 }
 
-Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes) {
+Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes, int spin_us) {
+  if (spin_us > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    pollfd p{socket, POLLIN, 0};
+    while (::poll(&p, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
+    }
+  }
   if (timeout_ms >= 0) {
     pollfd p{socket, POLLIN, 0};
     for (;;) {

@@ -124,8 +124,15 @@ Status send_message(int socket, std::span<const std::byte> bytes, std::span<cons
 
 // Receives one message. `timeout_ms` < 0 waits forever; on timeout
 // deadline_exceeded. A closed peer is unavailable("closed"). `max_bytes`
-// bounds a spilled message.
-Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes = kMaxMessageBytes);
+// bounds a spilled message. For the first `spin_us` microseconds it polls
+// without sleeping: a sleeping thread woken by the other process costs tens
+// of microseconds (more in a virtual machine), a round trip's whole budget.
+Result<Message> receive_message(int socket, int timeout_ms, uint64_t max_bytes = kMaxMessageBytes,
+                                int spin_us = 0);
+
+// How long each side of a call polls before sleeping (receive_message).
+inline constexpr int kHostSpinMicros = 30;   // the host, waiting for a reply
+inline constexpr int kChildSpinMicros = 30;  // the child, between requests
 
 // A shared memory block: a memfd of `bytes` bytes (at least one page),
 // mapped read-write. Owns both; movable.

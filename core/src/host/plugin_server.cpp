@@ -57,7 +57,7 @@ class Server {
   // Serves one channel until it closes.
   void serve(int fd) {
     for (;;) {
-      auto request = wire::receive_message(fd, -1);
+      auto request = wire::receive_message(fd, -1, wire::kMaxMessageBytes, wire::kChildSpinMicros);
       if (!request.ok()) break;
       WireWriter reply;
       handle(*request, reply);
