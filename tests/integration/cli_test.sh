@@ -333,6 +333,8 @@ if [ -n "${LOOM_TEST_PLUGIN_DIR:-}" ] && [ -d "$LOOM_TEST_PLUGIN_DIR/fake" ]; th
     "$loom" run "$prog" --device cpu-simd://1 --input x=random
   expect_ok "devices --isolate" "plugin fake 1.0.0  \[loaded, ABI 1.1, own process\]" \
     env LOOM_PLUGIN_PATH="$LOOM_TEST_PLUGIN_DIR/fake" "$loom" devices --isolate fake
+  expect_error "--isolate with a misspelt plugin name" "plugin 'cpu-smid' is to be isolated, but no plugin of that name was found" \
+    "$loom" devices --isolate cpu-smid
   expect_ok "run --isolate cpu-simd" "delegate mlp -> cpu-simd://0" \
     "$loom" run "$prog" --isolate cpu-simd --device cpu-simd --explain --input x=random
 else

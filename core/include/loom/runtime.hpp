@@ -63,7 +63,8 @@ struct RuntimeOptions {
   // to stderr as "loom: warning: ...", debug and info lines are dropped.
   std::function<void(LogLevel, std::string_view)> log_sink;
   // Plugins to run each in a process of their own (loom-plugin-host), by
-  // name; "*" isolates every plugin. A plugin whose manifest says
+  // name; "*" isolates every plugin (a name no plugin has makes create()
+  // fail with NOT_FOUND). A plugin whose manifest says
   // "isolation": "process" is isolated too. An isolated plugin that crashes
   // or stops answering loses its devices (DEVICE_LOST; with
   // LoadOptions::fallback the program moves on) and this process lives on.

@@ -95,6 +95,20 @@ Result<std::unique_ptr<PluginHost>> PluginHost::create(HostOptions options) {
     if (!seen.insert(canonical).second) continue;
     host->scan_folder(folder);
   }
+  // A misspelt name in the isolation list would silently leave that plugin
+  // in process: every name must be one a manifest gave.
+  for (const std::string& name : host->options_.isolated_plugins) {
+    if (name == "*") continue;
+    const auto& entries = host->entries_;
+    if (std::any_of(entries.begin(), entries.end(),
+                    [&](const auto& e) { return e->record.name == name; })) {
+      continue;
+    }
+    std::string found;
+    for (const auto& e : entries) found += (found.empty() ? "" : ", ") + e->record.name;
+    return not_found("plugin '" + name + "' is to be isolated, but no plugin of that name was "
+                     "found; found: " + (found.empty() ? "none" : found));
+  }
   return host;
 }
 

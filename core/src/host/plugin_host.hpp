@@ -183,7 +183,8 @@ struct HostOptions {
 
   // Isolation (remote_plugin.hpp). Plugins named here run in a process of
   // their own, as do those whose manifest asks for it; "*" names every
-  // plugin. The others are loaded into this process.
+  // plugin. The others are loaded into this process. A name no manifest
+  // gives makes create() fail (NOT_FOUND, listing the names found).
   std::vector<std::string> isolated_plugins;
   // Before a plugin is loaded into this process, load it once in a child
   // process (loom-plugin-host --probe): a plugin that crashes, hangs or

@@ -301,6 +301,18 @@ TEST(IsolatedPlugin, ABadIsolationFieldIsNamed) {
   EXPECT_NE(parsed.status().message().find("isolation"), std::string::npos);
 }
 
+TEST(IsolatedPlugin, AMisspeltNameToIsolateIsAnError) {
+  HostOptions options = isolated_options({variant_dir("fake")});
+  options.isolated_plugins = {"fkae"};
+  auto host = PluginHost::create(options);
+  ASSERT_FALSE(host.ok());
+  EXPECT_EQ(host.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(host.status().message().find("plugin 'fkae' is to be isolated, but no plugin of that "
+                                         "name was found; found: fake"),
+            std::string::npos)
+      << host.status().to_string();
+}
+
 TEST(IsolatedPlugin, ACrashWhileLoadingIsARejection) {
   Misbehave fault("query_segv");
   HostOptions options;
