@@ -59,6 +59,7 @@ int run_devices(const DevicesArgs& args) {
   RuntimeOptions options;
   if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) return fail(s);
   add_isolated_plugins(args.isolate, &options);
+  options.require_conformance = args.require_conformance;
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   std::vector<PluginRecord> plugins = (*runtime)->plugins();
@@ -77,6 +78,9 @@ int run_devices(const DevicesArgs& args) {
       if (!p.reason.empty()) entry["reason"] = p.reason;
       if (p.abi_version != 0) entry["abi"] = abi_string(p.abi_version);
       if (p.isolated) entry["isolated"] = true;
+      if (!p.conformance.empty()) {
+        entry["conformance"] = {{"valid", p.conformance_valid}, {"summary", p.conformance}};
+      }
       out["plugins"].push_back(entry);
     }
     std::cout << out.dump(2) << "\n";
@@ -101,6 +105,12 @@ int run_devices(const DevicesArgs& args) {
       std::cout << "\n";
     }
     if (!p.reason.empty()) std::cout << "  reason: " << escape_control(p.reason) << "\n";
+    if (p.state == PluginState::kRejected) {
+      std::cout << "  run `loom doctor " << escape_control(p.name) << "` for details\n";
+    }
+    if (!p.conformance.empty()) {
+      std::cout << "  conformance: " << escape_control(p.conformance) << "\n";
+    }
     for (const DeviceInfo& d : p.devices) {
       std::cout << "  device " << escape_control(d.uri) << "  " << device_kind_name(d.kind) << "  "
                 << escape_control(d.name) << "\n";

@@ -23,6 +23,15 @@ struct DevicesArgs {
   bool json = false;
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
   std::vector<std::string> isolate;         // --isolate NAME[,NAME]
+  bool require_conformance = false;         // --require-conformance
+};
+
+// `loom doctor` (cmd_doctor.cpp).
+struct DoctorArgs {
+  std::string plugin;                     // manifest path, library path or name; empty: all
+  std::vector<std::string> plugin_paths;  // --plugin-path DIR
+  bool require_conformance = false;       // --require-conformance
+  bool json = false;
 };
 
 struct InspectArgs {
@@ -45,6 +54,7 @@ struct RunArgs {
   uint64_t max_tensor_bytes = 0;            // --max-tensor-bytes; 0: the runtime's default
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
   std::vector<std::string> isolate;         // --isolate NAME[,NAME]
+  bool require_conformance = false;         // --require-conformance
   bool explain = false;                     // print every placement candidate
   bool json = false;                        // one JSON document on stdout
   std::string trace;                        // --trace FILE.json: Chrome trace events
@@ -115,6 +125,7 @@ CLI::App* add_params_command(CLI::App& app, ParamsArgs& args);
 
 int run_devices(const DevicesArgs& args);
 int run_inspect(const InspectArgs& args);
+int run_doctor(const DoctorArgs& args);
 int run_run(const RunArgs& args);
 int run_demo(const DemoArgs& args);
 // The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).

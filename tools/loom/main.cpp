@@ -22,6 +22,23 @@ int main(int argc, char** argv) {
   cmd_devices->add_option("--isolate", devices.isolate,
                           "NAME[,NAME]: load these plugins each in a process of its own ('*': all)")
       ->allow_extra_args(false);
+  cmd_devices->add_flag("--require-conformance", devices.require_conformance,
+                        "Reject every plugin without a valid conformance stamp (loom "
+                        "conformance --stamp)");
+
+  loom::cli::DoctorArgs doctor;
+  auto* cmd_doctor = app.add_subcommand(
+      "doctor", "Explain, without running any plugin code, why a plugin is or would be "
+                "rejected: manifest, library, ELF class and machine, needed libraries, entry "
+                "point, ABI range, hash, conformance stamp; exit 1 when one would be");
+  cmd_doctor->add_option("PLUGIN", doctor.plugin,
+                         "A manifest (*.loom-plugin.json), a library, or a plugin name "
+                         "(default: every manifest found)");
+  cmd_doctor->add_option("--plugin-path", doctor.plugin_paths, "Also search DIR for plugins")
+      ->allow_extra_args(false);
+  cmd_doctor->add_flag("--require-conformance", doctor.require_conformance,
+                       "Count a missing or mismatched conformance stamp as a problem");
+  cmd_doctor->add_flag("--json", doctor.json, "Print JSON");
 
   loom::cli::InspectArgs inspect;
   auto* cmd_inspect = app.add_subcommand("inspect", "Show a program file's head, segments, "
@@ -85,6 +102,9 @@ int main(int argc, char** argv) {
                       "NAME[,NAME]: run these plugins each in a process of its own ('*': all); "
                       "a crash there loses the device, not this process")
       ->allow_extra_args(false);
+  cmd_run->add_flag("--require-conformance", run.require_conformance,
+                    "Refuse every plugin without a valid conformance stamp (loom conformance "
+                    "--stamp): unstamped, stamped for another build, or with failed checks");
 
   loom::cli::DemoArgs demo;
   auto* cmd_demo = app.add_subcommand(
@@ -183,6 +203,7 @@ int main(int argc, char** argv) {
   }
 
   if (*cmd_devices) return loom::cli::run_devices(devices);
+  if (*cmd_doctor) return loom::cli::run_doctor(doctor);
   if (*cmd_inspect) return loom::cli::run_inspect(inspect);
   if (*cmd_run) return loom::cli::run_run(run);
   if (*cmd_demo) return loom::cli::run_demo(demo);

@@ -51,6 +51,12 @@ struct PluginRecord {
   uint32_t abi_version = 0;  // negotiated, when loaded
   bool isolated = false;     // loaded, in a process of its own
   std::vector<DeviceInfo> devices;  // when loaded
+  // The conformance stamp beside the manifest, in one line: when valid,
+  // "basic, suite 1.0, 2026-11-25, 41 passed"; otherwise why not ("not
+  // stamped ...", "stamp does not match the library (rebuilt since?): ...").
+  // Empty when the manifest could not be read.
+  std::string conformance;
+  bool conformance_valid = false;  // the stamp vouches for this library
 };
 
 }  // namespace loom

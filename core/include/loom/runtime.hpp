@@ -75,6 +75,11 @@ struct RuntimeOptions {
   // listed as rejected (with the signal, exit or timeout) instead of taking
   // this process down. Costs one short-lived process per plugin loaded.
   bool probe_plugins = true;
+  // Refuse every plugin without a valid conformance stamp (`loom
+  // conformance --stamp`, beside its manifest): one that is unstamped, whose
+  // stamp is for another library build or version, or records a failed check
+  // is listed as rejected with the reason and never loaded.
+  bool require_conformance = false;
 };
 
 struct PlacementExplanation;

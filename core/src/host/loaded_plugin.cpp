@@ -202,6 +202,25 @@ class ReasonBuffer {
   size_t page_ = 0;
 };
 
+// INCOMPATIBLE, naming both lists, when the manifest's loader keys and the
+// plugin's (plugin_info) are not the same set.
+Status compare_loader_keys(const std::vector<std::string>& manifest_keys,
+                           const std::vector<LoadedPlugin::LoaderKeyRange>& plugin_keys) {
+  std::set<std::string> from_manifest(manifest_keys.begin(), manifest_keys.end());
+  std::set<std::string> from_plugin;
+  for (const auto& key : plugin_keys) from_plugin.insert(key.key);
+  if (from_manifest == from_plugin) return Status();
+  auto list = [](const std::set<std::string>& keys) {
+    std::string out;
+    for (const auto& key : keys) out += (out.empty() ? "" : ", ") + escape_control(key);
+    return "[" + out + "]";
+  };
+  return incompatible("the manifest lists loader keys " + list(from_manifest) +
+                      " but plugin_info lists " + list(from_plugin) +
+                      "; rebuild the manifest with the plugin's keys (loom_add_plugin "
+                      "LOADER_KEYS, loom-manifest --loader-key)");
+}
+
 std::string abi_range(uint32_t min, uint32_t max) {
   return format_abi_version(min) + "-" + format_abi_version(max);
 }
@@ -446,6 +465,12 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
       }
       loader_keys_.push_back(std::move(range));
     }
+  }
+  // Discovery trusts the manifest's keys (a plugin is loaded only when one
+  // of them is needed), so a plugin whose own list differs would be loaded
+  // for a key it does not serve, or never for one it does.
+  if (LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, loader_keys)) {
+    LOOM_RETURN_IF_ERROR(compare_loader_keys(manifest_.loader_keys, loader_keys_));
   }
   api_ = api;
   abi_version_ = query.out_abi_version;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "host/conformance_stamp.hpp"
 #include "host/log_channel.hpp"
 #include "host/remote_plugin.hpp"
 
@@ -143,6 +144,16 @@ void PluginHost::scan_folder(const std::filesystem::path& folder) {
             "plugin speaks ABI " + format_abi_version(manifest->abi_min) + "-" +
             format_abi_version(manifest->abi_max) + ", the host speaks " +
             format_abi_version(options_.abi_min) + "-" + format_abi_version(options_.abi_max));
+      }
+      // The host checks the library against the manifest's hash when loading,
+      // so the stamp is checked against the manifest's hash here.
+      const StampStatus stamp = stamp_status(*manifest, manifest->library_hash);
+      record.conformance = stamp.summary;
+      record.conformance_valid = stamp.valid();
+      if (options_.require_conformance && !stamp.valid() && entry->rejection.ok()) {
+        entry->rejection = failed_precondition(
+            "conformance is required: " + stamp.summary + "; run `loom conformance " +
+            manifest->name + " --stamp` to check the plugin and stamp it");
       }
       // A twin of an earlier plugin stands by: the first of a name that
       // loads is the one used (a bad hash is found only when loading).

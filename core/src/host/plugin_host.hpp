@@ -202,6 +202,11 @@ struct HostOptions {
   // The loom-plugin-host program; empty: $LOOM_PLUGIN_HOST, else beside
   // the running program, else <program dir>/../libexec/loom.
   std::filesystem::path plugin_host_program;
+  // Refuse every plugin without a valid conformance stamp beside its
+  // manifest (host/conformance_stamp.hpp): missing, unreadable, for another
+  // library or version, or recording a failed check. Such a plugin is listed
+  // as rejected with the reason and never loaded.
+  bool require_conformance = false;
 };
 
 // Scans manifests at creation; loads a library only when asked for it (its

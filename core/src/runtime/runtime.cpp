@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "host/doctor.hpp"
 #include "host/log_channel.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
@@ -34,6 +35,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   host_options.use_default_folder = options.use_default_folder;
   host_options.isolated_plugins = options.isolated_plugins;
   host_options.probe = options.probe_plugins;
+  host_options.require_conformance = options.require_conformance;
   if (options.threads != 0) {
     host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
                                              std::to_string(options.threads));
@@ -50,6 +52,16 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   std::unique_ptr<Runtime> runtime(new Runtime());
   runtime->host_ = std::move(host);
   return runtime;
+}
+
+Result<std::vector<PluginDiagnosis>> diagnose_plugins(const RuntimeOptions& options,
+                                                      std::string_view plugin) {
+  host::HostOptions host_options;
+  host_options.search_paths = options.plugin_paths;
+  host_options.use_environment = options.use_environment;
+  host_options.use_default_folder = options.use_default_folder;
+  host_options.require_conformance = options.require_conformance;
+  return host::diagnose(host_options, plugin, host::LibrarySearchPath::from_system());
 }
 
 Runtime::~Runtime() = default;
