@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -93,6 +94,28 @@ TEST(Fallback, AHungDeviceTimesOutAndMoves) {
   ASSERT_EQ(program->fallbacks().size(), 1u);
   EXPECT_EQ(program->fallbacks()[0].reason.code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(program->placements()[0].device, "fake://1");
+}
+
+// A plugin that advertises async and never signals its fence: run() gives
+// up after the run timeout (finite by default) with DEADLINE_EXCEEDED naming
+// the delegate, the device and the timeout, instead of waiting forever.
+TEST(RunTimeout, ANeverSignalledFenceIsADeadlineNamingDeviceAndTimeout) {
+  EXPECT_EQ(LoadOptions{}.run_timeout, std::chrono::seconds(60));
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.hang", "0"}});
+  LoadOptions options;
+  options.run_timeout = std::chrono::milliseconds(100);
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  const auto start = std::chrono::steady_clock::now();
+  Status st = run_and_check(*session, 1);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.to_string();
+  EXPECT_NE(st.message().find("delegate 'sum' on fake://0 did not finish within the run timeout "
+                              "of 100 ms"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("loom run --timeout"), std::string::npos) << st.message();
+  EXPECT_LT(waited, std::chrono::seconds(10));
 }
 
 TEST(Fallback, TheSelectorsOrderDecidesWhereTheDelegateGoes) {
