@@ -216,6 +216,7 @@ TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
                     std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake_large"};
   o.use_environment = false;
   o.use_default_folder = false;
+  o.use_user_folder = false;
   o.plugin_options = {{"fake.async", "1"}, {"fake.async_delay_ms", "150"}};
   auto runtime = Runtime::create(o).value();
   tools::ProgramBuilder b("overlap");
