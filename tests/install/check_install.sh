@@ -122,6 +122,14 @@ grep -qF "  $xdg/loom/plugins  (user; does not exist)" <<< "$devices" ||
   fail "loom devices does not name the per-user folder $xdg/loom/plugins as missing:
 $devices"
 
+# A loom with no plugin anywhere says where it looked and how to add one.
+mkdir -p "$scratch/bare/bin"
+cp "$prefix/bin/loom" "$scratch/bare/bin/loom"
+out=$("$scratch/bare/bin/loom" devices 2>&1) || fail "loom devices without plugins failed: $out"
+grep -q "^No plugins found.*\$LOOM_PLUGIN_PATH" <<< "$out" && grep -qF "  $scratch/bare/lib/loom/plugins  (program; does not exist)" <<< "$out" ||
+  fail "loom devices without plugins does not say where it looked and how to add one:
+$out"
+
 # Fails when a compile command of the project in BUILD_DIR names an include
 # folder other than the prefix's, the project's own (SOURCE_DIR, BUILD_DIR)
 # and the system's.
