@@ -68,6 +68,14 @@ grep -q '"code": "unavailable"' "$dir/stdout" || fail "demo --json: no error cod
 
 expect_ok "devices" "cpu-simd://0" "$loom" devices
 expect_ok "devices --json" '"uri"' "$loom" devices --json
+# The folders searched, in order, a missing one marked (the per-user folder
+# is under the build tree here, and absent: tests/CMakeLists.txt).
+expect_ok "devices names an absent folder of LOOM_PLUGIN_PATH" \
+  "^  $dir/no-such-plugins  (LOOM_PLUGIN_PATH; does not exist)$" \
+  env LOOM_PLUGIN_PATH="$dir/no-such-plugins" "$loom" devices
+expect_ok "devices names the program's plugin folder" "/lib/loom/plugins  (program)$" "$loom" devices
+expect_ok "devices names the per-user folder" "/loom/plugins  (user; does not exist)$" "$loom" devices
+expect_ok "devices --json lists the folders searched" '"origin": "user"' "$loom" devices --json
 expect_ok "inspect" "cpu-simd" "$loom" inspect "$prog"
 expect_ok "inspect --json" '"functions"' "$loom" inspect "$prog" --json
 expect_ok "run with .npy" "y:" "$loom" run "$prog" --input "x=$dir/demo/input_x.npy" \

@@ -48,6 +48,7 @@ inline std::unique_ptr<Runtime> fake_plugins_runtime(
   }
   o.use_environment = false;
   o.use_default_folder = false;
+  o.use_user_folder = false;
   o.plugin_options = std::move(options);
   auto runtime = Runtime::create(o);
   EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();

@@ -275,6 +275,7 @@ std::unique_ptr<Runtime> isolated_fake_runtime(std::vector<std::pair<std::string
   o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
   o.use_environment = false;
   o.use_default_folder = false;
+  o.use_user_folder = false;
   o.plugin_options = std::move(options);
   o.isolated_plugins = {"fake"};
   auto runtime = Runtime::create(o);

@@ -3,9 +3,13 @@
 // completion, failing execution) and placement over several variants.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -216,6 +220,7 @@ TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
                     std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake_large"};
   o.use_environment = false;
   o.use_default_folder = false;
+  o.use_user_folder = false;
   o.plugin_options = {{"fake.async", "1"}, {"fake.async_delay_ms", "150"}};
   auto runtime = Runtime::create(o).value();
   tools::ProgramBuilder b("overlap");
@@ -486,6 +491,49 @@ TEST(RuntimeFake, ReferenceKernelsAreTracedOnTheHost) {
   EXPECT_EQ(events[0].name, "Relu");
   EXPECT_EQ(events[0].track, "host");
   EXPECT_EQ(events[1].category, "run");
+}
+
+// RuntimeOptions::use_user_folder reaches the host: the per-user folder
+// ($XDG_DATA_HOME/loom/plugins) is searched, last, and reported.
+TEST(RuntimeFake, UserFolderIsSearchedAndReported) {
+  namespace fs = std::filesystem;
+  const fs::path data = fs::temp_directory_path() / ("loom-user-folder-" + std::to_string(::getpid()));
+  const fs::path user = data / "loom" / "plugins";
+  fs::remove_all(data);
+  fs::create_directories(user);
+  for (const auto& file : fs::directory_iterator(fs::path(LOOM_TEST_PLUGIN_DIR) / "fake")) {
+    fs::copy_file(file.path(), user / file.path().filename());
+  }
+  const char* old = std::getenv("XDG_DATA_HOME");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("XDG_DATA_HOME", data.c_str(), 1);
+  for (bool on : {true, false}) {
+    RuntimeOptions o;
+    o.use_environment = false;
+    o.use_default_folder = false;
+    o.use_user_folder = on;
+    auto runtime = Runtime::create(o);
+    ASSERT_TRUE(runtime.ok()) << runtime.status().to_string();
+    const auto folders = (*runtime)->plugin_folders();
+    const auto devices = (*runtime)->devices();
+    if (on) {
+      ASSERT_EQ(folders.size(), 1u);
+      EXPECT_EQ(folders[0].path, user);
+      EXPECT_EQ(folders[0].origin, "user");
+      EXPECT_TRUE(folders[0].exists);
+      ASSERT_EQ(devices.size(), 1u);
+      EXPECT_EQ(devices[0].plugin, "fake");
+    } else {
+      EXPECT_TRUE(folders.empty());
+      EXPECT_TRUE(devices.empty());
+    }
+  }
+  if (old != nullptr) {
+    ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_DATA_HOME");
+  }
+  fs::remove_all(data);
 }
 
 }  // namespace

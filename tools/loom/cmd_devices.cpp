@@ -53,6 +53,16 @@ nlohmann::json device_json(const DeviceInfo& d) {
           {"dtypes", dtype_names(d.dtype_mask)}};
 }
 
+// The folders searched, in order, marking those that did not exist.
+void print_folders(const std::vector<PluginFolder>& folders) {
+  std::cout << "plugin folders searched, in order:\n";
+  if (folders.empty()) std::cout << "  (none)\n";
+  for (const PluginFolder& f : folders) {
+    std::cout << "  " << escape_control(f.path.string()) << "  (" << f.origin
+              << (f.exists ? "" : "; does not exist") << ")\n";
+  }
+}
+
 }  // namespace
 
 int run_devices(const DevicesArgs& args) {
@@ -63,9 +73,15 @@ int run_devices(const DevicesArgs& args) {
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
   std::vector<PluginRecord> plugins = (*runtime)->plugins();
+  std::vector<PluginFolder> folders = (*runtime)->plugin_folders();
 
   if (args.json) {
-    nlohmann::json out = {{"plugins", nlohmann::json::array()}};
+    nlohmann::json out = {{"plugins", nlohmann::json::array()},
+                          {"search_folders", nlohmann::json::array()}};
+    for (const PluginFolder& f : folders) {
+      out["search_folders"].push_back(
+          {{"path", f.path.string()}, {"origin", f.origin}, {"exists", f.exists}});
+    }
     for (const PluginRecord& p : plugins) {
       nlohmann::json devices = nlohmann::json::array();
       for (const DeviceInfo& d : p.devices) devices.push_back(device_json(d));
@@ -88,8 +104,10 @@ int run_devices(const DevicesArgs& args) {
   }
 
   if (plugins.empty()) {
-    std::cout << "No plugins found. Loom looks for *.loom-plugin.json manifests in "
-                 "$LOOM_PLUGIN_PATH and in <loom>/../lib/loom/plugins.\n";
+    std::cout << "No plugins found: no *.loom-plugin.json manifest in the folders below. "
+                 "Add a plugin's folder to $LOOM_PLUGIN_PATH (':'-separated), or copy the "
+                 "plugin with its manifest into one of them.\n";
+    print_folders(folders);
     return 0;
   }
   for (const PluginRecord& p : plugins) {
@@ -124,6 +142,7 @@ int run_devices(const DevicesArgs& args) {
       std::cout << "\n";
     }
   }
+  print_folders(folders);
   return 0;
 }
 

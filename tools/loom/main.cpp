@@ -3,11 +3,12 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "loom/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Loom: run machine-learning programs on the devices this machine has"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "loom 0.1.0");
+  app.set_version_flag("--version", "loom " LOOM_VERSION_STRING);
   // Usage errors read like every other error: one line, exit code 1.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return "loom: error: " + loom::escape_control(e.what()) + " (see --help)\n";

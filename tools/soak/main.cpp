@@ -157,6 +157,7 @@ loom::RuntimeOptions runtime_options(const Options& options) {
   o.plugin_paths = options.plugin_paths;
   o.use_environment = false;
   o.use_default_folder = options.plugin_paths.empty();
+  o.use_user_folder = false;
   o.log_sink = [](loom::LogLevel level, std::string_view line) {
     if (level >= loom::LogLevel::kWarning) {
       std::fprintf(stderr, "loom-soak: plugin: %.*s\n", static_cast<int>(line.size()), line.data());

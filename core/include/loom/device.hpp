@@ -59,6 +59,17 @@ struct PluginRecord {
   bool conformance_valid = false;  // the stamp vouches for this library
 };
 
+// One folder searched for plugin manifests (Runtime::plugin_folders()).
+struct PluginFolder {
+  std::filesystem::path path;
+  // Why it was searched: "option" (RuntimeOptions::plugin_paths),
+  // "LOOM_PLUGIN_PATH", "program" (<program dir>/../lib/loom/plugins),
+  // "library" (<dir of libloom.so>/loom/plugins) or "user"
+  // ($XDG_DATA_HOME/loom/plugins, else ~/.local/share/loom/plugins).
+  std::string origin;
+  bool exists = false;  // a folder when the search ran
+};
+
 }  // namespace loom
 
 namespace loom {

@@ -53,6 +53,10 @@ struct RuntimeOptions {
   std::vector<std::filesystem::path> plugin_paths;
   bool use_environment = true;      // search $LOOM_PLUGIN_PATH
   bool use_default_folder = true;   // search <program dir>/../lib/loom/plugins
+                                    // (and <dir of libloom.so>/loom/plugins)
+  // Search the per-user folder, last: $XDG_DATA_HOME/loom/plugins, else
+  // $HOME/.local/share/loom/plugins.
+  bool use_user_folder = true;
   // Cap on the worker threads of every plugin that uses them; 0 = all cores.
   uint32_t threads = 0;
   // Further options handed to every plugin when it is created (key, value);
@@ -228,6 +232,9 @@ class Runtime {
   std::vector<PluginRecord> plugins();
   // Every device of every usable plugin.
   std::vector<DeviceInfo> devices();
+  // The folders searched for plugin manifests when the runtime was created,
+  // in search order, each with whether it existed.
+  std::vector<PluginFolder> plugin_folders() const;
 
   // Maps, verifies and prepares a program file: external parameters are found
   // in their archives (LoadOptions::parameter_archives) and checked, each

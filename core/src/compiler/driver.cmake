@@ -4,7 +4,4 @@ target_sources(loom_compiler PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/emit.cpp
   ${CMAKE_CURRENT_LIST_DIR}/driver.cpp
   ${CMAKE_CURRENT_LIST_DIR}/driver_onnx.cpp)
-if(NOT EXISTS ${CMAKE_CURRENT_LIST_DIR}/import.cmake)
-  target_sources(loom_compiler PRIVATE ${CMAKE_CURRENT_LIST_DIR}/import_unavailable.cpp)
-endif()
 target_link_libraries(loom_compiler PRIVATE nlohmann_json::nlohmann_json)

@@ -3,12 +3,11 @@
 #include "host/plugin_host.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
-#include <set>
 
 #include "host/conformance_stamp.hpp"
 #include "host/log_channel.hpp"
+#include "host/plugin_folders.hpp"
 #include "host/remote_plugin.hpp"
 
 namespace loom::host {
@@ -20,27 +19,6 @@ bool is_manifest_name(const std::string& file_name) {
   return file_name.size() > kManifestSuffix.size() &&
          file_name.compare(file_name.size() - kManifestSuffix.size(), kManifestSuffix.size(),
                            kManifestSuffix) == 0;
-}
-
-// <dir of this program>/../lib/loom/plugins: the same in the build and the
-// install tree.
-std::optional<std::filesystem::path> default_plugin_folder() {
-  std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec || exe.empty()) return std::nullopt;
-  return (exe.parent_path() / ".." / "lib" / "loom" / "plugins").lexically_normal();
-}
-
-std::vector<std::filesystem::path> split_path_list(std::string_view list) {
-  std::vector<std::filesystem::path> out;
-  while (!list.empty()) {
-    size_t colon = list.find(':');
-    std::string_view item = list.substr(0, colon);
-    if (!item.empty()) out.emplace_back(item);
-    if (colon == std::string_view::npos) break;
-    list.remove_prefix(colon + 1);
-  }
-  return out;
 }
 
 Status duplicate_name(const std::string& name, const std::filesystem::path& first,
@@ -77,24 +55,9 @@ Result<std::unique_ptr<PluginHost>> PluginHost::create(HostOptions options) {
   host->log_ = std::make_shared<LogChannel>(options.log_sink);
   host->options_ = std::move(options);
 
-  std::vector<std::filesystem::path> folders = host->options_.search_paths;
-  if (host->options_.use_environment) {
-    if (const char* env = std::getenv("LOOM_PLUGIN_PATH"); env != nullptr) {
-      for (auto& folder : split_path_list(env)) folders.push_back(std::move(folder));
-    }
-  }
-  if (host->options_.use_default_folder) {
-    if (auto folder = default_plugin_folder()) folders.push_back(*folder);
-  }
-  // A folder named twice (say, in the options and in the environment) is
-  // scanned once, so its plugins do not show up as duplicates of themselves.
-  std::set<std::filesystem::path> seen;
-  for (const auto& folder : folders) {
-    std::error_code ec;
-    std::filesystem::path canonical = std::filesystem::weakly_canonical(folder, ec);
-    if (ec) canonical = folder.lexically_normal();
-    if (!seen.insert(canonical).second) continue;
-    host->scan_folder(folder);
+  host->folders_ = plugin_search_folders(host->options_);
+  for (const PluginFolder& folder : host->folders_) {
+    if (folder.exists) host->scan_folder(folder.path);
   }
   // A misspelt name in the isolation list would silently leave that plugin
   // in process: every name must be one a manifest gave.

@@ -171,8 +171,12 @@ struct HostOptions {
   std::vector<std::filesystem::path> search_paths;
   // Also search the folders in $LOOM_PLUGIN_PATH (':'-separated).
   bool use_environment = true;
-  // Also search the plugin folder of the build or install tree.
+  // Also search the plugin folder of the build or install tree (beside the
+  // program, and beside libloom.so when Loom runs from it).
   bool use_default_folder = true;
+  // Also search the per-user folder: $XDG_DATA_HOME/loom/plugins, else
+  // $HOME/.local/share/loom/plugins.
+  bool use_user_folder = true;
   // Options handed to every plugin's plugin_create (e.g. loom.threads).
   std::vector<std::pair<std::string, std::string>> plugin_options;
   // The ABI range this host offers (tests narrow it).
@@ -200,7 +204,8 @@ struct HostOptions {
   // plugin is lost.
   std::chrono::milliseconds isolated_call_timeout{60'000};
   // The loom-plugin-host program; empty: $LOOM_PLUGIN_HOST, else beside
-  // the running program, else <program dir>/../libexec/loom.
+  // the running program, else <program dir>/../libexec/loom, else
+  // <dir of libloom.so>/../bin.
   std::filesystem::path plugin_host_program;
   // Refuse every plugin without a valid conformance stamp beside its
   // manifest (host/conformance_stamp.hpp): missing, unreadable, for another
@@ -214,7 +219,8 @@ struct HostOptions {
 // at any step stays in plugins() with the reason. Thread-safe.
 //
 // Search order: HostOptions::search_paths, then $LOOM_PLUGIN_PATH, then the
-// default folder; within a folder, manifests by file name. When two accepted
+// default folders, then the per-user folder (host/plugin_folders.hpp); within
+// a folder, manifests by file name. When two accepted
 // manifests name the same plugin, the first wins and the later one is listed
 // as rejected, naming both files. Loaded plugins are shared with the objects
 // they made and may outlive the host.
@@ -225,6 +231,8 @@ class PluginHost {
 
   // A snapshot of every plugin found, loaded or not, rejected or not.
   std::vector<PluginRecord> plugins() const;
+  // The folders searched at creation, in order, each with whether it existed.
+  const std::vector<PluginFolder>& search_folders() const { return folders_; }
 
   // Loads (once) and returns the plugin named `name`.
   Result<std::shared_ptr<LoadedPlugin>> load(std::string_view name);
@@ -255,6 +263,7 @@ class PluginHost {
   std::atomic<bool> probe_warned_{false};
   void scan_folder(const std::filesystem::path& folder);
   HostOptions options_;
+  std::vector<PluginFolder> folders_;  // constant after create()
   std::shared_ptr<LogChannel> log_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Entry>> entries_;

@@ -438,6 +438,7 @@ int serve_plugin_process(int argc, char** argv) {
   HostOptions options;
   options.use_environment = false;
   options.use_default_folder = false;
+  options.use_user_folder = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };

@@ -18,6 +18,7 @@
 
 #include "host/isolation_wire.hpp"
 #include "host/log_channel.hpp"
+#include "host/plugin_folders.hpp"
 
 extern char** environ;
 
@@ -246,6 +247,10 @@ Result<std::filesystem::path> find_plugin_host_program(const HostOptions& option
     if (!ec) {
       tried.push_back(exe.parent_path() / "loom-plugin-host");
       tried.push_back((exe.parent_path() / ".." / "libexec" / "loom" / "loom-plugin-host").lexically_normal());
+    }
+    // A host program linked with libloom.so, anywhere: the installed helper.
+    if (auto library = loom_library_file()) {
+      tried.push_back((library->parent_path() / ".." / "bin" / "loom-plugin-host").lexically_normal());
     }
   }
   for (const auto& path : tried) {

@@ -54,7 +54,8 @@ Result<RemotePluginPtr> start_remote_plugin(const PluginManifest& manifest,
 
 // Where loom-plugin-host is: HostOptions::plugin_host_program, else
 // $LOOM_PLUGIN_HOST, else beside the running program, else
-// <program dir>/../libexec/loom/. An error says where it looked.
+// <program dir>/../libexec/loom/, else <dir of libloom.so>/../bin/ (a host
+// program linked with the installed library). An error says where it looked.
 Result<std::filesystem::path> find_plugin_host_program(const HostOptions& options);
 
 }  // namespace loom::host

@@ -33,6 +33,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   host_options.search_paths = options.plugin_paths;
   host_options.use_environment = options.use_environment;
   host_options.use_default_folder = options.use_default_folder;
+  host_options.use_user_folder = options.use_user_folder;
   host_options.isolated_plugins = options.isolated_plugins;
   host_options.probe = options.probe_plugins;
   host_options.require_conformance = options.require_conformance;
@@ -75,6 +76,8 @@ std::shared_ptr<Trace> Runtime::start_trace() {
 void Runtime::stop_trace() { host_->channel()->set_trace(nullptr); }
 
 host::PluginHost& runtime_internal_host(Runtime& runtime) { return *runtime.host_; }
+
+std::vector<PluginFolder> Runtime::plugin_folders() const { return host_->search_folders(); }
 
 std::vector<PluginRecord> Runtime::plugins() {
   host_->load_all();

@@ -27,6 +27,7 @@ std::unique_ptr<Runtime> make_runtime(std::vector<std::pair<std::string, std::st
                     std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake_large"};
   o.use_environment = false;
   o.use_default_folder = false;
+  o.use_user_folder = false;
   o.plugin_options = std::move(options);
   auto runtime = Runtime::create(o);
   EXPECT_TRUE(runtime.ok()) << runtime.status().message();

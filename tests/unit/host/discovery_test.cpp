@@ -16,6 +16,7 @@ PluginRecord load_variant(const std::string& variant, HostOptions options = {}) 
   options.search_paths = {variant_dir(variant)};
   options.use_environment = false;
   options.use_default_folder = false;
+  options.use_user_folder = false;
   auto host = make_host(std::move(options));
   if (!host) return {};
   (void)host->load(variant);

@@ -96,6 +96,7 @@ inline HostOptions isolated_options(std::vector<fs::path> folders) {
   options.search_paths = std::move(folders);
   options.use_environment = false;
   options.use_default_folder = false;
+  options.use_user_folder = false;
   return options;
 }
 

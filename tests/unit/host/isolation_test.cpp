@@ -49,6 +49,7 @@ PluginRecord load_fake(HostOptions options, Status* out_status = nullptr) {
   options.search_paths = {variant_dir("fake")};
   options.use_environment = false;
   options.use_default_folder = false;
+  options.use_user_folder = false;
   auto host = make_host(std::move(options));
   if (!host) return {};
   auto loaded = host->load("fake");

@@ -20,6 +20,7 @@ class SessionLimits : public ::testing::Test {
     RuntimeOptions options;
     options.use_environment = false;
     options.use_default_folder = false;  // the reference kernels only
+    options.use_user_folder = false;
     runtime_ = Runtime::create(options).value();
   }
 
