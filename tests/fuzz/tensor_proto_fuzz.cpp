@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "fuzz_support.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;

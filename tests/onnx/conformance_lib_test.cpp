@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "onnx/onnx_pb.h"
-#include "conformance_baseline.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/baseline.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 #include "onnx_fixtures.hpp"
 
 namespace loom::conformance {
@@ -229,15 +229,15 @@ TEST(Compare, HalfPrecision) {
 }
 
 TEST(Ops, Issue3ListAndRule) {
-  auto ops = issue3_ops();
+  auto ops = required_ops();
   EXPECT_EQ(ops.size(), 89u);
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
-  EXPECT_TRUE(is_issue3_op("Conv"));
-  EXPECT_TRUE(is_issue3_op("Where"));
-  EXPECT_FALSE(is_issue3_op("LSTM"));
-  EXPECT_FALSE(is_issue3_op("com.microsoft:Gelu"));
+  EXPECT_TRUE(is_required_op("Conv"));
+  EXPECT_TRUE(is_required_op("Where"));
+  EXPECT_FALSE(is_required_op("LSTM"));
+  EXPECT_FALSE(is_required_op("com.microsoft:Gelu"));
   std::vector<std::string> model_ops = {"Add", "LSTM", "Relu"};
-  EXPECT_EQ(ops_outside_issue3(model_ops), std::vector<std::string>{"LSTM"});
+  EXPECT_EQ(ops_outside_required(model_ops), std::vector<std::string>{"LSTM"});
 }
 
 TEST(KnownFailuresTest, ParsesAndFinds) {
@@ -305,7 +305,7 @@ TEST(Report, ClassifyCountAndFormat) {
             "FAIL test_known: output 'y' bad [known failure: broken kernel]");
   EXPECT_EQ(format_case(results[2]), "UNSUPPORTED test_lstm: no LSTM");
   EXPECT_EQ(format_case(results[3]), "FAIL test_relu: unsupported, but every op of the model "
-                                      "is in issue 3's list: no f16 Relu");
+                                      "is one Loom must support: no f16 Relu");
   Totals t = count(results);
   EXPECT_EQ(format_totals(t, ""), "test-onnx: 5 cases: 1 passed, 1 failed, 1 unsupported, "
                                   "1 errors, 1 known failures (device reference)");

@@ -15,7 +15,7 @@
 #include "io/npy.hpp"
 #include "loom/runtime.hpp"
 #if LOOM_HAVE_ONNX
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 #endif
 #if LOOM_HAVE_COMPILER
 #include "loom/compiler.hpp"
@@ -101,7 +101,7 @@ Result<Tensor> read_input_file(const std::string& path) {
   }
   if (!pb) return io::read_npy(path);
 #if LOOM_HAVE_ONNX
-  LOOM_ASSIGN_OR_RETURN(conformance::NamedTensor t, conformance::read_tensor_pb(path));
+  LOOM_ASSIGN_OR_RETURN(NamedTensor t, conformance::read_tensor_pb(path));
   return std::move(t.tensor);
 #else
   return unimplemented(path + ": reading ONNX .pb tensors needs loom built with ONNX support");

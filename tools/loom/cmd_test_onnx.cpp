@@ -1,18 +1,11 @@
 // `loom test-onnx`: runs ONNX backend test cases through the whole path a
-// user takes (compile_onnx_file, Runtime::load_program, Session::run) and
-// compares the results with the expected outputs of each data set.
+// user takes and compares the results with the expected outputs of each
+// data set; a front end to the conformance library's ONNX runner
+// (loom/conformance/onnx_runner.hpp).
 //
 // Each case runs in a child process (unless --no-fork), so that a crash or a
-// hang in one case is reported as that case's ERROR and the run goes on; the
-// child sends its outcome back through a pipe.
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
+// hang in one case is reported as that case's ERROR and the run goes on.
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,197 +14,16 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "conformance_baseline.hpp"
-#include "loom/compiler.hpp"
+#include "loom/conformance/baseline.hpp"
 #include "loom/runtime.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
+#include "loom/conformance/onnx_runner.hpp"
 
 namespace loom::cli {
 namespace {
 
 namespace fs = std::filesystem;
 namespace cf = loom::conformance;
-
-struct Verdict {
-  cf::Outcome outcome = cf::Outcome::kError;
-  std::string message;
-  // Unsupported for a value type Loom lacks (strings, sequences, optionals),
-  // which is outside issue 3 whatever the ops: the op-list rule does not apply.
-  bool type_only = false;
-};
-
-// kUnimplemented anywhere (the compiler, a kernel, a plugin) means the case
-// needs something Loom lacks; anything else is an error of the case.
-Verdict from_status(const Status& st, std::string_view stage) {
-  Verdict v;
-  v.outcome = st.code() == StatusCode::kUnimplemented ? cf::Outcome::kUnsupported
-                                                      : cf::Outcome::kError;
-  v.message = std::string(stage) + ": " + st.message();
-  return v;
-}
-
-// ONNX's test data (made with numpy, which has no bfloat16) stores bf16
-// tensors as u16 bit patterns: read them back as the bf16 they are.
-const Tensor* as_bf16(const Tensor& t, DType wanted, Tensor& storage) {
-  if (wanted != DType::kBF16 || t.dtype() != DType::kU16) return &t;
-  auto view = Tensor::view(DType::kBF16, t.shape(), const_cast<void*>(t.data()), t.byte_size());
-  if (!view.ok()) return &t;
-  storage = std::move(*view);
-  return &storage;
-}
-
-Verdict run_case(const cf::TestCase& test, const cf::ModelSummary& summary,
-                 const TestOnnxArgs& args, const fs::path& scratch) {
-  RuntimeOptions options;
-  options.threads = args.threads;
-  if (Status s = add_plugin_options(args.plugin_options, &options); !s.ok()) {
-    return from_status(s, "runtime");
-  }
-  auto runtime = Runtime::create(options);
-  if (!runtime.ok()) return from_status(runtime.status(), "runtime");
-  compiler::CompileOptions compile;
-  if (!args.device.empty()) {
-    std::string known;
-    for (const DeviceInfo& d : (*runtime)->devices()) {
-      if (d.uri == args.device) compile.targets = {d.plugin};
-      known += (known.empty() ? "" : ", ") + d.uri;
-    }
-    if (compile.targets.empty()) {
-      return {cf::Outcome::kError, "no device '" + args.device + "' (devices: " +
-                                       (known.empty() ? "none" : known) + ")"};
-    }
-  }
-  if (!summary.non_tensor.empty()) return {cf::Outcome::kUnsupported, summary.non_tensor, true};
-  LoadOptions load;
-  load.device = args.device;
-  for (size_t s = 0; s < test.data_sets.size(); ++s) {
-    std::string set_label = " (data set " + std::to_string(s) + ")";
-    auto data = cf::read_data_set(test.data_sets[s], summary.inputs, summary.outputs);
-    if (!data.ok()) {
-      Verdict v = from_status(data.status(), "test data");
-      v.type_only = v.outcome == cf::Outcome::kUnsupported;
-      return v;
-    }
-    // Every input's shape comes from the data set, which binds any dynamic
-    // dimension; values are handed over when shape inference asks for one.
-    // Data sets may differ in shapes, so each is compiled on its own.
-    compile.input_shapes.clear();
-    for (const cf::NamedTensor& in : data->inputs) {
-      compile.input_shapes.emplace_back(in.name, in.tensor.shape());
-    }
-    compile.input_value = [&data](std::string_view name) -> const Tensor* {
-      for (const cf::NamedTensor& in : data->inputs) {
-        if (in.name == name) return &in.tensor;
-      }
-      return nullptr;
-    };
-    fs::path program = scratch / ("set" + std::to_string(s) + ".loom");
-    auto report = compiler::compile_onnx_file(**runtime, test.dir / "model.onnx", program, compile);
-    if (!report.ok()) return from_status(report.status(), "compile" + set_label);
-    auto loaded = (*runtime)->load_program(program, load);
-    if (!loaded.ok()) return from_status(loaded.status(), "load" + set_label);
-    auto session = (*loaded)->create_session();
-    if (!session.ok()) return from_status(session.status(), "session" + set_label);
-    for (const ArgumentInfo& arg : (*session)->function().inputs) {
-      const Tensor* value = compile.input_value(arg.name);
-      if (!value) {
-        return {cf::Outcome::kError, "the program's input '" + arg.name +
-                                         "' is not in the data set" + set_label};
-      }
-      Tensor bf16;
-      Status st = (*session)->set_input(arg.name, *as_bf16(*value, arg.dtype, bf16));
-      if (!st.ok()) return from_status(st, "input '" + arg.name + "'" + set_label);
-    }
-    Status st = (*session)->run();
-    if (!st.ok()) return from_status(st, "run" + set_label);
-    for (const cf::NamedTensor& expected : data->outputs) {
-      auto got = (*session)->output(expected.name);
-      if (!got.ok()) return from_status(got.status(), "output" + set_label);
-      Tensor bf16;
-      st = cf::compare_tensors(expected.name, **got,
-                               *as_bf16(expected.tensor, (*got)->dtype(), bf16));
-      if (!st.ok()) return {cf::Outcome::kFail, st.message() + set_label};
-    }
-    std::error_code ec;
-    fs::remove(program, ec);
-  }
-  return {cf::Outcome::kPass, ""};
-}
-
-// The child's report: one byte of outcome, then the message.
-Verdict run_isolated(const cf::TestCase& test, const cf::ModelSummary& summary,
-                     const TestOnnxArgs& args, const fs::path& scratch) {
-  int fds[2];
-  if (::pipe(fds) != 0) return {cf::Outcome::kError, std::string("pipe: ") + std::strerror(errno)};
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return {cf::Outcome::kError, std::string("fork: ") + std::strerror(errno)};
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    if (args.timeout_s > 0) ::alarm(args.timeout_s);
-    Verdict v = run_case(test, summary, args, scratch);
-    std::string out(1, static_cast<char>(v.outcome));
-    out += v.type_only ? '1' : '0';
-    out += v.message;
-    for (size_t done = 0; done < out.size();) {
-      ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
-      if (n <= 0 && errno != EINTR) break;
-      if (n > 0) done += static_cast<size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string in;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      if (in.size() < (1u << 20)) in.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fds[0]);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(wstatus)) {
-    int sig = WTERMSIG(wstatus);
-    if (sig == SIGALRM) {
-      return {cf::Outcome::kError, "timed out after " + std::to_string(args.timeout_s) + " s"};
-    }
-    return {cf::Outcome::kError, "crashed (signal " + std::to_string(sig) + ", " +
-                                     ::strsignal(sig) + ")"};
-  }
-  if (in.empty()) {
-    return {cf::Outcome::kError, "the test process exited (status " +
-                                     std::to_string(WEXITSTATUS(wstatus)) + ") without a result"};
-  }
-  auto outcome = static_cast<cf::Outcome>(in[0]);
-  if (in.size() < 2 ||
-      (outcome != cf::Outcome::kPass && outcome != cf::Outcome::kFail &&
-       outcome != cf::Outcome::kUnsupported && outcome != cf::Outcome::kError)) {
-    return {cf::Outcome::kError, "the test process sent a bad result"};
-  }
-  return {outcome, in.substr(2), in.size() > 1 && in[1] == '1'};
-}
-
-Result<fs::path> make_scratch() {
-  std::error_code ec;
-  fs::path base = fs::temp_directory_path(ec);
-  if (ec) base = "/tmp";
-  std::string pattern = (base / "loom-test-onnx-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return unavailable("cannot create a scratch folder in " + base.string() + ": " +
-                       std::strerror(errno));
-  }
-  return fs::path(pattern);
-}
 
 }  // namespace
 
@@ -231,7 +43,13 @@ int run_test_onnx(const TestOnnxArgs& args) {
     if (!loaded.ok()) return fail(loaded.status());
     baseline = std::move(*loaded);
   }
-  auto scratch = make_scratch();
+  cf::CaseRunOptions run_options;
+  run_options.runtime.threads = args.threads;
+  if (Status s = add_plugin_options(args.plugin_options, &run_options.runtime); !s.ok()) {
+    return fail(s);
+  }
+  run_options.device = args.device;
+  auto scratch = cf::make_scratch_dir("test-onnx");
   if (!scratch.ok()) return fail(scratch.status());
   const std::string device = cf::device_key(args.device);
 
@@ -244,18 +62,20 @@ int run_test_onnx(const TestOnnxArgs& args) {
     result.name = test.name;
     result.dir = test.dir;
     auto summary = cf::summarize_model(test.dir / "model.onnx");
-    Verdict v;
+    cf::CaseVerdict v;
     if (!summary.ok()) {
-      v = {cf::Outcome::kError, summary.status().message()};
+      v.outcome = cf::Outcome::kError;
+      v.message = summary.status().message();
     } else {
       fs::path dir = *scratch / std::to_string(i);
       std::error_code ec;
       fs::create_directories(dir, ec);
-      v = args.no_fork ? run_case(test, *summary, args, dir)
-                       : run_isolated(test, *summary, args, dir);
+      v = args.no_fork ? cf::run_onnx_case(test, *summary, run_options, dir)
+                       : cf::run_onnx_case_isolated(test, *summary, run_options, dir,
+                                                    std::chrono::seconds(args.timeout_s));
       fs::remove_all(dir, ec);
     }
-    // Outside issue 3's scope (a value type Loom lacks, an opset outside
+    // Out of scope (a value type Loom lacks, an opset outside
     // 7-17): an UNSUPPORTED verdict is allowed whatever the operators. Such a
     // case still runs, and a wrong result still fails.
     const bool out_of_scope = summary.ok() && !summary->out_of_scope.empty();
@@ -265,6 +85,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
     if (summary.ok() && !v.type_only && !out_of_scope) result.op_types = summary->op_types;
     result.outcome = v.outcome;
     result.message = std::move(v.message);
+    if (!args.device.empty()) result.placement = v.placement.to_string();
     result.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                           start).count();
     std::vector<cf::CaseResult> one{std::move(result)};

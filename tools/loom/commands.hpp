@@ -131,6 +131,19 @@ int run_demo(const DemoArgs& args);
 // The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).
 int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);
 int run_test_onnx(const TestOnnxArgs& args);
+
+// `loom conformance` (cmd_conformance.cpp).
+struct ConformanceArgs {
+  std::string plugin;  // manifest, library or name
+  std::string device;
+  std::string level = "basic";
+  std::string report, junit, markdown;
+  std::vector<std::string> only, onnx_dirs, blobs, plugin_options, plugin_paths;
+  uint32_t timeout_s = 120;
+  bool list = false, no_fork = false, quiet = false;
+};
+CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args);
+int run_conformance(const ConformanceArgs& args);
 int run_params(const ParamsArgs& args);
 int run_compile(const CompileArgs& args);
 int run_params_dump(const ParamsArgs& args);  // params_dump.cpp

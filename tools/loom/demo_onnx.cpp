@@ -21,7 +21,7 @@
 #include "commands.hpp"
 #include "loom/compiler.hpp"
 #include "loom/runtime.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 
 namespace loom::cli {
 namespace {
@@ -67,7 +67,7 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
   Row row{dir.filename().string(), uri.empty() ? "reference" : uri, "FAILED", ""};
   compiler::CompileOptions options;
   if (!plugin.empty()) options.targets = {plugin};
-  for (const cf::NamedTensor& in : data.inputs) {
+  for (const NamedTensor& in : data.inputs) {
     options.input_shapes.emplace_back(in.name, in.tensor.shape());
   }
   fs::path out = scratch / (row.model + "-" + plugin + ".loom");
@@ -79,7 +79,7 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
   if (!program.ok()) return row.detail = "load: " + program.status().message(), row;
   auto session = (*program)->create_session();
   if (!session.ok()) return row.detail = session.status().message(), row;
-  for (const cf::NamedTensor& in : data.inputs) {
+  for (const NamedTensor& in : data.inputs) {
     Status st = (*session)->set_input(in.name, in.tensor);
     if (!st.ok()) return row.detail = st.message(), row;
   }
@@ -96,7 +96,7 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
   if (!st.ok()) return row.detail = "run: " + st.message(), row;
   double worst = 0;
   Status verdict;
-  for (const cf::NamedTensor& expected : data.outputs) {
+  for (const NamedTensor& expected : data.outputs) {
     auto got = (*session)->output(expected.name);
     if (!got.ok()) return row.detail = got.status().message(), row;
     worst = std::max(worst, max_abs_diff(**got, expected.tensor));

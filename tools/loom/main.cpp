@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
                           "document) instead of text");
   cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
                           "Run every case in this process (for debuggers; a crash ends the run)");
+  loom::cli::ConformanceArgs conformance;
+  CLI::App* cmd_conformance = loom::cli::add_conformance_command(app, conformance);
 #endif
 
   loom::cli::ParamsArgs params;
@@ -212,6 +214,7 @@ int main(int argc, char** argv) {
   if (*cmd_compile) return loom::cli::run_compile(compile);
 #if LOOM_HAVE_COMPILER
   if (*cmd_test_onnx) return loom::cli::run_test_onnx(test_onnx);
+  if (*cmd_conformance) return loom::cli::run_conformance(conformance);
 #endif
   return 1;
 }

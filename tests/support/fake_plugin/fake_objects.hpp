@@ -39,6 +39,23 @@ enum class Variant {
   kNullApi,      // answers OK without a function table
 };
 constexpr Variant kVariant = Variant::FAKE_VARIANT;
+
+// The deliberately broken builds the conformance suite must catch, one
+// defect each (FAKE_DEFECT; they are otherwise the normal build).
+enum class Defect {
+  kNone,
+  kStructSize,     // refuses structs larger than its own (a newer host's)
+  kExecuteCrash,   // execute dereferences NULL
+  kLeak,           // plugin_create leaks 256 KiB
+  kCorruptBlobs,   // loads any blob it does not know as a copy
+  kWrongResults,   // Add subtracts
+  kRace,           // execute computes in a scratch area shared by all calls
+  kFenceNeverSignals,  // async devices whose executions never signal
+};
+#ifndef FAKE_DEFECT
+#define FAKE_DEFECT kNone
+#endif
+constexpr Defect kDefect = Defect::FAKE_DEFECT;
 constexpr const char* kName = FAKE_NAME;
 // Each build serves a loader key equal to its name.
 constexpr const char* kLoaderKey = FAKE_NAME;
@@ -124,6 +141,9 @@ struct loom_plugin_t {
   std::set<loom_buffer_t*> buffers;
   std::set<loom_fence_t*> fences;
   uint64_t fences_created = 0;  // under objects_mutex
+
+  // Defect::kRace: one scratch area for every execution, unguarded.
+  std::vector<std::byte> shared_scratch;
 
   // Completes asynchronous executions (fake.async=1); null otherwise.
   std::unique_ptr<fake_async::Worker> worker;

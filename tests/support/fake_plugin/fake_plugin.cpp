@@ -227,7 +227,13 @@ loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
     const Config& c = plugin->config;
     misbehave(c.misbehave, "create");
     if (c.fail_create) return make_status(LOOM_STATUS_INTERNAL, "plugin_create fails (fake.fail_create=1)");
-    uint64_t caps = c.async ? LOOM_DEVICE_CAP_ASYNC : 0;
+    if (kDefect == Defect::kLeak) {
+      char* lost = new char[256 * 1024];
+      std::memset(lost, 1, 256 * 1024);
+      plugin->log(LOOM_LOG_DEBUG, lost[7] == 1 ? "leaking 256 KiB (defect)" : "");
+    }
+    if (kDefect == Defect::kRace) plugin->shared_scratch.resize(1 << 20);
+    uint64_t caps = c.async || kDefect == Defect::kFenceNeverSignals ? LOOM_DEVICE_CAP_ASYNC : 0;
     caps |= c.separate_memory ? 0 : (LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
     caps |= c.import ? LOOM_DEVICE_CAP_HOST_POINTER_IMPORT : 0;
     for (size_t i = 0; i < c.devices; ++i) {
@@ -289,6 +295,9 @@ loom_status_t* device_get(loom_plugin_t* plugin, size_t index, loom_device_t** o
 
 loom_status_t* device_info(loom_device_t* device, loom_device_info_t* info) {
   if (device == nullptr || info == nullptr) return invalid("device_info: device or info is NULL");
+  if (kDefect == Defect::kStructSize && info->struct_size != sizeof(loom_device_info_t)) {
+    return invalid("device_info: struct_size must be " + std::to_string(sizeof(loom_device_info_t)));
+  }
   const size_t size = info->struct_size;
 #define FAKE_SET(field, value) \
   if (LOOM_STRUCT_HAS(loom_device_info_t, size, field)) info->field = (value)
@@ -324,6 +333,8 @@ loom_status_t* check_blob(loom_device_t* device, const char* loader_key, uint32_
   if (text == "fake:add") {
     *op = Op::kAdd;
   } else if (text == "fake:copy") {
+    *op = Op::kCopy;
+  } else if (kDefect == Defect::kCorruptBlobs) {
     *op = Op::kCopy;
   } else {
     return make_status(LOOM_STATUS_INCOMPATIBLE, "unknown fake blob (" + std::to_string(blob_size) + " bytes)");
@@ -423,7 +434,7 @@ void compute(Op op, const std::vector<ResolvedTensor>& in, const ResolvedTensor&
     float a, b;
     std::memcpy(&a, in[0].data + i, 4);
     std::memcpy(&b, in[1].data + i, 4);
-    float sum = a + b;
+    float sum = kDefect == Defect::kWrongResults ? a - b : a + b;
     std::memcpy(out.data + i, &sum, 4);
   }
 }
@@ -474,6 +485,23 @@ loom_status_t* execute(loom_execute_args_t* args) {
     }
     loom_plugin_t* plugin = exe->device->plugin;
     misbehave(plugin->config.misbehave, "execute");
+    if (kDefect == Defect::kExecuteCrash) {
+      volatile int* nowhere = nullptr;
+      *nowhere = 1;
+    }
+    if (kDefect == Defect::kFenceNeverSignals && signal) return nullptr;
+    if (kDefect == Defect::kRace && output.bytes <= plugin->shared_scratch.size()) {
+      // Computes into the shared area, then copies out: two calls at once
+      // hand each other their results.
+      wait_all(waits);
+      ResolvedTensor scratch = output;
+      scratch.data = plugin->shared_scratch.data();
+      compute(exe->op, inputs, scratch);
+      std::this_thread::yield();
+      std::memcpy(output.data, scratch.data, output.bytes);
+      if (signal) signal->signal(LOOM_STATUS_OK, "");
+      return nullptr;
+    }
     const bool lost = plugin->config.lose.count(exe->device->index) != 0;
     const bool hang = plugin->config.hang.count(exe->device->index) != 0;
     const bool fail = plugin->config.fail_execute || lost;

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "io/npy.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 
 namespace cf = loom::conformance;
 

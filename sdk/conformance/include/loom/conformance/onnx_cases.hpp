@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "loom/status.hpp"
+#include "loom/runtime.hpp"  // NamedTensor
 #include "loom/tensor.hpp"
 
 namespace loom::conformance {
@@ -40,11 +41,6 @@ Result<std::vector<TestCase>> discover_cases(std::span<const fs::path> roots,
 // Reads a whole regular file of at most `max_bytes` (larger ones are
 // refused before anything is allocated). Errors name the file.
 Result<std::vector<std::byte>> read_bounded(const fs::path& file, uint64_t max_bytes);
-
-struct NamedTensor {
-  std::string name;  // empty when the .pb has none
-  Tensor tensor;
-};
 
 // Reads one serialized onnx::TensorProto (bounded: larger files are refused
 // before anything is allocated for them). Errors name the file.
@@ -74,7 +70,7 @@ struct ModelSummary {
   // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
   std::string non_tensor;
   // Set when the model imports an opset of the default domain outside the
-  // 7-17 that issue 3 covers (the importer refuses it): the op-list rule
+  // 7-17 that Loom supports (the importer refuses it): the op-list rule
   // does not apply to such a case.
   std::string out_of_scope;
 };
@@ -93,12 +89,13 @@ struct Tolerance {
 Status compare_tensors(std::string_view output, const Tensor& got, const Tensor& expected,
                        const Tolerance& tolerance = {});
 
-// The operators issue 3 covers (sorted). A case that uses only these may not
+// The operators every Loom build must run (sorted): the op list of the
+// reference kernels' original scope. A case that uses only these may not
 // be UNSUPPORTED; the tool counts it as a failure unless it is a known one.
-std::span<const std::string_view> issue3_ops();
-bool is_issue3_op(std::string_view op_type);
-// The op types of `op_types` outside issue 3's list (in order).
-std::vector<std::string> ops_outside_issue3(std::span<const std::string> op_types);
+std::span<const std::string_view> required_ops();
+bool is_required_op(std::string_view op_type);
+// The op types of `op_types` outside that list (in order).
+std::vector<std::string> ops_outside_required(std::span<const std::string> op_types);
 
 // tests/onnx/known_failures.txt: one case a line,
 //   <case folder name> <reference|cpu-simd|*> <reason...>
@@ -143,13 +140,16 @@ struct CaseResult {
   std::string message;
   double ms = 0;
   std::vector<std::string> op_types;  // from summarize_model; may be empty
+  // With a device: where the nodes ran ("2 nodes on the device, 0 on
+  // reference kernels"), so that a plugin claiming nothing shows.
+  std::string placement;
   // Filled by classify(): the known-failure entry's reason when the case is
   // one, and a note on why the outcome was changed.
   bool known_failure = false;
   std::string known_reason;
 };
 
-// Applies the rules: an UNSUPPORTED case whose ops all lie in issue 3's list
+// Applies the rules: an UNSUPPORTED case whose ops are all required ones
 // becomes a FAIL; a FAIL or ERROR listed as a known failure on `device` is
 // marked known_failure. Returns the problems that make the run fail besides
 // unexpected failures: a listed case that passed ("known failure 'x' passed:
@@ -157,7 +157,8 @@ struct CaseResult {
 std::vector<std::string> classify(std::vector<CaseResult>& results, const KnownFailures* known,
                                   std::string_view device);
 
-// "PASS name", "FAIL name: message", ... with " [known failure: reason]".
+// "PASS name", "FAIL name: message", ... with " [known failure: reason]"
+// and " [placement]" when there is one.
 std::string format_case(const CaseResult& result);
 
 struct Totals {
@@ -169,7 +170,8 @@ Totals count(std::span<const CaseResult> results);
 std::string format_totals(const Totals& totals, std::string_view device);
 
 // The --report JSON: {"device", "totals": {...}, "cases": [{name, dir,
-// status, message, ms, known_failure, known_reason}], "problems": [...]}.
+// status, message, ms, known_failure, known_reason, placement}],
+// "problems": [...]}.
 std::string report_json(std::span<const CaseResult> results, std::string_view device,
                         std::span<const std::string> problems);
 

@@ -1,4 +1,4 @@
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 
 #include <algorithm>
 #include <array>
@@ -22,7 +22,7 @@ namespace {
 
 // Issue 3's operator list; sorted so that a binary search answers, and the
 // static_assert keeps it so when someone adds an op.
-constexpr std::array<std::string_view, 89> kIssue3Ops = {
+constexpr std::array<std::string_view, 89> kRequiredOps = {
     "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast",
     "Ceil", "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvInteger",
     "ConvTranspose", "CumSum", "DepthToSpace", "DequantizeLinear", "Div", "Dropout", "Einsum",
@@ -35,7 +35,7 @@ constexpr std::array<std::string_view, 89> kIssue3Ops = {
     "Reshape", "Resize", "Selu", "Shape", "Sigmoid", "Size", "Slice", "Softmax", "Softplus",
     "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK",
     "Transpose", "Unsqueeze", "Upsample", "Where"};
-static_assert(std::is_sorted(kIssue3Ops.begin(), kIssue3Ops.end()));
+static_assert(std::is_sorted(kRequiredOps.begin(), kRequiredOps.end()));
 
 bool is_case_dir(const fs::path& dir) {
   std::error_code ec;
@@ -355,9 +355,9 @@ Result<ModelSummary> summarize_model(const fs::path& model) {
     if (!o.domain().empty() && o.domain() != "ai.onnx") continue;
     if (o.version() < 7 || o.version() > 17) {
       // Opset 6 models still compile when their operators are unchanged at
-      // 7; either way they lie outside issue 3's 7-17.
+      // 7; either way they lie outside the opsets 7-17 that Loom supports.
       summary.out_of_scope = "the model imports opset " + std::to_string(o.version()) +
-                             " of the default ONNX domain; issue 3 covers opsets 7-17";
+                             " of the default ONNX domain; Loom supports opsets 7-17";
     }
   }
   std::set<std::string> ops;
@@ -420,16 +420,16 @@ Status compare_tensors(std::string_view output, const Tensor& got, const Tensor&
                           " elements differ)");
 }
 
-std::span<const std::string_view> issue3_ops() { return kIssue3Ops; }
+std::span<const std::string_view> required_ops() { return kRequiredOps; }
 
-bool is_issue3_op(std::string_view op_type) {
-  return std::binary_search(kIssue3Ops.begin(), kIssue3Ops.end(), op_type);
+bool is_required_op(std::string_view op_type) {
+  return std::binary_search(kRequiredOps.begin(), kRequiredOps.end(), op_type);
 }
 
-std::vector<std::string> ops_outside_issue3(std::span<const std::string> op_types) {
+std::vector<std::string> ops_outside_required(std::span<const std::string> op_types) {
   std::vector<std::string> outside;
   for (const std::string& op : op_types) {
-    if (!is_issue3_op(op)) outside.push_back(op);
+    if (!is_required_op(op)) outside.push_back(op);
   }
   return outside;
 }
@@ -518,9 +518,9 @@ std::vector<std::string> classify(std::vector<CaseResult>& results, const KnownF
   std::vector<std::string> problems;
   for (CaseResult& r : results) {
     if (r.outcome == Outcome::kUnsupported && !r.op_types.empty() &&
-        ops_outside_issue3(r.op_types).empty()) {
+        ops_outside_required(r.op_types).empty()) {
       r.outcome = Outcome::kFail;
-      r.message = "unsupported, but every op of the model is in issue 3's list: " + r.message;
+      r.message = "unsupported, but every op of the model is one Loom must support: " + r.message;
     }
     const KnownFailure* entry = known ? known->find(r.name, device) : nullptr;
     if (!entry) continue;
@@ -539,6 +539,7 @@ std::string format_case(const CaseResult& r) {
   std::string line = std::string(outcome_name(r.outcome)) + " " + r.name;
   if (!r.message.empty() && r.outcome != Outcome::kPass) line += ": " + r.message;
   if (r.known_failure) line += " [known failure: " + r.known_reason + "]";
+  if (!r.placement.empty()) line += " [" + r.placement + "]";
   return line;
 }
 
@@ -579,7 +580,8 @@ std::string report_json(std::span<const CaseResult> results, std::string_view de
                      {"message", r.message},
                      {"ms", r.ms},
                      {"known_failure", r.known_failure},
-                     {"known_reason", r.known_reason}});
+                     {"known_reason", r.known_reason},
+                     {"placement", r.placement}});
   }
   json doc = {{"device", device.empty() ? "reference" : std::string(device)},
               {"totals",

@@ -1,4 +1,4 @@
-#include "conformance_baseline.hpp"
+#include "loom/conformance/baseline.hpp"
 
 #include <algorithm>
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "loom/status.hpp"
-#include "onnx_conformance.hpp"
+#include "loom/conformance/onnx_cases.hpp"
 
 namespace loom::conformance {
 

@@ -1,0 +1,63 @@
+// Runs one ONNX backend test case through the whole path a user takes
+// (compile_onnx_file, Runtime::load_program, Session::run) and compares the
+// results with the expected outputs of each data set. `loom test-onnx` and
+// the conformance suite's execution check are built on it.
+//
+// Library: loom_conformance (links the runtime and the compiler).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "loom/conformance/onnx_cases.hpp"
+#include "loom/runtime.hpp"
+
+namespace loom::conformance {
+
+struct CaseRunOptions {
+  RuntimeOptions runtime;  // where plugins are found, their options
+  // The device URI; empty: the reference kernels.
+  std::string device;
+  Tolerance tolerance;
+  // How long one run may wait for an asynchronous device (LoadOptions).
+  std::chrono::milliseconds run_timeout{60'000};
+};
+
+// Where a case's nodes went: the device's plugin took `plugin_nodes`, the
+// reference kernels `reference_nodes`; `ran_elsewhere` lists the plugin's
+// delegates that did not run on the device ("d0 on loom.reference://0").
+struct Placement {
+  size_t plugin_nodes = 0;
+  size_t reference_nodes = 0;
+  std::vector<std::string> ran_elsewhere;
+  std::string to_string() const;  // "3 nodes on cpu-simd, 1 on reference kernels"
+};
+
+struct CaseVerdict {
+  Outcome outcome = Outcome::kError;
+  std::string message;
+  // Unsupported for a value type Loom lacks (strings, sequences, optionals):
+  // out of scope whatever the operators.
+  bool type_only = false;
+  Placement placement;  // of the last data set compiled
+};
+
+// Runs `test` (summarized by `summary`) with its data sets in `scratch` (a
+// folder it may write). A plugin's delegate that ran on another device than
+// `options.device` makes the case FAIL: the plugin claimed nodes it did not
+// run. kUnimplemented anywhere makes it UNSUPPORTED.
+CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
+                          const CaseRunOptions& options, const std::filesystem::path& scratch);
+
+// The same in a child process, so that a crash or a hang (past `timeout`,
+// zero: none) is this case's ERROR ("crashed (signal 11, ...)").
+CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& summary,
+                                   const CaseRunOptions& options,
+                                   const std::filesystem::path& scratch,
+                                   std::chrono::seconds timeout);
+
+// A fresh folder under the temporary directory ("loom-<what>-XXXXXX").
+Result<std::filesystem::path> make_scratch_dir(std::string_view what);
+
+}  // namespace loom::conformance

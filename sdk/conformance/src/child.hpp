@@ -1,0 +1,21 @@
+// Runs one check in a child process and reads back its verdict. Private.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string_view>
+
+#include "check_context.hpp"
+
+namespace loom::conformance::detail {
+
+using NoteFn = std::function<void(std::string_view)>;
+
+// Forks; the child runs `body` (which may call its NoteFn to say what it is
+// doing) and sends the verdict back. A child killed by a signal, exiting
+// without a verdict, or still running after `timeout` (then killed) is a
+// failure naming that and the last note.
+Verdict run_in_child(const std::function<Verdict(const NoteFn&)>& body,
+                     std::chrono::milliseconds timeout);
+
+}  // namespace loom::conformance::detail

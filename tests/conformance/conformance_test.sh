@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `loom conformance` against the shipped plugins, the fake plugin and its
+# deliberately broken builds (tests/support/fake_plugin, Defect): every
+# shipped plugin and the fake conform, writing all three reports, and each
+# broken build fails the check named for its defect.
+# Usage: conformance_test.sh <loom> <plugin dir> <test plugin dir> <onnx node dir> <work dir>
+set -u
+loom="$1" plugins="$2" test_plugins="$3" node="$4" work="$5"
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+problem() {
+  echo "FAILED: $*" >&2
+  failures=$((failures + 1))
+}
+
+# conforms NAME MANIFEST [ARGS...]: the suite passes and writes its reports.
+conforms() {
+  local name="$1" manifest="$2"
+  shift 2
+  local out="$work/$name"
+  "$loom" conformance "$manifest" --report "$out.json" --junit "$out.xml" --markdown "$out.md" \
+      "$@" >"$out.log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    problem "$name: loom conformance exited $rc"
+    cat "$out.log" >&2
+    return
+  fi
+  grep -q "^conformance: $name on .*: [0-9]* passed, 0 failed" "$out.log" || problem "$name: no totals line"
+  python3 - "$out.json" "$out.xml" "$out.md" <<'PY' || problem "$name: reports are wrong"
+import json, sys, xml.etree.ElementTree as ET
+report = json.load(open(sys.argv[1]))
+assert report["totals"]["failed"] == 0, report["totals"]
+assert report["totals"]["passed"] >= 10, report["totals"]
+ids = [c["id"] for c in report["checks"]]
+assert len(ids) == len(set(ids)) and "abi.negotiate" in ids, ids
+root = ET.parse(sys.argv[2]).getroot()
+cases = root.findall(".//testcase")
+assert len(cases) == len(ids), (len(cases), len(ids))
+assert not root.findall(".//failure")
+md = open(sys.argv[3]).read()
+assert "**conforms**" in md and "| `abi.negotiate` | pass |" in md, md[:400]
+PY
+  echo "ok: $name conforms ($(grep -o '[0-9]* passed, 0 failed, [0-9]* skipped' "$out.log"))"
+}
+
+fake_args=(--plugin-option fake.compile_ops=Add --onnx-dir "$node/test_add")
+conforms cpu-simd "$plugins/cpu-simd.loom-plugin.json"
+conforms fpga-stub "$plugins/fpga-stub.loom-plugin.json"
+conforms fake "$test_plugins/fake/fake.loom-plugin.json" "${fake_args[@]}"
+
+# breaks NAME CHECK: the broken build fails CHECK (and the run fails).
+breaks() {
+  local name="fake_defect_$1" check="$2"
+  local out="$work/$name"
+  "$loom" conformance "$test_plugins/$name/$name.loom-plugin.json" --junit "$out.xml" \
+      "${fake_args[@]}" >"$out.log" 2>&1
+  local rc=$?
+  if [ $rc -ne 1 ]; then
+    problem "$name: expected exit 1, got $rc"
+    cat "$out.log" >&2
+    return
+  fi
+  if ! grep -q "^FAIL $check: " "$out.log"; then
+    problem "$name: check $check did not fail"
+    cat "$out.log" >&2
+    return
+  fi
+  grep -q "<failure" "$out.xml" || problem "$name: the JUnit report has no failure"
+  echo "ok: $name fails $check: $(grep "^FAIL $check: " "$out.log" | cut -c1-160)"
+}
+breaks struct_size abi.struct_sizes
+breaks execute_crash executables.own_blobs
+breaks leak lifecycle.plugin_cycles
+breaks corrupt_blobs executables.reject_garbage
+breaks wrong_results execution.onnx_node_tests
+breaks race threads.concurrent_execute
+breaks fence_never_signals fences.execute_signals
+
+# Usage errors name what was wrong.
+"$loom" conformance no-such-plugin >"$work/missing.log" 2>&1
+[ $? -eq 1 ] && grep -q "no plugin named 'no-such-plugin'" "$work/missing.log" ||
+  problem "an unknown plugin name is not reported clearly: $(cat "$work/missing.log")"
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --device cpu-simd://9 >"$work/device.log" 2>&1
+[ $? -eq 1 ] && grep -q "no device 'cpu-simd://9'" "$work/device.log" ||
+  problem "an unknown device is not reported clearly: $(cat "$work/device.log")"
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --only nosuch >"$work/only.log" 2>&1
+[ $? -eq 1 ] && grep -q "no check id starts with it" "$work/only.log" ||
+  problem "--only with no match is not reported: $(cat "$work/only.log")"
+"$loom" conformance --list | grep -q "^lifecycle.plugin_cycles " || problem "--list lacks lifecycle.plugin_cycles"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures problem(s)" >&2
+  exit 1
+fi
+echo "all conformance checks behaved"
