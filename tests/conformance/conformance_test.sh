@@ -78,6 +78,25 @@ breaks wrong_results execution.onnx_node_tests
 breaks race threads.concurrent_execute
 breaks fence_never_signals fences.execute_signals
 
+# --stamp: on copies of the fake and of a broken build, so the build tree's
+# plugins stay unstamped. A host requiring conformance takes the first and
+# refuses the second, naming the failed check.
+stamped="$work/stamped"
+mkdir -p "$stamped"
+cp -r "$test_plugins/fake" "$test_plugins/fake_defect_corrupt_blobs" "$stamped/"
+"$loom" conformance "$stamped/fake/fake.loom-plugin.json" --stamp "${fake_args[@]}" >"$work/stamp.log" 2>&1 ||
+  problem "stamping the fake failed: $(cat "$work/stamp.log")"
+[ -f "$stamped/fake/fake.loom-conformance.json" ] || problem "--stamp wrote no stamp"
+"$loom" conformance "$stamped/fake_defect_corrupt_blobs/fake_defect_corrupt_blobs.loom-plugin.json" --stamp \
+  "${fake_args[@]}" >"$work/stamp-bad.log" 2>&1
+grep -q "recording the failures" "$work/stamp-bad.log" || problem "a failing run was not stamped: $(cat "$work/stamp-bad.log")"
+LOOM_PLUGIN_PATH="$stamped/fake:$stamped/fake_defect_corrupt_blobs" "$loom" devices --require-conformance \
+  >"$work/devices.log" 2>&1
+grep -q "fake://0" "$work/devices.log" || problem "a stamped plugin was not listed: $(cat "$work/devices.log")"
+grep -q "executables.reject_garbage" "$work/devices.log" ||
+  problem "the failed check of a stamped broken build is not named: $(cat "$work/devices.log")"
+echo "ok: --stamp, and --require-conformance takes the fake and refuses the broken build"
+
 # Usage errors name what was wrong.
 "$loom" conformance no-such-plugin >"$work/missing.log" 2>&1
 [ $? -eq 1 ] && grep -q "no plugin named 'no-such-plugin'" "$work/missing.log" ||

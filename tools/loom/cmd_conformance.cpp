@@ -78,6 +78,9 @@ CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args) {
   cmd->add_option("--plugin-path", args.plugin_paths, "Search this folder for PLUGIN first")
       ->allow_extra_args(false);
   cmd->add_option("--timeout", args.timeout_s, "Seconds one check may take (default 120)");
+  cmd->add_flag("--stamp", args.stamp,
+                "Record the result beside the plugin's manifest (<name>.loom-conformance.json), "
+                "shown by `loom devices` and required by --require-conformance");
   cmd->add_flag("--list", args.list, "List the checks and what each asserts");
   cmd->add_flag("--no-fork", args.no_fork, "Run the checks in this process (for debuggers)");
   cmd->add_flag("--quiet", args.quiet, "Print only failures and the totals");
@@ -140,6 +143,15 @@ int run_conformance(const ConformanceArgs& args) {
   write(args.report, cf::report_json(*report));
   write(args.junit, cf::report_junit(*report));
   write(args.markdown, cf::report_markdown(*report));
+  if (args.stamp) {
+    auto path = cf::stamp_plugin(*report);
+    if (!path.ok()) {
+      std::cerr << "loom: error: " << path.status().message() << "\n";
+      written = false;
+    } else {
+      std::cout << "stamped: " << path->string() << (report->ok() ? "" : " (recording the failures)") << "\n";
+    }
+  }
   std::cout << "conformance: " << report->plugin << " on " << report->device << " (suite "
             << report->suite_version << ", " << cf::level_name(report->level) << "): "
             << report->passed() << " passed, " << report->failed() << " failed, "

@@ -140,7 +140,7 @@ struct ConformanceArgs {
   std::string report, junit, markdown;
   std::vector<std::string> only, onnx_dirs, blobs, plugin_options, plugin_paths;
   uint32_t timeout_s = 120;
-  bool list = false, no_fork = false, quiet = false;
+  bool list = false, no_fork = false, quiet = false, stamp = false;
 };
 CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args);
 int run_conformance(const ConformanceArgs& args);

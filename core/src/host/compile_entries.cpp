@@ -86,6 +86,15 @@ Result<CompiledBlob> compile(const LoadedPlugin& plugin, std::span<const std::by
   args.option_count = opt_ptrs.size();
   args.options = opt_ptrs.empty() ? nullptr : opt_ptrs.data();
   Status st = plugin.take(plugin.api().compile(&args));
+  // A blob the plugin did not get from the host's allocate service (new[],
+  // its own malloc, a static buffer) must not reach std::free: it is left
+  // alone, and the compile fails naming the mistake.
+  if (args.out_blob != nullptr && !plugin.isolated() && !plugin.take_host_allocation(args.out_blob)) {
+    return Status(StatusCode::kInternal,
+                  who(plugin) + ": compile returned a blob that was not allocated with the host's "
+                                "allocate service (the host frees it with its free service); "
+                                "allocate it with host->allocate");
+  }
   // Owned from here, whatever else the plugin got wrong.
   std::unique_ptr<void, BlobFree> blob(args.out_blob);
   if (!st.ok()) return st.with_context(who(plugin) + ": compile");

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <unordered_set>
 
 #include "common/hash.hpp"
 #include "host/log_channel.hpp"
@@ -95,6 +96,11 @@ bool loaded_file_is(void* handle, const FileIdentity& want) {
 struct ServiceState {
   std::shared_ptr<LogChannel> log;
   std::string plugin_name;
+  // What `allocate` handed out and `free` has not taken back, so that the
+  // host can tell a compile blob from its allocator from one the plugin
+  // made with new[] or its own malloc (which `free` must never see).
+  std::mutex allocations_mutex;
+  std::unordered_set<void*> allocations;
 };
 }  // namespace
 
@@ -125,10 +131,25 @@ void* service_allocate(void* user_data, size_t size, size_t alignment) {
   if (alignment < sizeof(void*)) alignment = sizeof(void*);
   void* ptr = nullptr;
   if (posix_memalign(&ptr, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+  if (user_data != nullptr) {
+    auto* state = static_cast<ServiceState*>(user_data);
+    std::lock_guard<std::mutex> lock(state->allocations_mutex);
+    state->allocations.insert(ptr);
+  }
   return ptr;
 }
 
-void service_free(void* user_data, void* ptr) { std::free(ptr); }
+void service_free(void* user_data, void* ptr) {
+  if (ptr == nullptr) return;
+  if (user_data != nullptr) {
+    auto* state = static_cast<ServiceState*>(user_data);
+    std::lock_guard<std::mutex> lock(state->allocations_mutex);
+    // Memory this host did not allocate is not freed: freeing it would
+    // corrupt the heap (a plugin's own buffer, or a double free).
+    if (state->allocations.erase(ptr) == 0) return;
+  }
+  std::free(ptr);
+}
 
 void service_log(void* user_data, loom_log_level_t level, const char* message) {
   if (user_data == nullptr || message == nullptr) return;
@@ -258,6 +279,12 @@ bool LoadedPlugin::serves(std::string_view loader_key) const {
     if (key.key == loader_key) return true;
   }
   return false;
+}
+
+bool LoadedPlugin::take_host_allocation(void* pointer) const {
+  if (pointer == nullptr || !service_context_) return false;
+  std::lock_guard<std::mutex> lock(service_context_->allocations_mutex);
+  return service_context_->allocations.erase(pointer) != 0;
 }
 
 Status LoadedPlugin::check_available() const {

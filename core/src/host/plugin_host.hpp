@@ -123,6 +123,10 @@ class LoadedPlugin {
                ? api_->executable_estimate
                : nullptr;
   }
+  // Whether `pointer` came from this plugin's `allocate` service and was not
+  // freed; if so it is no longer tracked, and the caller frees it with
+  // std::free. False for anything else (memory the plugin made itself).
+  bool take_host_allocation(void* pointer) const;
   // Converts and destroys a status object of this plugin.
   Status take(loom_status_t* status) const { return take_status(*api_, status); }
   // Asks the plugin again whether it can run here (plugin_check_available);

@@ -184,8 +184,19 @@ Verdict concurrent_execute(CheckContext& ctx) {
   return pass(std::to_string(rounds * kThreads) + " executions");
 }
 
+}  // namespace
+}  // namespace loom::conformance::detail
+
+// Under AddressSanitizer malloc is ASan's, which glibc's mallinfo2 does not
+// see; its own count is used then (weak: absent in a plain build).
+extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
+
+namespace loom::conformance::detail {
+namespace {
+
 // Bytes malloc has handed out and not got back (heap and mmap'd chunks).
 size_t heap_in_use() {
+  if (&__sanitizer_get_current_allocated_bytes != nullptr) return __sanitizer_get_current_allocated_bytes();
   struct mallinfo2 m = ::mallinfo2();
   return m.uordblks + m.hblkhd;
 }

@@ -3,7 +3,8 @@
 // Options read at plugin_create:
 //   fake.compile_ops=Relu,Add   op types it claims (default: none)
 //   fake.compile_fault=KIND     compile misbehaves, for the host's checks:
-//                               fail, null_blob, bad_key, bad_version
+//                               fail, null_blob, bad_key, bad_version,
+//                               new_blob (made with new[], not the host's allocate)
 // A subgraph that is a single Add of two graph inputs compiles to "fake:add"
 // (which executes); anything else compiles to "fake:graph:<op types>", which
 // the host stores but the fake cannot load.

@@ -141,6 +141,8 @@ struct loom_plugin_t {
   std::set<loom_buffer_t*> buffers;
   std::set<loom_fence_t*> fences;
   uint64_t fences_created = 0;  // under objects_mutex
+  // fake.compile_fault=new_blob: blobs made with new[] (under objects_mutex).
+  std::vector<std::unique_ptr<char[]>> own_blobs;
 
   // Defect::kRace: one scratch area for every execution, unguarded.
   std::vector<std::byte> shared_scratch;

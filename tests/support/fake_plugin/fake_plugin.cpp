@@ -595,6 +595,15 @@ loom_status_t* compile(loom_compile_args_t* args) {
       args->out_loader_key = "not-a-key";
     } else if (config.compile_fault == "bad_version") {
       args->out_format_version = 9;
+    } else if (config.compile_fault == "new_blob") {
+      // The blob in memory the host did not allocate; kept to be freed at
+      // plugin_destroy, since the host must not free it.
+      host->free(host->user_data, memory);
+      auto own = std::make_unique<char[]>(blob.size());
+      std::memcpy(own.get(), blob.data(), blob.size());
+      args->out_blob = own.get();
+      std::lock_guard<std::mutex> lock(args->plugin->objects_mutex);
+      args->plugin->own_blobs.push_back(std::move(own));
     }
     return nullptr;
   });

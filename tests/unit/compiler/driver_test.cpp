@@ -170,7 +170,7 @@ TEST(Driver, PluginTakingAllMakesOneDelegate) {
 }
 
 TEST(Driver, CompileFaultsAreCaughtAndNameThePlugin) {
-  for (const char* fault : {"fail", "null_blob", "bad_key", "bad_version"}) {
+  for (const char* fault : {"fail", "null_blob", "bad_key", "bad_version", "new_blob"}) {
     auto runtime = make_runtime({{"fake.compile_ops", "Add"}, {"fake.compile_fault", fault}});
     ASSERT_NE(runtime, nullptr);
     auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
@@ -180,6 +180,9 @@ TEST(Driver, CompileFaultsAreCaughtAndNameThePlugin) {
     const std::string m(result.status().message());
     EXPECT_NE(m.find("plugin 'fake'"), std::string::npos) << m;
     EXPECT_NE(m.find("fake_0"), std::string::npos) << m;  // the subgraph
+    if (std::string(fault) == "new_blob") {
+      EXPECT_NE(m.find("not allocated with the host's allocate service"), std::string::npos) << m;
+    }
   }
 }
 

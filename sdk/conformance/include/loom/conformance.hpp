@@ -119,6 +119,14 @@ struct SuiteReport {
 Result<SuiteReport> run_suite(const SuiteOptions& options,
                               const std::function<void(const CheckResult&)>& progress = {});
 
+// Writes the conformance stamp of `report` beside the plugin's manifest
+// (<manifest dir>/<plugin>.loom-conformance.json, docs/conformance-stamp.md)
+// and returns its path. The stamp records the results as they are: a run
+// with failures is stamped too, and a host requiring conformance refuses it.
+// Refused (FAILED_PRECONDITION) when the library is no longer the one the
+// suite ran.
+Result<std::filesystem::path> stamp_plugin(const SuiteReport& report);
+
 // Reports. JSON: {"suite_version", "level", "plugin": {...}, "device",
 // "totals": {"passed", "failed", "skipped"}, "checks": [{"id", "summary",
 // "outcome", "message", "ms"}]}. JUnit XML: one testsuite, one testcase
