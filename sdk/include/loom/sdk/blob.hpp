@@ -91,13 +91,15 @@ class BlobWriter {
   // Header + payload, ready for CompiledBlob::bytes. The writer keeps its
   // payload: finish may be called again after more appends.
   std::vector<uint8_t> finish() const {
-    std::vector<uint8_t> out(kBlobHeaderSize);
+    std::vector<uint8_t> out(kBlobHeaderSize + payload_.size());
     std::memcpy(out.data(), magic_, kBlobMagicSize);
     store_le(out.data() + 8, format_version_, 4);
     store_le(out.data() + 12, kBlobHeaderSize, 4);
     store_le(out.data() + 16, payload_.size(), 8);
     store_le(out.data() + 24, fnv1a64(payload_.data(), payload_.size()), 8);
-    out.insert(out.end(), payload_.begin(), payload_.end());
+    if (!payload_.empty()) {
+      std::memcpy(out.data() + kBlobHeaderSize, payload_.data(), payload_.size());
+    }
     return out;
   }
 
