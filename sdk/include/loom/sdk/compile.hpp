@@ -48,13 +48,13 @@ class Claims {
   // Takes node `node`; OUT_OF_RANGE naming the index and the node count
   // when there is no such node.
   Status claim(size_t node) {
-    LOOM_SDK_RETURN_IF_ERROR(check(node, "claim"));
+    if (node >= count_) return out_of_range_error(node, "claim");
     flags_[node] = true;
     return Status();
   }
   // Gives node `node` back (after a later check finds it unsupported).
   Status release(size_t node) {
-    LOOM_SDK_RETURN_IF_ERROR(check(node, "release"));
+    if (node >= count_) return out_of_range_error(node, "release");
     flags_[node] = false;
     return Status();
   }
@@ -71,8 +71,7 @@ class Claims {
   }
 
  private:
-  Status check(size_t node, const char* what) const {
-    if (node < count_) return Status();
+  Status out_of_range_error(size_t node, const char* what) const {
     return out_of_range(std::string("compile_supported: cannot ") + what + " node " +
                         std::to_string(node) + ": the graph has " + std::to_string(count_) +
                         " nodes");

@@ -74,6 +74,13 @@ inline const char* dtype_name(loom_dtype_t dtype) {
   return d == graph_fb::DType::bool_ ? "bool" : graph_fb::EnumNameDType(d);
 }
 
+// "int", "floats", ... (ONNX's names) for messages.
+inline const char* attribute_kind_name(graph_fb::AttributeKind kind) {
+  static const char* const kNames[] = {"int", "float", "ints", "floats", "string", "tensor", "strings"};
+  const auto k = static_cast<size_t>(kind);
+  return k < sizeof kNames / sizeof kNames[0] ? kNames[k] : "unknown";
+}
+
 class GraphView;
 
 // One tensor of the graph: an activation, a graph input, or a constant.
@@ -271,7 +278,7 @@ class NodeView {
  private:
   Status wrong_kind(const graph_fb::Attribute* a, const char* expected) const {
     return invalid_argument(label() + ": attribute " + a->name()->str() + " is " +
-                            graph_fb::EnumNameAttributeKind(a->kind()) + ", expected " + expected);
+                            attribute_kind_name(a->kind()) + ", expected " + expected);
   }
 
   const GraphView* graph_;
