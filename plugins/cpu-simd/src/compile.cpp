@@ -9,22 +9,6 @@ namespace {
 // dtype blobs cannot hold has dtype_size 0.
 loom_dtype_t lowering_dtype(gfb::DType d) { return static_cast<loom_dtype_t>(d); }
 
-// Verifier limits: a graph.fbs buffer is a few tables per node; these bound
-// the verifier's work on hostile input without limiting real graphs.
-constexpr flatbuffers::uoffset_t kMaxDepth = 64;
-constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
-
-sdk::Status check_index(const GraphView& g, int32_t index, bool allow_absent,
-                        const std::string& where) {
-  if (index == -1 && allow_absent) return sdk::Status();
-  if (index < 0 || static_cast<size_t>(index) >= g.tensor_count) {
-    return sdk::invalid_argument("graph.fbs: " + where + ": tensor index " +
-                                 std::to_string(index) + " out of range (" +
-                                 std::to_string(g.tensor_count) + " tensors)");
-  }
-  return sdk::Status();
-}
-
 }  // namespace
 
 std::vector<int64_t> GraphView::shape(int32_t i) const {
@@ -40,69 +24,27 @@ std::string GraphView::node_label(size_t index) const {
   return "node " + label + " (" + n.op_type()->str() + ")";
 }
 
-sdk::Status open_graph(const void* data, size_t size, GraphView* out) {
-  if (data == nullptr || size == 0) return sdk::invalid_argument("graph.fbs: empty buffer");
-  if (size < 8 || !gfb::GraphBufferHasIdentifier(data)) {
-    return sdk::invalid_argument("graph.fbs: missing file identifier \"LMGR\"");
-  }
-  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, kMaxDepth, kMaxTables);
-  if (!gfb::VerifyGraphBuffer(verifier)) {
-    return sdk::invalid_argument("graph.fbs: the buffer of " + std::to_string(size) +
-                                 " bytes fails flatbuffers verification");
-  }
+GraphView lowering_view(const sdk::GraphView& view) {
   GraphView g;
-  g.graph = gfb::GetGraph(data);
-  g.tensor_count = g.graph->tensors() == nullptr ? 0 : g.graph->tensors()->size();
+  g.graph = &view.raw();
+  g.tensor_count = view.tensor_count();
   g.is_input.assign(g.tensor_count, false);
-  if (g.graph->inputs() != nullptr) {
-    for (uint32_t i = 0; i < g.graph->inputs()->size(); ++i) {
-      const int32_t t = g.graph->inputs()->Get(i);
-      LOOM_SDK_RETURN_IF_ERROR(check_index(g, t, false, "graph input " + std::to_string(i)));
-      g.is_input[static_cast<size_t>(t)] = true;
-    }
-  }
-  if (g.graph->outputs() != nullptr) {
-    for (uint32_t i = 0; i < g.graph->outputs()->size(); ++i) {
-      LOOM_SDK_RETURN_IF_ERROR(
-          check_index(g, g.graph->outputs()->Get(i), false, "graph output " + std::to_string(i)));
-    }
-  }
-  const uint32_t nodes = g.graph->nodes() == nullptr ? 0 : g.graph->nodes()->size();
-  for (uint32_t n = 0; n < nodes; ++n) {
-    const gfb::Node& node = *g.graph->nodes()->Get(n);
-    const std::string where = "node " + std::to_string(n);
-    for (int pass = 0; pass < 2; ++pass) {
-      const auto* list = pass == 0 ? node.inputs() : node.outputs();
-      if (list == nullptr) continue;
-      for (uint32_t i = 0; i < list->size(); ++i) {
-        LOOM_SDK_RETURN_IF_ERROR(check_index(
-            g, list->Get(i), true, where + (pass == 0 ? " input " : " output ") + std::to_string(i)));
-      }
-    }
-  }
-  *out = std::move(g);
-  return sdk::Status();
+  for (size_t t = 0; t < g.tensor_count; ++t) g.is_input[t] = view.tensor(t).is_graph_input();
+  return g;
 }
 
-sdk::Status compile_supported(const void* data, size_t size, size_t node_count, bool* out) {
-  GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
-  const size_t nodes = g.graph->nodes() == nullptr ? 0 : g.graph->nodes()->size();
-  if (nodes != node_count) {
-    return sdk::invalid_argument("compile_supported: node_count is " + std::to_string(node_count) +
-                                 ", the graph has " + std::to_string(nodes) + " nodes");
-  }
-  for (size_t n = 0; n < nodes; ++n) {
+sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims) {
+  const GraphView g = lowering_view(view);
+  for (size_t n = 0; n < view.node_count(); ++n) {
     std::vector<BlobNode> ignored;
     std::string why;
-    out[n] = lower_node(g, n, &ignored, &why);
+    if (lower_node(g, n, &ignored, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
   }
   return sdk::Status();
 }
 
-sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out) {
-  GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out) {
+  const GraphView g = lowering_view(view);
   BlobGraph blob;
   // Graph tensor -> blob tensor; UINT32_MAX until first met.
   std::vector<uint32_t> map(g.tensor_count, UINT32_MAX);

@@ -1,5 +1,6 @@
 // The compile side of cpu-simd: graph.fbs (schemas/graph.fbs) in, a blob
-// graph out. compile.cpp verifies the buffer and assembles the blob;
+// graph out. The SDK verifies the buffer (sdk::GraphView::open) before the
+// plugin's compile members run; compile.cpp assembles the blob;
 // lower.cpp decides, node by node, what cpu-simd runs exactly as ONNX
 // specifies and turns it into blob nodes (one, or one per output for Split).
 #pragma once
@@ -12,13 +13,15 @@
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/graph/graph_generated.h"
 #include "loom/plugin.hpp"
+#include "loom/sdk/graph.hpp"
 
 namespace loom::cpu_simd {
 
 namespace gfb = loom::graph::fb;
 
-// A verified graph.fbs buffer: every table passed the flatbuffers verifier
-// and every tensor index (graph inputs/outputs, node operands) is in range.
+// The lowering's view of a graph that sdk::GraphView::open verified: every
+// table passed the flatbuffers verifier and every tensor index (graph
+// inputs/outputs, node operands) is in range.
 struct GraphView {
   const gfb::Graph* graph = nullptr;
   size_t tensor_count = 0;
@@ -31,9 +34,8 @@ struct GraphView {
   std::string node_label(size_t index) const;
 };
 
-// Verifies `data` as a graph.fbs buffer; INVALID_ARGUMENT naming what is
-// wrong otherwise.
-sdk::Status open_graph(const void* data, size_t size, GraphView* out);
+// The lowering's view of `view` (borrows the same buffer).
+GraphView lowering_view(const sdk::GraphView& view);
 
 // Lowers node `index` to blob nodes (one; Split one Slice per output) whose
 // operands are graph tensor indices, checking op type, domain, opset, every
@@ -41,11 +43,11 @@ sdk::Status open_graph(const void* data, size_t size, GraphView* out);
 // `*why` when cpu-simd cannot run the node exactly as ONNX specifies.
 bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why);
 
-// compile_supported: out[i] for each of the graph's `node_count` nodes.
-sdk::Status compile_supported(const void* data, size_t size, size_t node_count, bool* out);
+// compile_supported: claims every node lower_node accepts.
+sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims);
 
 // compile: the blob graph of the whole subgraph (every node must lower).
-sdk::Status compile_graph(const void* data, size_t size, BlobGraph* out);
+sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out);
 
 // x * HardSigmoid(x) with alpha 1/6 and beta 0.5 (MobileNetV3's exporters
 // write HardSwish so) becomes one HardSwish node, when the HardSigmoid's

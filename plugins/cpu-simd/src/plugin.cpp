@@ -1,7 +1,7 @@
 // The cpu-simd plugin: one CPU device running cpu-simd blobs (formats 1 and
 // 2) on host memory, and the compile entries that build format-2 blobs from
-// graph.fbs. The glue to the C ABI is loom/plugin.hpp; the compile entries,
-// which that helper leaves NULL, are added to its table here.
+// graph.fbs. The glue to the C ABI is loom/plugin.hpp, which also fills the
+// compile entries from CpuSimdPlugin's compile members.
 #include <omp.h>
 #include <unistd.h>
 
@@ -129,22 +129,35 @@ class CpuSimdDevice {
 class CpuSimdPlugin {
  public:
   CpuSimdPlugin(size_t threads, const loom_host_services_t* host, bool onednn, Kernels kernels)
-      : host_(host),
-        pool_(threads),
+      : pool_(threads),
         device_(&pool_,
                 cpu_model_name() + " [kernels " + kernels.name +
                     (onednn ? ", oneDNN " + onednn_isa() : ", oneDNN off") + "]",
                 physical_memory_bytes(), onednn, kernels, host) {}
 
-  // The host's services (may be NULL): compile allocates the blob with them.
-  const loom_host_services_t* host() const { return host_; }
-
   Status check_available() { return Status(); }
   size_t device_count() { return 1; }
   CpuSimdDevice* device(size_t index) { return index == 0 ? &device_ : nullptr; }
 
+  // The compile side (compile.hpp); the SDK verifies the graph first and
+  // copies the blob into memory from the host's allocator afterwards.
+  // Thread-safe: both only read the graph.
+  Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
+    return cpu_simd::compile_supported(graph, claims);
+  }
+  Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
+    BlobGraph blob;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &blob));
+    const std::vector<std::byte> bytes = encode(blob);
+    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+    out->bytes.assign(p, p + bytes.size());
+    out->loader_key = kLoaderKey;
+    out->format_version = kFormatVersion;
+    out->alignment = kDefaultAlignment;
+    return Status();
+  }
+
  private:
-  const loom_host_services_t* host_;
   ThreadPool pool_;  // declared before the device: the device and executables use it
   CpuSimdDevice device_;
 };
@@ -187,87 +200,6 @@ struct CpuSimd {
   }
 };
 
-// ------------------------------------------------------------ compile entries
-
-namespace {
-
-using Thunks = sdk::detail::Thunks<CpuSimd>;
-
-loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
-  return Thunks::guard("compile_supported", [&]() -> Status {
-    if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile_supported",
-                                                     "loom_compile_supported_args_t",
-                                                     args->struct_size,
-                                                     LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE));
-    if (args->plugin == nullptr) return sdk::invalid_argument("compile_supported: plugin is NULL");
-    if (args->node_count != 0 && args->out_supported == nullptr) {
-      return sdk::invalid_argument("compile_supported: out_supported is NULL");
-    }
-    for (size_t i = 0; i < args->node_count; ++i) args->out_supported[i] = false;
-    return compile_supported(args->graph, args->graph_size, args->node_count, args->out_supported);
-  });
-}
-
-loom_status_t* compile_entry(loom_compile_args_t* args) {
-  return Thunks::guard("compile", [&]() -> Status {
-    if (args == nullptr) return sdk::invalid_argument("compile: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile", "loom_compile_args_t",
-                                                     args->struct_size,
-                                                     LOOM_COMPILE_ARGS_STRUCT_SIZE));
-    args->out_blob = nullptr;
-    args->out_blob_size = 0;
-    args->out_loader_key = nullptr;
-    args->out_format_version = 0;
-    if (args->plugin == nullptr) return sdk::invalid_argument("compile: plugin is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(
-        sdk::Options::validate(args->options, args->option_count, "compile option"));
-    const loom_host_services_t* host = reinterpret_cast<CpuSimdPlugin*>(args->plugin)->host();
-    if (host == nullptr ||
-        !LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, free) ||
-        host->allocate == nullptr) {
-      return sdk::Status(LOOM_STATUS_FAILED_PRECONDITION,
-                         "compile: the host offers no allocate service for the blob");
-    }
-    BlobGraph graph;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(args->graph, args->graph_size, &graph));
-    const std::vector<std::byte> bytes = encode(graph);
-    void* blob = host->allocate(host->user_data, bytes.size(), kDefaultAlignment);
-    if (blob == nullptr) {
-      return sdk::resource_exhausted("compile: the host could not allocate " +
-                                     std::to_string(bytes.size()) + " bytes for the blob");
-    }
-    std::memcpy(blob, bytes.data(), bytes.size());
-    args->out_blob = blob;
-    args->out_blob_size = bytes.size();
-    args->out_loader_key = kLoaderKey;
-    args->out_format_version = kFormatVersion;
-    return Status();
-  });
-}
-
-// The SDK's table for the version chosen, with the compile entries filled in.
-template <uint32_t kVersion>
-const loom_plugin_api_t* api_with_compile() {
-  static const loom_plugin_api_t kApi = [] {
-    loom_plugin_api_t api = *sdk::make_api<CpuSimd, kVersion>();
-    api.compile_supported = &compile_supported_entry;
-    api.compile = &compile_entry;
-    return api;
-  }();
-  return &kApi;
-}
-
-const loom_plugin_api_t* api_for(uint32_t version) {
-  return version >= LOOM_ABI_VERSION(1, 1) ? api_with_compile<LOOM_ABI_VERSION(1, 1)>()
-                                           : api_with_compile<LOOM_ABI_VERSION(1, 0)>();
-}
-
-}  // namespace
 }  // namespace loom::cpu_simd
 
-extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_query_t* query) {
-  const loom_status_code_t code = ::loom::sdk::query<::loom::cpu_simd::CpuSimd>(query);
-  if (code == LOOM_STATUS_OK) query->out_api = ::loom::cpu_simd::api_for(query->out_abi_version);
-  return code;
-}
+LOOM_SDK_DEFINE_ENTRY(::loom::cpu_simd::CpuSimd)

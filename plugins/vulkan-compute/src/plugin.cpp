@@ -1,7 +1,7 @@
 // The vulkan-compute plugin: one device per Vulkan physical device with a
 // compute queue. The glue to the C ABI is loom/plugin.hpp (which also makes
-// buffer_import_host of Device::import_host); the compile entries are added
-// to its table here.
+// buffer_import_host of Device::import_host, and the compile entries of
+// VulkanPlugin's compile members).
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "compile.hpp"
+#include "loom/sdk/graph.hpp"
 
 #ifndef LOOM_VULKAN_COMPUTE_VERSION
 #define LOOM_VULKAN_COMPUTE_VERSION "0.0.0"
@@ -50,6 +51,28 @@ class VulkanPlugin {
   Device* device(size_t index) { return index < devices_.size() ? devices_[index].get() : nullptr; }
 
   const loom_host_services_t* host() const { return host_; }
+
+  // The compile side (compile.hpp). The SDK has verified the graph; the
+  // lowering keeps its own reader of the same bytes. Thread-safe: both
+  // only read the graph.
+  Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
+    const size_t nodes = graph.node_count();
+    std::unique_ptr<bool[]> flags(new bool[nodes]());
+    LOOM_SDK_RETURN_IF_ERROR(
+        vulkan::compile_supported(graph.buffer(), graph.buffer_size(), nodes, flags.get()));
+    for (size_t n = 0; n < nodes; ++n) {
+      if (flags[n]) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    }
+    return Status();
+  }
+  Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
+    BlobProgram program;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph.buffer(), graph.buffer_size(), &program));
+    out->bytes = encode(program);
+    out->loader_key = kLoaderKey;
+    out->format_version = kFormatVersion;
+    return Status();
+  }
   // Validation messages so far (0 when validation is off).
   uint64_t validation_messages() const {
     return instance_ ? instance_->validation_messages() : 0;
@@ -147,84 +170,6 @@ struct VulkanCompute {
   }
 };
 
-namespace {
-
-using Thunks = sdk::detail::Thunks<VulkanCompute>;
-
-loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
-  return Thunks::guard("compile_supported", [&]() -> Status {
-    if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile_supported",
-                                                     "loom_compile_supported_args_t",
-                                                     args->struct_size,
-                                                     LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE));
-    if (args->plugin == nullptr) return sdk::invalid_argument("compile_supported: plugin is NULL");
-    if (args->node_count != 0 && args->out_supported == nullptr) {
-      return sdk::invalid_argument("compile_supported: out_supported is NULL");
-    }
-    for (size_t i = 0; i < args->node_count; ++i) args->out_supported[i] = false;
-    return compile_supported(args->graph, args->graph_size, args->node_count, args->out_supported);
-  });
-}
-
-loom_status_t* compile_entry(loom_compile_args_t* args) {
-  return Thunks::guard("compile", [&]() -> Status {
-    if (args == nullptr) return sdk::invalid_argument("compile: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_size("compile", "loom_compile_args_t",
-                                                     args->struct_size,
-                                                     LOOM_COMPILE_ARGS_STRUCT_SIZE));
-    args->out_blob = nullptr;
-    args->out_blob_size = 0;
-    args->out_loader_key = nullptr;
-    args->out_format_version = 0;
-    if (args->plugin == nullptr) return sdk::invalid_argument("compile: plugin is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(
-        sdk::Options::validate(args->options, args->option_count, "compile option"));
-    const loom_host_services_t* host = reinterpret_cast<VulkanPlugin*>(args->plugin)->host();
-    if (host == nullptr || !LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, free) ||
-        host->allocate == nullptr) {
-      return sdk::failed_precondition("compile: the host offers no allocate service for the blob");
-    }
-    BlobProgram program;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(args->graph, args->graph_size, &program));
-    const std::vector<uint8_t> bytes = encode(program);
-    void* blob = host->allocate(host->user_data, bytes.size(), 16);
-    if (blob == nullptr) {
-      return sdk::resource_exhausted("compile: the host could not allocate " +
-                                     std::to_string(bytes.size()) + " bytes for the blob");
-    }
-    std::memcpy(blob, bytes.data(), bytes.size());
-    args->out_blob = blob;
-    args->out_blob_size = bytes.size();
-    args->out_loader_key = kLoaderKey;
-    args->out_format_version = kFormatVersion;
-    return Status();
-  });
-}
-
-// The SDK's table for the version chosen (buffer_import_host comes from
-// Device::import_host), with the compile entries filled in.
-template <uint32_t kVersion>
-const loom_plugin_api_t* full_api() {
-  static const loom_plugin_api_t kApi = [] {
-    loom_plugin_api_t api = *sdk::make_api<VulkanCompute, kVersion>();
-    api.compile_supported = &compile_supported_entry;
-    api.compile = &compile_entry;
-    return api;
-  }();
-  return &kApi;
-}
-
-const loom_plugin_api_t* full_api_for(uint32_t version) {
-  return version >= LOOM_ABI_VERSION(1, 1) ? full_api<LOOM_ABI_VERSION(1, 1)>()
-                                           : full_api<LOOM_ABI_VERSION(1, 0)>();
-}
-
-}  // namespace
 }  // namespace loom::vulkan
 
-extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_query_t* query) {
-  const loom_status_code_t code = ::loom::sdk::query<::loom::vulkan::VulkanCompute>(query);
-  if (code == LOOM_STATUS_OK) query->out_api = ::loom::vulkan::full_api_for(query->out_abi_version);
-  return code;
-}
+LOOM_SDK_DEFINE_ENTRY(::loom::vulkan::VulkanCompute)

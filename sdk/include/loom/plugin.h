@@ -11,8 +11,24 @@
  *    set by whoever fills the struct in. A reader accepts structs that are
  *    smaller (older) or larger (newer) than its own definition: it never reads
  *    a field that lies at or past `struct_size` and treats missing fields as
- *    zero. The LOOM_*_STRUCT_SIZE constants are computed from the last field
- *    of each version, never written by hand.
+ *    zero. The size constants are computed from the last field of each
+ *    version, never written by hand.
+ *  - Struct sizes per version. Every struct has one constant per ABI version
+ *    that defined or grew it, LOOM_<NAME>_V<major>_<minor>_SIZE (for example
+ *    LOOM_EXECUTE_ARGS_V1_0_SIZE; a struct new in 1.1 has only a V1_1 one),
+ *    and LOOM_<NAME>_STRUCT_SIZE, which means "the newest size this header
+ *    knows" and moves when a minor version grows the struct. The rule, for
+ *    both sides:
+ *      - a reader accepts any struct_size >= the size of the version that
+ *        introduced the struct (V1_0 for every struct of 1.0), never just
+ *        the current one, and refuses smaller ones with a message;
+ *      - it reads, and writes `out_` fields, only where LOOM_STRUCT_HAS says
+ *        the field fits struct_size, and treats absent fields as zero;
+ *      - a writer sets struct_size to the newest size it knows
+ *        (LOOM_*_STRUCT_SIZE).
+ *    So a plugin rebuilt against a later header still takes 1.0-sized
+ *    structs from a 1.0 host. The C++ helper (plugin.hpp) checks incoming
+ *    structs against the V1_0 constants.
  *  - Functions that can fail return `loom_status_t*`: NULL means success, any
  *    other value is an error object created by the plugin and released by the
  *    host with `status_destroy` from the same function table.
@@ -159,7 +175,9 @@ typedef struct loom_tensor_t {
   uint64_t offset;              /* byte offset into buffer or host_data */
   uint64_t byte_size;           /* bytes of the dense tensor */
 } loom_tensor_t;
-#define LOOM_TENSOR_STRUCT_SIZE LOOM_STRUCT_SIZE(loom_tensor_t, byte_size)
+#define LOOM_TENSOR_V1_0_SIZE \
+  LOOM_STRUCT_SIZE(loom_tensor_t, byte_size)
+#define LOOM_TENSOR_STRUCT_SIZE LOOM_TENSOR_V1_0_SIZE
 
 /* A key/value option: compile specs, plugin options. Strings are borrowed,
  * NUL-terminated UTF-8. */
@@ -168,7 +186,9 @@ typedef struct loom_option_t {
   const char* key;
   const char* value;
 } loom_option_t;
-#define LOOM_OPTION_STRUCT_SIZE LOOM_STRUCT_SIZE(loom_option_t, value)
+#define LOOM_OPTION_V1_0_SIZE \
+  LOOM_STRUCT_SIZE(loom_option_t, value)
+#define LOOM_OPTION_STRUCT_SIZE LOOM_OPTION_V1_0_SIZE
 
 /* Well-known plugin option: the maximum number of worker threads a plugin may
  * use, as a decimal string. "0" or absent means "all cores". */
@@ -203,8 +223,9 @@ typedef struct loom_trace_event_t {
   const char* name;
   uint64_t timestamp_ns; /* steady clock; 0 lets the host stamp it */
 } loom_trace_event_t;
-#define LOOM_TRACE_EVENT_STRUCT_SIZE \
+#define LOOM_TRACE_EVENT_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_trace_event_t, timestamp_ns)
+#define LOOM_TRACE_EVENT_STRUCT_SIZE LOOM_TRACE_EVENT_V1_0_SIZE
 
 /* Services the host offers. The struct and every function in it stay valid
  * until the plugin library is unloaded; all functions are thread-safe. Any
@@ -223,8 +244,9 @@ typedef struct loom_host_services_t {
   /* Records one trace event; cheap when tracing is off. */
   void (*trace)(void* user_data, const loom_trace_event_t* event);
 } loom_host_services_t;
-#define LOOM_HOST_SERVICES_STRUCT_SIZE \
+#define LOOM_HOST_SERVICES_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_host_services_t, trace)
+#define LOOM_HOST_SERVICES_STRUCT_SIZE LOOM_HOST_SERVICES_V1_0_SIZE
 
 /* ---------------------------------------------------------------------------
  * Plugin information
@@ -237,8 +259,9 @@ typedef struct loom_loader_key_t {
   uint32_t format_version_min;
   uint32_t format_version_max;
 } loom_loader_key_t;
-#define LOOM_LOADER_KEY_STRUCT_SIZE \
+#define LOOM_LOADER_KEY_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_loader_key_t, format_version_max)
+#define LOOM_LOADER_KEY_STRUCT_SIZE LOOM_LOADER_KEY_V1_0_SIZE
 
 /* Static description of the plugin. Everything it points to is owned by the
  * plugin and valid until the library is unloaded. */
@@ -250,8 +273,9 @@ typedef struct loom_plugin_info_t {
   size_t loader_key_count;
   const loom_loader_key_t* const* loader_keys; /* array of pointers */
 } loom_plugin_info_t;
-#define LOOM_PLUGIN_INFO_STRUCT_SIZE \
+#define LOOM_PLUGIN_INFO_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_plugin_info_t, loader_keys)
+#define LOOM_PLUGIN_INFO_STRUCT_SIZE LOOM_PLUGIN_INFO_V1_0_SIZE
 
 /* ---------------------------------------------------------------------------
  * Devices
@@ -289,8 +313,9 @@ typedef struct loom_device_info_t {
   uint64_t capabilities; /* LOOM_DEVICE_CAP_* */
   uint64_t dtype_mask;   /* LOOM_DTYPE_BIT of each supported dtype */
 } loom_device_info_t;
-#define LOOM_DEVICE_INFO_STRUCT_SIZE \
+#define LOOM_DEVICE_INFO_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_device_info_t, dtype_mask)
+#define LOOM_DEVICE_INFO_STRUCT_SIZE LOOM_DEVICE_INFO_V1_0_SIZE
 
 /* ---------------------------------------------------------------------------
  * Argument structs of the function table
@@ -305,8 +330,9 @@ typedef struct loom_plugin_create_args_t {
   const loom_option_t* const* options; /* e.g. LOOM_OPTION_THREADS */
   loom_plugin_t* out_plugin;
 } loom_plugin_create_args_t;
-#define LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE \
+#define LOOM_PLUGIN_CREATE_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_plugin_create_args_t, out_plugin)
+#define LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE LOOM_PLUGIN_CREATE_ARGS_V1_0_SIZE
 
 typedef struct loom_executable_check_args_t {
   size_t struct_size;
@@ -316,8 +342,9 @@ typedef struct loom_executable_check_args_t {
   const void* blob;
   size_t blob_size;
 } loom_executable_check_args_t;
-#define LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE \
+#define LOOM_EXECUTABLE_CHECK_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_executable_check_args_t, blob_size)
+#define LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE LOOM_EXECUTABLE_CHECK_ARGS_V1_0_SIZE
 
 typedef struct loom_executable_load_args_t {
   size_t struct_size;
@@ -332,8 +359,9 @@ typedef struct loom_executable_load_args_t {
   const loom_option_t* const* specs; /* compile specs, borrowed for the call */
   loom_executable_t* out_executable;
 } loom_executable_load_args_t;
-#define LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE \
+#define LOOM_EXECUTABLE_LOAD_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_executable_load_args_t, out_executable)
+#define LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE LOOM_EXECUTABLE_LOAD_ARGS_V1_0_SIZE
 
 typedef struct loom_execute_args_t {
   size_t struct_size;
@@ -356,8 +384,9 @@ typedef struct loom_execute_args_t {
    * 1.0 host always passes a new fence. */
   loom_fence_t* signal_fence;
 } loom_execute_args_t;
-#define LOOM_EXECUTE_ARGS_STRUCT_SIZE \
+#define LOOM_EXECUTE_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_execute_args_t, signal_fence)
+#define LOOM_EXECUTE_ARGS_STRUCT_SIZE LOOM_EXECUTE_ARGS_V1_0_SIZE
 
 typedef enum loom_buffer_flags_t {
   LOOM_BUFFER_DEVICE_LOCAL = 0,
@@ -373,8 +402,9 @@ typedef struct loom_buffer_allocate_args_t {
   uint32_t flags;     /* loom_buffer_flags_t bits */
   loom_buffer_t* out_buffer;
 } loom_buffer_allocate_args_t;
-#define LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE \
+#define LOOM_BUFFER_ALLOCATE_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_buffer_allocate_args_t, out_buffer)
+#define LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE LOOM_BUFFER_ALLOCATE_ARGS_V1_0_SIZE
 
 typedef struct loom_buffer_import_args_t {
   size_t struct_size;
@@ -384,8 +414,9 @@ typedef struct loom_buffer_import_args_t {
   uint64_t size;
   loom_buffer_t* out_buffer;
 } loom_buffer_import_args_t;
-#define LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE \
+#define LOOM_BUFFER_IMPORT_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_buffer_import_args_t, out_buffer)
+#define LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE LOOM_BUFFER_IMPORT_ARGS_V1_0_SIZE
 
 /* Copies between host memory and a buffer. Synchronous: done on return. */
 typedef struct loom_buffer_copy_args_t {
@@ -395,8 +426,9 @@ typedef struct loom_buffer_copy_args_t {
   void* host_pointer; /* source for copy_from_host, target for copy_to_host */
   uint64_t size;
 } loom_buffer_copy_args_t;
-#define LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE \
+#define LOOM_BUFFER_COPY_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_buffer_copy_args_t, size)
+#define LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE LOOM_BUFFER_COPY_ARGS_V1_0_SIZE
 
 /* Compile side (optional). `graph` is a graph.fbs flatbuffer. */
 typedef struct loom_compile_supported_args_t {
@@ -407,8 +439,9 @@ typedef struct loom_compile_supported_args_t {
   size_t node_count;     /* nodes in the graph */
   bool* out_supported;   /* caller array of node_count entries */
 } loom_compile_supported_args_t;
-#define LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE \
+#define LOOM_COMPILE_SUPPORTED_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_compile_supported_args_t, out_supported)
+#define LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE LOOM_COMPILE_SUPPORTED_ARGS_V1_0_SIZE
 
 typedef struct loom_compile_args_t {
   size_t struct_size;
@@ -424,8 +457,9 @@ typedef struct loom_compile_args_t {
   const char* out_loader_key;
   uint32_t out_format_version;
 } loom_compile_args_t;
-#define LOOM_COMPILE_ARGS_STRUCT_SIZE \
+#define LOOM_COMPILE_ARGS_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_compile_args_t, out_format_version)
+#define LOOM_COMPILE_ARGS_STRUCT_SIZE LOOM_COMPILE_ARGS_V1_0_SIZE
 
 /* ABI 1.1. Arguments of executable_estimate: how long one execution of a
  * blob would take on a device, asked before anything is loaded. */
@@ -440,8 +474,9 @@ typedef struct loom_executable_estimate_args_t {
    * outputs already in place; 0: no estimate for this blob. */
   uint64_t out_time_ns;
 } loom_executable_estimate_args_t;
-#define LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE \
+#define LOOM_EXECUTABLE_ESTIMATE_ARGS_V1_1_SIZE \
   LOOM_STRUCT_SIZE(loom_executable_estimate_args_t, out_time_ns)
+#define LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE LOOM_EXECUTABLE_ESTIMATE_ARGS_V1_1_SIZE
 
 /* ---------------------------------------------------------------------------
  * The function table
@@ -562,8 +597,9 @@ typedef struct loom_plugin_query_t {
   /* The plugin's function table, valid until the library is unloaded. */
   const loom_plugin_api_t* out_api;
 } loom_plugin_query_t;
-#define LOOM_PLUGIN_QUERY_STRUCT_SIZE \
+#define LOOM_PLUGIN_QUERY_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_plugin_query_t, out_api)
+#define LOOM_PLUGIN_QUERY_STRUCT_SIZE LOOM_PLUGIN_QUERY_V1_0_SIZE
 
 /* The one symbol a plugin exports (LOOM_PLUGIN_ENTRY_POINT_NAME). Returns
  * LOOM_STATUS_OK with out_abi_version and out_api set, or another code

@@ -12,6 +12,13 @@
 #include "abi_struct_list.h"
 #undef LOOM_ABI_STRUCT
 
+/* The per-version constants, too: each ends at its version's last field. */
+#define LOOM_ABI_VERSION_SIZE(type, last, constant)                             \
+  _Static_assert((constant) == offsetof(type, last) + sizeof(((type*)0)->last), \
+                 #constant " ends at " #type "." #last);
+#include "abi_version_list.h"
+#undef LOOM_ABI_VERSION_SIZE
+
 /* Fills out[i] with {size constant, sizeof} of each struct in list order;
  * returns how many structs there are. */
 size_t loom_abi_test_c_sizes(size_t (*out)[2], size_t capacity);

@@ -100,6 +100,65 @@ TEST(AbiStructSizes, CurrentApiSizeIsTheOneOneSize) {
   EXPECT_EQ(LOOM_PLUGIN_API_V1_0_SIZE, offsetof(loom_plugin_api_t, executable_estimate));
 }
 
+// The per-version constants (plugin.h's rule): each equals the offsetof-based
+// end of its version's last field, checked at compile time and again at run
+// time on a real object.
+#define LOOM_ABI_VERSION_SIZE(type, last, constant)                                  \
+  static_assert((constant) == offsetof(type, last) + sizeof(((type*)nullptr)->last), \
+                #constant " must end at " #type "." #last);
+#include "abi_version_list.h"
+#undef LOOM_ABI_VERSION_SIZE
+
+TEST(AbiVersionedSizes, EachEndsAtItsVersionsLastField) {
+  size_t checked = 0;
+#define LOOM_ABI_VERSION_SIZE(type, last, constant)                                          \
+  {                                                                                          \
+    type probe{};                                                                            \
+    const size_t end = static_cast<size_t>(reinterpret_cast<const char*>(&probe.last) -      \
+                                           reinterpret_cast<const char*>(&probe)) +          \
+                       sizeof(probe.last);                                                   \
+    EXPECT_EQ(static_cast<size_t>(constant), end) << #constant;                              \
+    EXPECT_EQ(static_cast<size_t>(constant), offsetof(type, last) + sizeof(probe.last))      \
+        << #constant;                                                                        \
+    ++checked;                                                                               \
+  }
+#include "abi_version_list.h"
+#undef LOOM_ABI_VERSION_SIZE
+  EXPECT_EQ(checked, 20u);
+}
+
+TEST(AbiVersionedSizes, CurrentConstantsNameTheNewestVersion) {
+  // No struct but the function table has grown since 1.0, so each "current"
+  // constant is its struct's 1.0 size (1.1 for the struct 1.1 introduced).
+  EXPECT_EQ(LOOM_TENSOR_STRUCT_SIZE, LOOM_TENSOR_V1_0_SIZE);
+  EXPECT_EQ(LOOM_OPTION_STRUCT_SIZE, LOOM_OPTION_V1_0_SIZE);
+  EXPECT_EQ(LOOM_TRACE_EVENT_STRUCT_SIZE, LOOM_TRACE_EVENT_V1_0_SIZE);
+  EXPECT_EQ(LOOM_HOST_SERVICES_STRUCT_SIZE, LOOM_HOST_SERVICES_V1_0_SIZE);
+  EXPECT_EQ(LOOM_LOADER_KEY_STRUCT_SIZE, LOOM_LOADER_KEY_V1_0_SIZE);
+  EXPECT_EQ(LOOM_PLUGIN_INFO_STRUCT_SIZE, LOOM_PLUGIN_INFO_V1_0_SIZE);
+  EXPECT_EQ(LOOM_DEVICE_INFO_STRUCT_SIZE, LOOM_DEVICE_INFO_V1_0_SIZE);
+  EXPECT_EQ(LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE, LOOM_PLUGIN_CREATE_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE, LOOM_EXECUTABLE_CHECK_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE, LOOM_EXECUTABLE_LOAD_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_EXECUTE_ARGS_STRUCT_SIZE, LOOM_EXECUTE_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE, LOOM_BUFFER_ALLOCATE_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_BUFFER_IMPORT_ARGS_STRUCT_SIZE, LOOM_BUFFER_IMPORT_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE, LOOM_BUFFER_COPY_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE, LOOM_COMPILE_SUPPORTED_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_COMPILE_ARGS_STRUCT_SIZE, LOOM_COMPILE_ARGS_V1_0_SIZE);
+  EXPECT_EQ(LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE, LOOM_EXECUTABLE_ESTIMATE_ARGS_V1_1_SIZE);
+  EXPECT_EQ(LOOM_PLUGIN_API_STRUCT_SIZE, LOOM_PLUGIN_API_V1_1_SIZE);
+  EXPECT_EQ(LOOM_PLUGIN_QUERY_STRUCT_SIZE, LOOM_PLUGIN_QUERY_V1_0_SIZE);
+  // The 1.0 sizes are pinned on LP64 like the current ones: they never move.
+  if (sizeof(void*) == 8 && sizeof(size_t) == 8) {
+    EXPECT_EQ(LOOM_TENSOR_V1_0_SIZE, 56u);
+    EXPECT_EQ(LOOM_EXECUTE_ARGS_V1_0_SIZE, 72u);
+    EXPECT_EQ(LOOM_COMPILE_ARGS_V1_0_SIZE, 76u);
+    EXPECT_EQ(LOOM_EXECUTABLE_ESTIMATE_ARGS_V1_1_SIZE, 56u);
+    EXPECT_EQ(LOOM_PLUGIN_QUERY_V1_0_SIZE, 56u);
+  }
+}
+
 TEST(AbiStructHas, ReadsOnlyFieldsThatFit) {
   EXPECT_TRUE(LOOM_STRUCT_HAS(loom_device_info_t, LOOM_DEVICE_INFO_STRUCT_SIZE, dtype_mask));
   EXPECT_FALSE(LOOM_STRUCT_HAS(loom_device_info_t, LOOM_DEVICE_INFO_STRUCT_SIZE - 1, dtype_mask));

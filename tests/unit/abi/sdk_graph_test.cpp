@@ -1,0 +1,151 @@
+// loom::sdk::GraphView (loom/sdk/graph.hpp): a graph.fbs buffer opens only
+// when it is sound, each problem is named with where it is, and the
+// accessors read nodes, attributes, shapes and inline constants.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "loom/sdk/graph.hpp"
+#include "sdk_graph_support.hpp"
+
+namespace {
+
+using loom::sdk::GraphView;
+using loom::sdk::testing::gfb::DType;
+using loom::sdk::testing::TestGraph;
+
+// x[2,3] + c[3] -> y; Relu(y) -> z (named "act", axis=2 attribute).
+TestGraph sample() {
+  TestGraph g;
+  const int32_t x = g.tensor({2, 3});
+  const int32_t c = g.constant<float>({3}, DType::f32, {1.f, 2.f, 3.f});
+  const int32_t y = g.tensor({2, 3});
+  const int32_t z = g.tensor({2, 3});
+  g.nodes.push_back({"Add", {x, c}, {y}, 0, ""});
+  g.nodes.push_back({"Relu", {y}, {z}, 2, "act"});
+  g.inputs = {x};
+  g.outputs = {z};
+  return g;
+}
+
+std::string open_error(const std::vector<uint8_t>& bytes) {
+  GraphView v;
+  loom::sdk::Status s = GraphView::open(bytes.data(), bytes.size(), &v);
+  return s.ok() ? "ok" : s.message();
+}
+
+TEST(SdkGraphView, ReadsNodesTensorsAttributesAndConstants) {
+  const std::vector<uint8_t> bytes = sample().finish();
+  GraphView g;
+  ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
+  EXPECT_EQ(g.name(), "g");
+  EXPECT_EQ(g.buffer(), bytes.data());
+  EXPECT_EQ(g.buffer_size(), bytes.size());
+  ASSERT_EQ(g.node_count(), 2u);
+  ASSERT_EQ(g.tensor_count(), 4u);
+  EXPECT_EQ(g.node(0).op_type(), "Add");
+  EXPECT_EQ(g.node(0).label(), "node #0 (Add)");
+  EXPECT_EQ(g.node(1).label(), "node act (Relu)");
+  EXPECT_EQ(g.node(0).opset(), 13);
+  EXPECT_TRUE(g.node(0).domain().empty());
+  ASSERT_EQ(g.node(0).input_count(), 2u);
+  EXPECT_TRUE(g.node(0).input(0).is_graph_input());
+  EXPECT_FALSE(g.node(0).input(1).is_graph_input());
+  EXPECT_TRUE(g.node(0).input(1).has_data());
+  EXPECT_FALSE(g.node(0).input(1).is_parameter());
+  EXPECT_TRUE(g.node(1).output(0).is_graph_output());
+  EXPECT_EQ(g.node(0).output(0).shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(g.node(0).output(0).element_count(), 6u);
+  EXPECT_EQ(g.node(0).output(0).byte_size(), 24u);
+  EXPECT_EQ(g.node(0).output(0).dtype(), LOOM_DTYPE_F32);
+  std::vector<float> c;
+  ASSERT_TRUE(g.node(0).input(1).read_floats(&c).ok());
+  EXPECT_EQ(c, (std::vector<float>{1.f, 2.f, 3.f}));
+  std::vector<int64_t> ints;
+  EXPECT_EQ(g.node(0).input(1).read_ints(&ints).message(),
+            "tensor t1 (f32, inline data) is not an integer inline constant");
+  EXPECT_EQ(g.node(0).input(0).read_floats(&c).message(),
+            "tensor t0 (f32, not a constant) is not an f32 inline constant");
+  int64_t axis = 0;
+  ASSERT_TRUE(g.node(1).get_int("axis", -1, &axis).ok());
+  EXPECT_EQ(axis, 2);
+  ASSERT_TRUE(g.node(0).get_int("axis", -1, &axis).ok());
+  EXPECT_EQ(axis, -1);
+  float f = 0;
+  EXPECT_EQ(g.node(1).get_float("axis", 0.f, &f).message(),
+            "node act (Relu): attribute axis is int, expected float");
+  EXPECT_EQ(g.node(1).attribute(0).name(), "axis");
+  EXPECT_EQ(g.input_count(), 1u);
+  EXPECT_EQ(g.output(0).index(), 3);
+}
+
+TEST(SdkGraphView, ReadIntsWidensAndSignExtends) {
+  TestGraph t;
+  const int32_t a = t.constant<int32_t>({3}, DType::i32, {-1, 0, 7});
+  const int32_t b = t.constant<uint8_t>({2}, DType::bool_, {1, 0});
+  const std::vector<uint8_t> bytes = t.finish();
+  GraphView g;
+  ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
+  std::vector<int64_t> v;
+  ASSERT_TRUE(g.tensor(a).read_ints(&v).ok());
+  EXPECT_EQ(v, (std::vector<int64_t>{-1, 0, 7}));
+  ASSERT_TRUE(g.tensor(b).read_ints(&v).ok());
+  EXPECT_EQ(v, (std::vector<int64_t>{1, 0}));
+}
+
+TEST(SdkGraphView, BrokenBuffersAreNamed) {
+  EXPECT_EQ(open_error({}), "graph.fbs: empty buffer");
+  std::vector<uint8_t> good = sample().finish();
+  std::vector<uint8_t> wrong_id = good;
+  wrong_id[4] = 'X';
+  EXPECT_EQ(open_error(wrong_id), "graph.fbs: missing file identifier \"LMGR\"");
+  for (size_t n = 1; n < good.size(); n += 5) {
+    const std::string e = open_error(std::vector<uint8_t>(good.begin(), good.begin() + n));
+    EXPECT_EQ(e.rfind("graph.fbs: ", 0), 0u) << n << ": " << e;
+  }
+  for (size_t i = 0; i < good.size(); ++i) {  // flips never crash
+    std::vector<uint8_t> b = good;
+    b[i] ^= 0x5a;
+    open_error(b);
+  }
+}
+
+TEST(SdkGraphView, IndicesOutOfRangeAreNamed) {
+  TestGraph g = sample();
+  g.nodes[1].in = {99};
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: node 1 input 0: tensor index 99 out of range (4 tensors)");
+  g = sample();
+  g.outputs = {-1};
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: graph output 0: tensor index -1 out of range (4 tensors)");
+  g = sample();
+  g.nodes[0].in = {0, -1};  // an optional operand left out is fine
+  EXPECT_EQ(open_error(g.finish()), "ok");
+}
+
+TEST(SdkGraphView, TensorsAreChecked) {
+  TestGraph g = sample();
+  g.tensors[2].shape = {2, -1};
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 2 (t2): dimension 1 is -1; shapes are static");
+  g = sample();
+  g.tensors[1].data.pop_back();
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1): data of 11 bytes, expected 3 x 4");
+  g = sample();
+  g.tensors[1].parameter = "w";
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1): has both data and parameter");
+  g = sample();
+  g.tensors[1].has_data = false;
+  g.tensors[1].parameter = "w";
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1) is parameter w but not listed in Graph.inputs");
+  g.inputs.push_back(1);
+  EXPECT_EQ(open_error(g.finish()), "ok");
+  g = sample();
+  g.tensors[0].dtype = static_cast<DType>(77);
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 0 (t0): unknown dtype 77");
+  g = sample();
+  g.tensors[0].shape = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 0 (t0): the shape's element count overflows");
+}
+
+}  // namespace
