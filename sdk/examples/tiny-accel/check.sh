@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end check of the tiny-accel example against an installed Loom:
 # compiles a small ONNX model for tiny-accel with `loom compile`, runs it on
-# tiny-accel://0 with `loom run`, and compares the result with the same model
-# compiled for Loom's reference kernels. Prints "PASS" and exits 0, or says
+# tiny-accel://0 with `loom run`, compares the result with the same model
+# compiled for Loom's reference kernels, and runs `loom conformance` on the
+# plugin (JSON, JUnit and Markdown reports in <build-dir>/check). Prints "PASS" and exits 0, or says
 # what failed and exits 1.
 #
 # Usage: check.sh <prefix> <build-dir>
@@ -62,4 +63,11 @@ print(f"shapes {a.shape} and {b.shape}, max |tiny-accel - reference| = {diff}")
 sys.exit(0 if diff <= 1e-5 else 1)
 PY
 echo "ok: results match the reference ($(cat "$dir/out"))"
+# The conformance suite, with its three reports: every check must pass.
+step "loom conformance" " 0 failed" \
+  "$loom" conformance "$build/plugins/tiny-accel.loom-plugin.json" \
+  --report "$dir/conformance.json" --junit "$dir/conformance.xml" --markdown "$dir/conformance.md"
+for r in conformance.json conformance.xml conformance.md; do
+  [ -s "$dir/$r" ] || fail "loom conformance wrote no $r"
+done
 echo PASS
