@@ -49,6 +49,12 @@ fake_args=(--plugin-option fake.compile_ops=Add --onnx-dir "$node/test_add")
 conforms cpu-simd "$plugins/cpu-simd.loom-plugin.json"
 conforms fpga-stub "$plugins/fpga-stub.loom-plugin.json"
 conforms fake "$test_plugins/fake/fake.loom-plugin.json" "${fake_args[@]}"
+# vulkan-compute needs a Vulkan device (lavapipe on CI machines).
+if "$loom" devices 2>/dev/null | grep -q "device vulkan-compute://0"; then
+  conforms vulkan-compute "$plugins/vulkan-compute.loom-plugin.json"
+else
+  echo "skip: vulkan-compute has no device here: $("$loom" devices 2>&1 | grep -A2 "plugin vulkan-compute" | tr '\n' ' ')"
+fi
 
 # breaks NAME CHECK: the broken build fails CHECK (and the run fails).
 breaks() {

@@ -124,6 +124,11 @@ Status Fence::query(bool* out_signaled) {
 
 // ------------------------------------------------------------------ buffers
 
+Buffer::Buffer(Device* device, VkBuffer buffer, VkDeviceMemory memory, uint64_t size, void* mapped,
+               bool imported)
+    : device_(device), buffer_(buffer), memory_(memory), size_(size), mapped_(mapped),
+      imported_(imported), id_(device->next_buffer_id()) {}
+
 Buffer::~Buffer() {
   const DeviceFns& f = device_->fns();
   f.vkDestroyBuffer(device_->handle(), buffer_, nullptr);

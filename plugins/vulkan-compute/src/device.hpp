@@ -2,6 +2,7 @@
 // the objects the ABI hands out for it: buffers (device memory) and fences.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -99,9 +100,7 @@ struct SubmitSlot {
 class Buffer {
  public:
   Buffer(Device* device, VkBuffer buffer, VkDeviceMemory memory, uint64_t size, void* mapped,
-         bool imported)
-      : device_(device), buffer_(buffer), memory_(memory), size_(size), mapped_(mapped),
-        imported_(imported) {}
+         bool imported);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -112,6 +111,9 @@ class Buffer {
   Status copy_to_host(uint64_t offset, void* dst, uint64_t size);
 
   VkBuffer handle() const { return buffer_; }
+  // Unique among the device's buffers for the device's life. Vulkan may hand
+  // a freed VkBuffer's handle to the next buffer, so caches key on this.
+  uint64_t id() const { return id_; }
   uint64_t size() const { return size_; }
   Device* device() const { return device_; }
   bool imported() const { return imported_; }
@@ -124,6 +126,7 @@ class Buffer {
   uint64_t size_;
   void* mapped_;  // NULL unless host-visible
   bool imported_;
+  uint64_t id_;
 };
 
 // A physical device and its logical device. Thread-safe: queue submissions
@@ -162,6 +165,8 @@ class Device {
   Status staged_copy(VkBuffer buffer, uint64_t offset, void* host, uint64_t size, bool to_device);
   bool force_staging() const { return force_staging_; }
   Pipelines& pipelines() { return *pipelines_; }
+  // The next Buffer::id (from 1).
+  uint64_t next_buffer_id() { return ++buffer_ids_; }
 
  private:
   Device() = default;
@@ -179,6 +184,7 @@ class Device {
   bool force_staging_ = false;
   std::mutex queue_mu_;
   std::unique_ptr<Pipelines> pipelines_;
+  std::atomic<uint64_t> buffer_ids_{0};
 
   // Staging: a host-visible buffer, a command buffer and a fence.
   std::mutex staging_mu_;

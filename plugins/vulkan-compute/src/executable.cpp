@@ -150,13 +150,14 @@ VulkanExecutable::Operand VulkanExecutable::operand(const sdk::ExecuteCallT<Fenc
     tensor = bt->alias;
     bt = &program_.tensors[tensor];
   }
-  if (range == 0) return {dummy_->handle(), 0, VK_WHOLE_SIZE};
+  if (range == 0) return {dummy_->handle(), 0, VK_WHOLE_SIZE, dummy_->id()};
   if (bt->kind == TensorKind::kInput || bt->kind == TensorKind::kOutput) {
     const loom_tensor_t& t = bt->kind == TensorKind::kInput ? *call.inputs[io_index_[tensor]]
                                                             : *call.outputs[io_index_[tensor]];
-    return {reinterpret_cast<const Buffer*>(t.buffer)->handle(), t.offset, range};
+    const Buffer* b = reinterpret_cast<const Buffer*>(t.buffer);
+    return {b->handle(), t.offset, range, b->id()};
   }
-  return {owned_[tensor]->handle(), 0, range};
+  return {owned_[tensor]->handle(), 0, range, owned_[tensor]->id()};
 }
 
 namespace {
@@ -336,7 +337,9 @@ Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
       const bool in = k < call.input_count;
       const size_t i = in ? k : k - call.input_count;
       const Operand o = operand(call, in ? program_.inputs[i] : program_.outputs[i]);
-      same = o.buffer == s->key[k].buffer && o.offset == s->key[k].offset;
+      // By id, not VkBuffer: a buffer freed and another allocated may share
+      // a handle, and a set recorded for the first would write freed memory.
+      same = o.buffer_id == s->key[k].buffer_id && o.offset == s->key[k].offset;
     }
     if (same) {
       set = s.get();

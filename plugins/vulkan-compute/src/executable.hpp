@@ -37,6 +37,7 @@ class VulkanExecutable {
     VkBuffer buffer = VK_NULL_HANDLE;
     uint64_t offset = 0;
     uint64_t range = 0;
+    uint64_t buffer_id = 0;  // Buffer::id: what a cached binding set is matched on
   };
   explicit VulkanExecutable(Device* device);
   Status check_call(const sdk::ExecuteCallT<Fence>& call) const;
