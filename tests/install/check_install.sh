@@ -233,6 +233,24 @@ for cm in "$src"/sdk/examples/*/CMakeLists.txt; do
   if [ -f "$example_src/check.sh" ]; then
     bash "$example_src/check.sh" "$prefix" "$ebuild" || fail "sdk/examples/$name/check.sh failed"
   fi
+  # The same example without CMake: the compiler, pkg-config's loom-sdk
+  # flags and the installed loom-manifest, as a vendor's own build would.
+  echo "-- $name with pkg-config"
+  pbuild=$scratch/examples-pc/$name
+  mkdir -p "$pbuild/plugins"
+  printf '{ global: loom_plugin_query; local: *; };\n' > "$pbuild/exports.map"
+  ${CXX:-c++} -std=c++17 -O1 -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden \
+    -Wl,--no-undefined -Wl,--version-script="$pbuild/exports.map" \
+    $(pkg-config --cflags loom-sdk) "$example_src"/src/*.cpp \
+    -o "$pbuild/plugins/libloom_$name.so" > "$scratch/example-pc-$name.log" 2>&1 ||
+    { cat "$scratch/example-pc-$name.log"; fail "building sdk/examples/$name with pkg-config loom-sdk failed"; }
+  "$(pkg-config --variable=manifest_tool loom-sdk)" --library "$pbuild/plugins/libloom_$name.so" \
+    --name "$name" --version 0.1.0 --abi-min 1.0 --abi-max 1.1 --loader-key "$name" \
+    --output "$pbuild/plugins/$name.loom-plugin.json" ||
+    fail "loom-manifest for the pkg-config build of $name failed"
+  if [ -f "$example_src/check.sh" ]; then
+    bash "$example_src/check.sh" "$prefix" "$pbuild" || fail "sdk/examples/$name/check.sh failed on the pkg-config build"
+  fi
 done
 
 rm -rf "$scratch"
