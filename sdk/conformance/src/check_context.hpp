@@ -154,6 +154,17 @@ struct ExecutableGuard {
   }
 };
 
+// The plugin loaded as the host loads it, and the device under test.
+struct DeviceUnderTest {
+  std::shared_ptr<host::LoadedPlugin> plugin;
+  const loom_plugin_api_t* api = nullptr;
+  loom_device_t* device = nullptr;
+  loom_device_info_t info{};
+  uint64_t capabilities = 0;  // info.capabilities
+  std::string error;          // why there is none: the check fails with it
+};
+DeviceUnderTest open_device(CheckContext& ctx);
+
 // The device's info through the plugin's entry (struct of the current size).
 Result<loom_device_info_t> device_info(const host::LoadedPlugin& plugin, size_t index);
 

@@ -96,6 +96,31 @@ Result<loom_device_info_t> device_info(const host::LoadedPlugin& plugin, size_t 
   return info;
 }
 
+DeviceUnderTest open_device(CheckContext& ctx) {
+  DeviceUnderTest t;
+  auto plugin = ctx.load();
+  if (!plugin.ok()) {
+    t.error = plugin.status().message();
+    return t;
+  }
+  auto index = ctx.device_index(**plugin);
+  if (!index.ok()) {
+    t.error = index.status().message();
+    return t;
+  }
+  auto info = device_info(**plugin, *index);
+  if (!info.ok()) {
+    t.error = info.status().message();
+    return t;
+  }
+  t.plugin = *plugin;
+  t.api = &(*plugin)->api();
+  t.device = (*plugin)->device_handle(*index);
+  t.info = *info;
+  t.capabilities = info->capabilities;
+  return t;
+}
+
 std::string check_blob(const host::LoadedPlugin& plugin, loom_device_t* device, const TestBlob& blob,
                        std::span<const std::byte> bytes) {
   loom_executable_check_args_t args{};

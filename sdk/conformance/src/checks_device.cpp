@@ -16,39 +16,7 @@ namespace loom::conformance::detail {
 
 namespace {
 
-struct Target {
-  std::shared_ptr<host::LoadedPlugin> plugin;
-  const loom_plugin_api_t* api = nullptr;
-  loom_device_t* device = nullptr;
-  loom_device_info_t info{};
-  std::string error;
-};
-
-Target open_target(CheckContext& ctx) {
-  Target t;
-  auto plugin = ctx.load();
-  if (!plugin.ok()) {
-    t.error = plugin.status().message();
-    return t;
-  }
-  auto index = ctx.device_index(**plugin);
-  if (!index.ok()) {
-    t.error = index.status().message();
-    return t;
-  }
-  auto info = device_info(**plugin, *index);
-  if (!info.ok()) {
-    t.error = info.status().message();
-    return t;
-  }
-  t.plugin = *plugin;
-  t.api = &(*plugin)->api();
-  t.device = (*plugin)->device_handle(*index);
-  t.info = *info;
-  return t;
-}
-
-std::string allocate(const Target& t, uint64_t size, uint64_t alignment, uint32_t flags,
+std::string allocate(const DeviceUnderTest& t, uint64_t size, uint64_t alignment, uint32_t flags,
                      loom_buffer_t** out) {
   loom_buffer_allocate_args_t a{};
   a.struct_size = sizeof a;
@@ -62,7 +30,7 @@ std::string allocate(const Target& t, uint64_t size, uint64_t alignment, uint32_
   return e;
 }
 
-std::string copy(const Target& t, bool to_device, loom_buffer_t* b, uint64_t offset, void* host,
+std::string copy(const DeviceUnderTest& t, bool to_device, loom_buffer_t* b, uint64_t offset, void* host,
                  uint64_t size) {
   loom_buffer_copy_args_t c{};
   c.struct_size = sizeof c;
@@ -112,7 +80,7 @@ Verdict list(CheckContext& ctx) {
 }
 
 Verdict allocate_free(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const uint64_t sizes[] = {1, 3, 4096, 4099, 1 << 20};
   const uint64_t alignments[] = {0, 16, 64, 256};
@@ -138,7 +106,7 @@ Verdict allocate_free(CheckContext& ctx) {
 // Patterns written at odd offsets and sizes read back the same, and what
 // was not written is untouched.
 Verdict copy_roundtrip(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   constexpr uint64_t kSize = 4099;
   loom_buffer_t* raw = nullptr;
@@ -183,7 +151,7 @@ Verdict copy_roundtrip(CheckContext& ctx) {
 }
 
 Verdict copy_out_of_range(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   loom_buffer_t* raw = nullptr;
   if (std::string e = allocate(t, 100, 0, 0, &raw); !e.empty()) return fail("buffer_allocate failed: " + e);
@@ -214,7 +182,7 @@ Verdict copy_out_of_range(CheckContext& ctx) {
 }
 
 Verdict map(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   if ((t.info.capabilities & LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY) == 0) {
     return skip("the device does not claim host-visible memory");
@@ -243,7 +211,7 @@ Verdict map(CheckContext& ctx) {
 }
 
 Verdict import_host(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   if ((t.info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT) == 0) {
     return skip("the device does not claim host-pointer import");
@@ -273,7 +241,7 @@ Verdict import_host(CheckContext& ctx) {
 }
 
 Verdict host_signal(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const loom_plugin_api_t& api = *t.api;
   FenceGuard f{&api, nullptr};

@@ -17,13 +17,11 @@ fs::path default_onnx_dir();
 
 namespace {
 
-struct Target {
-  std::shared_ptr<host::LoadedPlugin> plugin;
-  loom_device_t* device = nullptr;
-  uint64_t capabilities = 0;
+// The device under test, with the blobs the checks run (`blobs` = how many
+// to find; `no_blob` says why there are none, a skip).
+struct Target : DeviceUnderTest {
   std::vector<TestBlob> blobs;
-  std::string error;    // a failure
-  std::string no_blob;  // why there is no blob: a skip
+  std::string no_blob;
 };
 
 Target open_target(CheckContext& ctx, size_t blobs) {
@@ -32,24 +30,7 @@ Target open_target(CheckContext& ctx, size_t blobs) {
     t.blobs = ctx.blobs(blobs, &t.no_blob);
     if (t.blobs.empty()) return t;
   }
-  auto plugin = ctx.load();
-  if (!plugin.ok()) {
-    t.error = plugin.status().message();
-    return t;
-  }
-  auto index = ctx.device_index(**plugin);
-  if (!index.ok()) {
-    t.error = index.status().message();
-    return t;
-  }
-  auto info = device_info(**plugin, *index);
-  if (!info.ok()) {
-    t.error = info.status().message();
-    return t;
-  }
-  t.plugin = *plugin;
-  t.device = (*plugin)->device_handle(*index);
-  t.capabilities = info->capabilities;
+  static_cast<DeviceUnderTest&>(t) = open_device(ctx);
   return t;
 }
 

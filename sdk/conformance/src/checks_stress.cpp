@@ -18,36 +18,6 @@ namespace {
 
 constexpr int kThreads = 4;
 
-struct Target {
-  std::shared_ptr<host::LoadedPlugin> plugin;
-  loom_device_t* device = nullptr;
-  uint64_t capabilities = 0;
-  std::string error;
-};
-
-Target open_target(CheckContext& ctx) {
-  Target t;
-  auto plugin = ctx.load();
-  if (!plugin.ok()) {
-    t.error = plugin.status().message();
-    return t;
-  }
-  auto index = ctx.device_index(**plugin);
-  if (!index.ok()) {
-    t.error = index.status().message();
-    return t;
-  }
-  auto info = device_info(**plugin, *index);
-  if (!info.ok()) {
-    t.error = info.status().message();
-    return t;
-  }
-  t.plugin = *plugin;
-  t.device = (*plugin)->device_handle(*index);
-  t.capabilities = info->capabilities;
-  return t;
-}
-
 // The first error any thread saw.
 struct FirstError {
   std::mutex mutex;
@@ -63,7 +33,7 @@ struct FirstError {
 };
 
 Verdict concurrent_calls(CheckContext& ctx) {
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const loom_plugin_api_t& api = t.plugin->api();
   const size_t rounds = ctx.count(200, 2000);
@@ -111,7 +81,7 @@ Verdict concurrent_execute(CheckContext& ctx) {
   if (blobs.empty()) return skip(why);
   const TestBlob& blob = blobs[0];
   if (blob.inputs.empty() || blob.outputs.empty()) return skip("the blob's tensors are not known");
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const loom_plugin_api_t& api = t.plugin->api();
   ExecutableGuard exe{&api, nullptr};
@@ -228,7 +198,7 @@ Verdict plugin_cycles(CheckContext& ctx) {
 Verdict object_cycles(CheckContext& ctx) {
   std::string why;
   std::vector<TestBlob> blobs = ctx.blobs(1, &why);
-  Target t = open_target(ctx);
+  DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const loom_plugin_api_t& api = t.plugin->api();
   const size_t cycles = ctx.count(300, 3000), warmup = 20;
