@@ -33,12 +33,14 @@ struct FirstError {
 };
 
 Verdict concurrent_calls(CheckContext& ctx) {
+  std::string no_blob;
+  const std::vector<TestBlob> blobs = ctx.blobs(1, &no_blob);
   DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
   const loom_plugin_api_t& api = t.plugin->api();
   const size_t rounds = ctx.count(200, 2000);
   FirstError error;
-  ctx.note("device_info, buffers, copies and fences from 4 threads");
+  ctx.note("device_info, buffers, copies, fences, executable_check and executable_load from 4 threads");
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
     threads.emplace_back([&, id] {
@@ -63,12 +65,22 @@ Verdict concurrent_calls(CheckContext& ctx) {
         if (std::string e = take(api, api.fence_create(t.device, &f.fence)); !e.empty()) return error.set("fence_create: " + e);
         if (std::string e = take(api, api.fence_signal(f.fence)); !e.empty()) return error.set("fence_signal: " + e);
         if (std::string e = take(api, api.fence_wait(f.fence, 1'000'000'000ull)); !e.empty()) return error.set("fence_wait: " + e);
+        if (blobs.empty() || r % 4 != 0) continue;
+        const TestBlob& blob = blobs[0];
+        if (std::string e = check_blob(*t.plugin, t.device, blob, blob.bytes); !e.empty()) {
+          return error.set("executable_check of its own blob: " + e);
+        }
+        ExecutableGuard exe{&api, nullptr};
+        if (std::string e = load_blob(*t.plugin, t.device, blob, blob.bytes, &exe.executable); !e.empty()) {
+          return error.set("executable_load of its own blob: " + e);
+        }
       }
     });
   }
   for (auto& th : threads) th.join();
   if (!error.text.empty()) return fail("called from 4 threads at once: " + error.text);
-  return pass(std::to_string(rounds * kThreads) + " rounds");
+  return pass(std::to_string(rounds * kThreads) + " rounds" +
+              (blobs.empty() ? " (no blob for executable_check/load: " + no_blob + ")" : ""));
 }
 
 bool is_float(loom_dtype_t d) { return d == LOOM_DTYPE_F32; }
@@ -235,7 +247,8 @@ Verdict object_cycles(CheckContext& ctx) {
 
 const CheckDef kChecks[] = {
     {"threads.concurrent_calls",
-     "device_info, buffers, copies and fences called from 4 threads at once give correct results",
+     "device_info, buffers, copies, fences, executable_check and executable_load called from 4 "
+     "threads at once give correct results",
      concurrent_calls},
     {"threads.concurrent_execute",
      "one executable run from 4 threads at once gives each thread the results it gives alone",
