@@ -3,9 +3,9 @@
 # deliberately broken builds (tests/support/fake_plugin, Defect): every
 # shipped plugin and the fake conform, writing all three reports, and each
 # broken build fails the check named for its defect.
-# Usage: conformance_test.sh <loom> <plugin dir> <test plugin dir> <onnx node dir> <work dir>
+# Usage: conformance_test.sh <loom> <plugin dir> <test plugin dir> <onnx node dir> <work dir> [sanitized]
 set -u
-loom="$1" plugins="$2" test_plugins="$3" node="$4" work="$5"
+loom="$1" plugins="$2" test_plugins="$3" node="$4" work="$5" sanitized="${6:-}"
 rm -rf "$work"
 mkdir -p "$work"
 failures=0
@@ -51,7 +51,15 @@ conforms fpga-stub "$plugins/fpga-stub.loom-plugin.json"
 conforms fake "$test_plugins/fake/fake.loom-plugin.json" "${fake_args[@]}"
 # vulkan-compute needs a Vulkan device (lavapipe on CI machines).
 if "$loom" devices 2>/dev/null | grep -q "device vulkan-compute://0"; then
-  conforms vulkan-compute "$plugins/vulkan-compute.loom-plugin.json"
+  if [ "$sanitized" = sanitized ]; then
+    # Under ASan the test launcher preloads the Vulkan driver and keeps it
+    # resident (tests/CMakeLists.txt); the driver's per-instance allocations
+    # then outlive each plugin cycle, so the heap count grows with them. The
+    # lifecycle check of vulkan-compute runs in the default build.
+    conforms vulkan-compute "$plugins/vulkan-compute.loom-plugin.json" --skip lifecycle.plugin_cycles
+  else
+    conforms vulkan-compute "$plugins/vulkan-compute.loom-plugin.json"
+  fi
 else
   echo "skip: vulkan-compute has no device here: $("$loom" devices 2>&1 | grep -A2 "plugin vulkan-compute" | tr '\n' ' ')"
 fi
@@ -114,6 +122,8 @@ echo "ok: --stamp, and --require-conformance takes the fake and refuses the brok
 [ $? -eq 1 ] && grep -q "no check id starts with it" "$work/only.log" ||
   problem "--only with no match is not reported: $(cat "$work/only.log")"
 "$loom" conformance --list | grep -q "^lifecycle.plugin_cycles " || problem "--list lacks lifecycle.plugin_cycles"
+"$loom" conformance "$test_plugins/fake/fake.loom-plugin.json" --only abi.entry --skip abi >"$work/skip.log" 2>&1
+grep -q "^SKIP abi.entry_point: skipped by request" "$work/skip.log" || problem "--skip did not skip: $(cat "$work/skip.log")"
 
 if [ $failures -ne 0 ]; then
   echo "$failures problem(s)" >&2

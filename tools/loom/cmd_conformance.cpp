@@ -64,6 +64,9 @@ CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args) {
   cmd->add_option("--markdown", args.markdown, "Write a Markdown report here");
   cmd->add_option("--only", args.only, "Run only the checks whose id starts with this (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--skip", args.skip,
+                  "Do not run the checks whose id starts with this (repeatable; reported as skipped)")
+      ->allow_extra_args(false);
   cmd->add_option("--onnx-dir", args.onnx_dirs,
                   "Folders of ONNX test cases for the execution check (default: libonnx-testdata's "
                   "node tests)")
@@ -102,6 +105,7 @@ int run_conformance(const ConformanceArgs& args) {
   if (!level.ok()) return fail(level.status());
   options.level = *level;
   options.only = args.only;
+  options.skip = args.skip;
   for (const std::string& d : args.onnx_dirs) options.onnx_dirs.emplace_back(d);
   for (const std::string& d : args.plugin_paths) options.search_paths.emplace_back(d);
   for (const std::string& b : args.blobs) {
@@ -114,13 +118,14 @@ int run_conformance(const ConformanceArgs& args) {
   options.plugin_options = parsed.plugin_options;
   options.check_timeout = std::chrono::seconds(args.timeout_s);
   options.fork = !args.no_fork;
-  if (!options.only.empty()) {
-    auto checks = cf::list_checks();
-    for (const std::string& prefix : options.only) {
+  const auto checks = cf::list_checks();
+  for (const auto& [flag, prefixes] : {std::pair{"--only", &options.only}, std::pair{"--skip", &options.skip}}) {
+    for (const std::string& prefix : *prefixes) {
       bool any = false;
       for (const auto& c : checks) any |= c.id.rfind(prefix, 0) == 0;
       if (!any) {
-        return fail(invalid_argument("--only " + prefix + ": no check id starts with it (see --list)"));
+        return fail(invalid_argument(std::string(flag) + " " + prefix +
+                                     ": no check id starts with it (see --list)"));
       }
     }
   }

@@ -138,7 +138,7 @@ struct ConformanceArgs {
   std::string device;
   std::string level = "basic";
   std::string report, junit, markdown;
-  std::vector<std::string> only, onnx_dirs, blobs, plugin_options, plugin_paths;
+  std::vector<std::string> only, skip, onnx_dirs, blobs, plugin_options, plugin_paths;
   uint32_t timeout_s = 120;
   bool list = false, no_fork = false, quiet = false, stamp = false;
 };

@@ -358,7 +358,8 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
     if (s.step_call[i] < 0) {
       if (step.op == OpCode::kMove) {
         const auto& in = s.kernel_inputs[i][0];
-        std::memmove(s.kernel_outputs[i][0].data, in.data, in.byte_size);
+        // An empty tensor may have no storage at all (null data).
+        if (in.byte_size != 0) std::memmove(s.kernel_outputs[i][0].data, in.data, in.byte_size);
         span(trace, kHost, "kernel", "move", start);
         continue;
       }
@@ -422,6 +423,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
     LOOM_RETURN_IF_ERROR(complete(s, j, trace, failed_call));
   }
   for (auto [k, v] : s.output_copies) {
+    if (s.outputs[k].byte_size() == 0) continue;  // may have no storage
     std::memcpy(s.outputs[k].data(), s.value_data[v], s.outputs[k].byte_size());
   }
   return Status();

@@ -60,12 +60,15 @@ std::vector<const CheckDef*> all_checks() {
   return out;
 }
 
-bool selected(const SuiteOptions& options, std::string_view id) {
-  if (options.only.empty()) return true;
-  for (const std::string& prefix : options.only) {
+bool matches(const std::vector<std::string>& prefixes, std::string_view id) {
+  for (const std::string& prefix : prefixes) {
     if (id.substr(0, prefix.size()) == prefix) return true;
   }
   return false;
+}
+
+bool selected(const SuiteOptions& options, std::string_view id) {
+  return options.only.empty() || matches(options.only, id);
 }
 
 std::string now_iso8601() {
@@ -169,6 +172,12 @@ Result<SuiteReport> run_suite(const SuiteOptions& options,
 
   for (const CheckDef* def : all_checks()) {
     if (!selected(options, def->id)) continue;
+    if (matches(options.skip, def->id)) {
+      CheckResult result{def->id, def->summary, CheckOutcome::kSkip, "skipped by request (--skip)", 0};
+      if (progress) progress(result);
+      report.checks.push_back(std::move(result));
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
     auto body = [&](const NoteFn& note) -> Verdict {
       CheckContext ctx(effective, *manifest, note);
