@@ -1,33 +1,10 @@
+// The fake plugin's compile side, on loom/sdk/graph.hpp's GraphView (which
+// plugin.hpp has verified before the members are called).
 #include "fake_compile.hpp"
 
-#include <cstdint>
-
-#include "loom/graph/graph_generated.h"
+#include "loom/sdk/graph.hpp"
 
 namespace fake_compile {
-
-namespace {
-
-const loom::graph::fb::Graph* verified(const void* data, size_t size, std::string* error) {
-  if (data == nullptr) {
-    *error = "graph is NULL";
-    return nullptr;
-  }
-  flatbuffers::Verifier::Options options;
-  options.max_depth = 16;
-  options.max_tables = 1'000'000;
-  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, options);
-  if (size < 8 || !loom::graph::fb::GraphBufferHasIdentifier(data) ||
-      !loom::graph::fb::VerifyGraphBuffer(verifier)) {
-    *error = "graph is not a valid graph.fbs buffer";
-    return nullptr;
-  }
-  return loom::graph::fb::GetGraph(data);
-}
-
-size_t node_count_of(const loom::graph::fb::Graph* g) { return g->nodes() == nullptr ? 0 : g->nodes()->size(); }
-
-}  // namespace
 
 bool parse_ops(const char* value, std::set<std::string>* ops) {
   ops->clear();
@@ -44,40 +21,28 @@ bool parse_ops(const char* value, std::set<std::string>* ops) {
   }
 }
 
-std::string supported(const std::set<std::string>& ops, const void* graph, size_t size,
-                      size_t node_count, bool* out_supported) {
-  std::string error;
-  const loom::graph::fb::Graph* g = verified(graph, size, &error);
-  if (g == nullptr) return error;
-  if (node_count != node_count_of(g)) {
-    return "node_count " + std::to_string(node_count) + " but the graph has " +
-           std::to_string(node_count_of(g)) + " nodes";
+loom::sdk::Status supported(const std::set<std::string>& ops, const loom::sdk::GraphView& graph,
+                            loom::sdk::Claims* claims) {
+  for (size_t i = 0; i < graph.node_count(); ++i) {
+    const loom::sdk::NodeView n = graph.node(i);
+    if (n.domain().empty() && ops.count(n.op_type()) > 0) LOOM_SDK_RETURN_IF_ERROR(claims->claim(i));
   }
-  if (node_count > 0 && out_supported == nullptr) return "out_supported is NULL";
-  for (size_t i = 0; i < node_count; ++i) {
-    const auto* n = g->nodes()->Get(static_cast<flatbuffers::uoffset_t>(i));
-    const bool default_domain = n->domain() == nullptr || n->domain()->size() == 0;
-    out_supported[i] = default_domain && ops.count(n->op_type()->str()) > 0;
-  }
-  return {};
+  return loom::sdk::Status();
 }
 
-std::string compile(const std::set<std::string>& ops, const void* graph, size_t size,
+std::string compile(const std::set<std::string>& ops, const loom::sdk::GraphView& graph,
                     std::string* blob) {
-  std::string error;
-  const loom::graph::fb::Graph* g = verified(graph, size, &error);
-  if (g == nullptr) return error;
-  const size_t nodes = node_count_of(g);
+  const size_t nodes = graph.node_count();
   if (nodes == 0) return "graph has no nodes";
   std::string names;
   for (size_t i = 0; i < nodes; ++i) {
-    const std::string op = g->nodes()->Get(static_cast<flatbuffers::uoffset_t>(i))->op_type()->str();
+    const std::string op = graph.node(i).op_type();
     if (ops.count(op) == 0) return "cannot compile op " + op;
     names += (names.empty() ? "" : ",") + op;
   }
-  const size_t inputs = g->inputs() == nullptr ? 0 : g->inputs()->size();
-  const size_t outputs = g->outputs() == nullptr ? 0 : g->outputs()->size();
-  *blob = nodes == 1 && names == "Add" && inputs == 2 && outputs == 1 ? "fake:add" : "fake:graph:" + names;
+  *blob = nodes == 1 && names == "Add" && graph.input_count() == 2 && graph.output_count() == 1
+              ? "fake:add"
+              : "fake:graph:" + names;
   return {};
 }
 

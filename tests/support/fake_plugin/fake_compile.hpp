@@ -10,22 +10,23 @@
 // the host stores but the fake cannot load.
 #pragma once
 
-#include <cstddef>
 #include <set>
 #include <string>
+
+#include "loom/plugin.hpp"
 
 namespace fake_compile {
 
 // Splits "Relu,Add"; false on an empty name.
 bool parse_ops(const char* value, std::set<std::string>* ops);
 
-// Verifies the graph.fbs buffer and answers per node. Returns an error
-// message, empty on success.
-std::string supported(const std::set<std::string>& ops, const void* graph, size_t size,
-                      size_t node_count, bool* out_supported);
+// Claims the nodes of the (verified) graph whose op type is in `ops`.
+loom::sdk::Status supported(const std::set<std::string>& ops, const loom::sdk::GraphView& graph,
+                            loom::sdk::Claims* claims);
 
-// Verifies the buffer, checks that every node is claimed and sets *blob.
-std::string compile(const std::set<std::string>& ops, const void* graph, size_t size,
+// Checks that every node is claimed and sets *blob; returns an error message,
+// empty on success.
+std::string compile(const std::set<std::string>& ops, const loom::sdk::GraphView& graph,
                     std::string* blob);
 
 }  // namespace fake_compile

@@ -1,73 +1,36 @@
-// What the fake plugin's sources share: its variants and constants, the
-// objects behind the ABI's opaque handles, status helpers, and the buffer
-// and fence entries (fake_memory.cpp). Included only by the fake's sources;
-// FAKE_NAME and FAKE_VARIANT come from the build (see CMakeLists.txt).
+// What the fake plugin's sources share: its variants and options, and the
+// classes that loom/plugin.hpp turns into the C function table (Plugin,
+// Device, Executable, Buffer, Fence). The deliberately malformed ABI
+// behaviour that plugin.hpp cannot express lives in fake_abi_variants.cpp
+// (see fake_raw.h). Included only by the fake's sources; FAKE_NAME and
+// FAKE_VARIANT come from the build (see CMakeLists.txt).
 #pragma once
 
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "fake_async.hpp"
+#include "fake_variant.hpp"
 #include "loom/plugin.h"
-
-#ifndef FAKE_NAME
-#error "FAKE_NAME must name the plugin"
-#endif
-#ifndef FAKE_VARIANT
-#define FAKE_VARIANT kNormal
-#endif
+#include "loom/plugin.hpp"
 
 namespace fake {
 
-enum class Variant {
-  kNormal,
-  kAbi2,         // speaks only ABI 2.x
-  kNoEntry,      // does not export loom_plugin_query
-  kSmall,        // function table smaller than ABI 1.0
-  kLarge,        // every struct it fills is larger than ABI 1.0
-  kRefuses,      // query refuses with a reason
-  kUnavailable,  // plugin_check_available refuses
-  kNullEntry,    // a required entry (fence_wait) is NULL
-  kBadUri,       // device URIs of another plugin
-  kBadVersion,   // answers an ABI version outside the host's range
-  kNullApi,      // answers OK without a function table
-};
-constexpr Variant kVariant = Variant::FAKE_VARIANT;
-
-// The deliberately broken builds the conformance suite must catch, one
-// defect each (FAKE_DEFECT; they are otherwise the normal build).
-enum class Defect {
-  kNone,
-  kStructSize,     // refuses structs larger than its own (a newer host's)
-  kExecuteCrash,   // execute dereferences NULL
-  kLeak,           // plugin_create leaks 256 KiB
-  kCorruptBlobs,   // loads any blob it does not know as a copy
-  kWrongResults,   // Add subtracts
-  kRace,           // execute computes in a scratch area shared by all calls
-  kFenceNeverSignals,  // async devices whose executions never signal
-};
-#ifndef FAKE_DEFECT
-#define FAKE_DEFECT kNone
-#endif
-constexpr Defect kDefect = Defect::FAKE_DEFECT;
-constexpr const char* kName = FAKE_NAME;
-// Each build serves a loader key equal to its name.
-constexpr const char* kLoaderKey = FAKE_NAME;
-
 enum class Op { kAdd, kCopy };
 
+// The first field of every object handed to the host, so that a handle of
+// the wrong kind (or of another plugin) is refused by name.
 constexpr uint32_t kExecutableMagic = 0x45584531;
 constexpr uint32_t kBufferMagic = 0x42554631;
 constexpr uint32_t kFenceMagic = 0x46454e31;
 constexpr uint64_t kMaxBufferBytes = uint64_t{1} << 32;
 
 using fake_async::FenceState;
+using loom::sdk::Status;
 
 struct Config {
   size_t devices = 1;
@@ -80,11 +43,11 @@ struct Config {
   fake_async::Order async_order = fake_async::Order::kFifo;
   uint64_t async_hold = 0;
   bool separate_memory = false;
-  bool import = false;
-  uint64_t max_fences = 0;  // fence_create fails after this many (0: no limit)  // CAP_HOST_POINTER_IMPORT: buffer_import_host of page-aligned memory
+  bool import = false;      // CAP_HOST_POINTER_IMPORT: buffer_import_host of page-aligned memory
+  uint64_t max_fences = 0;  // fence_create fails after this many (0: no limit)
   bool null_uri = false;
   std::set<std::string> compile_ops;
-  std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version
+  std::string compile_fault;  // "", fail, null_blob, bad_key, bad_version, new_blob
   std::vector<loom_device_kind_t> kinds;  // per device, cycled; empty: virtual
   std::set<size_t> fail_load;             // devices whose executable_load runs out of memory
   std::set<size_t> lose;                  // devices whose executions fail with DEVICE_LOST
@@ -92,120 +55,179 @@ struct Config {
   std::vector<uint64_t> estimate_ns;      // executable_estimate's answer per device (cycled)
 };
 
-}  // namespace fake
+// A status whose message starts with the plugin's name, as all the fake's
+// own errors do ("fake: unknown fake blob (4 bytes)").
+inline Status error(loom_status_code_t code, const std::string& message) {
+  return Status(code, std::string(kName) + ": " + message);
+}
+inline Status invalid(const std::string& message) {
+  return error(LOOM_STATUS_INVALID_ARGUMENT, message);
+}
 
-struct loom_status_t {
-  loom_status_code_t code;
-  std::string message;
+class Plugin;
+class Device;
+class Executable;
+class Buffer;
+class Fence;
+
+struct Impl {
+  using Plugin = fake::Plugin;
+  using Device = fake::Device;
+  using Executable = fake::Executable;
+  using Buffer = fake::Buffer;
+  using Fence = fake::Fence;
+  static const loom_plugin_info_t* info();
+  static Status create(const loom::sdk::CreateContext& ctx, std::unique_ptr<Plugin>* out);
 };
 
-struct loom_device_t {
-  loom_plugin_t* plugin;
-  size_t index;
-  std::string uri;
-  std::string name;
-  uint64_t capabilities;
+class Executable {
+ public:
+  Executable(Device* device, Op op) : device_(device), op_(op) {}
+  ~Executable();
+  Status execute(const loom::sdk::ExecuteCallT<Fence>& call);
+
+  const uint32_t magic = kExecutableMagic;
+
+ private:
+  Device* device_;
+  Op op_;
 };
 
-struct loom_executable_t {
-  uint32_t magic = fake::kExecutableMagic;
-  loom_device_t* device;
-  fake::Op op;
+class Buffer {
+ public:
+  // Owned memory of `size` bytes, or (imported != nullptr) the host's memory.
+  Buffer(Device* device, uint64_t size, std::byte* imported);
+  ~Buffer();
+  Status map(void** out);
+  void unmap() {}
+  Status copy_from_host(uint64_t offset, const void* src, uint64_t size);
+  Status copy_to_host(uint64_t offset, void* dst, uint64_t size);
+
+  std::byte* data() { return imported_ != nullptr ? imported_ : bytes_.data(); }
+  uint64_t size() const { return imported_ != nullptr ? imported_size_ : bytes_.size(); }
+  Device* device() const { return device_; }
+
+  const uint32_t magic = kBufferMagic;
+
+ private:
+  Status check_range(uint64_t offset, uint64_t size);
+
+  Device* device_;
+  std::vector<std::byte> bytes_;  // the fake's "device memory"
+  // buffer_import_host (fake.import=1): the host's memory instead of bytes_.
+  std::byte* imported_ = nullptr;
+  uint64_t imported_size_ = 0;
 };
 
-struct loom_buffer_t {
-  uint32_t magic = fake::kBufferMagic;
-  loom_device_t* device;
-  std::vector<std::byte> bytes;  // the fake's "device memory"
-  // buffer_import_host (fake.import=1): the host's memory instead of `bytes`.
-  std::byte* imported = nullptr;
-  uint64_t imported_size = 0;
-  std::byte* data() { return imported != nullptr ? imported : bytes.data(); }
-  uint64_t size() const { return imported != nullptr ? imported_size : bytes.size(); }
+class Fence {
+ public:
+  Fence(Device* device, fake_async::Worker* worker);
+  ~Fence();
+  Status signal();
+  Status wait(uint64_t timeout_ns);
+  Status query(bool* out);
+
+  // ABI 1.1: a fence that signaled an earlier execution is re-armed; the
+  // pending work keeps the state it was given.
+  std::shared_ptr<FenceState> rearm();
+  std::shared_ptr<FenceState> state() const { return state_; }
+
+  const uint32_t magic = kFenceMagic;
+
+ private:
+  Device* device_;
+  std::shared_ptr<FenceState> state_;  // shared with pending work
 };
 
-struct loom_fence_t {
-  uint32_t magic = fake::kFenceMagic;
-  loom_device_t* device;
-  std::shared_ptr<fake_async::FenceState> state;  // shared with pending work
+class Device {
+ public:
+  Device(Plugin* plugin, size_t index, uint64_t capabilities);
+  void info(loom_device_info_t* full);
+  Status check_executable(const loom::sdk::Blob& blob);
+  Status load_executable(const loom::sdk::Blob& blob, const loom::sdk::Options& specs,
+                         std::unique_ptr<Executable>* out);
+  Status allocate_buffer(uint64_t size, uint64_t alignment, uint32_t flags,
+                         std::unique_ptr<Buffer>* out);
+  Status import_host(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out);
+  Status create_fence(std::unique_ptr<Fence>* out);
+  Status estimate_executable(const loom::sdk::Blob& blob, uint64_t* out_time_ns);
+
+  Plugin* plugin() const { return plugin_; }
+  size_t index() const { return index_; }
+  const std::string& uri() const { return uri_; }
+  uint64_t capabilities() const { return capabilities_; }
+
+ private:
+  // What executable_check, _load and _estimate share; sets *op.
+  Status check_blob(const loom::sdk::Blob& blob, Op* op) const;
+
+  Plugin* plugin_;
+  size_t index_;
+  std::string uri_;
+  std::string name_;
+  uint64_t capabilities_;
 };
 
-struct loom_plugin_t {
-  const loom_host_services_t* host = nullptr;
-  fake::Config config;
-  std::vector<std::unique_ptr<loom_device_t>> devices;
+class Plugin {
+ public:
+  Plugin(const loom_host_services_t* host, Config config) : host_(host), config_(std::move(config)) {}
+  // Finishes queued executions, logs the objects the host leaked ("leaked 2
+  // buffers") and frees them.
+  ~Plugin();
+
+  Status check_available();
+  size_t device_count();
+  Device* device(size_t index);
+  Status compile_supported(const loom::sdk::GraphView& graph, loom::sdk::Claims* claims);
+  Status compile(const loom::sdk::GraphView& graph, const loom::sdk::Options& options,
+                 loom::sdk::CompiledBlob* out);
+
+  const Config& config() const { return config_; }
+  const loom_host_services_t* host() const { return host_; }
+  fake_async::Worker* worker() const { return worker_.get(); }
+  std::vector<std::byte>& shared_scratch() { return shared_scratch_; }
+  void log(loom_log_level_t level, const std::string& message) const {
+    loom::sdk::log(host_, level, message.c_str());
+  }
 
   // Live objects, to report and free what the host leaked.
-  std::mutex objects_mutex;
-  std::set<loom_executable_t*> executables;
-  std::set<loom_buffer_t*> buffers;
-  std::set<loom_fence_t*> fences;
-  uint64_t fences_created = 0;  // under objects_mutex
-  // fake.compile_fault=new_blob: blobs made with new[] (under objects_mutex).
-  std::vector<std::unique_ptr<char[]>> own_blobs;
+  void track(Executable* e) { add(&executables_, e); }
+  void track(Buffer* b) { add(&buffers_, b); }
+  void track(Fence* f) { add(&fences_, f); }
+  void untrack(Executable* e) { remove(&executables_, e); }
+  void untrack(Buffer* b) { remove(&buffers_, b); }
+  void untrack(Fence* f) { remove(&fences_, f); }
+  // Counts a fence against fake.max_fences.
+  Status count_fence();
+  // fake.compile_fault=new_blob: keeps a blob made with new[] until destroy.
+  void keep_blob(std::unique_ptr<char[]> blob);
 
+ private:
+  friend struct Impl;
+  template <typename T>
+  void add(std::set<T*>* set, T* object) {
+    std::lock_guard<std::mutex> lock(objects_mutex_);
+    set->insert(object);
+  }
+  template <typename T>
+  void remove(std::set<T*>* set, T* object) {
+    std::lock_guard<std::mutex> lock(objects_mutex_);
+    set->erase(object);
+  }
+
+  const loom_host_services_t* host_;
+  Config config_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::mutex objects_mutex_;
+  std::set<Executable*> executables_;
+  std::set<Buffer*> buffers_;
+  std::set<Fence*> fences_;
+  uint64_t fences_created_ = 0;                     // under objects_mutex_
+  std::vector<std::unique_ptr<char[]>> own_blobs_;  // under objects_mutex_
   // Defect::kRace: one scratch area for every execution, unguarded.
-  std::vector<std::byte> shared_scratch;
-
+  std::vector<std::byte> shared_scratch_;
   // Completes asynchronous executions (fake.async=1); null otherwise.
-  std::unique_ptr<fake_async::Worker> worker;
-
-  void log(loom_log_level_t level, const std::string& message) const {
-    if (host != nullptr && LOOM_STRUCT_HAS(loom_host_services_t, host->struct_size, log) &&
-        host->log != nullptr) {
-      host->log(host->user_data, level, message.c_str());
-    }
-  }
-
-  template <typename T>
-  void track(std::set<T*>& set, T* object) {
-    std::lock_guard<std::mutex> lock(objects_mutex);
-    set.insert(object);
-  }
-  template <typename T>
-  void untrack_and_delete(std::set<T*>& set, T* object) {
-    {
-      std::lock_guard<std::mutex> lock(objects_mutex);
-      set.erase(object);
-    }
-    delete object;
-  }
+  std::unique_ptr<fake_async::Worker> worker_;
 };
-
-namespace fake {
-
-inline loom_status_t* make_status(loom_status_code_t code, const std::string& message) {
-  return new (std::nothrow) loom_status_t{code, std::string(kName) + ": " + message};
-}
-inline loom_status_t* invalid(const std::string& message) {
-  return make_status(LOOM_STATUS_INVALID_ARGUMENT, message);
-}
-
-// Runs an entry body, turning an escaping C++ exception into a status: no
-// exception may cross the C ABI.
-template <typename Body>
-loom_status_t* guarded(Body&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return make_status(LOOM_STATUS_INTERNAL, std::string("exception: ") + e.what());
-  } catch (...) {
-    return make_status(LOOM_STATUS_INTERNAL, "unknown exception");
-  }
-}
-
-// Buffer and fence entries of the function table (fake_memory.cpp).
-loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args);
-void buffer_free(loom_buffer_t* buffer);
-loom_status_t* buffer_map(loom_buffer_t* buffer, void** out_pointer);
-void buffer_unmap(loom_buffer_t* buffer);
-loom_status_t* buffer_copy_from_host(loom_buffer_copy_args_t* args);
-loom_status_t* buffer_copy_to_host(loom_buffer_copy_args_t* args);
-loom_status_t* buffer_import_host(loom_buffer_import_args_t* args);
-loom_status_t* fence_create(loom_device_t* device, loom_fence_t** out_fence);
-void fence_destroy(loom_fence_t* fence);
-loom_status_t* fence_signal(loom_fence_t* fence);
-loom_status_t* fence_wait(loom_fence_t* fence, uint64_t timeout_ns);
-loom_status_t* fence_query(loom_fence_t* fence, bool* out_signaled);
 
 }  // namespace fake
