@@ -14,8 +14,8 @@
 #include <functional>
 
 #include "common/demo_program.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {

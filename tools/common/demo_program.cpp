@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "common/program_builder.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 
 namespace loom::tools {

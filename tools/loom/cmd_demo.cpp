@@ -16,7 +16,7 @@
 
 #include "commands.hpp"
 #include "common/demo_program.hpp"
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::cli {
