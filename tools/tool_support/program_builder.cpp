@@ -1,4 +1,4 @@
-#include "common/program_builder.hpp"
+#include "tool_support/program_builder.hpp"
 
 #include <algorithm>
 

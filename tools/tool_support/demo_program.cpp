@@ -1,10 +1,10 @@
-#include "common/demo_program.hpp"
+#include "tool_support/demo_program.hpp"
 
 #include <iterator>
 #include <random>
 #include <utility>
 
-#include "common/program_builder.hpp"
+#include "tool_support/program_builder.hpp"
 #include "loom/irpa.hpp"
 #include "loom/tensor_metadata.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
