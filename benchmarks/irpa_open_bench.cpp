@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "common/demo_program.hpp"
+#include "tool_support/demo_program.hpp"
 #include "host/handles.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;

@@ -15,8 +15,8 @@
 
 #include "bitstream.hpp"
 #include "graph/graph_codec.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/vulkan_compute/blob_format.hpp"
 #include "loom/vulkan_compute/kernels.hpp"

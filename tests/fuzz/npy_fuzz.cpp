@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "fuzz_support.hpp"
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;

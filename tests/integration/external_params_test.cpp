@@ -13,9 +13,9 @@
 #include <fstream>
 #include <functional>
 
-#include "common/demo_program.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "tool_support/demo_program.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/program_builder.hpp"
+#include "tool_support/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::testing {

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "common/program_builder.hpp"
+#include "tool_support/program_builder.hpp"
 #include "fake_sum_program.hpp"
 #include "loom/plugin.h"
 #include "loom/runtime.hpp"

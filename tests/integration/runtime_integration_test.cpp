@@ -9,8 +9,8 @@
 #include <span>
 #include <thread>
 
-#include "common/demo_program.hpp"
-#include "common/program_builder.hpp"
+#include "tool_support/demo_program.hpp"
+#include "tool_support/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "common/demo_program.hpp"
-#include "io/npy.hpp"
+#include "tool_support/demo_program.hpp"
+#include "loom/npy.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::cli {

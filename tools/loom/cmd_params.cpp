@@ -22,7 +22,7 @@
 #include <system_error>
 
 #include "commands.hpp"
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "params_support.hpp"
 
 #if LOOM_HAVE_ONNX

@@ -12,7 +12,7 @@
 
 #include "commands.hpp"
 #include "common/file_type.hpp"
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "loom/runtime.hpp"
 #if LOOM_HAVE_ONNX
 #include "loom/conformance/onnx_cases.hpp"

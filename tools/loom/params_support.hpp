@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
 

@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/demo_program.hpp"
-#include "common/program_builder.hpp"
+#include "tool_support/demo_program.hpp"
+#include "tool_support/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include "common/hash.hpp"
 #include "container/function_layout.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/tensor_metadata.hpp"
 #include "kernels/kernel.hpp"
 
 namespace loom::compiler {

@@ -29,7 +29,7 @@
 #include "compiler/partition.hpp"
 #include "graph/graph.hpp"
 #include "host/compile_entries.hpp"
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "loom/artifacts.hpp"
 #include "loom/program.hpp"
 #include "loom/status.hpp"

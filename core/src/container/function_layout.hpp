@@ -1,6 +1,6 @@
 // Two finishing steps every program producer needs for a function: its
 // memory plan and its ABI reflection. Shared by the compiler's emitter and
-// tools/common's ProgramBuilder so that both write the same layout.
+// tools/tool_support's ProgramBuilder so that both write the same layout.
 #pragma once
 
 #include <string>

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 
 namespace loom::io::irpa::format {
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "common/mapped_file.hpp"
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "io/irpa_format.hpp"
 
 namespace loom::io::irpa {

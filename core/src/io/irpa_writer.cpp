@@ -14,7 +14,7 @@
 #include <string>
 #include <utility>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "io/irpa_format.hpp"
 
 namespace loom::io::irpa {

@@ -1,4 +1,4 @@
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 
 #include <cstring>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "io/tensor_metadata.hpp"
+#include "loom/tensor_metadata.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // Each family of reference kernels registers its operators in one function;
-// KernelRegistry::reference() calls them all. One file per family so that
-// families grow without touching each other.
+// KernelRegistry::reference() calls them all. One folder per family (each with its
+// registry.cpp) so that families grow without touching each other.
 #pragma once
 
 #include "kernels/kernel.hpp"

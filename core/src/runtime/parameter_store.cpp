@@ -9,8 +9,8 @@
 
 #include "common/file_type.hpp"
 #include "common/hash.hpp"
-#include "io/irpa.hpp"
-#include "io/tensor_metadata.hpp"
+#include "loom/irpa.hpp"
+#include "loom/tensor_metadata.hpp"
 
 namespace loom::runtime {
 namespace {

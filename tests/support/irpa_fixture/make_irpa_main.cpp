@@ -11,8 +11,8 @@
 #include <fstream>
 #include <vector>
 
-#include "io/irpa.hpp"
-#include "io/npy.hpp"
+#include "loom/irpa.hpp"
+#include "loom/npy.hpp"
 
 namespace irpa = loom::io::irpa;
 

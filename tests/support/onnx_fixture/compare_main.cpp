@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "loom/conformance/onnx_cases.hpp"
 
 namespace cf = loom::conformance;

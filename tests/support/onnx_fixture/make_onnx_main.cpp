@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "onnx_fixtures.hpp"
 
 namespace fx = loom::testing::onnx_fixtures;

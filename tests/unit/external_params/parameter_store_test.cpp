@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/hash.hpp"
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "loom/program.hpp"
 #include "runtime/parameter_store.hpp"
 

@@ -2,7 +2,7 @@
 // writes, what a loader checks, and what it leaves alone.
 #include <gtest/gtest.h>
 
-#include "io/tensor_metadata.hpp"
+#include "loom/tensor_metadata.hpp"
 
 namespace loom::io {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "irpa_test_util.hpp"
 #include "npy_test_util.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "irpa_test_util.hpp"
 
 namespace loom::io::irpa {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "npy_test_util.hpp"
 
 namespace loom::io::irpa {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/irpa.hpp"
+#include "loom/irpa.hpp"
 #include "io/irpa_format.hpp"
 
 namespace loom::io::irpa::testing {

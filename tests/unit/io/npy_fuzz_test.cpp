@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "io/npy.hpp"
+#include "loom/npy.hpp"
 #include "npy_test_util.hpp"
 
 namespace loom::io {

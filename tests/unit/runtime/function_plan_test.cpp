@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "common/program_builder.hpp"
+#include "tool_support/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {
