@@ -330,6 +330,14 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
     return data_loss("library " + lib_path +
                      " was replaced or changed between its hash check and loading; not loaded");
   }
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer builds only: keep the library mapped for good. ld.so
+  // unmaps a closed library with its own internal munmap, which TSan never
+  // sees, so the shadow state of the library's statics outlives it, and a
+  // reload at the same address (plugins now export one symbol, so nothing
+  // pins them) is reported as races with accesses made before the unload.
+  ::dlopen(plugin->library_->library.location().c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#endif
 
   plugin->service_context_ = std::make_unique<ServiceContext>();
   plugin->service_context_->log = std::move(log);
