@@ -247,12 +247,11 @@ Verdict null_destroys(CheckContext& ctx) {
 
 // Calls that must fail, each with a status object that has a message.
 Verdict errors_have_messages(CheckContext& ctx) {
-  auto plugin = ctx.load();
-  if (!plugin.ok()) return fail(plugin.status().message());
-  auto index = ctx.device_index(**plugin);
-  if (!index.ok()) return fail(index.status().message());
-  const loom_plugin_api_t& api = (*plugin)->api();
-  loom_device_t* device = (*plugin)->device_handle(*index);
+  DeviceUnderTest t = open_device(ctx);
+  if (!t.error.empty()) return fail(t.error);
+  const auto& plugin = t.plugin;
+  const loom_plugin_api_t& api = *t.api;
+  loom_device_t* device = t.device;
   std::vector<std::string> problems;
   auto expect_error = [&](const char* what, loom_status_t* st) {
     if (st == nullptr) {
@@ -265,10 +264,10 @@ Verdict errors_have_messages(CheckContext& ctx) {
     api.status_destroy(st);
   };
   size_t count = 0;
-  api.status_destroy(api.device_count((*plugin)->instance(), &count));
+  api.status_destroy(api.device_count(plugin->instance(), &count));
   loom_device_t* out = nullptr;
   ctx.note("device_get out of range");
-  expect_error("device_get(index = device_count + 7)", api.device_get((*plugin)->instance(), count + 7, &out));
+  expect_error("device_get(index = device_count + 7)", api.device_get(plugin->instance(), count + 7, &out));
   ctx.note("plugin_create(NULL)");
   expect_error("plugin_create(NULL)", api.plugin_create(nullptr));
   ctx.note("buffer_allocate with struct_size 0");
@@ -309,12 +308,11 @@ Verdict errors_have_messages(CheckContext& ctx) {
 // Structs larger than this header's (from a newer host, zero-filled past
 // the known fields) are accepted; ones smaller than the 1.0 size refused.
 Verdict struct_sizes(CheckContext& ctx) {
-  auto plugin = ctx.load();
-  if (!plugin.ok()) return fail(plugin.status().message());
-  auto index = ctx.device_index(**plugin);
-  if (!index.ok()) return fail(index.status().message());
-  const loom_plugin_api_t& api = (*plugin)->api();
-  loom_device_t* device = (*plugin)->device_handle(*index);
+  DeviceUnderTest t = open_device(ctx);
+  if (!t.error.empty()) return fail(t.error);
+  const auto& plugin = t.plugin;
+  const loom_plugin_api_t& api = *t.api;
+  loom_device_t* device = t.device;
   constexpr size_t kExtra = 64;
 
   ctx.note("device_info with a larger struct");
