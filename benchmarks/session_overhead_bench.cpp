@@ -38,7 +38,11 @@ bool setup(Fixture& f, int64_t n, benchmark::State& state, bool isolated = false
   loom::RuntimeOptions options;
   if (isolated) options.isolated_plugins = {"cpu-simd"};
   auto runtime = loom::Runtime::create(options);
-  auto writer = loom::tools::build_single_op_program(n);
+  // Compiled by cpu-simd in this process, whichever way the timed runtime
+  // loads it.
+  auto compiler = loom::Runtime::create();
+  auto writer = compiler.ok() ? loom::tools::build_single_op_program(**compiler, n)
+                              : loom::Result<loom::ProgramWriter>(compiler.status());
   if (!runtime.ok() || !writer.ok()) {
     state.SkipWithError("cannot create the runtime or the program");
     return false;

@@ -61,9 +61,13 @@ PY
   then fail "demo --json: $(head -c 400 "$dir/demo_onnx.json") $(cat "$dir/demo_json.err")"; fi
 fi
 # A failing demo still prints its document, with the error, and exits 1.
-# (cpu.isa=bogus rejects cpu-simd, and no other device runs the MLP demo.)
+# (cpu.isa=bogus rejects cpu-simd, a missing Vulkan loader vulkan-compute,
+# and fpga-stub does not take Softmax: no plugin compiles the MLP.)
 expect_exit "demo --json when no device runs it" 1 '"passed": false' \
-  "$loom" demo --mlp --json --plugin-option cpu.isa=bogus
+  "$loom" demo --mlp --json --plugin-option cpu.isa=bogus \
+  --plugin-option vulkan.loader=/nonexistent/libvulkan.so.1
+grep -q "no plugin compiles the demo MLP" "$dir/stdout" ||
+  fail "demo --json: no reason in $(cat "$dir/stdout")"
 grep -q '"code": "unavailable"' "$dir/stdout" || fail "demo --json: no error code in $(cat "$dir/stdout")"
 
 expect_ok "devices" "cpu-simd://0" "$loom" devices

@@ -162,7 +162,7 @@ TEST(ConcurrentLoad, DifferentCpuSimdProgramsMatchTheReferenceFromFourThreads) {
     auto reference_runtime = Runtime::create();
     ASSERT_TRUE(reference_runtime.ok()) << reference_runtime.status().to_string();
     for (size_t i = 0; i < shapes.size(); ++i) {
-      auto writer = tools::build_mlp_program(shapes[i], 7 + i);
+      auto writer = tools::build_mlp_program(**reference_runtime, shapes[i], 7 + i);
       ASSERT_TRUE(writer.ok()) << writer.status().to_string();
       programs.push_back(writer->write_buffer().value());
       inputs.push_back(tools::mlp_input(shapes[i], 20 + i));

@@ -94,7 +94,7 @@ class ExternalParams : public ::testing::Test {
   std::filesystem::path write_external(const std::vector<NamedWeight>& weights,
                                        const tools::MlpOptions& options,
                                        const std::vector<std::byte>* archive = nullptr) {
-    auto program = tools::build_mlp(shape_, weights, options);
+    auto program = tools::build_mlp(*runtime_, shape_, weights, options);
     EXPECT_TRUE(program.ok()) << program.status().to_string();
     std::filesystem::path path = dir_ / "program.loom";
     EXPECT_TRUE(program->writer.write_file(path).ok());
@@ -106,7 +106,7 @@ class ExternalParams : public ::testing::Test {
 
   // The demo's program with `weights` inline, in memory (kept by the fixture).
   std::shared_ptr<Program> load_inline(const std::vector<NamedWeight>& weights) {
-    auto program = tools::build_mlp(shape_, weights);
+    auto program = tools::build_mlp(*runtime_, shape_, weights);
     EXPECT_TRUE(program.ok()) << program.status().to_string();
     inline_bytes_.push_back(program->writer.write_buffer().value());
     auto loaded = runtime_->load_program(inline_bytes_.back(), device());
@@ -308,7 +308,7 @@ TEST_F(ExternalParams, OverrideSwapsWeightsWithoutRebuildingTheProgram) {
 }
 
 TEST_F(ExternalParams, ProgramInMemoryNeedsAnOverride) {
-  auto program = tools::build_mlp(shape_, weights_, external_options()).value();
+  auto program = tools::build_mlp(*runtime_, shape_, weights_, external_options()).value();
   auto bytes = program.writer.write_buffer().value();
   write_bytes(dir_ / "weights.irpa", program.archive);
   auto refused = runtime_->load_program(bytes, device());
@@ -365,7 +365,7 @@ TEST_F(ExternalParams, UnknownScopeInOverridesIsAnError) {
                          {"no external parameters in scope 'mpl'", "its scopes: 'mlp'"}));
   // A program with inline weights only has no scope to override.
   auto inline_path = dir_ / "inline.loom";
-  ASSERT_TRUE(tools::build_mlp_program(shape_).value().write_file(inline_path).ok());
+  ASSERT_TRUE(tools::build_mlp_program(*runtime_, shape_).value().write_file(inline_path).ok());
   options.parameter_archives = {{"mlp", dir_ / "weights.irpa"}};
   EXPECT_TRUE(fails_with(load_status(inline_path, options), StatusCode::kNotFound,
                          {"scope 'mlp'", "it has no external parameters"}));
@@ -480,7 +480,7 @@ TEST_F(ExternalParams, DamagedArchiveIsAnErrorNamingTheParameterAndArchive) {
   write_bytes(dir_ / "weights.irpa", {});
   EXPECT_FALSE(load_status(path).ok());
   // Truncations of a valid archive never crash.
-  auto good = tools::build_mlp(shape_, weights_, external_options()).value().archive;
+  auto good = tools::build_mlp(*runtime_, shape_, weights_, external_options()).value().archive;
   // (The file's trailing padding is not needed, so cuts stay inside the data.)
   for (size_t size : {size_t{0}, size_t{31}, size_t{88}, size_t{200}, good.size() / 2}) {
     write_bytes(dir_ / "weights.irpa", std::span(good).first(size));

@@ -39,7 +39,7 @@ TEST(RunAllocation, DelegateRunAllocatesNothingInTheRuntime) {
   RuntimeOptions options;
   options.plugin_options = {{"cpu.onednn", "0"}};
   auto runtime = Runtime::create(options).value();
-  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime, {}).value().write_buffer().value();
   auto program = runtime->load_program(bytes, {"cpu-simd://0"});
   ASSERT_TRUE(program.ok()) << program.status().to_string();
   auto session = (*program)->create_session("main").value();
@@ -55,7 +55,7 @@ TEST(RunAllocation, DelegateRunAllocatesNothingInTheRuntime) {
 // fused MatMul+Add+Relu steps.
 TEST(RunAllocation, OneDnnStepsAllocateOnlyTheirSmallArgumentMaps) {
   auto runtime = Runtime::create().value();
-  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime, {}).value().write_buffer().value();
   auto program = runtime->load_program(bytes, {"cpu-simd://0"});
   ASSERT_TRUE(program.ok()) << program.status().to_string();
   auto session = (*program)->create_session("main").value();

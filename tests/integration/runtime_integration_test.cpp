@@ -32,7 +32,7 @@ class RuntimeIntegration : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   Tensor reference_output(const tools::MlpShape& shape, const Tensor& x) {
-    auto writer = tools::build_mlp_program(shape, 7, false);
+    auto writer = tools::build_mlp_program(*runtime_, shape, 7, false);
     EXPECT_TRUE(writer.ok());
     ref_bytes_ = writer->write_buffer().value();
     auto program = runtime_->load_program(ref_bytes_);
@@ -59,7 +59,7 @@ float max_diff(const Tensor& a, const Tensor& b) {
 
 TEST_F(RuntimeIntegration, WrittenFileRunsOnCpuSimdAndMatchesReference) {
   tools::MlpShape shape;
-  auto writer = tools::build_mlp_program(shape);
+  auto writer = tools::build_mlp_program(*runtime_, shape);
   ASSERT_TRUE(writer.ok()) << writer.status().to_string();
   auto path = dir_ / "mlp.loom";
   ASSERT_TRUE(writer->write_file(path).ok());
@@ -82,7 +82,7 @@ TEST_F(RuntimeIntegration, WrittenFileRunsOnCpuSimdAndMatchesReference) {
 }
 
 TEST_F(RuntimeIntegration, DefaultPlacementPicksAServingDevice) {
-  auto writer = tools::build_mlp_program({});
+  auto writer = tools::build_mlp_program(*runtime_, {});
   auto bytes = writer->write_buffer().value();
   auto program = runtime_->load_program(bytes);
   ASSERT_TRUE(program.ok()) << program.status().to_string();
@@ -91,7 +91,7 @@ TEST_F(RuntimeIntegration, DefaultPlacementPicksAServingDevice) {
 
 TEST_F(RuntimeIntegration, FourThreadsGetIdenticalResults) {
   tools::MlpShape shape{8, 64, 256, 16};
-  auto bytes = tools::build_mlp_program(shape).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime_, shape).value().write_buffer().value();
   auto program = runtime_->load_program(bytes, {"cpu-simd://0"});
   ASSERT_TRUE(program.ok()) << program.status().to_string();
 
@@ -122,7 +122,7 @@ TEST_F(RuntimeIntegration, FourThreadsGetIdenticalResults) {
 }
 
 TEST_F(RuntimeIntegration, MistypedDeviceGetsSuggestionAndList) {
-  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime_, {}).value().write_buffer().value();
   auto program = runtime_->load_program(bytes, {"cpu-smid://0"});
   ASSERT_FALSE(program.ok());
   EXPECT_EQ(program.status().code(), StatusCode::kNotFound);
@@ -182,7 +182,7 @@ TEST_F(RuntimeIntegration, HugeDeclaredInputIsResourceExhaustedNotAnAbort) {
 }
 
 TEST_F(RuntimeIntegration, WrongInputShapeIsRejectedWithBothShapes) {
-  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime_, {}).value().write_buffer().value();
   auto session = runtime_->load_program(bytes).value()->create_session("main").value();
   Tensor bad = Tensor::zeros(DType::kF32, {3, 3}).value();
   Status st = session->set_input("x", bad);
@@ -193,7 +193,7 @@ TEST_F(RuntimeIntegration, WrongInputShapeIsRejectedWithBothShapes) {
 }
 
 TEST_F(RuntimeIntegration, UnknownFunctionListsFunctions) {
-  auto bytes = tools::build_mlp_program({}).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime_, {}).value().write_buffer().value();
   auto program = runtime_->load_program(bytes).value();
   auto session = program->create_session("mian");
   ASSERT_FALSE(session.ok());
@@ -203,7 +203,7 @@ TEST_F(RuntimeIntegration, UnknownFunctionListsFunctions) {
 
 TEST_F(RuntimeIntegration, BindInputUsesCallerMemoryWithoutCopy) {
   tools::MlpShape shape;
-  auto bytes = tools::build_mlp_program(shape).value().write_buffer().value();
+  auto bytes = tools::build_mlp_program(*runtime_, shape).value().write_buffer().value();
   auto session = runtime_->load_program(bytes).value()->create_session("main").value();
   Tensor x = tools::mlp_input(shape);
   ASSERT_TRUE(session->bind_input(0, x.data(), x.byte_size()).ok());

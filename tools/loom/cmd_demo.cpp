@@ -86,6 +86,18 @@ Status write_file(const std::filesystem::path& path, std::span<const std::byte> 
   return Status();
 }
 
+// The outcome of an MLP demo that ran nothing: the JSON document, or the
+// error line.
+int demo_verdict(const DemoArgs& args, const Status& error) {
+  if (args.json) {
+    nlohmann::json doc = {{"demo", "mlp"}, {"runs", nlohmann::json::array()}, {"devices_run", 0},
+                          {"passed", false}};
+    doc["error"] = {{"code", status_code_name(error.code())}, {"message", error.message()}};
+    std::cout << doc.dump(2) << std::endl;
+  }
+  return fail(error);
+}
+
 }  // namespace
 
 int run_demo(const DemoArgs& args) {
@@ -108,10 +120,6 @@ int run_demo(const DemoArgs& args) {
 #endif
   tools::MlpShape shape;
   const std::vector<tools::NamedWeight> weights = tools::mlp_weights(shape);
-  auto inline_program = tools::build_mlp(shape, weights);
-  if (!inline_program.ok()) return fail(inline_program.status());
-  auto bytes = inline_program->writer.write_buffer();
-  if (!bytes.ok()) return fail(bytes.status());
   Tensor x = tools::mlp_input(shape);
 
   RuntimeOptions options;
@@ -120,8 +128,23 @@ int run_demo(const DemoArgs& args) {
   auto runtime = Runtime::create(options);
   if (!runtime.ok()) return fail(runtime.status());
 
+  // The delegate is compiled by every plugin that takes the whole MLP, one
+  // variant each; a device then loads the variant of its plugin.
+  tools::MlpOptions inline_options;
+  inline_options.targets = {};
+  auto inline_program = tools::build_mlp(**runtime, shape, weights, inline_options);
+  if (!inline_program.ok()) {
+    if (inline_program.status().code() != StatusCode::kFailedPrecondition) {
+      return fail(inline_program.status());
+    }
+    // No plugin compiles it: nothing can run; said like any failed demo.
+    return demo_verdict(args, unavailable(inline_program.status().message()));
+  }
+  auto bytes = inline_program->writer.write_buffer();
+  if (!bytes.ok()) return fail(bytes.status());
+
   // The reference: the same graph on the core's portable kernels.
-  auto ref_writer = tools::build_mlp_program(shape, 7, /*with_delegate=*/false);
+  auto ref_writer = tools::build_mlp_program(**runtime, shape, 7, /*with_delegate=*/false);
   if (!ref_writer.ok()) return fail(ref_writer.status());
   auto ref_bytes = ref_writer->write_buffer();
   if (!ref_bytes.ok()) return fail(ref_bytes.status());
@@ -143,9 +166,9 @@ int run_demo(const DemoArgs& args) {
   ScratchDir scratch;
   std::filesystem::path external_path;
   if (args.external_params) {
-    tools::MlpOptions external_options;
+    tools::MlpOptions external_options = inline_options;
     external_options.external_weights = true;
-    auto external = tools::build_mlp(shape, weights, external_options);
+    auto external = tools::build_mlp(**runtime, shape, weights, external_options);
     if (!external.ok()) return fail(external.status());
     if (dir.empty()) {
       auto made = ScratchDir::create();
@@ -161,7 +184,11 @@ int run_demo(const DemoArgs& args) {
 
   if (!args.json) std::cout << "Loom demo: MLP x[" << shape.batch << "x" << shape.in << "] -> " << shape.hidden
             << " -> Relu -> " << shape.out << " -> Softmax, " << bytes->size()
-            << "-byte program\n";
+            << "-byte program, its delegate compiled by";
+  if (!args.json) {
+    for (const std::string& plugin : inline_program->compiled_for) std::cout << " " << plugin;
+    std::cout << "\n";
+  }
 
   std::vector<Row> rows;
   int ran = 0, failed = 0;
@@ -175,8 +202,13 @@ int run_demo(const DemoArgs& args) {
     auto program = external ? (*runtime)->load_program(external_path, load)
                             : (*runtime)->load_program(*bytes, load);
     if (!program.ok()) {
-      rows.push_back({device.uri, weights_label, external ? "FAILED" : "skipped",
-                      program.status().message()});
+      // A plugin that did not compile the MLP says why, rather than the
+      // loader's "no variant for this device".
+      std::string why = program.status().message();
+      for (const auto& [plugin, reason] : inline_program->declined) {
+        if (device.plugin == plugin) why = reason;
+      }
+      rows.push_back({device.uri, weights_label, external ? "FAILED" : "skipped", why});
       failed += external;
       return false;
     }
@@ -243,6 +275,7 @@ int run_demo(const DemoArgs& args) {
     }
     nlohmann::json doc = {{"demo", "mlp"},
                           {"program_bytes", bytes->size()},
+                          {"compiled_for", inline_program->compiled_for},
                           {"runs", std::move(runs)},
                           {"devices_run", ran},
                           {"passed", verdict.ok() && saved.ok()}};

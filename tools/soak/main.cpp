@@ -117,11 +117,30 @@ Tensor filled(float start) {
   return t;
 }
 
+loom::RuntimeOptions runtime_options(const Options& options) {
+  loom::RuntimeOptions o;
+  o.plugin_paths = options.plugin_paths;
+  o.use_environment = false;
+  o.use_default_folder = options.plugin_paths.empty();
+  o.use_user_folder = false;
+  o.log_sink = [](loom::LogLevel level, std::string_view line) {
+    if (level >= loom::LogLevel::kWarning) {
+      std::fprintf(stderr, "loom-soak: plugin: %.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  };
+  if (options.target == "fake" && options.fake_async) {
+    o.plugin_options = {{"fake.async", "1"}, {"fake.separate_memory", "1"}};
+  }
+  return o;
+}
+
 loom::Result<Workload> make_workload(const Options& options) {
   Workload w;
   if (options.target == "cpu-simd") {
     const loom::tools::MlpShape shape{4, 64, 128, 10};
-    LOOM_ASSIGN_OR_RETURN(auto writer, loom::tools::build_mlp_program(shape));
+    // Compiled by cpu-simd on a runtime of its own, gone before the soak.
+    LOOM_ASSIGN_OR_RETURN(auto compiler, loom::Runtime::create(runtime_options(options)));
+    LOOM_ASSIGN_OR_RETURN(auto writer, loom::tools::build_mlp_program(*compiler, shape));
     LOOM_ASSIGN_OR_RETURN(w.program, writer.write_buffer());
     w.device = "cpu-simd://0";
     w.inputs.emplace_back("x", loom::tools::mlp_input(shape));
@@ -152,22 +171,6 @@ loom::Result<Workload> make_workload(const Options& options) {
   return w;
 }
 
-loom::RuntimeOptions runtime_options(const Options& options) {
-  loom::RuntimeOptions o;
-  o.plugin_paths = options.plugin_paths;
-  o.use_environment = false;
-  o.use_default_folder = options.plugin_paths.empty();
-  o.use_user_folder = false;
-  o.log_sink = [](loom::LogLevel level, std::string_view line) {
-    if (level >= loom::LogLevel::kWarning) {
-      std::fprintf(stderr, "loom-soak: plugin: %.*s\n", static_cast<int>(line.size()), line.data());
-    }
-  };
-  if (options.target == "fake" && options.fake_async) {
-    o.plugin_options = {{"fake.async", "1"}, {"fake.separate_memory", "1"}};
-  }
-  return o;
-}
 
 // Runs the session once and checks the result against w.expected (set from
 // the first result when empty).

@@ -2,17 +2,20 @@
 //
 //   y = Softmax(Relu(x · W1 + b1) · W2 + b2)
 //
-// Function "main" runs it as one delegate (variants for every backend that
-// has a blob encoder; cpu-simd today); function "reference" runs the same
-// graph on the core's reference kernels. Weights are deterministic; they live
-// inline, or in an IREE parameter archive beside the program.
+// Function "main" runs it as one delegate, compiled by plugins through their
+// compile entries (one variant per plugin, as `loom compile` would make);
+// function "reference" runs the same graph on the core's reference kernels.
+// Weights are deterministic; they live inline, or in an IREE parameter
+// archive beside the program. The plugins come from the Runtime given.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/program.hpp"
+#include "loom/runtime.hpp"
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
 
@@ -39,6 +42,10 @@ struct MlpOptions {
   // Without the delegate the program has only the "reference" function, so
   // it loads where no plugin is present.
   bool with_delegate = true;
+  // The plugins that compile the delegate, one variant each, in this order;
+  // each must take every node. Empty: every plugin of the runtime that
+  // takes every node (MlpProgram::compiled_for lists them).
+  std::vector<std::string> targets = {"cpu-simd"};
   // Weights in an .irpa archive (entries w1, b1, w2, b2 in `scope`, found at
   // `archive` relative to the program file) instead of inline.
   bool external_weights = false;
@@ -54,22 +61,33 @@ struct MlpProgram {
   // External weights: the archive file's bytes, every weight a DATA entry
   // with metadata {"dtype":..,"shape":[..]}. Empty for inline weights.
   std::vector<std::byte> archive;
+  // The plugins that compiled a variant of the delegate, in order.
+  std::vector<std::string> compiled_for;
+  // MlpOptions::targets empty: each other plugin found, with why it did not
+  // compile the MLP (rejected, no compile entries, a node it does not take).
+  std::vector<std::pair<std::string, std::string>> declined;
 };
 
 // The demo program with the given weights (as mlp_weights() names and shapes
-// them; anything else is invalid_argument).
-Result<MlpProgram> build_mlp(const MlpShape& shape, const std::vector<NamedWeight>& weights,
+// them; anything else is invalid_argument), its delegate compiled by the
+// plugins of `runtime` (MlpOptions::targets; a target that is missing,
+// cannot compile or does not take a node is an error naming it).
+Result<MlpProgram> build_mlp(Runtime& runtime, const MlpShape& shape,
+                             const std::vector<NamedWeight>& weights,
                              const MlpOptions& options = {});
 
-// The demo program's writer with inline weights mlp_weights(shape, seed).
-Result<ProgramWriter> build_mlp_program(const MlpShape& shape = {}, uint64_t seed = 7,
-                                        bool with_delegate = true);
+// The demo program's writer with inline weights mlp_weights(shape, seed),
+// compiled for cpu-simd.
+Result<ProgramWriter> build_mlp_program(Runtime& runtime, const MlpShape& shape = {},
+                                        uint64_t seed = 7, bool with_delegate = true);
 
 // A deterministic input for the demo's "x".
 Tensor mlp_input(const MlpShape& shape, uint64_t seed = 11);
 
-// A program with one function "main" = one delegate call of one cpu-simd op
-// on `n` f32 elements: y = Relu(x). Used to measure per-run overhead.
-Result<ProgramWriter> build_single_op_program(int64_t n);
+// A program with one function "main" = one delegate call of one op on `n`
+// f32 elements, y = Relu(x), compiled by the plugin `target` of `runtime`.
+// Used to measure per-run overhead.
+Result<ProgramWriter> build_single_op_program(Runtime& runtime, int64_t n,
+                                              const std::string& target = "cpu-simd");
 
 }  // namespace loom::tools

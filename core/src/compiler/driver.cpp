@@ -26,24 +26,11 @@ Result<std::vector<std::shared_ptr<host::LoadedPlugin>>> load_targets(
     host::PluginHost& host, const std::vector<std::string>& targets) {
   std::vector<std::shared_ptr<host::LoadedPlugin>> out;
   for (const std::string& name : targets) {
-    std::vector<PluginRecord> found = host.plugins();
-    const bool known = std::any_of(found.begin(), found.end(), [&](const PluginRecord& r) { return r.name == name; });
-    if (!known) {
-      std::string list;
-      for (const PluginRecord& r : found) list += (list.empty() ? "" : ", ") + r.name;
-      return Status(StatusCode::kNotFound, "target '" + name + "': no such plugin (found: " +
-                                               (list.empty() ? "none" : list) + ")");
-    }
-    auto plugin = host.load(name);
-    if (!plugin.ok()) return plugin.status().with_context("target '" + name + "'");
-    if (!host::has_compile_entries(**plugin)) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "target '" + name + "': plugin '" + name + "' cannot compile (it has no compile entries)");
-    }
+    LOOM_ASSIGN_OR_RETURN(std::shared_ptr<host::LoadedPlugin> plugin, host::load_compile_target(host, name));
     if (std::any_of(out.begin(), out.end(), [&](const auto& p) { return p->name() == name; })) {
       return invalid_argument("target '" + name + "' is listed twice");
     }
-    out.push_back(*plugin);
+    out.push_back(std::move(plugin));
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "host/compile_entries.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,25 @@ struct BlobFree {
 
 bool has_compile_entries(const LoadedPlugin& plugin) {
   return has_supported(plugin.api()) && has_compile(plugin.api());
+}
+
+Result<std::shared_ptr<LoadedPlugin>> load_compile_target(PluginHost& host, std::string_view name) {
+  const std::string target = "target '" + std::string(name) + "'";
+  std::vector<PluginRecord> found = host.plugins();
+  const bool known = std::any_of(found.begin(), found.end(), [&](const PluginRecord& r) { return r.name == name; });
+  if (!known) {
+    std::string list;
+    for (const PluginRecord& r : found) list += (list.empty() ? "" : ", ") + r.name;
+    return Status(StatusCode::kNotFound,
+                  target + ": no such plugin (found: " + (list.empty() ? "none" : list) + ")");
+  }
+  auto plugin = host.load(name);
+  if (!plugin.ok()) return plugin.status().with_context(target);
+  if (!has_compile_entries(**plugin)) {
+    return Status(StatusCode::kFailedPrecondition,
+                  target + ": plugin '" + std::string(name) + "' cannot compile (it has no compile entries)");
+  }
+  return *plugin;
 }
 
 Result<std::vector<bool>> compile_supported(const LoadedPlugin& plugin,

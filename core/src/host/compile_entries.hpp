@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,12 @@ namespace loom::host {
 
 // Whether the plugin offers both compile entries.
 bool has_compile_entries(const LoadedPlugin& plugin);
+
+// The plugin `name` of `host`, loaded, as a compile target: NOT_FOUND
+// listing the plugins found when there is no such plugin, the load error
+// when it is rejected, FAILED_PRECONDITION when it has no compile entries.
+// Errors start with "target '<name>'".
+Result<std::shared_ptr<LoadedPlugin>> load_compile_target(PluginHost& host, std::string_view name);
 
 // Asks which of the `node_count` nodes of `graph` (a graph.fbs buffer) the
 // plugin can compile; one entry per node, in the graph's order.
