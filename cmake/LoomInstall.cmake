@@ -2,11 +2,13 @@
 #   bin/            loom, loom-plugin-host (installed by tools/), loom-manifest
 #   include/loom/   the runtime's public headers, version.hpp, the SDK headers,
 #                   graph/graph_generated.h (the graph.fbs reader)
-#   lib/            libloom.so -> libloom.so.<major> -> libloom.so.<version>
+#   lib/            libloom.so -> libloom.so.<major> -> libloom.so.<version>,
+#                   libloom-conformance.so (the same way; the conformance suite)
 #   lib/loom/plugins/   the shipped plugins and their manifests
 #   lib/cmake/Loom/ LoomConfig.cmake, LoomConfigVersion.cmake, LoomTargets*.cmake,
 #                   LoomPlugin.cmake (loom_add_plugin)
-#   lib/pkgconfig/  loom.pc (the runtime), loom-sdk.pc (headers only)
+#   lib/pkgconfig/  loom.pc (the runtime), loom-sdk.pc (headers only),
+#                   loom-conformance.pc (the suite; needs loom)
 #   share/loom/schemas/graph.fbs
 # Everything is relocatable: the package files find the prefix from their
 # own place (CMake's PACKAGE_PREFIX_DIR, pkg-config's ${pcfiledir}).
@@ -31,6 +33,14 @@ if(TARGET loom_shared)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/" DESTINATION include
           PATTERN "compiler.hpp" EXCLUDE)
   install(FILES "${LOOM_VERSION_INCLUDE_DIR}/loom/version.hpp" DESTINATION include/loom)
+endif()
+
+# The conformance suite's library and its one header (loom/conformance.hpp);
+# `loom conformance` is its command-line front end.
+if(TARGET loom_conformance_shared)
+  install(TARGETS loom_conformance_shared EXPORT LoomTargets LIBRARY DESTINATION lib)
+  install(FILES "${PROJECT_SOURCE_DIR}/sdk/conformance/include/loom/conformance.hpp"
+          DESTINATION include/loom)
 endif()
 
 # The shipped plugins (not the test fakes), each with its manifest.
@@ -60,4 +70,9 @@ if(TARGET loom_shared)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/loom.pc.in"
                  "${CMAKE_BINARY_DIR}/package/loom.pc" @ONLY)
   install(FILES "${CMAKE_BINARY_DIR}/package/loom.pc" DESTINATION lib/pkgconfig)
+endif()
+if(TARGET loom_conformance_shared)
+  configure_file("${PROJECT_SOURCE_DIR}/cmake/loom-conformance.pc.in"
+                 "${CMAKE_BINARY_DIR}/package/loom-conformance.pc" @ONLY)
+  install(FILES "${CMAKE_BINARY_DIR}/package/loom-conformance.pc" DESTINATION lib/pkgconfig)
 endif()

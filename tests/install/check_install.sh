@@ -63,9 +63,17 @@ lib=$prefix/lib
   fail "lib/libloom.so.$version is not a file"
 soname=$(objdump -p "$lib/libloom.so.$version" | awk '$1 == "SONAME" { print $2 }')
 [ "$soname" = "libloom.so.$major" ] || fail "libloom's SONAME is '$soname', not libloom.so.$major"
+[ "$(readlink "$lib/libloom-conformance.so")" = "libloom-conformance.so.$major" ] &&
+  [ "$(readlink "$lib/libloom-conformance.so.$major")" = "libloom-conformance.so.$version" ] ||
+  fail "lib/libloom-conformance.so is not linked to .$major and .$version: $(ls -l "$lib"/libloom-conformance.so* 2>&1)"
+# The suite's library exports its own namespace only.
+stray=$(nm -D --defined-only "$lib/libloom-conformance.so.$version" | awk '{ print $3 }' | c++filt |
+          { grep -v "loom::conformance::" || true; } | head -5)
+[ -z "$stray" ] || fail "libloom-conformance exports more than loom::conformance::: $stray"
 for f in lib/cmake/Loom/LoomConfig.cmake lib/cmake/Loom/LoomConfigVersion.cmake \
          lib/cmake/Loom/LoomTargets.cmake lib/cmake/Loom/LoomPlugin.cmake \
-         lib/pkgconfig/loom.pc lib/pkgconfig/loom-sdk.pc share/loom/schemas/graph.fbs \
+         lib/pkgconfig/loom.pc lib/pkgconfig/loom-sdk.pc lib/pkgconfig/loom-conformance.pc \
+         include/loom/conformance.hpp share/loom/schemas/graph.fbs \
          include/loom/version.hpp include/loom/graph/graph_generated.h; do
   [ -f "$prefix/$f" ] || fail "$f is missing"
 done
@@ -103,7 +111,7 @@ compile_header c++ c++17 loom/graph/graph_generated.h
 while IFS= read -r h; do
   compile_header c++ c++20 "$h"
 done < <(cd "$prefix/include" && find loom -maxdepth 1 -name '*.hpp' | sort | while read -r f; do
-           [ -f "$src/core/include/$f" ] || [ "$f" = loom/version.hpp ] && echo "$f"; done)
+           [ -f "$src/core/include/$f" ] || [ "$f" = loom/version.hpp ] || [ "$f" = loom/conformance.hpp ] && echo "$f"; done)
 
 step "installed loom"
 [ "$("$prefix/bin/loom" --version)" = "loom $version" ] ||
@@ -178,6 +186,19 @@ $(cat "$err")"
 $out"
 }
 
+# The conformance driver runs the installed suite on the installed cpu-simd.
+check_conformance_driver() {  # WHAT PROGRAM
+  local out report=$scratch/conformance-report.json
+  rm -f "$report"
+  out=$(cd / && "$2" "$prefix/lib/loom/plugins/cpu-simd.loom-plugin.json" "$report" 2>&1) ||
+    fail "$1: $2 failed: $out"
+  grep -q "^totals cpu-simd: [1-9][0-9]* passed, 0 failed" <<< "$out" && grep -qx "pass abi.negotiate" <<< "$out" ||
+    fail "$1: the conformance driver's output is wrong:
+$out"
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["totals"]["failed"] == 0 and r["plugin"]["name"] == "cpu-simd", r' \
+    "$report" || fail "$1: the conformance driver's report is wrong: $(head -c 400 "$report")"
+}
+
 step "consumer with find_package(Loom)"
 cp -r "$src/tests/install/consumer" "$scratch/consumer"
 cbuild=$scratch/consumer-build
@@ -195,6 +216,7 @@ grep -q -- "-std=c++17" "$cbuild/compile_commands.json" || fail "the consumer pl
 grep -q '"version": "2.3.4"' "$cbuild/lib/loom/plugins/install-check.loom-plugin.json" ||
   fail "the consumer plugin's manifest does not carry the project's version 2.3.4"
 check_consumer_runs "find_package consumer" "$cbuild/list_devices" "$cbuild/lib/loom/plugins"
+check_conformance_driver "find_package consumer" "$cbuild/run_conformance"
 
 step "consumer with pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -216,6 +238,10 @@ ${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/list_devices.cpp" -o "$pc/list_dev
   $(pkg-config --cflags --libs loom) -Wl,-rpath,"$(pkg-config --variable=libdir loom)" ||
   fail "building the host program with pkg-config loom failed"
 check_consumer_runs "pkg-config consumer" "$pc/list_devices" "$pc/plugins"
+${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/run_conformance.cpp" -o "$pc/run_conformance" \
+  $(pkg-config --cflags --libs loom-conformance) -Wl,-rpath,"$(pkg-config --variable=libdir loom)" ||
+  fail "building the conformance driver with pkg-config loom-conformance failed"
+check_conformance_driver "pkg-config consumer" "$pc/run_conformance"
 
 step "SDK examples"
 for cm in "$src"/sdk/examples/*/CMakeLists.txt; do
