@@ -1,7 +1,9 @@
-// The fpga-stub plugin's C ABI. Unlike plugins built on sdk::make_api, every
-// entry that takes a buffer, fence or executable goes through the
+// The fpga-stub plugin's C ABI, a table of its own rather than LOOM_PLUGIN's:
+// every entry that takes a buffer, fence or executable goes through the
 // HandleTable, so stale and foreign handles get an error instead of a crash.
-// loom/plugin.hpp still provides the status object, options and checks.
+// loom/plugin.hpp still provides the status object, options and the public
+// checks for raw tables (check_struct_size, check_execute_tensors,
+// destroy_c_status).
 #include "plugin.hpp"
 
 #include <cstring>
@@ -21,7 +23,6 @@ Plugin::~Plugin() { handles_.clear(); }
 
 namespace {
 
-using sdk::detail::check_size;
 
 template <typename Fn>
 loom_status_t* guard(const char* entry, Fn&& fn) noexcept {
@@ -44,7 +45,7 @@ Device* device_of(loom_device_t* d) { return reinterpret_cast<Device*>(d); }
 loom_status_code_t status_code(const loom_status_t* s) { return s == nullptr ? LOOM_STATUS_OK : s->code; }
 const char* status_message(const loom_status_t* s) { return s == nullptr ? "" : s->message.c_str(); }
 void status_destroy(loom_status_t* s) {
-  if (s != sdk::detail::out_of_memory_status()) delete s;
+  sdk::destroy_c_status(s);
 }
 
 const loom_plugin_info_t* plugin_info() {
@@ -59,7 +60,7 @@ const loom_plugin_info_t* plugin_info() {
 loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
   return guard("plugin_create", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("plugin_create: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("plugin_create", "loom_plugin_create_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("plugin_create", "loom_plugin_create_args_t", args->struct_size,
                                         LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE));
     args->out_plugin = nullptr;
     LOOM_SDK_RETURN_IF_ERROR(sdk::Options::validate(args->options, args->option_count, "option"));
@@ -163,7 +164,7 @@ Status check_blob(Device* d, const char* entry, const char* key, uint32_t versio
 loom_status_t* executable_check(loom_executable_check_args_t* args) {
   return guard("executable_check", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("executable_check: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("executable_check", "loom_executable_check_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("executable_check", "loom_executable_check_args_t", args->struct_size,
                                         LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE));
     if (args->device == nullptr) return sdk::invalid_argument("executable_check: device is NULL");
     Bitstream bs;
@@ -178,7 +179,7 @@ loom_status_t* executable_check(loom_executable_check_args_t* args) {
 loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
   return guard("executable_estimate", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("executable_estimate: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("executable_estimate", "loom_executable_estimate_args_t",
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("executable_estimate", "loom_executable_estimate_args_t",
                                         args->struct_size, LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE));
     args->out_time_ns = 0;
     if (args->device == nullptr) return sdk::invalid_argument("executable_estimate: device is NULL");
@@ -206,7 +207,7 @@ loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
 loom_status_t* executable_load(loom_executable_load_args_t* args) {
   return guard("executable_load", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("executable_load: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("executable_load", "loom_executable_load_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("executable_load", "loom_executable_load_args_t", args->struct_size,
                                         LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE));
     args->out_executable = nullptr;
     if (args->device == nullptr) return sdk::invalid_argument("executable_load: device is NULL");
@@ -278,14 +279,14 @@ Status bind_tensor(Device* d, const loom_tensor_t& t, const BsTensor& want, cons
 loom_status_t* execute(loom_execute_args_t* args) {
   return guard("execute", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("execute: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("execute", "loom_execute_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("execute", "loom_execute_args_t", args->struct_size,
                                         LOOM_EXECUTE_ARGS_STRUCT_SIZE));
     std::shared_ptr<ExecutableObject> exe;
     LOOM_SDK_RETURN_IF_ERROR(HandleTable::get(args->executable, HandleKind::kExecutable, "execute", &exe));
     Device* d = exe->device;
     LOOM_SDK_RETURN_IF_ERROR(d->check_alive("execute"));
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_tensors(args->inputs, args->input_count, "input"));
-    LOOM_SDK_RETURN_IF_ERROR(sdk::detail::check_tensors(args->outputs, args->output_count, "output"));
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_execute_tensors(args->inputs, args->input_count, "input"));
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_execute_tensors(args->outputs, args->output_count, "output"));
     const Bitstream& bs = exe->program->bs;
     if (args->input_count != bs.inputs.size() || args->output_count != bs.outputs.size()) {
       return sdk::invalid_argument(d->uri() + ": execute: the bitstream takes " + std::to_string(bs.inputs.size()) +
@@ -331,7 +332,7 @@ loom_status_t* execute(loom_execute_args_t* args) {
 loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args) {
   return guard("buffer_allocate", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("buffer_allocate: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("buffer_allocate", "loom_buffer_allocate_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("buffer_allocate", "loom_buffer_allocate_args_t", args->struct_size,
                                         LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE));
     args->out_buffer = nullptr;
     if (args->device == nullptr) return sdk::invalid_argument("buffer_allocate: device is NULL");
@@ -372,7 +373,7 @@ void buffer_unmap(loom_buffer_t*) {}
 Status copy(loom_buffer_copy_args_t* args, bool up) {
   const char* entry = up ? "buffer_copy_from_host" : "buffer_copy_to_host";
   if (args == nullptr) return sdk::invalid_argument(std::string(entry) + ": args is NULL");
-  LOOM_SDK_RETURN_IF_ERROR(check_size(entry, "loom_buffer_copy_args_t", args->struct_size,
+  LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size(entry, "loom_buffer_copy_args_t", args->struct_size,
                                       LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE));
   std::shared_ptr<BufferObject> buffer;
   LOOM_SDK_RETURN_IF_ERROR(HandleTable::get(args->buffer, HandleKind::kBuffer, entry, &buffer));
@@ -457,7 +458,7 @@ loom_status_t* fence_query(loom_fence_t* f, bool* out_signaled) {
 loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
   return guard("compile_supported", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("compile_supported: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("compile_supported", "loom_compile_supported_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("compile_supported", "loom_compile_supported_args_t", args->struct_size,
                                         LOOM_COMPILE_SUPPORTED_ARGS_STRUCT_SIZE));
     if (args->plugin == nullptr) return sdk::invalid_argument("compile_supported: plugin is NULL");
     if (args->node_count != 0 && args->out_supported == nullptr) {
@@ -472,7 +473,7 @@ loom_status_t* compile_supported_entry(loom_compile_supported_args_t* args) {
 loom_status_t* compile_entry(loom_compile_args_t* args) {
   return guard("compile", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("compile: args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size("compile", "loom_compile_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(sdk::check_struct_size("compile", "loom_compile_args_t", args->struct_size,
                                         LOOM_COMPILE_ARGS_STRUCT_SIZE));
     args->out_blob = nullptr;
     args->out_blob_size = 0;

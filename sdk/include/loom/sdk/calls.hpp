@@ -43,10 +43,11 @@ struct ExecuteCallT {
   FenceT* wait_fence(size_t i) const { return reinterpret_cast<FenceT*>(wait_fences[i]); }
 };
 
-namespace detail {
-
-// The checks ExecuteCallT promises, for the tensors of one side.
-inline Status check_tensors(const loom_tensor_t* const* tensors, size_t count, const char* what) {
+// The checks ExecuteCallT promises, for the tensors of one side of an
+// execute call ("input" or "output"): the array present, each tensor non-NULL
+// and of a known struct size, its rank within LOOM_MAX_RANK and its shape
+// present. Allocates nothing when they hold.
+inline Status check_execute_tensors(const loom_tensor_t* const* tensors, size_t count, const char* what) {
   if (count != 0 && tensors == nullptr) {
     return invalid_argument("execute: " + std::to_string(count) + " " + what + "s but no array");
   }
@@ -57,7 +58,7 @@ inline Status check_tensors(const loom_tensor_t* const* tensors, size_t count, c
     const loom_tensor_t* t = tensors[i];
     if (t == nullptr) return invalid_argument(where(i) + " is NULL");
     if (t->struct_size < LOOM_TENSOR_V1_0_SIZE) {
-      LOOM_SDK_RETURN_IF_ERROR(check_size(where(i).c_str(), "loom_tensor_t", t->struct_size,
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size(where(i).c_str(), "loom_tensor_t", t->struct_size,
                                           LOOM_TENSOR_V1_0_SIZE));
     }
     if (t->rank > LOOM_MAX_RANK) {
@@ -69,7 +70,6 @@ inline Status check_tensors(const loom_tensor_t* const* tensors, size_t count, c
   return Status();
 }
 
-}  // namespace detail
 }  // namespace loom::sdk
 
 #endif  // LOOM_SDK_CALLS_HPP_

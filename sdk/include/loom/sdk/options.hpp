@@ -69,7 +69,7 @@ class Options {
     for (size_t i = 0; i < count; ++i) {
       const std::string where = std::string(what) + " " + std::to_string(i);
       if (items[i] == nullptr) return invalid_argument(where + " is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(detail::check_size(where.c_str(), "loom_option_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size(where.c_str(), "loom_option_t",
                                                   items[i]->struct_size, LOOM_OPTION_V1_0_SIZE));
       if (items[i]->key == nullptr || items[i]->value == nullptr) {
         return invalid_argument(where + " has a NULL key or value");

@@ -88,23 +88,34 @@ inline loom_status_t* make_c_status(loom_status_code_t code, const char* message
   }
 }
 
-// Checks an incoming struct_size against the size of the ABI version that
-// introduced the struct (a LOOM_*_V1_0_SIZE constant, see plugin.h's rule):
-// "input 2: loom_tensor_t.struct_size is 16, the 1.0 size is 56".
-inline Status check_size(const char* what, const char* type, size_t actual, size_t needed,
-                         const char* version = "1.0") {
-  if (actual >= needed) return Status();
-  return invalid_argument(std::string(what) + ": " + type + ".struct_size is " +
-                          std::to_string(actual) + ", the " + version + " size is " +
-                          std::to_string(needed));
-}
-
 inline std::string version_string(uint32_t v) {
   return std::to_string(LOOM_ABI_VERSION_MAJOR_OF(v)) + "." +
          std::to_string(LOOM_ABI_VERSION_MINOR_OF(v));
 }
 
 }  // namespace detail
+
+// Helpers for a plugin that fills its own loom_plugin_api_t instead of
+// using LOOM_PLUGIN (fpga-stub does, to route every handle through a
+// table of its own); the generated entries use the same ones.
+
+// Checks an incoming struct_size against the size of the ABI version that
+// introduced the struct (a LOOM_*_V1_0_SIZE constant, see plugin.h's rule):
+// "input 2: loom_tensor_t.struct_size is 16, the 1.0 size is 56".
+inline Status check_struct_size(const char* what, const char* type, size_t actual, size_t needed,
+                                const char* version = "1.0") {
+  if (actual >= needed) return Status();
+  return invalid_argument(std::string(what) + ": " + type + ".struct_size is " +
+                          std::to_string(actual) + ", the " + version + " size is " +
+                          std::to_string(needed));
+}
+
+// The status_destroy entry for statuses made by Status::to_c(): frees
+// them, except the immutable one returned when even an error could not be
+// allocated. NULL is ignored.
+inline void destroy_c_status(loom_status_t* status) noexcept {
+  if (status != detail::out_of_memory_status()) delete status;
+}
 
 inline loom_status_t* Status::to_c() const noexcept {
   if (ok()) return nullptr;

@@ -113,7 +113,7 @@ struct Thunks {
     return s == nullptr ? "" : s->message.c_str();
   }
   static void status_destroy(loom_status_t* s) {
-    if (s != out_of_memory_status()) delete s;
+    destroy_c_status(s);
   }
 
   static const loom_plugin_info_t* plugin_info() {
@@ -127,7 +127,7 @@ struct Thunks {
   static loom_status_t* plugin_create(loom_plugin_create_args_t* args) {
     return guard("plugin_create", [&]() -> Status {
       if (args == nullptr) return invalid_argument("plugin_create: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("plugin_create", "loom_plugin_create_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("plugin_create", "loom_plugin_create_args_t",
                                           args->struct_size, LOOM_PLUGIN_CREATE_ARGS_V1_0_SIZE));
       args->out_plugin = nullptr;
       LOOM_SDK_RETURN_IF_ERROR(Options::validate(args->options, args->option_count, "option"));
@@ -208,7 +208,7 @@ struct Thunks {
   static loom_status_t* executable_check(loom_executable_check_args_t* args) {
     return guard("executable_check", [&]() -> Status {
       if (args == nullptr) return invalid_argument("executable_check: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("executable_check", "loom_executable_check_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("executable_check", "loom_executable_check_args_t",
                                           args->struct_size, LOOM_EXECUTABLE_CHECK_ARGS_V1_0_SIZE));
       Blob blob;
       LOOM_SDK_RETURN_IF_ERROR(blob_of("executable_check", args->device, args->loader_key,
@@ -219,7 +219,7 @@ struct Thunks {
   static loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
     return guard("executable_estimate", [&]() -> Status {
       if (args == nullptr) return invalid_argument("executable_estimate: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("executable_estimate", "loom_executable_estimate_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("executable_estimate", "loom_executable_estimate_args_t",
                                           args->struct_size,
                                           LOOM_EXECUTABLE_ESTIMATE_ARGS_V1_1_SIZE, "1.1"));
       args->out_time_ns = 0;
@@ -255,7 +255,7 @@ struct Thunks {
   static loom_status_t* executable_load(loom_executable_load_args_t* args) {
     return guard("executable_load", [&]() -> Status {
       if (args == nullptr) return invalid_argument("executable_load: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("executable_load", "loom_executable_load_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("executable_load", "loom_executable_load_args_t",
                                           args->struct_size, LOOM_EXECUTABLE_LOAD_ARGS_V1_0_SIZE));
       args->out_executable = nullptr;
       Blob blob;
@@ -276,11 +276,11 @@ struct Thunks {
   static loom_status_t* execute(loom_execute_args_t* args) {
     return guard("execute", [&]() -> Status {
       if (args == nullptr) return invalid_argument("execute: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("execute", "loom_execute_args_t", args->struct_size,
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("execute", "loom_execute_args_t", args->struct_size,
                                           LOOM_EXECUTE_ARGS_V1_0_SIZE));
       if (args->executable == nullptr) return invalid_argument("execute: executable is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_tensors(args->inputs, args->input_count, "input"));
-      LOOM_SDK_RETURN_IF_ERROR(check_tensors(args->outputs, args->output_count, "output"));
+      LOOM_SDK_RETURN_IF_ERROR(check_execute_tensors(args->inputs, args->input_count, "input"));
+      LOOM_SDK_RETURN_IF_ERROR(check_execute_tensors(args->outputs, args->output_count, "output"));
       if (args->wait_fence_count != 0 && args->wait_fences == nullptr) {
         return invalid_argument("execute: wait fences but no array");
       }
@@ -304,7 +304,7 @@ struct Thunks {
   static loom_status_t* buffer_allocate(loom_buffer_allocate_args_t* args) {
     return guard("buffer_allocate", [&]() -> Status {
       if (args == nullptr) return invalid_argument("buffer_allocate: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("buffer_allocate", "loom_buffer_allocate_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("buffer_allocate", "loom_buffer_allocate_args_t",
                                           args->struct_size, LOOM_BUFFER_ALLOCATE_ARGS_V1_0_SIZE));
       args->out_buffer = nullptr;
       if (args->device == nullptr) return invalid_argument("buffer_allocate: device is NULL");
@@ -323,7 +323,7 @@ struct Thunks {
   static loom_status_t* buffer_import_host(loom_buffer_import_args_t* args) {
     return guard("buffer_import_host", [&]() -> Status {
       if (args == nullptr) return invalid_argument("buffer_import_host: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("buffer_import_host", "loom_buffer_import_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("buffer_import_host", "loom_buffer_import_args_t",
                                           args->struct_size, LOOM_BUFFER_IMPORT_ARGS_V1_0_SIZE));
       args->out_buffer = nullptr;
       if (args->device == nullptr) return invalid_argument("buffer_import_host: device is NULL");
@@ -377,7 +377,7 @@ struct Thunks {
   }
   static Status copy_args(const char* entry, loom_buffer_copy_args_t* args) {
     if (args == nullptr) return invalid_argument(std::string(entry) + ": args is NULL");
-    LOOM_SDK_RETURN_IF_ERROR(check_size(entry, "loom_buffer_copy_args_t", args->struct_size,
+    LOOM_SDK_RETURN_IF_ERROR(check_struct_size(entry, "loom_buffer_copy_args_t", args->struct_size,
                                         LOOM_BUFFER_COPY_ARGS_V1_0_SIZE));
     if (args->buffer == nullptr) return invalid_argument(std::string(entry) + ": buffer is NULL");
     if (args->host_pointer == nullptr && args->size != 0) {
@@ -485,7 +485,7 @@ struct Thunks {
   static loom_status_t* compile_supported(loom_compile_supported_args_t* args) {
     return guard("compile_supported", [&]() -> Status {
       if (args == nullptr) return invalid_argument("compile_supported: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("compile_supported", "loom_compile_supported_args_t",
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("compile_supported", "loom_compile_supported_args_t",
                                           args->struct_size,
                                           LOOM_COMPILE_SUPPORTED_ARGS_V1_0_SIZE));
       if (args->plugin == nullptr) return invalid_argument("compile_supported: plugin is NULL");
@@ -542,7 +542,7 @@ struct Thunks {
   static loom_status_t* compile(loom_compile_args_t* args) {
     return guard("compile", [&]() -> Status {
       if (args == nullptr) return invalid_argument("compile: args is NULL");
-      LOOM_SDK_RETURN_IF_ERROR(check_size("compile", "loom_compile_args_t", args->struct_size,
+      LOOM_SDK_RETURN_IF_ERROR(check_struct_size("compile", "loom_compile_args_t", args->struct_size,
                                           LOOM_COMPILE_ARGS_V1_0_SIZE));
       args->out_blob = nullptr;
       args->out_blob_size = 0;
