@@ -26,12 +26,14 @@ install(FILES "${PROJECT_SOURCE_DIR}/schemas/graph.fbs" DESTINATION share/loom/s
 install(FILES "${PROJECT_SOURCE_DIR}/sdk/cmake/LoomPlugin.cmake"
         DESTINATION "${LOOM_INSTALL_CMAKEDIR}")
 
-# The runtime: libloom.so and its headers. compiler.hpp belongs to the
-# compile side, which libloom does not contain.
+# The runtime: libloom.so and its headers. compiler.hpp (loom_compiler) and
+# onnx_initializers.hpp (loom_onnx) belong to the compile side, which libloom
+# does not contain. core/src (loom_internals) is never installed.
 if(TARGET loom_shared)
   install(TARGETS loom_shared EXPORT LoomTargets LIBRARY DESTINATION lib)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/core/include/" DESTINATION include
-          PATTERN "compiler.hpp" EXCLUDE)
+          PATTERN "compiler.hpp" EXCLUDE
+          PATTERN "onnx_initializers.hpp" EXCLUDE)
   install(FILES "${LOOM_VERSION_INCLUDE_DIR}/loom/version.hpp" DESTINATION include/loom)
 endif()
 

@@ -83,8 +83,9 @@ while IFS= read -r h; do
 done < <(cd "$src/sdk/include" && find . -type f | sed 's|^\./||')
 while IFS= read -r h; do
   [ -f "$prefix/include/$h" ] || fail "include/$h (from core/include) is missing"
-done < <(cd "$src/core/include" && find . -type f ! -name compiler.hpp | sed 's|^\./||')
+done < <(cd "$src/core/include" && find . -type f ! -name compiler.hpp ! -name onnx_initializers.hpp | sed 's|^\./||')
 [ ! -e "$prefix/include/loom/compiler.hpp" ] || fail "include/loom/compiler.hpp is installed (libloom has no compiler)"
+[ ! -e "$prefix/include/loom/onnx_initializers.hpp" ] || fail "include/loom/onnx_initializers.hpp is installed (libloom has no ONNX reader)"
 for p in "${plugins[@]}"; do
   [ -f "$lib/loom/plugins/libloom_$p.so" ] || fail "lib/loom/plugins/libloom_$p.so is missing"
   [ -f "$lib/loom/plugins/$p.loom-plugin.json" ] || fail "lib/loom/plugins/$p.loom-plugin.json is missing"

@@ -26,7 +26,7 @@
 #include "params_support.hpp"
 
 #if LOOM_HAVE_ONNX
-#include "onnx/onnx_model.hpp"
+#include "loom/onnx_initializers.hpp"
 #endif
 
 namespace loom::cli {
@@ -75,22 +75,19 @@ Result<std::string> create_archive(const ParamsArgs& args) {
   }
 
 #if LOOM_HAVE_ONNX
-  std::unique_ptr<onnx_io::Model> model;
-  std::vector<onnx_io::TensorData> initializers;
+  std::optional<OnnxInitializers> initializers;
   if (!args.from_onnx.empty()) {
-    LOOM_ASSIGN_OR_RETURN(model, onnx_io::Model::load_file(args.from_onnx));
-    LOOM_ASSIGN_OR_RETURN(initializers, onnx_io::read_initializers(*model));
-    if (initializers.empty()) {
+    LOOM_ASSIGN_OR_RETURN(initializers, OnnxInitializers::read_file(args.from_onnx));
+    if (initializers->entries().empty()) {
       return invalid_argument(args.from_onnx + ": the model has no initializers");
     }
-    for (const auto& init : initializers) {
-      const auto& info = init.info();
-      if (!names.insert(info.name).second) {
-        return invalid_argument("initializer '" + info.name + "' of " + args.from_onnx +
+    for (const OnnxInitializer& init : initializers->entries()) {
+      if (!names.insert(init.name).second) {
+        return invalid_argument("initializer '" + init.name + "' of " + args.from_onnx +
                                 " has the name of a NAME=FILE.npy argument");
       }
-      LOOM_RETURN_IF_ERROR(builder.add_data(info.name, init.bytes(),
-                                            io::encode_tensor_metadata(info.dtype, info.shape)));
+      LOOM_RETURN_IF_ERROR(builder.add_data(init.name, init.bytes,
+                                            io::encode_tensor_metadata(init.dtype, init.shape)));
     }
   }
 #else

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "common/file_type.hpp"
+#include "loom/file_type.hpp"
 #include "loom/npy.hpp"
 #include "loom/runtime.hpp"
 #if LOOM_HAVE_ONNX

@@ -1,4 +1,4 @@
-#include "common/file_type.hpp"
+#include "loom/file_type.hpp"
 
 #include <string>
 

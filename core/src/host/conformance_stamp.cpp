@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/file_type.hpp"
 #include "common/mapped_file.hpp"
 #include "host/plugin_host.hpp"
+#include "loom/file_type.hpp"
 
 namespace loom::host {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <system_error>
 
-#include "common/file_type.hpp"
 #include "io/npy_format.hpp"
+#include "loom/file_type.hpp"
 
 namespace loom::io {
 

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <map>
 
-#include "common/file_type.hpp"
 #include "common/hash.hpp"
+#include "loom/file_type.hpp"
 #include "loom/irpa.hpp"
 #include "loom/tensor_metadata.hpp"
 

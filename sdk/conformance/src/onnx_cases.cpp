@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common/file_type.hpp"
 #include "loom/device.hpp"
+#include "loom/file_type.hpp"
 #include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
 

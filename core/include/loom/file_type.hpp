@@ -1,8 +1,12 @@
 // Checking what a path names before it is opened. A file named by a program
 // or on a command line may be a FIFO (opening or reading it blocks until a
 // writer comes), a device such as /dev/zero (a read never ends) or a folder;
-// readers call this first so that each is refused with a message that says
-// what the path is.
+// Loom's readers (.npy, .irpa, programs, stamps) call this first so that
+// each is refused with a message that says what the path is, and a host
+// application or tool can do the same for the files it opens itself (the
+// loom CLI does for `run`'s input files), with the same wording.
+//
+// Library: loom_common (in libloom). Thread-safe; nothing here throws.
 #pragma once
 
 #include <filesystem>
