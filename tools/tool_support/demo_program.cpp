@@ -106,8 +106,7 @@ Result<host::CompiledBlob> compile_whole(const host::LoadedPlugin& plugin, const
 // plugin of `runtime` that compiles all of `g` (none is an error), and why
 // each other one did not.
 Result<Variants> compile_variants(Runtime& runtime, const graph::Graph& g,
-                                              const std::vector<std::string>& targets,
-                                              std::string_view what) {
+                                  const std::vector<std::string>& targets, std::string_view what) {
   LOOM_RETURN_IF_ERROR(graph::validate(g));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, graph::encode_graph(g));
   host::PluginHost& host = runtime_internal_host(runtime);
@@ -117,7 +116,9 @@ Result<Variants> compile_variants(Runtime& runtime, const graph::Graph& g,
       LOOM_ASSIGN_OR_RETURN(std::shared_ptr<host::LoadedPlugin> plugin,
                             host::load_compile_target(host, name));
       auto blob = compile_whole(*plugin, g, bytes);
-      if (!blob.ok()) return blob.status().with_context("compiling the " + std::string(what) + " for '" + name + "'");
+      if (!blob.ok()) {
+        return blob.status().with_context("compiling the " + std::string(what) + " for '" + name + "'");
+      }
       out.compiled.push_back({name, std::move(*blob)});
     }
     return out;
@@ -126,7 +127,8 @@ Result<Variants> compile_variants(Runtime& runtime, const graph::Graph& g,
   for (const PluginRecord& record : host.plugins()) {
     if (record.state == PluginState::kRejected) continue;
     auto plugin = host::load_compile_target(host, record.name);
-    auto blob = plugin.ok() ? compile_whole(**plugin, g, bytes) : Result<host::CompiledBlob>(plugin.status());
+    auto blob = plugin.ok() ? compile_whole(**plugin, g, bytes)
+                            : Result<host::CompiledBlob>(plugin.status());
     if (!blob.ok()) {
       skipped += (skipped.empty() ? " " : "; ") + blob.status().message();
       out.declined.emplace_back(record.name, blob.status().message());
