@@ -89,6 +89,44 @@ TEST_F(RuntimeIntegration, DefaultPlacementPicksAServingDevice) {
   EXPECT_EQ((*program)->placements()[0].loader_key, "cpu-simd");
 }
 
+// The demo's delegate comes from the plugins' compile entries: a target
+// that is missing or does not take a node is an error naming it, and with
+// no targets listed every plugin that takes the whole MLP adds a variant.
+TEST_F(RuntimeIntegration, DemoDelegateIsCompiledByThePluginsAndRefusalsAreNamed) {
+  const tools::MlpShape shape;
+  const auto weights = tools::mlp_weights(shape);
+  tools::MlpOptions options;
+  options.targets = {"no-such-plugin"};
+  auto missing = tools::build_mlp(*runtime_, shape, weights, options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("target 'no-such-plugin': no such plugin (found: "),
+            std::string::npos)
+      << missing.status().message();
+
+  options.targets = {"fpga-stub"};
+  auto declined = tools::build_mlp(*runtime_, shape, weights, options);
+  ASSERT_FALSE(declined.ok());
+  EXPECT_NE(declined.status().message().find(
+                "plugin 'fpga-stub' does not take node 5 ('softmax', Softmax)"),
+            std::string::npos)
+      << declined.status().message();
+
+  options.targets = {};
+  auto every = tools::build_mlp(*runtime_, shape, weights, options);
+  ASSERT_TRUE(every.ok()) << every.status().to_string();
+  ASSERT_FALSE(every->compiled_for.empty());
+  EXPECT_EQ(every->compiled_for.front(), "cpu-simd");
+  bool fpga_declined = false;
+  for (const auto& [plugin, why] : every->declined) {
+    fpga_declined |= plugin == "fpga-stub" && why.find("Softmax") != std::string::npos;
+  }
+  EXPECT_TRUE(fpga_declined);
+  auto bytes = every->writer.write_buffer().value();
+  auto program = runtime_->load_program(bytes, {"cpu-simd://0"});
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+}
+
 TEST_F(RuntimeIntegration, FourThreadsGetIdenticalResults) {
   tools::MlpShape shape{8, 64, 256, 16};
   auto bytes = tools::build_mlp_program(*runtime_, shape).value().write_buffer().value();
