@@ -1,4 +1,4 @@
-// The fpga-stub plugin's C ABI, a table of its own rather than LOOM_PLUGIN's:
+// The fpga-stub plugin's C ABI, a table of its own rather than LOOM_SDK_DEFINE_ENTRY's:
 // every entry that takes a buffer, fence or executable goes through the
 // HandleTable, so stale and foreign handles get an error instead of a crash.
 // loom/plugin.hpp still provides the status object, options and the public

@@ -96,7 +96,7 @@ inline std::string version_string(uint32_t v) {
 }  // namespace detail
 
 // Helpers for a plugin that fills its own loom_plugin_api_t instead of
-// using LOOM_PLUGIN (fpga-stub does, to route every handle through a
+// using LOOM_SDK_DEFINE_ENTRY (fpga-stub does, to route every handle through a
 // table of its own); the generated entries use the same ones.
 
 // Checks an incoming struct_size against the size of the ABI version that
