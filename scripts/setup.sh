@@ -7,6 +7,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  # compiler cache (the build uses it when present; its cache is kept
+  # outside the clone, so a second run on the same machine is faster)
+  ccache
   flatbuffers-compiler libflatbuffers-dev
   libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -170,16 +170,18 @@ expect_error "unknown function" "mian" "$loom" run "$prog" --function mian --inp
 expect_error "binding without =" "NAME=" "$loom" run "$prog" --input x
 expect_error "output name unknown" "'q'" "$loom" run "$prog" --input x=random --output "q=$dir/q.npy"
 
+# `timeout` guards against a read that blocks on the FIFO; it must outlast a
+# start of `loom` (plugin probes included) on a slow sanitized build.
 mkfifo "$dir/fifo_input"
 expect_error "a FIFO as input is refused, not read" "fifo_input is a FIFO" \
-  timeout 20 "$loom" run "$prog" --input "x=$dir/fifo_input"
+  timeout 120 "$loom" run "$prog" --input "x=$dir/fifo_input"
 expect_error "a .pb FIFO as input" "fifo.pb is a FIFO" \
-  bash -c 'mkfifo "$1/fifo.pb" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.pb"' _ "$dir" "$loom" "$prog"
+  bash -c 'mkfifo "$1/fifo.pb" && exec timeout 120 "$2" run "$3" --input "x=$1/fifo.pb"' _ "$dir" "$loom" "$prog"
 expect_error "a .npy FIFO as input" "fifo.npy is a FIFO, not a regular file" \
-  bash -c 'mkfifo "$1/fifo.npy" && exec timeout 20 "$2" run "$3" --input "x=$1/fifo.npy"' _ "$dir" "$loom" "$prog"
+  bash -c 'mkfifo "$1/fifo.npy" && exec timeout 120 "$2" run "$3" --input "x=$1/fifo.npy"' _ "$dir" "$loom" "$prog"
 ln -s "$dir/fifo_input" "$dir/link_to_fifo.npy"
 expect_error "a symlink to a FIFO as input" "link_to_fifo.npy is a FIFO" \
-  timeout 20 "$loom" run "$prog" --input "x=$dir/link_to_fifo.npy"
+  timeout 120 "$loom" run "$prog" --input "x=$dir/link_to_fifo.npy"
 expect_error "a device as input" "/dev/zero is a character device, not a regular file" \
   "$loom" run "$prog" --input x=/dev/zero
 expect_error "a .pb device as input" "is a character device" \

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fake_sum_program.hpp"
+#include "loom/conformance/time_scale.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {
@@ -88,7 +89,9 @@ TEST(Fallback, AHungDeviceTimesOutAndMoves) {
   options.fallback = true;
   auto program = load(*runtime, options);
   auto session = program->create_session().value();
-  ASSERT_TRUE(session->set_run_timeout(std::chrono::milliseconds(50)).ok());
+  // The limit also bounds the retry on the healthy fake://1, real work: 1 s
+  // (stretched on a sanitized build), which the hung device costs once.
+  ASSERT_TRUE(session->set_run_timeout(conformance::scaled(std::chrono::milliseconds(1000))).ok());
   EXPECT_FALSE(session->set_run_timeout(std::chrono::milliseconds(-1)).ok());
   ASSERT_TRUE(run_and_check(*session, 1).ok());
   ASSERT_EQ(program->fallbacks().size(), 1u);

@@ -15,6 +15,7 @@
 
 #include "tool_support/program_builder.hpp"
 #include "fake_sum_program.hpp"
+#include "loom/conformance/time_scale.hpp"
 #include "loom/plugin.h"
 #include "loom/runtime.hpp"
 
@@ -213,15 +214,18 @@ TEST(RuntimeFake, TraceHasRunsDelegatesAndCopiesNestedInTheirRun) {
 
 // main(a, b) = (s1(a, b), s2(a, b)): two delegates that do not depend on each
 // other, s1 for plugin "fake", s2 for plugin "fake_large" (each with its own
-// worker thread), both asynchronous with a 150 ms delay.
+// worker thread), both asynchronous with a delay of D (500 ms, stretched by
+// $LOOM_TIME_SCALE on a sanitized build).
 TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
+  const double delay_ms = static_cast<double>(conformance::scaled(std::chrono::milliseconds(500)).count());
   RuntimeOptions o;
   o.plugin_paths = {std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake",
                     std::filesystem::path(LOOM_TEST_PLUGIN_DIR) / "fake_large"};
   o.use_environment = false;
   o.use_default_folder = false;
   o.use_user_folder = false;
-  o.plugin_options = {{"fake.async", "1"}, {"fake.async_delay_ms", "150"}};
+  o.plugin_options = {{"fake.async", "1"},
+                      {"fake.async_delay_ms", std::to_string(static_cast<int>(delay_ms))}};
   auto runtime = Runtime::create(o).value();
   tools::ProgramBuilder b("overlap");
   const std::span<const std::byte> bytes = add_blob();
@@ -254,9 +258,10 @@ TEST(RuntimeFake, IndependentDelegatesOnTwoDevicesOverlap) {
       EXPECT_FLOAT_EQ(session->output(k).data_as<float>()[i], 11.0f + 2.0f * i) << k << " " << i;
     }
   }
-  // One after the other would take at least 300 ms.
-  EXPECT_GE(ms, 150.0);
-  EXPECT_LT(ms, 290.0) << "the two delegates did not overlap";
+  // One after the other would take at least 2 D: anything less overlapped,
+  // however slow the machine (the run's own work then has D to spare).
+  EXPECT_GE(ms, delay_ms);
+  EXPECT_LT(ms, 2 * delay_ms) << "the two delegates did not overlap";
   std::vector<Trace::Event> spans;
   for (const auto& e : trace->events()) {
     if (e.category == "delegate") spans.push_back(e);
@@ -416,21 +421,34 @@ TEST(RuntimeFake, AOneZeroPluginGetsAFencePerRun) {
 }
 
 TEST(RuntimeFake, RunAsyncReturnsAtOnceAndItsHandleWaits) {
-  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "100"}});
+  // The worker holds executions until two are queued: in the first round a
+  // second session's run is the latch this test releases, so "not yet
+  // done" is certain however slow the machine.
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_hold", "2"}});
   auto bytes = sum_program({{"fake", "fake:add"}});
   auto program = runtime->load_program(bytes).value();
   auto session = program->create_session().value();
+  auto latch = program->create_session().value();
   EXPECT_FALSE(RunHandle().wait().ok());
   for (int round = 0; round < 2; ++round) {
     ASSERT_TRUE(session->set_input(0, filled(static_cast<float>(round))).ok());
     ASSERT_TRUE(session->set_input(1, filled(10)).ok());
     auto handle = session->run_async();
     ASSERT_TRUE(handle.ok()) << handle.status().to_string();
-    // In flight: a second run is refused, and a short wait times out.
-    EXPECT_EQ(session->run().code(), StatusCode::kFailedPrecondition);
-    EXPECT_EQ(session->run_async().status().code(), StatusCode::kFailedPrecondition);
-    EXPECT_EQ(handle->wait(std::chrono::milliseconds(1)).code(), StatusCode::kDeadlineExceeded);
-    EXPECT_FALSE(handle->done());
+    if (round == 0) {
+      // Held, so in flight: a second run is refused, a short wait times
+      // out, and the handle is not done. (The second round reuses the
+      // session and is no longer held.)
+      EXPECT_EQ(session->run().code(), StatusCode::kFailedPrecondition);
+      EXPECT_EQ(session->run_async().status().code(), StatusCode::kFailedPrecondition);
+      EXPECT_EQ(handle->wait(std::chrono::milliseconds(1)).code(), StatusCode::kDeadlineExceeded);
+      EXPECT_FALSE(handle->done());
+      ASSERT_TRUE(latch->set_input(0, filled(0)).ok());
+      ASSERT_TRUE(latch->set_input(1, filled(0)).ok());
+      auto released = latch->run_async();
+      ASSERT_TRUE(released.ok()) << released.status().to_string();
+      ASSERT_TRUE(released->wait().ok());
+    }
     Status st = handle->wait();
     ASSERT_TRUE(st.ok()) << st.to_string();
     EXPECT_TRUE(handle->done());

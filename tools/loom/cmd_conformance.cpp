@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "loom/conformance.hpp"
+#include "loom/conformance/time_scale.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::cli {
@@ -80,7 +81,11 @@ CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args) {
       ->allow_extra_args(false);
   cmd->add_option("--plugin-path", args.plugin_paths, "Search this folder for PLUGIN first")
       ->allow_extra_args(false);
-  cmd->add_option("--timeout", args.timeout_s, "Seconds one check may take (default 120)");
+  cmd->add_option("--timeout", args.timeout_s,
+                  "Seconds one check may go without progress, each ONNX case or round being "
+                  "one step (default 120, times $LOOM_TIME_SCALE when set); a check takes at "
+                  "most 20 times this in all")
+      ->each([&args](const std::string&) { args.timeout_given = true; });
   cmd->add_flag("--stamp", args.stamp,
                 "Record the result beside the plugin's manifest (<name>.loom-conformance.json), "
                 "shown by `loom devices` and required by --require-conformance");
@@ -117,6 +122,7 @@ int run_conformance(const ConformanceArgs& args) {
   if (Status s = add_plugin_options(args.plugin_options, &parsed); !s.ok()) return fail(s);
   options.plugin_options = parsed.plugin_options;
   options.check_timeout = std::chrono::seconds(args.timeout_s);
+  if (!args.timeout_given) options.check_timeout = cf::scaled(options.check_timeout);
   options.fork = !args.no_fork;
   const auto checks = cf::list_checks();
   for (const auto& [flag, prefixes] : {std::pair{"--only", &options.only}, std::pair{"--skip", &options.skip}}) {

@@ -18,6 +18,7 @@
 #include "loom/runtime.hpp"
 #include "loom/conformance/onnx_cases.hpp"
 #include "loom/conformance/onnx_runner.hpp"
+#include "loom/conformance/time_scale.hpp"
 
 namespace loom::cli {
 namespace {
@@ -52,6 +53,12 @@ int run_test_onnx(const TestOnnxArgs& args) {
   auto scratch = cf::make_scratch_dir("test-onnx");
   if (!scratch.ok()) return fail(scratch.status());
   const std::string device = cf::device_key(args.device);
+  // A case's limit: 300 s by default, stretched on a slow build
+  // (cf::time_scale); one given with --timeout is taken as given.
+  const auto case_timeout =
+      args.timeout_given ? std::chrono::seconds(args.timeout_s)
+                         : std::chrono::duration_cast<std::chrono::seconds>(
+                               cf::scaled(std::chrono::seconds(args.timeout_s)));
 
   std::vector<cf::CaseResult> results;
   std::vector<std::string> problems;
@@ -71,8 +78,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
       std::error_code ec;
       fs::create_directories(dir, ec);
       v = args.no_fork ? cf::run_onnx_case(test, *summary, run_options, dir)
-                       : cf::run_onnx_case_isolated(test, *summary, run_options, dir,
-                                                    std::chrono::seconds(args.timeout_s));
+                       : cf::run_onnx_case_isolated(test, *summary, run_options, dir, case_timeout);
       fs::remove_all(dir, ec);
     }
     // Out of scope (a value type Loom lacks, an opset outside

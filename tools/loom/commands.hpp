@@ -73,6 +73,7 @@ struct TestOnnxArgs {
   std::string baseline;            // cases that must pass (tests/onnx/baseline_*.txt)
   std::string write_baseline;      // write the passing cases to this file
   uint32_t timeout_s = 300;        // per case; 0: none
+  bool timeout_given = false;      // --timeout given: not scaled by $LOOM_TIME_SCALE
   uint32_t threads = 0;
   bool no_fork = false;            // run cases in this process (debugging)
   bool json = false;               // print the --report document instead of text
@@ -139,7 +140,8 @@ struct ConformanceArgs {
   std::string level = "basic";
   std::string report, junit, markdown;
   std::vector<std::string> only, skip, onnx_dirs, blobs, plugin_options, plugin_paths;
-  uint32_t timeout_s = 120;
+  uint32_t timeout_s = 120;        // per step of a check (see SuiteOptions::check_timeout)
+  bool timeout_given = false;      // --timeout given: not scaled by $LOOM_TIME_SCALE
   bool list = false, no_fork = false, quiet = false, stamp = false;
 };
 CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args);

@@ -153,7 +153,9 @@ int main(int argc, char** argv) {
   cmd_test_onnx->add_option("--filter", test_onnx.filter,
                             "Run only the cases whose name contains this");
   cmd_test_onnx->add_option("--timeout", test_onnx.timeout_s,
-                            "Seconds per case before it counts as an error (0: none)");
+                            "Seconds per case before it counts as an error (0: none; default "
+                            "300, times $LOOM_TIME_SCALE when set)")
+      ->each([&test_onnx](const std::string&) { test_onnx.timeout_given = true; });
   cmd_test_onnx->add_option("--threads", test_onnx.threads, "Cap on plugin worker threads");
   cmd_test_onnx->add_option("--plugin-option", test_onnx.plugin_options,
                             "KEY=VALUE handed to every plugin when it is created")

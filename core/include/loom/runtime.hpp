@@ -77,8 +77,19 @@ struct RuntimeOptions {
   // Load each plugin once in a child process before loading it into this
   // one, so that a plugin that crashes, hangs or exits while loading is
   // listed as rejected (with the signal, exit or timeout) instead of taking
-  // this process down. Costs one short-lived process per plugin loaded.
+  // this process down. Costs one short-lived process per plugin probed;
+  // several plugins are probed at once.
   bool probe_plugins = true;
+  // Remember probe verdicts across processes, so that a plugin is probed
+  // once per build of its library: a later start with the same library,
+  // Loom build, plugin options and environment (less the shell's own
+  // variables) loads a plugin that passed without a probe and rejects one
+  // that crashed or hung with the remembered reason, at once. Verdicts live
+  // in `probe_cache_folder`, else in $LOOM_PROBE_CACHE (an absolute path;
+  // "off" or "0" turns remembering off), else $XDG_CACHE_HOME/loom/probes,
+  // else $HOME/.cache/loom/probes. Deleting the folder forgets them.
+  bool remember_probes = true;
+  std::filesystem::path probe_cache_folder;
   // Refuse every plugin without a valid conformance stamp (`loom
   // conformance --stamp`, beside its manifest): one that is unstamped, whose
   // stamp is for another library build or version, or records a failed check
@@ -232,6 +243,9 @@ class Runtime {
   std::vector<PluginRecord> plugins();
   // Every device of every usable plugin.
   std::vector<DeviceInfo> devices();
+  // The devices of the plugin named `plugin`, loading that plugin only.
+  // NOT_FOUND lists the plugins found; a rejected plugin gives its reason.
+  Result<std::vector<DeviceInfo>> devices(std::string_view plugin);
   // The folders searched for plugin manifests when the runtime was created,
   // in search order, each with whether it existed.
   std::vector<PluginFolder> plugin_folders() const;

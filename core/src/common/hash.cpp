@@ -18,6 +18,21 @@ uint64_t xxh3_64(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+namespace {
+
+std::string hex_of(XXH128_hash_t h) {
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return hex;
+}
+
+}  // namespace
+
+std::string xxh3_128_hex(std::span<const std::byte> bytes) {
+  return hex_of(XXH3_128bits(bytes.data(), bytes.size()));
+}
+
 Result<std::string> hash_fd_xxh3_128(int fd, const std::string& name) {
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(
       XXH3_createState(), &XXH3_freeState);
@@ -34,12 +49,7 @@ Result<std::string> hash_fd_xxh3_128(int fd, const std::string& name) {
     XXH3_128bits_update(state.get(), buffer.data(), static_cast<size_t>(n));
     offset += n;
   }
-  XXH128_hash_t h = XXH3_128bits_digest(state.get());
-  char hex[33];
-  std::snprintf(hex, sizeof hex, "%016llx%016llx",
-                static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return std::string("xxh3-128:") + hex;
+  return "xxh3-128:" + hex_of(XXH3_128bits_digest(state.get()));
 }
 
 Result<std::string> hash_file_xxh3_128(const std::filesystem::path& path) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/mapped_file.hpp"
+#include "common/write_file.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/file_type.hpp"
 
@@ -232,35 +233,7 @@ Status write_stamp(const std::filesystem::path& path, const ConformanceStamp& st
       {"stamped_at", stamp.stamped_at},
       {"totals", {{"passed", stamp.passed}, {"failed", stamp.failed}, {"skipped", stamp.skipped}}},
       {"failed_checks", stamp.failed_checks}};
-  const std::string text = json.dump(2) + "\n";
-  const std::filesystem::path temp =
-      path.parent_path() / (path.filename().string() + ".tmp" + std::to_string(::getpid()));
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return unavailable("cannot write conformance stamp " + temp.string() + ": " +
-                       std::strerror(errno));
-  }
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  const bool written = done == text.size();
-  const int saved = errno;
-  if (::close(fd) != 0 || !written) {
-    ::unlink(temp.c_str());
-    return unavailable("cannot write conformance stamp " + temp.string() + ": " +
-                       std::strerror(written ? errno : saved));
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return unavailable("cannot move conformance stamp into place at " + path.string() + ": " +
-                       std::strerror(err));
-  }
-  return Status();
+  return write_file_atomically(path, json.dump(2) + "\n", "conformance stamp");
 }
 
 Status check_stamp(const ConformanceStamp& stamp, const PluginManifest& manifest,

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <optional>
+#include <thread>
 
 #include "host/conformance_stamp.hpp"
 #include "host/log_channel.hpp"
 #include "host/plugin_folders.hpp"
+#include "host/probe_cache.hpp"
 #include "host/remote_plugin.hpp"
 
 namespace loom::host {
@@ -44,6 +46,8 @@ struct PluginHost::Entry {
   // Held for the whole load, so a library is opened once even when several
   // threads ask for it; other entries and plugins() stay available meanwhile.
   std::mutex load_mutex;
+  // The probe's verdict, once taken (guarded by load_mutex).
+  std::optional<Status> probe_verdict;
 };
 
 Result<std::unique_ptr<PluginHost>> PluginHost::create(HostOptions options) {
@@ -169,7 +173,7 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load_entry(Entry& entry) {
     entry.record.reason = entry.rejection.message();
     return rejected();
   }
-  auto opened = open_plugin(*entry.manifest);
+  auto opened = open_plugin(entry);
   std::lock_guard<std::mutex> lock(mutex_);
   PluginRecord& record = entry.record;
   if (!opened.ok()) {
@@ -194,23 +198,63 @@ bool PluginHost::isolates(const PluginManifest& manifest) const {
                      [&](const std::string& name) { return name == "*" || name == manifest.name; });
 }
 
-Result<std::shared_ptr<LoadedPlugin>> PluginHost::open_plugin(const PluginManifest& manifest) {
-  if (isolates(manifest)) return LoadedPlugin::open_isolated(manifest, options_, log_);
-  if (options_.probe) {
-    if (auto program = find_plugin_host_program(options_); !program.ok()) {
-      if (!probe_warned_.exchange(true)) {
-        log_->write(LOOM_LOG_WARNING, "loom",
-                    "plugins are loaded without a probe: " + program.status().message());
-      }
-    } else {
-      RemoteFacts facts;
-      const loom_plugin_api_t* api = nullptr;
-      loom_plugin_t* instance = nullptr;
-      auto probed = start_remote_plugin(manifest, options_, log_, /*probe=*/true, &facts, &api,
-                                        &instance);
-      if (!probed.ok()) return probed.status();
+Status PluginHost::probe_entry(Entry& entry) {
+  if (entry.probe_verdict) return *entry.probe_verdict;
+  const PluginManifest& manifest = *entry.manifest;
+  auto program = find_plugin_host_program(options_);
+  if (!program.ok()) {
+    if (!probe_warned_.exchange(true)) {
+      log_->write(LOOM_LOG_WARNING, "loom",
+                  "plugins are loaded without a probe: " + program.status().message());
+    }
+    entry.probe_verdict = Status();
+    return Status();
+  }
+  const std::filesystem::path& folder = options_.probe_cache_folder;
+  std::optional<std::string> key;
+  if (!folder.empty()) {
+    if (auto k = probe_key(manifest, options_, *program); k.ok()) key = std::move(*k);
+  }
+  if (key) {
+    if (auto remembered = recall_probe(folder, manifest.name, *key)) {
+      entry.probe_verdict =
+          remembered->code == StatusCode::kOk
+              ? Status()
+              : Status(remembered->code,
+                       remembered->message + " (remembered from its probe at " +
+                           remembered->probed_at + "; it is probed again when its library, the "
+                           "host, the options or the environment change, or with "
+                           "LOOM_PROBE_CACHE=off)");
+      return *entry.probe_verdict;
     }
   }
+  RemoteFacts facts;
+  const loom_plugin_api_t* api = nullptr;
+  loom_plugin_t* instance = nullptr;
+  bool about_plugin = false;
+  auto probed = start_remote_plugin(manifest, options_, log_, /*probe=*/true, &facts, &api,
+                                    &instance, &about_plugin);
+  const Status verdict = probed.ok() ? Status() : probed.status();
+  if (key && about_plugin) {
+    ProbeVerdict remembered;
+    remembered.key = *key;
+    remembered.plugin = manifest.name;
+    remembered.library = manifest.library.string();
+    remembered.probed_at = stamp_time_now();
+    remembered.code = verdict.code();
+    remembered.message = verdict.message();
+    if (Status st = remember_probe(folder, remembered); !st.ok() && !cache_warned_.exchange(true)) {
+      log_->write(LOOM_LOG_WARNING, "loom", "probe verdicts are not remembered: " + st.message());
+    }
+  }
+  entry.probe_verdict = verdict;
+  return verdict;
+}
+
+Result<std::shared_ptr<LoadedPlugin>> PluginHost::open_plugin(Entry& entry) {
+  const PluginManifest& manifest = *entry.manifest;
+  if (isolates(manifest)) return LoadedPlugin::open_isolated(manifest, options_, log_);
+  if (options_.probe) LOOM_RETURN_IF_ERROR(probe_entry(entry));
   return LoadedPlugin::open(manifest, options_, log_);
 }
 
@@ -234,6 +278,30 @@ Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {
 }
 
 std::vector<std::shared_ptr<LoadedPlugin>> PluginHost::load_all() {
+  // Probes run at once, each in a process of its own (a hung plugin then
+  // costs its timeout once, not once per plugin behind it); the loads that
+  // follow, in this process, stay in search order.
+  if (options_.probe) {
+    std::vector<Entry*> to_probe;
+    for (const auto& entry : entries_) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (entry->record.state != PluginState::kRejected && !entry->plugin &&
+          entry->earlier_twins.empty() && entry->manifest && !isolates(*entry->manifest)) {
+        to_probe.push_back(entry.get());
+      }
+    }
+    if (to_probe.size() > 1) {
+      std::vector<std::thread> probes;
+      probes.reserve(to_probe.size());
+      for (Entry* entry : to_probe) {
+        probes.emplace_back([this, entry] {
+          std::lock_guard<std::mutex> load_lock(entry->load_mutex);
+          if (!entry->plugin) (void)probe_entry(*entry);
+        });
+      }
+      for (std::thread& t : probes) t.join();
+    }
+  }
   std::vector<std::shared_ptr<LoadedPlugin>> out;
   for (const auto& entry : entries_) {
     bool candidate;

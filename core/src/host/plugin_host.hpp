@@ -203,6 +203,12 @@ struct HostOptions {
   // How long a probe, or an isolated plugin's process, may take to load
   // the plugin and report.
   std::chrono::milliseconds probe_timeout{20'000};
+  // Where probe verdicts are remembered across processes
+  // (host/probe_cache.hpp): a plugin whose library, host, options and
+  // environment are unchanged since a remembered probe is not probed again
+  // (loaded in process when it passed, rejected with the remembered reason
+  // when it did not). Empty: every load is probed.
+  std::filesystem::path probe_cache_folder;
   // How long an isolated plugin may take to answer one call (fence waits:
   // their own timeout plus this); past it the process is killed and the
   // plugin is lost.
@@ -263,8 +269,14 @@ class PluginHost {
   // Whether `manifest`'s plugin runs in a process of its own.
   bool isolates(const PluginManifest& manifest) const;
   // Loads a plugin isolated, or probed and then in process.
-  Result<std::shared_ptr<LoadedPlugin>> open_plugin(const PluginManifest& manifest);
+  Result<std::shared_ptr<LoadedPlugin>> open_plugin(Entry& entry);
+  // Probes the plugin of `entry` in a child process, or recalls the verdict
+  // (HostOptions::probe_cache_folder), once; the verdict is kept in the
+  // entry. OK when the plugin may be loaded in process. The caller holds
+  // entry.load_mutex.
+  Status probe_entry(Entry& entry);
   std::atomic<bool> probe_warned_{false};
+  std::atomic<bool> cache_warned_{false};
   void scan_folder(const std::filesystem::path& folder);
   HostOptions options_;
   std::vector<PluginFolder> folders_;  // constant after create()

@@ -327,7 +327,8 @@ Result<pid_t> spawn_child(const std::filesystem::path& program, int socket,
 Result<RemotePluginPtr> start_remote_plugin(const PluginManifest& manifest, const HostOptions& options,
                                             std::shared_ptr<LogChannel> log, bool probe,
                                             RemoteFacts* out_facts, const loom_plugin_api_t** out_api,
-                                            loom_plugin_t** out_instance) {
+                                            loom_plugin_t** out_instance, bool* out_about_plugin) {
+  if (out_about_plugin != nullptr) *out_about_plugin = false;
   LOOM_ASSIGN_OR_RETURN(std::filesystem::path program, find_plugin_host_program(options));
   // A probe's log lines would repeat those of the load that follows it.
   if (probe) log = std::make_shared<LogChannel>([](loom_log_level_t, std::string_view) {});
@@ -357,6 +358,7 @@ Result<RemotePluginPtr> start_remote_plugin(const PluginManifest& manifest, cons
   ::close(child_end);
   if (!pid.ok()) return pid.status();
   r->pid_ = *pid;
+  if (out_about_plugin != nullptr) *out_about_plugin = true;
 
   const auto timeout = options.probe_timeout;
   const std::string who = std::string(probe ? "probe" : "isolated plugin") + " process " + std::to_string(*pid);

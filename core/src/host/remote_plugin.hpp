@@ -44,13 +44,17 @@ struct RemoteFacts {
 // exits: OK when loading survives, else an error saying what happened
 // (the plugin's own error, a signal, an exit, a timeout). Without it the
 // child stays and serves; `out_api`/`out_instance` are the forwarding table
-// and instance, valid while the returned object lives.
+// and instance, valid while the returned object lives. `out_about_plugin`,
+// when given, is set to whether the outcome speaks of the plugin (the child
+// started, so success or the plugin's failure) rather than of the host (the
+// child could not be started).
 Result<RemotePluginPtr> start_remote_plugin(const PluginManifest& manifest,
                                             const HostOptions& options,
                                             std::shared_ptr<LogChannel> log, bool probe,
                                             RemoteFacts* out_facts,
                                             const loom_plugin_api_t** out_api,
-                                            loom_plugin_t** out_instance);
+                                            loom_plugin_t** out_instance,
+                                            bool* out_about_plugin = nullptr);
 
 // Where loom-plugin-host is: HostOptions::plugin_host_program, else
 // $LOOM_PLUGIN_HOST, else beside the running program, else

@@ -10,6 +10,7 @@
 
 #include "host/doctor.hpp"
 #include "host/log_channel.hpp"
+#include "host/probe_cache.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
 
@@ -37,6 +38,13 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   host_options.isolated_plugins = options.isolated_plugins;
   host_options.probe = options.probe_plugins;
   host_options.require_conformance = options.require_conformance;
+  if (options.probe_plugins && options.remember_probes) {
+    if (!options.probe_cache_folder.empty()) {
+      host_options.probe_cache_folder = options.probe_cache_folder;
+    } else if (auto folder = host::default_probe_cache_folder()) {
+      host_options.probe_cache_folder = std::move(*folder);
+    }
+  }
   if (options.threads != 0) {
     host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
                                              std::to_string(options.threads));
@@ -90,6 +98,11 @@ std::vector<DeviceInfo> Runtime::devices() {
     out.insert(out.end(), record.devices.begin(), record.devices.end());
   }
   return out;
+}
+
+Result<std::vector<DeviceInfo>> Runtime::devices(std::string_view plugin) {
+  LOOM_ASSIGN_OR_RETURN(auto loaded, host_->load(plugin));
+  return loaded->devices();
 }
 
 namespace {

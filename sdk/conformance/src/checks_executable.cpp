@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "check_context.hpp"
+#include "loom/conformance/time_scale.hpp"
 #include "loom/conformance/onnx_cases.hpp"
 #include "loom/conformance/onnx_runner.hpp"
 
@@ -169,15 +170,20 @@ Verdict execute_signals(CheckContext& ctx) {
     return fail("executable_load refused its own blob: " + e);
   }
   const size_t runs = ctx.count(4, 32);
+  // Real work: 5 s, stretched on a slow build (a fake that never signals
+  // costs it once).
+  const auto wait = scaled(std::chrono::milliseconds(5000));
+  const uint64_t wait_ns = static_cast<uint64_t>(wait.count()) * 1'000'000ull;
   for (size_t i = 0; i < runs; ++i) {
     FenceGuard fence{&api, nullptr};
     if (std::string e = take(api, api.fence_create(t.device, &fence.fence)); !e.empty()) {
       return fail("fence_create failed: " + e);
     }
-    ctx.note("execute " + std::to_string(i) + " with a signal fence, waiting 5 s for it");
+    ctx.note("execute " + std::to_string(i) + " with a signal fence, waiting " +
+             std::to_string(wait.count()) + " ms for it");
     std::vector<std::vector<std::byte>> in, out;
     std::string e = execute_blob(*t.plugin, t.device, t.capabilities, exe.executable, blob, in, out,
-                                 fence.fence, 5'000'000'000ull);
+                                 fence.fence, wait_ns);
     if (!e.empty()) {
       return fail("an execution with a signal fence (" + std::string((t.capabilities & LOOM_DEVICE_CAP_ASYNC) ? "asynchronous" : "synchronous") +
                   " device) did not complete: " + e);
@@ -213,10 +219,18 @@ Verdict onnx_node_tests(CheckContext& ctx) {
   on_plugin.runtime.plugin_options = ctx.options().plugin_options;
   on_plugin.runtime.log_sink = [](LogLevel, std::string_view) {};
   on_plugin.device = ctx.options().device;
-  on_plugin.run_timeout = std::chrono::seconds(10);
+  // A case's run is real work (a first run may compile shaders): a minute,
+  // stretched on a slow build.
+  on_plugin.run_timeout = scaled(std::chrono::milliseconds(60'000));
   if (on_plugin.device.empty()) return fail("no device to run on");
   CaseRunOptions on_reference = on_plugin;
   on_reference.device.clear();
+  // One runtime each for every case: a plugin is loaded once per check, not
+  // once per case.
+  auto plugin_runtime = Runtime::create(on_plugin.runtime);
+  if (!plugin_runtime.ok()) return fail("runtime: " + plugin_runtime.status().message());
+  auto reference_runtime = Runtime::create(on_reference.runtime);
+  if (!reference_runtime.ok()) return fail("runtime: " + reference_runtime.status().message());
   const size_t wanted = ctx.count(40, SIZE_MAX);
   size_t counted = 0, passed = 0, tried = 0, reference_fails = 0;
   std::vector<std::string> failures;
@@ -228,7 +242,7 @@ Verdict onnx_node_tests(CheckContext& ctx) {
     ctx.note("ONNX case " + test.name);
     const fs::path dir = *scratch / test.name;
     fs::create_directories(dir, ec);
-    CaseVerdict v = run_onnx_case(test, *summary, on_plugin, dir);
+    CaseVerdict v = run_onnx_case(**plugin_runtime, test, *summary, on_plugin, dir);
     fs::remove_all(dir, ec);
     if (v.placement.plugin_nodes == 0) continue;  // the plugin took none of it
     if (v.outcome == Outcome::kUnsupported) continue;
@@ -239,7 +253,7 @@ Verdict onnx_node_tests(CheckContext& ctx) {
     }
     ctx.note("ONNX case " + test.name + " on the reference kernels");
     fs::create_directories(dir, ec);
-    CaseVerdict ref = run_onnx_case(test, *summary, on_reference, dir);
+    CaseVerdict ref = run_onnx_case(**reference_runtime, test, *summary, on_reference, dir);
     fs::remove_all(dir, ec);
     if (ref.outcome != Outcome::kPass) {
       ++reference_fails;

@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -17,6 +18,32 @@ namespace loom::conformance::detail {
 namespace {
 
 constexpr int kThreads = 4;
+
+// Rounds the threads have finished, and threads that have ended, so that
+// the check's own thread can report progress while it waits: the suite's
+// time limit is per step (a note), and a threaded phase of hundreds of
+// rounds must not count as one step on a slow machine.
+struct Progress {
+  std::atomic<size_t> rounds{0};
+  std::atomic<int> ended{0};
+};
+
+// Waits for `threads` (each of which ends by counting itself in
+// `progress.ended`), noting the rounds done about once a second, then joins
+// them.
+void join_noting(CheckContext& ctx, std::vector<std::thread>& threads, Progress& progress,
+                 size_t total, const std::string& what) {
+  size_t noted = 0;
+  while (progress.ended.load() < static_cast<int>(threads.size())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const size_t now = progress.rounds.load();
+    if (now >= noted + 1 && (now - noted) * 20 >= total) {  // each 5 %
+      ctx.note(what + ": " + std::to_string(now) + " of " + std::to_string(total) + " rounds");
+      noted = now;
+    }
+  }
+  for (auto& th : threads) th.join();
+}
 
 // The first error any thread saw.
 struct FirstError {
@@ -40,12 +67,18 @@ Verdict concurrent_calls(CheckContext& ctx) {
   const loom_plugin_api_t& api = t.plugin->api();
   const size_t rounds = ctx.count(200, 2000);
   FirstError error;
-  ctx.note("device_info, buffers, copies, fences, executable_check and executable_load from 4 threads");
+  const std::string calls = "device_info, buffers, copies, fences, executable_check and executable_load from 4 threads";
+  ctx.note(calls);
+  Progress progress;
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
     threads.emplace_back([&, id] {
+      struct Ended {
+        Progress& p;
+        ~Ended() { ++p.ended; }
+      } ended{progress};
       std::vector<unsigned char> data(1000 + id), back(1000 + id);
-      for (size_t r = 0; r < rounds && !error.any(); ++r) {
+      for (size_t r = 0; r < rounds && !error.any(); ++r, ++progress.rounds) {
         loom_device_info_t info{};
         info.struct_size = sizeof info;
         if (std::string e = take(api, api.device_info(t.device, &info)); !e.empty()) return error.set("device_info: " + e);
@@ -77,7 +110,7 @@ Verdict concurrent_calls(CheckContext& ctx) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  join_noting(ctx, threads, progress, rounds * kThreads, calls);
   if (!error.text.empty()) return fail("called from 4 threads at once: " + error.text);
   return pass(std::to_string(rounds * kThreads) + " rounds" +
               (blobs.empty() ? " (no blob for executable_check/load: " + no_blob + ")" : ""));
@@ -131,11 +164,17 @@ Verdict concurrent_execute(CheckContext& ctx) {
     }
   }
   FirstError error;
-  ctx.note("execute from 4 threads at once on one executable");
+  const std::string at_once = "execute from 4 threads at once on one executable";
+  ctx.note(at_once);
+  Progress progress;
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
     threads.emplace_back([&, id] {
-      for (size_t r = 0; r < rounds && !error.any(); ++r) {
+      struct Ended {
+        Progress& p;
+        ~Ended() { ++p.ended; }
+      } ended{progress};
+      for (size_t r = 0; r < rounds && !error.any(); ++r, ++progress.rounds) {
         auto in = make_inputs(id, r % distinct);
         std::vector<std::vector<std::byte>> out;
         if (std::string e = execute_blob(*t.plugin, t.device, t.capabilities, exe.executable, blob, in, out); !e.empty()) {
@@ -161,7 +200,7 @@ Verdict concurrent_execute(CheckContext& ctx) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  join_noting(ctx, threads, progress, rounds * kThreads, at_once);
   if (!error.text.empty()) return fail("one executable run from 4 threads at once (" + blob.origin + "): " + error.text);
   return pass(std::to_string(rounds * kThreads) + " executions");
 }

@@ -45,7 +45,8 @@ std::string describe_exit(int wstatus) {
 }  // namespace
 
 Verdict run_in_child(const std::function<Verdict(const NoteFn&)>& body,
-                     std::chrono::milliseconds timeout) {
+                     std::chrono::milliseconds step_timeout,
+                     std::chrono::milliseconds total_timeout) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
   std::fflush(nullptr);
@@ -75,16 +76,18 @@ Verdict run_in_child(const std::function<Verdict(const NoteFn&)>& body,
     ::_exit(0);
   }
   ::close(fds[1]);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto started = std::chrono::steady_clock::now();
+  const auto end = started + total_timeout;
+  auto step_end = started + step_timeout;
   std::string buffer, last_note, result;
-  bool have_result = false, timed_out = false;
+  bool have_result = false, silent = false, too_long = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
+    const auto now = std::chrono::steady_clock::now();
+    silent = now >= step_end;
+    too_long = now >= end;
+    if (silent || too_long) break;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::min(step_end, end) - now);
     pollfd p{fds[0], POLLIN, 0};
     int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
     if (r < 0 && errno == EINTR) continue;
@@ -101,6 +104,7 @@ Verdict run_in_child(const std::function<Verdict(const NoteFn&)>& body,
       std::string text = buffer.substr(5, len);
       if (buffer[0] == 'n') {
         last_note = std::move(text);
+        step_end = std::chrono::steady_clock::now() + step_timeout;
       } else if (buffer[0] == 'r') {
         result = std::move(text);
         have_result = true;
@@ -108,14 +112,19 @@ Verdict run_in_child(const std::function<Verdict(const NoteFn&)>& body,
       buffer.erase(0, 5 + size_t{len});
     }
   }
+  const bool timed_out = silent || too_long;
   if (timed_out) ::kill(pid, SIGKILL);
   ::close(fds[0]);
   int wstatus = 0;
   while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
   const std::string during = last_note.empty() ? "" : " during " + last_note;
-  if (timed_out) {
-    return fail("no answer within " + std::to_string(timeout.count()) + " ms" + during +
+  if (too_long) {
+    return fail("still running after " + std::to_string(total_timeout.count()) + " ms" + during +
+                " (the process was killed)");
+  }
+  if (silent) {
+    return fail("no progress within " + std::to_string(step_timeout.count()) + " ms" + during +
                 " (the process was killed)");
   }
   if (!have_result) return fail("the check's process " + describe_exit(wstatus) + during);

@@ -57,17 +57,33 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
                           const CaseRunOptions& options, const std::filesystem::path& scratch) {
   auto runtime = Runtime::create(options.runtime);
   if (!runtime.ok()) return from_status(runtime.status(), "runtime");
+  return run_onnx_case(**runtime, test, summary, options, scratch);
+}
+
+CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
+                          const CaseRunOptions& options, const std::filesystem::path& scratch) {
   compiler::CompileOptions compile;
   std::string plugin;
   if (!options.device.empty()) {
+    // Only the device's plugin is loaded (a case is one short process: the
+    // others would be loaded for nothing). Its name is the URI's scheme.
+    auto uri = parse_device_uri(options.device);
+    if (!uri.ok()) return verdict(Outcome::kError, uri.status().message());
+    auto devices = runtime.devices(uri->plugin);
     std::string known;
-    for (const DeviceInfo& d : (*runtime)->devices()) {
-      if (d.uri == options.device) plugin = d.plugin;
-      known += (known.empty() ? "" : ", ") + d.uri;
+    if (devices.ok()) {
+      for (const DeviceInfo& d : *devices) {
+        if (d.uri == options.device) plugin = d.plugin;
+        known += (known.empty() ? "" : ", ") + d.uri;
+      }
     }
     if (plugin.empty()) {
+      // Say what there is instead: every device of every plugin.
+      known.clear();
+      for (const DeviceInfo& d : runtime.devices()) known += (known.empty() ? "" : ", ") + d.uri;
       return verdict(Outcome::kError, "no device '" + options.device + "' (devices: " +
-                                   (known.empty() ? "none" : known) + ")");
+                                   (known.empty() ? "none" : known) +
+                                   (devices.ok() ? "" : "; " + devices.status().message()) + ")");
     }
     compile.targets = {plugin};
   }
@@ -96,7 +112,7 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
       return nullptr;
     };
     std::filesystem::path program = scratch / ("set" + std::to_string(s) + ".loom");
-    auto report = compiler::compile_onnx_file(**runtime, test.dir / "model.onnx", program, compile);
+    auto report = compiler::compile_onnx_file(runtime, test.dir / "model.onnx", program, compile);
     if (!report.ok()) return from_status(report.status(), "compile" + set_label);
     Placement placement;
     std::string plugin_key;
@@ -105,7 +121,7 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
       if (t.plugin == plugin) plugin_key = t.loader_key;
     }
     placement.reference_nodes = report->reference_nodes;
-    auto loaded = (*runtime)->load_program(program, load);
+    auto loaded = runtime.load_program(program, load);
     if (!loaded.ok()) return from_status(loaded.status(), "load" + set_label);
     auto session = (*loaded)->create_session();
     if (!session.ok()) return from_status(session.status(), "session" + set_label);

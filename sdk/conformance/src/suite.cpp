@@ -127,6 +127,12 @@ Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options) {
                    "); give a manifest or library path, or add its folder to $LOOM_PLUGIN_PATH");
 }
 
+// A check may report progress forever; this bounds it all the same.
+std::chrono::milliseconds total_timeout(const SuiteOptions& options) {
+  return options.check_total_timeout.count() > 0 ? options.check_total_timeout
+                                                 : options.check_timeout * 20;
+}
+
 }  // namespace
 
 std::vector<CheckInfo> list_checks() {
@@ -159,7 +165,7 @@ Result<SuiteReport> run_suite(const SuiteOptions& options,
         if (!index.ok()) return fail(index.status().message());
         return pass((*plugin)->devices()[*index].uri);
       },
-      options.check_timeout);
+      options.check_timeout, total_timeout(options));
   if (devices.outcome == CheckOutcome::kPass) {
     report.device = devices.message;
   } else if (!options.device.empty() && devices.message.find("no device") == 0) {
@@ -185,7 +191,7 @@ Result<SuiteReport> run_suite(const SuiteOptions& options,
     };
     Verdict v;
     if (options.fork) {
-      v = run_in_child(body, options.check_timeout);
+      v = run_in_child(body, options.check_timeout, total_timeout(options));
     } else {
       try {
         v = body(NoteFn{});

@@ -13,6 +13,7 @@
 #include "host/handles.hpp"
 #include "host/isolation_wire.hpp"
 #include "host_test_util.hpp"
+#include "loom/conformance/time_scale.hpp"
 
 namespace loom::host::testing {
 namespace {
@@ -268,12 +269,17 @@ TEST(IsolatedPlugin, ACrashInExecuteLosesThePluginNotThisProcess) {
 }
 
 TEST(IsolatedPlugin, AHangInExecuteIsADeadlineThenTheDeviceIsLost) {
-  IsolatedFake fake(Opts{{"fake.misbehave", "execute_hang"}}, std::chrono::milliseconds(300));
+  // The limit bounds every call, the loads and copies before the hanging
+  // execute too: 2 s (stretched on a sanitized build), which the hang costs
+  // once.
+  const auto limit = conformance::scaled(std::chrono::milliseconds(2000));
+  IsolatedFake fake(Opts{{"fake.misbehave", "execute_hang"}}, limit);
   ASSERT_TRUE(fake.plugin);
   std::vector<float> out;
   Status status = fake.add({1}, {2}, &out);
   EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.to_string();
-  EXPECT_NE(status.message().find("did not answer execute within 300 ms and was killed"),
+  EXPECT_NE(status.message().find("did not answer execute within " +
+                                  std::to_string(limit.count()) + " ms and was killed"),
             std::string::npos)
       << status.to_string();
   EXPECT_EQ(fake.plugin->check_available().code(), StatusCode::kDeviceLost);

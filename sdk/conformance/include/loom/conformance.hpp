@@ -77,8 +77,13 @@ struct SuiteOptions {
     uint32_t format_version = 0;
   };
   std::vector<BlobFile> blobs;
-  // The most one check may take before its process is killed.
+  // The longest one check may go without progress before its process is
+  // killed: each step it reports (an ONNX case, a thread's round) starts
+  // the clock again, so the limit bounds a step, whatever the number of
+  // steps.
   std::chrono::milliseconds check_timeout{60'000};
+  // The most one check may take in all; zero: 20 times check_timeout.
+  std::chrono::milliseconds check_total_timeout{0};
   // Run each check in a child process (turn off only to debug a check).
   bool fork = true;
   // The loom-plugin-host program, for the isolation check; empty: found as

@@ -49,6 +49,10 @@ struct CaseVerdict {
 // run. kUnimplemented anywhere makes it UNSUPPORTED.
 CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
                           const CaseRunOptions& options, const std::filesystem::path& scratch);
+// The same on a runtime the caller made (from options.runtime, which is
+// then not read), so that many cases share its loaded plugins.
+CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
+                          const CaseRunOptions& options, const std::filesystem::path& scratch);
 
 // The same in a child process, so that a crash or a hang (past `timeout`,
 // zero: none) is this case's ERROR ("crashed (signal 11, ...)").
