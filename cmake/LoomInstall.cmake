@@ -41,7 +41,7 @@ endif()
 # `loom conformance` is its command-line front end.
 if(TARGET loom_conformance_shared)
   install(TARGETS loom_conformance_shared EXPORT LoomTargets LIBRARY DESTINATION lib)
-  install(FILES "${PROJECT_SOURCE_DIR}/sdk/conformance/include/loom/conformance.hpp"
+  install(FILES "${PROJECT_SOURCE_DIR}/conformance/include/loom/conformance.hpp"
           DESTINATION include/loom)
 endif()
 

@@ -1,4 +1,5 @@
 #include "bitstream.hpp"
+#include "node_check.hpp"
 
 #include <cstring>
 

@@ -78,25 +78,14 @@ const char* dtype_label(loom_dtype_t dtype);
 std::string shape_label(const std::vector<int64_t>& shape);
 uint64_t element_count(const std::vector<int64_t>& shape);
 
-// Checks one node against the tensors it names: arity, dtypes, constant
-// operands, parameters and the output shape the operator computes from its
-// inputs. Kernels rely on this: a node that passes cannot read or write out
-// of bounds.
-Status check_node(const Bitstream& bs, size_t index);
 // Everything decode checks beyond the byte layout: indices, storage ranges,
-// I/O lists, producers before consumers, and check_node for every node.
+// I/O lists, producers before consumers, and check_node (node_check.hpp)
+// for every node.
 Status validate(const Bitstream& bs);
 
 std::vector<std::byte> encode(const Bitstream& bs);
 // Parses and validates a blob. INCOMPATIBLE naming the first problem (and its
 // byte offset where there is one).
 Status decode(const void* data, size_t size, Bitstream* out);
-
-// Per-node work for the timing model.
-struct NodeCost {
-  uint64_t int8_macs = 0;
-  uint64_t f32_ops = 0;
-};
-NodeCost node_cost(const Bitstream& bs, const BsNode& node);
 
 }  // namespace loom::fpga_stub

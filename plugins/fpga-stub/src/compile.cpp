@@ -10,6 +10,7 @@
 
 #include "loom/graph/graph_generated.h"
 #include "plugin.hpp"
+#include "node_check.hpp"
 
 namespace loom::fpga_stub {
 namespace {

@@ -1,4 +1,5 @@
 #include "device.hpp"
+#include "node_check.hpp"
 
 #include <cstring>
 

@@ -3,7 +3,7 @@
 // not trust them).
 #include <algorithm>
 
-#include "bitstream.hpp"
+#include "node_check.hpp"
 
 namespace loom::fpga_stub {
 namespace {

@@ -5,6 +5,7 @@
 // checks for raw tables (check_struct_size, check_execute_tensors,
 // destroy_c_status).
 #include "plugin.hpp"
+#include "node_check.hpp"
 
 #include <cstring>
 

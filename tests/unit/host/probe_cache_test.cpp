@@ -12,6 +12,7 @@
 #include "host/probe_cache.hpp"
 #include "host/remote_plugin.hpp"
 #include "host_test_util.hpp"
+#include "loom/conformance/time_scale.hpp"
 
 namespace loom::host::testing {
 namespace {
@@ -53,7 +54,8 @@ class ProbeCacheTest : public ::testing::Test {
     HostOptions o = isolated_options({manifest_.parent_path()});
     o.plugin_host_program = wrapper_;
     o.probe_cache_folder = cache();
-    o.probe_timeout = std::chrono::milliseconds(10'000);
+    // Real probes: the product's 20 s, stretched on a sanitized build.
+    o.probe_timeout = conformance::scaled(std::chrono::milliseconds(20'000));
     return o;
   }
   fs::path cache() const { return dir_.path() / "cache"; }
