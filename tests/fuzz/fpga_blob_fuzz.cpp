@@ -13,6 +13,7 @@
 
 #include "bitstream.hpp"
 #include "fuzz_support.hpp"
+#include "node_check.hpp"
 
 namespace {
 
