@@ -28,6 +28,13 @@ struct Progress {
   std::atomic<int> ended{0};
 };
 
+// Counts its thread in `p.ended` when the thread's body ends, however it
+// returns.
+struct CountEnd {
+  Progress& p;
+  ~CountEnd() { ++p.ended; }
+};
+
 // Waits for `threads` (each of which ends by counting itself in
 // `progress.ended`), noting the rounds done about once a second, then joins
 // them.
@@ -73,10 +80,7 @@ Verdict concurrent_calls(CheckContext& ctx) {
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
     threads.emplace_back([&, id] {
-      struct Ended {
-        Progress& p;
-        ~Ended() { ++p.ended; }
-      } ended{progress};
+      CountEnd ended{progress};
       std::vector<unsigned char> data(1000 + id), back(1000 + id);
       for (size_t r = 0; r < rounds && !error.any(); ++r, ++progress.rounds) {
         loom_device_info_t info{};
@@ -170,10 +174,7 @@ Verdict concurrent_execute(CheckContext& ctx) {
   std::vector<std::thread> threads;
   for (int id = 0; id < kThreads; ++id) {
     threads.emplace_back([&, id] {
-      struct Ended {
-        Progress& p;
-        ~Ended() { ++p.ended; }
-      } ended{progress};
+      CountEnd ended{progress};
       for (size_t r = 0; r < rounds && !error.any(); ++r, ++progress.rounds) {
         auto in = make_inputs(id, r % distinct);
         std::vector<std::vector<std::byte>> out;
