@@ -31,14 +31,32 @@
 #include "fake_raw.h"
 #include "fake_variant.hpp"
 
+#ifndef FAKE_NAME
+#error "FAKE_NAME must name the plugin"
+#endif
+#ifndef FAKE_VARIANT
+#define FAKE_VARIANT kNormal
+#endif
+#ifndef FAKE_DEFECT
+#define FAKE_DEFECT kNone
+#endif
+
+namespace fake {
+
+Variant variant() { return Variant::FAKE_VARIANT; }
+Defect defect() { return Defect::FAKE_DEFECT; }
+const char* name() { return FAKE_NAME; }
+
+}  // namespace fake
+
 namespace {
 
 using fake::Defect;
-using fake::kDefect;
-using fake::kLoaderKey;
-using fake::kName;
-using fake::kVariant;
 using fake::Variant;
+constexpr Variant kVariant = Variant::FAKE_VARIANT;
+constexpr Defect kDefect = Defect::FAKE_DEFECT;
+constexpr const char* kName = FAKE_NAME;
+constexpr const char* kLoaderKey = FAKE_NAME;
 
 const char* misbehave_from_environment() {
   const char* env = std::getenv("LOOM_FAKE_MISBEHAVE");

@@ -58,7 +58,7 @@ struct Config {
 // A status whose message starts with the plugin's name, as all the fake's
 // own errors do ("fake: unknown fake blob (4 bytes)").
 inline Status error(loom_status_code_t code, const std::string& message) {
-  return Status(code, std::string(kName) + ": " + message);
+  return Status(code, std::string(fake::name()) + ": " + message);
 }
 inline Status invalid(const std::string& message) {
   return error(LOOM_STATUS_INVALID_ARGUMENT, message);

@@ -188,13 +188,13 @@ Status Impl::create(const loom::sdk::CreateContext& ctx, std::unique_ptr<Plugin>
   if (config.fail_create) return error(LOOM_STATUS_INTERNAL, "plugin_create fails (fake.fail_create=1)");
   auto plugin = std::make_unique<Plugin>(ctx.host, config);
   const Config& c = plugin->config_;
-  if (kDefect == Defect::kLeak) {
+  if (fake::defect() == Defect::kLeak) {
     char* lost = new char[256 * 1024];
     std::memset(lost, 1, 256 * 1024);
     plugin->log(LOOM_LOG_DEBUG, lost[7] == 1 ? "leaking 256 KiB (defect)" : "");
   }
-  if (kDefect == Defect::kRace) plugin->shared_scratch_.resize(1 << 20);
-  uint64_t caps = c.async || kDefect == Defect::kFenceNeverSignals ? LOOM_DEVICE_CAP_ASYNC : 0;
+  if (fake::defect() == Defect::kRace) plugin->shared_scratch_.resize(1 << 20);
+  uint64_t caps = c.async || fake::defect() == Defect::kFenceNeverSignals ? LOOM_DEVICE_CAP_ASYNC : 0;
   caps |= c.separate_memory ? 0 : (LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY);
   caps |= c.import ? LOOM_DEVICE_CAP_HOST_POINTER_IMPORT : 0;
   for (size_t i = 0; i < c.devices; ++i) {
@@ -231,7 +231,7 @@ Plugin::~Plugin() {
 }
 
 Status Plugin::check_available() {
-  if (kVariant == Variant::kUnavailable) {
+  if (fake::variant() == Variant::kUnavailable) {
     return error(LOOM_STATUS_UNAVAILABLE, "no fake hardware present (test variant)");
   }
   return Status();
@@ -276,7 +276,7 @@ Status Plugin::compile(const loom::sdk::GraphView& graph, const loom::sdk::Optio
     return error(LOOM_STATUS_INTERNAL, "compile fails (fake.compile_fault=fail)");
   }
   out->bytes.assign(blob.begin(), blob.end());
-  out->loader_key = kLoaderKey;
+  out->loader_key = fake::name();
   out->format_version = 1;
   out->alignment = 16;
   return Status();
@@ -287,7 +287,7 @@ Status Plugin::compile(const loom::sdk::GraphView& graph, const loom::sdk::Optio
 Device::Device(Plugin* plugin, size_t index, uint64_t capabilities)
     : plugin_(plugin),
       index_(index),
-      uri_(std::string(kVariant == Variant::kBadUri ? "other-plugin" : kName) + "://" +
+      uri_(std::string(fake::variant() == Variant::kBadUri ? "other-plugin" : fake::name()) + "://" +
            std::to_string(index)),
       name_("Fake device " + std::to_string(index)),
       capabilities_(capabilities) {}
@@ -304,9 +304,9 @@ void Device::info(loom_device_info_t* full) {
 }
 
 Status Device::check_blob(const loom::sdk::Blob& blob, Op* op) const {
-  if (std::strcmp(blob.loader_key, kLoaderKey) != 0) {
+  if (std::strcmp(blob.loader_key, fake::name()) != 0) {
     return error(LOOM_STATUS_INCOMPATIBLE, std::string("loader key '") + blob.loader_key +
-                                               "' is not served (serves '" + kLoaderKey + "')");
+                                               "' is not served (serves '" + fake::name() + "')");
   }
   if (blob.format_version > 1) {
     return error(LOOM_STATUS_INCOMPATIBLE,
@@ -317,7 +317,7 @@ Status Device::check_blob(const loom::sdk::Blob& blob, Op* op) const {
     *op = Op::kAdd;
   } else if (text == "fake:copy") {
     *op = Op::kCopy;
-  } else if (kDefect == Defect::kCorruptBlobs) {
+  } else if (fake::defect() == Defect::kCorruptBlobs) {
     *op = Op::kCopy;
   } else {
     return error(LOOM_STATUS_INCOMPATIBLE, "unknown fake blob (" + std::to_string(blob.size) + " bytes)");
@@ -409,7 +409,7 @@ void compute(Op op, const std::vector<ResolvedTensor>& in, const ResolvedTensor&
     float a, b;
     std::memcpy(&a, in[0].data + i, 4);
     std::memcpy(&b, in[1].data + i, 4);
-    float sum = kDefect == Defect::kWrongResults ? a - b : a + b;
+    float sum = fake::defect() == Defect::kWrongResults ? a - b : a + b;
     std::memcpy(out.data + i, &sum, 4);
   }
 }
@@ -453,12 +453,12 @@ Status Executable::execute(const loom::sdk::ExecuteCallT<Fence>& call) {
   Plugin* plugin = device_->plugin();
   const Config& config = plugin->config();
   fake_misbehave(config.misbehave.c_str(), "execute");
-  if (kDefect == Defect::kExecuteCrash) {
+  if (fake::defect() == Defect::kExecuteCrash) {
     volatile int* nowhere = nullptr;
     *nowhere = 1;
   }
-  if (kDefect == Defect::kFenceNeverSignals && signal) return Status();
-  if (kDefect == Defect::kRace && output.bytes <= plugin->shared_scratch().size()) {
+  if (fake::defect() == Defect::kFenceNeverSignals && signal) return Status();
+  if (fake::defect() == Defect::kRace && output.bytes <= plugin->shared_scratch().size()) {
     // Computes into the shared area, then copies out: two calls at once
     // hand each other their results.
     wait_all(waits);
@@ -485,7 +485,7 @@ Status Executable::execute(const loom::sdk::ExecuteCallT<Fence>& call) {
       std::this_thread::sleep_for(std::chrono::milliseconds(delay));
       if (hang) return;  // the fence is never signaled
       if (fail) {
-        signal->signal(fail_code, std::string(kName) + ": " + failure);
+        signal->signal(fail_code, std::string(fake::name()) + ": " + failure);
         return;
       }
       compute(op, inputs, output);
@@ -495,7 +495,7 @@ Status Executable::execute(const loom::sdk::ExecuteCallT<Fence>& call) {
   }
   wait_all(waits);
   if (fail) {
-    if (signal) signal->signal(fail_code, std::string(kName) + ": " + failure);
+    if (signal) signal->signal(fail_code, std::string(fake::name()) + ": " + failure);
     return error(fail_code, failure);
   }
   compute(op_, inputs, output);

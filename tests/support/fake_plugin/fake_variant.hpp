@@ -1,15 +1,10 @@
-// The fake plugin's build-time identity: its name, which variant (Variant)
-// and which defect (Defect) this build is. Shared by both halves of the fake
-// (fake_objects.hpp and fake_abi_variants.cpp); FAKE_NAME, FAKE_VARIANT and
-// FAKE_DEFECT come from the build (see CMakeLists.txt).
+// The fake plugin's identity: its name, which variant (Variant) and which
+// defect (Defect) this build is. The plugin.hpp half of the fake
+// (fake_plugin.cpp and the files beside it) is compiled once for every
+// build and asks through the functions below; the raw-ABI half
+// (fake_abi_variants.cpp), compiled per build from FAKE_NAME, FAKE_VARIANT
+// and FAKE_DEFECT (see CMakeLists.txt), answers them.
 #pragma once
-
-#ifndef FAKE_NAME
-#error "FAKE_NAME must name the plugin"
-#endif
-#ifndef FAKE_VARIANT
-#define FAKE_VARIANT kNormal
-#endif
 
 namespace fake {
 
@@ -26,7 +21,6 @@ enum class Variant {
   kBadVersion,   // answers an ABI version outside the host's range (fake_abi_variants.cpp)
   kNullApi,      // answers OK without a function table (fake_abi_variants.cpp)
 };
-constexpr Variant kVariant = Variant::FAKE_VARIANT;
 
 // The deliberately broken builds the conformance suite must catch, one
 // defect each (FAKE_DEFECT; they are otherwise the normal build).
@@ -40,12 +34,10 @@ enum class Defect {
   kRace,           // execute computes in a scratch area shared by all calls
   kFenceNeverSignals,  // async devices whose executions never signal
 };
-#ifndef FAKE_DEFECT
-#define FAKE_DEFECT kNone
-#endif
-constexpr Defect kDefect = Defect::FAKE_DEFECT;
-constexpr const char* kName = FAKE_NAME;
+// This build's variant, defect and plugin name (fake_abi_variants.cpp).
 // Each build serves a loader key equal to its name.
-constexpr const char* kLoaderKey = FAKE_NAME;
+Variant variant();
+Defect defect();
+const char* name();
 
 }  // namespace fake
