@@ -49,7 +49,9 @@ for h in "${harnesses[@]}"; do
 done
 
 if [ "$build" = 1 ]; then
-  cmake --preset fuzz >/dev/null
+  # LOOM_BUILD_FLAGS: extra configure flags (scripts/test.sh sets them).
+  # shellcheck disable=SC2086
+  cmake --preset fuzz ${LOOM_BUILD_FLAGS:-} >/dev/null
   targets=()
   for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
   cmake --build build-fuzz -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"

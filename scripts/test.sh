@@ -24,11 +24,27 @@
 # (ccache's default, ~/.cache/ccache), and CCACHE_BASEDIR makes paths
 # relative to the clone, so a later run from another clone on the same
 # machine reuses what an earlier one compiled.
+#
+# Every build here is one to test, not to debug, so it is configured to
+# compile quicker (LOOM_QUICK_BUILD=0 turns this off): unity builds
+# (CMAKE_UNITY_BUILD, each target's sources compiled in batches: about half
+# the compile time) and line tables only for debug info (LOOM_LINE_TABLES_ONLY,
+# -g1: sanitizer reports keep file:line). Both stay in the build folder's
+# CMake cache; to debug, configure it again with -DCMAKE_UNITY_BUILD=OFF
+# -DLOOM_LINE_TABLES_ONLY=OFF (the presets' own defaults: full debug info,
+# one object per source).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+
+# Extra configure flags of every build below, scripts/fuzz.sh's included.
+LOOM_BUILD_FLAGS="-DCMAKE_UNITY_BUILD=ON -DLOOM_LINE_TABLES_ONLY=ON"
+if [ "${LOOM_QUICK_BUILD:-1}" = "0" ]; then
+  LOOM_BUILD_FLAGS="-DCMAKE_UNITY_BUILD=OFF -DLOOM_LINE_TABLES_ONLY=OFF"
+fi
+export LOOM_BUILD_FLAGS
 
 script_start=$SECONDS
 stage_start=$SECONDS
@@ -52,14 +68,16 @@ bash scripts/setup.sh
 stage setup
 
 export LOOM_REQUIRE_ALL_SUITES=1
-cmake --preset default -DLOOM_REQUIRE_ALL_SUITES=ON
+# shellcheck disable=SC2086
+cmake --preset default -DLOOM_REQUIRE_ALL_SUITES=ON $LOOM_BUILD_FLAGS
 cmake --build --preset default -j "$jobs"
 stage "build"
 ctest --preset default -j "$jobs"
 stage "tests"
 
 if [ "${LOOM_SKIP_SANITIZE:-0}" != "1" ]; then
-  cmake --preset asan -DLOOM_REQUIRE_ALL_SUITES=ON
+  # shellcheck disable=SC2086
+  cmake --preset asan -DLOOM_REQUIRE_ALL_SUITES=ON $LOOM_BUILD_FLAGS
   cmake --build --preset asan -j "$jobs"
   stage "asan build"
   # The preset sets LOOM_TIME_SCALE=4: default time limits of the
@@ -71,7 +89,8 @@ if [ "${LOOM_SKIP_SANITIZE:-0}" != "1" ]; then
 fi
 
 if [ "${LOOM_SKIP_TSAN:-0}" != "1" ]; then
-  cmake --preset tsan -DLOOM_REQUIRE_ALL_SUITES=ON
+  # shellcheck disable=SC2086
+  cmake --preset tsan -DLOOM_REQUIRE_ALL_SUITES=ON $LOOM_BUILD_FLAGS
   cmake --build --preset tsan -j "$jobs"
   stage "tsan build"
   # The preset sets TSAN_OPTIONS=halt_on_error=1:exitcode=86 (with the

@@ -310,7 +310,6 @@ Verdict errors_have_messages(CheckContext& ctx) {
 Verdict struct_sizes(CheckContext& ctx) {
   DeviceUnderTest t = open_device(ctx);
   if (!t.error.empty()) return fail(t.error);
-  const auto& plugin = t.plugin;
   const loom_plugin_api_t& api = *t.api;
   loom_device_t* device = t.device;
   constexpr size_t kExtra = 64;
@@ -371,7 +370,7 @@ Verdict struct_sizes(CheckContext& ctx) {
   return pass();
 }
 
-const CheckDef kChecks[] = {
+const CheckDef kAbiChecks[] = {
     {"abi.entry_point", "the library loads and exports loom_plugin_query", entry_point},
     {"abi.negotiate",
      "the query accepts this host's range, chooses a version in it and in the manifest's, and "
@@ -393,6 +392,6 @@ const CheckDef kChecks[] = {
 
 }  // namespace
 
-std::span<const CheckDef> abi_checks() { return kChecks; }
+std::span<const CheckDef> abi_checks() { return kAbiChecks; }
 
 }  // namespace loom::conformance::detail

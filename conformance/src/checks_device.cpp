@@ -287,7 +287,7 @@ Verdict host_signal(CheckContext& ctx) {
   return pass();
 }
 
-const CheckDef kChecks[] = {
+const CheckDef kDeviceChecks[] = {
     {"devices.list",
      "devices are listed with unique '<plugin>://' URIs, names, known kinds and dtypes", list},
     {"memory.allocate_free", "buffers of odd sizes and alignments allocate and free", allocate_free},
@@ -304,6 +304,6 @@ const CheckDef kChecks[] = {
 
 }  // namespace
 
-std::span<const CheckDef> device_checks() { return kChecks; }
+std::span<const CheckDef> device_checks() { return kDeviceChecks; }
 
 }  // namespace loom::conformance::detail

@@ -280,7 +280,7 @@ Verdict onnx_node_tests(CheckContext& ctx) {
               (reference_fails ? " (" + std::to_string(reference_fails) + " failing on reference kernels too not counted)" : ""));
 }
 
-const CheckDef kChecks[] = {
+const CheckDef kExecutableChecks[] = {
     {"executables.own_blobs",
      "blobs the plugin compiled pass executable_check, load and run", own_blobs},
     {"executables.reject_garbage",
@@ -299,6 +299,6 @@ const CheckDef kChecks[] = {
 
 }  // namespace
 
-std::span<const CheckDef> executable_checks() { return kChecks; }
+std::span<const CheckDef> executable_checks() { return kExecutableChecks; }
 
 }  // namespace loom::conformance::detail

@@ -285,7 +285,7 @@ Verdict object_cycles(CheckContext& ctx) {
   return pass(growth_text(before, after, cycles));
 }
 
-const CheckDef kChecks[] = {
+const CheckDef kStressChecks[] = {
     {"threads.concurrent_calls",
      "device_info, buffers, copies, fences, executable_check and executable_load called from 4 "
      "threads at once give correct results",
@@ -302,6 +302,6 @@ const CheckDef kChecks[] = {
 
 }  // namespace
 
-std::span<const CheckDef> stress_checks() { return kChecks; }
+std::span<const CheckDef> stress_checks() { return kStressChecks; }
 
 }  // namespace loom::conformance::detail

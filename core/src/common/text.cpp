@@ -33,4 +33,8 @@ std::string nearest(std::string_view text, const std::vector<std::string>& candi
   return best != nullptr ? *best : std::string();
 }
 
+bool printable_ascii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+}
+
 }  // namespace loom

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/mapped_file.hpp"
+#include "common/text.hpp"
 #include "common/write_file.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/file_type.hpp"
@@ -29,10 +30,6 @@ constexpr size_t kMaxFailedChecks = 10'000;
 Status field_error(const std::string& name, std::string_view field, std::string_view problem) {
   return invalid_argument("conformance stamp " + name + ": field '" + std::string(field) + "' " +
                           std::string(problem));
-}
-
-bool printable(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
 }
 
 bool digits(std::string_view text) {
@@ -68,7 +65,7 @@ Result<std::string> text_field(const nlohmann::json& json, const std::string& na
     return field_error(name, field, "is " + std::to_string(value.size()) +
                                         " characters long; at most " + std::to_string(max_length));
   }
-  if (!printable(value)) {
+  if (!printable_ascii(value)) {
     return field_error(name, field, "holds a control character or a non-ASCII byte");
   }
   return value;
@@ -97,7 +94,7 @@ Status validate(const ConformanceStamp& s, const std::string& name) {
       {"plugin_version", &s.plugin_version}, {"library_hash", &s.library_hash},
       {"stamped_at", &s.stamped_at}};
   for (const auto& [field, value] : texts) {
-    if (value->empty() || value->size() > 255 || !printable(*value)) {
+    if (value->empty() || value->size() > 255 || !printable_ascii(*value)) {
       return field_error(name, field, "must be 1 to 255 printable ASCII characters");
     }
   }
@@ -116,7 +113,7 @@ Status validate(const ConformanceStamp& s, const std::string& name) {
   }
   for (size_t i = 0; i < s.failed_checks.size(); ++i) {
     const std::string& id = s.failed_checks[i];
-    if (id.empty() || id.size() > 255 || !printable(id)) {
+    if (id.empty() || id.size() > 255 || !printable_ascii(id)) {
       return field_error(name, "failed_checks[" + std::to_string(i) + "]",
                          "must be 1 to 255 printable ASCII characters");
     }

@@ -56,7 +56,6 @@ namespace {
 namespace fs = std::filesystem;
 using Outcome = DoctorCheck::Outcome;
 
-constexpr std::string_view kManifestSuffix = ".loom-plugin.json";
 
 void add(PluginDiagnosis& d, std::string name, Outcome outcome, std::string detail,
          std::string fix = {}) {
@@ -65,10 +64,6 @@ void add(PluginDiagnosis& d, std::string name, Outcome outcome, std::string deta
 
 void skip_rest(PluginDiagnosis& d, const std::vector<std::string>& names, const std::string& why) {
   for (const auto& name : names) add(d, name, Outcome::kSkipped, why);
-}
-
-std::string abi_range(uint32_t min, uint32_t max) {
-  return format_abi_version(min) + "-" + format_abi_version(max);
 }
 
 std::string join(const std::vector<std::string>& items, size_t max = 8) {
@@ -195,16 +190,16 @@ void check_against_manifest(PluginDiagnosis& d, const PluginManifest& m, const H
                             bool library_readable) {
   if (m.abi_max < options.abi_min || m.abi_min > options.abi_max) {
     add(d, "ABI", Outcome::kProblem,
-        "the manifest says the plugin speaks ABI " + abi_range(m.abi_min, m.abi_max) +
-            ", this host speaks " + abi_range(options.abi_min, options.abi_max),
+        "the manifest says the plugin speaks ABI " + format_abi_range(m.abi_min, m.abi_max) +
+            ", this host speaks " + format_abi_range(options.abi_min, options.abi_max),
         m.abi_max < options.abi_min
             ? "rebuild the plugin against this Loom's SDK (sdk/include/loom/plugin.h)"
             : "use a newer Loom, or build the plugin for ABI " +
-                  abi_range(options.abi_min, options.abi_max));
+                  format_abi_range(options.abi_min, options.abi_max));
   } else {
     add(d, "ABI", Outcome::kOk,
-        "plugin " + abi_range(m.abi_min, m.abi_max) + ", host " +
-            abi_range(options.abi_min, options.abi_max));
+        "plugin " + format_abi_range(m.abi_min, m.abi_max) + ", host " +
+            format_abi_range(options.abi_min, options.abi_max));
   }
 
   std::string hash = m.library_hash;
@@ -236,13 +231,6 @@ void check_against_manifest(PluginDiagnosis& d, const PluginManifest& m, const H
   }
 }
 
-bool is_manifest_name(const fs::path& path) {
-  const std::string name = path.filename().string();
-  return name.size() > kManifestSuffix.size() &&
-         name.compare(name.size() - kManifestSuffix.size(), kManifestSuffix.size(),
-                      kManifestSuffix) == 0;
-}
-
 }  // namespace
 
 PluginDiagnosis diagnose_manifest(const fs::path& manifest_path, const HostOptions& options,
@@ -250,7 +238,7 @@ PluginDiagnosis diagnose_manifest(const fs::path& manifest_path, const HostOptio
   PluginDiagnosis d;
   d.manifest_path = manifest_path;
   const std::string file = manifest_path.filename().string();
-  d.plugin = is_manifest_name(manifest_path)
+  d.plugin = is_manifest_file_name(manifest_path.filename().string())
                  ? file.substr(0, file.size() - kManifestSuffix.size())
                  : file;
   auto manifest = parse_manifest(manifest_path);
@@ -267,7 +255,7 @@ PluginDiagnosis diagnose_manifest(const fs::path& manifest_path, const HostOptio
   d.library = manifest->library;
   add(d, "manifest", Outcome::kOk,
       manifest->name + " " + manifest->version + ", ABI " +
-          abi_range(manifest->abi_min, manifest->abi_max) + ", loader keys " +
+          format_abi_range(manifest->abi_min, manifest->abi_max) + ", loader keys " +
           join(manifest->loader_keys));
   bool readable = false;
   check_library(d, manifest->library, search, &readable);
@@ -282,7 +270,7 @@ PluginDiagnosis diagnose_library(const fs::path& library, const HostOptions& opt
   const fs::path folder = (ec ? library : wanted).parent_path();
   std::vector<fs::path> manifests;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
-    if (is_manifest_name(it->path())) manifests.push_back(it->path());
+    if (is_manifest_file_name(it->path().filename().string())) manifests.push_back(it->path());
   }
   std::sort(manifests.begin(), manifests.end());
   for (const fs::path& m : manifests) {
@@ -313,14 +301,14 @@ Result<std::vector<PluginDiagnosis>> diagnose(const HostOptions& options, std::s
   const fs::path as_path(plugin);
   std::error_code ec;
   const bool looks_like_path = plugin.find('/') != std::string_view::npos ||
-                               is_manifest_name(as_path) ||
+                               is_manifest_file_name(as_path.filename().string()) ||
                                as_path.extension() == ".so";
   if (!plugin.empty() && looks_like_path) {
     if (!fs::exists(as_path, ec)) {
       return not_found("no file " + std::string(plugin) + " (give a manifest, a library or a "
                        "plugin name)");
     }
-    out.push_back(is_manifest_name(as_path) ? diagnose_manifest(as_path, options, search)
+    out.push_back(is_manifest_file_name(as_path.filename().string()) ? diagnose_manifest(as_path, options, search)
                                             : diagnose_library(as_path, options, search));
     return out;
   }

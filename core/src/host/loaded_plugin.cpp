@@ -242,10 +242,6 @@ Status compare_loader_keys(const std::vector<std::string>& manifest_keys,
                       "LOADER_KEYS, loom-manifest --loader-key)");
 }
 
-std::string abi_range(uint32_t min, uint32_t max) {
-  return format_abi_version(min) + "-" + format_abi_version(max);
-}
-
 }  // namespace
 
 Status take_status(const loom_plugin_api_t& api, loom_status_t* status) {
@@ -409,7 +405,7 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   query.reason_capacity = reason != nullptr ? ReasonBuffer::kCapacity : 0;
   loom_status_code_t code = query_fn(&query);
   if (reason != nullptr) reason[ReasonBuffer::kCapacity - 1] = '\0';
-  const std::string host_range = abi_range(offered_min, offered_max);
+  const std::string host_range = format_abi_range(offered_min, offered_max);
   if (code != LOOM_STATUS_OK) {
     return incompatible("plugin refused the host's ABI range " + host_range + ": " +
                         (reason != nullptr && reason[0] != '\0' ? std::string(reason) : std::string("(no reason given)")));

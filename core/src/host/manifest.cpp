@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/hash.hpp"
+#include "common/text.hpp"
 #include "host/plugin_host.hpp"
 
 namespace loom::host {
@@ -28,10 +29,6 @@ Status field_error(const std::filesystem::path& path, std::string_view field,
 
 // Whether `text` is printable ASCII (no control characters, no bytes past
 // 0x7e), so that printing it cannot break a line or drive a terminal.
-bool printable(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
-}
-
 Result<std::string> string_field(const nlohmann::json& object, const std::filesystem::path& path,
                                  std::string_view field, size_t max_length = 255) {
   auto it = object.find(field);
@@ -43,7 +40,7 @@ Result<std::string> string_field(const nlohmann::json& object, const std::filesy
     return field_error(path, field, "is " + std::to_string(value.size()) +
                                         " characters long; at most " + std::to_string(max_length));
   }
-  if (!printable(value)) {
+  if (!printable_ascii(value)) {
     return field_error(path, field, "holds a control character or a non-ASCII byte");
   }
   return value;
@@ -82,6 +79,10 @@ Result<uint32_t> parse_abi_version(std::string_view text) {
 std::string format_abi_version(uint32_t version) {
   return std::to_string(LOOM_ABI_VERSION_MAJOR_OF(version)) + "." +
          std::to_string(LOOM_ABI_VERSION_MINOR_OF(version));
+}
+
+std::string format_abi_range(uint32_t min, uint32_t max) {
+  return format_abi_version(min) + "-" + format_abi_version(max);
 }
 
 Result<std::string> hash_file(const std::filesystem::path& path) {
@@ -174,7 +175,7 @@ Result<PluginManifest> parse_manifest(const std::filesystem::path& path) {
     if (!key.is_string() || key.get<std::string>().empty()) {
       return field_error(path, where, "must be a non-empty string");
     }
-    if (key.get<std::string>().size() > 128 || !printable(key.get<std::string>())) {
+    if (key.get<std::string>().size() > 128 || !printable_ascii(key.get<std::string>())) {
       return field_error(path, where, "must be at most 128 printable ASCII characters");
     }
     m.loader_keys.push_back(key.get<std::string>());

@@ -13,15 +13,12 @@
 #include "host/remote_plugin.hpp"
 
 namespace loom::host {
-namespace {
 
-constexpr std::string_view kManifestSuffix = ".loom-plugin.json";
-
-bool is_manifest_name(const std::string& file_name) {
-  return file_name.size() > kManifestSuffix.size() &&
-         file_name.compare(file_name.size() - kManifestSuffix.size(), kManifestSuffix.size(),
-                           kManifestSuffix) == 0;
+bool is_manifest_file_name(std::string_view file_name) {
+  return file_name.size() > kManifestSuffix.size() && file_name.ends_with(kManifestSuffix);
 }
+
+namespace {
 
 Status duplicate_name(const std::string& name, const std::filesystem::path& first,
                       const std::filesystem::path& second) {
@@ -88,7 +85,7 @@ void PluginHost::scan_folder(const std::filesystem::path& folder) {
   std::vector<std::filesystem::path> files;
   for (std::filesystem::directory_iterator it(folder, ec), end; !ec && it != end;
        it.increment(ec)) {
-    if (is_manifest_name(it->path().filename().string())) files.push_back(it->path());
+    if (is_manifest_file_name(it->path().filename().string())) files.push_back(it->path());
   }
   std::sort(files.begin(), files.end());
 

@@ -38,6 +38,11 @@ inline constexpr size_t kMaxDeviceNameLength = 256;
 // carries control characters.
 inline constexpr uint64_t kMaxManifestBytes = 64 * 1024;
 
+// The file name ending of a plugin's manifest: <name>.loom-plugin.json.
+inline constexpr std::string_view kManifestSuffix = ".loom-plugin.json";
+// Whether `file_name` is a manifest's (a name before kManifestSuffix).
+bool is_manifest_file_name(std::string_view file_name);
+
 // What a plugin's manifest (<name>.loom-plugin.json) says.
 struct PluginManifest {
   std::filesystem::path manifest_path;
@@ -61,6 +66,8 @@ Result<std::string> hash_file(const std::filesystem::path& path);
 Result<uint32_t> parse_abi_version(std::string_view text);
 // Formats a LOOM_ABI_VERSION value as "major.minor".
 std::string format_abi_version(uint32_t version);
+// Formats an ABI version range as "major.minor-major.minor".
+std::string format_abi_range(uint32_t min, uint32_t max);
 
 // Receives the log lines of plugins. May be called from any thread; the host
 // serializes calls, so a sink needs no lock of its own.

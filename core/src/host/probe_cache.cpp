@@ -13,6 +13,7 @@
 
 #include "common/hash.hpp"
 #include "common/mapped_file.hpp"
+#include "common/text.hpp"
 #include "common/write_file.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/version.hpp"
@@ -25,10 +26,6 @@ namespace {
 Status field_error(const std::string& name, std::string_view field, std::string_view problem) {
   return invalid_argument("probe verdict " + name + ": field '" + std::string(field) + "' " +
                           std::string(problem));
-}
-
-bool printable(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
 }
 
 bool hex_digits(std::string_view text) {
@@ -65,7 +62,7 @@ Result<std::string> text_field(const nlohmann::json& json, const std::string& na
     return field_error(name, field, "is " + std::to_string(value.size()) +
                                         " characters long; at most " + std::to_string(max_length));
   }
-  if (!printable(value)) {
+  if (!printable_ascii(value)) {
     return field_error(name, field, "holds a control character or a non-ASCII byte");
   }
   return value;

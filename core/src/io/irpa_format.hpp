@@ -88,6 +88,9 @@ inline bool valid_pattern_length(uint64_t length) {
   return length == 1 || length == 2 || length == 4 || length == 8 || length == 16;
 }
 
+// A number for an error message.
+inline std::string num(uint64_t value) { return std::to_string(value); }
+
 // A name or path quoted for an error message: at most 64 characters, with
 // control and non-ASCII bytes written as \xNN, so garbage stays readable.
 std::string quote(std::string_view text);

@@ -18,9 +18,8 @@ namespace {
 
 using format::checked_add;
 using format::load;
+using format::num;
 using format::quote;
-
-std::string num(uint64_t value) { return std::to_string(value); }
 
 std::string range_text(uint64_t begin, uint64_t length) {
   auto end = checked_add(begin, length);

@@ -22,10 +22,9 @@ namespace {
 
 using format::align_up;
 using format::checked_add;
+using format::num;
 using format::quote;
 using format::store;
-
-std::string num(uint64_t value) { return std::to_string(value); }
 
 // Where each piece of one archive goes, relative to its header.
 struct Plan {

@@ -21,7 +21,7 @@ namespace loom::cpu_simd {
 namespace LOOM_CPU_SIMD_ISA {
 namespace {
 
-int64_t product(const std::vector<int64_t>& s, size_t begin, size_t end) {
+int64_t dims_product(const std::vector<int64_t>& s, size_t begin, size_t end) {
   int64_t n = 1;
   for (size_t d = begin; d < end; ++d) n *= s[d];
   return n;
@@ -403,9 +403,9 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
   switch (node.op) {
     case Op::kGather: {
       const size_t axis = static_cast<size_t>(node.axis);
-      p->outer = product(x, 0, axis);
+      p->outer = dims_product(x, 0, axis);
       p->n = x[axis];
-      p->inner = product(x, axis + 1, x.size());
+      p->inner = dims_product(x, axis + 1, x.size());
       const size_t r = static_cast<size_t>(node.ints[0]);
       p->chunks.assign(node.ints.begin() + 1 + static_cast<int64_t>(r), node.ints.end());
       return;
@@ -457,8 +457,8 @@ void plan_data_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
     }
     case Op::kLayerNormalization: {
       const size_t axis = static_cast<size_t>(node.axis);
-      p->outer = product(x, 0, axis);
-      p->n = product(x, axis, x.size());
+      p->outer = dims_product(x, 0, axis);
+      p->n = dims_product(x, axis, x.size());
       return;
     }
     case Op::kConvTranspose:

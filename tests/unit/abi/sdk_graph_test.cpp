@@ -17,7 +17,7 @@ using loom::sdk::testing::gfb::DType;
 using loom::sdk::testing::TestGraph;
 
 // x[2,3] + c[3] -> y; Relu(y) -> z (named "act", axis=2 attribute).
-TestGraph sample() {
+TestGraph sample_graph() {
   TestGraph g;
   const int32_t x = g.tensor({2, 3});
   const int32_t c = g.constant<float>({3}, DType::f32, {1.f, 2.f, 3.f});
@@ -37,7 +37,7 @@ std::string open_error(const std::vector<uint8_t>& bytes) {
 }
 
 TEST(SdkGraphView, ReadsNodesTensorsAttributesAndConstants) {
-  const std::vector<uint8_t> bytes = sample().finish();
+  const std::vector<uint8_t> bytes = sample_graph().finish();
   GraphView g;
   ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
   EXPECT_EQ(g.name(), "g");
@@ -97,7 +97,7 @@ TEST(SdkGraphView, ReadIntsWidensAndSignExtends) {
 
 TEST(SdkGraphView, BrokenBuffersAreNamed) {
   EXPECT_EQ(open_error({}), "graph.fbs: empty buffer");
-  std::vector<uint8_t> good = sample().finish();
+  std::vector<uint8_t> good = sample_graph().finish();
   std::vector<uint8_t> wrong_id = good;
   wrong_id[4] = 'X';
   EXPECT_EQ(open_error(wrong_id), "graph.fbs: missing file identifier \"LMGR\"");
@@ -113,37 +113,37 @@ TEST(SdkGraphView, BrokenBuffersAreNamed) {
 }
 
 TEST(SdkGraphView, IndicesOutOfRangeAreNamed) {
-  TestGraph g = sample();
+  TestGraph g = sample_graph();
   g.nodes[1].in = {99};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: node 1 input 0: tensor index 99 out of range (4 tensors)");
-  g = sample();
+  g = sample_graph();
   g.outputs = {-1};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: graph output 0: tensor index -1 out of range (4 tensors)");
-  g = sample();
+  g = sample_graph();
   g.nodes[0].in = {0, -1};  // an optional operand left out is fine
   EXPECT_EQ(open_error(g.finish()), "ok");
 }
 
 TEST(SdkGraphView, TensorsAreChecked) {
-  TestGraph g = sample();
+  TestGraph g = sample_graph();
   g.tensors[2].shape = {2, -1};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 2 (t2): dimension 1 is -1; shapes are static");
-  g = sample();
+  g = sample_graph();
   g.tensors[1].data.pop_back();
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1): data of 11 bytes, expected 3 x 4");
-  g = sample();
+  g = sample_graph();
   g.tensors[1].parameter = "w";
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1): has both data and parameter");
-  g = sample();
+  g = sample_graph();
   g.tensors[1].has_data = false;
   g.tensors[1].parameter = "w";
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 1 (t1) is parameter w but not listed in Graph.inputs");
   g.inputs.push_back(1);
   EXPECT_EQ(open_error(g.finish()), "ok");
-  g = sample();
+  g = sample_graph();
   g.tensors[0].dtype = static_cast<DType>(77);
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 0 (t0): unknown dtype 77");
-  g = sample();
+  g = sample_graph();
   g.tensors[0].shape = {int64_t{1} << 40, int64_t{1} << 40};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 0 (t0): the shape's element count overflows");
 }

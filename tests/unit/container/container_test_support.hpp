@@ -88,4 +88,7 @@ std::vector<std::byte> read_bytes(const std::filesystem::path& path);
 // Whether files under `dir` can hold holes cheaply (probed in the test temp dir).
 bool supports_sparse_files();
 
+// The code of a rejected argument, which most checks here expect.
+inline constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
+
 }  // namespace loom::testing

@@ -9,6 +9,7 @@
 namespace loom {
 namespace {
 
+using testing::kInvalid;
 using container::kEntryAlignmentAt;
 using container::kEntryChecksumAt;
 using container::kEntryOffsetAt;
@@ -16,7 +17,6 @@ using container::kEntrySizeAt;
 using testing::FileBytes;
 using testing::open_fails_with;
 
-constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
 constexpr StatusCode kDataLoss = StatusCode::kDataLoss;
 constexpr StatusCode kIncompatible = StatusCode::kIncompatible;
 

@@ -8,10 +8,9 @@
 namespace loom {
 namespace {
 
+using testing::kInvalid;
 using testing::fails_with;
 using testing::open_fails_with;
-
-constexpr StatusCode kInvalid = StatusCode::kInvalidArgument;
 
 // make_small_program's parameter 'w' (f32[5], 20 bytes) moved to an archive.
 ParameterDef external_w() {

@@ -7,6 +7,9 @@
 namespace loom::cpu_simd {
 namespace {
 
+using testing::decode_error;
+using testing::validate_error;
+
 // x[2,3] -> MatMul w[3,4] -> Add b[4] -> Relu -> Softmax -> y[2,4]
 BlobGraph small_graph() {
   BlobGraph g;
@@ -31,18 +34,6 @@ BlobGraph small_graph() {
   node(Op::kSoftmax, {r}, y);
   g.nodes.back().axis = 1;
   return g;
-}
-
-std::string decode_error(const std::vector<std::byte>& bytes) {
-  BlobGraph g;
-  std::string error;
-  EXPECT_FALSE(decode(bytes.data(), bytes.size(), &g, &error));
-  return error;
-}
-
-std::string validate_error(const BlobGraph& g) {
-  std::vector<std::byte> bytes = encode(g);
-  return decode_error(bytes);
 }
 
 void set_u32(std::vector<std::byte>& b, size_t offset, uint32_t v) {

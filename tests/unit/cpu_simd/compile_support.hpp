@@ -406,4 +406,11 @@ inline void expect_near(const std::vector<float>& got, const std::vector<float>&
   }
 }
 
+// start, start + 1, ... (n values).
+inline std::vector<float> iota(size_t n, float start = 1.0f) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
 }  // namespace loom::cpu_simd::testing

@@ -12,12 +12,6 @@ namespace {
 using F = std::vector<float>;
 using Compile = CompileFixture;
 
-std::vector<float> iota(size_t n, float start = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
 // ------------------------------------------------------------------ Conv
 
 TEST_F(Compile, Conv2dWithBiasPadsAndStrides) {

@@ -27,12 +27,6 @@ class CompileTyped : public CompileFixture {
   }
 };
 
-std::vector<float> iota(size_t n, float start = 1.0f) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
 // One node `op` reading `in` and writing f32 tensors of `out_shapes`.
 GraphBuilder one_node(const std::string& op, const std::vector<Dims>& in_shapes, const std::vector<Dims>& out_shapes,
                       std::vector<Attr> attrs, int64_t opset, std::vector<int32_t> extra_inputs = {}) {

@@ -174,7 +174,9 @@ TEST(LdCache, SystemCacheParsesAndFindsLibc) {
   const auto bytes = file->bytes();
   for (size_t size = 0; size < bytes.size(); size += size < 256 ? 1 : 997) {
     auto cut = parse_ld_cache(bytes.first(size), "cut");
-    if (size < 48) EXPECT_FALSE(cut.ok());
+    if (size < 48) {
+      EXPECT_FALSE(cut.ok());
+    }
   }
 }
 

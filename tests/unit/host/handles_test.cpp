@@ -9,10 +9,6 @@
 namespace loom::host::testing {
 namespace {
 
-std::span<const std::byte> bytes_of(std::string_view text) {
-  return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
-}
-
 // A plugin host over the fake, with `options` handed to the plugin.
 struct FakeFixture {
   explicit FakeFixture(std::initializer_list<std::pair<std::string, std::string>> plugin_options = {}) {

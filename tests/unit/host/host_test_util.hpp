@@ -114,4 +114,9 @@ inline const PluginRecord* find_record(const std::vector<PluginRecord>& records,
   return nullptr;
 }
 
+// The bytes of `text` (a view, no copy).
+inline std::span<const std::byte> bytes_of(std::string_view text) {
+  return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
+}
+
 }  // namespace loom::host::testing

@@ -18,10 +18,6 @@
 namespace loom::host::testing {
 namespace {
 
-std::span<const std::byte> bytes_of(std::string_view text) {
-  return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
-}
-
 // Sets $LOOM_FAKE_MISBEHAVE for the life of the object (children inherit
 // it). Under LeakSanitizer a child that calls exit() mid-load would report
 // what loading had allocated and change its exit code, so the children's

@@ -11,11 +11,10 @@
 namespace loom::io {
 namespace {
 
+using testing::raw;
 using testing::npy_file;
 using testing::TempDir;
 using testing::to_bytes;
-
-std::string raw(const char* bytes, size_t n) { return std::string(bytes, n); }
 
 std::string with_dict(const std::string& dict, size_t data_bytes = 24) {
   return npy_file(dict, std::string(data_bytes, '\0'));

@@ -14,11 +14,11 @@
 namespace loom::io {
 namespace {
 
+using testing::raw;
 using testing::to_bytes;
 using testing::to_string;
 
 std::string spaces(size_t n) { return std::string(n, ' '); }
-std::string raw(const char* bytes, size_t n) { return std::string(bytes, n); }
 
 // np.save(f, np.arange(6, dtype='<f4').reshape(2, 3))
 const std::string kF32x2x3 =

@@ -76,4 +76,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// n bytes (NULs included) as a string.
+inline std::string raw(const char* bytes, size_t n) { return std::string(bytes, n); }
+
 }  // namespace loom::io::testing

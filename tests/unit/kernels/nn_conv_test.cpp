@@ -5,12 +5,6 @@
 namespace loom::kernels::nntest {
 namespace {
 
-std::vector<float> iota(size_t n) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i + 1);
-  return v;
-}
-
 // ------------------------------------------------------------------ Conv
 
 TEST(Conv, TwoDWithBias) {

@@ -140,4 +140,11 @@ inline bool contains(const Status& s, std::string_view part) {
   return !s.ok() && std::string(s.message()).find(part) != std::string::npos;
 }
 
+// 1, 2, ..., n.
+inline std::vector<float> iota(size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i + 1);
+  return v;
+}
+
 }  // namespace loom::kernels::nntest

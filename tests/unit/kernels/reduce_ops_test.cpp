@@ -11,16 +11,6 @@ namespace {
 
 using namespace reduce_testing;
 
-void expect_near_all(const std::vector<float>& got, const std::vector<float>& want,
-                     float tol = 1e-5f) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
-}
-
-bool contains(const Status& s, std::string_view text) {
-  return s.message().find(text) != std::string::npos;
-}
-
 // ---------------------------------------------------------------- TopK
 
 TEST(TopK, LargestAlongLastAxisWithKInput) {

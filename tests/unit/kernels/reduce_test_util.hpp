@@ -142,4 +142,16 @@ inline Result<std::vector<TensorType>> infer_types(std::string_view op,
   return k->infer(in, Attributes(attrs, opset));
 }
 
+// Every element of `got` within `tol` of `want`'s.
+inline void expect_near_all(const std::vector<float>& got, const std::vector<float>& want,
+                     float tol = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "at " << i;
+}
+
+// Whether the status message contains `text`.
+inline bool contains(const Status& s, std::string_view text) {
+  return s.message().find(text) != std::string::npos;
+}
+
 }  // namespace loom::kernels::reduce_testing

@@ -17,66 +17,66 @@ enum class Bin {
   kGreaterOrEqual, kAnd, kOr, kXor, kPRelu, kMax, kMin, kSum, kMean,
 };
 
-enum class Types { kNumeric, kFloat, kUnsigned, kBool, kAny };
+enum class BinaryTypes { kNumeric, kFloat, kUnsigned, kBool, kAny };
 
 struct BinInfo {
   std::string_view name;
-  Types types;
+  BinaryTypes types;
   bool bool_output;
   bool variadic;
 };
 
 constexpr BinInfo info(Bin op) {
   switch (op) {
-    case Bin::kAdd: return {"Add", Types::kNumeric, false, false};
-    case Bin::kSub: return {"Sub", Types::kNumeric, false, false};
-    case Bin::kMul: return {"Mul", Types::kNumeric, false, false};
-    case Bin::kDiv: return {"Div", Types::kNumeric, false, false};
-    case Bin::kMod: return {"Mod", Types::kNumeric, false, false};
-    case Bin::kBitShift: return {"BitShift", Types::kUnsigned, false, false};
-    case Bin::kEqual: return {"Equal", Types::kAny, true, false};
-    case Bin::kLess: return {"Less", Types::kNumeric, true, false};
-    case Bin::kGreater: return {"Greater", Types::kNumeric, true, false};
-    case Bin::kLessOrEqual: return {"LessOrEqual", Types::kNumeric, true, false};
-    case Bin::kGreaterOrEqual: return {"GreaterOrEqual", Types::kNumeric, true, false};
-    case Bin::kAnd: return {"And", Types::kBool, true, false};
-    case Bin::kOr: return {"Or", Types::kBool, true, false};
-    case Bin::kXor: return {"Xor", Types::kBool, true, false};
-    case Bin::kPRelu: return {"PRelu", Types::kNumeric, false, false};
-    case Bin::kMax: return {"Max", Types::kNumeric, false, true};
-    case Bin::kMin: return {"Min", Types::kNumeric, false, true};
-    case Bin::kSum: return {"Sum", Types::kNumeric, false, true};
-    case Bin::kMean: return {"Mean", Types::kFloat, false, true};
+    case Bin::kAdd: return {"Add", BinaryTypes::kNumeric, false, false};
+    case Bin::kSub: return {"Sub", BinaryTypes::kNumeric, false, false};
+    case Bin::kMul: return {"Mul", BinaryTypes::kNumeric, false, false};
+    case Bin::kDiv: return {"Div", BinaryTypes::kNumeric, false, false};
+    case Bin::kMod: return {"Mod", BinaryTypes::kNumeric, false, false};
+    case Bin::kBitShift: return {"BitShift", BinaryTypes::kUnsigned, false, false};
+    case Bin::kEqual: return {"Equal", BinaryTypes::kAny, true, false};
+    case Bin::kLess: return {"Less", BinaryTypes::kNumeric, true, false};
+    case Bin::kGreater: return {"Greater", BinaryTypes::kNumeric, true, false};
+    case Bin::kLessOrEqual: return {"LessOrEqual", BinaryTypes::kNumeric, true, false};
+    case Bin::kGreaterOrEqual: return {"GreaterOrEqual", BinaryTypes::kNumeric, true, false};
+    case Bin::kAnd: return {"And", BinaryTypes::kBool, true, false};
+    case Bin::kOr: return {"Or", BinaryTypes::kBool, true, false};
+    case Bin::kXor: return {"Xor", BinaryTypes::kBool, true, false};
+    case Bin::kPRelu: return {"PRelu", BinaryTypes::kNumeric, false, false};
+    case Bin::kMax: return {"Max", BinaryTypes::kNumeric, false, true};
+    case Bin::kMin: return {"Min", BinaryTypes::kNumeric, false, true};
+    case Bin::kSum: return {"Sum", BinaryTypes::kNumeric, false, true};
+    case Bin::kMean: return {"Mean", BinaryTypes::kFloat, false, true};
   }
-  return {"?", Types::kAny, false, false};
+  return {"?", BinaryTypes::kAny, false, false};
 }
 
 template <typename T>
-constexpr bool takes(Types types) {
+constexpr bool binary_takes(BinaryTypes types) {
   switch (types) {
-    case Types::kNumeric: return is_floating<T> || is_integer<T>;
-    case Types::kFloat: return is_floating<T>;
-    case Types::kUnsigned: return is_integer<T> && std::is_unsigned_v<T>;
-    case Types::kBool: return std::is_same_v<T, bool>;
-    case Types::kAny: return true;
+    case BinaryTypes::kNumeric: return is_floating<T> || is_integer<T>;
+    case BinaryTypes::kFloat: return is_floating<T>;
+    case BinaryTypes::kUnsigned: return is_integer<T> && std::is_unsigned_v<T>;
+    case BinaryTypes::kBool: return std::is_same_v<T, bool>;
+    case BinaryTypes::kAny: return true;
   }
   return false;
 }
 
-Status check_type(std::string_view op, Types types, std::string_view name, DType dtype) {
+Status check_type(std::string_view op, BinaryTypes types, std::string_view name, DType dtype) {
   return visit_dtype(op, dtype, [&]<typename T>() -> Status {
-    if (takes<T>(types)) return Status();
+    if (binary_takes<T>(types)) return Status();
     return unsupported_dtype(op, name, dtype);
   });
 }
 
-struct Params {
+struct BinaryParams {
   bool fmod = false;
   bool left = true;
 };
 
-Result<Params> read_params(Bin op, DType dtype, const Attributes& a) {
-  Params p;
+Result<BinaryParams> read_params(Bin op, DType dtype, const Attributes& a) {
+  BinaryParams p;
   if (op == Bin::kMod) {
     const int64_t f = a.get_int("fmod", 0);
     if (f != 0 && f != 1) {
@@ -111,7 +111,7 @@ struct Flags {
 };
 
 template <Bin op, typename C>
-auto apply(C a, C b, const Params& p, Flags& f) {
+auto apply(C a, C b, const BinaryParams& p, Flags& f) {
   if constexpr (op == Bin::kEqual) {
     return a == b;
   } else if constexpr (op == Bin::kLess) {
@@ -171,7 +171,7 @@ auto apply(C a, C b, const Params& p, Flags& f) {
         return static_cast<C>(a / b);  // truncates toward zero, like C
       } else {
         C r = static_cast<C>(a % b);
-        // fmod=0: the result takes the divisor's sign (Python's %).
+        // fmod=0: the result binary_takes the divisor's sign (Python's %).
         if (!p.fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
         return r;
       }
@@ -203,7 +203,7 @@ Status check_variadic_arity(std::string_view op, size_t inputs) {
 
 // Runs the element loop of a two-operand op over a planned broadcast.
 template <Bin op, typename T>
-void binary_loop(const NaryPlan& plan, const T* a, const T* b, void* out, const Params& p,
+void binary_loop(const NaryPlan& plan, const T* a, const T* b, void* out, const BinaryParams& p,
                  Flags& f) {
   using C = compute_t<T>;
   if constexpr (info(op).bool_output) {
@@ -232,7 +232,7 @@ Status binary_run(std::span<const TensorRef> inputs, std::span<const TensorRef> 
   LOOM_RETURN_IF_ERROR(check_type(bi.name, bi.types, a_name, a.dtype));
   LOOM_RETURN_IF_ERROR(check_operand(bi.name, b_name, b, a.dtype));
   LOOM_RETURN_IF_ERROR(check_operand(bi.name, c_name, c, bi.bool_output ? DType::kBool : a.dtype));
-  LOOM_ASSIGN_OR_RETURN(Params p, read_params(op, a.dtype, attrs));
+  LOOM_ASSIGN_OR_RETURN(BinaryParams p, read_params(op, a.dtype, attrs));
   std::array<int64_t, kMaxKernelRank> slope_storage;
   const std::array<std::span<const int64_t>, 2> shapes = {
       a.shape, prelu ? prelu_slope_shape(attrs, a.shape, b.shape, slope_storage) : b.shape};
@@ -246,7 +246,7 @@ Status binary_run(std::span<const TensorRef> inputs, std::span<const TensorRef> 
   LOOM_RETURN_IF_ERROR(check_shape(bi.name, c_name, c.shape, plan.shape()));
   Flags flags;
   LOOM_RETURN_IF_ERROR(visit_dtype(bi.name, a.dtype, [&]<typename T>() -> Status {
-    if constexpr (takes<T>(bi.types)) {
+    if constexpr (binary_takes<T>(bi.types)) {
       binary_loop<op, T>(plan, static_cast<const T*>(a.data), static_cast<const T*>(b.data),
                          c.data, p, flags);
     }
@@ -284,10 +284,10 @@ Status variadic_run(std::span<const TensorRef> inputs, std::span<const TensorRef
   }
   LOOM_RETURN_IF_ERROR(check_operand(bi.name, "output", out, inputs[0].dtype));
   LOOM_RETURN_IF_ERROR(check_shape(bi.name, "output", out.shape, total.shape()));
-  Params p;
+  BinaryParams p;
   Flags flags;
   return visit_dtype(bi.name, out.dtype, [&]<typename T>() -> Status {
-    if constexpr (takes<T>(bi.types)) {
+    if constexpr (binary_takes<T>(bi.types)) {
       using C = compute_t<T>;
       T* o = static_cast<T*>(out.data);
       for (size_t k = 0; k < inputs.size(); ++k) {

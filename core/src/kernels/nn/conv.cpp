@@ -113,13 +113,6 @@ Status check_channel_vector(std::string_view op, std::string_view name,
   return Status();
 }
 
-template <typename Fn>
-Status visit_int8(std::string_view op, std::string_view name, DType d, Fn&& fn) {
-  if (d == DType::kU8) return fn.template operator()<uint8_t>();
-  if (d == DType::kI8) return fn.template operator()<int8_t>();
-  return check_dtype(op, name, d, {DType::kU8, DType::kI8});
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ Conv

@@ -309,13 +309,6 @@ Result<std::vector<TensorType>> gemm_infer(std::span<const TensorType> inputs,
 namespace loom::kernels::nn {
 namespace {
 
-template <typename Fn>
-Status visit_int8(std::string_view op, std::string_view name, DType d, Fn&& fn) {
-  if (d == DType::kU8) return fn.template operator()<uint8_t>();
-  if (d == DType::kI8) return fn.template operator()<int8_t>();
-  return check_dtype(op, name, d, {DType::kU8, DType::kI8});
-}
-
 // Runs the integer product of A and B (already checked) and hands each
 // accumulated sum to emit(y index, row i, column j, acc).
 template <typename Emit>

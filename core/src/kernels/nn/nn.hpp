@@ -51,6 +51,14 @@ Status check_dtype(std::string_view op, std::string_view name, DType dtype,
 // A present operand whose byte_size matches its shape and dtype and whose
 // data is set (any dtype but kInvalid).
 Status check_data(std::string_view op, std::string_view name, const TensorRef& t);
+// Calls fn.template operator()<T>() with T the C type of an 8-bit integer
+// dtype (u8 or i8); any other dtype is check_dtype's error for `name`.
+template <typename Fn>
+Status visit_int8(std::string_view op, std::string_view name, DType d, Fn&& fn) {
+  if (d == DType::kU8) return fn.template operator()<uint8_t>();
+  if (d == DType::kI8) return fn.template operator()<int8_t>();
+  return check_dtype(op, name, d, {DType::kU8, DType::kI8});
+}
 // Both of the above.
 Status check_operand(std::string_view op, std::string_view name, const TensorRef& t,
                      std::initializer_list<DType> allowed);

@@ -50,6 +50,9 @@ inline auto comparable(T x) {
   }
 }
 
+// Whether the reductions and Einsum take this dtype: every arithmetic one.
+inline bool supported(DType d) { return d != DType::kBool && dtype_size(d) != 0; }
+
 template <typename T>
 inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
                                      std::is_same_v<T, BFloat16>;

@@ -216,8 +216,6 @@ void contract(const Spec& s, std::span<const TensorRef> inputs, T* y, int64_t ou
   }
 }
 
-bool supported(DType d) { return d != DType::kBool && dtype_size(d) != 0; }
-
 Result<std::string_view> equation_of(const Attributes& a) {
   if (a.find("equation") == nullptr) return invalid_argument("Einsum: attribute 'equation' is missing");
   return a.get_string("equation", "");

@@ -264,8 +264,6 @@ std::string_view op_name(Kind kind) {
   return "Reduce";
 }
 
-bool supported(DType d) { return d != DType::kBool && dtype_size(d) != 0; }
-
 Status reduce_run(Kind kind, std::span<const TensorRef> inputs,
                   std::span<const TensorRef> outputs, const Attributes& a) {
   const std::string_view op = op_name(kind);

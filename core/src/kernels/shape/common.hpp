@@ -15,6 +15,10 @@
 
 namespace loom::kernels::shape {
 
+// An operand's bytes, to read (src) or to write (dst).
+inline const std::byte* src(const TensorRef& t) { return static_cast<const std::byte*>(t.data); }
+inline std::byte* dst(const TensorRef& t) { return static_cast<std::byte*>(t.data); }
+
 // invalid_argument("<op>: <msg>").
 Status bad(std::string_view op, const std::string& msg);
 

@@ -13,9 +13,6 @@
 namespace loom::kernels::shape {
 namespace {
 
-const std::byte* src(const TensorRef& t) { return static_cast<const std::byte*>(t.data); }
-std::byte* dst(const TensorRef& t) { return static_cast<std::byte*>(t.data); }
-
 Status check_index_dtype(std::string_view op, std::string_view name, DType d) {
   if (d != DType::kI32 && d != DType::kI64) {
     return bad(op, "operand '" + std::string(name) + "' must be i32 or i64, got " +

@@ -14,9 +14,6 @@
 namespace loom::kernels::shape {
 namespace {
 
-const std::byte* src(const TensorRef& t) { return static_cast<const std::byte*>(t.data); }
-std::byte* dst(const TensorRef& t) { return static_cast<std::byte*>(t.data); }
-
 template <typename Infer>
 Status run_prologue(std::string_view op, std::span<const TensorRef> in,
                     std::span<const TensorRef> out, const std::vector<std::string_view>& names,

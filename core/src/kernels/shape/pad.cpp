@@ -14,8 +14,6 @@ namespace {
 
 constexpr std::string_view kOp = "Pad";
 
-Status bad(const std::string& msg) { return invalid_argument("Pad: " + msg); }
-
 enum class PadMode { kConstant, kReflect, kEdge };
 
 struct PadPlan {
@@ -27,7 +25,7 @@ struct PadPlan {
 Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
   const bool old = a.opset_before(11);
   LOOM_RETURN_IF_ERROR(check_arity(kOp, in.size(), old ? 1 : 2, old ? 1 : 4, 1, 1));
-  if (in[0].dtype == DType::kInvalid) return bad("operand 'data' must be given");
+  if (in[0].dtype == DType::kInvalid) return bad(kOp, "operand 'data' must be given");
   LOOM_RETURN_IF_ERROR(element_count(in[0].shape).status().with_context("Pad: data"));
   const Shape& s = in[0].shape;
   const size_t rank = s.size();
@@ -40,17 +38,17 @@ Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
   } else if (mode == "edge") {
     p.mode = PadMode::kEdge;
   } else {
-    return bad("unknown 'mode' '" + std::string(mode) + "' (constant, reflect, edge)");
+    return bad(kOp, "unknown 'mode' '" + std::string(mode) + "' (constant, reflect, edge)");
   }
   std::vector<int64_t> pads;
   if (old) {
     pads = a.get_ints("pads");
-    if (a.find("pads") == nullptr) return bad("needs attribute 'pads'");
+    if (a.find("pads") == nullptr) return bad(kOp, "needs attribute 'pads'");
   } else {
     const TensorType* t = optional_type(in, 1);
-    if (t == nullptr) return bad("operand 'pads' must be given");
+    if (t == nullptr) return bad(kOp, "operand 'pads' must be given");
     if (t->shape.size() != 1) {
-      return bad("operand 'pads' must be 1-D, got shape " + shape_to_string(t->shape));
+      return bad(kOp, "operand 'pads' must be 1-D, got shape " + shape_to_string(t->shape));
     }
     LOOM_ASSIGN_OR_RETURN(pads, constant_ints(kOp, 1, "pads", *t));
     if (optional_type(in, 3) != nullptr) {
@@ -58,18 +56,18 @@ Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
     }
     if (const TensorType* v = optional_type(in, 2)) {
       if (v->dtype != in[0].dtype) {
-        return bad("operand 'constant_value' has dtype " + std::string(dtype_name(v->dtype)) +
+        return bad(kOp, "operand 'constant_value' has dtype " + std::string(dtype_name(v->dtype)) +
                    ", 'data' has " + std::string(dtype_name(in[0].dtype)));
       }
       auto n = element_count(v->shape);
       if (!n.ok() || *n != 1) {
-        return bad("operand 'constant_value' must be a scalar, got shape " +
+        return bad(kOp, "operand 'constant_value' must be a scalar, got shape " +
                    shape_to_string(v->shape));
       }
     }
   }
   if (pads.size() != 2 * rank) {
-    return bad("'pads' has " + std::to_string(pads.size()) + " entries, expected " +
+    return bad(kOp, "'pads' has " + std::to_string(pads.size()) + " entries, expected " +
                std::to_string(2 * rank) + " for 'data' of shape " + shape_to_string(s));
   }
   p.begin.assign(pads.begin(), pads.begin() + rank);
@@ -78,12 +76,12 @@ Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
     const int64_t b = pads[d], e = pads[d + rank];
     const int64_t limit = INT64_MAX / 4;
     if (b > limit || e > limit || b < -limit || e < -limit || s[d] + b + e < 0) {
-      return bad("'pads' " + shape_to_string(pads) + " is out of range for 'data' of shape " +
+      return bad(kOp, "'pads' " + shape_to_string(pads) + " is out of range for 'data' of shape " +
                  shape_to_string(s));
     }
     p.out[d] = s[d] + b + e;
     if (p.mode != PadMode::kConstant && s[d] == 0 && p.out[d] > 0) {
-      return bad("cannot pad the empty axis " + std::to_string(d) + " in mode '" +
+      return bad(kOp, "cannot pad the empty axis " + std::to_string(d) + " in mode '" +
                  std::string(mode) + "'");
     }
   }
