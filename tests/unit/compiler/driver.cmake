@@ -6,7 +6,8 @@ endif()
 loom_add_test(compiler_codec_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/codec_test.cpp
   LIBS loom_graph loom_graph_schema loom_internals
-  LABELS sanitize)
+  LABELS sanitize
+  NO_DRIVERS)
 loom_add_test(compiler_driver_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp ${CMAKE_CURRENT_LIST_DIR}/driver_test.cpp
   LIBS loom_compiler loom_host loom_runtime loom_io loom_container loom_internals
