@@ -30,6 +30,15 @@ def is_within(path, folder):
     return path == folder or path.startswith(folder + os.sep)
 
 
+def real_sources(source):
+    """The sources a compile command compiles: the file itself, or for a
+    CMake unity file (.../Unity/unity_N_cxx.cxx) the files it includes."""
+    if os.sep + "Unity" + os.sep not in source or not os.path.basename(source).startswith("unity_"):
+        return [source]
+    with open(source, encoding="utf-8") as f:
+        return [os.path.realpath(p) for p in INCLUDE_LINE.findall(f.read())]
+
+
 def check_compile_commands(source_dir, commands_file, public_only):
     private = os.path.realpath(os.path.join(source_dir, "core", "src"))
     folders = [os.path.realpath(os.path.join(source_dir, f)) for f in public_only]
@@ -40,7 +49,10 @@ def check_compile_commands(source_dir, commands_file, public_only):
     for entry in entries:
         directory = entry.get("directory", "")
         source = os.path.realpath(os.path.join(directory, entry["file"]))
-        owners = [f for f in folders if is_within(source, f)]
+        # A unity build (CMAKE_UNITY_BUILD, as scripts/test.sh configures)
+        # compiles generated files that include the real sources: the
+        # command belongs to each source its file includes.
+        owners = [f for f in folders if any(is_within(s, f) for s in real_sources(source))]
         if not owners:
             continue
         for owner in owners:
