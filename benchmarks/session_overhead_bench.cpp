@@ -18,11 +18,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "tool_support/demo_program.hpp"
 #include "host/handles.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"
-#include "runtime/runtime_internal.hpp"
+#include "tool_support/demo_program.hpp"
 
 namespace {
 
@@ -78,7 +77,7 @@ void BM_SessionRun(benchmark::State& state) {
 void BM_DirectExecute(benchmark::State& state) {
   Fixture f;
   if (!setup(f, state.range(0), state)) return;
-  auto plugin = runtime_internal_host(*f.runtime).plugin_for_key("cpu-simd");
+  auto plugin = f.runtime->plugin_host().plugin_for_key("cpu-simd");
   auto blob = f.program->reader().artifact_content(0);
   if (!plugin.ok() || !blob.ok()) {
     state.SkipWithError("cpu-simd plugin or blob missing");
@@ -126,7 +125,7 @@ void BM_BufferExecute(benchmark::State& state) {
   Fixture f;
   const bool isolated = state.range(1) != 0;
   if (!setup(f, state.range(0), state, isolated)) return;
-  auto plugin = runtime_internal_host(*f.runtime).plugin_for_key("cpu-simd");
+  auto plugin = f.runtime->plugin_host().plugin_for_key("cpu-simd");
   auto blob = f.program->reader().artifact_content(0);
   if (!plugin.ok() || !blob.ok() || (*plugin)->isolated() != isolated) {
     state.SkipWithError("cpu-simd plugin or blob missing, or not isolated as asked");

@@ -14,7 +14,6 @@
 #include "loom/irpa.hpp"
 #include "loom/runtime.hpp"
 #include "loom/tensor_metadata.hpp"
-#include "runtime/runtime_internal.hpp"
 #include "tool_support/program_builder.hpp"
 
 namespace loom::tools {
@@ -109,7 +108,7 @@ Result<Variants> compile_variants(Runtime& runtime, const graph::Graph& g,
                                   const std::vector<std::string>& targets, std::string_view what) {
   LOOM_RETURN_IF_ERROR(graph::validate(g));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, graph::encode_graph(g));
-  host::PluginHost& host = runtime_internal_host(runtime);
+  host::PluginHost& host = runtime.plugin_host();
   Variants out;
   if (!targets.empty()) {
     for (const std::string& name : targets) {

@@ -267,9 +267,13 @@ class Runtime {
   std::shared_ptr<Trace> start_trace();
   void stop_trace();
 
+  // The plugin host behind this runtime, for Loom's own compile side and
+  // tools (compile_onnx_file asks its plugins for their compile entries).
+  // host::PluginHost is declared only: its header is private to Loom, so an
+  // application cannot use it. Lives as long as the runtime.
+  host::PluginHost& plugin_host() const { return *host_; }
+
  private:
-  // The compile side reaches the host through runtime/runtime_internal.hpp.
-  friend host::PluginHost& runtime_internal_host(Runtime& runtime);
   Runtime() = default;
   Result<std::shared_ptr<Program>> load_program_file(const std::filesystem::path& path,
                                                      const LoadOptions& options);

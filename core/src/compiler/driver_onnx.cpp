@@ -6,9 +6,9 @@
 #include "compiler/import.hpp"
 #include "graph/graph_codec.hpp"
 #include "host/compile_entries.hpp"
+#include "host/plugin_host.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/runtime.hpp"
-#include "runtime/runtime_internal.hpp"
 #include "onnx/onnx_model.hpp"
 
 namespace loom::compiler {
@@ -72,7 +72,7 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   };
   auto fail = [&](const Status& st) { return st.with_context(model.string()); };
   progress("import", 0);
-  auto targets = load_targets(runtime_internal_host(runtime), options.targets);
+  auto targets = load_targets(runtime.plugin_host(), options.targets);
   if (!targets.ok()) return targets.status();
   EmitOptions emit;
   emit.params_scope = options.params_scope;

@@ -95,6 +95,69 @@ Executable::~Executable() {
   if (handle_ != nullptr) plugin_->api().executable_destroy(handle_);
 }
 
+Result<std::unique_ptr<PreparedCall>> PreparedCall::make(const Executable& executable,
+                                                         std::span<const Operand> operands,
+                                                         size_t input_count) {
+  if (input_count > operands.size()) {
+    return invalid_argument("a call with " + std::to_string(input_count) + " inputs among " +
+                            std::to_string(operands.size()) + " operands");
+  }
+  size_t dims = 0;
+  for (const Operand& o : operands) {
+    if (o.shape.size() > LOOM_MAX_RANK) {
+      return invalid_argument("operand '" + std::string(o.name) + "' has rank " +
+                              std::to_string(o.shape.size()) + ", the plugin ABI allows " +
+                              std::to_string(LOOM_MAX_RANK));
+    }
+    dims += o.shape.size();
+  }
+  std::unique_ptr<PreparedCall> call(new PreparedCall());
+  call->executable_ = &executable;
+  // Reserved whole first: the tensors point into it.
+  call->shapes_.reserve(dims);
+  call->tensors_.resize(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Operand& o = operands[i];
+    loom_tensor_t& t = call->tensors_[i];
+    t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+    t.dtype = static_cast<loom_dtype_t>(o.dtype);
+    t.rank = static_cast<uint32_t>(o.shape.size());
+    t.shape = call->shapes_.data() + call->shapes_.size();
+    call->shapes_.insert(call->shapes_.end(), o.shape.begin(), o.shape.end());
+    t.byte_size = o.bytes;
+  }
+  call->pointers_.reserve(operands.size());
+  for (const loom_tensor_t& t : call->tensors_) call->pointers_.push_back(&t);
+  loom_execute_args_t& args = call->args_;
+  args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+  args.executable = executable.handle();
+  args.input_count = input_count;
+  args.inputs = call->pointers_.data();
+  args.output_count = operands.size() - input_count;
+  args.outputs = call->pointers_.data() + input_count;
+  return call;
+}
+
+void PreparedCall::place_on_host(size_t index, void* data) {
+  loom_tensor_t& t = tensors_[index];
+  t.host_data = data;
+  t.buffer = nullptr;
+  t.offset = 0;
+}
+
+void PreparedCall::place_in_buffer(size_t index, const DeviceBuffer& buffer, uint64_t offset) {
+  loom_tensor_t& t = tensors_[index];
+  t.host_data = nullptr;
+  t.buffer = buffer.handle();
+  t.offset = offset;
+}
+
+Status PreparedCall::execute(Fence* signal) {
+  args_.signal_fence = signal != nullptr ? signal->handle() : nullptr;
+  const LoadedPlugin& plugin = executable_->plugin();
+  return plugin.take(plugin.api().execute(&args_));
+}
+
 Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate(std::shared_ptr<LoadedPlugin> plugin,
                                                              size_t device_index, uint64_t bytes) {
   LOOM_RETURN_IF_ERROR(check_plugin(plugin, device_index));

@@ -16,6 +16,7 @@
 #include "host/plugin_host.hpp"
 #include "loom/plugin.h"
 #include "loom/status.hpp"
+#include "loom/tensor.hpp"
 
 namespace loom::host {
 
@@ -112,6 +113,57 @@ class Fence {
   Fence() = default;
   std::shared_ptr<LoadedPlugin> plugin_;
   loom_fence_t* handle_ = nullptr;
+};
+
+// One call of an Executable, prepared once and executed many times: the
+// operand descriptions the plugin reads (dtype, shape, size, where the bytes
+// live) are built here, so callers above the host never fill ABI structs.
+// Making it allocates; executing it does not. One execution at a time; the
+// Executable, the buffers its operands live in and every fence handed to
+// execute must outlive it.
+class PreparedCall {
+ public:
+  // What one operand is; `name` appears in errors only.
+  struct Operand {
+    std::string_view name;
+    DType dtype = DType::kInvalid;
+    std::span<const int64_t> shape;
+    uint64_t bytes = 0;
+  };
+  // A call of `executable` on `operands`, the first `input_count` of which
+  // are its inputs and the rest its outputs. Every operand starts with no
+  // storage: place each before the first execute. Errors: a rank the ABI
+  // cannot carry, more inputs than operands.
+  static Result<std::unique_ptr<PreparedCall>> make(const Executable& executable,
+                                                    std::span<const Operand> operands,
+                                                    size_t input_count);
+  PreparedCall(const PreparedCall&) = delete;
+  PreparedCall& operator=(const PreparedCall&) = delete;
+
+  size_t operand_count() const { return tensors_.size(); }
+  // Operand `index` is read or written at `data` in host memory (a device
+  // that executes on host pointers).
+  void place_on_host(size_t index, void* data);
+  // Operand `index` is at `offset` in `buffer` (the device's own memory, or
+  // host memory imported as a buffer).
+  void place_in_buffer(size_t index, const DeviceBuffer& buffer, uint64_t offset = 0);
+  // Where operand `index`'s host address is held (after place_on_host), for
+  // a caller that moves it between executions without preparing again.
+  void** host_data_slot(size_t index) { return &tensors_[index].host_data; }
+  uint64_t byte_size(size_t index) const { return tensors_[index].byte_size; }
+
+  // Runs the executable on the operands as placed. `signal`: null for a
+  // synchronous call, else the fence the device signals when it is done.
+  // Errors are the plugin's.
+  Status execute(Fence* signal);
+
+ private:
+  PreparedCall() = default;
+  const Executable* executable_ = nullptr;
+  std::vector<int64_t> shapes_;  // every operand's shape, back to back
+  std::vector<loom_tensor_t> tensors_;
+  std::vector<const loom_tensor_t*> pointers_;  // inputs, then outputs
+  loom_execute_args_t args_{};
 };
 
 }  // namespace loom::host

@@ -130,6 +130,13 @@ class LoadedPlugin {
                ? api_->executable_estimate
                : nullptr;
   }
+  // Whether the plugin makes buffers over host memory (buffer_import_host).
+  bool imports_host_memory() const { return api_->buffer_import_host != nullptr; }
+  // Whether a fence handed to execute is re-armed by each execution (ABI
+  // 1.1), so one fence serves every run; under 1.0 a fence signals once.
+  bool rearms_fences() const {
+    return abi_version_ >= LOOM_ABI_VERSION(1, 1) && abi_version_ < LOOM_ABI_VERSION(2, 0);
+  }
   // Whether `pointer` came from this plugin's `allocate` service and was not
   // freed; if so it is no longer tracked, and the caller frees it with
   // std::free. False for anything else (memory the plugin made itself).

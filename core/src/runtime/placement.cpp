@@ -329,7 +329,7 @@ Result<LoadedDelegate> load_delegate(const ProgramDef& program, const ArtifactRe
       info.kind == DeviceKind::kCpu ||
       (info.device_memory_bytes != 0 && info.host_visible_memory_bytes >= info.device_memory_bytes);
   d.host_import = unified && (info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_IMPORT) != 0 &&
-                  d.plugin->api().buffer_import_host != nullptr;
+                  d.plugin->imports_host_memory();
   return d;
 }
 

@@ -53,7 +53,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
     host_options.plugin_options.push_back(option);
   }
   if (options.log_sink) {
-    host_options.log_sink = [sink = options.log_sink](loom_log_level_t level, std::string_view line) {
+    host_options.log_sink = [sink = options.log_sink](auto level, std::string_view line) {
       sink(static_cast<LogLevel>(std::clamp(static_cast<int>(level), 0, 3)), line);
     };
   }
@@ -82,8 +82,6 @@ std::shared_ptr<Trace> Runtime::start_trace() {
 }
 
 void Runtime::stop_trace() { host_->channel()->set_trace(nullptr); }
-
-host::PluginHost& runtime_internal_host(Runtime& runtime) { return *runtime.host_; }
 
 std::vector<PluginFolder> Runtime::plugin_folders() const { return host_->search_folders(); }
 

@@ -339,7 +339,7 @@ Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_c
   span(trace, d.device_uri, "delegate", d.name, call.submitted_ns);
   const uint64_t start = trace != nullptr ? now_ns() : 0;
   for (uint32_t t : call.stage_out) {
-    Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t], call.tensors[t].byte_size);
+    Status out = call.buffers[t]->copy_to_host(0, call.host_pointers[t], call.prepared->byte_size(t));
     if (!out.ok()) return fail(out, ": reading output");
   }
   if (!call.stage_out.empty()) span(trace, d.device_uri, "copy", "from device: ", start, d.name);
@@ -384,7 +384,6 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
       }
       continue;
     }
-    const host::LoadedPlugin& plugin = *d.plugin;
     const int32_t index = s.step_call[i];
     const auto fail = [&](Status st, const std::string& what) {
       *failed_call = index;
@@ -394,7 +393,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
     };
     for (uint32_t t : call.stage_in) {
       Status st = call.buffers[t]->copy_from_host(0, call.host_pointers[t],
-                                                  call.tensors[t].byte_size);
+                                                  call.prepared->byte_size(t));
       if (!st.ok()) return fail(st, ": staging input");
     }
     if (!call.stage_in.empty()) {
@@ -411,9 +410,8 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
         call.fence = std::move(*created);
       }
     }
-    call.args.signal_fence = call.fence ? call.fence->handle() : nullptr;
     call.submitted_ns = start;
-    Status st = plugin.take(plugin.api().execute(&call.args));
+    Status st = call.prepared->execute(call.fence.get());
     if (!st.ok()) return fail(st, "");
     // An asynchronous call is completed when a later step needs what it
     // touches, or at the end: calls on different devices overlap.

@@ -93,28 +93,20 @@ Status prepare_call(Session::State& s, size_t step_index,
     LOOM_ASSIGN_OR_RETURN(call.nested, make_session_state(s.program, &fn));
     return Status();
   }
-  size_t dims = 0;
-  for (uint32_t v : step.inputs) dims += plan->values[v].shape.size();
-  for (uint32_t v : step.outputs) dims += plan->values[v].shape.size();
-  call.shapes.reserve(dims);
-  call.tensors.resize(n);
+  std::vector<host::PreparedCall::Operand> operands(n);
+  for (size_t t = 0; t < n; ++t) {
+    const uint32_t v = t < step.inputs.size() ? step.inputs[t] : step.outputs[t - step.inputs.size()];
+    const runtime::ValuePlan& vp = plan->values[v];
+    operands[t] = {vp.name, vp.dtype, vp.shape, vp.bytes};
+  }
+  auto prepared = host::PreparedCall::make(*delegate.executable, operands, step.inputs.size());
+  if (!prepared.ok()) return prepared.status().with_context("delegate '" + delegate.name + "'");
+  call.prepared = std::move(*prepared);
   call.host_pointers.resize(n);
   for (size_t t = 0; t < n; ++t) {
     bool is_input = t < step.inputs.size();
     uint32_t v = is_input ? step.inputs[t] : step.outputs[t - step.inputs.size()];
     const runtime::ValuePlan& vp = plan->values[v];
-    if (vp.shape.size() > LOOM_MAX_RANK) {
-      return invalid_argument("delegate '" + delegate.name + "' operand '" + vp.name +
-                              "' has rank " + std::to_string(vp.shape.size()) +
-                              ", the ABI allows " + std::to_string(LOOM_MAX_RANK));
-    }
-    loom_tensor_t& lt = call.tensors[t];
-    lt.struct_size = LOOM_TENSOR_STRUCT_SIZE;
-    lt.dtype = static_cast<loom_dtype_t>(vp.dtype);
-    lt.rank = static_cast<uint32_t>(vp.shape.size());
-    lt.shape = call.shapes.data() + call.shapes.size();
-    call.shapes.insert(call.shapes.end(), vp.shape.begin(), vp.shape.end());
-    lt.byte_size = vp.bytes;
     call.host_pointers[t] = s.value_data[v];
     host::DeviceBuffer* imported = nullptr;
     if (!delegate.host_execute && delegate.host_import && vp.storage == runtime::Storage::kArena &&
@@ -122,18 +114,17 @@ Status prepare_call(Session::State& s, size_t step_index,
       imported = imported_arena(s, delegate);
     }
     if (delegate.host_execute) {
-      lt.host_data = s.value_data[v];
+      call.prepared->place_on_host(t, s.value_data[v]);
     } else if (imported != nullptr) {
       // Zero copy: the device reads and writes the arena where it is.
-      lt.buffer = imported->handle();
-      lt.offset = vp.arena_offset;
+      call.prepared->place_in_buffer(t, *imported, vp.arena_offset);
       ++call.imported;
       call.buffers.push_back(nullptr);  // buffers stay indexed by tensor
     } else {
       LOOM_ASSIGN_OR_RETURN(auto buffer,
                             host::DeviceBuffer::allocate(delegate.plugin, delegate.device_index,
                                                          vp.bytes));
-      lt.buffer = buffer->handle();
+      call.prepared->place_in_buffer(t, *buffer);
       if (vp.storage == runtime::Storage::kParameter) {
         // Constants go to the device once, with the session.
         LOOM_RETURN_IF_ERROR(buffer->copy_from_host(0, vp.parameter, vp.bytes));
@@ -145,20 +136,10 @@ Status prepare_call(Session::State& s, size_t step_index,
       call.buffers.push_back(std::move(buffer));
     }
   }
-  for (size_t t = 0; t < n; ++t) {
-    (t < step.inputs.size() ? call.input_ptrs : call.output_ptrs).push_back(&call.tensors[t]);
-  }
-  if (delegate.async && delegate.plugin->abi_version() >= LOOM_ABI_VERSION(1, 1) &&
-      delegate.plugin->abi_version() < LOOM_ABI_VERSION(2, 0)) {
+  if (delegate.async && delegate.plugin->rearms_fences()) {
     LOOM_ASSIGN_OR_RETURN(call.fence, host::Fence::create(delegate.plugin, delegate.device_index));
     call.fence_reused = true;
   }
-  call.args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-  call.args.executable = delegate.executable->handle();
-  call.args.input_count = call.input_ptrs.size();
-  call.args.inputs = call.input_ptrs.data();
-  call.args.output_count = call.output_ptrs.size();
-  call.args.outputs = call.output_ptrs.data();
   return Status();
 }
 
@@ -180,7 +161,7 @@ void wire_inputs(Session::State& s) {
         DelegateCall& call = s.calls[s.step_call[i]];
         users.push_back(&call.host_pointers[k]);
         if (call.delegate->host_execute && call.nested == nullptr) {
-          users.push_back(&call.tensors[k].host_data);
+          users.push_back(call.prepared->host_data_slot(k));
         }
       }
     }

@@ -18,10 +18,9 @@ namespace runtime {
 struct DelegateCall {
   std::shared_ptr<const runtime::LoadedDelegate> delegate;
   size_t step = 0;  // in the plan
-  std::vector<int64_t> shapes;  // all shapes, back to back
-  std::vector<loom_tensor_t> tensors;
-  std::vector<const loom_tensor_t*> input_ptrs;
-  std::vector<const loom_tensor_t*> output_ptrs;
+  // The operands as the plugin sees them (inputs, then outputs), and the
+  // execution itself; null for a "loom.reference" delegate.
+  std::unique_ptr<host::PreparedCall> prepared;
   // Separate device memory: one buffer per tensor (null for a tensor in the
   // imported arena), staged in and out.
   std::vector<std::unique_ptr<host::DeviceBuffer>> buffers;
@@ -29,7 +28,6 @@ struct DelegateCall {
   std::vector<uint32_t> stage_out;  // tensor indices copied out after
   std::vector<void*> host_pointers; // per tensor, for staging
   uint32_t imported = 0;  // tensors passed in the imported arena, not staged
-  loom_execute_args_t args{};
   // A "loom.reference" delegate: the session of its function, run on the
   // operands' host pointers.
   std::unique_ptr<Session::State> nested;

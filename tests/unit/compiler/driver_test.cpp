@@ -2,7 +2,6 @@
 // lookup, the compile entries' checks, emission, and programs that load and
 // run with loom::Runtime.
 #include "compiler/driver.hpp"
-#include "runtime/runtime_internal.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +10,7 @@
 
 #include "graph_test_util.hpp"
 #include "host/compile_entries.hpp"
+#include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::compiler {
@@ -67,7 +67,7 @@ Result<std::vector<NamedTensor>> run_buffer(Runtime& runtime, std::span<const st
 TEST(Targets, UnknownNameListsThePluginsFound) {
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
-  auto t = load_targets(runtime_internal_host(*runtime), {"nope"});
+  auto t = load_targets(runtime->plugin_host(), {"nope"});
   ASSERT_FALSE(t.ok());
   const std::string m(t.status().message());
   EXPECT_NE(m.find("'nope'"), std::string::npos) << m;
@@ -78,12 +78,12 @@ TEST(Targets, UnknownNameListsThePluginsFound) {
 TEST(Targets, PluginWithoutCompileEntriesIsAnError) {
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
-  auto t = load_targets(runtime_internal_host(*runtime), {"fake_large"});
+  auto t = load_targets(runtime->plugin_host(), {"fake_large"});
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("no compile entries"), std::string::npos) << t.status().message();
-  auto twice = load_targets(runtime_internal_host(*runtime), {"fake", "fake"});
+  auto twice = load_targets(runtime->plugin_host(), {"fake", "fake"});
   EXPECT_FALSE(twice.ok());
-  auto ok = load_targets(runtime_internal_host(*runtime), {"fake"});
+  auto ok = load_targets(runtime->plugin_host(), {"fake"});
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(ok->size(), 1u);
 }
@@ -107,7 +107,7 @@ TEST(Driver, ReferenceOnlyProgramRuns) {
 TEST(Driver, AddGoesToThePluginAndTheProgramRuns) {
   auto runtime = make_runtime({{"fake.compile_ops", "Add"}});
   ASSERT_NE(runtime, nullptr);
-  auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
+  auto targets = load_targets(runtime->plugin_host(), {"fake"});
   ASSERT_TRUE(targets.ok()) << targets.status().message();
   std::vector<std::string> stages;
   auto result = compile_graph(add_relu(), *targets, EmitOptions{},
@@ -143,7 +143,7 @@ TEST(Driver, AddGoesToThePluginAndTheProgramRuns) {
 TEST(Driver, PluginClaimingNothingLeavesAllToTheReference) {
   auto runtime = make_runtime({{"fake.compile_ops", "Softmax"}});
   ASSERT_NE(runtime, nullptr);
-  auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
+  auto targets = load_targets(runtime->plugin_host(), {"fake"});
   ASSERT_TRUE(targets.ok());
   auto result = compile_graph(add_relu(), *targets, EmitOptions{});
   ASSERT_TRUE(result.ok()) << result.status().message();
@@ -155,7 +155,7 @@ TEST(Driver, PluginClaimingNothingLeavesAllToTheReference) {
 TEST(Driver, PluginTakingAllMakesOneDelegate) {
   auto runtime = make_runtime({{"fake.compile_ops", "Add,Relu"}});
   ASSERT_NE(runtime, nullptr);
-  auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
+  auto targets = load_targets(runtime->plugin_host(), {"fake"});
   ASSERT_TRUE(targets.ok());
   auto result = compile_graph(add_relu(), *targets, EmitOptions{});
   ASSERT_TRUE(result.ok()) << result.status().message();
@@ -173,7 +173,7 @@ TEST(Driver, CompileFaultsAreCaughtAndNameThePlugin) {
   for (const char* fault : {"fail", "null_blob", "bad_key", "bad_version", "new_blob"}) {
     auto runtime = make_runtime({{"fake.compile_ops", "Add"}, {"fake.compile_fault", fault}});
     ASSERT_NE(runtime, nullptr);
-    auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
+    auto targets = load_targets(runtime->plugin_host(), {"fake"});
     ASSERT_TRUE(targets.ok());
     auto result = compile_graph(add_relu(), *targets, EmitOptions{});
     ASSERT_FALSE(result.ok()) << fault;
@@ -189,7 +189,7 @@ TEST(Driver, CompileFaultsAreCaughtAndNameThePlugin) {
 TEST(CompileEntries, SupportedRejectsAWrongNodeCount) {
   auto runtime = make_runtime({{"fake.compile_ops", "Add"}});
   ASSERT_NE(runtime, nullptr);
-  auto plugin = runtime_internal_host(*runtime).load("fake");
+  auto plugin = runtime->plugin_host().load("fake");
   ASSERT_TRUE(plugin.ok());
   auto bytes = graph::encode_graph(add_relu());
   ASSERT_TRUE(bytes.ok());
@@ -202,7 +202,7 @@ TEST(CompileEntries, SupportedRejectsAWrongNodeCount) {
   std::vector<std::byte> junk(40, std::byte{1});
   EXPECT_FALSE(host::compile_supported(**plugin, junk, 2).ok());
   EXPECT_FALSE(host::compile(**plugin, junk).ok());
-  auto large = runtime_internal_host(*runtime).load("fake_large");
+  auto large = runtime->plugin_host().load("fake_large");
   ASSERT_TRUE(large.ok());
   EXPECT_FALSE(host::has_compile_entries(**large));
   auto none = host::compile(**large, *bytes);
@@ -295,7 +295,7 @@ TEST(Driver, WeightsInAnArchiveBesideTheProgram) {
 TEST(Driver, LargeWeightsReachTheDelegateAsParameterInputs) {
   auto runtime = make_runtime({{"fake.compile_ops", "Add"}});
   ASSERT_NE(runtime, nullptr);
-  auto targets = load_targets(runtime_internal_host(*runtime), {"fake"});
+  auto targets = load_targets(runtime->plugin_host(), {"fake"});
   ASSERT_TRUE(targets.ok());
   graph::Graph g;
   int32_t x = add_input(g, "x", {32, 64});

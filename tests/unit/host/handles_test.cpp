@@ -1,4 +1,4 @@
-// check_blob, Executable, DeviceBuffer and Fence against the fake plugin in
+// check_blob, Executable, PreparedCall, DeviceBuffer and Fence against the fake plugin in
 // its synchronous, asynchronous, separate-memory and failing modes.
 #include <chrono>
 #include <thread>
@@ -283,6 +283,109 @@ TEST(SeparateMemory, HostPointersAreRefusedBuffersWork) {
   // A tensor past the end of its buffer is refused.
   call.tensors[2].offset = 4;
   EXPECT_NE(call.run(*f.plugin).message().find("exceeds its buffer of 16 bytes"), std::string::npos);
+}
+
+// PreparedCall: the one path the runtime takes into execute.
+std::unique_ptr<PreparedCall> prepare(const Executable& exe, std::span<const int64_t> shape,
+                                      size_t inputs, size_t outputs = 1) {
+  uint64_t bytes = 4;
+  for (int64_t d : shape) bytes *= static_cast<uint64_t>(d);
+  std::vector<PreparedCall::Operand> operands(inputs + outputs,
+                                              {"x", DType::kF32, shape, bytes});
+  auto call = PreparedCall::make(exe, operands, inputs);
+  EXPECT_TRUE(call.ok()) << call.status().to_string();
+  return call.ok() ? std::move(*call) : nullptr;
+}
+
+TEST(PreparedCallTest, RunsOnHostMemoryAndFollowsAMovedInput) {
+  FakeFixture f;
+  auto exe = load_blob(f.plugin, "fake:add");
+  ASSERT_NE(exe, nullptr);
+  const int64_t shape[] = {2, 2};
+  auto call = prepare(*exe, shape, 2);
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->operand_count(), 3u);
+  EXPECT_EQ(call->byte_size(2), 16u);
+  float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, c[4] = {100, 200, 300, 400}, out[4] = {};
+  call->place_on_host(0, a);
+  call->place_on_host(1, b);
+  call->place_on_host(2, out);
+  ASSERT_TRUE(call->execute(nullptr).ok());
+  EXPECT_EQ(out[0], 11);
+  EXPECT_EQ(out[3], 44);
+  // A session redirects an input through its slot, without preparing again.
+  *call->host_data_slot(1) = c;
+  ASSERT_TRUE(call->execute(nullptr).ok());
+  EXPECT_EQ(out[0], 101);
+  EXPECT_EQ(out[3], 404);
+}
+
+TEST(PreparedCallTest, RunsOnDeviceBuffersAtTheirOffsets) {
+  FakeFixture f({{"fake.separate_memory", "1"}});
+  auto exe = load_blob(f.plugin, "fake:add");
+  ASSERT_NE(exe, nullptr);
+  const int64_t shape[] = {4};
+  auto call = prepare(*exe, shape, 2);
+  ASSERT_NE(call, nullptr);
+  // Both inputs in one buffer, the second at offset 16.
+  auto in = DeviceBuffer::allocate(f.plugin, 0, 32);
+  auto out = DeviceBuffer::allocate(f.plugin, 0, 16);
+  ASSERT_TRUE(in.ok() && out.ok());
+  const float ab[8] = {1, 2, 3, 4, 4, 3, 2, 1};
+  ASSERT_TRUE((*in)->copy_from_host(0, ab, 32).ok());
+  call->place_in_buffer(0, **in);
+  call->place_in_buffer(1, **in, 16);
+  call->place_in_buffer(2, **out);
+  ASSERT_TRUE(call->execute(nullptr).ok());
+  float result[4] = {};
+  ASSERT_TRUE((*out)->copy_to_host(0, result, 16).ok());
+  for (float v : result) EXPECT_EQ(v, 5);
+  // Host memory is refused by this device: the plugin's own check, unchanged.
+  float host[4] = {};
+  call->place_on_host(2, host);
+  EXPECT_NE(call->execute(nullptr).message().find("outputs[0].host_data is set but the device needs buffers"),
+            std::string::npos);
+}
+
+TEST(PreparedCallTest, AnAsynchronousCallSignalsTheFenceItIsGiven) {
+  FakeFixture f({{"fake.async", "1"}});
+  auto exe = load_blob(f.plugin, "fake:copy");
+  ASSERT_NE(exe, nullptr);
+  EXPECT_TRUE(f.plugin->rearms_fences());
+  const int64_t shape[] = {3};
+  auto call = prepare(*exe, shape, 1);
+  ASSERT_NE(call, nullptr);
+  auto fence = Fence::create(f.plugin, 0);
+  ASSERT_TRUE(fence.ok());
+  float in[3] = {5, 6, 7}, out[3] = {};
+  call->place_on_host(0, in);
+  call->place_on_host(1, out);
+  for (int run = 0; run < 2; ++run) {
+    in[0] = static_cast<float>(run);
+    ASSERT_TRUE(call->execute(fence->get()).ok());
+    ASSERT_TRUE((*fence)->wait(UINT64_MAX).ok());
+    EXPECT_EQ(out[0], static_cast<float>(run));
+    EXPECT_EQ(out[2], 7);
+  }
+}
+
+TEST(PreparedCallTest, ARankTheAbiCannotCarryAndMoreInputsThanOperandsAreErrors) {
+  FakeFixture f;
+  auto exe = load_blob(f.plugin, "fake:copy");
+  ASSERT_NE(exe, nullptr);
+  const std::vector<int64_t> deep(LOOM_MAX_RANK + 1, 1);
+  const int64_t flat[] = {1};
+  std::vector<PreparedCall::Operand> operands = {{"x", DType::kF32, flat, 4},
+                                                 {"y", DType::kF32, deep, 4}};
+  auto call = PreparedCall::make(*exe, operands, 1);
+  ASSERT_FALSE(call.ok());
+  EXPECT_EQ(call.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(call.status().message(), "operand 'y' has rank 9, the plugin ABI allows 8");
+  operands[1].shape = flat;
+  auto inputs = PreparedCall::make(*exe, operands, 3);
+  ASSERT_FALSE(inputs.ok());
+  EXPECT_EQ(inputs.status().message(), "a call with 3 inputs among 2 operands");
+  EXPECT_TRUE(PreparedCall::make(*exe, operands, 1).ok());
 }
 
 TEST(FenceTest, SignalQueryWait) {
