@@ -349,7 +349,7 @@ std::vector<TestBlob> CheckContext::blobs(size_t max, std::string* why) const {
     };
     const fs::path program = *scratch / (test.name + ".loom");
     note("compiling " + test.name);
-    auto report = compiler::compile_onnx_file(**runtime, test.dir / "model.onnx", program, compile);
+    auto report = compiler::compile_onnx_file((*runtime)->plugin_host(), test.dir / "model.onnx", program, compile);
     if (!report.ok() || report->targets.empty() || report->targets[0].nodes == 0) continue;
     auto reader = ProgramReader::open_file(program);
     if (!reader.ok()) continue;

@@ -112,7 +112,7 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
       return nullptr;
     };
     std::filesystem::path program = scratch / ("set" + std::to_string(s) + ".loom");
-    auto report = compiler::compile_onnx_file(runtime, test.dir / "model.onnx", program, compile);
+    auto report = compiler::compile_onnx_file(runtime.plugin_host(), test.dir / "model.onnx", program, compile);
     if (!report.ok()) return from_status(report.status(), "compile" + set_label);
     Placement placement;
     std::string plugin_key;

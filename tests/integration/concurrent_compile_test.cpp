@@ -51,7 +51,7 @@ std::string compile_and_check(const Model& model, const std::vector<std::string>
   if (!runtime.ok()) return "runtime: " + runtime.status().to_string();
   compiler::CompileOptions options;
   options.targets = targets;
-  auto report = compiler::compile_onnx_file(**runtime, kNodeTests / model.test / "model.onnx",
+  auto report = compiler::compile_onnx_file((*runtime)->plugin_host(), kNodeTests / model.test / "model.onnx",
                                             out, options);
   if (!report.ok()) return "compile: " + report.status().to_string();
   if (!targets.empty() && report->targets.size() != 1) return "no target report";

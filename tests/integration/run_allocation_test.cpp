@@ -88,7 +88,7 @@ long allocations_per_run(const std::string& model, const std::string& plugin,
   const fs::path out = fs::path(::testing::TempDir()) / (model + "-" + plugin + ".loom");
   compiler::CompileOptions options;
   options.targets = {plugin};
-  auto report = compiler::compile_onnx_file(*runtime, path, out, options);
+  auto report = compiler::compile_onnx_file(runtime->plugin_host(), path, out, options);
   EXPECT_TRUE(report.ok()) << report.status().to_string();
   if (!report.ok()) return -2;
   LoadOptions load;

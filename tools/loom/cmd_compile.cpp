@@ -197,7 +197,7 @@ int run_compile(const CompileArgs& args) {
   if (!args.json) {
     options.progress = [&](std::string_view stage, double f) { progress.update(stage, f); };
   }
-  auto report = compiler::compile_onnx_file(**runtime, args.model, args.output, options);
+  auto report = compiler::compile_onnx_file((*runtime)->plugin_host(), args.model, args.output, options);
   if (!args.json) progress.finish();
   if (!report.ok()) return fail(report.status());
   if (args.json) {

@@ -185,7 +185,7 @@ Result<std::filesystem::path> compile_for_run(
   }
   temp.dir = pattern;
   std::filesystem::path out = temp.dir / "program.loom";
-  auto report = compiler::compile_onnx_file(runtime, args.file, out, options);
+  auto report = compiler::compile_onnx_file(runtime.plugin_host(), args.file, out, options);
   if (!report.ok()) return report.status();
   return out;
 #else

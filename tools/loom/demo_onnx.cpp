@@ -71,7 +71,7 @@ Row run_one(Runtime& runtime, const fs::path& dir, const cf::ModelSummary& summa
     options.input_shapes.emplace_back(in.name, in.tensor.shape());
   }
   fs::path out = scratch / (row.model + "-" + plugin + ".loom");
-  auto report = compiler::compile_onnx_file(runtime, dir / "model.onnx", out, options);
+  auto report = compiler::compile_onnx_file(runtime.plugin_host(), dir / "model.onnx", out, options);
   if (!report.ok()) return row.detail = "compile: " + report.status().message(), row;
   LoadOptions load;
   load.device = uri;

@@ -27,7 +27,9 @@
 
 namespace loom {
 
-class Runtime;
+namespace host {
+class PluginHost;  // the plugins a Runtime found: Runtime::plugin_host()
+}
 
 namespace compiler {
 
@@ -99,10 +101,13 @@ struct CompileReport {
   uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
 };
 
-// Compiles the ONNX model at `model` into the program file `out`, using the
-// plugins of `runtime` for the targets. Errors name the model, and the node
-// (name, op type, opset) or input where the problem is.
-Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem::path& model,
+// Compiles the ONNX model at `model` into the program file `out`, using
+// `plugins` for the targets: the plugins a Runtime found
+// (`runtime.plugin_host()`), so that compiling and running share one probe
+// and one load of each plugin; the compiler needs nothing else of the
+// Runtime. Errors name the model, and the node (name, op type, opset) or
+// input where the problem is.
+Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
                                         const std::filesystem::path& out,
                                         const CompileOptions& options = {});
 

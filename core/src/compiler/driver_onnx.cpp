@@ -8,7 +8,6 @@
 #include "host/compile_entries.hpp"
 #include "host/plugin_host.hpp"
 #include "kernels/kernel.hpp"
-#include "loom/runtime.hpp"
 #include "onnx/onnx_model.hpp"
 
 namespace loom::compiler {
@@ -64,7 +63,7 @@ bool any_target_takes(const std::vector<std::shared_ptr<host::LoadedPlugin>>& ta
 
 }  // namespace
 
-Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem::path& model,
+Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
                                         const std::filesystem::path& out,
                                         const CompileOptions& options) {
   auto progress = [&](std::string_view stage, double f) {
@@ -72,7 +71,7 @@ Result<CompileReport> compile_onnx_file(Runtime& runtime, const std::filesystem:
   };
   auto fail = [&](const Status& st) { return st.with_context(model.string()); };
   progress("import", 0);
-  auto targets = load_targets(runtime.plugin_host(), options.targets);
+  auto targets = load_targets(plugins, options.targets);
   if (!targets.ok()) return targets.status();
   EmitOptions emit;
   emit.params_scope = options.params_scope;

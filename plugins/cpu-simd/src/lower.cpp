@@ -451,20 +451,20 @@ bool dispatch(Lowering& l, const std::string& op) {
 }  // namespace
 }  // namespace lowering
 
-bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why) {
+bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why) {
   using lowering::Shape;
-  const gfb::Node& node = *g.graph->nodes()->Get(static_cast<uint32_t>(index));
+  const sdk::NodeView node = g.node(index);
   out->assign(1, BlobNode{});
-  if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
-    *why = "domain '" + node.domain()->str() + "' is not the default ONNX domain";
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    *why = "domain '" + node.domain() + "' is not the default ONNX domain";
     return false;
   }
   if (node.opset() < 1) {
     *why = "opset " + std::to_string(node.opset()) + " is not valid";
     return false;
   }
-  lowering::Lowering l(g, node, out, why);
-  if (!lowering::dispatch(l, node.op_type()->str())) return false;
+  lowering::Lowering l(g, index, out, why);
+  if (!lowering::dispatch(l, node.op_type())) return false;
   // The output shape the operator's rule gives must be the declared one
   // (kCopy's shapes were checked by its lowering), and the dtypes must
   // follow the operator's dtype rule.
@@ -472,8 +472,8 @@ bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, st
     std::vector<Shape> shapes;
     std::vector<loom_dtype_t> dtypes;
     for (uint32_t t : blob_node.inputs) {
-      shapes.push_back(g.shape(static_cast<int32_t>(t)));
-      dtypes.push_back(lowering::blob_dtype(g.tensor(static_cast<int32_t>(t)).dtype()));
+      shapes.push_back(g.tensor(t).shape());
+      dtypes.push_back(g.tensor(t).dtype());
     }
     std::vector<const Shape*> in;
     for (const Shape& s : shapes) in.push_back(&s);
@@ -481,11 +481,11 @@ bool lower_node(const GraphView& g, size_t index, std::vector<BlobNode>* out, st
     std::string error;
     const int32_t y = static_cast<int32_t>(blob_node.outputs[0]);
     if (!infer_output_shape(blob_node, in, &inferred, &error) ||
-        !check_dtypes(blob_node, dtypes, lowering::blob_dtype(g.tensor(y).dtype()), &error)) {
+        !check_dtypes(blob_node, dtypes, g.tensor(static_cast<size_t>(y)).dtype(), &error)) {
       *why = error;
       return false;
     }
-    const Shape declared = g.shape(y);
+    const Shape declared = g.tensor(static_cast<size_t>(y)).shape();
     if (blob_node.op != Op::kCopy && inferred != declared) {
       *why = "the output is declared " + detail::shape_string(declared) + " but the operator gives " +
              detail::shape_string(inferred);

@@ -8,72 +8,21 @@
 #include <limits>
 #include <map>
 
-#include "loom/graph/graph_generated.h"
+#include "loom/sdk/graph.hpp"
 #include "plugin.hpp"
 #include "node_check.hpp"
 
 namespace loom::fpga_stub {
 namespace {
 
-namespace gfb = loom::graph::fb;
 using Shape = std::vector<int64_t>;
+using sdk::GraphView;
+using sdk::TensorView;
 
-constexpr flatbuffers::uoffset_t kMaxDepth = 64;
-constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
 constexpr uint64_t kRegionAlignment = 64;
 
-struct GraphView {
-  const gfb::Graph* graph = nullptr;
-  size_t tensors = 0;
-  std::vector<bool> is_input;
-  const gfb::Tensor& tensor(int32_t i) const { return *graph->tensors()->Get(static_cast<uint32_t>(i)); }
-  Shape shape(int32_t i) const {
-    const auto* s = tensor(i).shape();
-    return s == nullptr ? Shape{} : Shape(s->begin(), s->end());
-  }
-  size_t node_count() const { return graph->nodes() == nullptr ? 0 : graph->nodes()->size(); }
-  const gfb::Node& node(size_t i) const { return *graph->nodes()->Get(static_cast<uint32_t>(i)); }
-  bool is_const(int32_t t) const { return tensor(t).data() != nullptr && !is_input[static_cast<size_t>(t)]; }
-};
-
-Status bad_graph(const std::string& what) { return sdk::invalid_argument("graph.fbs: " + what); }
-
-Status open_graph(const void* data, size_t size, GraphView* out) {
-  if (data == nullptr || size < 8) return bad_graph("empty buffer");
-  if (!gfb::GraphBufferHasIdentifier(data)) return bad_graph("missing file identifier \"LMGR\"");
-  flatbuffers::Verifier v(static_cast<const uint8_t*>(data), size, kMaxDepth, kMaxTables);
-  if (!gfb::VerifyGraphBuffer(v)) return bad_graph("the buffer of " + std::to_string(size) + " bytes fails verification");
-  GraphView g;
-  g.graph = gfb::GetGraph(data);
-  g.tensors = g.graph->tensors() == nullptr ? 0 : g.graph->tensors()->size();
-  g.is_input.assign(g.tensors, false);
-  auto check = [&](int32_t t, bool absent_ok, const std::string& where) -> Status {
-    if ((t == -1 && absent_ok) || (t >= 0 && static_cast<size_t>(t) < g.tensors)) return Status();
-    return bad_graph(where + ": tensor index " + std::to_string(t) + " out of range");
-  };
-  if (g.graph->inputs() != nullptr) {
-    for (uint32_t i = 0; i < g.graph->inputs()->size(); ++i) {
-      LOOM_SDK_RETURN_IF_ERROR(check(g.graph->inputs()->Get(i), false, "graph input " + std::to_string(i)));
-      g.is_input[static_cast<size_t>(g.graph->inputs()->Get(i))] = true;
-    }
-  }
-  if (g.graph->outputs() != nullptr) {
-    for (uint32_t i = 0; i < g.graph->outputs()->size(); ++i) {
-      LOOM_SDK_RETURN_IF_ERROR(check(g.graph->outputs()->Get(i), false, "graph output " + std::to_string(i)));
-    }
-  }
-  for (size_t n = 0; n < g.node_count(); ++n) {
-    const gfb::Node& node = g.node(n);
-    for (const auto* list : {node.inputs(), node.outputs()}) {
-      if (list == nullptr) continue;
-      for (uint32_t i = 0; i < list->size(); ++i) {
-        LOOM_SDK_RETURN_IF_ERROR(check(list->Get(i), true, "node " + std::to_string(n)));
-      }
-    }
-  }
-  *out = g;
-  return Status();
-}
+// An inline constant: bytes in the graph, not an execute input.
+bool is_inline_constant(const TensorView& t) { return t.has_data() && !t.is_graph_input(); }
 
 int64_t f32_bits(float f) {
   uint32_t b;
@@ -81,67 +30,31 @@ int64_t f32_bits(float f) {
   return static_cast<int64_t>(b);
 }
 
-// One node mapped onto a device operator; inputs name graph tensors.
+// One node mapped onto a device operator; inputs name graph tensors. The
+// node's reads go through sdk::NodeView (the attribute allow-list, typed
+// attributes, constant operands), as a vendor's plugin would.
 class Lowering {
  public:
   Lowering(const GraphView& g, size_t index, BsNode* out, std::string* why)
-      : g_(g), node_(g.node(index)), out_(out), why_(why) {}
+      : node_(g.node(index)), out_(out), why_(why) {}
 
   bool fail(std::string why) {
     *why_ = std::move(why);
     return false;
   }
+  // True when `s` is OK; otherwise fail() with its message.
+  bool ok(const Status& s) { return s.ok() || fail(s.message()); }
   int64_t opset() const { return node_.opset(); }
-  const gfb::Attribute* find(const char* name) const {
-    if (node_.attributes() == nullptr) return nullptr;
-    for (const gfb::Attribute* a : *node_.attributes()) {
-      if (a->name()->str() == name) return a;
-    }
-    return nullptr;
-  }
-  bool allow(std::initializer_list<const char*> names) {
-    if (node_.attributes() == nullptr) return true;
-    for (const gfb::Attribute* a : *node_.attributes()) {
-      bool ok = false;
-      for (const char* n : names) ok = ok || a->name()->str() == n;
-      if (!ok) return fail("attribute '" + a->name()->str() + "' is not supported");
-    }
-    return true;
-  }
-  bool get_int(const char* name, int64_t def, int64_t* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
-    *v = a->i();
-    return true;
-  }
-  bool get_float(const char* name, float def, float* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
-    *v = a->f();
-    return true;
-  }
-  bool get_ints(const char* name, Shape* v) {
-    const gfb::Attribute* a = find(name);
-    v->clear();
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
-    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
-    return true;
-  }
+  bool has(const char* name) const { return node_.has_attribute(name); }
+  bool allow(std::initializer_list<sdk::AttributeRule> names) { return ok(node_.check_attributes(names)); }
+  bool get_int(const char* name, int64_t def, int64_t* v) { return ok(node_.get_int(name, def, v)); }
+  bool get_float(const char* name, float def, float* v) { return ok(node_.get_float(name, def, v)); }
+  bool get_ints(const char* name, Shape* v) { return ok(node_.get_ints(name, v)); }
   bool get_string(const char* name, const char* def, std::string* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
-    *v = a->s() == nullptr ? "" : a->s()->str();
-    return true;
+    return ok(node_.get_string(name, def, v));
   }
-  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
-  int32_t input(size_t i) const { return i < input_count() ? node_.inputs()->Get(static_cast<uint32_t>(i)) : -1; }
+  size_t input_count() const { return node_.input_count(); }
+  int32_t input(size_t i) const { return node_.has_input(i) ? node_.input_index(i) : -1; }
 
   // Takes inputs [0, n) as operands (absent ones stay -1), and the one output.
   bool operands(size_t min, size_t max) {
@@ -149,31 +62,23 @@ class Lowering {
     if (n < min || n > max) return fail("has " + std::to_string(n) + " inputs");
     for (size_t i = 0; i < n; ++i) out_->inputs.push_back(input(i));
     while (!out_->inputs.empty() && out_->inputs.back() == -1) out_->inputs.pop_back();
-    const auto* outs = node_.outputs();
-    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
-    for (uint32_t i = 1; i < outs->size(); ++i) {
-      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
+    if (!node_.has_output(0)) return fail("has no output");
+    for (size_t i = 1; i < node_.output_count(); ++i) {
+      if (node_.has_output(i)) return fail("optional output " + std::to_string(i) + " is not supported");
     }
-    out_->output = outs->Get(0);
+    out_->output = node_.output_index(0);
     return true;
   }
   // An inline f32 scalar constant, or `def` when the input is absent.
   bool const_scalar(size_t i, float def, float* v) {
     *v = def;
-    if (input(i) == -1) return true;
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (!g_.is_const(input(i)) || t.dtype() != gfb::DType::f32 || t.data()->size() != 4) {
-      return fail("input " + std::to_string(i) + " must be an inline f32 scalar constant");
-    }
-    std::memcpy(v, t.data()->data(), 4);
-    return true;
+    return input(i) == -1 || ok(node_.constant_float(i, v));
   }
   BsNode& node() { return *out_; }
-  Shape in_shape(size_t i) const { return g_.shape(input(i)); }
+  Shape in_shape(size_t i) const { return node_.input(i).shape(); }
 
  private:
-  const GraphView& g_;
-  const gfb::Node& node_;
+  const sdk::NodeView node_;
   BsNode* out_;
   std::string* why_;
 };
@@ -224,11 +129,11 @@ bool lower_window(Lowering& l, bool conv, bool pool_ceil) {
 }
 
 bool lower(const GraphView& g, size_t index, BsNode* out, std::string* why) {
-  const gfb::Node& node = g.node(index);
+  const sdk::NodeView node = g.node(index);
   Lowering l(g, index, out, why);
-  const std::string domain = node.domain() == nullptr ? "" : node.domain()->str();
+  const std::string domain = node.domain();
   if (!domain.empty() && domain != "ai.onnx") return l.fail("domain '" + domain + "' is not served");
-  const std::string op = node.op_type()->str();
+  const std::string op = node.op_type();
   BsNode& n = l.node();
   if (op == "Conv" || op == "ConvInteger" || op == "QLinearConv") {
     n.op = op == "Conv" ? Op::kConv : op == "ConvInteger" ? Op::kConvInteger : Op::kQLinearConv;
@@ -244,7 +149,7 @@ bool lower(const GraphView& g, size_t index, BsNode* out, std::string* why) {
                         "dilations"})) {
       return false;
     }
-    if (!max && l.opset() < 19 && l.find("dilations") != nullptr) return l.fail("dilations need opset 19");
+    if (!max && l.opset() < 19 && l.has("dilations")) return l.fail("dilations need opset 19");
     return l.operands(1, 1) && lower_window(l, false, true);
   }
   if (op == "GlobalAveragePool" || op == "Relu" || op == "MatMul" || op == "MatMulInteger" ||
@@ -298,7 +203,7 @@ bool lower(const GraphView& g, size_t index, BsNode* out, std::string* why) {
   if (op == "Concat") {
     n.op = Op::kConcat;
     int64_t axis = 0;
-    if (!l.allow({"axis"}) || l.find("axis") == nullptr || !l.get_int("axis", 0, &axis) ||
+    if (!l.allow({"axis"}) || !l.has("axis") || !l.get_int("axis", 0, &axis) ||
         !l.operands(1, kMaxNodeInputs)) {
       return false;
     }
@@ -311,7 +216,7 @@ bool lower(const GraphView& g, size_t index, BsNode* out, std::string* why) {
     n.op = op == "Reshape" ? Op::kReshape : Op::kFlatten;
     if (n.op == Op::kReshape) {
       if (l.opset() < 5 || !l.allow({"allowzero"}) || !l.operands(2, 2)) return false;
-      if (!g.is_const(n.inputs[1])) return l.fail("the shape must be an inline constant");
+      if (!is_inline_constant(g.tensor(static_cast<size_t>(n.inputs[1])))) return l.fail("the shape must be an inline constant");
       n.inputs.resize(1);
       return true;
     }
@@ -334,8 +239,8 @@ bool lower(const GraphView& g, size_t index, BsNode* out, std::string* why) {
 // Maps a graph tensor into `bs` (as kIo for now; callers settle storage).
 uint32_t add_tensor(const GraphView& g, int32_t t, Bitstream* bs) {
   BsTensor bt;
-  bt.dtype = static_cast<loom_dtype_t>(g.tensor(t).dtype());
-  bt.shape = g.shape(t);
+  bt.dtype = g.tensor(static_cast<size_t>(t)).dtype();
+  bt.shape = g.tensor(static_cast<size_t>(t)).shape();
   const uint64_t n = element_count(bt.shape);
   bt.bytes = n > kMaxElements ? 0 : n * dtype_size(bt.dtype);
   bs->tensors.push_back(std::move(bt));
@@ -374,14 +279,14 @@ uint64_t aligned(uint64_t v) { return (v + kRegionAlignment - 1) / kRegionAlignm
 
 Status compile_supported(const Config& config, const void* data, size_t size, size_t node_count, bool* out) {
   GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g));
   if (g.node_count() != node_count) {
     return sdk::invalid_argument("compile_supported: node_count is " + std::to_string(node_count) +
                                  ", the graph has " + std::to_string(g.node_count()) + " nodes");
   }
   // The resource budget: every tensor a claimed node touches must fit the
   // device at once; nodes past the budget are declined.
-  std::vector<bool> counted(g.tensors, false);
+  std::vector<bool> counted(g.tensor_count(), false);
   uint64_t used = 0;
   for (size_t n = 0; n < node_count; ++n) {
     BsNode node;
@@ -393,7 +298,7 @@ Status compile_supported(const Config& config, const void* data, size_t size, si
     touched.push_back(node.output);
     for (int32_t t : touched) {
       if (t < 0 || counted[static_cast<size_t>(t)]) continue;
-      more += aligned(element_count(g.shape(t)) * dtype_size(static_cast<loom_dtype_t>(g.tensor(t).dtype())));
+      more += aligned(g.tensor(static_cast<size_t>(t)).byte_size());
     }
     if (used + more > config.memory_bytes) {
       out[n] = false;
@@ -409,39 +314,34 @@ Status compile_supported(const Config& config, const void* data, size_t size, si
 
 Status compile_graph(const Config& config, const void* data, size_t size, Bitstream* out) {
   GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g));
   Bitstream bs;
-  std::vector<int32_t> map(g.tensors, -1);
-  if (g.graph->inputs() != nullptr) {
-    for (int32_t t : *g.graph->inputs()) {
-      if (map[static_cast<size_t>(t)] != -1) return sdk::invalid_argument("compile: a graph input is listed twice");
-      map[static_cast<size_t>(t)] = static_cast<int32_t>(add_tensor(g, t, &bs));
-      bs.inputs.push_back(static_cast<uint32_t>(map[static_cast<size_t>(t)]));
-    }
-  }
-  std::vector<bool> is_output(g.tensors, false);
-  if (g.graph->outputs() != nullptr) {
-    for (int32_t t : *g.graph->outputs()) is_output[static_cast<size_t>(t)] = true;
+  std::vector<int32_t> map(g.tensor_count(), -1);
+  for (size_t i = 0; i < g.input_count(); ++i) {
+    const int32_t t = g.input(i).index();
+    if (map[static_cast<size_t>(t)] != -1) return sdk::invalid_argument("compile: a graph input is listed twice");
+    map[static_cast<size_t>(t)] = static_cast<int32_t>(add_tensor(g, t, &bs));
+    bs.inputs.push_back(static_cast<uint32_t>(map[static_cast<size_t>(t)]));
   }
   for (size_t n = 0; n < g.node_count(); ++n) {
     BsNode node;
     std::string why;
-    const gfb::Node& gn = g.node(n);
-    const std::string label = "node " + (gn.name() != nullptr ? gn.name()->str() : "#" + std::to_string(n)) +
-                              " (" + gn.op_type()->str() + ")";
+    const std::string label = g.node(n).label();
     if (!claim(g, n, &node, &why)) return sdk::invalid_argument("compile: " + label + " is not supported by fpga-stub: " + why);
     for (int32_t& t : node.inputs) {
       if (t == -1) continue;
       const auto gt = static_cast<size_t>(t);
       if (map[gt] == -1) {
-        const gfb::Tensor& tensor = g.tensor(t);
-        if (!g.is_const(t)) return sdk::invalid_argument("compile: " + label + " reads a tensor nothing provides");
+        const TensorView tensor = g.tensor(gt);
+        if (!is_inline_constant(tensor)) {
+          return sdk::invalid_argument("compile: " + label + " reads a tensor nothing provides");
+        }
         map[gt] = static_cast<int32_t>(add_tensor(g, t, &bs));
         BsTensor& bt = bs.tensors[static_cast<size_t>(map[gt])];
-        if (tensor.data()->size() != bt.bytes) return sdk::invalid_argument("compile: a constant of " + label + " has the wrong size");
+        if (tensor.data_size() != bt.bytes) return sdk::invalid_argument("compile: a constant of " + label + " has the wrong size");
         bt.storage = Storage::kConst;
         bt.offset = bs.weights.size();
-        const auto* p = reinterpret_cast<const std::byte*>(tensor.data()->data());
+        const auto* p = reinterpret_cast<const std::byte*>(tensor.data());
         bs.weights.insert(bs.weights.end(), p, p + bt.bytes);
         bs.weights.resize(aligned(bs.weights.size()));
       }
@@ -451,7 +351,7 @@ Status compile_graph(const Config& config, const void* data, size_t size, Bitstr
     if (map[o] != -1) return sdk::invalid_argument("compile: " + label + " writes a tensor that already has a producer");
     map[o] = static_cast<int32_t>(add_tensor(g, node.output, &bs));
     BsTensor& bt = bs.tensors[static_cast<size_t>(map[o])];
-    if (is_output[o]) {
+    if (g.tensor(o).is_graph_output()) {
       bt.storage = Storage::kIo;
     } else {
       bt.storage = Storage::kScratch;
@@ -461,11 +361,10 @@ Status compile_graph(const Config& config, const void* data, size_t size, Bitstr
     node.output = map[o];
     bs.nodes.push_back(std::move(node));
   }
-  if (g.graph->outputs() != nullptr) {
-    for (int32_t t : *g.graph->outputs()) {
-      if (map[static_cast<size_t>(t)] == -1) return sdk::invalid_argument("compile: a graph output is not written by any node");
-      bs.outputs.push_back(static_cast<uint32_t>(map[static_cast<size_t>(t)]));
-    }
+  for (size_t i = 0; i < g.output_count(); ++i) {
+    const auto t = static_cast<size_t>(g.output(i).index());
+    if (map[t] == -1) return sdk::invalid_argument("compile: a graph output is not written by any node");
+    bs.outputs.push_back(static_cast<uint32_t>(map[t]));
   }
   Status s = validate(bs);
   if (!s.ok()) return sdk::invalid_argument("compile: " + s.message());

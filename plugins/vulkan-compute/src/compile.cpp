@@ -10,43 +10,49 @@ namespace {
 // Builds the blob program node by node.
 class Builder {
  public:
-  explicit Builder(const Graph& g) : g_(g), map_(g.tensor_count, UINT32_MAX) {}
+  explicit Builder(const sdk::GraphView& g) : g_(g), map_(g.tensor_count(), UINT32_MAX), readers_(g.tensor_count(), 0) {
+    for (size_t n = 0; n < g.node_count(); ++n) {
+      const sdk::NodeView node = g.node(n);
+      for (size_t i = 0; i < node.input_count(); ++i) {
+        if (node.has_input(i)) ++readers_[static_cast<size_t>(node.input_index(i))];
+      }
+    }
+  }
 
   Status build(BlobProgram* out) {
-    const auto* ins = g_.g->inputs();
-    const auto* outs = g_.g->outputs();
-    for (uint32_t i = 0; ins != nullptr && i < ins->size(); ++i) {
-      const int32_t t = ins->Get(i);
-      if (g_.tensor(t).dtype() != gfb::DType::f32) {
-        return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" +
-                                     g_.tensor(t).name()->str() + ") is not f32");
+    for (size_t i = 0; i < g_.input_count(); ++i) {
+      const sdk::TensorView t = g_.input(i);
+      if (t.dtype() != LOOM_DTYPE_F32) {
+        return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" + t.name() +
+                                     ") is not f32");
       }
-      if (map_[static_cast<size_t>(t)] != UINT32_MAX) {
+      if (map_[static_cast<size_t>(t.index())] != UINT32_MAX) {
         return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " is listed twice");
       }
-      add(t, TensorKind::kInput);
+      add(t.index(), TensorKind::kInput);
     }
-    for (uint32_t i = 0; outs != nullptr && i < outs->size(); ++i) {
-      const int32_t t = outs->Get(i);
-      if (map_[static_cast<size_t>(t)] != UINT32_MAX) {
-        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" +
-                                     g_.tensor(t).name()->str() + ") is a graph input or listed twice");
+    for (size_t i = 0; i < g_.output_count(); ++i) {
+      const sdk::TensorView t = g_.output(i);
+      if (map_[static_cast<size_t>(t.index())] != UINT32_MAX) {
+        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" + t.name() +
+                                     ") is a graph input or listed twice");
       }
-      add(t, TensorKind::kOutput);
+      add(t.index(), TensorKind::kOutput);
     }
-    std::vector<bool> written(g_.tensor_count, false);
+    std::vector<bool> written(g_.tensor_count(), false);
     for (size_t n = 0; n < g_.node_count(); ++n) {
       Lowered node;
       std::string why;
       if (!lower_node(g_, n, &node, &why)) {
-        return sdk::invalid_argument("compile: " + g_.label(n) + " is not supported by vulkan-compute: " + why);
+        return sdk::invalid_argument("compile: " + g_.node(n).label() + " is not supported by vulkan-compute: " +
+                                     why);
       }
       std::vector<uint32_t> operands;
       for (int32_t t : node.operands) {
         if (map_[static_cast<size_t>(t)] == UINT32_MAX) {
-          const gfb::Tensor& gt = g_.tensor(t);
-          if (gt.data() == nullptr || gt.parameter() != nullptr) {
-            return sdk::invalid_argument("compile: " + g_.label(n) + " reads tensor " + gt.name()->str() +
+          const sdk::TensorView gt = g_.tensor(static_cast<size_t>(t));
+          if (!gt.has_data()) {
+            return sdk::invalid_argument("compile: " + g_.node(n).label() + " reads tensor " + gt.name() +
                                          ", which is neither a graph input, an inline constant, "
                                          "nor written by an earlier node");
           }
@@ -56,16 +62,16 @@ class Builder {
       }
       const size_t o = static_cast<size_t>(node.output);
       if (written[o]) {
-        return sdk::invalid_argument("compile: " + g_.label(n) + " writes tensor " +
-                                     g_.tensor(node.output).name()->str() + ", which already has a producer");
+        return sdk::invalid_argument("compile: " + g_.node(n).label() + " writes tensor " +
+                                     g_.tensor(o).name() + ", which already has a producer");
       }
       written[o] = true;
       LOOM_SDK_RETURN_IF_ERROR(emit(node, operands));
     }
-    for (uint32_t i = 0; outs != nullptr && i < outs->size(); ++i) {
-      if (!written[static_cast<size_t>(outs->Get(i))]) {
-        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" +
-                                     g_.tensor(outs->Get(i)).name()->str() + ") is not written by any node");
+    for (size_t i = 0; i < g_.output_count(); ++i) {
+      if (!written[static_cast<size_t>(g_.output(i).index())]) {
+        return sdk::invalid_argument("compile: graph output " + std::to_string(i) + " (" + g_.output(i).name() +
+                                     ") is not written by any node");
       }
     }
     // Intermediates a fusion left unused get no memory.
@@ -93,14 +99,14 @@ class Builder {
   uint32_t add(int32_t t, TensorKind kind) {
     BlobTensor bt;
     bt.kind = kind;
-    bt.shape = g_.shape(t);
+    const sdk::TensorView gt = g_.tensor(static_cast<size_t>(t));
+    bt.shape = gt.shape();
     if (kind == TensorKind::kConstant) {
       bt.data_offset = p_.data.size();
-      const auto* d = g_.tensor(t).data();
-      p_.data.insert(p_.data.end(), d->begin(), d->end());
+      p_.data.insert(p_.data.end(), gt.data(), gt.data() + gt.data_size());
     }
     p_.tensors.push_back(bt);
-    consumers_.push_back(g_.consumers[static_cast<size_t>(t)]);
+    consumers_.push_back(readers_[static_cast<size_t>(t)]);
     const uint32_t i = static_cast<uint32_t>(p_.tensors.size() - 1);
     if (kind == TensorKind::kInput) p_.inputs.push_back(i);
     if (kind == TensorKind::kOutput) p_.outputs.push_back(i);
@@ -239,33 +245,25 @@ class Builder {
     return sdk::internal_error("compile: unknown lowering");
   }
 
-  const Graph& g_;
+  const sdk::GraphView& g_;
   std::vector<uint32_t> map_;
+  std::vector<uint32_t> readers_;  // per graph tensor: node operands reading it
   BlobProgram p_;
   std::vector<uint32_t> consumers_;  // per blob tensor: node operands reading it
 };
 
-
 }  // namespace
 
-Status compile_supported(const void* data, size_t size, size_t node_count, bool* out) {
-  Graph g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
-  if (g.node_count() != node_count) {
-    return sdk::invalid_argument("compile_supported: node_count is " + std::to_string(node_count) +
-                                 ", the graph has " + std::to_string(g.node_count()) + " nodes");
-  }
-  for (size_t n = 0; n < node_count; ++n) {
+Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
+  for (size_t n = 0; n < g.node_count(); ++n) {
     Lowered ignored;
     std::string why;
-    out[n] = lower_node(g, n, &ignored, &why);
+    if (lower_node(g, n, &ignored, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
   }
   return Status();
 }
 
-Status compile_graph(const void* data, size_t size, BlobProgram* out) {
-  Graph g;
-  LOOM_SDK_RETURN_IF_ERROR(open_graph(data, size, &g));
+Status compile_graph(const sdk::GraphView& g, BlobProgram* out) {
   Builder b(g);
   return b.build(out);
 }

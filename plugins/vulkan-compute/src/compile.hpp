@@ -8,15 +8,17 @@
 #include <cstddef>
 #include <string>
 
+#include "loom/sdk/compile.hpp"
+#include "loom/sdk/graph.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
 #include "vk_loader.hpp"
 
 namespace loom::vulkan {
 
-// compile_supported: out[i] for each of the graph's `node_count` nodes.
-Status compile_supported(const void* data, size_t size, size_t node_count, bool* out);
+// compile_supported: claims every node lower_node accepts.
+Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims);
 
 // compile: the blob program of the whole subgraph (every node must lower).
-Status compile_graph(const void* data, size_t size, BlobProgram* out);
+Status compile_graph(const sdk::GraphView& graph, BlobProgram* out);
 
 }  // namespace loom::vulkan

@@ -11,8 +11,6 @@
 namespace loom::vulkan {
 namespace {
 
-constexpr flatbuffers::uoffset_t kMaxDepth = 64;
-constexpr flatbuffers::uoffset_t kMaxTables = 10'000'000;
 
 
 struct UnaryEntry {
@@ -101,58 +99,7 @@ bool lower_param_unary(Lowering& l) {
   return (op == "Clip" || l.inputs(1, 1)) && l.data(0) && l.output() && same_shape_out(l);
 }
 
-
 }  // namespace
-
-Status open_graph(const void* data, size_t size, Graph* out) {
-  if (data == nullptr || size < 8 || !gfb::GraphBufferHasIdentifier(data)) {
-    return sdk::invalid_argument("graph.fbs: empty buffer or missing file identifier \"LMGR\"");
-  }
-  flatbuffers::Verifier verifier(static_cast<const uint8_t*>(data), size, kMaxDepth, kMaxTables);
-  if (!gfb::VerifyGraphBuffer(verifier)) {
-    return sdk::invalid_argument("graph.fbs: the buffer of " + std::to_string(size) +
-                                 " bytes fails flatbuffers verification");
-  }
-  Graph g;
-  g.g = gfb::GetGraph(data);
-  g.tensor_count = g.g->tensors() == nullptr ? 0 : g.g->tensors()->size();
-  g.is_input.assign(g.tensor_count, false);
-  g.consumers.assign(g.tensor_count, 0);
-  auto check = [&](int32_t t, bool allow_absent, const std::string& where) {
-    if ((t == -1 && allow_absent) || (t >= 0 && static_cast<size_t>(t) < g.tensor_count)) {
-      return Status();
-    }
-    return sdk::invalid_argument("graph.fbs: " + where + ": tensor index " + std::to_string(t) +
-                                 " out of range (" + std::to_string(g.tensor_count) + " tensors)");
-  };
-  if (g.g->inputs() != nullptr) {
-    for (uint32_t i = 0; i < g.g->inputs()->size(); ++i) {
-      const int32_t t = g.g->inputs()->Get(i);
-      LOOM_SDK_RETURN_IF_ERROR(check(t, false, "graph input " + std::to_string(i)));
-      g.is_input[static_cast<size_t>(t)] = true;
-    }
-  }
-  if (g.g->outputs() != nullptr) {
-    for (uint32_t i = 0; i < g.g->outputs()->size(); ++i) {
-      LOOM_SDK_RETURN_IF_ERROR(check(g.g->outputs()->Get(i), false, "graph output " + std::to_string(i)));
-    }
-  }
-  for (size_t n = 0; n < g.node_count(); ++n) {
-    const gfb::Node& node = g.node(n);
-    for (int pass = 0; pass < 2; ++pass) {
-      const auto* list = pass == 0 ? node.inputs() : node.outputs();
-      if (list == nullptr) continue;
-      for (uint32_t i = 0; i < list->size(); ++i) {
-        LOOM_SDK_RETURN_IF_ERROR(check(list->Get(i), true,
-                                       "node " + std::to_string(n) + (pass == 0 ? " input " : " output ") +
-                                           std::to_string(i)));
-        if (pass == 0 && list->Get(i) != -1) ++g.consumers[static_cast<size_t>(list->Get(i))];
-      }
-    }
-  }
-  *out = std::move(g);
-  return Status();
-}
 
 bool element_count(const Shape& s, uint64_t* out) {
   uint64_t n = 1;
@@ -379,15 +326,15 @@ bool lower_alias(Lowering& l) {
 
 }  // namespace
 
-bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why) {
+bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why) {
   using namespace lowering;
-  const gfb::Node& node = g.node(n);
-  if (node.domain() != nullptr && node.domain()->size() != 0 && node.domain()->str() != "ai.onnx") {
-    *why = "domain '" + node.domain()->str() + "' is not supported";
+  const sdk::NodeView node = g.node(n);
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    *why = "domain '" + node.domain() + "' is not supported";
     return false;
   }
   Lowering l(g, n, out, why);
-  const std::string op = node.op_type()->str();
+  const std::string op = node.op_type();
   for (const UnaryEntry& e : kUnaries) {
     if (op == e.name) return lower_unary(l, e);
   }

@@ -1,5 +1,5 @@
-// Node-by-node lowering of graph.fbs for vulkan-compute: a verified view of
-// the graph and, per node, what it becomes (a kernel dispatch or an alias)
+// Node-by-node lowering of graph.fbs for vulkan-compute (over the SDK's
+// verified sdk::GraphView): per node, what it becomes (a kernel dispatch or an alias)
 // in graph tensor indices, or why the plugin does not claim it. A node is
 // claimed only when the plugin computes it as the ONNX operator of its
 // opset specifies.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "loom/graph/graph_generated.h"
+#include "loom/sdk/graph.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
 #include "vk_loader.hpp"
 
@@ -17,32 +18,6 @@ namespace loom::vulkan {
 
 namespace gfb = loom::graph::fb;
 using Shape = std::vector<int64_t>;
-
-// A verified graph.fbs buffer with every tensor index checked.
-struct Graph {
-  const gfb::Graph* g = nullptr;
-  size_t tensor_count = 0;
-  std::vector<bool> is_input;
-  std::vector<uint32_t> consumers;  // per tensor: node operands reading it
-
-  const gfb::Tensor& tensor(int32_t i) const { return *g->tensors()->Get(static_cast<uint32_t>(i)); }
-  Shape shape(int32_t i) const {
-    const auto* s = tensor(i).shape();
-    return s == nullptr ? Shape{} : Shape(s->begin(), s->end());
-  }
-  size_t node_count() const { return g->nodes() == nullptr ? 0 : g->nodes()->size(); }
-  const gfb::Node& node(size_t n) const { return *g->nodes()->Get(static_cast<uint32_t>(n)); }
-  std::string label(size_t n) const {
-    const gfb::Node& node = this->node(n);
-    const std::string name = node.name() != nullptr && node.name()->size() != 0
-                                 ? node.name()->str() : "#" + std::to_string(n);
-    return "node " + name + " (" + node.op_type()->str() + ")";
-  }
-};
-
-// Verifies `data` as graph.fbs and checks every tensor index;
-// INVALID_ARGUMENT naming what is wrong otherwise.
-Status open_graph(const void* data, size_t size, Graph* out);
 
 // The element count of `s` when it is below 2^31 (the kernels' limit).
 bool element_count(const Shape& s, uint64_t* out);
@@ -84,6 +59,6 @@ struct Lowered {
 bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* strides);
 
 // Lowers node `n`; false with `*why` when vulkan-compute does not claim it.
-bool lower_node(const Graph& g, size_t n, Lowered* out, std::string* why);
+bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why);
 
 }  // namespace loom::vulkan

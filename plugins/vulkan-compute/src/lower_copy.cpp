@@ -100,9 +100,9 @@ bool lower_concat(Lowering& l) {
   Lowered& o = l.out();
   o.kind = Lowered::Kind::kCopy;
   int64_t axis = 0;
-  if (!l.attributes({"axis"}) || l.find("axis") == nullptr || !l.get_int("axis", 0, &axis) ||
+  if (!l.attributes({"axis"}) || !l.has("axis") || !l.get_int("axis", 0, &axis) ||
       !l.inputs(1, 64) || !l.output()) {
-    return l.find("axis") == nullptr ? l.fail("attribute 'axis' is missing") : false;
+    return !l.has("axis") ? l.fail("attribute 'axis' is missing") : false;
   }
   const Shape out = l.output_shape();
   const int64_t rank = static_cast<int64_t>(out.size());

@@ -4,107 +4,52 @@
 // Private to the plugin's compile side.
 #pragma once
 
-#include <cstring>
 #include <initializer_list>
 #include <string>
+
+#include "loom/sdk/graph.hpp"
 
 #include "lower.hpp"
 
 namespace loom::vulkan::lowering {
 
+// Node reads go through sdk::NodeView (attributes, constant operands), the
+// checks vendors' plugins use too; Lowering adds vulkan-compute's rules (f32
+// only, rank and size limits) and the Lowered it fills.
 class Lowering {
  public:
-  Lowering(const Graph& g, size_t n, Lowered* out, std::string* why)
-      : g_(g), node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
+  Lowering(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why)
+      : node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
 
   bool fail(std::string why) {
     *why_ = std::move(why);
     return false;
   }
+  // True when `s` is OK; otherwise fail() with its message.
+  bool ok(const Status& s) { return s.ok() || fail(s.message()); }
   int64_t opset() const { return opset_; }
-  std::string op() const { return node_.op_type()->str(); }
+  std::string op() const { return node_.op_type(); }
 
-  bool attributes(std::initializer_list<const char*> allowed) {
-    const auto* attrs = node_.attributes();
-    if (attrs == nullptr) return true;
-    for (uint32_t i = 0; i < attrs->size(); ++i) {
-      const char* name = attrs->Get(i)->name()->c_str();
-      bool ok = false;
-      for (const char* a : allowed) ok = ok || std::strcmp(a, name) == 0;
-      if (!ok) return fail(std::string("attribute '") + name + "' is not supported");
-    }
-    return true;
+  bool attributes(std::initializer_list<sdk::AttributeRule> allowed) {
+    return ok(node_.check_attributes(allowed));
   }
-  const gfb::Attribute* find(const char* name) const {
-    const auto* attrs = node_.attributes();
-    if (attrs == nullptr) return nullptr;
-    for (uint32_t i = 0; i < attrs->size(); ++i) {
-      if (std::strcmp(attrs->Get(i)->name()->c_str(), name) == 0) return attrs->Get(i);
-    }
-    return nullptr;
-  }
-  bool get_float(const char* name, float def, float* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::float_) return fail(std::string("attribute '") + name + "' is not a float");
-    *v = a->f();
-    return true;
-  }
-  bool get_int(const char* name, int64_t def, int64_t* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::int_) return fail(std::string("attribute '") + name + "' is not an int");
-    *v = a->i();
-    return true;
-  }
-
-  bool get_ints(const char* name, Shape* v) {
-    const gfb::Attribute* a = find(name);
-    v->clear();
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::ints) return fail(std::string("attribute '") + name + "' is not ints");
-    if (a->ints() != nullptr) v->assign(a->ints()->begin(), a->ints()->end());
-    return true;
+  bool has(const char* name) const { return node_.has_attribute(name); }
+  bool get_float(const char* name, float def, float* v) { return ok(node_.get_float(name, def, v)); }
+  bool get_int(const char* name, int64_t def, int64_t* v) { return ok(node_.get_int(name, def, v)); }
+  bool get_ints(const char* name, Shape* v) { return ok(node_.get_ints(name, v)); }
+  bool get_string(const char* name, const char* def, std::string* v) {
+    return ok(node_.get_string(name, def, v));
   }
   // A constant i64 vector input (an axes operand).
-  bool constant_i64s(size_t i, Shape* v) {
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
-        t.dtype() != gfb::DType::i64 || g_.shape(input(i)).size() != 1 || t.data()->size() % 8 != 0) {
-      return fail("input " + std::to_string(i) + " must be an inline 1-D i64 constant");
-    }
-    v->resize(t.data()->size() / 8);
-    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), t.data()->size());
-    return true;
-  }
+  bool constant_i64s(size_t i, Shape* v) { return ok(node_.constant_int64s(i, v)); }
   // A constant f32 vector input (Resize's scales).
-  bool constant_f32s(size_t i, std::vector<float>* v) {
-    const gfb::Tensor& t = g_.tensor(input(i));
-    const size_t bytes = t.data() == nullptr ? 0 : t.data()->size();
-    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
-        t.dtype() != gfb::DType::f32 || g_.shape(input(i)).size() != 1 || bytes % 4 != 0 ||
-        static_cast<int64_t>(bytes / 4) != g_.shape(input(i))[0]) {
-      return fail("input " + std::to_string(i) + " must be an inline 1-D f32 constant");
-    }
-    v->resize(bytes / 4);
-    if (!v->empty()) std::memcpy(v->data(), t.data()->data(), bytes);
-    return true;
-  }
-  bool get_string(const char* name, const char* def, std::string* v) {
-    const gfb::Attribute* a = find(name);
-    *v = def;
-    if (a == nullptr) return true;
-    if (a->kind() != gfb::AttributeKind::string) return fail(std::string("attribute '") + name + "' is not a string");
-    *v = a->s() == nullptr ? "" : a->s()->str();
-    return true;
-  }
+  bool constant_f32s(size_t i, std::vector<float>* v) { return ok(node_.constant_floats(i, v)); }
+  bool constant_f32_scalar(size_t i, float* v) { return ok(node_.constant_float(i, v)); }
 
-  size_t input_count() const { return node_.inputs() == nullptr ? 0 : node_.inputs()->size(); }
-  bool present(size_t i) const { return i < input_count() && node_.inputs()->Get(static_cast<uint32_t>(i)) != -1; }
-  int32_t input(size_t i) const { return node_.inputs()->Get(static_cast<uint32_t>(i)); }
-  Shape shape_of(size_t i) const { return g_.shape(input(i)); }
+  size_t input_count() const { return node_.input_count(); }
+  bool present(size_t i) const { return node_.has_input(i); }
+  int32_t input(size_t i) const { return node_.input_index(i); }
+  Shape shape_of(size_t i) const { return node_.input(i).shape(); }
 
   bool inputs(size_t min, size_t max) {
     const size_t n = input_count();
@@ -114,65 +59,49 @@ class Lowering {
     }
     return true;
   }
-  // An f32 operand read by a kernel; an inline constant must hold its bytes.
+  // An f32 operand read by a kernel (an inline constant's bytes were
+  // checked against its shape when the SDK opened the graph).
   bool data(size_t i) {
     if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.dtype() != gfb::DType::f32) {
-      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(t.dtype()) +
+    const sdk::TensorView t = node_.input(i);
+    if (t.dtype() != LOOM_DTYPE_F32) {
+      return fail("input " + std::to_string(i) + " is " + sdk::dtype_name(t.dtype()) +
                   "; vulkan-compute runs f32 only");
     }
     uint64_t n = 0;
-    if (!element_count(g_.shape(input(i)), &n) || g_.shape(input(i)).size() > kMaxRank) {
-      return fail("input " + std::to_string(i) + " has shape " + shape_text(shape_of(i)) +
+    if (!element_count(t.shape(), &n) || t.rank() > kMaxRank) {
+      return fail("input " + std::to_string(i) + " has shape " + shape_text(t.shape()) +
                   ", beyond vulkan-compute's limits");
     }
-    if (!g_.is_input[static_cast<size_t>(input(i))] && t.data() != nullptr &&
-        t.data()->size() != n * 4) {
-      return fail("constant input " + std::to_string(i) + " holds " + std::to_string(t.data()->size()) +
-                  " bytes, its shape needs " + std::to_string(n * 4));
-    }
-    out_->operands.push_back(input(i));
-    return true;
-  }
-  bool constant_f32_scalar(size_t i, float* v) {
-    const gfb::Tensor& t = g_.tensor(input(i));
-    if (t.data() == nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(input(i))] ||
-        t.dtype() != gfb::DType::f32 || t.data()->size() != 4) {
-      return fail("input " + std::to_string(i) + " must be an inline f32 scalar constant");
-    }
-    std::memcpy(v, t.data()->data(), 4);
+    out_->operands.push_back(t.index());
     return true;
   }
   // The one f32 output (further optional outputs must be left out).
   bool output() {
-    const auto* outs = node_.outputs();
-    if (outs == nullptr || outs->size() == 0 || outs->Get(0) == -1) return fail("has no output");
-    for (uint32_t i = 1; i < outs->size(); ++i) {
-      if (outs->Get(i) != -1) return fail("optional output " + std::to_string(i) + " is not supported");
+    if (!node_.has_output(0)) return fail("has no output");
+    for (size_t i = 1; i < node_.output_count(); ++i) {
+      if (node_.has_output(i)) return fail("optional output " + std::to_string(i) + " is not supported");
     }
-    const int32_t o = outs->Get(0);
-    const gfb::Tensor& t = g_.tensor(o);
-    if (t.dtype() != gfb::DType::f32) return fail(std::string("output is ") + gfb::EnumNameDType(t.dtype()));
-    if (t.data() != nullptr || t.parameter() != nullptr || g_.is_input[static_cast<size_t>(o)]) {
-      return fail("output tensor is a constant or a graph input");
-    }
+    const sdk::TensorView t = node_.output(0);
+    if (t.dtype() != LOOM_DTYPE_F32) return fail(std::string("output is ") + sdk::dtype_name(t.dtype()));
+    if (t.is_constant() || t.is_graph_input()) return fail("output tensor is a constant or a graph input");
     uint64_t n = 0;
-    if (!element_count(g_.shape(o), &n) || g_.shape(o).size() > kMaxRank) {
-      return fail("output shape " + shape_text(g_.shape(o)) + " is beyond vulkan-compute's limits");
+    if (!element_count(t.shape(), &n) || t.rank() > kMaxRank) {
+      return fail("output shape " + shape_text(t.shape()) + " is beyond vulkan-compute's limits");
     }
-    out_->output = o;
+    out_->output = t.index();
+    output_shape_ = t.shape();
     return true;
   }
-  Shape output_shape() const { return g_.shape(out_->output); }
+  Shape output_shape() const { return output_shape_; }
   Lowered& out() { return *out_; }
 
  private:
-  const Graph& g_;
-  const gfb::Node& node_;
+  const sdk::NodeView node_;
   Lowered* out_;
   std::string* why_;
   int64_t opset_;
+  Shape output_shape_;
 };
 
 // Row-major element strides of `s`.

@@ -52,22 +52,14 @@ class VulkanPlugin {
 
   const loom_host_services_t* host() const { return host_; }
 
-  // The compile side (compile.hpp). The SDK has verified the graph; the
-  // lowering keeps its own reader of the same bytes. Thread-safe: both
-  // only read the graph.
+  // The compile side (compile.hpp), over the graph the SDK has verified.
+  // Thread-safe: both only read the graph.
   Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
-    const size_t nodes = graph.node_count();
-    std::unique_ptr<bool[]> flags(new bool[nodes]());
-    LOOM_SDK_RETURN_IF_ERROR(
-        vulkan::compile_supported(graph.buffer(), graph.buffer_size(), nodes, flags.get()));
-    for (size_t n = 0; n < nodes; ++n) {
-      if (flags[n]) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
-    }
-    return Status();
+    return vulkan::compile_supported(graph, claims);
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     BlobProgram program;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph.buffer(), graph.buffer_size(), &program));
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &program));
     out->bytes = encode(program);
     out->loader_key = kLoaderKey;
     out->format_version = kFormatVersion;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom/graph/graph_generated.h"
@@ -31,6 +33,7 @@ struct TestGraph {
   std::vector<TestTensor> tensors;
   std::vector<TestNode> nodes;
   std::vector<int32_t> inputs, outputs;
+  std::map<size_t, std::vector<std::pair<std::string, int64_t>>> more_ints;  // node -> further int attributes
 
   int32_t tensor(std::vector<int64_t> shape, gfb::DType dtype = gfb::DType::f32) {
     TestTensor t;
@@ -58,10 +61,14 @@ struct TestGraph {
                                            t.parameter.empty() ? nullptr : t.parameter.c_str()));
     }
     std::vector<flatbuffers::Offset<gfb::Node>> ns;
-    for (const TestNode& n : nodes) {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const TestNode& n = nodes[i];
       std::vector<flatbuffers::Offset<gfb::Attribute>> as;
       if (n.int_attr != 0) {
         as.push_back(gfb::CreateAttributeDirect(b, "axis", gfb::AttributeKind::int_, n.int_attr));
+      }
+      for (const auto& [name, value] : more_ints.count(i) ? more_ints.at(i) : decltype(more_ints)::mapped_type{}) {
+        as.push_back(gfb::CreateAttributeDirect(b, name.c_str(), gfb::AttributeKind::int_, value));
       }
       ns.push_back(gfb::CreateNodeDirect(b, n.name.empty() ? nullptr : n.name.c_str(),
                                          n.op.c_str(), "", 13, &as, &n.in, &n.out));

@@ -75,7 +75,7 @@ TEST(SdkGraphView, ReadsNodesTensorsAttributesAndConstants) {
   EXPECT_EQ(axis, -1);
   float f = 0;
   EXPECT_EQ(g.node(1).get_float("axis", 0.f, &f).message(),
-            "node act (Relu): attribute axis is int, expected float");
+            "attribute 'axis' is int, expected float");
   EXPECT_EQ(g.node(1).attribute(0).name(), "axis");
   EXPECT_EQ(g.input_count(), 1u);
   EXPECT_EQ(g.output(0).index(), 3);
@@ -93,6 +93,72 @@ TEST(SdkGraphView, ReadIntsWidensAndSignExtends) {
   EXPECT_EQ(v, (std::vector<int64_t>{-1, 0, 7}));
   ASSERT_TRUE(g.tensor(b).read_ints(&v).ok());
   EXPECT_EQ(v, (std::vector<int64_t>{1, 0}));
+}
+
+TEST(SdkNodeView, AttributeAllowListNamesWhatItRefuses) {
+  TestGraph t;
+  const int32_t x = t.tensor({2});
+  const int32_t y = t.tensor({2});
+  t.nodes.push_back({"Cast", {x}, {y}, 0, "c"});
+  t.more_ints[0] = {{"to", 1}, {"saturate", 1}};
+  t.nodes.push_back({"Relu", {y}, {y}, 0, "twice"});
+  t.more_ints[1] = {{"k", 1}, {"k", 2}};
+  t.inputs = {x};
+  t.outputs = {y};
+  const std::vector<uint8_t> bytes = t.finish();
+  GraphView g;
+  ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
+  const loom::sdk::NodeView cast = g.node(0);
+  EXPECT_TRUE(cast.check_attributes({"to", "saturate"}).ok());
+  EXPECT_TRUE(cast.check_attributes({"saturate", {"to", 6}}).ok());
+  EXPECT_EQ(cast.check_attributes({"to"}).message(), "attribute 'saturate' is not supported");
+  EXPECT_EQ(cast.check_attributes({"to", {"saturate", 19}}).message(),
+            "attribute 'saturate' is not supported at opset 13");
+  EXPECT_EQ(cast.check_attributes({}).message(), "attribute 'to' is not supported");
+  EXPECT_TRUE(cast.has_attribute("to"));
+  EXPECT_FALSE(cast.has_attribute("axis"));
+  EXPECT_EQ(g.node(1).check_attributes({"k"}).message(), "attribute 'k' appears twice");
+}
+
+TEST(SdkNodeView, ConstantOperandsAreReadOrRefusedWithTheReason) {
+  TestGraph t;
+  const int32_t x = t.tensor({2, 3});
+  const int32_t shape = t.constant<int64_t>({2}, DType::i64, {3, -1});
+  const int32_t narrow = t.constant<int32_t>({2}, DType::i32, {3, 2});
+  const int32_t grid = t.constant<int64_t>({1, 2}, DType::i64, {3, 2});
+  const int32_t bound = t.constant<float>({}, DType::f32, {6.f});
+  const int32_t scales = t.constant<float>({2}, DType::f32, {1.f, 2.f});
+  const int32_t y = t.tensor({3, 2});
+  t.nodes.push_back({"Reshape", {x, shape, narrow, grid, bound, scales, -1}, {y}, 0, "r"});
+  t.inputs = {x};
+  t.outputs = {y};
+  const std::vector<uint8_t> bytes = t.finish();
+  GraphView g;
+  ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
+  const loom::sdk::NodeView n = g.node(0);
+  std::vector<int64_t> ints;
+  ASSERT_TRUE(n.constant_int64s(1, &ints).ok());
+  EXPECT_EQ(ints, (std::vector<int64_t>{3, -1}));
+  EXPECT_EQ(n.constant_int64s(0, &ints).message(), "input 0 must be an inline constant");
+  EXPECT_EQ(n.constant_int64s(2, &ints).message(),
+            "input 2 is i32 of rank 1, expected an inline i64 constant of rank 1");
+  EXPECT_EQ(n.constant_int64s(3, &ints).message(),
+            "input 3 is i64 of rank 2, expected an inline i64 constant of rank 1");
+  EXPECT_EQ(n.constant_int64s(6, &ints).message(), "input 6 is missing");
+  EXPECT_EQ(n.constant_int64s(9, &ints).message(), "input 9 is missing");
+  float f = 0;
+  ASSERT_TRUE(n.constant_float(4, &f).ok());
+  EXPECT_EQ(f, 6.f);
+  EXPECT_EQ(n.constant_float(5, &f).message(),
+            "input 5 is f32 of 2 elements, expected an inline f32 scalar constant");
+  std::vector<float> floats;
+  ASSERT_TRUE(n.constant_floats(5, &floats).ok());
+  EXPECT_EQ(floats, (std::vector<float>{1.f, 2.f}));
+  EXPECT_EQ(n.constant_floats(4, &floats).message(),
+            "input 4 is f32 of rank 0, expected an inline f32 constant of rank 1");
+  loom::sdk::TensorView c(nullptr, -1);
+  ASSERT_TRUE(n.constant_input(2, &c).ok());
+  EXPECT_EQ(c.index(), narrow);
 }
 
 TEST(SdkGraphView, BrokenBuffersAreNamed) {

@@ -25,6 +25,18 @@ bool supported(const NodeView& node, std::string* why) {
     *why = "op " + op + " is not one of Add, Mul, Relu, MatMul";
     return false;
   }
+  // None of the four operators has attributes from opset 7 on (Add and Mul
+  // had `broadcast` and `axis` before): refuse a node that carries one
+  // rather than ignore it, and the old broadcasting rules with it.
+  if ((op == "Add" || op == "Mul") && node.opset() < 7) {
+    *why = op + " before opset 7 broadcasts by other rules";
+    return false;
+  }
+  const loom::sdk::Status attributes = node.check_attributes({});
+  if (!attributes.ok()) {
+    *why = attributes.message();
+    return false;
+  }
   const size_t arity = unary ? 1 : 2;
   if (node.input_count() != arity || node.output_count() != 1 || !node.has_output(0)) {
     *why = "expects " + std::to_string(arity) + " inputs and 1 output";

@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -200,8 +201,24 @@ class AttributeView {
   const graph_fb::Attribute* a_;
 };
 
+// One entry of an attribute allow-list (NodeView::check_attributes): an
+// attribute the plugin implements, and the first opset of the node's domain
+// in which the operator has it (1: every opset). A bare name converts:
+// check_attributes({"axis", {"saturate", 19}}).
+struct AttributeRule {
+  AttributeRule(const char* attribute, int64_t first_opset = 1) : name(attribute), since(first_opset) {}
+  const char* name;
+  int64_t since;
+};
+
 // One node: an ONNX operator with its operands (tensor indices) and
 // attributes. Nodes come in topological order.
+//
+// The checked reads below (attributes, constant operands) fail with a
+// reason about this node that does not repeat its label ("attribute 'axis'
+// is ints, expected int", "input 1 must be an inline i64 constant"): a
+// plugin reports it after label(), as in "node n1 (Relu) is not supported:
+// <reason>", or keeps it as the reason it declines the node.
 class NodeView {
  public:
   NodeView(const GraphView* graph, size_t index) : graph_(graph), index_(index) {}
@@ -243,8 +260,38 @@ class NodeView {
     }
     return nullptr;
   }
+  bool has_attribute(const char* name) const { return find_attribute(name) != nullptr; }
+
+  // The attribute allow-list: OK when every attribute of the node is one the
+  // plugin implements at the node's opset, and none appears twice. A plugin
+  // that calls this before reading attributes never ignores one it does not
+  // know (an ignored attribute is a silently wrong result). Otherwise
+  // INVALID_ARGUMENT: "attribute 'ceil_mode' is not supported",
+  // "attribute 'saturate' is not supported at opset 13" (the rule names a
+  // later first opset), "attribute 'axis' appears twice".
+  Status check_attributes(std::initializer_list<AttributeRule> allowed) const {
+    for (size_t i = 0; i < attribute_count(); ++i) {
+      const char* name = raw().attributes()->Get(static_cast<flatbuffers::uoffset_t>(i))->name()->c_str();
+      const AttributeRule* rule = nullptr;
+      for (const AttributeRule& r : allowed) {
+        if (std::strcmp(r.name, name) == 0) rule = &r;
+      }
+      if (rule == nullptr) return invalid_argument(std::string("attribute '") + name + "' is not supported");
+      if (opset() < rule->since) {
+        return invalid_argument(std::string("attribute '") + name + "' is not supported at opset " +
+                                std::to_string(opset()));
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (std::strcmp(raw().attributes()->Get(static_cast<flatbuffers::uoffset_t>(j))->name()->c_str(),
+                        name) == 0) {
+          return invalid_argument(std::string("attribute '") + name + "' appears twice");
+        }
+      }
+    }
+    return Status();
+  }
   // Typed attribute reads: `fallback` when absent, INVALID_ARGUMENT naming
-  // the node and attribute when present with another kind.
+  // the attribute and both kinds when present with another kind.
   Status get_int(const char* name, int64_t fallback, int64_t* out) const {
     const graph_fb::Attribute* a = find_attribute(name);
     if (a != nullptr && a->kind() != graph_fb::AttributeKind::int_) return wrong_kind(a, "int");
@@ -273,12 +320,62 @@ class NodeView {
     return Status();
   }
 
+  // Constant operands: ONNX passes many operator parameters as inputs
+  // (Reshape's shape, Slice's starts, Clip's bounds, Resize's scales). Each
+  // read below wants operand `i` to be an inline constant (has_data() and
+  // not a graph input), so that the value is known at compile time;
+  // otherwise INVALID_ARGUMENT "input 1 is missing", "input 1 must be an
+  // inline constant".
+  Status constant_input(size_t i, TensorView* out) const {
+    if (!has_input(i)) return invalid_argument("input " + std::to_string(i) + " is missing");
+    const TensorView t = input(i);
+    if (!t.has_data() || t.is_graph_input()) {
+      return invalid_argument("input " + std::to_string(i) + " must be an inline constant");
+    }
+    *out = t;
+    return Status();
+  }
+  // A list of int64 values (shape, axes, pads, starts): an inline i64
+  // constant of rank 1, as ONNX defines these operands. "input 1 is i32 of
+  // rank 1, expected an inline i64 constant of rank 1" otherwise.
+  Status constant_int64s(size_t i, std::vector<int64_t>* out) const {
+    TensorView t(nullptr, -1);
+    LOOM_SDK_RETURN_IF_ERROR(constant_input(i, &t));
+    if (t.dtype() != LOOM_DTYPE_I64 || t.rank() != 1) return wrong_constant(i, t, "i64");
+    return t.read_ints(out);
+  }
+  // A list of f32 values (Resize's scales): an inline f32 constant of rank
+  // 1.
+  Status constant_floats(size_t i, std::vector<float>* out) const {
+    TensorView t(nullptr, -1);
+    LOOM_SDK_RETURN_IF_ERROR(constant_input(i, &t));
+    if (t.dtype() != LOOM_DTYPE_F32 || t.rank() != 1) return wrong_constant(i, t, "f32");
+    return t.read_floats(out);
+  }
+  // One f32 value (Clip's min and max): an inline f32 constant of one
+  // element, any rank.
+  Status constant_float(size_t i, float* out) const {
+    TensorView t(nullptr, -1);
+    LOOM_SDK_RETURN_IF_ERROR(constant_input(i, &t));
+    if (t.dtype() != LOOM_DTYPE_F32 || t.element_count() != 1) {
+      return invalid_argument("input " + std::to_string(i) + " is " + dtype_name(t.dtype()) + " of " +
+                              std::to_string(t.element_count()) +
+                              " elements, expected an inline f32 scalar constant");
+    }
+    std::memcpy(out, t.data(), sizeof(float));
+    return Status();
+  }
+
   const graph_fb::Node& raw() const;
 
  private:
   Status wrong_kind(const graph_fb::Attribute* a, const char* expected) const {
-    return invalid_argument(label() + ": attribute " + a->name()->str() + " is " +
-                            attribute_kind_name(a->kind()) + ", expected " + expected);
+    return invalid_argument("attribute '" + a->name()->str() + "' is " + attribute_kind_name(a->kind()) +
+                            ", expected " + expected);
+  }
+  static Status wrong_constant(size_t i, const TensorView& t, const char* dtype) {
+    return invalid_argument("input " + std::to_string(i) + " is " + dtype_name(t.dtype()) + " of rank " +
+                            std::to_string(t.rank()) + ", expected an inline " + dtype + " constant of rank 1");
   }
 
   const GraphView* graph_;
