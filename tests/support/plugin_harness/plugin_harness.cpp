@@ -23,6 +23,18 @@ bool starts_with(const std::string& text, loom_status_code_t code) {
   return starts_with(text, code_prefix(code));
 }
 
+loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity,
+                               const loom_host_services_t* host) {
+  loom_plugin_query_t q{};
+  q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
+  q.host_abi_min = lo;
+  q.host_abi_max = hi;
+  q.host = host;
+  q.reason = reason;
+  q.reason_capacity = capacity;
+  return q;
+}
+
 HostRecorder::HostRecorder() {
   services_.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
   services_.user_data = this;
@@ -82,13 +94,8 @@ PluginHarness::PluginHarness(const char* library_path) {
     return;
   }
   char reason[256] = {};
-  loom_plugin_query_t q{};
-  q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-  q.host_abi_min = LOOM_ABI_VERSION(1, 0);
-  q.host_abi_max = LOOM_ABI_CURRENT;
-  q.host = recorder_.services();
-  q.reason = reason;
-  q.reason_capacity = sizeof reason;
+  loom_plugin_query_t q =
+      make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_CURRENT, reason, sizeof reason, recorder_.services());
   if (query_(&q) != LOOM_STATUS_OK || q.out_api == nullptr) {
     error_ = std::string("the query refused: ") + reason;
     return;
@@ -147,26 +154,25 @@ std::string PluginHarness::allocate(loom_device_t* device, uint64_t size, uint32
   return s;
 }
 
-std::string PluginHarness::copy_from_host(loom_buffer_t* buffer, uint64_t offset, const void* source,
-                                          uint64_t size) const {
-  loom_buffer_copy_args_t args{};
-  args.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
-  args.buffer = buffer;
-  args.buffer_offset = offset;
-  args.host_pointer = const_cast<void*>(source);
-  args.size = size;
-  return take(api_, api_->buffer_copy_from_host(&args));
+std::string PluginHarness::copy_from_host(loom_buffer_t* buffer, uint64_t offset,
+                                          const void* source, uint64_t size) const {
+  return copy(buffer, offset, const_cast<void*>(source), size, true);
 }
 
 std::string PluginHarness::copy_to_host(loom_buffer_t* buffer, uint64_t offset, void* destination,
                                         uint64_t size) const {
+  return copy(buffer, offset, destination, size, false);
+}
+
+std::string PluginHarness::copy(loom_buffer_t* buffer, uint64_t offset, void* host, uint64_t size,
+                                bool to_device) const {
   loom_buffer_copy_args_t args{};
   args.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
   args.buffer = buffer;
   args.buffer_offset = offset;
-  args.host_pointer = destination;
+  args.host_pointer = host;
   args.size = size;
-  return take(api_, api_->buffer_copy_to_host(&args));
+  return take(api_, to_device ? api_->buffer_copy_from_host(&args) : api_->buffer_copy_to_host(&args));
 }
 
 std::string PluginHarness::check(loom_device_t* device, const char* loader_key, uint32_t format_version,

@@ -24,6 +24,11 @@ std::string code_prefix(loom_status_code_t code);
 bool starts_with(const std::string& text, const std::string& prefix);
 bool starts_with(const std::string& text, loom_status_code_t code);
 
+// Query arguments for the host ABI range [lo, hi]; the plugin writes a
+// refusal's reason into `reason` (`capacity` bytes).
+loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity,
+                               const loom_host_services_t* host = nullptr);
+
 // Option keys and values handed to plugin_create, in order.
 using Options = std::vector<std::pair<std::string, std::string>>;
 
@@ -122,6 +127,8 @@ class PluginHarness {
   std::string compile(loom_plugin_t* plugin, const std::vector<uint8_t>& graph, CompiledBlob* out) const;
 
  private:
+  std::string copy(loom_buffer_t* buffer, uint64_t offset, void* host, uint64_t size, bool to_device) const;
+
   HostRecorder recorder_;
   void* handle_ = nullptr;
   loom_plugin_query_fn_t query_ = nullptr;

@@ -23,18 +23,9 @@ namespace {
 using Dims = std::vector<int64_t>;
 
 using ::loom::testing::code_prefix;
+using ::loom::testing::make_query;
 using ::loom::testing::starts_with;
 using ::loom::testing::take;
-
-inline loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity) {
-  loom_plugin_query_t q{};
-  q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-  q.host_abi_min = lo;
-  q.host_abi_max = hi;
-  q.reason = reason;
-  q.reason_capacity = capacity;
-  return q;
-}
 
 struct Tensor {
   Dims shape;
