@@ -268,13 +268,8 @@ loom_tensor_t host_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape,
 
 loom_tensor_t buffer_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape, loom_buffer_t* buffer,
                             uint64_t bytes) {
-  loom_tensor_t t{};
-  t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
-  t.dtype = dtype;
-  t.rank = static_cast<uint32_t>(shape.size());
-  t.shape = shape.data();
+  loom_tensor_t t = host_tensor(dtype, shape, nullptr, bytes);
   t.buffer = buffer;
-  t.byte_size = bytes;
   return t;
 }
 
