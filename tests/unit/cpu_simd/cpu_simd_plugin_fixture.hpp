@@ -1,7 +1,7 @@
 // What the cpu-simd plugin tests share: the library loaded through its C
-// ABI, a created plugin and device (CpuSimdPlugin), tensors and graphs.
+// ABI by the shared plugin harness (tests/support/plugin_harness), a created
+// plugin and device (CpuSimdPlugin), tensors and blob graphs.
 #pragma once
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,54 +15,17 @@
 #include "kernels/kernel.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/plugin.h"
+#include "plugin_harness.hpp"
 
 namespace loom::cpu_simd {
 namespace {
 
 using Dims = std::vector<int64_t>;
 
-// "ok" or "<code>: <message>"; releases the status.
-inline std::string take(const loom_plugin_api_t* api, loom_status_t* s) {
-  if (s == nullptr) return "ok";
-  std::string out = std::to_string(api->status_code(s)) + ": " + api->status_message(s);
-  api->status_destroy(s);
-  return out;
-}
-
-std::string code_prefix(loom_status_code_t code) { return std::to_string(code) + ": "; }
-
-inline bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-class Library {
- public:
-  Library() {
-    handle_ = dlopen(LOOM_CPU_SIMD_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (handle_ != nullptr) {
-      query_ = reinterpret_cast<loom_plugin_query_fn_t>(dlsym(handle_, LOOM_PLUGIN_ENTRY_POINT_NAME));
-    }
-  }
-  ~Library() {
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  loom_plugin_query_fn_t query() const { return query_; }
-  const char* error() const { return handle_ == nullptr ? dlerror() : ""; }
-
- private:
-  void* handle_ = nullptr;
-  loom_plugin_query_fn_t query_ = nullptr;
-};
-
-inline loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity) {
-  loom_plugin_query_t q{};
-  q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-  q.host_abi_min = lo;
-  q.host_abi_max = hi;
-  q.reason = reason;
-  q.reason_capacity = capacity;
-  return q;
-}
+using ::loom::testing::code_prefix;
+using ::loom::testing::make_query;
+using ::loom::testing::starts_with;
+using ::loom::testing::take;
 
 struct Tensor {
   Dims shape;
@@ -118,73 +81,37 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
 class CpuSimdPlugin : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NE(lib_.query(), nullptr) << "cannot load " << LOOM_CPU_SIMD_PLUGIN_PATH << ": "
-                                     << lib_.error();
-    char reason[256] = {};
-    loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_CURRENT, reason, sizeof reason);
-    ASSERT_EQ(lib_.query()(&q), LOOM_STATUS_OK) << reason;
-    api_ = q.out_api;
-    ASSERT_NE(api_, nullptr);
-    plugin_ = create({{LOOM_OPTION_THREADS, "2"}});
-    ASSERT_NE(plugin_, nullptr);
-    ASSERT_EQ(take(api_, api_->device_get(plugin_, 0, &device_)), "ok");
-  }
-  void TearDown() override {
-    if (api_ != nullptr) api_->plugin_destroy(plugin_);
+    ASSERT_NE(harness_.api(), nullptr) << harness_.error();
+    api_ = harness_.api();
+    std::string error;
+    plugin_ = create({{LOOM_OPTION_THREADS, "2"}}, &error);
+    ASSERT_NE(plugin_, nullptr) << error;
+    ASSERT_EQ(harness_.device(plugin_, 0, &device_), "ok");
   }
 
+  // A plugin owned by the harness (destroy() ends it early).
   loom_plugin_t* create(std::vector<std::pair<const char*, const char*>> options,
                         std::string* error = nullptr) {
-    std::vector<loom_option_t> opts;
-    for (auto& [k, v] : options) opts.push_back({LOOM_OPTION_STRUCT_SIZE, k, v});
-    std::vector<const loom_option_t*> ptrs;
-    for (auto& o : opts) ptrs.push_back(&o);
-    loom_plugin_create_args_t args{};
-    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
-    args.option_count = ptrs.size();
-    args.options = ptrs.data();
-    std::string s = take(api_, api_->plugin_create(&args));
-    if (error != nullptr) *error = s;
-    return args.out_plugin;
+    return harness_.create(::loom::testing::Options(options.begin(), options.end()), error);
   }
+  void destroy(loom_plugin_t* plugin) { harness_.destroy(plugin); }
 
   std::string check(const std::vector<std::byte>& blob, const char* key = "cpu-simd",
                     uint32_t version = kFormatVersion) {
-    loom_executable_check_args_t args{};
-    args.struct_size = LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE;
-    args.device = device_;
-    args.loader_key = key;
-    args.format_version = version;
-    args.blob = blob.data();
-    args.blob_size = blob.size();
-    return take(api_, api_->executable_check(&args));
+    return harness_.check(device_, key, version, blob.data(), blob.size());
   }
 
   loom_executable_t* load(const std::vector<std::byte>& blob, std::string* error = nullptr,
                           uint32_t format_version = kFormatVersion) {
-    loom_executable_load_args_t args{};
-    args.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
-    args.device = device_;
-    args.loader_key = "cpu-simd";
-    args.format_version = format_version;
-    args.blob = blob.data();
-    args.blob_size = blob.size();
-    std::string s = take(api_, api_->executable_load(&args));
+    loom_executable_t* exe = nullptr;
+    std::string s = harness_.load(device_, "cpu-simd", format_version, blob.data(), blob.size(), &exe);
     if (error != nullptr) *error = s;
-    return args.out_executable;
+    return exe;
   }
 
   std::string execute(loom_executable_t* exe, std::vector<const loom_tensor_t*> in,
                       std::vector<const loom_tensor_t*> out, loom_fence_t* signal = nullptr) {
-    loom_execute_args_t args{};
-    args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    args.executable = exe;
-    args.input_count = in.size();
-    args.inputs = in.data();
-    args.output_count = out.size();
-    args.outputs = out.data();
-    args.signal_fence = signal;
-    return take(api_, api_->execute(&args));
+    return harness_.execute(exe, in, out, signal);
   }
 
   // Runs a one-node graph on the plugin and the same operator on loom_kernels.
@@ -224,7 +151,7 @@ class CpuSimdPlugin : public ::testing::Test {
     expect_close(got.data, want.data);
   }
 
-  Library lib_;
+  ::loom::testing::PluginHarness harness_{LOOM_CPU_SIMD_PLUGIN_PATH};
   const loom_plugin_api_t* api_ = nullptr;
   loom_plugin_t* plugin_ = nullptr;
   loom_device_t* device_ = nullptr;

@@ -7,7 +7,7 @@ namespace {
 // ---------------------------------------------------------------- query
 
 TEST(CpuSimdQuery, NegotiatesTheNewestCommonVersion) {
-  Library lib;
+  ::loom::testing::PluginHarness lib(LOOM_CPU_SIMD_PLUGIN_PATH);
   ASSERT_NE(lib.query(), nullptr) << lib.error();
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_VERSION(1, 7), reason, sizeof reason);
@@ -34,7 +34,7 @@ TEST(CpuSimdQuery, NegotiatesTheNewestCommonVersion) {
 }
 
 TEST(CpuSimdQuery, RefusesAHostRangeItDoesNotSpeakWithAReason) {
-  Library lib;
+  ::loom::testing::PluginHarness lib(LOOM_CPU_SIMD_PLUGIN_PATH);
   ASSERT_NE(lib.query(), nullptr) << lib.error();
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(2, 0), LOOM_ABI_VERSION(2, 3), reason, sizeof reason);
@@ -105,7 +105,7 @@ TEST_F(CpuSimdPlugin, BadThreadsOptionIsRejected) {
                        "option loom.threads=\"two\" is not a whole number from 0 to 4096");
   loom_plugin_t* zero = create({{LOOM_OPTION_THREADS, "0"}}, &error);
   EXPECT_NE(zero, nullptr) << error;
-  api_->plugin_destroy(zero);
+  destroy(zero);
 }
 
 TEST_F(CpuSimdPlugin, CreateRejectsAnUndersizedArgsStruct) {

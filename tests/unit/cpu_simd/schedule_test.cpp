@@ -40,64 +40,26 @@ class Schedule : public CompileFixture {
     if (isa != nullptr && *isa != '\0') options_ = {{"cpu.isa", isa}};
     CompileFixture::SetUp();
     if (HasFatalFailure()) return;
-    loom_option_t plain{LOOM_OPTION_STRUCT_SIZE, "cpu.onednn", "0"};
-    loom_option_t isa_opt{LOOM_OPTION_STRUCT_SIZE, "cpu.isa", isa};
-    const loom_option_t* opts[] = {&plain, &isa_opt};
-    loom_plugin_create_args_t args{};
-    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
-    args.host = &host_;
-    args.options = opts;
-    args.option_count = options_.empty() ? 1 : 2;
-    ASSERT_EQ(take(api_->plugin_create(&args)), "ok");
-    plain_plugin_ = args.out_plugin;
-    ASSERT_EQ(take(api_->device_get(plain_plugin_, 0, &plain_device_)), "ok");
-  }
-  void TearDown() override {
-    if (plain_plugin_ != nullptr) api_->plugin_destroy(plain_plugin_);
-    CompileFixture::TearDown();
+    ::loom::testing::Options plain = {{"cpu.onednn", "0"}};
+    if (!options_.empty()) plain.emplace_back("cpu.isa", isa);
+    std::string s;
+    plain_plugin_ = harness_.create(plain, &s);
+    ASSERT_EQ(s, "ok");
+    ASSERT_EQ(harness_.device(plain_plugin_, 0, &plain_device_), "ok");
   }
 
   loom_executable_t* load(loom_device_t* device, const std::vector<std::byte>& blob) {
-    loom_executable_load_args_t load{};
-    load.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
-    load.device = device;
-    load.loader_key = "cpu-simd";
-    load.format_version = kFormatVersion;
-    load.blob = blob.data();
-    load.blob_size = blob.size();
-    EXPECT_EQ(take(api_->executable_load(&load)), "ok");
-    return load.out_executable;
+    loom_executable_t* exe = nullptr;
+    EXPECT_EQ(harness_.load(device, "cpu-simd", kFormatVersion, blob.data(), blob.size(), &exe), "ok");
+    return exe;
   }
 
   // Executes once; inputs are used in place (their addresses are what a
   // parameter is keyed by).
   std::vector<F> execute(loom_executable_t* exe, std::vector<HostTensor>& in,
                          const std::vector<Dims>& output_shapes) {
-    std::vector<F> outs;
-    for (const Dims& s : output_shapes) outs.emplace_back(elements(s), -12345.0f);
-    std::vector<loom_tensor_t> descs(in.size() + outs.size());
-    std::vector<const loom_tensor_t*> in_ptrs, out_ptrs;
-    for (size_t i = 0; i < descs.size(); ++i) {
-      loom_tensor_t& d = descs[i];
-      d.struct_size = LOOM_TENSOR_STRUCT_SIZE;
-      d.dtype = LOOM_DTYPE_F32;
-      const bool is_in = i < in.size();
-      const Dims& shape = is_in ? in[i].shape : output_shapes[i - in.size()];
-      F& data = is_in ? in[i].data : outs[i - in.size()];
-      d.rank = static_cast<uint32_t>(shape.size());
-      d.shape = shape.data();
-      d.host_data = data.data();
-      d.byte_size = data.size() * sizeof(float);
-      (is_in ? in_ptrs : out_ptrs).push_back(&d);
-    }
-    loom_execute_args_t exec{};
-    exec.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    exec.executable = exe;
-    exec.input_count = in_ptrs.size();
-    exec.inputs = in_ptrs.data();
-    exec.output_count = out_ptrs.size();
-    exec.outputs = out_ptrs.data();
-    EXPECT_EQ(take(api_->execute(&exec)), "ok");
+    std::vector<F> outs = output_data(output_shapes);
+    EXPECT_EQ(execute_tensors(exe, f32_tensors(in, output_shapes, outs), in.size()), "ok");
     return outs;
   }
 
@@ -283,9 +245,9 @@ TEST_F(Schedule, TransposesFoldIntoBatchedMatMuls) {
   // transposes, softmax, matmul(sm, v) with v's transpose and the result's.
   const std::string want = "executable: schedule: matmul nodes 0,1,3 -> plain; node nodes 4 -> plain; "
                            "matmul nodes 2,5,6 -> plain";
-  EXPECT_NE(std::find(host_state_.log_lines.begin(), host_state_.log_lines.end(), want),
-            host_state_.log_lines.end())
-      << (host_state_.log_lines.empty() ? "no log lines" : host_state_.log_lines.back());
+  const std::vector<std::string> log_lines = harness_.recorder().logs();
+  EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), want), log_lines.end())
+      << (log_lines.empty() ? "no log lines" : log_lines.back());
 }
 
 // The exporters' Erf GELU after a MatMul + bias, in both orders of its
@@ -682,7 +644,7 @@ TEST_F(Schedule, IsaOptionIsValidated) {
   const loom_option_t* opts[] = {&opt};
   loom_plugin_create_args_t args{};
   args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
-  args.host = &host_;
+  args.host = harness_.services();
   args.options = opts;
   args.option_count = 1;
   const std::string s = take(api_->plugin_create(&args));

@@ -20,21 +20,9 @@ std::vector<std::byte> relu_blob(int64_t n) {
 
 std::string execute(Harness& h, loom_executable_t* exe, DeviceTensor& in, DeviceTensor& out,
                     loom_fence_t* fence = nullptr, loom_fence_t* wait = nullptr) {
-  const loom_tensor_t* ins[] = {in.d()};
-  const loom_tensor_t* outs[] = {out.d()};
-  loom_execute_args_t a{};
-  a.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-  a.executable = exe;
-  a.input_count = 1;
-  a.inputs = ins;
-  a.output_count = 1;
-  a.outputs = outs;
-  a.signal_fence = fence;
-  if (wait != nullptr) {
-    a.wait_fence_count = 1;
-    a.wait_fences = &wait;
-  }
-  return take(h.api(), h.api()->execute(&a));
+  std::vector<loom_fence_t*> waits;
+  if (wait != nullptr) waits.push_back(wait);
+  return h.execute(exe, {in.d()}, {out.d()}, fence, std::move(waits));
 }
 
 TEST(FpgaStubDevices, EnumeratesConfiguredDevicesAsNonHostVisibleAccelerators) {

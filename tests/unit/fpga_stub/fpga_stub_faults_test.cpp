@@ -37,22 +37,12 @@ struct Workload {
     const float x[4] = {-1.0f, 1.0f, -2.0f, 2.0f};
     std::string s = h->upload(in.buffer, x, sizeof x);
     if (s != "ok") return s;
-    const loom_tensor_t* ins[] = {in.d()};
-    const loom_tensor_t* outs[] = {out.d()};
-    loom_execute_args_t a{};
-    a.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    a.executable = exe;
-    a.input_count = 1;
-    a.inputs = ins;
-    a.output_count = 1;
-    a.outputs = outs;
     loom_fence_t* fence = nullptr;
     if (timeout_ns != 0) {
       s = take(h->api(), h->api()->fence_create(device, &fence));
       if (s != "ok") return s;
-      a.signal_fence = fence;
     }
-    s = take(h->api(), h->api()->execute(&a));
+    s = h->execute(exe, {in.d()}, {out.d()}, fence);
     if (s == "ok" && fence != nullptr) s = take(h->api(), h->api()->fence_wait(fence, timeout_ns));
     h->api()->fence_destroy(fence);
     if (s != "ok") return s;

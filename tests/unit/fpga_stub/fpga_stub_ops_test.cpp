@@ -122,15 +122,7 @@ class FpgaStubOps : public ::testing::Test {
     }
     DeviceTensor y = make_tensor(h_, device_, out_dtype, out_shape);
     y.desc.shape = y.shape.data();
-    const loom_tensor_t* out_descs[] = {&y.desc};
-    loom_execute_args_t a{};
-    a.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    a.executable = exe;
-    a.input_count = in_descs.size();
-    a.inputs = in_descs.data();
-    a.output_count = 1;
-    a.outputs = out_descs;
-    EXPECT_EQ(take(h_.api(), h_.api()->execute(&a)), "ok");
+    EXPECT_EQ(h_.execute(exe, in_descs, {&y.desc}), "ok");
     EXPECT_EQ(h_.download(y.buffer, result.data(), result.size()), "ok");
     h_.api()->executable_destroy(exe);
     for (auto& t : tensors) h_.api()->buffer_free(t.buffer);

@@ -1,173 +1,75 @@
-// Test harness for the fpga-stub plugin: loads the built library with dlopen
-// (no host library involved), creates an instance with options, records what
-// the plugin logs and traces, and wraps the buffer/execute entries.
+// The fpga-stub plugin's tests on the shared plugin harness
+// (tests/support/plugin_harness): one plugin instance created with
+// KEY=VALUE options, the entries called with the fpga-stub loader key, and
+// bitstreams built with the plugin's own format code.
 #pragma once
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "bitstream.hpp"
 #include "loom/plugin.h"
+#include "plugin_harness.hpp"
 
 namespace loom::fpga_stub::testing {
 
-// "ok" or "<code>: <message>"; releases the status.
-inline std::string take(const loom_plugin_api_t* api, loom_status_t* s) {
-  if (s == nullptr) return "ok";
-  std::string out = std::to_string(api->status_code(s)) + ": " + api->status_message(s);
-  api->status_destroy(s);
-  return out;
-}
+using ::loom::testing::starts_with;
+using ::loom::testing::take;
+using ::loom::testing::TraceEvent;
 
-inline std::string code(loom_status_code_t c) { return std::to_string(c) + ": "; }
-inline bool starts_with(const std::string& s, loom_status_code_t c) { return s.rfind(code(c), 0) == 0; }
-
-struct TraceEvent {
-  loom_trace_phase_t phase;
-  std::string category, name;
-  uint64_t ns;
-};
-
-// Host services that allocate with aligned_alloc and record logs and traces.
-class Recorder {
- public:
-  Recorder() {
-    services_.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
-    services_.user_data = this;
-    services_.allocate = [](void*, size_t size, size_t alignment) -> void* {
-      return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
-    };
-    services_.free = [](void*, void* p) { std::free(p); };
-    services_.log = [](void* self, loom_log_level_t, const char* m) {
-      auto* r = static_cast<Recorder*>(self);
-      std::lock_guard<std::mutex> lock(r->mutex_);
-      r->logs_.emplace_back(m);
-    };
-    services_.trace = [](void* self, const loom_trace_event_t* e) {
-      auto* r = static_cast<Recorder*>(self);
-      std::lock_guard<std::mutex> lock(r->mutex_);
-      r->events_.push_back({e->phase, e->category, e->name, e->timestamp_ns});
-    };
-  }
-  const loom_host_services_t* services() const { return &services_; }
-  std::vector<std::string> logs() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return logs_;
-  }
-  std::vector<TraceEvent> events() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return events_;
-  }
-
- private:
-  loom_host_services_t services_{};
-  std::mutex mutex_;
-  std::vector<std::string> logs_;
-  std::vector<TraceEvent> events_;
-};
-
+// The fpga-stub library and at most one plugin instance of it.
 class Harness {
  public:
-  Harness() {
-    handle_ = dlopen(LOOM_FPGA_STUB_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (handle_ == nullptr) return;
-    auto query = reinterpret_cast<loom_plugin_query_fn_t>(dlsym(handle_, LOOM_PLUGIN_ENTRY_POINT_NAME));
-    loom_plugin_query_t q{};
-    q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-    q.host_abi_min = LOOM_ABI_VERSION(1, 0);
-    q.host_abi_max = LOOM_ABI_CURRENT;
-    q.host = recorder_.services();
-    if (query != nullptr && query(&q) == LOOM_STATUS_OK) api_ = q.out_api;
-  }
-  ~Harness() {
-    if (plugin_ != nullptr) api_->plugin_destroy(plugin_);
-    if (handle_ != nullptr) dlclose(handle_);
-  }
-  Harness(const Harness&) = delete;
-  Harness& operator=(const Harness&) = delete;
+  Harness() : base_(LOOM_FPGA_STUB_PLUGIN_PATH) {}
 
-  const loom_plugin_api_t* api() const { return api_; }
-  Recorder& recorder() { return recorder_; }
+  const loom_plugin_api_t* api() const { return base_.api(); }
+  ::loom::testing::HostRecorder& recorder() { return base_.recorder(); }
   loom_plugin_t* plugin() const { return plugin_; }
 
   // Creates the instance with KEY=VALUE options; "ok" or the error.
   std::string create(const std::map<std::string, std::string>& options = {}) {
-    std::vector<loom_option_t> opts;
-    for (const auto& [k, v] : options) opts.push_back({LOOM_OPTION_STRUCT_SIZE, k.c_str(), v.c_str()});
-    std::vector<const loom_option_t*> ptrs;
-    for (const auto& o : opts) ptrs.push_back(&o);
-    loom_plugin_create_args_t args{};
-    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
-    args.host = recorder_.services();
-    args.option_count = ptrs.size();
-    args.options = ptrs.data();
-    std::string s = take(api_, api_->plugin_create(&args));
-    plugin_ = args.out_plugin;
+    std::string s;
+    plugin_ = base_.create(::loom::testing::Options(options.begin(), options.end()), &s);
     return s;
   }
   void destroy_plugin() {
-    api_->plugin_destroy(plugin_);
+    base_.destroy(plugin_);
     plugin_ = nullptr;
   }
 
   loom_device_t* device(size_t i) {
     loom_device_t* d = nullptr;
-    EXPECT_EQ(take(api_, api_->device_get(plugin_, i, &d)), "ok");
+    EXPECT_EQ(base_.device(plugin_, i, &d), "ok");
     return d;
   }
 
   std::string allocate(loom_device_t* d, uint64_t size, loom_buffer_t** out, uint32_t flags = 0) {
-    loom_buffer_allocate_args_t a{};
-    a.struct_size = LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE;
-    a.device = d;
-    a.size = size;
-    a.flags = flags;
-    std::string s = take(api_, api_->buffer_allocate(&a));
-    *out = a.out_buffer;
-    return s;
+    return base_.allocate(d, size, flags, out);
   }
   std::string upload(loom_buffer_t* b, const void* src, uint64_t size, uint64_t offset = 0) {
-    loom_buffer_copy_args_t a{LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE, b, offset, const_cast<void*>(src), size};
-    return take(api_, api_->buffer_copy_from_host(&a));
+    return base_.copy_from_host(b, offset, src, size);
   }
   std::string download(loom_buffer_t* b, void* dst, uint64_t size, uint64_t offset = 0) {
-    loom_buffer_copy_args_t a{LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE, b, offset, dst, size};
-    return take(api_, api_->buffer_copy_to_host(&a));
+    return base_.copy_to_host(b, offset, dst, size);
   }
 
   std::string load(loom_device_t* d, const std::vector<std::byte>& blob, loom_executable_t** out) {
-    loom_executable_load_args_t a{};
-    a.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
-    a.device = d;
-    a.loader_key = "fpga-stub";
-    a.format_version = kFormatVersion;
-    a.blob = blob.data();
-    a.blob_size = blob.size();
-    std::string s = take(api_, api_->executable_load(&a));
-    *out = a.out_executable;
-    return s;
+    return base_.load(d, "fpga-stub", kFormatVersion, blob.data(), blob.size(), out);
   }
   std::string check(loom_device_t* d, const void* blob, size_t size, const char* key = "fpga-stub") {
-    loom_executable_check_args_t a{};
-    a.struct_size = LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE;
-    a.device = d;
-    a.loader_key = key;
-    a.blob = blob;
-    a.blob_size = size;
-    return take(api_, api_->executable_check(&a));
+    return base_.check(d, key, 0, blob, size);
+  }
+  std::string execute(loom_executable_t* exe, const std::vector<const loom_tensor_t*>& inputs,
+                      const std::vector<const loom_tensor_t*>& outputs, loom_fence_t* signal = nullptr,
+                      std::vector<loom_fence_t*> waits = {}) {
+    return base_.execute(exe, inputs, outputs, signal, std::move(waits));
   }
 
  private:
-  Recorder recorder_;
-  void* handle_ = nullptr;
-  const loom_plugin_api_t* api_ = nullptr;
+  ::loom::testing::PluginHarness base_;
   loom_plugin_t* plugin_ = nullptr;
 };
 

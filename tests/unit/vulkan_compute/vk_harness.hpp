@@ -1,102 +1,47 @@
-// Loads the vulkan-compute plugin with dlopen and drives it through its C
-// ABI only. Every plugin is created with vulkan.validation=1: the host's
+// The vulkan-compute plugin through its C ABI only, on the shared plugin
+// harness (tests/support/plugin_harness). Every plugin is created with vulkan.validation=1: the host's
 // logger counts the validation messages, and each test ends by expecting
 // none. Tests that need a device skip (with the plugin's reason) when the
 // machine has none.
 #pragma once
 
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "loom/plugin.h"
+#include "plugin_harness.hpp"
 
 namespace loom::vulkan::test {
 
-// "ok" or "<code>: <message>"; releases the status.
-inline std::string take(const loom_plugin_api_t* api, loom_status_t* s) {
-  if (s == nullptr) return "ok";
-  std::string out = std::to_string(api->status_code(s)) + ": " + api->status_message(s);
-  api->status_destroy(s);
-  return out;
-}
-
-inline std::string code(loom_status_code_t c) { return std::to_string(c) + ": "; }
-inline bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-// Host services whose logger records error lines.
-struct HostLog {
-  std::mutex mu;
-  std::vector<std::string> errors;
-  std::atomic<int> validation{0};
-  loom_host_services_t services{};
-
-  HostLog() {
-    services.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
-    services.user_data = this;
-    services.allocate = [](void*, size_t size, size_t alignment) -> void* {
-      return std::aligned_alloc(alignment < 16 ? 16 : alignment,
-                                (size + alignment - 1) / alignment * alignment);
-    };
-    services.free = [](void*, void* p) { std::free(p); };
-    services.log = [](void* user, loom_log_level_t level, const char* message) {
-      auto* self = static_cast<HostLog*>(user);
-      if (level < LOOM_LOG_ERROR) return;
-      std::lock_guard<std::mutex> lock(self->mu);
-      self->errors.emplace_back(message);
-      if (std::strstr(message, "validation") != nullptr) ++self->validation;
-    };
-  }
-};
+using ::loom::testing::code_prefix;
+using ::loom::testing::starts_with;
+using ::loom::testing::take;
 
 class VulkanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    handle_ = dlopen(LOOM_VULKAN_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    ASSERT_NE(handle_, nullptr) << dlerror();
-    auto query = reinterpret_cast<loom_plugin_query_fn_t>(dlsym(handle_, LOOM_PLUGIN_ENTRY_POINT_NAME));
-    ASSERT_NE(query, nullptr);
-    char reason[256] = {};
-    loom_plugin_query_t q{};
-    q.struct_size = LOOM_PLUGIN_QUERY_STRUCT_SIZE;
-    q.host_abi_min = LOOM_ABI_VERSION(1, 0);
-    q.host_abi_max = LOOM_ABI_CURRENT;
-    q.host = &log_.services;
-    q.reason = reason;
-    q.reason_capacity = sizeof reason;
-    ASSERT_EQ(query(&q), LOOM_STATUS_OK) << reason;
-    api_ = q.out_api;
+    ASSERT_NE(harness_.api(), nullptr) << harness_.error();
+    api_ = harness_.api();
   }
   void TearDown() override {
-    for (loom_plugin_t* p : plugins_) api_->plugin_destroy(p);
-    std::lock_guard<std::mutex> lock(log_.mu);
-    EXPECT_EQ(log_.validation.load(), 0) << "first: " << (log_.errors.empty() ? "" : log_.errors[0]);
-    if (handle_ != nullptr) dlclose(handle_);
+    harness_.destroy_all();
+    const std::vector<std::string> errors = harness_.recorder().errors();
+    const auto validation = std::count_if(errors.begin(), errors.end(), [](const std::string& e) {
+      return e.find("validation") != std::string::npos;
+    });
+    EXPECT_EQ(validation, 0) << "first: " << (errors.empty() ? "" : errors[0]);
   }
 
   // Creates a plugin (destroyed in TearDown); nullptr with *error on failure.
   loom_plugin_t* create(std::vector<std::pair<const char*, const char*>> options,
                         std::string* error = nullptr) {
-    std::vector<loom_option_t> opts;
-    for (auto& [k, v] : options) opts.push_back({LOOM_OPTION_STRUCT_SIZE, k, v});
-    std::vector<const loom_option_t*> ptrs;
-    for (auto& o : opts) ptrs.push_back(&o);
-    loom_plugin_create_args_t args{};
-    args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
-    args.host = &log_.services;
-    args.option_count = ptrs.size();
-    args.options = ptrs.data();
-    std::string s = take(api_, api_->plugin_create(&args));
-    if (error != nullptr) *error = s;
-    if (args.out_plugin != nullptr) plugins_.push_back(args.out_plugin);
-    return args.out_plugin;
+    return harness_.create(::loom::testing::Options(options.begin(), options.end()), error);
   }
 
   // A validated plugin and its first device; false (with *why) when there is
@@ -111,35 +56,22 @@ class VulkanTest : public ::testing::Test {
       return false;
     }
     plugin_ = p;
-    return take(api_, api_->device_get(p, 0, &device_)) == "ok";
+    return harness_.device(p, 0, &device_) == "ok";
   }
 
   loom_buffer_t* allocate(uint64_t size, uint32_t flags = LOOM_BUFFER_DEVICE_LOCAL,
                           std::string* error = nullptr) {
-    loom_buffer_allocate_args_t args{};
-    args.struct_size = LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE;
-    args.device = device_;
-    args.size = size;
-    args.flags = flags;
-    std::string s = take(api_, api_->buffer_allocate(&args));
+    loom_buffer_t* buffer = nullptr;
+    std::string s = harness_.allocate(device_, size, flags, &buffer);
     if (error != nullptr) *error = s;
-    return args.out_buffer;
+    return buffer;
   }
   std::string copy(loom_buffer_t* b, uint64_t offset, void* host, uint64_t size, bool to_device) {
-    loom_buffer_copy_args_t args{};
-    args.struct_size = LOOM_BUFFER_COPY_ARGS_STRUCT_SIZE;
-    args.buffer = b;
-    args.buffer_offset = offset;
-    args.host_pointer = host;
-    args.size = size;
-    return take(api_, to_device ? api_->buffer_copy_from_host(&args)
-                                : api_->buffer_copy_to_host(&args));
+    return to_device ? harness_.copy_from_host(b, offset, host, size) : harness_.copy_to_host(b, offset, host, size);
   }
 
-  void* handle_ = nullptr;
-  HostLog log_;
+  ::loom::testing::PluginHarness harness_{LOOM_VULKAN_PLUGIN_PATH};
   const loom_plugin_api_t* api_ = nullptr;
-  std::vector<loom_plugin_t*> plugins_;
   loom_plugin_t* plugin_ = nullptr;
   loom_device_t* device_ = nullptr;
 };

@@ -9,8 +9,6 @@
 namespace loom::vulkan::test {
 namespace {
 
-using Strings = std::vector<std::pair<std::string, std::string>>;
-
 struct ResizeCase {
   std::string mode, coord, nearest;
   std::vector<double> scales;  // per axis; from sizes when the node has sizes
@@ -83,9 +81,9 @@ std::vector<double> resize_reference(const std::vector<float>& x, const Dims& in
   return y;
 }
 
-Strings resize_attrs(const ResizeCase& c) {
-  Strings s = {{"mode", c.mode}, {"coordinate_transformation_mode", c.coord}};
-  if (!c.nearest.empty()) s.push_back({"nearest_mode", c.nearest});
+std::vector<Attr> resize_attrs(const ResizeCase& c) {
+  std::vector<Attr> s = {attr_s("mode", c.mode), attr_s("coordinate_transformation_mode", c.coord)};
+  if (!c.nearest.empty()) s.push_back(attr_s("nearest_mode", c.nearest));
   return s;
 }
 
@@ -107,7 +105,7 @@ TEST_F(VulkanCompile, ResizeNearestAndLinearMatchTheOnnxFormulas) {
       {"linear", "pytorch_half_pixel", "", {}, {1, 2, 2, 8}},
       {"nearest", "align_corners", "round_prefer_floor", {}, {1, 3, 5, 2}},
   };
-  Graph g;
+  GraphBuilder g;
   const int x = g.input(in);
   std::vector<Dims> outs;
   std::vector<ResizeCase> cases;
@@ -115,7 +113,7 @@ TEST_F(VulkanCompile, ResizeNearestAndLinearMatchTheOnnxFormulas) {
     const std::vector<float> s(c.scales.begin(), c.scales.end());
     c.scales.assign(s.begin(), s.end());  // the f32 factors the node carries
     const int y = g.tensor(c.out);
-    g.node("Resize", {x, -1, g.constant_f32({4}, s)}, {y}, {}, 13, {}, resize_attrs(c));
+    g.node("Resize", {x, -1, g.constant_f32({4}, s)}, {y}, resize_attrs(c), 13);
     g.output(y);
     outs.push_back(c.out);
     cases.push_back(c);
@@ -124,7 +122,7 @@ TEST_F(VulkanCompile, ResizeNearestAndLinearMatchTheOnnxFormulas) {
     const int y = g.tensor(c.out);
     // Opset 11 passes an empty roi and scales beside sizes.
     const int roi = g.constant_f32({0}, {}), scales = g.constant_f32({0}, {});
-    g.node("Resize", {x, roi, scales, g.constant_i64({4}, c.out)}, {y}, {}, 11, {}, resize_attrs(c));
+    g.node("Resize", {x, roi, scales, g.constant_i64({4}, c.out)}, {y}, resize_attrs(c), 11);
     g.output(y);
     outs.push_back(c.out);
     for (size_t d = 0; d < 4; ++d) c.scales.push_back(static_cast<double>(c.out[d]) / static_cast<double>(in[d]));
@@ -147,26 +145,25 @@ TEST_F(VulkanCompile, ResizeNearestAndLinearMatchTheOnnxFormulas) {
 }
 
 TEST_F(VulkanCompile, ResizeRefusesWhatItDoesNotComputeExactly) {
-  Graph r;
+  GraphBuilder r;
   const int x = r.input({1, 1, 3, 4});
   const int up = r.constant_f32({4}, {1, 1, 2, 2});
   const int run_time_scales = r.input({4});
-  auto node = [&](std::vector<int32_t> in, Dims out, Strings s, int64_t opset = 13,
-                  std::vector<std::pair<std::string, int64_t>> ints = {}) {
-    r.node("Resize", std::move(in), {r.tensor(std::move(out))}, std::move(ints), opset, {}, std::move(s));
+  auto node = [&](std::vector<int32_t> in, Dims out, std::vector<Attr> attrs, int64_t opset = 13) {
+    r.node("Resize", std::move(in), {r.tensor(std::move(out))}, std::move(attrs), opset);
   };
-  node({x, -1, up}, {1, 1, 6, 8}, {{"mode", "cubic"}});
-  node({x, -1, up}, {1, 1, 6, 8}, {{"coordinate_transformation_mode", "tf_crop_and_resize"}});
-  node({x, -1, up}, {1, 1, 6, 8}, {{"mode", "linear"}}, 18, {{"antialias", 1}});
-  node({x, -1, up}, {1, 1, 6, 8}, {{"keep_aspect_ratio_policy", "not_larger"}}, 18);
+  node({x, -1, up}, {1, 1, 6, 8}, {attr_s("mode", "cubic")});
+  node({x, -1, up}, {1, 1, 6, 8}, {attr_s("coordinate_transformation_mode", "tf_crop_and_resize")});
+  node({x, -1, up}, {1, 1, 6, 8}, {attr_i("antialias", 1), attr_s("mode", "linear")}, 18);
+  node({x, -1, up}, {1, 1, 6, 8}, {attr_s("keep_aspect_ratio_policy", "not_larger")}, 18);
   node({x, -1, run_time_scales}, {1, 1, 6, 8}, {});
   node({x, up}, {1, 1, 6, 8}, {}, 10);
   // 3 x 1.5 = 4.5: align_corners would divide by the spec's 3 or the
   // reference's 3.5.
-  node({x, -1, r.constant_f32({4}, {1, 1, 1.5f, 1})}, {1, 1, 4, 4}, {{"coordinate_transformation_mode", "align_corners"}});
+  node({x, -1, r.constant_f32({4}, {1, 1, 1.5f, 1})}, {1, 1, 4, 4}, {attr_s("coordinate_transformation_mode", "align_corners")});
   // One output element: the spec reads x[0], its reference x[1].
   node({x, -1, -1, r.constant_i64({4}, {1, 1, 1, 4})}, {1, 1, 1, 4},
-       {{"coordinate_transformation_mode", "pytorch_half_pixel"}});
+       {attr_s("coordinate_transformation_mode", "pytorch_half_pixel")});
   // An output shape that is not floor(in * scale).
   node({x, -1, up}, {1, 1, 7, 8}, {});
   // Both scales and sizes.
@@ -237,16 +234,12 @@ TEST_F(VulkanCompile, ConvTransposeWithGroupsStridesOutputPaddingAndBiasMatches)
   const ConvTransposeShape c = {1, 2, 2, 2, {7}, {3}, {2}, {1}, {1, 1}, {13}};
   const std::vector<float> wa = random_values(4 * 3 * 3 * 2, 41), ba = random_values(6, 42);
   const std::vector<float> wb = random_values(2 * 3 * 3, 43), wc = random_values(2 * 1 * 3, 44);
-  Graph g;
+  GraphBuilder g;
   const int xa = g.input(full(2, 4, a.in)), xb = g.input(full(1, 2, b.in));
   const int ya = g.tensor(full(2, 6, a.out)), yb = g.tensor(full(1, 3, b.out)), yc = g.tensor(full(1, 2, c.out));
-  g.node("ConvTranspose", {xa, g.constant_f32({4, 3, 3, 2}, wa), g.constant_f32({6}, ba)}, {ya}, {{"group", 2}}, 11,
-         {{"strides", a.strides}, {"dilations", a.dilations}, {"pads", a.pads}, {"output_padding", {1, 2}},
-          {"kernel_shape", a.kernel}});
-  g.node("ConvTranspose", {xb, g.constant_f32({2, 3, 3}, wb)}, {yb}, {}, 11,
-         {{"strides", b.strides}, {"output_padding", {1}}});
-  g.node("ConvTranspose", {xb, g.constant_f32({2, 1, 3}, wc)}, {yc}, {{"group", 2}}, 11,
-         {{"strides", c.strides}, {"output_shape", c.out}});
+  g.node("ConvTranspose", {xa, g.constant_f32({4, 3, 3, 2}, wa), g.constant_f32({6}, ba)}, {ya}, {attr_i("group", 2), attr_ints("strides", a.strides), attr_ints("dilations", a.dilations), attr_ints("pads", a.pads), attr_ints("output_padding", {1, 2}), attr_ints("kernel_shape", a.kernel)}, 11);
+  g.node("ConvTranspose", {xb, g.constant_f32({2, 3, 3}, wb)}, {yb}, {attr_ints("strides", b.strides), attr_ints("output_padding", {1})}, 11);
+  g.node("ConvTranspose", {xb, g.constant_f32({2, 1, 3}, wc)}, {yc}, {attr_i("group", 2), attr_ints("strides", c.strides), attr_ints("output_shape", c.out)}, 11);
   g.output(ya);
   g.output(yb);
   g.output(yc);
@@ -267,16 +260,15 @@ TEST_F(VulkanCompile, ConvTransposeWithGroupsStridesOutputPaddingAndBiasMatches)
 }
 
 TEST_F(VulkanCompile, ConvTransposeRefusesAmbiguousPaddingAndOtherRanks) {
-  Graph r;
+  GraphBuilder r;
   const int x = r.input({1, 1, 3, 3});
   const int w = r.constant_f32({1, 2, 3, 3}, std::vector<float>(18, 1.0f));
   // SAME_UPPER with strides 2: padding 7 - 6 = 1 is odd.
-  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {}, 11, {{"strides", {2, 2}}}, {{"auto_pad", "SAME_UPPER"}});
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {attr_ints("strides", {2, 2}), attr_s("auto_pad", "SAME_UPPER")}, 11);
   // output_shape beyond the natural size: a negative padding.
-  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 10, 8})}, {}, 11,
-         {{"strides", {3, 2}}, {"output_shape", {10, 8}}});
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 10, 8})}, {attr_ints("strides", {3, 2}), attr_ints("output_shape", {10, 8})}, 11);
   // output_padding not below the stride (nor the dilation).
-  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {}, 11, {{"output_padding", {1, 1}}});
+  r.node("ConvTranspose", {x, w}, {r.tensor({1, 2, 6, 6})}, {attr_ints("output_padding", {1, 1})}, 11);
   // 3-D.
   const int x3 = r.input({1, 1, 2, 2, 2});
   r.node("ConvTranspose", {x3, r.constant_f32({1, 1, 1, 1, 1}, {1.0f})}, {r.tensor({1, 1, 2, 2, 2})}, {}, 11);

@@ -11,7 +11,7 @@ namespace loom::vulkan::test {
 namespace {
 
 TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 3, 4, 4});
   const int w = g.constant_f32({3, 3, 1, 1}, std::vector<float>(9, 1.0f));
   const int r = g.tensor({2, 3, 4, 4}), c = g.tensor({2, 3, 4, 4}), a = g.tensor({2, 3, 4, 4});
@@ -23,7 +23,7 @@ TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
   g.node("LRN", {a}, {s});
   g.node("Reshape", {a, shape}, {f});
   g.node("Relu", {f}, {gelu}, {}, 5);       // opset 5 Relu had consumed_inputs
-  g.node("Relu", {f}, {g.tensor({2, 48})}, {{"bogus", 1}});
+  g.node("Relu", {f}, {g.tensor({2, 48})}, {attr_i("bogus", 1)});
   g.output(gelu);
   EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false, true, false, false}));
 }
@@ -31,7 +31,7 @@ TEST_F(VulkanCompile, ClaimsOnlyWhatItComputes) {
 TEST_F(VulkanCompile, GemmBiasReluFoldIntoOneDispatchAndMatch) {
   LOOM_VK_REQUIRE_DEVICE();
   const std::vector<float> wv = random_values(7 * 3, 1), bv = random_values(3, 2);
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({5, 7});
   const int w = g.constant_f32({7, 3}, wv);
   const int b = g.constant_f32({3}, bv);
@@ -62,7 +62,7 @@ TEST_F(VulkanCompile, GemmBiasReluFoldIntoOneDispatchAndMatch) {
 
 TEST_F(VulkanCompile, ReshapeIsAnAliasAndGraphOutputsGetTheirOwnBytes) {
   LOOM_VK_REQUIRE_DEVICE();
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 6});
   const int shape = g.constant_i64({2}, {3, 4});
   const int r = g.tensor({3, 4}), s = g.tensor({3, 4}), back = g.tensor({12});
@@ -99,14 +99,12 @@ TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
   const int64_t OH = (H + pt + pb - ((KH - 1) * dh + 1)) / sh + 1;
   const int64_t OW = (W + pl + pr - ((KW - 1) * dw + 1)) / sw + 1;
   const std::vector<float> wv = random_values(M * (C / G) * KH * KW, 11), bv = random_values(M, 12);
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({N, C, H, W});
   const int w = g.constant_f32({M, C / G, KH, KW}, wv);
   const int b = g.constant_f32({M}, bv);
   const int c = g.tensor({N, M, OH, OW}), y = g.tensor({N, M, OH, OW});
-  g.node("Conv", {x, w, b}, {c}, {{"group", G}}, 11,
-         {{"strides", {sh, sw}}, {"dilations", {dh, dw}}, {"pads", {pt, pl, pb, pr}},
-          {"kernel_shape", {KH, KW}}});
+  g.node("Conv", {x, w, b}, {c}, {attr_i("group", G), attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}), attr_ints("pads", {pt, pl, pb, pr}), attr_ints("kernel_shape", {KH, KW})}, 11);
   g.node("Relu", {c}, {y});
   g.output(y);
   std::vector<uint8_t> blob;
@@ -172,17 +170,15 @@ std::vector<double> pool_reference(const std::vector<float>& x, int64_t planes, 
 TEST_F(VulkanCompile, PoolsMatchHostLoops) {
   LOOM_VK_REQUIRE_DEVICE();
   const int64_t N = 2, C = 3, H = 9, W = 9;
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({N, C, H, W});
   // MaxPool k3 s2 d2 pads 1, ceil_mode: (9 + 2 - 5) / 2 -> ceil 3 + 1 = 4.
   const int mx = g.tensor({N, C, 4, 4});
-  g.node("MaxPool", {x}, {mx}, {{"ceil_mode", 1}}, 12,
-         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"dilations", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  g.node("MaxPool", {x}, {mx}, {attr_i("ceil_mode", 1), attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_ints("dilations", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, 12);
   // AveragePool k3 s2 pads 1, with and without the padding counted: 5 x 5.
   const int ax = g.tensor({N, C, 5, 5}), ai = g.tensor({N, C, 5, 5});
-  g.node("AveragePool", {x}, {ax}, {}, 11, {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
-  g.node("AveragePool", {x}, {ai}, {{"count_include_pad", 1}}, 11,
-         {{"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  g.node("AveragePool", {x}, {ax}, {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, 11);
+  g.node("AveragePool", {x}, {ai}, {attr_i("count_include_pad", 1), attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {2, 2}), attr_ints("pads", {1, 1, 1, 1})}, 11);
   const int gp = g.tensor({N, C, 1, 1});
   g.node("GlobalAveragePool", {x}, {gp});
   for (int t : {mx, ax, ai, gp}) g.output(t);
@@ -208,22 +204,22 @@ TEST_F(VulkanCompile, PoolsMatchHostLoops) {
 // axes are refused.
 TEST_F(VulkanCompile, ReductionsOverContiguousAxesMatch) {
   LOOM_VK_REQUIRE_DEVICE();
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 3, 4, 5});
   const int mean = g.tensor({2, 1, 1, 5}), sum = g.tensor({2, 3, 4}), mx = g.tensor({1, 1, 1, 1});
-  g.node("ReduceMean", {x}, {mean}, {}, 13, {{"axes", {1, 2}}});
-  g.node("ReduceSum", {x, g.constant_i64({1}, {-1})}, {sum}, {{"keepdims", 0}}, 13);
+  g.node("ReduceMean", {x}, {mean}, {attr_ints("axes", {1, 2})}, 13);
+  g.node("ReduceSum", {x, g.constant_i64({1}, {-1})}, {sum}, {attr_i("keepdims", 0)}, 13);
   g.node("ReduceMax", {x}, {mx}, {}, 13);
-  g.node("ReduceMean", {x}, {g.tensor({2, 1, 4, 1})}, {}, 13, {{"axes", {1, 3}}});
+  g.node("ReduceMean", {x}, {g.tensor({2, 1, 4, 1})}, {attr_ints("axes", {1, 3})}, 13);
   g.output(mean);
   g.output(sum);
   g.output(mx);
   EXPECT_EQ(supported(g), (std::vector<bool>{true, true, true, false}));
-  Graph h;  // the same without the refused node
+  GraphBuilder h;  // the same without the refused node
   const int hx = h.input({2, 3, 4, 5});
   const int hm = h.tensor({2, 1, 1, 5}), hs = h.tensor({2, 3, 4}), hmx = h.tensor({1, 1, 1, 1});
-  h.node("ReduceMean", {hx}, {hm}, {}, 13, {{"axes", {1, 2}}});
-  h.node("ReduceSum", {hx, h.constant_i64({1}, {-1})}, {hs}, {{"keepdims", 0}}, 13);
+  h.node("ReduceMean", {hx}, {hm}, {attr_ints("axes", {1, 2})}, 13);
+  h.node("ReduceSum", {hx, h.constant_i64({1}, {-1})}, {hs}, {attr_i("keepdims", 0)}, 13);
   h.node("ReduceMax", {hx}, {hmx}, {}, 13);
   h.output(hm);
   h.output(hs);
@@ -253,11 +249,11 @@ TEST_F(VulkanCompile, ReductionsOverContiguousAxesMatch) {
 // Transpose and Expand as strided copies.
 TEST_F(VulkanCompile, TransposeAndExpandCopyTheRightElements) {
   LOOM_VK_REQUIRE_DEVICE();
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 3, 4});
   const int c = g.input({3, 1});
   const int t = g.tensor({4, 2, 3}), e = g.tensor({2, 3, 4});
-  g.node("Transpose", {x}, {t}, {}, 13, {{"perm", {2, 0, 1}}});
+  g.node("Transpose", {x}, {t}, {attr_ints("perm", {2, 0, 1})}, 13);
   g.node("Expand", {c, g.constant_i64({3}, {2, 1, 4})}, {e});
   g.output(t);
   g.output(e);
@@ -280,11 +276,11 @@ TEST_F(VulkanCompile, TransposeAndExpandCopyTheRightElements) {
 // (opset 11), against host math.
 TEST_F(VulkanCompile, SoftmaxAndLegacyLogSoftmaxMatch) {
   LOOM_VK_REQUIRE_DEVICE();
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 3, 4});
   const int s = g.tensor({2, 3, 4}), ls = g.tensor({2, 3, 4});
-  g.node("Softmax", {x}, {s}, {{"axis", 1}}, 13);
-  g.node("LogSoftmax", {x}, {ls}, {{"axis", 1}}, 11);
+  g.node("Softmax", {x}, {s}, {attr_i("axis", 1)}, 13);
+  g.node("LogSoftmax", {x}, {ls}, {attr_i("axis", 1)}, 11);
   g.output(s);
   g.output(ls);
   std::vector<uint8_t> blob;
@@ -327,13 +323,13 @@ std::vector<double> layernorm_reference(const std::vector<float>& x, size_t n, c
 
 TEST_F(VulkanCompile, LayerNormalizationMatchesAndClaimsOnlyFullScaleAndBias) {
   LOOM_VK_REQUIRE_DEVICE();
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({2, 3, 4, 5});
   const std::vector<float> s20 = random_values(20, 11), b20 = random_values(20, 12), s5 = random_values(5, 13);
   const int scale20 = g.constant_f32({4, 5}, s20), bias20 = g.constant_f32({1, 4, 5}, b20);
   const int scale5 = g.constant_f32({5}, s5);
   const int y2 = g.tensor({2, 3, 4, 5}), y3 = g.tensor({2, 3, 4, 5});
-  g.node("LayerNormalization", {x, scale20, bias20}, {y2}, {{"axis", 2}}, 17);
+  g.node("LayerNormalization", {x, scale20, bias20}, {y2}, {attr_i("axis", 2)}, 17);
   g.node("LayerNormalization", {x, scale5}, {y3}, {}, 17);
   g.output(y2);
   g.output(y3);
@@ -352,12 +348,12 @@ TEST_F(VulkanCompile, LayerNormalizationMatchesAndClaimsOnlyFullScaleAndBias) {
 
   // A scale broadcast over the normalized shape, stash_type 0 and the Mean
   // output are refused, so the partitioner sends those nodes elsewhere.
-  Graph r;
+  GraphBuilder r;
   const int rx = r.input({2, 3, 4, 5});
   const int rs = r.constant_f32({5}, s5);
   const int mean = r.tensor({2, 3, 1, 1});
-  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {{"axis", 2}}, 17);
-  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {{"stash_type", 0}}, 17);
+  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {attr_i("axis", 2)}, 17);
+  r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5})}, {attr_i("stash_type", 0)}, 17);
   r.node("LayerNormalization", {rx, rs}, {r.tensor({2, 3, 4, 5}), mean}, {}, 17);
   r.output(mean);
   EXPECT_EQ(supported(r), (std::vector<bool>{false, false, false}));
@@ -368,7 +364,7 @@ TEST_F(VulkanCompile, SliceWithStepsAndConcatCopyTheRightElements) {
   // x[3, 4, 5]: Slice axes (-1, 0, 1) from (4, 1, -10) to (-100, 3, 3) with
   // steps (-2, 1, 2): the last axis backwards from 4 to 0 in steps of 2 (4, 2,
   // 0), rows 1..2, columns 0 and 2 after clamping -10 to 0.
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({3, 4, 5});
   const int starts = g.constant_i64({3}, {4, 1, -10}), ends = g.constant_i64({3}, {-100, 3, 3});
   const int axes = g.constant_i64({3}, {-1, 0, 1}), steps = g.constant_i64({3}, {-2, 1, 2});
@@ -378,7 +374,7 @@ TEST_F(VulkanCompile, SliceWithStepsAndConcatCopyTheRightElements) {
   const std::vector<float> cv = random_values(30, 21);
   const int c = g.constant_f32({3, 2, 5}, cv);
   const int cat = g.tensor({3, 10, 5});
-  g.node("Concat", {x, c, x}, {cat}, {{"axis", -2}}, 13);
+  g.node("Concat", {x, c, x}, {cat}, {attr_i("axis", -2)}, 13);
   g.output(sl);
   g.output(cat);
   EXPECT_EQ(supported(g), (std::vector<bool>{true, true}));
@@ -408,7 +404,7 @@ TEST_F(VulkanCompile, SliceWithStepsAndConcatCopyTheRightElements) {
 
   // Starts that arrive at run time, a zero step and an empty slice are not
   // claimed.
-  Graph r;
+  GraphBuilder r;
   const int rx = r.input({3, 4, 5});
   const int rs = r.input({1});
   const int one = r.constant_i64({1}, {1}), three = r.constant_i64({1}, {3}), zero = r.constant_i64({1}, {0});
@@ -419,27 +415,27 @@ TEST_F(VulkanCompile, SliceWithStepsAndConcatCopyTheRightElements) {
 }
 
 TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
-  Graph g;
+  GraphBuilder g;
   const int x = g.input({4});
   const int y = g.tensor({4});
   g.node("LRN", {x}, {y});
   g.output(y);
   std::vector<uint8_t> blob;
   std::string s = compile(g.finish(), &blob);
-  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+  EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << s;
   EXPECT_NE(s.find("node n0 (LRN)"), std::string::npos) << s;
   std::vector<uint8_t> bytes = g.finish();
   for (size_t n : {size_t{0}, size_t{7}, bytes.size() / 2, bytes.size() - 1}) {
     std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
     s = compile(cut, &blob);
-    EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << n << ": " << s;
+    EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << n << ": " << s;
   }
   std::vector<uint8_t> noise(256);
   std::mt19937 rng(9);
   for (auto& b : noise) b = static_cast<uint8_t>(rng());
   noise[4] = 'L'; noise[5] = 'M'; noise[6] = 'G'; noise[7] = 'R';
   s = compile(noise, &blob);
-  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+  EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << s;
 }
 
 }  // namespace

@@ -65,27 +65,14 @@ class VulkanExecute : public VulkanTest {
   }
 
   std::string check(const std::vector<uint8_t>& blob) {
-    loom_executable_check_args_t args{};
-    args.struct_size = LOOM_EXECUTABLE_CHECK_ARGS_STRUCT_SIZE;
-    args.device = device_;
-    args.loader_key = kLoaderKey;
-    args.format_version = kFormatVersion;
-    args.blob = blob.data();
-    args.blob_size = blob.size();
-    return take(api_, api_->executable_check(&args));
+    return harness_.check(device_, kLoaderKey, kFormatVersion, blob.data(), blob.size());
   }
   loom_executable_t* load(const std::vector<uint8_t>& blob, std::string* error = nullptr) {
-    loom_executable_load_args_t args{};
-    args.struct_size = LOOM_EXECUTABLE_LOAD_ARGS_STRUCT_SIZE;
-    args.device = device_;
-    args.loader_key = kLoaderKey;
-    args.format_version = kFormatVersion;
-    args.blob = blob.data();
-    args.blob_size = blob.size();
-    std::string s = take(api_, api_->executable_load(&args));
+    loom_executable_t* exe = nullptr;
+    std::string s = harness_.load(device_, kLoaderKey, kFormatVersion, blob.data(), blob.size(), &exe);
     if (error != nullptr) *error = s;
-    if (args.out_executable != nullptr) executables_.push_back(args.out_executable);
-    return args.out_executable;
+    if (exe != nullptr) executables_.push_back(exe);
+    return exe;
   }
   DeviceTensor* tensor(Dims shape, const std::vector<float>* values = nullptr) {
     auto* t = new DeviceTensor;
@@ -94,12 +81,7 @@ class VulkanExecute : public VulkanTest {
     const size_t bytes = count_of(t->shape) * 4;
     t->buffer = allocate(bytes);
     EXPECT_NE(t->buffer, nullptr);
-    t->desc.struct_size = LOOM_TENSOR_STRUCT_SIZE;
-    t->desc.dtype = LOOM_DTYPE_F32;
-    t->desc.rank = static_cast<uint32_t>(t->shape.size());
-    t->desc.shape = t->shape.data();
-    t->desc.buffer = t->buffer;
-    t->desc.byte_size = bytes;
+    t->desc = ::loom::testing::buffer_tensor(LOOM_DTYPE_F32, t->shape, t->buffer, bytes);
     if (values != nullptr) {
       EXPECT_EQ(copy(t->buffer, 0, const_cast<float*>(values->data()), bytes, true), "ok");
     }
@@ -115,15 +97,7 @@ class VulkanExecute : public VulkanTest {
     std::vector<const loom_tensor_t*> ins, outs;
     for (auto* t : in) ins.push_back(&t->desc);
     for (auto* t : out) outs.push_back(&t->desc);
-    loom_execute_args_t args{};
-    args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-    args.executable = exe;
-    args.input_count = ins.size();
-    args.inputs = ins.data();
-    args.output_count = outs.size();
-    args.outputs = outs.data();
-    args.signal_fence = signal;
-    return take(api_, api_->execute(&args));
+    return harness_.execute(exe, ins, outs, signal);
   }
 
   std::vector<loom_executable_t*> executables_;
@@ -351,7 +325,7 @@ TEST_F(VulkanExecute, WrongOperandsAreRejectedWithReasons) {
   DeviceTensor* y = tensor({2, 16});
   DeviceTensor* wrong = tensor({2, 12});
   std::string s = execute(exe, {wrong}, {y});
-  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+  EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << s;
   EXPECT_NE(s.find("[4x6]"), std::string::npos) << s;
   s = execute(exe, {x}, {});
   EXPECT_NE(s.find("takes 1 inputs and 1 outputs"), std::string::npos) << s;
@@ -364,7 +338,7 @@ TEST_F(VulkanExecute, WrongOperandsAreRejectedWithReasons) {
   x->desc.host_data = nullptr;
   x->desc.offset = 4;
   s = execute(exe, {x}, {y});
-  EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_OUT_OF_RANGE))) << s;
+  EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_OUT_OF_RANGE))) << s;
 }
 
 // ---------------------------------------------------------- malformed blobs
@@ -377,7 +351,7 @@ TEST_F(VulkanExecute, TruncatedAndFlippedBlobsAreRejectedOrRunSafely) {
   for (size_t n = 0; n < good.size(); ++n) {
     std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(n));
     const std::string s = check(cut);
-    ASSERT_TRUE(starts_with(s, code(LOOM_STATUS_INCOMPATIBLE))) << "truncated to " << n << ": " << s;
+    ASSERT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INCOMPATIBLE))) << "truncated to " << n << ": " << s;
     std::string error;
     ASSERT_EQ(load(cut, &error), nullptr) << n;
   }
@@ -396,7 +370,7 @@ TEST_F(VulkanExecute, TruncatedAndFlippedBlobsAreRejectedOrRunSafely) {
     loom_executable_t* exe = load(bad, &error);
     if (exe == nullptr) continue;
     const std::string s = execute(exe, {x}, {y});
-    EXPECT_TRUE(s == "ok" || starts_with(s, code(LOOM_STATUS_INVALID_ARGUMENT))) << i << ": " << s;
+    EXPECT_TRUE(s == "ok" || starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << i << ": " << s;
     api_->executable_destroy(exe);
     executables_.pop_back();
   }
@@ -408,7 +382,7 @@ TEST_F(VulkanExecute, OutOfRangeDispatchesAreNamed) {
   std::vector<float> w, c;
   auto expect_rejected = [&](BlobProgram p, const std::string& needle) {
     const std::string s = check(encode(p));
-    EXPECT_TRUE(starts_with(s, code(LOOM_STATUS_INCOMPATIBLE))) << s;
+    EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INCOMPATIBLE))) << s;
     EXPECT_NE(s.find(needle), std::string::npos) << needle << " not in: " << s;
   };
   BlobProgram p = chain(&w, &c);

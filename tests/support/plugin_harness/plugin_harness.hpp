@@ -1,0 +1,147 @@
+// The one harness the plugin tests load a plugin with: the library opened
+// with dlopen (no host library involved), its entry point queried, plugins
+// created with options, and the device, buffer, compile, load and execute
+// entries wrapped so that each call answers "ok" or "<code>: <message>".
+// Per-plugin fixtures (tests/unit/<plugin>/) sit on top of it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom/plugin.h"
+
+namespace loom::testing {
+
+// "ok" for NULL, else "<code>: <message>"; destroys the status.
+std::string take(const loom_plugin_api_t* api, loom_status_t* status);
+// "<code>: ", what a status of `code` starts with after take().
+std::string code_prefix(loom_status_code_t code);
+bool starts_with(const std::string& text, const std::string& prefix);
+bool starts_with(const std::string& text, loom_status_code_t code);
+
+// Query arguments for the host ABI range [lo, hi]; the plugin writes a
+// refusal's reason into `reason` (`capacity` bytes).
+loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t capacity,
+                               const loom_host_services_t* host = nullptr);
+
+// Option keys and values handed to plugin_create, in order.
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+struct TraceEvent {
+  loom_trace_phase_t phase;
+  std::string category, name;
+  uint64_t ns;
+};
+
+// Host services that allocate with aligned_alloc (counting what is live)
+// and record every log line and trace event. Thread-safe: plugins call it
+// from their own threads.
+class HostRecorder {
+ public:
+  HostRecorder();
+  HostRecorder(const HostRecorder&) = delete;
+  HostRecorder& operator=(const HostRecorder&) = delete;
+
+  // Valid while this object lives; its user_data is this object.
+  const loom_host_services_t* services() const { return &services_; }
+  // Every log line so far, in order.
+  std::vector<std::string> logs() const;
+  // The log lines at LOOM_LOG_ERROR or above.
+  std::vector<std::string> errors() const;
+  std::vector<TraceEvent> events() const;
+  // Blocks allocated through the services and not freed yet.
+  int live_allocations() const { return live_allocations_.load(); }
+
+ private:
+  struct Line {
+    loom_log_level_t level;
+    std::string message;
+  };
+  loom_host_services_t services_{};
+  mutable std::mutex mutex_;
+  std::vector<Line> lines_;
+  std::vector<TraceEvent> events_;
+  std::atomic<int> live_allocations_{0};
+};
+
+// A blob a plugin's compile entry returned, copied out of the plugin's
+// allocation (which the harness frees through the host services).
+struct CompiledBlob {
+  std::vector<std::byte> bytes;
+  std::string loader_key;
+  uint32_t format_version = 0;
+  bool returned = false;  // the plugin set out_blob
+};
+
+// One plugin library, open for the harness's lifetime. Not thread-safe
+// itself; the wrapped entries are as thread-safe as the plugin says.
+class PluginHarness {
+ public:
+  // Opens `library_path` and queries its entry point for ABI 1.0 up to the
+  // current version with this harness's host services. On failure api() is
+  // NULL and error() says why.
+  explicit PluginHarness(const char* library_path);
+  // Destroys the plugins create() made that are still alive, then closes
+  // the library.
+  ~PluginHarness();
+  PluginHarness(const PluginHarness&) = delete;
+  PluginHarness& operator=(const PluginHarness&) = delete;
+
+  const loom_plugin_api_t* api() const { return api_; }
+  const std::string& error() const { return error_; }
+  // The entry point itself (NULL if the library did not open), for tests
+  // of the version negotiation.
+  loom_plugin_query_fn_t query() const { return query_; }
+  HostRecorder& recorder() { return recorder_; }
+  const loom_host_services_t* services() const { return recorder_.services(); }
+
+  // A plugin created with `options` and the recorder's services, owned by
+  // the harness until destroy(); NULL with *status set on failure.
+  loom_plugin_t* create(const Options& options, std::string* status = nullptr);
+  // Destroys `plugin` (one create() made) now; NULL does nothing.
+  void destroy(loom_plugin_t* plugin);
+  // Destroys every plugin create() made and is still alive, newest first.
+  void destroy_all();
+
+  std::string device(loom_plugin_t* plugin, size_t index, loom_device_t** out) const;
+  std::string allocate(loom_device_t* device, uint64_t size, uint32_t flags, loom_buffer_t** out) const;
+  std::string copy_from_host(loom_buffer_t* buffer, uint64_t offset, const void* source, uint64_t size) const;
+  std::string copy_to_host(loom_buffer_t* buffer, uint64_t offset, void* destination, uint64_t size) const;
+
+  std::string check(loom_device_t* device, const char* loader_key, uint32_t format_version,
+                    const void* blob, size_t blob_size) const;
+  std::string load(loom_device_t* device, const char* loader_key, uint32_t format_version,
+                   const void* blob, size_t blob_size, loom_executable_t** out) const;
+  std::string execute(loom_executable_t* executable, const std::vector<const loom_tensor_t*>& inputs,
+                      const std::vector<const loom_tensor_t*>& outputs, loom_fence_t* signal = nullptr,
+                      std::vector<loom_fence_t*> waits = {}) const;
+
+  // compile_supported over `node_count` nodes; *out gets one flag a node.
+  std::string supported(loom_plugin_t* plugin, const std::vector<uint8_t>& graph, size_t node_count,
+                        std::vector<bool>* out) const;
+  std::string compile(loom_plugin_t* plugin, const std::vector<uint8_t>& graph, CompiledBlob* out) const;
+
+ private:
+  std::string copy(loom_buffer_t* buffer, uint64_t offset, void* host, uint64_t size, bool to_device) const;
+
+  HostRecorder recorder_;
+  void* handle_ = nullptr;
+  loom_plugin_query_fn_t query_ = nullptr;
+  const loom_plugin_api_t* api_ = nullptr;
+  std::string error_;
+  std::vector<loom_plugin_t*> plugins_;
+};
+
+// A descriptor of f32 or other dtype data in host memory; `shape` and
+// `data` must outlive its use.
+loom_tensor_t host_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape, void* data, uint64_t bytes);
+// A descriptor of a whole device buffer; `shape` must outlive its use.
+loom_tensor_t buffer_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape, loom_buffer_t* buffer,
+                            uint64_t bytes);
+
+}  // namespace loom::testing
