@@ -37,23 +37,23 @@ Attr attr_s(std::string name, std::string value) {
 
 int GraphBuilder::input(Dims shape, gfb::DType dtype) {
   const int t = tensor(std::move(shape), dtype);
-  inputs_.push_back(t);
+  inputs.push_back(t);
   return t;
 }
 
 int GraphBuilder::parameter(Dims shape, std::string name) {
   const int t = input(std::move(shape));
-  tensors_[t].parameter = std::move(name);
+  tensors[t].parameter = std::move(name);
   return t;
 }
 
 int GraphBuilder::tensor(Dims shape, gfb::DType dtype) {
   TensorEntry t;
-  t.name = "t" + std::to_string(tensors_.size());
+  t.name = "t" + std::to_string(tensors.size());
   t.dtype = dtype;
   t.shape = std::move(shape);
-  tensors_.push_back(std::move(t));
-  return static_cast<int>(tensors_.size() - 1);
+  tensors.push_back(std::move(t));
+  return static_cast<int>(tensors.size() - 1);
 }
 
 int GraphBuilder::constant_f32(Dims shape, const std::vector<float>& values) {
@@ -73,43 +73,51 @@ int GraphBuilder::constant_bool(bool value) {
   return constant({}, gfb::DType::bool_, &v, 1);
 }
 
-void GraphBuilder::node(std::string op, std::vector<int32_t> inputs, std::vector<int32_t> outputs,
-                        std::vector<Attr> attrs, int64_t opset, std::string domain) {
-  nodes_.push_back({std::move(op), std::move(inputs), std::move(outputs), std::move(attrs), opset,
-                    std::move(domain)});
+GraphBuilder::NodeEntry& GraphBuilder::node(std::string op, std::vector<int32_t> operands,
+                                            std::vector<int32_t> results, std::vector<Attr> attrs,
+                                            int64_t opset, std::string domain) {
+  NodeEntry n;
+  n.op = std::move(op);
+  n.inputs = std::move(operands);
+  n.outputs = std::move(results);
+  n.attrs = std::move(attrs);
+  n.opset = opset;
+  n.domain = std::move(domain);
+  n.name = "n" + std::to_string(nodes.size());
+  nodes.push_back(std::move(n));
+  return nodes.back();
 }
 
-void GraphBuilder::output(int tensor_index) { outputs_.push_back(tensor_index); }
+void GraphBuilder::output(int tensor_index) { outputs.push_back(tensor_index); }
 
 int GraphBuilder::constant(Dims shape, gfb::DType dtype, const void* data, size_t bytes) {
   const int t = tensor(std::move(shape), dtype);
-  tensors_[t].has_data = true;
+  tensors[t].has_data = true;
   const auto* p = static_cast<const uint8_t*>(data);
-  tensors_[t].data.assign(p, p + bytes);
+  tensors[t].data.assign(p, p + bytes);
   return t;
 }
 
 std::vector<uint8_t> GraphBuilder::finish() const {
   flatbuffers::FlatBufferBuilder fbb;
-  std::vector<flatbuffers::Offset<gfb::Tensor>> tensors;
-  for (const TensorEntry& t : tensors_) {
-    tensors.push_back(gfb::CreateTensorDirect(fbb, t.name.c_str(), t.dtype, &t.shape,
-                                              t.has_data ? &t.data : nullptr,
-                                              t.parameter.empty() ? nullptr : t.parameter.c_str()));
+  std::vector<flatbuffers::Offset<gfb::Tensor>> tensors_out;
+  for (const TensorEntry& t : tensors) {
+    tensors_out.push_back(gfb::CreateTensorDirect(fbb, t.name.c_str(), t.dtype, &t.shape,
+                                                  t.has_data ? &t.data : nullptr,
+                                                  t.parameter.empty() ? nullptr : t.parameter.c_str()));
   }
-  std::vector<flatbuffers::Offset<gfb::Node>> nodes;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const NodeEntry& n = nodes_[i];
+  std::vector<flatbuffers::Offset<gfb::Node>> nodes_out;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeEntry& n = nodes[i];
     std::vector<flatbuffers::Offset<gfb::Attribute>> attrs;
     for (const Attr& a : n.attrs) {
       attrs.push_back(gfb::CreateAttributeDirect(fbb, a.name.c_str(), a.kind, a.i, a.f, &a.ints, nullptr,
                                                  a.s.c_str()));
     }
-    const std::string name = "n" + std::to_string(i);
-    nodes.push_back(gfb::CreateNodeDirect(fbb, name.c_str(), n.op.c_str(), n.domain.c_str(), n.opset, &attrs,
-                                          &n.inputs, &n.outputs));
+    nodes_out.push_back(gfb::CreateNodeDirect(fbb, n.name.empty() ? nullptr : n.name.c_str(), n.op.c_str(),
+                                              n.domain.c_str(), n.opset, &attrs, &n.inputs, &n.outputs));
   }
-  auto g = gfb::CreateGraphDirect(fbb, "g", &tensors, &nodes, &inputs_, &outputs_);
+  auto g = gfb::CreateGraphDirect(fbb, "g", &tensors_out, &nodes_out, &inputs, &outputs);
   gfb::FinishGraphBuffer(fbb, g);
   return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
 }

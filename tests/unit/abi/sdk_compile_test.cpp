@@ -15,7 +15,7 @@
 
 #include "loom/plugin.hpp"
 #include "loom/sdk/graph.hpp"
-#include "sdk_graph_support.hpp"
+#include "graph_builder.hpp"
 
 namespace {
 
@@ -125,12 +125,11 @@ class SdkCompile : public ::testing::Test {
     args.host = &host_;
     ASSERT_EQ(take(api_->plugin_create(&args)), "ok");
     plugin_ = args.out_plugin;
-    loom::sdk::testing::TestGraph g;
-    const int32_t x = g.tensor({2}), y = g.tensor({2}), z = g.tensor({2});
-    g.nodes.push_back({"Relu", {x}, {y}, 0, ""});
-    g.nodes.push_back({"Add", {y, y}, {z}, 0, ""});
-    g.inputs = {x};
-    g.outputs = {z};
+    loom::testing::GraphBuilder g;
+    const int32_t x = g.input({2}), y = g.tensor({2}), z = g.tensor({2});
+    g.node("Relu", {x}, {y}).name.clear();
+    g.node("Add", {y, y}, {z}).name.clear();
+    g.output(z);
     graph_ = g.finish();
   }
   void TearDown() override {
@@ -210,12 +209,11 @@ TEST_F(SdkCompile, NodeCountMismatchAndBadGraphsAreRefusedWithFlagsCleared) {
 }
 
 TEST_F(SdkCompile, AClaimOutOfRangeIsAnErrorAndClaimsNothing) {
-  loom::sdk::testing::TestGraph g;
-  const int32_t x = g.tensor({2}), y = g.tensor({2}), z = g.tensor({2});
-  g.nodes.push_back({"Relu", {x}, {y}, 0, ""});
-  g.nodes.push_back({"Bad", {y}, {z}, 0, ""});
-  g.inputs = {x};
-  g.outputs = {z};
+  loom::testing::GraphBuilder g;
+  const int32_t x = g.input({2}), y = g.tensor({2}), z = g.tensor({2});
+  g.node("Relu", {x}, {y}).name.clear();
+  g.node("Bad", {y}, {z}).name.clear();
+  g.output(z);
   std::vector<int> flags;
   EXPECT_EQ(supported(g.finish(), 2, &flags),
             "compile_supported: cannot claim node 101: the graph has 2 nodes");

@@ -8,25 +8,25 @@
 #include <gtest/gtest.h>
 
 #include "loom/sdk/graph.hpp"
-#include "sdk_graph_support.hpp"
+#include "graph_builder.hpp"
 
 namespace {
 
 using loom::sdk::GraphView;
-using loom::sdk::testing::gfb::DType;
-using loom::sdk::testing::TestGraph;
+using loom::testing::attr_i;
+using loom::testing::GraphBuilder;
+using loom::testing::gfb::DType;
 
 // x[2,3] + c[3] -> y; Relu(y) -> z (named "act", axis=2 attribute).
-TestGraph sample_graph() {
-  TestGraph g;
-  const int32_t x = g.tensor({2, 3});
-  const int32_t c = g.constant<float>({3}, DType::f32, {1.f, 2.f, 3.f});
+GraphBuilder sample_graph() {
+  GraphBuilder g;
+  const int32_t x = g.input({2, 3});
+  const int32_t c = g.constant_f32({3}, {1.f, 2.f, 3.f});
   const int32_t y = g.tensor({2, 3});
   const int32_t z = g.tensor({2, 3});
-  g.nodes.push_back({"Add", {x, c}, {y}, 0, ""});
-  g.nodes.push_back({"Relu", {y}, {z}, 2, "act"});
-  g.inputs = {x};
-  g.outputs = {z};
+  g.node("Add", {x, c}, {y}).name.clear();
+  g.node("Relu", {y}, {z}, {attr_i("axis", 2)}).name = "act";
+  g.output(z);
   return g;
 }
 
@@ -82,9 +82,10 @@ TEST(SdkGraphView, ReadsNodesTensorsAttributesAndConstants) {
 }
 
 TEST(SdkGraphView, ReadIntsWidensAndSignExtends) {
-  TestGraph t;
-  const int32_t a = t.constant<int32_t>({3}, DType::i32, {-1, 0, 7});
-  const int32_t b = t.constant<uint8_t>({2}, DType::bool_, {1, 0});
+  GraphBuilder t;
+  const int32_t a = t.constant_i32({3}, {-1, 0, 7});
+  const uint8_t flags[] = {1, 0};
+  const int32_t b = t.constant({2}, DType::bool_, flags, sizeof flags);
   const std::vector<uint8_t> bytes = t.finish();
   GraphView g;
   ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
@@ -96,15 +97,12 @@ TEST(SdkGraphView, ReadIntsWidensAndSignExtends) {
 }
 
 TEST(SdkNodeView, AttributeAllowListNamesWhatItRefuses) {
-  TestGraph t;
-  const int32_t x = t.tensor({2});
+  GraphBuilder t;
+  const int32_t x = t.input({2});
   const int32_t y = t.tensor({2});
-  t.nodes.push_back({"Cast", {x}, {y}, 0, "c"});
-  t.more_ints[0] = {{"to", 1}, {"saturate", 1}};
-  t.nodes.push_back({"Relu", {y}, {y}, 0, "twice"});
-  t.more_ints[1] = {{"k", 1}, {"k", 2}};
-  t.inputs = {x};
-  t.outputs = {y};
+  t.node("Cast", {x}, {y}, {attr_i("to", 1), attr_i("saturate", 1)});
+  t.node("Relu", {y}, {y}, {attr_i("k", 1), attr_i("k", 2)});
+  t.output(y);
   const std::vector<uint8_t> bytes = t.finish();
   GraphView g;
   ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
@@ -121,17 +119,16 @@ TEST(SdkNodeView, AttributeAllowListNamesWhatItRefuses) {
 }
 
 TEST(SdkNodeView, ConstantOperandsAreReadOrRefusedWithTheReason) {
-  TestGraph t;
-  const int32_t x = t.tensor({2, 3});
-  const int32_t shape = t.constant<int64_t>({2}, DType::i64, {3, -1});
-  const int32_t narrow = t.constant<int32_t>({2}, DType::i32, {3, 2});
-  const int32_t grid = t.constant<int64_t>({1, 2}, DType::i64, {3, 2});
-  const int32_t bound = t.constant<float>({}, DType::f32, {6.f});
-  const int32_t scales = t.constant<float>({2}, DType::f32, {1.f, 2.f});
+  GraphBuilder t;
+  const int32_t x = t.input({2, 3});
+  const int32_t shape = t.constant_i64({2}, {3, -1});
+  const int32_t narrow = t.constant_i32({2}, {3, 2});
+  const int32_t grid = t.constant_i64({1, 2}, {3, 2});
+  const int32_t bound = t.constant_f32({}, {6.f});
+  const int32_t scales = t.constant_f32({2}, {1.f, 2.f});
   const int32_t y = t.tensor({3, 2});
-  t.nodes.push_back({"Reshape", {x, shape, narrow, grid, bound, scales, -1}, {y}, 0, "r"});
-  t.inputs = {x};
-  t.outputs = {y};
+  t.node("Reshape", {x, shape, narrow, grid, bound, scales, -1}, {y});
+  t.output(y);
   const std::vector<uint8_t> bytes = t.finish();
   GraphView g;
   ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &g).ok());
@@ -179,19 +176,19 @@ TEST(SdkGraphView, BrokenBuffersAreNamed) {
 }
 
 TEST(SdkGraphView, IndicesOutOfRangeAreNamed) {
-  TestGraph g = sample_graph();
-  g.nodes[1].in = {99};
+  GraphBuilder g = sample_graph();
+  g.nodes[1].inputs = {99};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: node 1 input 0: tensor index 99 out of range (4 tensors)");
   g = sample_graph();
   g.outputs = {-1};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: graph output 0: tensor index -1 out of range (4 tensors)");
   g = sample_graph();
-  g.nodes[0].in = {0, -1};  // an optional operand left out is fine
+  g.nodes[0].inputs = {0, -1};  // an optional operand left out is fine
   EXPECT_EQ(open_error(g.finish()), "ok");
 }
 
 TEST(SdkGraphView, TensorsAreChecked) {
-  TestGraph g = sample_graph();
+  GraphBuilder g = sample_graph();
   g.tensors[2].shape = {2, -1};
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 2 (t2): dimension 1 is -1; shapes are static");
   g = sample_graph();
