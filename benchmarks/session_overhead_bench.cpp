@@ -5,7 +5,7 @@
 // ABI with prepared arguments, in the same process. The difference between
 // the two is what the runtime adds per run (target: <= 1 us).
 //
-// Isolation (core/src/host/remote_plugin.hpp): BM_BufferExecute calls
+// Isolation (core/src/host/isolation/remote_plugin.hpp): BM_BufferExecute calls
 // execute on tensors in device buffers, with cpu-simd in this process
 // (second argument 0) and in a loom-plugin-host process of its own (1); the
 // difference is the round trip an isolated plugin adds per call (target:
@@ -21,7 +21,7 @@
 #include "host/handles.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"
-#include "tool_support/demo_program.hpp"
+#include "program_builder/demo_program.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 //   BM_Startup/probe:0    plugins loaded without a probe: the floor
 //   BM_Startup/probe:1    every plugin probed in a child process, every time
 //                         (RuntimeOptions::remember_probes off)
-//   BM_Startup/probe:2    probe verdicts remembered (host/probe_cache.hpp),
+//   BM_Startup/probe:2    probe verdicts remembered (host/discovery/probe_cache.hpp),
 //                         after a first start that took them (goal: 50 ms)
 //   BM_StartupBesideAHangingPlugin
 //                         the same, remembered, with the test fake plugin

@@ -1,7 +1,7 @@
 // stamp_plugin: the conformance stamp beside a plugin's manifest
 // (docs/conformance-stamp.md), written with the host's stamp code so that
 // what the suite writes is what a host requiring conformance reads.
-#include "host/conformance_stamp.hpp"
+#include "host/discovery/conformance_stamp.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/conformance.hpp"
 

@@ -1,7 +1,7 @@
 // What `loom doctor` and the host read of a plugin's files without running
 // it: the ELF reader (identity, then the dynamic section and symbols), the
 // ld.so cache parser, the conformance stamp parser and the parser of
-// remembered probe verdicts (host/probe_cache.hpp). The first byte picks the
+// remembered probe verdicts (host/discovery/probe_cache.hpp). The first byte picks the
 // reader; the rest is the file.
 #include <cstddef>
 #include <cstdint>
@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include "fuzz_support.hpp"
-#include "host/conformance_stamp.hpp"
-#include "host/elf_file.hpp"
-#include "host/library_search.hpp"
-#include "host/probe_cache.hpp"
+#include "host/discovery/conformance_stamp.hpp"
+#include "host/discovery/elf_file.hpp"
+#include "host/discovery/library_search.hpp"
+#include "host/discovery/probe_cache.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;

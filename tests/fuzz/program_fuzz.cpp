@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/hash.hpp"
-#include "container/format.hpp"
+#include "program_file/format.hpp"
 #include "fuzz_support.hpp"
 #include "loom/program.hpp"
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "tool_support/demo_program.hpp"
+#include "program_builder/demo_program.hpp"
 #include "fake_sum_program.hpp"
 #include "loom/runtime.hpp"
 

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <functional>
 
-#include "tool_support/demo_program.hpp"
+#include "program_builder/demo_program.hpp"
 #include "loom/irpa.hpp"
 #include "loom/tensor_metadata.hpp"
 #include "loom/runtime.hpp"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "tool_support/program_builder.hpp"
+#include "program_builder/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom::testing {

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <new>
 
-#include "tool_support/demo_program.hpp"
+#include "program_builder/demo_program.hpp"
 #include "loom/runtime.hpp"
 #if LOOM_TEST_HAVE_COMPILER
 #include "loom/compiler.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "tool_support/program_builder.hpp"
+#include "program_builder/program_builder.hpp"
 #include "fake_sum_program.hpp"
 #include "loom/conformance/time_scale.hpp"
 #include "loom/plugin.h"

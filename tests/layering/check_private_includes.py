@@ -10,7 +10,7 @@ Usage: check_private_includes.py SOURCE_DIR COMPILE_COMMANDS PUBLIC_ONLY... [--h
    only. Each PUBLIC_ONLY folder must have at least one compile command, so
    that a moved folder cannot make the check pass by matching nothing.
 2. No header under the --headers folders (core/include, the public headers
-   of the conformance library and tool_support) includes a header that only
+   of the conformance library and tools/program_builder) includes a header that only
    core/src has: "x/y.hpp" (or <x/y.hpp>) found as SOURCE_DIR/core/src/x/y.hpp
    and not beside the including header or under its public folder.
 

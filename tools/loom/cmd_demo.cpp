@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "tool_support/demo_program.hpp"
+#include "program_builder/demo_program.hpp"
 #include "loom/npy.hpp"
 #include "loom/runtime.hpp"
 

@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "tool_support/demo_program.hpp"
-#include "tool_support/program_builder.hpp"
+#include "program_builder/demo_program.hpp"
+#include "program_builder/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "common/hash.hpp"
-#include "container/function_layout.hpp"
+#include "program_file/function_layout.hpp"
 #include "loom/tensor_metadata.hpp"
 #include "kernels/kernel.hpp"
 

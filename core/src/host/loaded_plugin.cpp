@@ -25,9 +25,9 @@
 #include <unordered_set>
 
 #include "common/hash.hpp"
-#include "host/log_channel.hpp"
+#include "host/isolation/log_channel.hpp"
 #include "host/plugin_host.hpp"
-#include "host/remote_plugin.hpp"
+#include "host/isolation/remote_plugin.hpp"
 
 namespace loom::host {
 

@@ -6,11 +6,11 @@
 #include <optional>
 #include <thread>
 
-#include "host/conformance_stamp.hpp"
-#include "host/log_channel.hpp"
-#include "host/plugin_folders.hpp"
-#include "host/probe_cache.hpp"
-#include "host/remote_plugin.hpp"
+#include "host/discovery/conformance_stamp.hpp"
+#include "host/isolation/log_channel.hpp"
+#include "host/discovery/plugin_folders.hpp"
+#include "host/discovery/probe_cache.hpp"
+#include "host/isolation/remote_plugin.hpp"
 
 namespace loom::host {
 

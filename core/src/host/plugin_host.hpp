@@ -218,7 +218,7 @@ struct HostOptions {
   // the plugin and report.
   std::chrono::milliseconds probe_timeout{20'000};
   // Where probe verdicts are remembered across processes
-  // (host/probe_cache.hpp): a plugin whose library, host, options and
+  // (host/discovery/probe_cache.hpp): a plugin whose library, host, options and
   // environment are unchanged since a remembered probe is not probed again
   // (loaded in process when it passed, rejected with the remembered reason
   // when it did not). Empty: every load is probed.
@@ -232,7 +232,7 @@ struct HostOptions {
   // <dir of libloom.so>/../bin.
   std::filesystem::path plugin_host_program;
   // Refuse every plugin without a valid conformance stamp beside its
-  // manifest (host/conformance_stamp.hpp): missing, unreadable, for another
+  // manifest (host/discovery/conformance_stamp.hpp): missing, unreadable, for another
   // library or version, or recording a failed check. Such a plugin is listed
   // as rejected with the reason and never loaded.
   bool require_conformance = false;
@@ -243,7 +243,7 @@ struct HostOptions {
 // at any step stays in plugins() with the reason. Thread-safe.
 //
 // Search order: HostOptions::search_paths, then $LOOM_PLUGIN_PATH, then the
-// default folders, then the per-user folder (host/plugin_folders.hpp); within
+// default folders, then the per-user folder (host/discovery/plugin_folders.hpp); within
 // a folder, manifests by file name. When two accepted
 // manifests name the same plugin, the first wins and the later one is listed
 // as rejected, naming both files. Loaded plugins are shared with the objects
@@ -273,7 +273,7 @@ class PluginHost {
   Result<std::vector<std::shared_ptr<LoadedPlugin>>> plugins_for_key(std::string_view loader_key);
   // Every loader key named by a manifest that is not rejected, with its plugin.
   std::vector<std::pair<std::string, std::string>> loader_keys() const;
-  // The log and trace channel shared with the plugins (host/log_channel.hpp).
+  // The log and trace channel shared with the plugins (host/isolation/log_channel.hpp).
   const std::shared_ptr<LogChannel>& channel() const { return log_; }
 
  private:

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <charconv>
 
-#include "host/doctor.hpp"
-#include "host/log_channel.hpp"
-#include "host/probe_cache.hpp"
+#include "host/discovery/doctor.hpp"
+#include "host/isolation/log_channel.hpp"
+#include "host/discovery/probe_cache.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host/log_channel.hpp"
+#include "host/isolation/log_channel.hpp"
 #include "runtime/session_state.hpp"
 
 namespace loom {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "host/log_channel.hpp"
+#include "host/isolation/log_channel.hpp"
 #include "runtime/session_state.hpp"
 
 namespace loom {

@@ -10,7 +10,7 @@ loom_add_test(compiler_codec_test
   NO_DRIVERS)
 loom_add_test(compiler_driver_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp ${CMAKE_CURRENT_LIST_DIR}/driver_test.cpp
-  LIBS loom_compiler loom_host loom_runtime loom_io loom_container loom_internals
+  LIBS loom_compiler loom_host loom_runtime loom_tensor_files loom_program_file loom_internals
   LABELS sanitize)
 target_compile_definitions(compiler_driver_test PRIVATE LOOM_TEST_PLUGIN_DIR="${LOOM_TEST_PLUGIN_DIR}")
 add_dependencies(compiler_driver_test loom_fake_plugins)

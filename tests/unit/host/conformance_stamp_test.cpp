@@ -3,7 +3,7 @@
 // comparison of the manifest's loader keys with the plugin's own.
 #include <nlohmann/json.hpp>
 
-#include "host/conformance_stamp.hpp"
+#include "host/discovery/conformance_stamp.hpp"
 #include "host_test_util.hpp"
 
 namespace loom::host::testing {

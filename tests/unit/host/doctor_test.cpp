@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/mapped_file.hpp"
-#include "host/conformance_stamp.hpp"
-#include "host/doctor.hpp"
-#include "host/elf_file.hpp"
-#include "host/library_search.hpp"
+#include "host/discovery/conformance_stamp.hpp"
+#include "host/discovery/doctor.hpp"
+#include "host/discovery/elf_file.hpp"
+#include "host/discovery/library_search.hpp"
 #include "host_test_util.hpp"
 
 namespace loom::host::testing {

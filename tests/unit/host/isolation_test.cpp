@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "host/handles.hpp"
-#include "host/isolation_wire.hpp"
+#include "host/isolation/isolation_wire.hpp"
 #include "host_test_util.hpp"
 #include "loom/conformance/time_scale.hpp"
 

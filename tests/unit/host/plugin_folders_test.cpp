@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "host/plugin_folders.hpp"
+#include "host/discovery/plugin_folders.hpp"
 #include "host_test_util.hpp"
 
 namespace loom::host {

@@ -1,4 +1,4 @@
-// Remembered probe verdicts (host/probe_cache.hpp): a plugin is probed once
+// Remembered probe verdicts (host/discovery/probe_cache.hpp): a plugin is probed once
 // per library build, options and environment; a hang or crash stays
 // rejected with the remembered reason; any change probes again; a cache
 // file that is damaged is ignored and replaced. Probes are counted through
@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <optional>
 
-#include "host/probe_cache.hpp"
-#include "host/remote_plugin.hpp"
+#include "host/discovery/probe_cache.hpp"
+#include "host/isolation/remote_plugin.hpp"
 #include "host_test_util.hpp"
 #include "loom/conformance/time_scale.hpp"
 

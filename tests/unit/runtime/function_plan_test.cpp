@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "tool_support/program_builder.hpp"
+#include "program_builder/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {

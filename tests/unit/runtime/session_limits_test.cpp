@@ -8,7 +8,7 @@
 #include <array>
 #include <span>
 
-#include "tool_support/program_builder.hpp"
+#include "program_builder/program_builder.hpp"
 #include "loom/runtime.hpp"
 
 namespace loom {

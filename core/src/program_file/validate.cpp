@@ -1,0 +1,312 @@
+#include "program_file/validate.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "program_file/format.hpp"
+
+namespace loom::container {
+namespace {
+
+std::string at(std::string_view table, size_t index) {
+  return std::string(table) + "[" + std::to_string(index) + "]";
+}
+
+Status check_index(const std::string& where, int64_t index, size_t count,
+                   std::string_view what, const std::string& owner) {
+  if (index < 0 || static_cast<uint64_t>(index) >= count) {
+    return invalid_argument(where + ": " + std::string(what) + " " + std::to_string(index) +
+                            " out of range (" + owner + " has " + std::to_string(count) +
+                            " " + std::string(what) + "s)");
+  }
+  return Status();
+}
+
+Status check_dtype(const std::string& where, DType dtype) {
+  if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(DType::kBool)) {
+    return invalid_argument(where + ".dtype: unknown dtype " +
+                            std::to_string(static_cast<unsigned>(dtype)));
+  }
+  return Status();
+}
+
+Status validate_value(const std::string& where, const ValueDef& v, size_t parameter_count) {
+  if (static_cast<uint8_t>(v.kind) > static_cast<uint8_t>(ValueKind::kIntList)) {
+    return invalid_argument(where + ".kind: unknown value kind " +
+                            std::to_string(static_cast<unsigned>(v.kind)));
+  }
+  LOOM_RETURN_IF_ERROR(check_dtype(where, v.dtype));
+  if (!v.dim_order.empty()) {
+    if (v.dim_order.size() != v.shape.size()) {
+      return invalid_argument(where + ".dim_order: " + std::to_string(v.dim_order.size()) +
+                              " entries for a rank-" + std::to_string(v.shape.size()) +
+                              " shape");
+    }
+    std::vector<bool> seen(v.shape.size(), false);
+    for (size_t d = 0; d < v.dim_order.size(); ++d) {
+      uint8_t dim = v.dim_order[d];
+      if (dim >= seen.size() || seen[dim]) {
+        return invalid_argument(where + ".dim_order[" + std::to_string(d) + "]: " +
+                                std::to_string(dim) + " is not a permutation of 0.." +
+                                std::to_string(v.shape.size() - 1));
+      }
+      seen[dim] = true;
+    }
+  }
+  if (v.parameter != -1) {
+    LOOM_RETURN_IF_ERROR(
+        check_index(where + ".parameter", v.parameter, parameter_count, "parameter", "program"));
+  }
+  return Status();
+}
+
+Status validate_value_list(const std::string& where, const std::vector<uint32_t>& list,
+                           const FunctionDef& f) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(check_index(where + "[" + std::to_string(i) + "]", list[i],
+                                     f.values.size(), "value", "function '" + f.name + "'"));
+  }
+  return Status();
+}
+
+Status validate_instruction(const std::string& where, const InstructionDef& ins,
+                            const FunctionDef& f, size_t delegate_count) {
+  if (static_cast<uint8_t>(ins.op) > static_cast<uint8_t>(OpCode::kFree)) {
+    return invalid_argument(where + ".op: unknown opcode " +
+                            std::to_string(static_cast<unsigned>(ins.op)));
+  }
+  if (ins.op == OpCode::kDelegateCall || ins.delegate != -1) {
+    LOOM_RETURN_IF_ERROR(
+        check_index(where + ".delegate", ins.delegate, delegate_count, "delegate", "program"));
+  }
+  for (size_t a = 0; a < ins.attributes.size(); ++a) {
+    const AttributeDef& attr = ins.attributes[a];
+    const std::string at = where + ".attributes[" + std::to_string(a) + "]";
+    if (static_cast<uint8_t>(attr.kind) > static_cast<uint8_t>(AttributeKind::kStrings)) {
+      return invalid_argument(at + ".kind: unknown attribute kind " +
+                              std::to_string(static_cast<unsigned>(attr.kind)));
+    }
+    if (attr.kind == AttributeKind::kTensor) {
+      const size_t es = dtype_size(attr.t_dtype);
+      if (es == 0) return invalid_argument(at + ".t_dtype: not a valid dtype");
+      auto count = element_count(attr.t_shape);
+      if (!count.ok()) return count.status().with_context(at + ".t_shape");
+      if (*count > attr.t_data.size() / es || *count * es != attr.t_data.size()) {
+        return invalid_argument(at + ".t_data: " + std::to_string(attr.t_data.size()) +
+                                " bytes, but " + std::string(dtype_name(attr.t_dtype)) + " " +
+                                shape_to_string(attr.t_shape) + " needs " +
+                                std::to_string(*count) + " elements");
+      }
+    }
+  }
+  if (ins.opset < 0) {
+    return invalid_argument(where + ".opset: negative opset " + std::to_string(ins.opset));
+  }
+  for (size_t i = 0; i < ins.inputs.size(); ++i) {
+    if (ins.inputs[i] == kAbsentValue) {
+      if (ins.op != OpCode::kKernelCall) {
+        return invalid_argument(where + ".inputs[" + std::to_string(i) +
+                                "]: only a kernel call may leave an operand out");
+      }
+      continue;
+    }
+    LOOM_RETURN_IF_ERROR(check_index(where + ".inputs[" + std::to_string(i) + "]",
+                                     ins.inputs[i], f.values.size(), "value",
+                                     "function '" + f.name + "'"));
+  }
+  return validate_value_list(where + ".outputs", ins.outputs, f);
+}
+
+Status validate_memory_plan(const std::string& where, const MemoryPlanDef& plan,
+                            const FunctionDef& f) {
+  if (!is_power_of_two(plan.alignment)) {
+    return invalid_argument(where + ".alignment: " + std::to_string(plan.alignment) +
+                            " is not a power of two");
+  }
+  uint64_t used = 0;  // where the last slot ends
+  std::vector<int64_t> slot_of(f.values.size(), -1);
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const MemorySlotDef& slot = plan.slots[s];
+    std::string here = where + ".slots[" + std::to_string(s) + "]";
+    LOOM_RETURN_IF_ERROR(check_index(here + ".value", slot.value, f.values.size(), "value",
+                                     "function '" + f.name + "'"));
+    if (slot_of[slot.value] >= 0) {
+      return invalid_argument(here + ".value: value " + std::to_string(slot.value) +
+                              " already has slot " + std::to_string(slot_of[slot.value]));
+    }
+    slot_of[slot.value] = static_cast<int64_t>(s);
+    uint64_t end = 0;
+    if (!checked_add(slot.offset, slot.size, &end) || end > plan.arena_size) {
+      return invalid_argument(here + ": offset " + std::to_string(slot.offset) + " + size " +
+                              std::to_string(slot.size) + " runs past the arena (" +
+                              std::to_string(plan.arena_size) + " bytes)");
+    }
+    used = std::max(used, end);
+  }
+  // The arena is allocated (and zeroed) at every session: a size its slots do
+  // not justify would let a small file claim gigabytes. Rounding the end of
+  // the last slot up to a page (or to the alignment, if larger) is allowed.
+  const uint64_t granule = std::max<uint64_t>(plan.alignment, 4096);
+  const uint64_t justified = used == 0 ? 0 : (used - 1) / granule * granule + granule;
+  if (plan.arena_size > justified) {
+    return invalid_argument(where + ".arena_size: " + std::to_string(plan.arena_size) +
+                            " bytes, but its slots end at " + std::to_string(used) +
+                            " (at most " + std::to_string(justified) + " bytes are allowed)");
+  }
+  return Status();
+}
+
+Status validate_function(const std::string& where, const FunctionDef& f,
+                         const ProgramDef& program) {
+  for (size_t v = 0; v < f.values.size(); ++v) {
+    LOOM_RETURN_IF_ERROR(validate_value(where + "." + at("values", v), f.values[v],
+                                        program.parameters.size()));
+  }
+  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".inputs", f.inputs, f));
+  LOOM_RETURN_IF_ERROR(validate_value_list(where + ".outputs", f.outputs, f));
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i),
+                                              f.instructions[i], f, program.delegates.size()));
+  }
+  return validate_memory_plan(where + ".memory_plan", f.memory_plan, f);
+}
+
+// An archive path is resolved against the program's folder (or a folder the
+// host names), so it must stay inside it: relative, without '..', and
+// without bytes a file system would cut the name at.
+Status check_archive_path(const std::string& where, const std::string& path) {
+  if (path.find('\0') != std::string::npos) {
+    return invalid_argument(where + ".archive: path contains a NUL byte");
+  }
+  if (path.front() == '/') {
+    return invalid_argument(where + ".archive: '" + path +
+                            "' is absolute; an archive path is relative to the program's "
+                            "folder");
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (std::string_view(path).substr(start, end - start) == "..") {
+      return invalid_argument(where + ".archive: '" + path +
+                              "' contains '..'; an archive must lie in the program's folder "
+                              "or below it");
+    }
+    start = end + 1;
+  }
+  if (path.back() == '/') {
+    return invalid_argument(where + ".archive: '" + path + "' names a folder, not a file");
+  }
+  return Status();
+}
+
+// An external parameter has no bytes here: its size and type are all a
+// loader can check the archive's entry against, so they must agree.
+Status validate_external_parameter(const std::string& where, const ParameterDef& p) {
+  if (p.name.empty()) {
+    return invalid_argument(where + ".name: an external parameter needs the name of its "
+                            "archive entry");
+  }
+  std::string label = where + " ('" + p.name + "')";
+  if (p.segment != -1 || p.offset != 0) {
+    return invalid_argument(label + ": external (archive '" + p.archive +
+                            "') and inline (segment " + std::to_string(p.segment) +
+                            ", offset " + std::to_string(p.offset) +
+                            ") at once; a parameter is one or the other");
+  }
+  LOOM_RETURN_IF_ERROR(check_archive_path(where, p.archive));
+  if (dtype_size(p.dtype) == 0) {
+    return invalid_argument(label + ".dtype: an external parameter needs a dtype");
+  }
+  auto count = element_count(p.shape);
+  if (!count.ok()) return count.status().with_context(label + ".shape");
+  uint64_t bytes = 0;
+  bool overflow = __builtin_mul_overflow(*count, dtype_size(p.dtype), &bytes);
+  if (overflow || bytes != p.size) {
+    return invalid_argument(label + ".size: " + std::to_string(p.size) + " bytes, but " +
+                            std::string(dtype_name(p.dtype)) + " " + shape_to_string(p.shape) +
+                            " takes " +
+                            (overflow ? std::string("more than 2^64") : std::to_string(bytes)));
+  }
+  return Status();
+}
+
+Status validate_parameter(const std::string& where, const ParameterDef& p,
+                          std::span<const uint64_t> segment_sizes) {
+  LOOM_RETURN_IF_ERROR(check_dtype(where, p.dtype));
+  if (!p.archive.empty()) return validate_external_parameter(where, p);
+  LOOM_RETURN_IF_ERROR(
+      check_index(where + ".segment", p.segment, segment_sizes.size(), "segment", "file"));
+  uint64_t segment_size = segment_sizes[static_cast<size_t>(p.segment)];
+  uint64_t end = 0;
+  if (!checked_add(p.offset, p.size, &end) || end > segment_size) {
+    return invalid_argument(where + " ('" + p.name + "'): offset " + std::to_string(p.offset) +
+                            " + size " + std::to_string(p.size) + " runs past segment " +
+                            std::to_string(p.segment) + " (" + std::to_string(segment_size) +
+                            " bytes)");
+  }
+  return Status();
+}
+
+// A name given twice makes every later entry of that name unreachable.
+// `key_of` gives an item's key (empty: unnamed, not checked) and the words
+// that name it in an error.
+template <class T, class KeyOf>
+Status check_unique_names(std::string_view table, const std::vector<T>& items, KeyOf key_of) {
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto [key, label] = key_of(items[i]);
+    if (key.empty()) continue;
+    auto [it, added] = first.emplace(std::move(key), i);
+    if (!added) {
+      return invalid_argument(at(table, i) + ".name: " + label + " is already the name of " +
+                              at(table, it->second));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status validate_program(const ProgramDef& program, std::span<const uint64_t> segment_sizes) {
+  auto by_name = [](const auto& item) {
+    return std::pair<std::string, std::string>(item.name, "'" + item.name + "'");
+  };
+  LOOM_RETURN_IF_ERROR(check_unique_names("functions", program.functions, by_name));
+  LOOM_RETURN_IF_ERROR(check_unique_names("delegates", program.delegates, by_name));
+  // Scopes are name spaces: 'w' may be in two archives, not twice in one.
+  LOOM_RETURN_IF_ERROR(check_unique_names(
+      "parameters", program.parameters, [](const ParameterDef& p) {
+        std::string label = "'" + p.name + "'" + (p.scope.empty() ? "" : " in scope '" + p.scope + "'");
+        return std::pair<std::string, std::string>(
+            p.name.empty() ? std::string() : p.scope + '\0' + p.name, label);
+      }));
+  for (size_t a = 0; a < program.artifacts.size(); ++a) {
+    int32_t segment = program.artifacts[a].content_segment;
+    if (segment != -1) {
+      LOOM_RETURN_IF_ERROR(check_index(at("artifacts", a) + ".content_segment", segment,
+                                       segment_sizes.size(), "segment", "file"));
+    }
+  }
+  for (size_t d = 0; d < program.delegates.size(); ++d) {
+    const DelegateDef& del = program.delegates[d];
+    for (size_t v = 0; v < del.variants.size(); ++v) {
+      LOOM_RETURN_IF_ERROR(check_index(at("delegates", d) + ".variants[" + std::to_string(v) +
+                                           "]",
+                                       del.variants[v], program.artifacts.size(), "artifact",
+                                       "program"));
+    }
+  }
+  for (size_t f = 0; f < program.functions.size(); ++f) {
+    LOOM_RETURN_IF_ERROR(validate_function(at("functions", f), program.functions[f], program));
+  }
+  for (size_t p = 0; p < program.parameters.size(); ++p) {
+    LOOM_RETURN_IF_ERROR(
+        validate_parameter(at("parameters", p), program.parameters[p], segment_sizes));
+  }
+  return Status();
+}
+
+}  // namespace loom::container
