@@ -66,9 +66,9 @@ void conv(benchmark::State& state, Backend& b, bool depthwise) {
   const int64_t c = state.range(0), hw = 56;
   const int64_t group = depthwise ? c : 1, cg = c / group;
   const Dims x = {1, c, hw, hw}, w = {c, cg, 3, 3}, y = {1, c, hw, hw};
-  run_case(state, b, one_node("Conv", {x, w}, y, {attr_int("group", group), attr_ints("pads", {1, 1, 1, 1})}),
-           {x, w, y},
-           [=](const auto& t) {
+  run_case(state, b,
+           one_node("Conv", {x, w}, y, {attr_i("group", group), attr_ints("pads", {1, 1, 1, 1})}),
+           {x, w, y}, [=](const auto& t) {
              for (int64_t s = 0; s < 64; ++s) {
                const int64_t oc = (s * 37) % c, oy = (s * 13) % hw, ox = (s * 29 + 5) % hw;
                const int64_t g = oc / (c / group);

@@ -15,6 +15,7 @@
 // OpenMP thread count for oneDNN and the triad).
 #include <omp.h>
 
+#include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
@@ -147,7 +148,7 @@ void BM_Conv_CpuSimd(benchmark::State& state) {
   const Dims x = {1, s.c, s.hw, s.hw}, w = {s.o, cg, s.k, s.k}, y = {1, s.o, oh, oh};
   run_case(state, cpu_simd(state.range(1)),
            one_node("Conv", {x, w}, y,
-                    {attr_int("group", s.group), attr_ints("pads", {p, p, p, p}),
+                    {attr_i("group", s.group), attr_ints("pads", {p, p, p, p}),
                      attr_ints("strides", {s.stride, s.stride})},
                     {false, true}, 11),
            {x, w, y}, [=](const auto& t) {
@@ -240,12 +241,13 @@ void BM_Triad(benchmark::State& state) {
 
 // One memory-bound operator on [rows, cols] data; `bytes` per run.
 void memory_case(benchmark::State& state, const char* op, const std::vector<Dims>& ins, const Dims& out,
-                 const std::vector<IntAttr>& attrs, int64_t bytes,
+                 std::vector<Attr> attrs, int64_t bytes,
                  std::function<double(const std::vector<std::vector<float>>&, size_t)> want,
                  int64_t opset = 13) {
   std::vector<Dims> shapes = ins;
   shapes.push_back(out);
-  run_case(state, cpu_simd(state.range(0)), one_node(op, ins, out, attrs, {}, opset), shapes, [&](const auto& t) {
+  const std::vector<uint8_t> graph = one_node(op, ins, out, std::move(attrs), {}, opset);
+  run_case(state, cpu_simd(state.range(0)), graph, shapes, [&](const auto& t) {
     for (size_t q = 0; q < 256; ++q) {
       const size_t i = (q * 2654435761u) % t.back().size();
       std::string e = compare("Y", i, t.back()[i], want(t, i), 1.0);
@@ -321,7 +323,7 @@ void BM_Transpose_OneDnnReorder(benchmark::State& state) {
 void BM_Concat(benchmark::State& state) {
   const int64_t half = kBig / 2;
   memory_case(state, "Concat", {{1, 64, half / 64}, {1, 64, half / 64}}, {1, 128, half / 64},
-              {attr_int("axis", 1)}, kBig * 8, [=](const auto& t, size_t i) {
+              {attr_i("axis", 1)}, kBig * 8, [=](const auto& t, size_t i) {
                 const size_t chunk = static_cast<size_t>(half);
                 return i < chunk ? t[0][i] : t[1][i - chunk];
               });
@@ -345,7 +347,7 @@ void BM_MaxPool(benchmark::State& state) {
 void BM_LayerNormalization(benchmark::State& state) {
   const int64_t cols = 768, rows = kBig / cols;
   memory_case(state, "LayerNormalization", {{rows, cols}, {cols}, {cols}}, {rows, cols},
-              {attr_int("axis", -1)}, rows * cols * 8, [=](const auto& t, size_t i) {
+              {attr_i("axis", -1)}, rows * cols * 8, [=](const auto& t, size_t i) {
                 const size_t r = i / cols, j = i % cols;
                 double mean = 0, var = 0;
                 for (int64_t q = 0; q < cols; ++q) mean += t[0][r * cols + q];

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 
@@ -35,7 +36,7 @@ loom_plugin_query_t make_query(uint32_t lo, uint32_t hi, char* reason, size_t ca
   return q;
 }
 
-HostRecorder::HostRecorder() {
+HostRecorder::HostRecorder(const HostOptions& options) : options_(options) {
   services_.struct_size = LOOM_HOST_SERVICES_STRUCT_SIZE;
   services_.user_data = this;
   services_.allocate = [](void* self, size_t size, size_t alignment) -> void* {
@@ -50,14 +51,19 @@ HostRecorder::HostRecorder() {
   };
   services_.log = [](void* self, loom_log_level_t level, const char* message) {
     auto* r = static_cast<HostRecorder*>(self);
+    const std::optional<loom_log_level_t>& echo = r->options_.echo_from;
+    if (echo.has_value() && level >= *echo) std::fprintf(stderr, "plugin: %s\n", message);
+    if (!r->options_.record_logs) return;
     std::lock_guard<std::mutex> lock(r->mutex_);
     r->lines_.push_back({level, message});
   };
-  services_.trace = [](void* self, const loom_trace_event_t* e) {
-    auto* r = static_cast<HostRecorder*>(self);
-    std::lock_guard<std::mutex> lock(r->mutex_);
-    r->events_.push_back({e->phase, e->category, e->name, e->timestamp_ns});
-  };
+  if (options_.trace) {
+    services_.trace = [](void* self, const loom_trace_event_t* e) {
+      auto* r = static_cast<HostRecorder*>(self);
+      std::lock_guard<std::mutex> lock(r->mutex_);
+      r->events_.push_back({e->phase, e->category, e->name, e->timestamp_ns});
+    };
+  }
 }
 
 std::vector<std::string> HostRecorder::logs() const {
@@ -81,7 +87,7 @@ std::vector<TraceEvent> HostRecorder::events() const {
   return events_;
 }
 
-PluginHarness::PluginHarness(const char* library_path) {
+PluginHarness::PluginHarness(const char* library_path, const HostOptions& host) : recorder_(host) {
   handle_ = dlopen(library_path, RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) {
     const char* why = dlerror();
@@ -138,8 +144,18 @@ void PluginHarness::destroy_all() {
   }
 }
 
+std::string PluginHarness::check_available(loom_plugin_t* plugin) const {
+  return take(api_, api_->plugin_check_available(plugin));
+}
+
 std::string PluginHarness::device(loom_plugin_t* plugin, size_t index, loom_device_t** out) const {
   return take(api_, api_->device_get(plugin, index, out));
+}
+
+std::string PluginHarness::device_info(loom_device_t* device, loom_device_info_t* out) const {
+  *out = loom_device_info_t{};
+  out->struct_size = LOOM_DEVICE_INFO_STRUCT_SIZE;
+  return take(api_, api_->device_info(device, out));
 }
 
 std::string PluginHarness::allocate(loom_device_t* device, uint64_t size, uint32_t flags,
@@ -204,13 +220,7 @@ std::string PluginHarness::load(loom_device_t* device, const char* loader_key, u
 std::string PluginHarness::execute(loom_executable_t* executable, const std::vector<const loom_tensor_t*>& inputs,
                                    const std::vector<const loom_tensor_t*>& outputs, loom_fence_t* signal,
                                    std::vector<loom_fence_t*> waits) const {
-  loom_execute_args_t args{};
-  args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
-  args.executable = executable;
-  args.input_count = inputs.size();
-  args.inputs = inputs.data();
-  args.output_count = outputs.size();
-  args.outputs = outputs.data();
+  loom_execute_args_t args = execute_args(executable, inputs, outputs);
   args.signal_fence = signal;
   if (!waits.empty()) {
     args.wait_fence_count = waits.size();
@@ -253,6 +263,19 @@ std::string PluginHarness::compile(loom_plugin_t* plugin, const std::vector<uint
     host->free(host->user_data, args.out_blob);
   }
   return s;
+}
+
+loom_execute_args_t execute_args(loom_executable_t* executable,
+                                 const std::vector<const loom_tensor_t*>& inputs,
+                                 const std::vector<const loom_tensor_t*>& outputs) {
+  loom_execute_args_t args{};
+  args.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+  args.executable = executable;
+  args.input_count = inputs.size();
+  args.inputs = inputs.data();
+  args.output_count = outputs.size();
+  args.outputs = outputs.data();
+  return args;
 }
 
 loom_tensor_t host_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape, void* data, uint64_t bytes) {

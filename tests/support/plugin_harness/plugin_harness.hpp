@@ -1,14 +1,16 @@
-// The one harness the plugin tests load a plugin with: the library opened
-// with dlopen (no host library involved), its entry point queried, plugins
-// created with options, and the device, buffer, compile, load and execute
-// entries wrapped so that each call answers "ok" or "<code>: <message>".
-// Per-plugin fixtures (tests/unit/<plugin>/) sit on top of it.
+// The one harness the plugin tests and benchmarks load a plugin with: the
+// library opened with dlopen (no host library involved), its entry point
+// queried, plugins created with options, and the device, buffer, compile,
+// load and execute entries wrapped so that each call answers "ok" or
+// "<code>: <message>". Per-plugin fixtures (tests/unit/<plugin>/) and the
+// benchmarks' case runner (benchmarks/bench_support.hpp) sit on top of it.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,12 +40,28 @@ struct TraceEvent {
   uint64_t ns;
 };
 
+// What a HostRecorder keeps and offers. The defaults suit a test that
+// asserts on what a plugin logged and traced. A benchmark turns recording
+// and the trace service off, so that a timed run does no host work beyond
+// what a plain host does (a plugin sends no trace events to a host without
+// a trace service), and has warnings echoed instead.
+struct HostOptions {
+  // Keep every log line for logs() and errors().
+  bool record_logs = true;
+  // Offer the trace service and keep its events for events(); false leaves
+  // the service NULL.
+  bool trace = true;
+  // Log lines at or above this level are also written to stderr as
+  // "plugin: <message>"; none when empty.
+  std::optional<loom_log_level_t> echo_from;
+};
+
 // Host services that allocate with aligned_alloc (counting what is live)
-// and record every log line and trace event. Thread-safe: plugins call it
-// from their own threads.
+// and, as HostOptions says, record log lines and trace events. Thread-safe:
+// plugins call it from their own threads.
 class HostRecorder {
  public:
-  HostRecorder();
+  explicit HostRecorder(const HostOptions& options = {});
   HostRecorder(const HostRecorder&) = delete;
   HostRecorder& operator=(const HostRecorder&) = delete;
 
@@ -62,6 +80,7 @@ class HostRecorder {
     loom_log_level_t level;
     std::string message;
   };
+  HostOptions options_;
   loom_host_services_t services_{};
   mutable std::mutex mutex_;
   std::vector<Line> lines_;
@@ -83,9 +102,9 @@ struct CompiledBlob {
 class PluginHarness {
  public:
   // Opens `library_path` and queries its entry point for ABI 1.0 up to the
-  // current version with this harness's host services. On failure api() is
-  // NULL and error() says why.
-  explicit PluginHarness(const char* library_path);
+  // current version with this harness's host services (a recorder made with
+  // `host`). On failure api() is NULL and error() says why.
+  explicit PluginHarness(const char* library_path, const HostOptions& host = {});
   // Destroys the plugins create() made that are still alive, then closes
   // the library.
   ~PluginHarness();
@@ -108,7 +127,12 @@ class PluginHarness {
   // Destroys every plugin create() made and is still alive, newest first.
   void destroy_all();
 
+  // plugin_check_available: "ok", or why the plugin cannot run here.
+  std::string check_available(loom_plugin_t* plugin) const;
   std::string device(loom_plugin_t* plugin, size_t index, loom_device_t** out) const;
+  // device_info into *out, whose struct_size this sets; the strings it
+  // points to live as long as the device.
+  std::string device_info(loom_device_t* device, loom_device_info_t* out) const;
   std::string allocate(loom_device_t* device, uint64_t size, uint32_t flags, loom_buffer_t** out) const;
   std::string copy_from_host(loom_buffer_t* buffer, uint64_t offset, const void* source, uint64_t size) const;
   std::string copy_to_host(loom_buffer_t* buffer, uint64_t offset, void* destination, uint64_t size) const;
@@ -136,6 +160,14 @@ class PluginHarness {
   std::string error_;
   std::vector<loom_plugin_t*> plugins_;
 };
+
+// The arguments of one execute call with no fences, for a caller that makes
+// the same call many times (a benchmark's timed loop) and for
+// PluginHarness::execute. They point into `inputs` and `outputs`, which must
+// outlive them.
+loom_execute_args_t execute_args(loom_executable_t* executable,
+                                 const std::vector<const loom_tensor_t*>& inputs,
+                                 const std::vector<const loom_tensor_t*>& outputs);
 
 // A descriptor of f32 or other dtype data in host memory; `shape` and
 // `data` must outlive its use.
