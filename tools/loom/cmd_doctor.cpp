@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "loom/doctor.hpp"
+#include "loom/runtime.hpp"
 
 namespace loom::cli {
 

@@ -9,10 +9,13 @@
 #include <string_view>
 #include <vector>
 
-#include "loom/runtime.hpp"
 #include "loom/status.hpp"
 
 namespace loom {
+
+// loom/runtime.hpp, which callers of diagnose_plugins include; the plugin
+// host's checks include this header for the report types alone.
+struct RuntimeOptions;
 
 // One check of one plugin.
 struct DoctorCheck {
