@@ -33,6 +33,21 @@ CaseVerdict from_status(const Status& st, std::string_view stage) {
   return v;
 }
 
+// CaseRunOptions::open_shapes: a shape that depends on the values of an input
+// (Reshape's `shape`, Slice's `starts`, Range, TopK's k, ...) is out of scope
+// of an open-shape program, which binds shapes only. Such a case is
+// UNSUPPORTED whatever its operators; every other outcome stands.
+CaseVerdict open_verdict(CaseVerdict v) {
+  const bool value_shaped = v.message.find("not only on the input shapes") != std::string::npos ||
+                            v.message.find("its value must be known at compile time") != std::string::npos;
+  if (value_shaped && v.outcome != Outcome::kPass) {
+    v.outcome = Outcome::kUnsupported;
+    v.type_only = true;
+    v.message = "open shapes: a shape depends on input values: " + v.message;
+  }
+  return v;
+}
+
 // ONNX's test data (made with numpy, which has no bfloat16) stores bf16
 // tensors as u16 bit patterns: read them back as the bf16 they are.
 const Tensor* as_bf16(const Tensor& t, DType wanted, Tensor& storage) {
@@ -60,8 +75,17 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
   return run_onnx_case(**runtime, test, summary, options, scratch);
 }
 
+static CaseVerdict run_onnx_case_on(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
+                                    const CaseRunOptions& options, const std::filesystem::path& scratch);
+
 CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
                           const CaseRunOptions& options, const std::filesystem::path& scratch) {
+  CaseVerdict v = run_onnx_case_on(runtime, test, summary, options, scratch);
+  return options.open_shapes ? open_verdict(std::move(v)) : v;
+}
+
+static CaseVerdict run_onnx_case_on(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
+                                    const CaseRunOptions& options, const std::filesystem::path& scratch) {
   compiler::CompileOptions compile;
   std::string plugin;
   if (!options.device.empty()) {
@@ -92,6 +116,8 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
   load.device = options.device;
   load.run_timeout = options.run_timeout;
   CaseVerdict result = verdict(Outcome::kPass, "");
+  std::shared_ptr<Program> open_program;  // options.open_shapes: compiled once
+  Placement open_placement;
   for (size_t s = 0; s < test.data_sets.size(); ++s) {
     std::string set_label = " (data set " + std::to_string(s) + ")";
     auto data = read_data_set(test.data_sets[s], summary.inputs, summary.outputs);
@@ -105,28 +131,40 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
     // Data sets may differ in shapes, so each is compiled on its own.
     compile.input_shapes.clear();
     for (const NamedTensor& in : data->inputs) compile.input_shapes.emplace_back(in.name, in.tensor.shape());
-    compile.input_value = [&data](std::string_view name) -> const Tensor* {
+    const auto input_value = [&data](std::string_view name) -> const Tensor* {
       for (const NamedTensor& in : data->inputs) {
         if (in.name == name) return &in.tensor;
       }
       return nullptr;
     };
-    std::filesystem::path program = scratch / ("set" + std::to_string(s) + ".loom");
-    auto report = compiler::compile_onnx_file(runtime.plugin_host(), test.dir / "model.onnx", program, compile);
-    if (!report.ok()) return from_status(report.status(), "compile" + set_label);
-    Placement placement;
-    std::string plugin_key;
-    for (const compiler::TargetReport& t : report->targets) {
-      placement.plugin_nodes += t.nodes;
-      if (t.plugin == plugin) plugin_key = t.loader_key;
+    compile.input_value = input_value;
+    if (options.open_shapes) {
+      for (auto& [name, shape] : compile.input_shapes) std::fill(shape.begin(), shape.end(), -1);
+      compile.input_value = nullptr;
     }
-    placement.reference_nodes = report->reference_nodes;
-    auto loaded = runtime.load_program(program, load);
-    if (!loaded.ok()) return from_status(loaded.status(), "load" + set_label);
+    std::filesystem::path program = scratch / ("set" + std::to_string(s) + ".loom");
+    Placement placement = open_placement;
+    std::string plugin_key;
+    Result<std::shared_ptr<Program>> loaded = open_program;
+    if (open_program == nullptr) {
+      auto report = compiler::compile_onnx_file(runtime.plugin_host(), test.dir / "model.onnx", program, compile);
+      if (!report.ok()) return from_status(report.status(), "compile" + set_label);
+      for (const compiler::TargetReport& t : report->targets) {
+        placement.plugin_nodes += t.nodes;
+        if (t.plugin == plugin) plugin_key = t.loader_key;
+      }
+      placement.reference_nodes = report->reference_nodes;
+      loaded = runtime.load_program(program, load);
+      if (!loaded.ok()) return from_status(loaded.status(), "load" + set_label);
+      if (options.open_shapes) {
+        open_program = *loaded;
+        open_placement = placement;
+      }
+    }
     auto session = (*loaded)->create_session();
     if (!session.ok()) return from_status(session.status(), "session" + set_label);
     for (const ArgumentInfo& arg : (*session)->function().inputs) {
-      const Tensor* value = compile.input_value(arg.name);
+      const Tensor* value = input_value(arg.name);
       if (!value) {
         return verdict(Outcome::kError,
                 "the program's input '" + arg.name + "' is not in the data set" + set_label);
@@ -137,6 +175,18 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
     }
     Status st = (*session)->run();
     if (!st.ok()) return from_status(st, "run" + set_label);
+    if (options.open_shapes && (*loaded)->function("main").ok() && (*loaded)->function("main")->open) {
+      // Where the binding's delegates went (the open program has none of
+      // its own), from the session of this binding: `plugin_nodes` then
+      // counts the delegates on the device, not their nodes.
+      placement.plugin_nodes = 0;
+      for (const DelegateTransfers& t : (*session)->transfers()) {
+        if (t.device == options.device) ++placement.plugin_nodes;
+        if (!options.device.empty() && t.device != options.device && t.device != "reference") {
+          placement.ran_elsewhere.push_back(t.delegate + " on " + t.device);
+        }
+      }
+    }
     // A delegate compiled for the device's plugin must have run there; a
     // load that failed over to another device would hide a broken plugin.
     if (!plugin_key.empty()) {

@@ -22,28 +22,60 @@ namespace loom::cli {
 #if LOOM_HAVE_COMPILER
 namespace {
 
-// "x=1x3x224x224" or "x=1,3,224,224".
-Result<std::pair<std::string, Shape>> parse_input_shape(const std::string& text) {
+struct InputShapeArg {
+  std::string name;
+  Shape shape;                          // -1: open
+  std::vector<compiler::DimRange> ranges;  // empty when no dimension has bounds
+};
+
+Result<int64_t> parse_size(const std::string& text, const std::string& part, bool allow_empty) {
+  if (part.empty() && allow_empty) return int64_t{0};
+  char* end = nullptr;
+  errno = 0;
+  const long long v = part.empty() ? -1 : std::strtoll(part.c_str(), &end, 10);
+  if (part.empty() || *end != '\0' || errno != 0 || v < 0) {
+    return invalid_argument("--input-shape '" + text + "': '" + part +
+                            "' is not a dimension (0 or more, '?' for an open one, or MIN..MAX)");
+  }
+  return static_cast<int64_t>(v);
+}
+
+// "x=1x3x224x224" or "x=1,3,224,224"; "?" leaves a dimension open, "32..2048"
+// leaves it open within bounds (either side may be left out: "32..").
+Result<InputShapeArg> parse_input_shape(const std::string& text) {
   const size_t eq = text.rfind('=');
   if (eq == std::string::npos || eq == 0) {
-    return invalid_argument("--input-shape '" + text + "': expected NAME=DIMS, e.g. x=1x3x224x224");
+    return invalid_argument("--input-shape '" + text + "': expected NAME=DIMS, e.g. x=1x3x224x224 or x=1,3,?,?");
   }
+  InputShapeArg out;
+  out.name = text.substr(0, eq);
   std::string dims = text.substr(eq + 1);
   std::replace(dims.begin(), dims.end(), ',', 'x');
-  Shape shape;
   std::stringstream in(dims);
   std::string part;
+  bool bounded = false;
   while (std::getline(in, part, 'x')) {
-    char* end = nullptr;
-    errno = 0;
-    long long v = part.empty() ? -1 : std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || errno != 0 || v < 0) {
-      return invalid_argument("--input-shape '" + text + "': '" + part + "' is not a dimension (0 or more)");
+    compiler::DimRange range;
+    const size_t dots = part.find("..");
+    if (part == "?") {
+      out.shape.push_back(-1);
+    } else if (dots != std::string::npos) {
+      LOOM_ASSIGN_OR_RETURN(range.min, parse_size(text, part.substr(0, dots), true));
+      LOOM_ASSIGN_OR_RETURN(range.max, parse_size(text, part.substr(dots + 2), true));
+      if (range.max != 0 && range.min > range.max) {
+        return invalid_argument("--input-shape '" + text + "': '" + part + "' is an empty range");
+      }
+      out.shape.push_back(-1);
+      bounded = true;
+    } else {
+      LOOM_ASSIGN_OR_RETURN(int64_t v, parse_size(text, part, false));
+      out.shape.push_back(v);
     }
-    shape.push_back(v);
+    out.ranges.push_back(range);
   }
-  if (dims.empty()) shape.clear();  // "x=" binds a scalar
-  return std::make_pair(text.substr(0, eq), shape);
+  if (dims.empty()) out.shape.clear();  // "x=" binds a scalar
+  if (!bounded) out.ranges.clear();
+  return out;
 }
 
 std::vector<std::string> split_targets(const std::vector<std::string>& values) {
@@ -134,6 +166,10 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
   }
   std::printf("removed: %zu folded, %zu fused, %zu dead\n", r.folded_nodes, r.fused_nodes, r.dead_nodes);
   if (!r.frozen_inputs.empty()) std::printf("frozen inputs: %s\n", join(r.frozen_inputs).c_str());
+  if (!r.open_inputs.empty()) {
+    std::printf("open shapes: the subgraphs are compiled for each binding when the program runs\n");
+    for (const std::string& in : r.open_inputs) std::printf("  %s\n", in.c_str());
+  }
   std::printf("program: %llu bytes\n", static_cast<unsigned long long>(r.program_bytes));
   if (!args.params_out.empty()) {
     std::printf("params: %llu bytes in %s (scope '%s')\n", static_cast<unsigned long long>(r.params_bytes),
@@ -166,6 +202,7 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
                                      {"fused", r.fused_nodes},
                                      {"dead", r.dead_nodes}}},
                         {"frozen_inputs", r.frozen_inputs},
+                        {"open_inputs", r.open_inputs},
                         {"program_bytes", r.program_bytes},
                         {"params_bytes", r.params_bytes}};
   std::cout << doc.dump(2) << "\n";
@@ -179,7 +216,8 @@ int run_compile(const CompileArgs& args) {
   for (const std::string& s : args.input_shapes) {
     auto shape = parse_input_shape(s);
     if (!shape.ok()) return fail(shape.status());
-    options.input_shapes.push_back(std::move(*shape));
+    options.input_shapes.emplace_back(shape->name, shape->shape);
+    if (!shape->ranges.empty()) options.input_ranges.emplace_back(shape->name, std::move(shape->ranges));
   }
   options.params_out = args.params_out;
   options.params_scope = args.params_scope;

@@ -50,6 +50,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
     return fail(s);
   }
   run_options.device = args.device;
+  run_options.open_shapes = args.open_shapes;
   auto scratch = cf::make_scratch_dir("test-onnx");
   if (!scratch.ok()) return fail(scratch.status());
   const std::string device = cf::device_key(args.device);

@@ -76,6 +76,7 @@ struct TestOnnxArgs {
   bool timeout_given = false;      // --timeout given: not scaled by $LOOM_TIME_SCALE
   uint32_t threads = 0;
   bool no_fork = false;            // run cases in this process (debugging)
+  bool open_shapes = false;        // compile each case once with every dimension open
   bool json = false;               // print the --report document instead of text
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };

@@ -163,6 +163,9 @@ int main(int argc, char** argv) {
   cmd_test_onnx->add_flag("--json", test_onnx.json,
                           "Print one JSON document (totals, every case, problems: the --report "
                           "document) instead of text");
+  cmd_test_onnx->add_flag("--open-shapes", test_onnx.open_shapes,
+                          "Compile each case once with every input dimension open (an "
+                          "open-shape program), then run all its data sets on it");
   cmd_test_onnx->add_flag("--no-fork", test_onnx.no_fork,
                           "Run every case in this process (for debuggers; a crash ends the run)");
   loom::cli::ConformanceArgs conformance;
@@ -180,7 +183,9 @@ int main(int argc, char** argv) {
                           "Plugins to compile for, in order of preference (cpu-simd,...); "
                           "what none takes runs on the reference kernels");
   cmd_compile->add_option("--input-shape", compile.input_shapes,
-                          "NAME=DIMS (1x3x224x224): bind an input's dynamic dimensions");
+                          "NAME=DIMS (1x3x224x224, 1,3,?,?, 1,3,32..2048,32..2048): bind an "
+                          "input's dimensions; '?' or MIN..MAX leaves one open (an open-shape "
+                          "program); dimensions the model leaves open stay open unless bound");
   cmd_compile->add_option("--params-out", compile.params_out,
                           "Write the weights to this .irpa archive (in the program's folder) "
                           "instead of into the program");

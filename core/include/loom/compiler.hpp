@@ -33,16 +33,35 @@ class PluginHost;  // the plugins a Runtime found: Runtime::plugin_host()
 
 namespace compiler {
 
+// The bounds of an open input dimension (CompileOptions::input_ranges):
+// 0 = no bound on that side.
+struct DimRange {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+
 struct CompileOptions {
   // Plugin names in order of preference ("cpu-simd"). A node goes to the
   // first listed plugin that supports it; nodes none of them takes run on
   // the core's reference kernels. Empty: everything on reference kernels.
   std::vector<std::string> targets;
 
-  // Binds the dynamic dimensions of a model input: ("x", {1, 3, 224, 224}).
-  // Every input with a dynamic dimension must be listed; a listed shape must
-  // agree with the model's static dimensions.
+  // Binds the dimensions of a model input: ("x", {1, 3, 224, 224}). A
+  // listed shape must agree with the model's static dimensions, except that
+  // -1 leaves a dimension open (even one the model fixes). A dimension the
+  // model leaves open (dim_param, or unknown) that is not bound here stays
+  // open: the program is then an open-shape program, compiled once for
+  // every size (its subgraphs are compiled per binding at run time, through
+  // the same target plugins; docs/dynamic-shapes.md). Fixed shapes give a
+  // program that runs without that step.
   std::vector<std::pair<std::string, Shape>> input_shapes;
+  // Bounds of open dimensions, one entry per dimension of the input (a
+  // DimRange of {0, 0} for a dimension without bounds): ("x", {{}, {}, {32,
+  // 2048}, {32, 2048}}). A bounded dimension must be open. Runs outside the
+  // bounds are refused; the compiler checks the graph at both ends (shape
+  // inference with every bounded dimension at its minimum, then at its
+  // maximum) and refuses a contradiction naming the node.
+  std::vector<std::pair<std::string, std::vector<DimRange>>> input_ranges;
 
   // Values of model inputs that decide shapes (for example an input fed
   // straight into Reshape's `shape`). The importer asks for one when shape
@@ -97,6 +116,10 @@ struct CompileReport {
   size_t reference_variants = 0;        // Variants::kAll: subgraphs with a reference variant
   std::vector<std::string> reference_op_types;  // sorted, unique
   std::vector<std::string> frozen_inputs;       // see CompileOptions::input_value
+  // An open-shape program: the inputs with an open dimension, as
+  // "x: f32 [1, 3, ?(height), ?(width)]". Then `targets` list no subgraphs:
+  // they are compiled per binding at run time.
+  std::vector<std::string> open_inputs;
   uint64_t program_bytes = 0;
   uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
 };

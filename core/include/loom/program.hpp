@@ -24,7 +24,7 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 2;
+inline constexpr uint16_t kProgramMinorVersion = 3;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
@@ -34,9 +34,18 @@ inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
 // (Softmax before 13, ...), so such files must be refused by it. The writer
 // sets the bit by itself when an instruction has a non-zero opset.
 inline constexpr uint64_t kRequiredFeatureKernelOpsets = uint64_t{1} << 0;
+// Required feature bit: some function is open-shape (FunctionDef::
+// graph_artifact, format 1.3): it has no instructions of its own and runs
+// only where the runtime specializes its graph per binding. The writer sets
+// it by itself.
+inline constexpr uint64_t kRequiredFeatureOpenShapes = uint64_t{1} << 1;
 // Required feature bits this reader understands. A file that sets any other
 // required bit is rejected; unknown optional bits are ignored.
-inline constexpr uint64_t kKnownRequiredFeatures = kRequiredFeatureKernelOpsets;
+inline constexpr uint64_t kKnownRequiredFeatures =
+    kRequiredFeatureKernelOpsets | kRequiredFeatureOpenShapes;
+// The loader key of an open-shape function's graph artifact: graph.fbs bytes
+// (schemas/graph.fbs) of the whole function before shapes are bound.
+inline constexpr std::string_view kGraphLoaderKey = "loom.graph";
 
 struct KeyValue {
   std::string key;
@@ -76,6 +85,13 @@ struct ValueDef {
   double float_value = 0;
   std::vector<int64_t> ints;
   int32_t parameter = -1;  // index into ProgramDef::parameters, -1: none
+  // Open-shape functions (FunctionDef::graph_artifact): a -1 in `shape` is an
+  // open dimension. Each of these is empty or has one entry per dimension:
+  // the dimension's symbol ("" = fixed or anonymous; inputs that share a
+  // symbol must agree), and the bounds of its size (0 = unbounded).
+  std::vector<std::string> dim_symbols;
+  std::vector<int64_t> dim_min;
+  std::vector<int64_t> dim_max;
 
   friend bool operator==(const ValueDef&, const ValueDef&) = default;
 };
@@ -146,6 +162,10 @@ struct FunctionDef {
   std::vector<ValueDef> values;
   std::vector<InstructionDef> instructions;
   MemoryPlanDef memory_plan;
+  // An open-shape function: the artifact (kGraphLoaderKey) with its graph,
+  // specialized by the runtime per binding; instructions and memory_plan are
+  // then empty. -1: an ordinary function.
+  int32_t graph_artifact = -1;
 
   friend bool operator==(const FunctionDef&, const FunctionDef&) = default;
 };

@@ -139,6 +139,14 @@ struct LoadOptions {
   // cannot claim the machine's memory. Zero: half of this machine's physical
   // memory.
   uint64_t max_tensor_bytes = 0;
+  // Open-shape programs (compiled with open dimensions; docs/dynamic-
+  // shapes.md): how many bindings (one shape per input) are kept prepared,
+  // most recently used first. The program keeps this many specializations
+  // (the subgraphs compiled and loaded for a binding), shared by its
+  // sessions; each session keeps this many sessions of them, arena and
+  // buffers included, so that alternating between shapes it has seen
+  // compiles and allocates nothing. At least 1.
+  size_t shape_cache = 4;
   // Run-time fallback: when a delegate's device fails a run with
   // DEVICE_LOST or DEADLINE_EXCEEDED, move that delegate to the next
   // candidate of its placement (the selector's order; candidates that failed
@@ -164,8 +172,16 @@ struct NamedTensor {
 // One argument or result of a function, as the program declares it.
 struct ArgumentInfo {
   std::string name;
-  DType dtype = DType::kInvalid;
+  DType dtype = DType::kInvalid;  // a result of an open-shape function: kInvalid when unknown
+  // -1 for an open dimension (an open-shape function's): any size that
+  // agrees with `symbols` and the bounds.
   Shape shape;
+  // Per dimension, or empty when none is named: the symbol of an open
+  // dimension ("batch"; inputs sharing one must agree), "" otherwise.
+  std::vector<std::string> symbols;
+  // Per dimension, or empty: bounds of an open dimension (0 = none).
+  std::vector<int64_t> min;
+  std::vector<int64_t> max;
 };
 
 struct FunctionInfo {
@@ -173,6 +189,9 @@ struct FunctionInfo {
   std::vector<ArgumentInfo> inputs;
   std::vector<ArgumentInfo> outputs;
   std::string reflection;  // IREE-style ABI JSON as stored in the program
+  // An open-shape function: some input has an open dimension. Sessions bind
+  // them from the shapes given to set_input.
+  bool open = false;
 };
 
 // Where one delegate of a loaded program runs.
@@ -278,10 +297,13 @@ class Runtime {
   Result<std::shared_ptr<Program>> load_program_file(const std::filesystem::path& path,
                                                      const LoadOptions& options);
   // `folder`: the program file's folder, empty for a program in memory.
-  Result<std::shared_ptr<Program>> prepare(std::unique_ptr<ProgramReader> reader,
-                                           const std::filesystem::path& folder,
-                                           const LoadOptions& options);
-  std::unique_ptr<host::PluginHost> host_;
+  // `host` is kept by a program with open-shape functions, which compiles
+  // through its plugins for each new binding.
+  static Result<std::shared_ptr<Program>> prepare(const std::shared_ptr<host::PluginHost>& host,
+                                                  std::unique_ptr<ProgramReader> reader,
+                                                  const std::filesystem::path& folder,
+                                                  const LoadOptions& options);
+  std::shared_ptr<host::PluginHost> host_;
 };
 
 // A program loaded onto devices. Thread-safe; keeps its plugins loaded.
@@ -360,13 +382,23 @@ class Session {
   const FunctionInfo& function() const;
 
   // Copies `tensor` into the input named `name`; dtype and shape must match.
+  // An open-shape function takes any shape that fits its signature: rank,
+  // fixed dimensions and bounds are checked here, inputs that share a symbol
+  // at run(); errors name the input, the dimension and both values.
   Status set_input(std::string_view name, const Tensor& tensor);
   Status set_input(size_t index, const Tensor& tensor);
   // Binds caller memory as input `index` without copying. `data` must hold
-  // the input's bytes and stay valid and unchanged until run() returns.
+  // the input's bytes and stay valid and unchanged until run() returns. An
+  // input with an open dimension takes set_input only (which carries the
+  // shape).
   Status bind_input(size_t index, const void* data, size_t size);
 
-  // Runs the function. Inputs not set are zero.
+  // Runs the function. Inputs not set are zero (an input with an open
+  // dimension must be set). An open-shape function runs the program prepared
+  // for this binding of its inputs' shapes: the session's own, kept for the
+  // last LoadOptions::shape_cache bindings, or a new session of the
+  // program's specialization for it (made at the first run of a binding:
+  // shape inference, then the subgraphs compiled and loaded).
   Status run();
   // Starts run() on the session's own thread (made at the first call) and
   // returns at once. Until the handle's wait() returns the run's status, the
@@ -385,6 +417,8 @@ class Session {
 
   size_t output_count() const;
   // Results of the last run(); valid until the next run() or destruction.
+  // Their shapes are the run's (an open-shape function's vary with the
+  // binding); before the first run of an open-shape function, empty.
   const Tensor& output(size_t index) const;
   Result<const Tensor*> output(std::string_view name) const;
 

@@ -43,7 +43,7 @@ using Shape = std::vector<int64_t>;
 // Number of elements of `shape`, or an error when a dimension is negative or
 // the product overflows.
 Result<uint64_t> element_count(std::span<const int64_t> shape);
-// "[2, 3, 4]".
+// "[1, 3, 224, 224]"; an open dimension (-1, in an open-shape signature) as "?".
 std::string shape_to_string(std::span<const int64_t> shape);
 
 // RESOURCE_EXHAUSTED, naming `what`, when `bytes` is more than this machine's

@@ -60,7 +60,7 @@ std::string shape_to_string(std::span<const int64_t> shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ", ";
-    out += std::to_string(shape[i]);
+    out += shape[i] == -1 ? std::string("?") : std::to_string(shape[i]);  // an open dimension
   }
   return out + "]";
 }

@@ -2,8 +2,9 @@
 // write the program (and its parameter archive).
 #include <system_error>
 
-#include "compiler/driver.hpp"
 #include "compiler/import.hpp"
+#include "lowering/driver.hpp"
+#include "lowering/open_shapes.hpp"
 #include "graph/graph_codec.hpp"
 #include "host/compile_entries.hpp"
 #include "host/plugin_host.hpp"
@@ -11,6 +12,10 @@
 #include "onnx/onnx_model.hpp"
 
 namespace loom::compiler {
+
+using lowering::EmitOptions;
+using lowering::Group;
+using lowering::kReferenceTarget;
 
 namespace {
 
@@ -61,6 +66,68 @@ bool any_target_takes(const std::vector<std::shared_ptr<host::LoadedPlugin>>& ta
   return false;
 }
 
+Status write_archive(const lowering::EmittedProgram& program, const CompileOptions& options) {
+  if (program.archive == nullptr) return Status();
+  // The archive may go to a subfolder of the program's (checked above).
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(std::filesystem::absolute(options.params_out).parent_path(), mkdir_error);
+  return program.archive->write_file(options.params_out)
+      .with_context("writing parameters to '" + options.params_out.string() + "'");
+}
+
+// An open-shape program: the graph and its signature, compiled per binding
+// at run time for the same targets.
+Result<CompileReport> write_open_program(const ImportedModel& imported,
+                                         const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets,
+                                         const EmitOptions& emit, const CompileOptions& options,
+                                         const std::filesystem::path& out,
+                                         const std::filesystem::path& model) {
+  std::vector<std::string> names;
+  for (const auto& plugin : targets) names.push_back(plugin->name());
+  auto program = lowering::emit_open_program(imported.graph, imported.signature, imported.declared, names,
+                                             emit.all_variants, emit);
+  if (!program.ok()) return program.status().with_context(model.string());
+  CompileReport report;
+  const ImportStats& stats = imported.stats;
+  report.opset = stats.opset;
+  report.model_nodes = stats.model_nodes;
+  report.dead_nodes = stats.dead_nodes;
+  for (const auto& plugin : targets) {
+    TargetReport t;
+    t.plugin = plugin->name();
+    t.loader_key = plugin->manifest().loader_keys.empty() ? std::string() : plugin->manifest().loader_keys.front();
+    report.targets.push_back(std::move(t));
+  }
+  for (const ValueDef& v : imported.signature.inputs) {
+    if (!lowering::has_open_dims(v)) continue;
+    std::string dims;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      dims += d ? ", " : "";
+      if (v.shape[d] >= 0) {
+        dims += std::to_string(v.shape[d]);
+        continue;
+      }
+      dims += "?";
+      const bool named = d < v.dim_symbols.size() && !v.dim_symbols[d].empty();
+      const int64_t lo = d < v.dim_min.size() ? v.dim_min[d] : 0;
+      const int64_t hi = d < v.dim_max.size() ? v.dim_max[d] : 0;
+      if (named || lo != 0 || hi != 0) {
+        dims += "(" + (named ? v.dim_symbols[d] : std::string()) + (named && (lo || hi) ? " " : "") +
+                (lo || hi ? std::to_string(lo) + ".." + (hi ? std::to_string(hi) : "") : "") + ")";
+      }
+    }
+    report.open_inputs.push_back(v.name + ": " + std::string(dtype_name(v.dtype)) + " [" + dims + "]");
+  }
+  LOOM_RETURN_IF_ERROR(write_archive(*program, options));
+  report.params_bytes = program->params_bytes;
+  LOOM_RETURN_IF_ERROR(program->writer.write_file(out).with_context("writing '" + out.string() + "'"));
+  std::error_code ec;
+  report.program_bytes = std::filesystem::file_size(out, ec);
+  if (ec) report.program_bytes = 0;
+  if (options.progress) options.progress("write", 1);
+  return report;
+}
+
 }  // namespace
 
 Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
@@ -71,7 +138,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   };
   auto fail = [&](const Status& st) { return st.with_context(model.string()); };
   progress("import", 0);
-  auto targets = load_targets(plugins, options.targets);
+  auto targets = lowering::load_targets(plugins, options.targets);
   if (!targets.ok()) return targets.status();
   EmitOptions emit;
   emit.params_scope = options.params_scope;
@@ -86,6 +153,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   if (!loaded.ok()) return loaded.status();
   ImportOptions import_options;
   import_options.input_shapes = options.input_shapes;
+  import_options.input_ranges = options.input_ranges;
   import_options.input_value = options.input_value;
   import_options.plugin_takes = [&](std::string_view domain, std::string_view op_type, int64_t opset) {
     return any_target_takes(*targets, domain, op_type, opset);
@@ -95,7 +163,10 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   if (!imported.ok()) return imported.status();
   progress("import", 0.3);
 
-  auto result = compile_graph(imported->graph, *targets, emit, options.progress, 0.3, 0.9);
+  if (imported->open) {
+    return write_open_program(*imported, *targets, emit, options, out, model);
+  }
+  auto result = lowering::compile_graph(imported->graph, *targets, emit, options.progress, 0.3, 0.9);
   if (!result.ok()) return fail(result.status());
   // A node kept because a plugin claimed its op, that no plugin then took.
   for (const Group& group : result->partition.groups) {
@@ -124,11 +195,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   report.reference_op_types = result->reference_op_types;
   report.reference_variants = result->reference_variants;
   if (result->program.archive != nullptr) {
-    // The archive may go to a subfolder of the program's (checked above).
-    std::error_code mkdir_error;
-    std::filesystem::create_directories(std::filesystem::absolute(options.params_out).parent_path(), mkdir_error);
-    LOOM_RETURN_IF_ERROR(result->program.archive->write_file(options.params_out)
-                             .with_context("writing parameters to '" + options.params_out.string() + "'"));
+    LOOM_RETURN_IF_ERROR(write_archive(result->program, options));
     report.params_bytes = result->program.params_bytes;
   }
   LOOM_RETURN_IF_ERROR(result->program.writer.write_file(out).with_context("writing '" + out.string() + "'"));

@@ -19,10 +19,13 @@
 
 #include "compiler/import.hpp"
 #include "compiler/import_attributes.hpp"
-#include "compiler/import_passes.hpp"
+#include "lowering/graph_passes.hpp"
+#include "lowering/open_shapes.hpp"
 #include "onnx/onnx_pb.h"
 
 namespace loom::compiler {
+
+namespace passes = lowering::passes;
 
 namespace {
 
@@ -54,9 +57,14 @@ Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
   }
   if (tt.has_shape()) {
     d.has_shape = true;
+    bool named = false;
     for (const auto& dim : tt.shape().dim()) {
-      d.dims.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
+      const bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+      d.dims.push_back(known ? dim.dim_value() : -1);
+      d.symbols.push_back(known || !dim.has_dim_param() ? std::string() : dim.dim_param());
+      named = named || !d.symbols.back().empty();
     }
+    if (!named) d.symbols.clear();
   }
   return d;
 }
@@ -64,6 +72,9 @@ Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
 struct ReadGraph {
   graph::Graph graph;
   std::vector<DeclaredType> declared;  // by tensor index
+  // Per graph input: its signature (open dimensions -1, symbols, bounds).
+  std::vector<ValueDef> input_signature;
+  bool open = false;  // some input dimension is open
   int64_t opset = 0;
   size_t constant_nodes = 0;
 };
@@ -178,6 +189,13 @@ class Reader {
                                 list_names(names));
       }
     }
+    for (const auto& [name, ranges] : options_.input_ranges) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        return invalid_argument("a range is given for input '" + name +
+                                "', which the model does not have; its inputs are " +
+                                list_names(names));
+      }
+    }
     for (const auto& in : gp.input()) {
       if (in.name().empty()) return invalid_argument("a graph input has no name");
       auto existing = by_name_.find(in.name());
@@ -190,7 +208,9 @@ class Reader {
       auto declared = declared_of(in);
       if (!declared.ok()) return declared.status().with_context("graph input");
       LOOM_ASSIGN_OR_RETURN(graph::Tensor tensor, bind_input(in, *declared));
-      if (!element_count(tensor.shape).ok()) {
+      Shape fixed = tensor.shape;  // open dimensions count as 1
+      for (int64_t& dim : fixed) dim = std::max<int64_t>(dim, 1);
+      if (!element_count(fixed).ok()) {
         return invalid_argument("graph input '" + in.name() + "' has an impossible shape " +
                                 shape_to_string(tensor.shape) + " (too many elements)");
       }
@@ -200,6 +220,7 @@ class Reader {
     return Status();
   }
 
+  // The input's tensor (open dimensions -1) and its signature entry.
   Result<graph::Tensor> bind_input(const ::onnx::ValueInfoProto& in, const DeclaredType& d) {
     const std::string& name = in.name();
     if (d.dtype == DType::kInvalid) {
@@ -210,9 +231,13 @@ class Reader {
     for (const auto& [n, s] : options_.input_shapes) {
       if (n == name) given = &s;
     }
+    const std::vector<DimRange>* ranges = nullptr;
+    for (const auto& [n, r] : options_.input_ranges) {
+      if (n == name) ranges = &r;
+    }
     if (given != nullptr) {
       for (int64_t dim : *given) {
-        if (dim < 0) {
+        if (dim < -1) {
           return invalid_argument("the shape given for input '" + name + "', " +
                                   shape_to_string(*given) + ", has a negative dimension");
         }
@@ -225,7 +250,7 @@ class Reader {
                                   std::to_string(d.dims.size()));
         }
         for (size_t i = 0; i < d.dims.size(); ++i) {
-          if (d.dims[i] >= 0 && d.dims[i] != (*given)[i]) {
+          if (d.dims[i] >= 0 && (*given)[i] >= 0 && d.dims[i] != (*given)[i]) {
             return invalid_argument("the shape given for input '" + name + "', " +
                                     shape_to_string(*given) + ", differs in dimension " +
                                     std::to_string(i) + " from the model's static size " +
@@ -234,25 +259,53 @@ class Reader {
         }
       }
       t.shape = *given;
-      return t;
+    } else if (!d.has_shape) {
+      return invalid_argument("input '" + name + "' has no shape in the model (not even its rank); "
+                              "give it, e.g. --input-shape " + name + "=1,3,224,224");
+    } else {
+      t.shape = d.dims;
     }
-    if (!d.has_shape) {
-      return invalid_argument("input '" + name + "' has no shape in the model; give it, e.g. "
-                              "--input-shape " + name + "=1,3,224,224");
+    ValueDef sig;
+    sig.name = name;
+    sig.dtype = d.dtype;
+    sig.shape = t.shape;
+    bool open = false, named = false;
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      open = open || t.shape[i] < 0;
+      const bool symbol = t.shape[i] < 0 && i < d.symbols.size() && !d.symbols[i].empty();
+      sig.dim_symbols.push_back(symbol ? d.symbols[i] : std::string());
+      named = named || symbol;
     }
-    const auto& dims = in.type().tensor_type().shape().dim();
-    for (size_t i = 0; i < d.dims.size(); ++i) {
-      if (d.dims[i] >= 0) continue;
-      std::string example;
-      for (size_t j = 0; j < d.dims.size(); ++j) {
-        example += (j ? "," : "") + std::to_string(d.dims[j] >= 0 ? d.dims[j] : 1);
+    if (!named) sig.dim_symbols.clear();
+    if (ranges != nullptr) {
+      if (ranges->size() != t.shape.size()) {
+        return invalid_argument("the range given for input '" + name + "' has " +
+                                std::to_string(ranges->size()) + " dimensions; the input has rank " +
+                                std::to_string(t.shape.size()));
       }
-      const std::string param = dims[static_cast<int>(i)].dim_param();
-      return invalid_argument("input '" + name + "' has a dynamic dimension " +
-                              std::to_string(i) + (param.empty() ? "" : " ('" + param + "')") +
-                              "; give its size, e.g. --input-shape " + name + "=" + example);
+      for (size_t i = 0; i < ranges->size(); ++i) {
+        const DimRange& r = (*ranges)[i];
+        if (r.min == 0 && r.max == 0) continue;
+        if (t.shape[i] >= 0) {
+          return invalid_argument("input '" + name + "' dimension " + std::to_string(i) +
+                                  " is fixed at " + std::to_string(t.shape[i]) +
+                                  "; only an open dimension takes a range");
+        }
+        if (r.min < 0 || r.max < 0 || (r.max != 0 && r.min > r.max)) {
+          return invalid_argument("input '" + name + "' dimension " + std::to_string(i) + ": " +
+                                  std::to_string(r.min) + ".." + std::to_string(r.max) +
+                                  " is not a range");
+        }
+      }
+      sig.dim_min.resize(ranges->size());
+      sig.dim_max.resize(ranges->size());
+      for (size_t i = 0; i < ranges->size(); ++i) {
+        sig.dim_min[i] = (*ranges)[i].min;
+        sig.dim_max[i] = (*ranges)[i].max;
+      }
     }
-    t.shape = d.dims;
+    out_.open = out_.open || open;
+    out_.input_signature.push_back(std::move(sig));
     return t;
   }
 
@@ -451,6 +504,93 @@ Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
   return Status();
 }
 
+// An input dimension stays open: the graph is kept as read (less Identity
+// nodes and what no output needs) for an open-shape program, whose runtime
+// binds the shapes and runs the passes per binding. Checked here: every op
+// has a reference kernel or a target that takes it, and with bounds given
+// for every open dimension, the graph at both ends of them.
+Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
+                                  const kernels::KernelRegistry& kernels, ImportedModel result) {
+  graph::Graph& g = read.graph;
+  for (const graph::Node& node : g.nodes) {
+    const bool has_kernel = node.domain.empty() && kernels.find(node.op_type) != nullptr;
+    if (has_kernel) continue;
+    const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+    if (!options.plugin_takes || !options.plugin_takes(node.domain, node.op_type, node.opset)) {
+      return unimplemented("unsupported operator '" + op + "' (node '" + node.name + "', opset " +
+                           std::to_string(node.opset) + "): no reference kernel, and no target plugin takes it");
+    }
+    for (int32_t t : node.outputs) {
+      if (static_cast<size_t>(t) >= read.declared.size() || !read.declared[t].is_static()) {
+        return unimplemented("operator '" + op + "' (node '" + node.name +
+                             "') has no reference kernel; a target plugin takes it, but the model does "
+                             "not state the static type of its output '" + g.tensors[t].name +
+                             "', which an open-shape program needs");
+      }
+    }
+  }
+  if (options.remove_dead_nodes) result.stats.dead_nodes = passes::remove_dead_nodes(g);
+  // Keep the declared types aligned with the tensors through compaction.
+  std::vector<std::string> names(g.tensors.size());
+  for (size_t t = 0; t < g.tensors.size(); ++t) names[t] = g.tensors[t].name;
+  std::unordered_map<std::string, DeclaredType> declared_by_name;
+  for (size_t t = 0; t < read.declared.size() && t < g.tensors.size(); ++t) {
+    declared_by_name.emplace(names[t], read.declared[t]);
+  }
+  passes::compact_tensors(g);
+  result.declared.resize(g.tensors.size());
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    auto it = declared_by_name.find(g.tensors[t].name);
+    if (it != declared_by_name.end()) result.declared[t] = it->second;
+  }
+  Status valid = graph::validate(g, {.open = true});
+  if (!valid.ok()) return internal_error("the imported graph is inconsistent: " + valid.message());
+
+  result.open = true;
+  result.signature.inputs = std::move(read.input_signature);
+  for (int32_t t : g.outputs) {
+    ValueDef v;
+    v.name = g.tensors[t].name;
+    const DeclaredType& d = result.declared[t];
+    v.dtype = d.dtype;
+    if (d.has_shape) {
+      v.shape = d.dims;
+      v.dim_symbols = d.symbols;
+    }
+    result.signature.outputs.push_back(std::move(v));
+  }
+
+  // With bounds on every open dimension, infer the graph at both ends.
+  bool bounded = true;
+  for (const ValueDef& v : result.signature.inputs) {
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (v.shape[d] < 0 && (d >= v.dim_max.size() || v.dim_min[d] == 0 || v.dim_max[d] == 0)) bounded = false;
+    }
+  }
+  if (bounded) {
+    lowering::OpenGraph open{g, result.declared, {}, false};
+    for (const bool at_max : {false, true}) {
+      std::vector<Shape> shapes;
+      std::string binding;
+      for (const ValueDef& v : result.signature.inputs) {
+        Shape s = v.shape;
+        for (size_t d = 0; d < s.size(); ++d) {
+          if (s[d] < 0) s[d] = at_max ? v.dim_max[d] : v.dim_min[d];
+        }
+        binding += (binding.empty() ? "" : ", ") + v.name + "=" + shape_to_string(s);
+        shapes.push_back(std::move(s));
+      }
+      auto bound = lowering::bind_open_graph(open, shapes, kernels, UINT64_MAX);
+      if (!bound.ok()) {
+        return bound.status().with_context(std::string("the declared ranges do not fit the graph at their ") +
+                                           (at_max ? "maximum" : "minimum") + " (" + binding + ")");
+      }
+    }
+  }
+  result.graph = std::move(g);
+  return result;
+}
+
 Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOptions& options,
                                  const kernels::KernelRegistry& kernels) {
   Reader reader(model, options);
@@ -460,12 +600,15 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
   result.stats.model_nodes = static_cast<size_t>(model.proto().graph().node_size());
 
   if (options.remove_dead_nodes) result.stats.identity_nodes = passes::bypass_identities(read.graph);
+  if (read.open) return open_import(std::move(read), options, kernels, std::move(result));
   graph::Graph g;
   for (;;) {
     g = read.graph;  // constants are shared, not copied
     passes::InferStats infer_stats;
     std::optional<passes::NeedsValue> needs;
-    LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, read.declared, kernels, options,
+    passes::InferOptions infer;
+    infer.plugin_takes = options.plugin_takes;
+    LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, read.declared, kernels, infer,
                                                 options.fold_constants, infer_stats, needs));
     if (!needs) {
       result.stats.folded_nodes = read.constant_nodes + infer_stats.folded_nodes;

@@ -1,5 +1,6 @@
 // ONNX import: an onnx_io::Model in, a static-shape loom::graph::Graph out,
-// ready to partition.
+// ready to partition; or, when an input dimension stays open, an open graph
+// for an open-shape program (ImportedModel::open).
 //
 // Steps, in order: read the graph (opsets 7-17 of the default domain;
 // initializers and Constant nodes become constant tensors); bind dynamic
@@ -31,6 +32,9 @@
 
 #include "graph/graph.hpp"
 #include "kernels/kernel.hpp"
+#include "loom/compiler.hpp"
+#include "lowering/graph_passes.hpp"
+#include "lowering/open_shapes.hpp"
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
 #include "onnx/onnx_model.hpp"
@@ -38,8 +42,10 @@
 namespace loom::compiler {
 
 struct ImportOptions {
-  // As CompileOptions::input_shapes / input_value (loom/compiler.hpp).
+  // As CompileOptions::input_shapes / input_ranges / input_value
+  // (loom/compiler.hpp).
   std::vector<std::pair<std::string, Shape>> input_shapes;
+  std::vector<std::pair<std::string, std::vector<DimRange>>> input_ranges;
   std::function<const Tensor*(std::string_view input_name)> input_value;
   // Ops without a reference kernel that a target plugin claims it can run
   // (the partitioner asks before importing): import keeps such a node when
@@ -70,6 +76,15 @@ struct ImportedModel {
   // initializer name (or the producing node's output name when folded).
   graph::Graph graph;
   ImportStats stats;
+  // Some input dimension is left open (neither the model nor input_shapes
+  // fixes it): `graph` is then an open graph (graph::ValidateOptions::open)
+  // that only the reading passes ran on (Identity bypass, dead nodes), for an
+  // open-shape program (lowering/open_shapes.hpp); `signature` gives its
+  // inputs and outputs with their open dimensions, symbols and bounds, and
+  // `declared` the model's statements about tensors, by tensor index.
+  bool open = false;
+  lowering::OpenSignature signature;
+  std::vector<lowering::passes::DeclaredType> declared;
 };
 
 Result<ImportedModel> import_onnx(const onnx_io::Model& model, const ImportOptions& options,

@@ -29,7 +29,7 @@ std::string tensor_label(const Graph& g, int32_t t) {
 
 }  // namespace
 
-Status validate(const Graph& g) {
+Status validate(const Graph& g, const ValidateOptions& options) {
   const size_t n_tensors = g.tensors.size();
   std::unordered_set<std::string_view> names;
   for (size_t t = 0; t < n_tensors; ++t) {
@@ -38,6 +38,15 @@ Status validate(const Graph& g) {
     if (tensor.name.empty()) return invalid_argument(label + " has no name");
     if (!names.insert(tensor.name).second) {
       return invalid_argument("two tensors are named '" + tensor.name + "'");
+    }
+    if (options.open && !tensor.is_constant()) {
+      if (dtype_size(tensor.dtype) == 0 && tensor.dtype != DType::kInvalid) {
+        return invalid_argument(label + " has no valid dtype");
+      }
+      for (int64_t d : tensor.shape) {
+        if (d < -1) return invalid_argument(label + " has dimension " + std::to_string(d));
+      }
+      continue;
     }
     const size_t es = dtype_size(tensor.dtype);
     if (es == 0) return invalid_argument(label + " has no valid dtype");

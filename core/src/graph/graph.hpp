@@ -34,7 +34,10 @@ using ConstantBytes = std::shared_ptr<const std::vector<std::byte>>;
 struct Tensor {
   std::string name;  // unique within the graph
   DType dtype = DType::kInvalid;
-  Shape shape;       // static; the importer rejects what it cannot bind
+  // Static, except in an open graph (ValidateOptions::open): there a tensor
+  // that is not a constant may have dtype kInvalid (not inferred yet) and
+  // open dimensions (-1).
+  Shape shape;
   // A constant (initializer, Constant node, folded value): its bytes,
   // dtype_size(dtype) * elements long. Null for every other tensor.
   ConstantBytes data;
@@ -71,6 +74,12 @@ std::string describe_node(const Graph& graph, size_t node);
 // node, or being an input or a constant, not two of these), nodes in
 // topological order, outputs produced, constants sized to their dtype and
 // shape, shapes without negative dimensions. Errors name node and tensor.
-Status validate(const Graph& graph);
+struct ValidateOptions {
+  // An open graph: the one an open-shape program keeps (lowering/
+  // open_shapes.hpp), before its inputs are bound. Tensors other than
+  // constants need no dtype and may have open dimensions (-1).
+  bool open = false;
+};
+Status validate(const Graph& graph, const ValidateOptions& options = {});
 
 }  // namespace loom::graph

@@ -55,7 +55,8 @@ bool encodes_as_parameter(const Tensor& tensor, const EncodeOptions& options) {
 }
 
 Result<std::vector<std::byte>> encode_graph(const Graph& graph, const EncodeOptions& options) {
-  LOOM_RETURN_IF_ERROR(validate(graph).with_context("encoding graph '" + graph.name + "'"));
+  LOOM_RETURN_IF_ERROR(validate(graph, {.open = options.open})
+                           .with_context("encoding graph '" + graph.name + "'"));
   uint64_t inline_bytes = 0;
   for (const Tensor& t : graph.tensors) {
     if (t.is_constant() && !encodes_as_parameter(t, options)) inline_bytes += t.data->size();
@@ -158,7 +159,7 @@ Result<AttributeDef> decode_attribute(const fb::Attribute& a, const std::string&
 
 }  // namespace
 
-Result<Graph> decode_graph(std::span<const std::byte> bytes) {
+Result<Graph> decode_graph(std::span<const std::byte> bytes, bool open) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   flatbuffers::Verifier::Options vopts;
   vopts.max_depth = kMaxDepth;
@@ -179,9 +180,15 @@ Result<Graph> decode_graph(std::span<const std::byte> bytes) {
     Tensor tensor;
     tensor.name = t->name()->str();
     const auto d = static_cast<uint8_t>(t->dtype());
-    if (!valid_dtype(d)) return invalid_argument(label + ": unknown dtype " + std::to_string(d));
+    const bool untyped_value = open && d == 0 && t->data() == nullptr && t->parameter() == nullptr;
+    if (!valid_dtype(d) && !untyped_value) return invalid_argument(label + ": unknown dtype " + std::to_string(d));
     tensor.dtype = static_cast<DType>(d);
     tensor.shape = copy_scalars(t->shape());
+    if (open && t->data() == nullptr && t->parameter() == nullptr) {
+      // A value of an open graph: validate() below checks what it may be.
+      out.tensors.push_back(std::move(tensor));
+      continue;
+    }
     auto count = element_count(tensor.shape);
     if (!count.ok()) return count.status().with_context(label);
     if (t->data() != nullptr && t->parameter() != nullptr) {
@@ -268,7 +275,7 @@ Result<Graph> decode_graph(std::span<const std::byte> bytes) {
     }
     out.nodes.push_back(std::move(node));
   }
-  LOOM_RETURN_IF_ERROR(validate(out).with_context("graph IR"));
+  LOOM_RETURN_IF_ERROR(validate(out, {.open = open}).with_context("graph IR"));
   return out;
 }
 

@@ -28,6 +28,8 @@ namespace loom::graph {
 struct EncodeOptions {
   // Float constants larger than this become parameters.
   uint64_t inline_limit = 4096;
+  // An open graph (ValidateOptions::open): what an open-shape program keeps.
+  bool open = false;
 };
 
 // Whether `tensor` (a constant) is written as a parameter under `options`.
@@ -35,6 +37,8 @@ bool encodes_as_parameter(const Tensor& tensor, const EncodeOptions& options);
 
 Result<std::vector<std::byte>> encode_graph(const Graph& graph, const EncodeOptions& options = {});
 
-Result<Graph> decode_graph(std::span<const std::byte> bytes);
+// `open`: accept an open graph (ValidateOptions::open); plugins are never
+// handed one.
+Result<Graph> decode_graph(std::span<const std::byte> bytes, bool open = false);
 
 }  // namespace loom::graph

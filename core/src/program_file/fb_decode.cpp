@@ -120,6 +120,12 @@ class Decoder {
     out.float_value = v.float_value();
     out.ints = scalars<int64_t>(v.ints());
     out.parameter = v.parameter();
+    if (v.dim_symbols() != nullptr &&
+        charge(uint64_t{v.dim_symbols()->size()} * sizeof(flatbuffers::uoffset_t))) {
+      for (const flatbuffers::String* s : *v.dim_symbols()) out.dim_symbols.push_back(str(s));
+    }
+    out.dim_min = scalars<int64_t>(v.dim_min());
+    out.dim_max = scalars<int64_t>(v.dim_max());
     return out;
   }
 
@@ -182,6 +188,7 @@ class Decoder {
     out.values = all<ValueDef>(f.values());
     out.instructions = all<InstructionDef>(f.instructions());
     out.memory_plan = decode(f.memory_plan());
+    out.graph_artifact = f.graph_artifact();
     return out;
   }
 

@@ -56,9 +56,13 @@ Offset<fb::Value> encode(FlatBufferBuilder& b, const ValueDef& v) {
   auto shape = opt_vector(b, v.shape);
   auto dim_order = opt_vector(b, v.dim_order);
   auto ints = opt_vector(b, v.ints);
+  Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> symbols = 0;
+  if (!v.dim_symbols.empty()) symbols = b.CreateVectorOfStrings(v.dim_symbols);
+  auto dim_min = opt_vector(b, v.dim_min);
+  auto dim_max = opt_vector(b, v.dim_max);
   return fb::CreateValue(b, name, static_cast<fb::ValueKind>(static_cast<uint8_t>(v.kind)),
                          to_fb(v.dtype), shape, dim_order, v.int_value, v.float_value, ints,
-                         v.parameter);
+                         v.parameter, symbols, dim_min, dim_max);
 }
 
 Offset<fb::Attribute> encode(FlatBufferBuilder& b, const AttributeDef& a) {
@@ -121,7 +125,8 @@ Offset<fb::Function> encode(FlatBufferBuilder& b, const FunctionDef& f) {
     instructions = b.CreateVector(out);
   }
   auto plan = encode(b, f.memory_plan);
-  return fb::CreateFunction(b, name, inputs, outputs, reflection, values, instructions, plan);
+  return fb::CreateFunction(b, name, inputs, outputs, reflection, values, instructions, plan,
+                            f.graph_artifact);
 }
 
 Offset<fb::Parameter> encode(FlatBufferBuilder& b, const ParameterDef& p) {

@@ -14,10 +14,40 @@ namespace {
 // imported (buffer_import_host) instead of staging it through copies.
 constexpr uint64_t kArenaAlignment = 256;
 
+// IREE's notation: an open dimension is null.
 nlohmann::json type_record(const ValueDef& v) {
   nlohmann::json r = nlohmann::json::array({"ndarray", std::string(dtype_name(v.dtype)), v.shape.size()});
-  for (int64_t d : v.shape) r.push_back(d);
+  for (int64_t d : v.shape) {
+    if (d < 0) {
+      r.push_back(nullptr);
+    } else {
+      r.push_back(d);
+    }
+  }
   return r;
+}
+
+// Loom's addition for open dimensions: per argument, each dimension's symbol
+// (null where fixed or anonymous) and its bounds ([min, max], 0 = none).
+nlohmann::json symbol_record(const ValueDef& v) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] >= 0) {
+      dims.push_back(nullptr);
+      continue;
+    }
+    nlohmann::json dim = nlohmann::json::object();
+    if (d < v.dim_symbols.size() && !v.dim_symbols[d].empty()) dim["symbol"] = v.dim_symbols[d];
+    const int64_t lo = d < v.dim_min.size() ? v.dim_min[d] : 0;
+    const int64_t hi = d < v.dim_max.size() ? v.dim_max[d] : 0;
+    if (lo != 0 || hi != 0) dim["range"] = {lo, hi};
+    dims.push_back(std::move(dim));
+  }
+  return dims;
+}
+
+bool has_open_dims(const ValueDef& v) {
+  return std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; });
 }
 
 }  // namespace
@@ -89,8 +119,17 @@ std::string function_reflection(const FunctionDef& f) {
     results.push_back(type_record(f.values[v]));
     out_names.push_back(f.values[v].name);
   }
-  return nlohmann::json{{"v", 1}, {"a", args}, {"r", results}, {"names", {{"a", in_names}, {"r", out_names}}}}
-      .dump();
+  nlohmann::json out{{"v", 1}, {"a", args}, {"r", results}, {"names", {{"a", in_names}, {"r", out_names}}}};
+  bool open = false;
+  for (uint32_t v : f.inputs) open = open || has_open_dims(f.values[v]);
+  for (uint32_t v : f.outputs) open = open || has_open_dims(f.values[v]);
+  if (open) {
+    nlohmann::json a = nlohmann::json::array(), r = nlohmann::json::array();
+    for (uint32_t v : f.inputs) a.push_back(symbol_record(f.values[v]));
+    for (uint32_t v : f.outputs) r.push_back(symbol_record(f.values[v]));
+    out["dims"] = {{"a", a}, {"r", r}};
+  }
+  return out.dump();
 }
 
 }  // namespace loom

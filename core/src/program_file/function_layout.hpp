@@ -17,7 +17,10 @@ void plan_function_memory(FunctionDef& function);
 
 // The IREE-style reflection JSON of `function`: {"v":1, "a": argument type
 // records such as ["ndarray","f32",2,1,784], "r": results, "names":
-// {"a": [...], "r": [...]}}.
+// {"a": [...], "r": [...]}}. An open dimension is null in its type record
+// (IREE's notation, ["ndarray","f32",2,null,784]); when a function has any,
+// "dims": {"a": [...], "r": [...]} gives per argument and dimension null
+// (fixed) or {"symbol": "batch", "range": [1, 8]} (both keys optional).
 std::string function_reflection(const FunctionDef& function);
 
 }  // namespace loom

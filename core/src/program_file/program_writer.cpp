@@ -59,12 +59,14 @@ std::vector<container::SegmentSource> sources_of(const Segments& segments) {
 
 // The required features the program's content needs, on top of those set.
 uint64_t content_features(const ProgramDef& program) {
+  uint64_t features = 0;
   for (const FunctionDef& f : program.functions) {
+    if (f.graph_artifact >= 0) features |= kRequiredFeatureOpenShapes;
     for (const InstructionDef& ins : f.instructions) {
-      if (ins.opset != 0) return kRequiredFeatureKernelOpsets;
+      if (ins.opset != 0) features |= kRequiredFeatureKernelOpsets;
     }
   }
-  return 0;
+  return features;
 }
 
 }  // namespace

@@ -59,6 +59,35 @@ Status validate_value(const std::string& where, const ValueDef& v, size_t parame
     LOOM_RETURN_IF_ERROR(
         check_index(where + ".parameter", v.parameter, parameter_count, "parameter", "program"));
   }
+  const auto per_dim = [&](std::string_view field, size_t size) -> Status {
+    if (size != 0 && size != v.shape.size()) {
+      return invalid_argument(where + "." + std::string(field) + ": " + std::to_string(size) +
+                              " entries for a rank-" + std::to_string(v.shape.size()) + " shape");
+    }
+    return Status();
+  };
+  LOOM_RETURN_IF_ERROR(per_dim("dim_symbols", v.dim_symbols.size()));
+  LOOM_RETURN_IF_ERROR(per_dim("dim_min", v.dim_min.size()));
+  LOOM_RETURN_IF_ERROR(per_dim("dim_max", v.dim_max.size()));
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    const std::string dim = "[" + std::to_string(d) + "]";
+    if (v.shape[d] < -1) {
+      return invalid_argument(where + ".shape" + dim + ": " + std::to_string(v.shape[d]) +
+                              " is neither a size nor -1 (open)");
+    }
+    const bool open = v.shape[d] == -1;
+    if (!open && d < v.dim_symbols.size() && !v.dim_symbols[d].empty()) {
+      return invalid_argument(where + ".dim_symbols" + dim + ": symbol '" + v.dim_symbols[d] +
+                              "' on a fixed dimension (" + std::to_string(v.shape[d]) + ")");
+    }
+    const int64_t lo = d < v.dim_min.size() ? v.dim_min[d] : 0;
+    const int64_t hi = d < v.dim_max.size() ? v.dim_max[d] : 0;
+    if (lo < 0 || hi < 0 || (hi != 0 && lo > hi) || (!open && (lo != 0 || hi != 0))) {
+      return invalid_argument(where + ".dim_min/dim_max" + dim + ": bounds " + std::to_string(lo) +
+                              ".." + std::to_string(hi) +
+                              (open ? " are not a range" : " on a fixed dimension"));
+    }
+  }
   return Status();
 }
 
@@ -169,6 +198,31 @@ Status validate_function(const std::string& where, const FunctionDef& f,
   for (size_t i = 0; i < f.instructions.size(); ++i) {
     LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i),
                                               f.instructions[i], f, program.delegates.size()));
+  }
+  if (f.graph_artifact != -1) {
+    LOOM_RETURN_IF_ERROR(check_index(where + ".graph_artifact", f.graph_artifact,
+                                     program.artifacts.size(), "artifact", "program"));
+    const ArtifactDef& a = program.artifacts[static_cast<size_t>(f.graph_artifact)];
+    if (a.loader_key != kGraphLoaderKey) {
+      return invalid_argument(where + ".graph_artifact: artifact " +
+                              std::to_string(f.graph_artifact) + " has loader key '" +
+                              a.loader_key + "', not '" + std::string(kGraphLoaderKey) + "'");
+    }
+    if (!f.instructions.empty() || !f.memory_plan.slots.empty() || f.memory_plan.arena_size != 0) {
+      return invalid_argument(where + ": an open-shape function (graph_artifact " +
+                              std::to_string(f.graph_artifact) +
+                              ") has no instructions or memory plan of its own");
+    }
+  } else {
+    for (size_t v = 0; v < f.values.size(); ++v) {
+      for (size_t d = 0; d < f.values[v].shape.size(); ++d) {
+        if (f.values[v].shape[d] == -1) {
+          return invalid_argument(where + "." + at("values", v) + ".shape[" + std::to_string(d) +
+                                  "]: open (-1), but the function has no graph_artifact to "
+                                  "bind its shapes");
+        }
+      }
+    }
   }
   return validate_memory_plan(where + ".memory_plan", f.memory_plan, f);
 }

@@ -151,7 +151,7 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
         vp.storage = storage;
         vp.io_index = k;
       }
-      out.push_back({vp.name, vp.dtype, vp.shape});
+      out.push_back({vp.name, vp.dtype, vp.shape, {}, {}, {}});
     }
     return Status();
   };

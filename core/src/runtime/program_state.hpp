@@ -90,8 +90,13 @@ struct StepPlan {
   std::vector<uint32_t> outputs;
 };
 
+class OpenFunction;
+
 struct FunctionPlan {
   FunctionInfo info;
+  // An open-shape function (info.open): everything else is empty; sessions
+  // run the programs this makes per binding.
+  std::shared_ptr<OpenFunction> open;
   std::vector<uint32_t> inputs;   // value indices
   std::vector<uint32_t> outputs;  // value indices
   std::vector<ValuePlan> values;
@@ -159,6 +164,9 @@ struct Program::State {
   // Checks that the function it names matches every call of the delegate.
   Result<runtime::LoadedDelegate> load_reference(uint32_t delegate, uint32_t artifact) const;
   std::chrono::milliseconds run_timeout{0};  // LoadOptions::run_timeout
+  // A program with open-shape functions keeps the host that compiles their
+  // specializations; null otherwise.
+  std::shared_ptr<host::PluginHost> host;
   // LoadOptions::max_tensor_bytes, its default resolved.
   uint64_t max_tensor_bytes = UINT64_MAX;
   std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace

@@ -11,6 +11,7 @@
 #include "host/discovery/doctor.hpp"
 #include "host/isolation/log_channel.hpp"
 #include "host/discovery/probe_cache.hpp"
+#include "runtime/open_function.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
 
@@ -59,7 +60,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   }
   LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
   std::unique_ptr<Runtime> runtime(new Runtime());
-  runtime->host_ = std::move(host);
+  runtime->host_ = std::shared_ptr<host::PluginHost>(std::move(host));
   return runtime;
 }
 
@@ -132,7 +133,7 @@ Result<std::shared_ptr<Program>> Runtime::load_program_file(const std::filesyste
   std::error_code ec;
   std::filesystem::path folder = std::filesystem::absolute(path, ec).parent_path();
   if (ec || folder.empty()) folder = path.parent_path().empty() ? "." : path.parent_path();
-  auto program = prepare(std::move(*reader), folder, options);
+  auto program = prepare(host_, std::move(*reader), folder, options);
   if (!program.ok()) return program.status().with_context(path.string());
   return program;
 }
@@ -141,11 +142,12 @@ Result<std::shared_ptr<Program>> Runtime::load_program(std::span<const std::byte
                                                        const LoadOptions& options) {
   return without_bad_alloc("a program from memory", [&]() -> Result<std::shared_ptr<Program>> {
     LOOM_ASSIGN_OR_RETURN(auto reader, ProgramReader::open_buffer(bytes));
-    return prepare(std::move(reader), {}, options);
+    return prepare(host_, std::move(reader), {}, options);
   });
 }
 
-Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader> reader,
+Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::PluginHost>& host_,
+                                                  std::unique_ptr<ProgramReader> reader,
                                                   const std::filesystem::path& folder,
                                                   const LoadOptions& options) {
   auto state = std::make_unique<Program::State>();
@@ -191,7 +193,36 @@ Result<std::shared_ptr<Program>> Runtime::prepare(std::unique_ptr<ProgramReader>
                                        a->content.size());
     }
   }
+  if (options.shape_cache == 0) {
+    return invalid_argument("LoadOptions::shape_cache is 0; an open-shape program keeps at least one binding");
+  }
   for (const FunctionDef& function : def.functions) {
+    if (function.graph_artifact >= 0) {
+      // An open-shape function: specialized per binding, through this host,
+      // with these options (less what only this load call may use).
+      LoadOptions inner = options;
+      inner.explanation = nullptr;
+      inner.parameter_archives.clear();
+      const Artifact* a = state->registry.artifact(static_cast<uint32_t>(function.graph_artifact));
+      if (a == nullptr) {
+        return invalid_argument("function '" + function.name + "': graph artifact " +
+                                std::to_string(function.graph_artifact) + " is missing");
+      }
+      std::shared_ptr<host::PluginHost> host = host_;
+      runtime::ProgramLoader load = [host, inner](std::span<const std::byte> bytes) -> Result<std::shared_ptr<Program>> {
+        LOOM_ASSIGN_OR_RETURN(auto reader, ProgramReader::open_buffer(bytes));
+        return Runtime::prepare(host, std::move(reader), {}, inner);
+      };
+      LOOM_ASSIGN_OR_RETURN(auto open, runtime::OpenFunction::create(
+                                           *state->reader, state->parameters, a->content, function, host_,
+                                           std::move(load), options.shape_cache, state->max_tensor_bytes,
+                                           host_->channel()));
+      runtime::FunctionPlan plan = runtime::open_function_plan(function);
+      plan.open = std::move(open);
+      state->functions.push_back(std::move(plan));
+      state->host = host_;
+      continue;
+    }
     auto plan = runtime::build_function_plan(*state->reader, state->parameters, function,
                                              state->kernels, def.delegates.size());
     if (!plan.ok()) {

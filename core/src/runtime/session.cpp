@@ -107,13 +107,17 @@ bool RunHandle::done() const {
 
 const FunctionInfo& Session::function() const { return state_->plan->info; }
 
-size_t Session::output_count() const { return state_->outputs.size(); }
-const Tensor& Session::output(size_t index) const { return state_->outputs[index]; }
+size_t Session::output_count() const {
+  return state_->open != nullptr ? state_->open->output_count() : state_->outputs.size();
+}
+const Tensor& Session::output(size_t index) const {
+  return state_->open != nullptr ? state_->open->output(index) : state_->outputs[index];
+}
 
 Result<const Tensor*> Session::output(std::string_view name) const {
   const auto& outs = state_->plan->info.outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (outs[i].name == name) return &state_->outputs[i];
+    if (outs[i].name == name) return &output(i);
   }
   return not_found("function '" + state_->plan->info.name + "' has no result '" +
                    std::string(name) + "'");
@@ -162,6 +166,7 @@ Status Session::set_input(size_t index, const Tensor& tensor) {
                         state_->plan->info.name + "' has " + std::to_string(inputs.size()) +
                         " inputs)");
   }
+  if (state_->open != nullptr) return state_->open->set_input(index, tensor);
   const ArgumentInfo& a = inputs[index];
   if (tensor.dtype() != a.dtype || tensor.shape() != a.shape) {
     const bool dtype_differs = tensor.dtype() != a.dtype;
@@ -188,6 +193,10 @@ Status Session::bind_input(size_t index, const void* data, size_t size) {
     return out_of_range("input index " + std::to_string(index) + " out of range (function '" +
                         state_->plan->info.name + "' has " + std::to_string(inputs.size()) +
                         " inputs)");
+  }
+  if (state_->open != nullptr) {
+    return failed_precondition("input '" + inputs[index].name + "' of function '" + state_->plan->info.name +
+                               "' has open dimensions; bind it with set_input, which carries its shape");
   }
   if (size != state_->staging[index].byte_size() || (data == nullptr && size != 0)) {
     return invalid_argument("input '" + inputs[index].name + "' needs " +
@@ -239,6 +248,7 @@ Status Session::run() {
 namespace {
 
 Status run_session(Session::State& s) {
+  if (s.open != nullptr) return s.open->run();
   if (s.program->placement_generation.load(std::memory_order_acquire) != s.generation) {
     LOOM_RETURN_IF_ERROR(runtime::refresh_calls(s));
   }
@@ -286,6 +296,7 @@ Status Session::set_run_timeout(std::chrono::milliseconds timeout) {
     return invalid_argument("run timeout is negative (" + std::to_string(timeout.count()) + " ms)");
   }
   state_->run_timeout = timeout;
+  if (state_->open != nullptr) return state_->open->set_run_timeout(timeout);
   return Status();
 }
 

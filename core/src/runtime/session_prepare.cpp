@@ -11,6 +11,10 @@
 namespace loom {
 
 std::vector<DelegateTransfers> Session::transfers() const {
+  if (state_->open != nullptr) {  // the last run's binding
+    return state_->open->current() != nullptr ? state_->open->current()->transfers()
+                                              : std::vector<DelegateTransfers>{};
+  }
   std::vector<DelegateTransfers> out;
   for (const runtime::DelegateCall& call : state_->calls) {
     DelegateTransfers t;
@@ -273,6 +277,14 @@ Status refresh_calls(Session::State& s) {
 
 Result<std::unique_ptr<Session::State>> make_session_state(std::shared_ptr<Program::State> program,
                                                            const FunctionPlan* plan) {
+  if (plan->open != nullptr) {
+    auto s = std::make_unique<Session::State>();
+    s->program = program;
+    s->plan = plan;
+    s->run_timeout = program->run_timeout;
+    s->open = std::make_unique<OpenSession>(plan->open, plan->info, program->run_timeout);
+    return s;
+  }
   LOOM_RETURN_IF_ERROR(check_declared_sizes(*plan, program->max_tensor_bytes));
   auto s = std::make_unique<Session::State>();
   s->program = program;

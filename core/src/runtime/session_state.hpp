@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/aligned_bytes.hpp"
+#include "runtime/open_function.hpp"
 #include "runtime/program_state.hpp"
 
 namespace loom {
@@ -44,6 +45,9 @@ struct DelegateCall {
 struct Session::State {
   std::shared_ptr<Program::State> program;
   const runtime::FunctionPlan* plan = nullptr;
+  // A session of an open-shape function: it runs sessions of the function's
+  // specializations, and nothing below is used.
+  std::unique_ptr<runtime::OpenSession> open;
   runtime::AlignedBytes arena;
   uint64_t arena_bytes = 0;  // allocated, a multiple of kArenaImportAlignment
   // The arena imported as a buffer of a device (buffer_import_host), made at

@@ -1,7 +1,7 @@
 // The compile pipeline on hand-built graphs against the fake plugin: target
 // lookup, the compile entries' checks, emission, and programs that load and
 // run with loom::Runtime.
-#include "compiler/driver.hpp"
+#include "lowering/driver.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "host/plugin_host.hpp"
 #include "loom/runtime.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 namespace {
 
 using test::add_constant;
@@ -339,4 +339,4 @@ TEST(Emit, MemoryPlanReusesSlotsOfDeadValues) {
 }
 
 }  // namespace
-}  // namespace loom::compiler
+}  // namespace loom::lowering

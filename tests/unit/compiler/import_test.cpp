@@ -46,14 +46,80 @@ TEST(ImportTest, InfersShapesThroughSeveralOps) {
   EXPECT_TRUE(g.tensors[find_tensor(g, "w")].is_constant());
 }
 
-TEST(ImportTest, DynamicDimensionMustBeBound) {
+TEST(ImportTest, UnboundDynamicDimensionStaysOpen) {
   auto r = import(mlp_model());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_TRUE(r->open);
+  EXPECT_TRUE(graph::validate(r->graph, {.open = true}).ok());
+  // Nothing was inferred or folded: a binding decides that.
+  EXPECT_EQ(r->graph.nodes.size(), 4u);
+  const graph::Tensor& h = r->graph.tensors[find_tensor(r->graph, "h")];
+  EXPECT_EQ(h.dtype, DType::kInvalid);
+  ASSERT_EQ(r->signature.inputs.size(), 1u);
+  const ValueDef& x = r->signature.inputs[0];
+  EXPECT_EQ(x.name, "x");
+  EXPECT_EQ(x.dtype, DType::kF32);
+  EXPECT_EQ(x.shape, (Shape{-1, 4}));
+  EXPECT_EQ(x.dim_symbols, (std::vector<std::string>{"d0", ""}));
+  EXPECT_TRUE(x.dim_min.empty());
+  ASSERT_EQ(r->signature.outputs.size(), 1u);
+  EXPECT_EQ(r->signature.outputs[0].name, "y");
+  EXPECT_EQ(r->signature.outputs[0].shape, (Shape{-1, 3}));
+  EXPECT_EQ(r->signature.outputs[0].dim_symbols, (std::vector<std::string>{"d0", ""}));
+}
+
+TEST(ImportTest, QuestionMarkOpensAFixedDimensionAndRangesBoundIt) {
+  ImportOptions opts;
+  opts.input_shapes = {{"x", {-1, -1}}};  // the model fixes dimension 1 at 4; '?' opens it
+  auto r = import(mlp_model(), opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->signature.inputs[0].shape, (Shape{-1, -1}));
+  // Both ends of the bounds are checked: [1, 4] and [8, 4] fit.
+  opts.input_shapes = {{"x", {-1, 4}}};
+  opts.input_ranges = {{"x", {{1, 8}, {}}}};
+  r = import(mlp_model(), opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->signature.inputs[0].dim_min, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(r->signature.inputs[0].dim_max, (std::vector<int64_t>{8, 0}));
+}
+
+TEST(ImportTest, RangeTheGraphContradictsIsRefusedNamingTheNode) {
+  // Opening dimension 1 with a range makes MatMul's inner sizes differ.
+  ImportOptions opts;
+  opts.input_shapes = {{"x", {2, -1}}};
+  opts.input_ranges = {{"x", {{}, {3, 5}}}};
+  auto r = import(mlp_model(), opts);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("input 'x' has a dynamic dimension 0 ('d0'); give its size, "
-                                      "e.g. --input-shape x=1,4"),
+  EXPECT_NE(r.status().message().find("the declared ranges do not fit the graph at their minimum "
+                                      "(x=[2, 3])"),
             std::string::npos)
       << r.status().message();
-  EXPECT_NE(r.status().message().find("test.onnx"), std::string::npos);
+  EXPECT_NE(r.status().message().find("node 'mm' (MatMul"), std::string::npos) << r.status().message();
+}
+
+TEST(ImportTest, RangeOnAFixedDimensionOrUpsideDownIsRefused) {
+  ImportOptions opts;
+  opts.input_ranges = {{"x", {{}, {1, 4}}}};
+  auto r = import(mlp_model(), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("input 'x' dimension 1 is fixed at 4; only an open dimension "
+                                      "takes a range"),
+            std::string::npos)
+      << r.status().message();
+  opts.input_ranges = {{"x", {{9, 2}, {}}}};
+  r = import(mlp_model(), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("9..2 is not a range"), std::string::npos) << r.status().message();
+  opts.input_ranges = {{"x", {{1, 2}}}};
+  r = import(mlp_model(), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("has 1 dimensions; the input has rank 2"), std::string::npos)
+      << r.status().message();
+  opts.input_ranges = {{"q", {{1, 2}}}};
+  r = import(mlp_model(), opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a range is given for input 'q'"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(ImportTest, BoundShapeMustMatchStaticDimsAndRank) {

@@ -1,11 +1,11 @@
 // The partitioner on hand-built graphs: which nodes join which subgraph.
-#include "compiler/partition.hpp"
+#include "lowering/partition.hpp"
 
 #include <gtest/gtest.h>
 
 #include "graph_test_util.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 namespace {
 
 using test::add_constant;
@@ -165,4 +165,4 @@ TEST(Subgraph, InputsOutputsAndParameters) {
 }
 
 }  // namespace
-}  // namespace loom::compiler
+}  // namespace loom::lowering

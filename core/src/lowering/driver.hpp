@@ -9,19 +9,21 @@
 #include <string>
 #include <vector>
 
-#include "compiler/emit.hpp"
+#include "lowering/emit.hpp"
 #include "graph/graph.hpp"
 #include "host/plugin_host.hpp"
 #include "loom/compiler.hpp"
 #include "loom/status.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 // The target plugins of CompileOptions::targets, loaded, in order. An
 // unknown name is an error listing the plugins found; so is a plugin
 // without compile entries.
 Result<std::vector<std::shared_ptr<host::LoadedPlugin>>> load_targets(
     host::PluginHost& host, const std::vector<std::string>& targets);
+
+using compiler::TargetReport;  // a plain struct of the compiler's public header
 
 struct GraphCompileResult {
   EmittedProgram program;
@@ -41,4 +43,4 @@ Result<GraphCompileResult> compile_graph(
     const std::function<void(std::string_view, double)>& progress = {}, double from = 0,
     double to = 1);
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

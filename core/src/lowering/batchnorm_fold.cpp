@@ -10,10 +10,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "compiler/import_passes.hpp"
+#include "lowering/graph_passes.hpp"
 #include "kernels/kernel.hpp"
 
-namespace loom::compiler::passes {
+namespace loom::lowering::passes {
 
 namespace {
 
@@ -135,4 +135,4 @@ Result<size_t> fold_batch_norm(graph::Graph& g) {
   return fused;
 }
 
-}  // namespace loom::compiler::passes
+}  // namespace loom::lowering::passes

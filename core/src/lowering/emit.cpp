@@ -1,4 +1,4 @@
-#include "compiler/emit.hpp"
+#include "lowering/emit.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "loom/tensor_metadata.hpp"
 #include "kernels/kernel.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 namespace {
 
@@ -18,10 +18,9 @@ class Emitter {
  public:
   Emitter(const graph::Graph& graph, const EmitOptions& options, EmittedProgram& out)
       : graph_(graph), options_(options), out_(out), value_of_(graph.tensors.size(), -1) {
-    out_.writer.program().producer = options.producer;
+    out_ = start_program(options);
     out_.writer.program().functions.emplace_back();
     f().name = "main";
-    if (!options.archive_path.empty()) out_.archive = std::make_unique<io::irpa::ArchiveBuilder>();
   }
 
   FunctionDef& f() { return out_.writer.program().functions.back(); }
@@ -60,25 +59,7 @@ class Emitter {
   }
 
   Result<uint32_t> add_parameter(const graph::Tensor& t) {
-    ProgramDef& program = out_.writer.program();
-    ParameterDef p;
-    p.name = t.name;
-    p.dtype = t.dtype;
-    p.shape = t.shape;
-    p.size = t.data->size();
-    p.checksum = xxh3_64(*t.data);
-    if (out_.archive != nullptr) {
-      LOOM_RETURN_IF_ERROR(out_.archive->add_data(t.name, *t.data, io::encode_tensor_metadata(t.dtype, t.shape))
-                               .with_context("parameter '" + t.name + "'"));
-      out_.archive_bytes.push_back(t.data);
-      p.scope = options_.params_scope;
-      p.archive = options_.archive_path;
-      out_.params_bytes += t.data->size();
-    } else {
-      p.segment = static_cast<int32_t>(out_.writer.add_segment(*t.data, 64));
-    }
-    program.parameters.push_back(std::move(p));
-    return static_cast<uint32_t>(program.parameters.size() - 1);
+    return lowering::add_parameter(out_, t, options_);
   }
 
   Status run(const Partition& partition, const std::vector<std::optional<CompiledGroup>>& compiled) {
@@ -283,6 +264,35 @@ class Emitter {
 
 }  // namespace
 
+EmittedProgram start_program(const EmitOptions& options) {
+  EmittedProgram out;
+  out.writer.program().producer = options.producer;
+  if (!options.archive_path.empty()) out.archive = std::make_unique<io::irpa::ArchiveBuilder>();
+  return out;
+}
+
+Result<uint32_t> add_parameter(EmittedProgram& out, const graph::Tensor& t, const EmitOptions& options) {
+  ProgramDef& program = out.writer.program();
+  ParameterDef p;
+  p.name = t.name;
+  p.dtype = t.dtype;
+  p.shape = t.shape;
+  p.size = t.data->size();
+  p.checksum = xxh3_64(*t.data);
+  if (out.archive != nullptr) {
+    LOOM_RETURN_IF_ERROR(out.archive->add_data(t.name, *t.data, io::encode_tensor_metadata(t.dtype, t.shape))
+                             .with_context("parameter '" + t.name + "'"));
+    out.archive_bytes.push_back(t.data);
+    p.scope = options.params_scope;
+    p.archive = options.archive_path;
+    out.params_bytes += t.data->size();
+  } else {
+    p.segment = static_cast<int32_t>(out.writer.add_segment(*t.data, 64));
+  }
+  program.parameters.push_back(std::move(p));
+  return static_cast<uint32_t>(program.parameters.size() - 1);
+}
+
 Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& partition,
                                     const std::vector<std::optional<CompiledGroup>>& compiled,
                                     const EmitOptions& options) {
@@ -292,4 +302,4 @@ Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& 
   return out;
 }
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

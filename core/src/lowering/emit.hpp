@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/partition.hpp"
+#include "lowering/partition.hpp"
 #include "graph/graph.hpp"
 #include "host/compile_entries.hpp"
 #include "loom/irpa.hpp"
@@ -34,7 +34,7 @@
 #include "loom/program.hpp"
 #include "loom/status.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 // What the plugin made of one group.
 struct CompiledGroup {
@@ -73,10 +73,19 @@ struct EmittedProgram {
   size_t reference_variants = 0;  // delegates given a reference variant
 };
 
+// An empty program with `options.producer`, and an archive builder when
+// `options.archive_path` is set.
+EmittedProgram start_program(const EmitOptions& options);
+
+// Adds constant `t` as a parameter of `out`'s program under its tensor name:
+// inline in a segment, or in `out.archive` when there is one. Returns its
+// index in ProgramDef::parameters.
+Result<uint32_t> add_parameter(EmittedProgram& out, const graph::Tensor& t, const EmitOptions& options);
+
 // `compiled[g]` holds group g's blob for plugin groups (empty optional for
 // reference groups).
 Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& partition,
                                     const std::vector<std::optional<CompiledGroup>>& compiled,
                                     const EmitOptions& options);
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

@@ -29,7 +29,7 @@
 #include "graph/graph_codec.hpp"
 #include "loom/status.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 inline constexpr int kReferenceTarget = -1;
 
@@ -68,4 +68,4 @@ struct Subgraph {
 Result<Subgraph> make_subgraph(const graph::Graph& graph, const Group& group,
                                const graph::EncodeOptions& encode, const std::string& name);
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

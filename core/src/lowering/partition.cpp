@@ -1,10 +1,10 @@
-#include "compiler/partition.hpp"
+#include "lowering/partition.hpp"
 
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 namespace {
 
@@ -197,4 +197,4 @@ Result<Subgraph> make_subgraph(const graph::Graph& graph, const Group& group,
   return out;
 }
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

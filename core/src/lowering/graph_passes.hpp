@@ -1,5 +1,7 @@
-// The graph passes import_onnx runs after reading the model (private to
-// loom_compiler). Each works on a graph::Graph in place:
+// The graph passes that make an imported graph ready to partition (private
+// to loom_lowering): the compiler's importer runs them once shapes are bound,
+// and the runtime runs them again for each binding of an open-shape program.
+// Each works on a graph::Graph in place:
 //   infer_and_fold   dtype/shape of every node output (reference kernels'
 //                    infer), folding nodes whose operands are all constant;
 //   fold_batch_norm  Conv followed by an inference BatchNormalization;
@@ -12,12 +14,14 @@
 #include <span>
 #include <string>
 
-#include "compiler/import.hpp"
+#include <functional>
+#include <string_view>
+
 #include "graph/graph.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/status.hpp"
 
-namespace loom::compiler::passes {
+namespace loom::lowering::passes {
 
 // What the model states about a tensor (value_info, graph inputs/outputs).
 // A dimension of -1 is unknown (dim_param or left out).
@@ -25,6 +29,9 @@ struct DeclaredType {
   DType dtype = DType::kInvalid;  // kInvalid: not stated
   bool has_shape = false;
   Shape dims;
+  // Per dimension, the model's name for an unknown one (dim_param); "" for
+  // a known or anonymous one. Empty when no dimension is named.
+  std::vector<std::string> symbols;
 
   // dtype stated and every dimension known.
   bool is_static() const;
@@ -43,6 +50,15 @@ struct NeedsValue {
   Status cause;  // the infer function's needs_constant() error
 };
 
+// What infer_and_fold needs beyond the graph.
+struct InferOptions {
+  // Ops without a reference kernel that a target plugin claims it can run:
+  // such a node is kept when `declared` states its output types, instead of
+  // failing. Empty: every op needs a reference kernel.
+  std::function<bool(std::string_view domain, std::string_view op_type, int64_t opset)>
+      plugin_takes;
+};
+
 struct InferStats {
   size_t folded_nodes = 0;
 };
@@ -57,7 +73,7 @@ struct InferStats {
 // must be discarded).
 inline constexpr uint64_t kMaxFoldBytes = uint64_t{64} << 20;
 Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
-                      const kernels::KernelRegistry& kernels, const ImportOptions& options,
+                      const kernels::KernelRegistry& kernels, const InferOptions& options,
                       bool fold, InferStats& stats, std::optional<NeedsValue>& needs);
 
 // Folds BatchNormalization (inference form, constant f32 parameters) into the
@@ -77,4 +93,4 @@ size_t remove_dead_nodes(graph::Graph& g);
 // nodes) and renumbers the rest, keeping their order.
 void compact_tensors(graph::Graph& g);
 
-}  // namespace loom::compiler::passes
+}  // namespace loom::lowering::passes

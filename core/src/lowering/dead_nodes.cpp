@@ -3,9 +3,9 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/import_passes.hpp"
+#include "lowering/graph_passes.hpp"
 
-namespace loom::compiler::passes {
+namespace loom::lowering::passes {
 
 namespace {
 
@@ -113,4 +113,4 @@ void compact_tensors(graph::Graph& g) {
   }
 }
 
-}  // namespace loom::compiler::passes
+}  // namespace loom::lowering::passes

@@ -1,4 +1,4 @@
-#include "compiler/driver.hpp"
+#include "lowering/driver.hpp"
 
 #include <algorithm>
 #include <set>
@@ -6,7 +6,7 @@
 #include "graph/graph_codec.hpp"
 #include "host/compile_entries.hpp"
 
-namespace loom::compiler {
+namespace loom::lowering {
 
 namespace {
 
@@ -120,4 +120,4 @@ Result<GraphCompileResult> compile_graph(
   return out;
 }
 
-}  // namespace loom::compiler
+}  // namespace loom::lowering

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "compiler/import_passes.hpp"
+#include "lowering/graph_passes.hpp"
 
-namespace loom::compiler::passes {
+namespace loom::lowering::passes {
 
 bool DeclaredType::is_static() const {
   if (dtype == DType::kInvalid || !has_shape) return false;
@@ -111,7 +111,7 @@ Status check_declared(const graph::Graph& g, int32_t t, const DeclaredType& d,
 // A node no reference kernel implements: kept with the model's output types
 // when a target plugin takes it.
 Status keep_for_plugin(graph::Graph& g, const graph::Node& node,
-                       std::span<const DeclaredType> declared, const ImportOptions& options) {
+                       std::span<const DeclaredType> declared, const InferOptions& options) {
   const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
   const std::string where = "(node '" + node.name + "', opset " + std::to_string(node.opset) + ")";
   if (!options.plugin_takes || !options.plugin_takes(node.domain, node.op_type, node.opset)) {
@@ -167,7 +167,7 @@ Result<bool> fold_node(graph::Graph& g, const graph::Node& node, const kernels::
 }  // namespace
 
 Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
-                      const kernels::KernelRegistry& kernels, const ImportOptions& options,
+                      const kernels::KernelRegistry& kernels, const InferOptions& options,
                       bool fold, InferStats& stats, std::optional<NeedsValue>& needs) {
   needs.reset();
   std::vector<bool> folded(g.nodes.size(), false);
@@ -273,4 +273,4 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
   return Status();
 }
 
-}  // namespace loom::compiler::passes
+}  // namespace loom::lowering::passes

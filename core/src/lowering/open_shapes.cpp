@@ -1,0 +1,289 @@
+#include "lowering/open_shapes.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "graph/graph_codec.hpp"
+#include "host/compile_entries.hpp"
+#include "lowering/driver.hpp"
+#include "program_file/function_layout.hpp"
+
+namespace loom::lowering {
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+std::vector<std::string> split_names(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// "dimension 2 ('height')".
+std::string dim_label(const ValueDef& v, size_t d) {
+  std::string s = "dimension " + std::to_string(d);
+  if (d < v.dim_symbols.size() && !v.dim_symbols[d].empty()) s += " ('" + v.dim_symbols[d] + "')";
+  return s;
+}
+
+}  // namespace
+
+bool has_open_dims(const ValueDef& value) {
+  return std::any_of(value.shape.begin(), value.shape.end(), [](int64_t d) { return d < 0; });
+}
+
+Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSignature& signature,
+                                         std::span<const passes::DeclaredType> declared,
+                                         const std::vector<std::string>& targets,
+                                         bool all_variants, const EmitOptions& options) {
+  if (signature.inputs.size() != graph.inputs.size() || signature.outputs.size() != graph.outputs.size()) {
+    return internal_error("open signature does not match the graph's inputs and outputs");
+  }
+  graph::Graph stored = graph;
+  // What a binding decides carries no type in the artifact; only the model's
+  // statements about ops without a reference kernel are kept.
+  const kernels::KernelRegistry reference = kernels::KernelRegistry::reference();
+  std::vector<bool> keep(stored.tensors.size(), false);
+  for (const graph::Node& node : stored.nodes) {
+    const bool has_kernel = node.domain.empty() && reference.find(node.op_type) != nullptr;
+    if (has_kernel) continue;
+    for (int32_t t : node.outputs) {
+      keep[t] = static_cast<size_t>(t) < declared.size() && declared[t].is_static();
+    }
+  }
+  for (size_t t = 0; t < stored.tensors.size(); ++t) {
+    graph::Tensor& tensor = stored.tensors[t];
+    if (tensor.is_constant()) continue;
+    if (keep[t]) {
+      tensor.dtype = declared[t].dtype;
+      tensor.shape = declared[t].dims;
+    } else if (std::find(stored.inputs.begin(), stored.inputs.end(), static_cast<int32_t>(t)) ==
+               stored.inputs.end()) {
+      tensor.dtype = DType::kInvalid;
+      tensor.shape.clear();
+    }
+  }
+  graph::EncodeOptions encode;
+  encode.open = true;
+  LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, graph::encode_graph(stored, encode));
+
+  EmittedProgram out = start_program(options);
+  for (const graph::Tensor& t : stored.tensors) {
+    if (t.is_constant() && graph::encodes_as_parameter(t, encode)) {
+      LOOM_RETURN_IF_ERROR(add_parameter(out, t, options).status());
+    }
+  }
+  ProgramDef& program = out.writer.program();
+  ArtifactDef artifact;
+  artifact.codegen_id = "loom";
+  artifact.loader_key = std::string(kGraphLoaderKey);
+  artifact.format_version = kOpenGraphFormatVersion;
+  artifact.file_name = "main.graph";
+  artifact.content_segment = static_cast<int32_t>(out.writer.add_segment(bytes));
+  artifact.metadata.push_back({std::string(kOpenTargetsKey), join_names(targets)});
+  artifact.metadata.push_back({std::string(kOpenVariantsKey), all_variants ? "all" : "first"});
+  program.artifacts.push_back(std::move(artifact));
+
+  FunctionDef f;
+  f.name = "main";
+  f.graph_artifact = static_cast<int32_t>(program.artifacts.size() - 1);
+  for (const ValueDef& v : signature.inputs) {
+    f.inputs.push_back(static_cast<uint32_t>(f.values.size()));
+    f.values.push_back(v);
+  }
+  for (const ValueDef& v : signature.outputs) {
+    f.outputs.push_back(static_cast<uint32_t>(f.values.size()));
+    f.values.push_back(v);
+  }
+  f.reflection = function_reflection(f);
+  program.functions.push_back(std::move(f));
+  return out;
+}
+
+Result<OpenGraph> decode_open_graph(
+    std::span<const std::byte> bytes, const std::vector<KeyValue>& metadata, size_t function_inputs,
+    const std::function<Result<graph::ConstantBytes>(const std::string& name)>& parameter) {
+  OpenGraph out;
+  LOOM_ASSIGN_OR_RETURN(out.graph, graph::decode_graph(bytes, /*open=*/true));
+  graph::Graph& g = out.graph;
+  if (g.inputs.size() < function_inputs) {
+    return invalid_argument("graph IR: " + std::to_string(g.inputs.size()) +
+                            " inputs, but the function has " + std::to_string(function_inputs));
+  }
+  // Inputs past the function's are the weights the artifact names.
+  for (size_t i = function_inputs; i < g.inputs.size(); ++i) {
+    graph::Tensor& t = g.tensors[static_cast<size_t>(g.inputs[i])];
+    LOOM_ASSIGN_OR_RETURN(graph::ConstantBytes data, parameter(t.name));
+    auto count = element_count(t.shape);
+    if (!count.ok() || dtype_size(t.dtype) == 0 || data->size() != *count * dtype_size(t.dtype)) {
+      return invalid_argument("parameter '" + t.name + "': " + std::to_string(data->size()) +
+                              " bytes, but the graph reads it as " +
+                              std::string(dtype_name(t.dtype)) + " " + shape_to_string(t.shape));
+    }
+    t.data = std::move(data);
+  }
+  g.inputs.resize(function_inputs);
+  out.declared.resize(g.tensors.size());
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const graph::Tensor& tensor = g.tensors[t];
+    const bool is_input = std::find(g.inputs.begin(), g.inputs.end(), static_cast<int32_t>(t)) != g.inputs.end();
+    if (tensor.is_constant() || is_input || tensor.dtype == DType::kInvalid) continue;
+    out.declared[t] = passes::DeclaredType{tensor.dtype, true, tensor.shape, {}};
+  }
+  for (const KeyValue& kv : metadata) {
+    if (kv.key == kOpenTargetsKey) out.targets = split_names(kv.value);
+    if (kv.key == kOpenVariantsKey) {
+      if (kv.value != "first" && kv.value != "all") {
+        return invalid_argument("metadata '" + kv.key + "': '" + kv.value + "' is neither 'first' nor 'all'");
+      }
+      out.all_variants = kv.value == "all";
+    }
+  }
+  return out;
+}
+
+Status check_input_shape(const ValueDef& v, std::span<const int64_t> s) {
+  if (s.size() != v.shape.size()) {
+    return invalid_argument("input '" + v.name + "' must have rank " + std::to_string(v.shape.size()) +
+                            " (" + shape_to_string(v.shape) + "), got rank " + std::to_string(s.size()) +
+                            " (" + shape_to_string(s) + ")");
+  }
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (s[d] < 0) {
+      return invalid_argument("input '" + v.name + "' " + dim_label(v, d) + " is " +
+                              std::to_string(s[d]) + "; sizes are not negative");
+    }
+    if (v.shape[d] >= 0) {
+      if (s[d] != v.shape[d]) {
+        return invalid_argument("input '" + v.name + "' " + dim_label(v, d) + " is fixed at " +
+                                std::to_string(v.shape[d]) + " by the program, got " +
+                                std::to_string(s[d]) + " (" + shape_to_string(s) + " for " +
+                                shape_to_string(v.shape) + ")");
+      }
+      continue;
+    }
+    const int64_t lo = d < v.dim_min.size() ? v.dim_min[d] : 0;
+    const int64_t hi = d < v.dim_max.size() ? v.dim_max[d] : 0;
+    if ((lo != 0 && s[d] < lo) || (hi != 0 && s[d] > hi)) {
+      return invalid_argument("input '" + v.name + "' " + dim_label(v, d) + " is " + std::to_string(s[d]) +
+                              ", outside its declared range " + std::to_string(lo) + ".." +
+                              (hi != 0 ? std::to_string(hi) : ""));
+    }
+  }
+  return Status();
+}
+
+Status check_binding(const OpenSignature& signature, std::span<const Shape> shapes) {
+  if (shapes.size() != signature.inputs.size()) {
+    return invalid_argument("got " + std::to_string(shapes.size()) + " input shapes for " +
+                            std::to_string(signature.inputs.size()) + " inputs");
+  }
+  // symbol -> (size, input, dimension) of its first binding
+  std::map<std::string, std::tuple<int64_t, size_t, size_t>, std::less<>> bound;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const ValueDef& v = signature.inputs[i];
+    const Shape& s = shapes[i];
+    LOOM_RETURN_IF_ERROR(check_input_shape(v, s));
+    for (size_t d = 0; d < s.size() && d < v.dim_symbols.size(); ++d) {
+      if (v.shape[d] >= 0 || v.dim_symbols[d].empty()) continue;
+      auto [it, fresh] = bound.try_emplace(v.dim_symbols[d], s[d], i, d);
+      if (!fresh && std::get<0>(it->second) != s[d]) {
+        const ValueDef& first = signature.inputs[std::get<1>(it->second)];
+        return invalid_argument("input '" + v.name + "' " + dim_label(v, d) + " is " +
+                                std::to_string(s[d]) + ", but input '" + first.name + "' dimension " +
+                                std::to_string(std::get<2>(it->second)) + " binds '" + v.dim_symbols[d] +
+                                "' to " + std::to_string(std::get<0>(it->second)));
+      }
+    }
+  }
+  return Status();
+}
+
+Result<graph::Graph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                     const kernels::KernelRegistry& kernels,
+                                     uint64_t max_tensor_bytes) {
+  graph::Graph g = open.graph;  // constants are shared, not copied
+  if (shapes.size() != g.inputs.size()) {
+    return invalid_argument("got " + std::to_string(shapes.size()) + " input shapes for " +
+                            std::to_string(g.inputs.size()) + " inputs");
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) g.tensors[static_cast<size_t>(g.inputs[i])].shape = shapes[i];
+  passes::InferOptions infer;
+  // Ops without a reference kernel were kept at compile time because a
+  // target took them; their declared types stand.
+  infer.plugin_takes = [](std::string_view, std::string_view, int64_t) { return true; };
+  passes::InferStats stats;
+  std::optional<passes::NeedsValue> needs;
+  LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, open.declared, kernels, infer, true, stats, needs));
+  if (needs) {
+    const graph::Node& node = g.nodes[needs->node];
+    return unimplemented("the output shape of " + passes::describe(node) + " depends on the values of '" +
+                         g.tensors[static_cast<size_t>(needs->tensor)].name +
+                         "', not only on the input shapes; an open-shape program cannot bind it "
+                         "(compile with --input-shape, or give the value at compile time)");
+  }
+  // Every size is known now: refuse a binding that would make a tensor
+  // larger than the session may allocate, naming it, before any compile.
+  std::vector<int32_t> producer(g.tensors.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (int32_t t : g.nodes[n].outputs) producer[static_cast<size_t>(t)] = static_cast<int32_t>(n);
+  }
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const graph::Tensor& tensor = g.tensors[t];
+    auto count = element_count(tensor.shape);
+    const uint64_t es = dtype_size(tensor.dtype);
+    const bool over = !count.ok() || (es != 0 && *count > max_tensor_bytes / es);
+    if (!over) continue;
+    const std::string bytes = count.ok() ? std::to_string(*count * es) + " bytes" : "more bytes than fit 64 bits";
+    return resource_exhausted(
+        "tensor '" + tensor.name + "' " +
+        (producer[t] >= 0 ? "(output of " + graph::describe_node(g, static_cast<size_t>(producer[t])) + ") "
+                          : std::string()) +
+        "is " + std::string(dtype_name(tensor.dtype)) + " " + shape_to_string(tensor.shape) + " at this binding, " +
+        bytes + "; the limit is " + std::to_string(max_tensor_bytes) + " bytes (max_tensor_bytes)");
+  }
+  LOOM_RETURN_IF_ERROR(passes::fold_batch_norm(g).status());
+  passes::remove_dead_nodes(g);
+  passes::compact_tensors(g);
+  Status valid = graph::validate(g);
+  if (!valid.ok()) return internal_error("the bound graph is inconsistent: " + valid.message());
+  return g;
+}
+
+Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                             host::PluginHost& host,
+                                             const kernels::KernelRegistry& kernels,
+                                             uint64_t max_tensor_bytes) {
+  LOOM_ASSIGN_OR_RETURN(graph::Graph bound, bind_open_graph(open, shapes, kernels, max_tensor_bytes));
+  Specialization out;
+  std::vector<std::shared_ptr<host::LoadedPlugin>> targets;
+  for (const std::string& name : open.targets) {
+    auto plugin = host::load_compile_target(host, name);
+    if (!plugin.ok()) {
+      out.skipped_targets.push_back(plugin.status().message());
+      continue;
+    }
+    targets.push_back(std::move(*plugin));
+  }
+  EmitOptions emit;
+  emit.producer = "loom-runtime (open-shape specialization)";
+  emit.all_variants = open.all_variants;
+  LOOM_ASSIGN_OR_RETURN(GraphCompileResult compiled, compile_graph(bound, targets, emit));
+  LOOM_ASSIGN_OR_RETURN(out.program, compiled.program.writer.write_buffer());
+  return out;
+}
+
+}  // namespace loom::lowering

@@ -1,0 +1,116 @@
+// Open-shape functions: a program compiled once for every size of the
+// dimensions its model leaves open, and specialized per binding at run time.
+//
+//   compile side   emit_open_program: the imported graph, before any shape is
+//                  bound, becomes the function's "loom.graph" artifact
+//                  (graph.fbs, an open graph: its values carry no types
+//                  yet); its weights become program parameters (inline or
+//                  in the .irpa archive) that the artifact names; the
+//                  function's signature keeps each open dimension as -1 with
+//                  its symbol and bounds (ValueDef::dim_symbols/dim_min/
+//                  dim_max) and has no instructions of its own.
+//   run side       decode_open_graph reads the artifact back, binding the
+//                  parameters; bind_open_graph binds the input shapes and
+//                  runs the graph passes (shape inference with constant
+//                  folding, BatchNormalization into Conv, dead nodes);
+//                  specialize_open_graph then partitions and compiles the
+//                  bound graph through the target plugins' compile entries
+//                  (the same compile_graph as the compiler) into an ordinary
+//                  fixed-shape program, which the runtime loads and caches
+//                  per binding (docs/dynamic-shapes.md).
+//
+// check_binding validates a binding against the signature; its errors name
+// the input, the dimension (and symbol) and both values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "host/plugin_host.hpp"
+#include "kernels/kernel.hpp"
+#include "lowering/emit.hpp"
+#include "lowering/graph_passes.hpp"
+#include "loom/program.hpp"
+#include "loom/status.hpp"
+
+namespace loom::lowering {
+
+// The artifact metadata keys of a "loom.graph" artifact.
+inline constexpr std::string_view kOpenTargetsKey = "targets";    // "cpu-simd,vulkan-compute"
+inline constexpr std::string_view kOpenVariantsKey = "variants";  // "first" or "all"
+inline constexpr uint32_t kOpenGraphFormatVersion = 1;
+
+struct OpenSignature {
+  // Name, dtype, shape (-1 = open) and, per dimension, symbol and bounds.
+  std::vector<ValueDef> inputs;   // the graph's inputs, in order
+  std::vector<ValueDef> outputs;  // the graph's outputs; dtype kInvalid when unknown
+};
+
+// Whether a value of the signature has an open dimension.
+bool has_open_dims(const ValueDef& value);
+
+// Writes a program whose one function "main" is the open-shape function of
+// `graph` (an open graph: inputs may have open dimensions, node outputs need
+// no type; `declared` gives, by tensor, the model's static statement of a
+// tensor's type, kept for the outputs of ops that no reference kernel
+// implements). `targets` and `all_variants` are how the runtime compiles each
+// binding (CompileOptions::targets and ::variants).
+Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSignature& signature,
+                                         std::span<const passes::DeclaredType> declared,
+                                         const std::vector<std::string>& targets,
+                                         bool all_variants, const EmitOptions& options);
+
+// The graph of an open-shape function, read back from its artifact.
+struct OpenGraph {
+  graph::Graph graph;   // inputs: the function's; weights bound as constants
+  std::vector<passes::DeclaredType> declared;  // by tensor
+  std::vector<std::string> targets;
+  bool all_variants = false;
+};
+
+// Reads the artifact `bytes` of a function with `function_inputs` inputs.
+// `parameter(name)` gives the bytes of the program parameter the artifact
+// names, checked against the artifact's dtype and shape. Errors name what is
+// wrong ("graph IR: ...", "parameter 'w': ...").
+Result<OpenGraph> decode_open_graph(
+    std::span<const std::byte> bytes, const std::vector<KeyValue>& metadata,
+    size_t function_inputs,
+    const std::function<Result<graph::ConstantBytes>(const std::string& name)>& parameter);
+
+// Checks that `shapes` (one per input of `signature`) fit it: rank, fixed
+// dimensions, bounds, and inputs that share a symbol agreeing on it.
+// INVALID_ARGUMENT naming the input, the dimension and symbol, and both
+// values.
+Status check_binding(const OpenSignature& signature, std::span<const Shape> shapes);
+// The part of check_binding that concerns one input alone.
+Status check_input_shape(const ValueDef& input, std::span<const int64_t> shape);
+
+// The graph with its inputs bound to `shapes`, every shape inferred, constants
+// folded (including the Shape/Gather/Concat chains that depend on the bound
+// sizes), BatchNormalization folded into Conv, dead nodes removed. A tensor
+// over `max_tensor_bytes` at this binding is RESOURCE_EXHAUSTED naming it and
+// its node, before anything is compiled or allocated.
+Result<graph::Graph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                     const kernels::KernelRegistry& kernels,
+                                     uint64_t max_tensor_bytes);
+
+struct Specialization {
+  std::vector<std::byte> program;  // an ordinary program file in memory
+  // Targets of the artifact that this host cannot compile for ("vulkan-
+  // compute: not found ..."); their nodes went to the next target or to the
+  // reference kernels.
+  std::vector<std::string> skipped_targets;
+};
+
+// bind_open_graph, then partition and compile across the artifact's targets
+// that `host` has (compile_graph), with weights inline.
+Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                             host::PluginHost& host,
+                                             const kernels::KernelRegistry& kernels,
+                                             uint64_t max_tensor_bytes);
+
+}  // namespace loom::lowering

@@ -1,0 +1,244 @@
+#include "runtime/open_function.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "host/isolation/log_channel.hpp"
+#include "loom/trace.hpp"
+#include "runtime/program_state.hpp"
+
+namespace loom::runtime {
+
+namespace {
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string binding_text(const lowering::OpenSignature& signature, std::span<const Shape> shapes) {
+  std::string s;
+  for (size_t i = 0; i < shapes.size() && i < signature.inputs.size(); ++i) {
+    s += (s.empty() ? "" : ", ") + signature.inputs[i].name + "=" + shape_to_string(shapes[i]);
+  }
+  return s;
+}
+
+bool same_binding(std::span<const Shape> a, std::span<const Shape> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+}  // namespace
+
+FunctionPlan open_function_plan(const FunctionDef& def) {
+  FunctionPlan plan;
+  plan.info.name = def.name;
+  plan.info.reflection = def.reflection;
+  plan.info.open = true;
+  plan.inputs = def.inputs;
+  plan.outputs = def.outputs;
+  auto argument = [&](uint32_t v) {
+    const ValueDef& vd = def.values[v];
+    return ArgumentInfo{vd.name, vd.dtype, vd.shape, vd.dim_symbols, vd.dim_min, vd.dim_max};
+  };
+  for (uint32_t v : def.inputs) plan.info.inputs.push_back(argument(v));
+  for (uint32_t v : def.outputs) plan.info.outputs.push_back(argument(v));
+  return plan;
+}
+
+Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
+    const ProgramReader& reader, const ParameterStore& parameters, std::span<const std::byte> artifact,
+    const FunctionDef& def, std::shared_ptr<host::PluginHost> host, ProgramLoader load,
+    size_t cache_size, uint64_t max_tensor_bytes, std::shared_ptr<host::LogChannel> channel) {
+  const ProgramDef& program = reader.program();
+  std::shared_ptr<OpenFunction> f(new OpenFunction());
+  f->name_ = def.name;
+  for (uint32_t v : def.inputs) f->signature_.inputs.push_back(def.values[v]);
+  for (uint32_t v : def.outputs) f->signature_.outputs.push_back(def.values[v]);
+  auto parameter = [&](const std::string& name) -> Result<graph::ConstantBytes> {
+    for (size_t p = 0; p < program.parameters.size(); ++p) {
+      if (program.parameters[p].name != name) continue;
+      std::span<const std::byte> bytes = parameters.bytes(static_cast<uint32_t>(p));
+      return std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
+    }
+    return invalid_argument("graph IR names parameter '" + name + "', which the program does not have");
+  };
+  const ArtifactDef& a = program.artifacts[static_cast<size_t>(def.graph_artifact)];
+  auto graph = lowering::decode_open_graph(artifact, a.metadata, def.inputs.size(), parameter);
+  if (!graph.ok()) {
+    return graph.status().with_context("function '" + def.name + "': artifact " +
+                                       std::to_string(def.graph_artifact) + " ('" + a.file_name + "')");
+  }
+  f->graph_ = std::move(*graph);
+  for (size_t i = 0; i < def.inputs.size(); ++i) {
+    const graph::Tensor& t = f->graph_.graph.tensors[static_cast<size_t>(f->graph_.graph.inputs[i])];
+    const ValueDef& v = def.values[def.inputs[i]];
+    if (t.name != v.name || t.dtype != v.dtype) {
+      return invalid_argument("function '" + def.name + "': input " + std::to_string(i) + " is '" + v.name +
+                              "' " + std::string(dtype_name(v.dtype)) + ", but its graph's is '" + t.name +
+                              "' " + std::string(dtype_name(t.dtype)));
+    }
+  }
+  if (f->graph_.graph.outputs.size() != def.outputs.size()) {
+    return invalid_argument("function '" + def.name + "' has " + std::to_string(def.outputs.size()) +
+                            " results, but its graph has " + std::to_string(f->graph_.graph.outputs.size()));
+  }
+  f->host_ = std::move(host);
+  f->load_ = std::move(load);
+  f->kernels_ = kernels::KernelRegistry::reference();
+  f->max_tensor_bytes_ = max_tensor_bytes;
+  f->capacity_ = std::max<size_t>(cache_size, 1);
+  f->channel_ = std::move(channel);
+  return f;
+}
+
+uint64_t OpenFunction::specializations_made() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return made_;
+}
+
+Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(std::span<const Shape> shapes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Entry& e : cache_) {
+      if (same_binding(e.value->shapes, shapes)) {
+        e.used = ++clock_;
+        return e.value;
+      }
+    }
+  }
+  LOOM_RETURN_IF_ERROR(lowering::check_binding(signature_, shapes));
+  const uint64_t start = steady_ns();
+  const std::string binding = binding_text(signature_, shapes);
+  auto fail = [&](const Status& s) {
+    return s.with_context("function '" + name_ + "' at " + binding);
+  };
+  auto made = lowering::specialize_open_graph(graph_, shapes, *host_, kernels_, max_tensor_bytes_);
+  if (!made.ok()) return fail(made.status());
+  auto value = std::make_shared<Specialized>();
+  value->shapes.assign(shapes.begin(), shapes.end());
+  value->bytes = std::move(made->program);
+  value->skipped_targets = std::move(made->skipped_targets);
+  auto program = load_(value->bytes);
+  if (!program.ok()) return fail(program.status());
+  value->program = std::move(*program);
+  // The specialized function must keep the signature's names and dtypes.
+  auto info = value->program->function("main");
+  if (!info.ok()) return fail(info.status());
+  for (size_t i = 0; i < info->outputs.size() && i < signature_.outputs.size(); ++i) {
+    const ValueDef& want = signature_.outputs[i];
+    const ArgumentInfo& got = info->outputs[i];
+    if (want.dtype != DType::kInvalid && want.dtype != got.dtype) {
+      return fail(invalid_argument("result '" + got.name + "' is " + std::string(dtype_name(got.dtype)) +
+                                   ", but the signature says " + std::string(dtype_name(want.dtype))));
+    }
+  }
+  if (channel_ != nullptr && channel_->tracing()) {
+    if (auto trace = channel_->active_trace()) {
+      Trace::Event e;
+      e.track = Trace::kHostTrack;
+      e.category = "specialize";
+      e.name = name_ + " " + binding;
+      e.timestamp_ns = start;
+      e.duration_ns = steady_ns() - start;
+      trace->record(std::move(e));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++made_;
+  for (Entry& e : cache_) {  // another session made it meanwhile
+    if (same_binding(e.value->shapes, shapes)) {
+      e.used = ++clock_;
+      return e.value;
+    }
+  }
+  if (cache_.size() >= capacity_) {
+    cache_.erase(std::min_element(cache_.begin(), cache_.end(),
+                                  [](const Entry& x, const Entry& y) { return x.used < y.used; }));
+  }
+  cache_.push_back({value, ++clock_});
+  return std::shared_ptr<const Specialized>(std::move(value));
+}
+
+// ---------------------------------------------------------------------------
+
+OpenSession::OpenSession(std::shared_ptr<OpenFunction> function, const FunctionInfo& info,
+                         std::chrono::milliseconds run_timeout)
+    : function_(std::move(function)),
+      info_(info),
+      run_timeout_(run_timeout),
+      staging_(info.inputs.size()),
+      shapes_(info.inputs.size()),
+      set_(info.inputs.size(), false) {
+  bound_.reserve(function_->cache_size());
+}
+
+Status OpenSession::set_input(size_t index, const Tensor& tensor) {
+  const ValueDef& v = function_->signature().inputs[index];
+  if (tensor.dtype() != v.dtype) {
+    return invalid_argument("input '" + v.name + "' of function '" + info_.name + "' must be " +
+                            std::string(dtype_name(v.dtype)) + ", got " + std::string(dtype_name(tensor.dtype())));
+  }
+  LOOM_RETURN_IF_ERROR(lowering::check_input_shape(v, tensor.shape()));
+  std::vector<std::byte>& staging = staging_[index];
+  staging.resize(tensor.byte_size());  // keeps its capacity when shrinking
+  if (!staging.empty()) std::memcpy(staging.data(), tensor.data(), staging.size());
+  shapes_[index] = tensor.shape();
+  set_[index] = true;
+  return Status();
+}
+
+Status OpenSession::set_run_timeout(std::chrono::milliseconds timeout) {
+  run_timeout_ = timeout;
+  for (Bound& b : bound_) LOOM_RETURN_IF_ERROR(b.session->set_run_timeout(timeout));
+  return Status();
+}
+
+Status OpenSession::run() {
+  const auto& inputs = function_->signature().inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (set_[i]) continue;
+    if (lowering::has_open_dims(inputs[i])) {
+      return failed_precondition("input '" + inputs[i].name + "' of function '" + info_.name +
+                                 "' has open dimensions " + shape_to_string(inputs[i].shape) +
+                                 " and was not set; set_input gives its shape");
+    }
+    // A fixed input left unset is zero, as in any session.
+    shapes_[i] = inputs[i].shape;
+    auto count = element_count(shapes_[i]);
+    if (!count.ok()) return count.status();
+    staging_[i].assign(static_cast<size_t>(*count) * dtype_size(inputs[i].dtype), std::byte{0});
+    set_[i] = true;
+  }
+  Bound* hit = nullptr;
+  for (Bound& b : bound_) {
+    if (same_binding(b.specialized->shapes, shapes_)) hit = &b;
+  }
+  if (hit == nullptr) {
+    LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_));
+    LOOM_ASSIGN_OR_RETURN(auto session, specialized->program->create_session(info_.name));
+    LOOM_RETURN_IF_ERROR(session->set_run_timeout(run_timeout_));
+    if (bound_.size() >= function_->cache_size()) {
+      auto oldest = std::min_element(bound_.begin(), bound_.end(),
+                                     [](const Bound& x, const Bound& y) { return x.used < y.used; });
+      if (oldest->session.get() == current_) current_ = nullptr;
+      bound_.erase(oldest);
+    }
+    bound_.push_back({std::move(specialized), std::move(session), 0});
+    hit = &bound_.back();
+  }
+  hit->used = ++clock_;
+  current_ = hit->session.get();
+  for (size_t i = 0; i < staging_.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(current_->bind_input(i, staging_[i].data(), staging_[i].size()));
+  }
+  return current_->run();
+}
+
+const Tensor& OpenSession::output(size_t index) const {
+  return current_ != nullptr ? current_->output(index) : empty_;
+}
+
+}  // namespace loom::runtime

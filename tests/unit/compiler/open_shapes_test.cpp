@@ -1,0 +1,312 @@
+// Open-shape programs end to end: an ONNX model whose dimensions stay open is
+// compiled once, then run at shapes never seen at compile time on the shipped
+// plugins (compared with the reference kernels, and with a program compiled
+// for that shape alone); the session's binding cache; every binding error;
+// and the signature checks of lowering/open_shapes.hpp on their own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "import_test_util.hpp"
+#include "loom/compiler.hpp"
+#include "loom/runtime.hpp"
+#include "loom/trace.hpp"
+#include "lowering/open_shapes.hpp"
+
+namespace loom::compiler::testing {
+namespace {
+
+namespace fs = std::filesystem;
+namespace fx = loom::testing::onnx_fixtures;
+
+// x[d0, 3, d2, d3] -> Conv(w[4,3,3,3], b, pads 1) -> Relu -> r
+// r -> Reshape to [d0, -1] with the target from Shape -> Gather -> Unsqueeze
+//   -> Concat (as tracing exporters write it) -> y
+// s[d0] -> Relu -> z     (s shares the symbol d0 with x)
+::onnx::ModelProto open_cnn() {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {-1, 3, -1, -1});
+  add_input(m, "s", TP::FLOAT, {-1});
+  std::vector<float> w(4 * 3 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 8.0f;
+  init_f32(m, "w", {4, 3, 3, 3}, w);
+  init_f32(m, "b", {4}, {0.1f, -0.2f, 0.3f, 0.0f});
+  init_i64(m, "zero", {}, {0});
+  init_i64(m, "axes", {1}, {0});
+  init_i64(m, "minus_one", {1}, {-1});
+  auto& conv = add_node(m, "Conv", {"x", "w", "b"}, {"c"}, "conv");
+  attr_ints(conv, "pads", {1, 1, 1, 1});
+  attr_ints(conv, "kernel_shape", {3, 3});
+  add_node(m, "Relu", {"c"}, {"r"}, "relu");
+  add_node(m, "Shape", {"r"}, {"shape"}, "shape");
+  add_node(m, "Gather", {"shape", "zero"}, {"batch"}, "gather");
+  add_node(m, "Unsqueeze", {"batch", "axes"}, {"batch1"}, "unsqueeze");
+  add_node(m, "Concat", {"batch1", "minus_one"}, {"target"}, "concat");
+  attr_int(*m.mutable_graph()->mutable_node(5), "axis", 0);
+  add_node(m, "Reshape", {"r", "target"}, {"y"}, "reshape");
+  add_node(m, "Relu", {"s"}, {"z"}, "relu_s");
+  add_output(m, "y", TP::FLOAT, {-1, -1});
+  add_output(m, "z", TP::FLOAT, {-1});
+  return m;
+}
+
+std::unique_ptr<Runtime> make_runtime(std::vector<std::pair<std::string, std::string>> options = {}) {
+  RuntimeOptions o;
+  o.plugin_options = std::move(options);
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().message();
+  return runtime.ok() ? std::move(*runtime) : nullptr;
+}
+
+fs::path write_open_cnn() {
+  const fs::path path = fs::path(::testing::TempDir()) / "open_cnn.onnx";
+  EXPECT_TRUE(fx::write_model(open_cnn(), path).ok());
+  return path;
+}
+
+Result<fs::path> compile(Runtime& runtime, const std::string& name, CompileOptions options) {
+  const fs::path out = fs::path(::testing::TempDir()) / (name + ".loom");
+  LOOM_RETURN_IF_ERROR(compile_onnx_file(runtime.plugin_host(), write_open_cnn(), out, options).status());
+  return out;
+}
+
+// Deterministic values in [-2, 2) with both signs.
+Tensor pattern(Shape shape, int seed) {
+  Tensor t = Tensor::zeros(DType::kF32, std::move(shape)).value();
+  float* p = t.data_as<float>();
+  for (uint64_t i = 0; i < t.element_count(); ++i) {
+    p[i] = static_cast<float>(static_cast<int>((i * 7 + static_cast<uint64_t>(seed) * 13) % 16) - 8) / 4.0f;
+  }
+  return t;
+}
+
+struct Outputs {
+  Tensor y, z;
+};
+
+Result<Outputs> run(Session& session, int64_t n, int64_t h, int64_t w, int seed = 1) {
+  LOOM_RETURN_IF_ERROR(session.set_input("x", pattern({n, 3, h, w}, seed)));
+  LOOM_RETURN_IF_ERROR(session.set_input("s", pattern({n}, seed + 1)));
+  LOOM_RETURN_IF_ERROR(session.run());
+  return Outputs{session.output(0), session.output(1)};
+}
+
+float max_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (a.shape() != b.shape()) return INFINITY;
+  float m = 0;
+  for (uint64_t i = 0; i < a.element_count(); ++i) {
+    m = std::max(m, std::fabs(a.data_as<float>()[i] - b.data_as<float>()[i]));
+  }
+  return m;
+}
+
+TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  CompileOptions options;
+  options.targets = {"cpu-simd"};
+  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(),
+                                  fs::path(::testing::TempDir()) / "open_cnn_simd.loom", options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->open_inputs, (std::vector<std::string>{"x: f32 [?(d0), 3, ?(d2), ?(d3)]", "s: f32 [?(d0)]"}));
+  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "open_cnn_simd.loom").value();
+  const FunctionInfo info = program->function("main").value();
+  EXPECT_TRUE(info.open);
+  EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 3, -1, -1}));
+  EXPECT_EQ(info.inputs[0].symbols, (std::vector<std::string>{"d0", "", "d2", "d3"}));
+  EXPECT_NE(info.reflection.find("[\"ndarray\",\"f32\",4,null,3,null,null]"), std::string::npos) << info.reflection;
+
+  auto reference_file = compile(*runtime, "open_cnn_reference", {}).value();
+  auto reference = runtime->load_program(reference_file).value();
+  auto session = program->create_session().value();
+  auto oracle = reference->create_session().value();
+  for (auto [n, h, w] : {std::tuple{1, 8, 8}, {2, 5, 9}, {3, 16, 4}, {1, 1, 1}}) {
+    auto got = run(*session, n, h, w);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto want = run(*oracle, n, h, w);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    EXPECT_EQ(got->y.shape(), (Shape{n, 4 * h * w}));
+    EXPECT_EQ(got->z.shape(), (Shape{n}));
+    EXPECT_LE(max_diff(got->y, want->y), 1e-5f) << n << "x3x" << h << "x" << w;
+    EXPECT_EQ(max_diff(got->z, want->z), 0.0f);
+  }
+}
+
+TEST(OpenShapes, SameBytesAsAProgramCompiledForThatShapeAlone) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  CompileOptions open;
+  open.targets = {"cpu-simd"};
+  auto open_program = runtime->load_program(compile(*runtime, "same_open", open).value()).value();
+  CompileOptions fixed = open;
+  fixed.input_shapes = {{"x", {2, 3, 6, 7}}, {"s", {2}}};
+  auto fixed_program = runtime->load_program(compile(*runtime, "same_fixed", fixed).value()).value();
+  EXPECT_FALSE(fixed_program->function("main").value().open);
+  auto a = run(*open_program->create_session().value(), 2, 6, 7);
+  auto b = run(*fixed_program->create_session().value(), 2, 6, 7);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(max_diff(a->y, b->y), 0.0f);
+}
+
+TEST(OpenShapes, RunsOnEveryShippedDevice) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto reference = runtime->load_program(compile(*runtime, "devices_reference", {}).value()).value();
+  auto oracle = reference->create_session().value();
+  size_t ran = 0;
+  for (const std::string plugin : {"cpu-simd", "vulkan-compute", "fpga-stub"}) {
+    auto devices = runtime->devices(plugin);
+    if (!devices.ok() || devices->empty()) {
+      ADD_FAILURE() << plugin << " has no device here: " << devices.status().to_string();
+      continue;
+    }
+    CompileOptions options;
+    options.targets = {plugin};
+    auto file = compile(*runtime, "devices_" + plugin, options);
+    ASSERT_TRUE(file.ok()) << plugin << ": " << file.status().to_string();
+    LoadOptions load;
+    load.device = devices->front().uri;
+    auto program = runtime->load_program(*file, load);
+    ASSERT_TRUE(program.ok()) << plugin << ": " << program.status().to_string();
+    auto session = (*program)->create_session().value();
+    for (auto [n, h, w] : {std::tuple{1, 6, 6}, {2, 7, 3}}) {
+      auto got = run(*session, n, h, w);
+      ASSERT_TRUE(got.ok()) << plugin << ": " << got.status().to_string();
+      auto want = run(*oracle, n, h, w).value();
+      EXPECT_LE(max_diff(got->y, want.y), 1e-4f) << plugin << " at " << n << "x3x" << h << "x" << w;
+      // The delegates ran on the device asked for.
+      bool on_device = false;
+      for (const DelegateTransfers& t : session->transfers()) on_device |= t.device == load.device;
+      EXPECT_TRUE(on_device) << plugin;
+    }
+    ++ran;
+  }
+  EXPECT_EQ(ran, 3u);
+}
+
+// Counts the specializations made while `body` runs (trace spans).
+size_t specializations(Runtime& runtime, const std::function<void()>& body) {
+  auto trace = runtime.start_trace();
+  body();
+  runtime.stop_trace();
+  size_t n = 0;
+  for (const Trace::Event& e : trace->events()) n += e.category == "specialize";
+  return n;
+}
+
+TEST(OpenShapes, AlternatingBindingsSpecializeOnceEach) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  CompileOptions options;
+  options.targets = {"cpu-simd"};
+  LoadOptions load;
+  load.shape_cache = 2;
+  auto program = runtime->load_program(compile(*runtime, "cache", options).value(), load).value();
+  auto session = program->create_session().value();
+  EXPECT_EQ(specializations(*runtime, [&] {
+              for (int i = 0; i < 6; ++i) ASSERT_TRUE(run(*session, 1, i % 2 ? 5 : 7, 4).ok());
+            }),
+            2u);
+  // A second session shares the program's specializations.
+  auto second = program->create_session().value();
+  EXPECT_EQ(specializations(*runtime, [&] { ASSERT_TRUE(run(*second, 1, 5, 4).ok()); }), 0u);
+  // A third binding (9) pushes out the least recently used one (7): 5 is
+  // still there, 7 costs a new specialization.
+  EXPECT_EQ(specializations(*runtime, [&] {
+              ASSERT_TRUE(run(*session, 1, 9, 4).ok());
+              ASSERT_TRUE(run(*session, 1, 5, 4).ok());
+            }),
+            1u);
+  EXPECT_EQ(specializations(*runtime, [&] { ASSERT_TRUE(run(*session, 1, 7, 4).ok()); }), 1u);
+}
+
+TEST(OpenShapes, BindingErrorsNameTheInputTheDimensionAndBothValues) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  CompileOptions options;
+  options.input_shapes = {{"x", {-1, 3, -1, -1}}};
+  options.input_ranges = {{"x", {{}, {}, {2, 64}, {}}}};
+  auto program = runtime->load_program(compile(*runtime, "errors", options).value()).value();
+  auto session = program->create_session().value();
+  auto message = [](const Status& s) { return std::string(s.message()); };
+
+  Status st = session->set_input("x", pattern({1, 3, 8}, 0));
+  EXPECT_EQ(message(st), "input 'x' must have rank 4 ([?, 3, ?, ?]), got rank 3 ([1, 3, 8])");
+  st = session->set_input("x", pattern({1, 4, 8, 8}, 0));
+  EXPECT_EQ(message(st), "input 'x' dimension 1 is fixed at 3 by the program, got 4 ([1, 4, 8, 8] for [?, 3, ?, ?])");
+  st = session->set_input("x", pattern({1, 3, 65, 8}, 0));
+  EXPECT_EQ(message(st), "input 'x' dimension 2 ('d2') is 65, outside its declared range 2..64");
+  st = session->set_input("x", Tensor::zeros(DType::kI32, {1, 3, 8, 8}).value());
+  EXPECT_EQ(message(st), "input 'x' of function 'main' must be f32, got i32");
+
+  ASSERT_TRUE(session->set_input("x", pattern({2, 3, 8, 8}, 0)).ok());
+  st = session->run();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(message(st).find("input 's' of function 'main' has open dimensions [?] and was not set"),
+            std::string::npos) << message(st);
+  ASSERT_TRUE(session->set_input("s", pattern({3}, 0)).ok());
+  st = session->run();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(message(st), "input 's' dimension 0 ('d0') is 3, but input 'x' dimension 0 binds 'd0' to 2");
+
+  std::vector<float> data(2 * 3 * 8 * 8);
+  st = session->bind_input(0, data.data(), data.size() * sizeof(float));
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(message(st).find("has open dimensions; bind it with set_input"), std::string::npos) << message(st);
+}
+
+TEST(OpenShapes, HugeBindingIsRefusedByMaxTensorBytesBeforeAnyCompile) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  LoadOptions load;
+  load.max_tensor_bytes = 64 << 10;
+  auto program = runtime->load_program(compile(*runtime, "huge", {}).value(), load).value();
+  auto session = program->create_session().value();
+  // x itself is 48 KiB; the Conv's output, [1, 4, 64, 64] f32, is 64 KiB + 1 element over.
+  auto got = run(*session, 1, 64, 65);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(got.status().message().find("tensor 'c' (output of node 0 ('conv', Conv)) is f32 [1, 4, 64, 65] at "
+                                        "this binding, 66560 bytes; the limit is 65536 bytes"),
+            std::string::npos)
+      << got.status().message();
+  EXPECT_TRUE(run(*session, 1, 8, 8).ok());
+}
+
+TEST(OpenShapes, ShapeCacheOfZeroIsRefused) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  LoadOptions load;
+  load.shape_cache = 0;
+  auto program = runtime->load_program(compile(*runtime, "zero_cache", {}).value(), load);
+  ASSERT_FALSE(program.ok());
+  EXPECT_NE(program.status().message().find("shape_cache is 0"), std::string::npos);
+}
+
+// --- lowering::check_binding on a signature of its own ----------------------
+
+ValueDef open_value(std::string name, Shape shape, std::vector<std::string> symbols) {
+  ValueDef v;
+  v.name = std::move(name);
+  v.shape = std::move(shape);
+  v.dim_symbols = std::move(symbols);
+  return v;
+}
+
+TEST(CheckBinding, SharedSymbolsMustAgreeAcrossInputs) {
+  lowering::OpenSignature sig;
+  sig.inputs = {open_value("ids", {-1, -1}, {"batch", "seq"}), open_value("mask", {-1, -1}, {"batch", "seq"})};
+  EXPECT_TRUE(lowering::check_binding(sig, std::vector<Shape>{{2, 7}, {2, 7}}).ok());
+  Status st = lowering::check_binding(sig, std::vector<Shape>{{2, 7}, {2, 8}});
+  EXPECT_EQ(st.message(), "input 'mask' dimension 1 ('seq') is 8, but input 'ids' dimension 1 binds 'seq' to 7");
+  // Anonymous open dimensions are independent.
+  sig.inputs[1].dim_symbols = {};
+  EXPECT_TRUE(lowering::check_binding(sig, std::vector<Shape>{{2, 7}, {5, 8}}).ok());
+  st = lowering::check_binding(sig, std::vector<Shape>{{2, 7}});
+  EXPECT_EQ(st.message(), "got 1 input shapes for 2 inputs");
+}
+
+}  // namespace
+}  // namespace loom::compiler::testing
