@@ -105,6 +105,41 @@ long allocations_per_run(const std::string& model, const std::string& plugin,
   return (g_allocations.load() - before) / kRuns;
 }
 
+// An open-shape program alternating between two bindings: after each has
+// run once (specialized, its session made), switching costs no allocation:
+// set_input copies into buffers that only grow, the binding is found among
+// the session's, and its own session runs. cpu-simd's plain kernels, as in
+// the first test, so that the plugin allocates nothing either.
+TEST(RunAllocation, AlternatingOpenShapesAllocateNothing) {
+  RuntimeOptions options;
+  options.plugin_options = {{"cpu.onednn", "0"}};
+  auto runtime = Runtime::create(options).value();
+  const fs::path model = fs::path("/usr/share/libonnx-testdata/data/node/test_relu/model.onnx");
+  const fs::path out = fs::path(::testing::TempDir()) / "open_relu.loom";
+  compiler::CompileOptions compile;
+  compile.targets = {"cpu-simd"};
+  compile.input_shapes = {{"x", {-1, -1, -1}}};
+  auto report = compiler::compile_onnx_file(runtime->plugin_host(), model, out, compile);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  auto program = runtime->load_program(out, {"cpu-simd://0"});
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  ASSERT_TRUE((*program)->function("main").value().open);
+  auto session = (*program)->create_session().value();
+  const Tensor a = Tensor::zeros(DType::kF32, {3, 4, 5}).value();
+  const Tensor b = Tensor::zeros(DType::kF32, {2, 7, 5}).value();
+  for (const Tensor* t : {&a, &b, &a, &b}) {
+    ASSERT_TRUE(session->set_input(0, *t).ok());
+    ASSERT_TRUE(session->run().ok());
+    ASSERT_EQ(session->output(0).shape(), t->shape());
+  }
+  const long before = g_allocations.load();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(session->set_input(0, i % 2 ? a : b).ok());
+    ASSERT_TRUE(session->run().ok());
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+}
+
 TEST(AsyncAllocation, VulkanComputeRunsAllocateNothing) {
   const long n = allocations_per_run("test_relu", "vulkan-compute", "vulkan-compute://0");
   if (n == -1) GTEST_SKIP() << "no vulkan-compute://0 device (no Vulkan driver?)";

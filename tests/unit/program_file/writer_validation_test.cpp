@@ -236,5 +236,75 @@ TEST(ProgramWriterValidation, DuplicateNamesAreRefused) {
   }
 }
 
+// An open-shape function "open": x[?(batch), 4] -> y[?(batch), 4], its graph
+// in a "loom.graph" artifact (the bytes do not matter to the container).
+ProgramWriter with_open_function() {
+  ProgramWriter w = testing::make_small_program();
+  ProgramDef& p = w.program();
+  ArtifactDef graph;
+  graph.loader_key = std::string(kGraphLoaderKey);
+  graph.content_segment = 0;
+  p.artifacts.push_back(graph);
+  FunctionDef f;
+  f.name = "open";
+  ValueDef x;
+  x.name = "x";
+  x.shape = {-1, 4};
+  x.dim_symbols = {"batch", ""};
+  x.dim_min = {1, 0};
+  x.dim_max = {8, 0};
+  ValueDef y = x;
+  y.name = "y";
+  y.dim_min.clear();
+  y.dim_max.clear();
+  f.values = {x, y};
+  f.inputs = {0};
+  f.outputs = {1};
+  f.graph_artifact = static_cast<int32_t>(p.artifacts.size() - 1);
+  p.functions.push_back(f);
+  return w;
+}
+
+TEST(ProgramWriterValidation, OpenShapeFunctionRoundTripsAndSetsItsFeatureBit) {
+  ProgramWriter w = with_open_function();
+  auto file = w.write_buffer();
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto reader = ProgramReader::open_buffer(*file);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_NE((*reader)->head().required_features & kRequiredFeatureOpenShapes, 0u);
+  EXPECT_TRUE((*reader)->program() == w.program());
+}
+
+TEST(ProgramWriterValidation, OpenShapeFieldsAreChecked) {
+  ProgramWriter w = with_open_function();
+  const size_t f = w.program().functions.size() - 1;
+  const std::string at = "functions[" + std::to_string(f) + "]";
+  w.program().functions[f].graph_artifact = 99;
+  EXPECT_TRUE(writer_refuses(w, at + ".graph_artifact: artifact 99 out of range"));
+  w = with_open_function();
+  w.program().functions[f].graph_artifact = 0;
+  EXPECT_TRUE(writer_refuses(w, at + ".graph_artifact: artifact 0 has loader key"));
+  w = with_open_function();
+  w.program().functions[f].instructions.push_back(InstructionDef{});
+  EXPECT_TRUE(writer_refuses(w, "an open-shape function (graph_artifact 3) has no instructions"));
+  w = with_open_function();
+  w.program().functions[f].values[0].dim_symbols = {"batch"};
+  EXPECT_TRUE(writer_refuses(w, at + ".values[0].dim_symbols: 1 entries for a rank-2 shape"));
+  w = with_open_function();
+  w.program().functions[f].values[0].dim_symbols = {"batch", "width"};
+  EXPECT_TRUE(writer_refuses(w, at + ".values[0].dim_symbols[1]: symbol 'width' on a fixed dimension (4)"));
+  w = with_open_function();
+  w.program().functions[f].values[0].dim_min = {9, 0};
+  EXPECT_TRUE(writer_refuses(w, at + ".values[0].dim_min/dim_max[0]: bounds 9..8 are not a range"));
+  w = with_open_function();
+  w.program().functions[f].values[0].shape = {-2, 4};
+  EXPECT_TRUE(writer_refuses(w, at + ".values[0].shape[0]: -2 is neither a size nor -1 (open)"));
+  // An ordinary function has no open dimension.
+  w = with_open_function();
+  w.program().functions[f].graph_artifact = -1;
+  EXPECT_TRUE(writer_refuses(w, at + ".values[0].shape[0]: open (-1), but the function has no "
+                                "graph_artifact to bind its shapes"));
+}
+
 }  // namespace
 }  // namespace loom
