@@ -33,21 +33,6 @@ CaseVerdict from_status(const Status& st, std::string_view stage) {
   return v;
 }
 
-// CaseRunOptions::open_shapes: a shape that depends on the values of an input
-// (Reshape's `shape`, Slice's `starts`, Range, TopK's k, ...) is out of scope
-// of an open-shape program, which binds shapes only. Such a case is
-// UNSUPPORTED whatever its operators; every other outcome stands.
-CaseVerdict open_verdict(CaseVerdict v) {
-  const bool value_shaped = v.message.find("not only on the input shapes") != std::string::npos ||
-                            v.message.find("its value must be known at compile time") != std::string::npos;
-  if (value_shaped && v.outcome != Outcome::kPass) {
-    v.outcome = Outcome::kUnsupported;
-    v.type_only = true;
-    v.message = "open shapes: a shape depends on input values: " + v.message;
-  }
-  return v;
-}
-
 // ONNX's test data (made with numpy, which has no bfloat16) stores bf16
 // tensors as u16 bit patterns: read them back as the bf16 they are.
 const Tensor* as_bf16(const Tensor& t, DType wanted, Tensor& storage) {
@@ -75,17 +60,8 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
   return run_onnx_case(**runtime, test, summary, options, scratch);
 }
 
-static CaseVerdict run_onnx_case_on(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
-                                    const CaseRunOptions& options, const std::filesystem::path& scratch);
-
 CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
                           const CaseRunOptions& options, const std::filesystem::path& scratch) {
-  CaseVerdict v = run_onnx_case_on(runtime, test, summary, options, scratch);
-  return options.open_shapes ? open_verdict(std::move(v)) : v;
-}
-
-static CaseVerdict run_onnx_case_on(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
-                                    const CaseRunOptions& options, const std::filesystem::path& scratch) {
   compiler::CompileOptions compile;
   std::string plugin;
   if (!options.device.empty()) {

@@ -166,9 +166,10 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
   }
   std::printf("removed: %zu folded, %zu fused, %zu dead\n", r.folded_nodes, r.fused_nodes, r.dead_nodes);
   if (!r.frozen_inputs.empty()) std::printf("frozen inputs: %s\n", join(r.frozen_inputs).c_str());
-  if (!r.open_inputs.empty()) {
+  if (!r.open_inputs.empty() || !r.value_inputs.empty()) {
     std::printf("open shapes: the subgraphs are compiled for each binding when the program runs\n");
     for (const std::string& in : r.open_inputs) std::printf("  %s\n", in.c_str());
+    for (const std::string& in : r.value_inputs) std::printf("  values of %s\n", in.c_str());
   }
   std::printf("program: %llu bytes\n", static_cast<unsigned long long>(r.program_bytes));
   if (!args.params_out.empty()) {
@@ -203,6 +204,7 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
                                      {"dead", r.dead_nodes}}},
                         {"frozen_inputs", r.frozen_inputs},
                         {"open_inputs", r.open_inputs},
+                        {"value_inputs", r.value_inputs},
                         {"program_bytes", r.program_bytes},
                         {"params_bytes", r.params_bytes}};
   std::cout << doc.dump(2) << "\n";

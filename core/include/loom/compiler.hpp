@@ -65,10 +65,11 @@ struct CompileOptions {
 
   // Values of model inputs that decide shapes (for example an input fed
   // straight into Reshape's `shape`). The importer asks for one when shape
-  // inference needs it; returning null makes that an error that names the
-  // input and the node. The compiled program then takes the value as a
+  // inference needs it. Given, the compiled program takes the value as a
   // constant, and the input is no longer an argument of the function
-  // (CompileReport::frozen_inputs lists it). May be empty.
+  // (CompileReport::frozen_inputs lists it). Null (or no callback): the
+  // program is an open-shape program that binds that input's values, with
+  // the shapes, per run (CompileReport::value_inputs lists it).
   std::function<const Tensor*(std::string_view input_name)> input_value;
 
   // Where weights go. Empty: inline in the program. Otherwise the path of an
@@ -120,6 +121,10 @@ struct CompileReport {
   // "x: f32 [1, 3, ?(height), ?(width)]". Then `targets` list no subgraphs:
   // they are compiled per binding at run time.
   std::vector<std::string> open_inputs;
+  // An open-shape program because these inputs' values decide shapes (see
+  // CompileOptions::input_value): "shape (decides the output shape of node
+  // 'r', Reshape)".
+  std::vector<std::string> value_inputs;
   uint64_t program_bytes = 0;
   uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
 };

@@ -92,6 +92,8 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
   report.opset = stats.opset;
   report.model_nodes = stats.model_nodes;
   report.dead_nodes = stats.dead_nodes;
+  report.frozen_inputs = stats.frozen_inputs;
+  report.value_inputs = imported.value_inputs;
   for (const auto& plugin : targets) {
     TargetReport t;
     t.plugin = plugin->name();

@@ -465,29 +465,6 @@ class Reader {
   std::unordered_map<std::string, int64_t> opsets_;
 };
 
-// The model inputs (not constant) that tensor `t` is computed from.
-std::vector<int32_t> source_inputs(const graph::Graph& g, int32_t t) {
-  std::vector<int32_t> producer(g.tensors.size(), -1);
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (int32_t o : g.nodes[n].outputs) producer[o] = static_cast<int32_t>(n);
-  }
-  std::vector<bool> seen(g.tensors.size(), false);
-  std::vector<int32_t> stack{t}, found;
-  while (!stack.empty()) {
-    const int32_t x = stack.back();
-    stack.pop_back();
-    if (x == graph::kNoTensor || seen[x] || g.tensors[x].is_constant()) continue;
-    seen[x] = true;
-    if (producer[x] < 0) {
-      if (std::find(g.inputs.begin(), g.inputs.end(), x) != g.inputs.end()) found.push_back(x);
-      continue;
-    }
-    for (int32_t in : g.nodes[producer[x]].inputs) stack.push_back(in);
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
 // Makes model input `t` a constant with the caller's value.
 Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
   graph::Tensor& tensor = g.tensors[t];
@@ -560,14 +537,17 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
     result.signature.outputs.push_back(std::move(v));
   }
 
-  // With bounds on every open dimension, infer the graph at both ends.
-  bool bounded = true;
+  // With bounds on every open dimension, infer the graph at both ends
+  // (unless input values decide shapes: they are not known here).
+  bool bounded = result.value_inputs.empty();
+  bool any_open = false;
   for (const ValueDef& v : result.signature.inputs) {
     for (size_t d = 0; d < v.shape.size(); ++d) {
+      any_open = any_open || v.shape[d] < 0;
       if (v.shape[d] < 0 && (d >= v.dim_max.size() || v.dim_min[d] == 0 || v.dim_max[d] == 0)) bounded = false;
     }
   }
-  if (bounded) {
+  if (bounded && any_open) {
     lowering::OpenGraph open{g, result.declared, {}, false};
     for (const bool at_max : {false, true}) {
       std::vector<Shape> shapes;
@@ -580,7 +560,7 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
         binding += (binding.empty() ? "" : ", ") + v.name + "=" + shape_to_string(s);
         shapes.push_back(std::move(s));
       }
-      auto bound = lowering::bind_open_graph(open, shapes, kernels, UINT64_MAX);
+      auto bound = lowering::bind_open_graph(open, shapes, kernels, UINT64_MAX, {});
       if (!bound.ok()) {
         return bound.status().with_context(std::string("the declared ranges do not fit the graph at their ") +
                                            (at_max ? "maximum" : "minimum") + " (" + binding + ")");
@@ -615,17 +595,29 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
       break;
     }
     const graph::Node& node = g.nodes[needs->node];
-    const std::vector<int32_t> sources = source_inputs(g, needs->tensor);
+    const std::vector<int32_t> sources = passes::source_inputs(g, needs->tensor);
     if (sources.empty()) return needs->cause.with_context(passes::describe(node));
     for (int32_t t : sources) {
-      const std::string& name = g.tensors[t].name;
+      const std::string name = g.tensors[t].name;
       const Tensor* value = options.input_value ? options.input_value(name) : nullptr;
+      if (value == nullptr && !passes::binds_values_per_run(g.tensors[t])) {
+        return invalid_argument("input '" + name + "' (" + std::string(dtype_name(g.tensors[t].dtype)) + " " +
+                                shape_to_string(g.tensors[t].shape) +
+                                ") of the model decides the output shape of node '" + node.name + "' (" +
+                                node.op_type + "); its value must be known at compile time (only a scalar "
+                                "or a vector of at most " + std::to_string(passes::kMaxValueInputElements) +
+                                " elements is bound per run)");
+      }
       if (value == nullptr) {
-        return invalid_argument("input '" + name + "' of the model decides the output shape of node '" +
-                                node.name + "' (" + node.op_type +
-                                "); its value must be known at compile time");
+        // Its values are known only when the program runs: an open-shape
+        // program, which binds them per run.
+        result.value_inputs.push_back(name + " (decides the output shape of node '" + node.name + "', " +
+                                      node.op_type + ")");
+        return open_import(std::move(read), options, kernels, std::move(result));
       }
       LOOM_RETURN_IF_ERROR(freeze_input(read.graph, t, *value));
+      read.input_signature.erase(std::find_if(read.input_signature.begin(), read.input_signature.end(),
+                                              [&](const ValueDef& v) { return v.name == name; }));
       result.stats.frozen_inputs.push_back(name);
     }
   }

@@ -83,6 +83,10 @@ struct ImportedModel {
   // inputs and outputs with their open dimensions, symbols and bounds, and
   // `declared` the model's statements about tensors, by tensor index.
   bool open = false;
+  // Open because the values of these inputs decide shapes and input_value
+  // did not give them: "shape (decides the output shape of node 'r',
+  // Reshape)". The runtime binds them per run, with the shapes.
+  std::vector<std::string> value_inputs;
   lowering::OpenSignature signature;
   std::vector<lowering::passes::DeclaredType> declared;
 };

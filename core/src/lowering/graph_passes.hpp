@@ -76,6 +76,18 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
                       const kernels::KernelRegistry& kernels, const InferOptions& options,
                       bool fold, InferStats& stats, std::optional<NeedsValue>& needs);
 
+// Whether a graph input may have its values bound per run of an open-shape
+// program (frozen into the specialization) when they decide a shape: a
+// scalar or a vector (Reshape's shape, Slice's starts, Range's limits, TopK's
+// k) of at most kMaxValueInputElements elements. A larger or higher-rank
+// input is data, and a shape that depends on it is refused.
+inline constexpr uint64_t kMaxValueInputElements = 4096;
+bool binds_values_per_run(const graph::Tensor& input);
+
+// The graph inputs (not constants) that tensor `t` is computed from, in
+// index order: what must be known to fold it.
+std::vector<int32_t> source_inputs(const graph::Graph& g, int32_t t);
+
 // Folds BatchNormalization (inference form, constant f32 parameters) into the
 // Conv that alone feeds it (constant f32 weights and bias). Returns the
 // number of BatchNormalization nodes removed.

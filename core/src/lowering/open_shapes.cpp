@@ -212,29 +212,72 @@ Status check_binding(const OpenSignature& signature, std::span<const Shape> shap
   return Status();
 }
 
-Result<graph::Graph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
-                                     const kernels::KernelRegistry& kernels,
-                                     uint64_t max_tensor_bytes) {
-  graph::Graph g = open.graph;  // constants are shared, not copied
-  if (shapes.size() != g.inputs.size()) {
+Result<BoundGraph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                   const kernels::KernelRegistry& kernels, uint64_t max_tensor_bytes,
+                                   InputValues values) {
+  if (shapes.size() != open.graph.inputs.size() || (!values.empty() && values.size() != shapes.size())) {
     return invalid_argument("got " + std::to_string(shapes.size()) + " input shapes for " +
-                            std::to_string(g.inputs.size()) + " inputs");
+                            std::to_string(open.graph.inputs.size()) + " inputs");
   }
-  for (size_t i = 0; i < shapes.size(); ++i) g.tensors[static_cast<size_t>(g.inputs[i])].shape = shapes[i];
+  BoundGraph out;
   passes::InferOptions infer;
   // Ops without a reference kernel were kept at compile time because a
   // target took them; their declared types stand.
   infer.plugin_takes = [](std::string_view, std::string_view, int64_t) { return true; };
-  passes::InferStats stats;
-  std::optional<passes::NeedsValue> needs;
-  LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, open.declared, kernels, infer, true, stats, needs));
-  if (needs) {
+  graph::Graph g;
+  // Each round freezes at least one more input, so there are at most as
+  // many rounds as inputs.
+  for (;;) {
+    g = open.graph;  // constants are shared, not copied
+    for (size_t i = 0; i < shapes.size(); ++i) g.tensors[static_cast<size_t>(g.inputs[i])].shape = shapes[i];
+    for (size_t i : out.frozen_inputs) {
+      graph::Tensor& t = g.tensors[static_cast<size_t>(open.graph.inputs[i])];
+      auto count = element_count(t.shape);
+      if (!count.ok() || values[i].size() != *count * dtype_size(t.dtype)) {
+        return invalid_argument("input '" + t.name + "': " + std::to_string(values[i].size()) +
+                                " bytes for " + std::string(dtype_name(t.dtype)) + " " + shape_to_string(t.shape));
+      }
+      t.data = std::make_shared<const std::vector<std::byte>>(values[i].begin(), values[i].end());
+    }
+    passes::InferStats stats;
+    std::optional<passes::NeedsValue> needs;
+    LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, open.declared, kernels, infer, true, stats, needs));
+    if (!needs) break;
     const graph::Node& node = g.nodes[needs->node];
-    return unimplemented("the output shape of " + passes::describe(node) + " depends on the values of '" +
-                         g.tensors[static_cast<size_t>(needs->tensor)].name +
-                         "', not only on the input shapes; an open-shape program cannot bind it "
-                         "(compile with --input-shape, or give the value at compile time)");
+    const std::vector<int32_t> sources = passes::source_inputs(g, needs->tensor);
+    std::vector<size_t> more;
+    std::string data_inputs;  // sources too large to bind per run
+    for (int32_t t : sources) {
+      for (size_t i = 0; i < open.graph.inputs.size(); ++i) {
+        const bool frozen = std::find(out.frozen_inputs.begin(), out.frozen_inputs.end(), i) != out.frozen_inputs.end();
+        if (open.graph.inputs[i] != t || frozen) continue;
+        if (!passes::binds_values_per_run(g.tensors[static_cast<size_t>(t)])) {
+          data_inputs += (data_inputs.empty() ? "'" : ", '") + g.tensors[static_cast<size_t>(t)].name + "'";
+        }
+        more.push_back(i);
+      }
+    }
+    if (!data_inputs.empty()) {
+      return unimplemented("the output shape of " + passes::describe(node) + " depends on the values of input " +
+                           data_inputs + ", not only on the input shapes; only a scalar or a vector of at most " +
+                           std::to_string(passes::kMaxValueInputElements) + " elements is bound per run");
+    }
+    if (values.empty() || more.empty()) {
+      return unimplemented("the output shape of " + passes::describe(node) + " depends on the values of '" +
+                           g.tensors[static_cast<size_t>(needs->tensor)].name +
+                           "', not only on the input shapes" +
+                           (values.empty() ? std::string("; the values are not known here")
+                                           : std::string("; ") + needs->cause.message()));
+    }
+    out.frozen_inputs.insert(out.frozen_inputs.end(), more.begin(), more.end());
+    std::sort(out.frozen_inputs.begin(), out.frozen_inputs.end());
   }
+  // Frozen inputs are constants now, no longer inputs of the graph.
+  std::vector<int32_t> inputs;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (!std::binary_search(out.frozen_inputs.begin(), out.frozen_inputs.end(), i)) inputs.push_back(g.inputs[i]);
+  }
+  g.inputs = std::move(inputs);
   // Every size is known now: refuse a binding that would make a tensor
   // larger than the session may allocate, naming it, before any compile.
   std::vector<int32_t> producer(g.tensors.size(), -1);
@@ -260,15 +303,18 @@ Result<graph::Graph> bind_open_graph(const OpenGraph& open, std::span<const Shap
   passes::compact_tensors(g);
   Status valid = graph::validate(g);
   if (!valid.ok()) return internal_error("the bound graph is inconsistent: " + valid.message());
-  return g;
+  out.graph = std::move(g);
+  return out;
 }
 
 Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
                                              host::PluginHost& host,
                                              const kernels::KernelRegistry& kernels,
-                                             uint64_t max_tensor_bytes) {
-  LOOM_ASSIGN_OR_RETURN(graph::Graph bound, bind_open_graph(open, shapes, kernels, max_tensor_bytes));
+                                             uint64_t max_tensor_bytes, InputValues values) {
+  LOOM_ASSIGN_OR_RETURN(BoundGraph bound_graph, bind_open_graph(open, shapes, kernels, max_tensor_bytes, values));
+  const graph::Graph& bound = bound_graph.graph;
   Specialization out;
+  out.frozen_inputs = std::move(bound_graph.frozen_inputs);
   std::vector<std::shared_ptr<host::LoadedPlugin>> targets;
   for (const std::string& name : open.targets) {
     auto plugin = host::load_compile_target(host, name);

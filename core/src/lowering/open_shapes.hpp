@@ -89,17 +89,33 @@ Status check_binding(const OpenSignature& signature, std::span<const Shape> shap
 // The part of check_binding that concerns one input alone.
 Status check_input_shape(const ValueDef& input, std::span<const int64_t> shape);
 
+// The bytes of each input of a run (dtype and shape as bound), for inputs
+// whose values decide shapes; empty when there are none to give.
+using InputValues = std::span<const std::span<const std::byte>>;
+
+struct BoundGraph {
+  graph::Graph graph;
+  // Inputs (indices into the function's) whose values decide a shape
+  // (Reshape's `shape`, Slice's `starts`, TopK's `k`, Range, ...): made
+  // constants with the run's values, so they are no longer inputs of
+  // `graph`. A binding is then these values as well as the shapes.
+  std::vector<size_t> frozen_inputs;
+};
+
 // The graph with its inputs bound to `shapes`, every shape inferred, constants
 // folded (including the Shape/Gather/Concat chains that depend on the bound
-// sizes), BatchNormalization folded into Conv, dead nodes removed. A tensor
-// over `max_tensor_bytes` at this binding is RESOURCE_EXHAUSTED naming it and
-// its node, before anything is compiled or allocated.
-Result<graph::Graph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
-                                     const kernels::KernelRegistry& kernels,
-                                     uint64_t max_tensor_bytes);
+// sizes), BatchNormalization folded into Conv, dead nodes removed. A shape
+// that depends on an input's values takes them from `values` (that input is
+// frozen) or, without values, is UNIMPLEMENTED naming the node. A tensor over
+// `max_tensor_bytes` at this binding is RESOURCE_EXHAUSTED naming it and its
+// node, before anything is compiled or allocated.
+Result<BoundGraph> bind_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
+                                   const kernels::KernelRegistry& kernels, uint64_t max_tensor_bytes,
+                                   InputValues values = {});
 
 struct Specialization {
   std::vector<std::byte> program;  // an ordinary program file in memory
+  std::vector<size_t> frozen_inputs;  // see BoundGraph
   // Targets of the artifact that this host cannot compile for ("vulkan-
   // compute: not found ..."); their nodes went to the next target or to the
   // reference kernels.
@@ -111,6 +127,6 @@ struct Specialization {
 Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<const Shape> shapes,
                                              host::PluginHost& host,
                                              const kernels::KernelRegistry& kernels,
-                                             uint64_t max_tensor_bytes);
+                                             uint64_t max_tensor_bytes, InputValues values = {});
 
 }  // namespace loom::lowering

@@ -273,4 +273,32 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
   return Status();
 }
 
+// The model inputs (not constant) that tensor `t` is computed from.
+std::vector<int32_t> source_inputs(const graph::Graph& g, int32_t t) {
+  std::vector<int32_t> producer(g.tensors.size(), -1);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (int32_t o : g.nodes[n].outputs) producer[o] = static_cast<int32_t>(n);
+  }
+  std::vector<bool> seen(g.tensors.size(), false);
+  std::vector<int32_t> stack{t}, found;
+  while (!stack.empty()) {
+    const int32_t x = stack.back();
+    stack.pop_back();
+    if (x == graph::kNoTensor || seen[x] || g.tensors[x].is_constant()) continue;
+    seen[x] = true;
+    if (producer[x] < 0) {
+      if (std::find(g.inputs.begin(), g.inputs.end(), x) != g.inputs.end()) found.push_back(x);
+      continue;
+    }
+    for (int32_t in : g.nodes[producer[x]].inputs) stack.push_back(in);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+bool binds_values_per_run(const graph::Tensor& input) {
+  if (input.shape.size() > 1) return false;
+  return input.shape.empty() || (input.shape[0] >= 0 && static_cast<uint64_t>(input.shape[0]) <= kMaxValueInputElements);
+}
+
 }  // namespace loom::lowering::passes

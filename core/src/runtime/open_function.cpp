@@ -26,11 +26,20 @@ std::string binding_text(const lowering::OpenSignature& signature, std::span<con
   return s;
 }
 
-bool same_binding(std::span<const Shape> a, std::span<const Shape> b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end());
-}
-
 }  // namespace
+
+bool Specialized::matches(std::span<const Shape> input_shapes,
+                          std::span<const std::vector<std::byte>> inputs) const {
+  if (!std::equal(shapes.begin(), shapes.end(), input_shapes.begin(), input_shapes.end())) return false;
+  for (size_t k = 0; k < frozen_inputs.size(); ++k) {
+    const size_t i = frozen_inputs[k];
+    if (i >= inputs.size() || inputs[i].size() != frozen_values[k].size() ||
+        !std::equal(inputs[i].begin(), inputs[i].end(), frozen_values[k].begin())) {
+      return false;
+    }
+  }
+  return true;
+}
 
 FunctionPlan open_function_plan(const FunctionDef& def) {
   FunctionPlan plan;
@@ -99,11 +108,12 @@ uint64_t OpenFunction::specializations_made() const {
   return made_;
 }
 
-Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(std::span<const Shape> shapes) {
+Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
+    std::span<const Shape> shapes, std::span<const std::vector<std::byte>> inputs) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Entry& e : cache_) {
-      if (same_binding(e.value->shapes, shapes)) {
+      if (e.value->matches(shapes, inputs)) {
         e.used = ++clock_;
         return e.value;
       }
@@ -115,10 +125,13 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(std::spa
   auto fail = [&](const Status& s) {
     return s.with_context("function '" + name_ + "' at " + binding);
   };
-  auto made = lowering::specialize_open_graph(graph_, shapes, *host_, kernels_, max_tensor_bytes_);
+  std::vector<std::span<const std::byte>> values(inputs.begin(), inputs.end());
+  auto made = lowering::specialize_open_graph(graph_, shapes, *host_, kernels_, max_tensor_bytes_, values);
   if (!made.ok()) return fail(made.status());
   auto value = std::make_shared<Specialized>();
   value->shapes.assign(shapes.begin(), shapes.end());
+  value->frozen_inputs = std::move(made->frozen_inputs);
+  for (size_t i : value->frozen_inputs) value->frozen_values.push_back(inputs[i]);
   value->bytes = std::move(made->program);
   value->skipped_targets = std::move(made->skipped_targets);
   auto program = load_(value->bytes);
@@ -149,7 +162,7 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(std::spa
   std::lock_guard<std::mutex> lock(mutex_);
   ++made_;
   for (Entry& e : cache_) {  // another session made it meanwhile
-    if (same_binding(e.value->shapes, shapes)) {
+    if (e.value->matches(shapes, inputs)) {
       e.used = ++clock_;
       return e.value;
     }
@@ -214,25 +227,40 @@ Status OpenSession::run() {
   }
   Bound* hit = nullptr;
   for (Bound& b : bound_) {
-    if (same_binding(b.specialized->shapes, shapes_)) hit = &b;
+    if (b.specialized->matches(shapes_, staging_)) hit = &b;
   }
   if (hit == nullptr) {
-    LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_));
+    LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_, staging_));
     LOOM_ASSIGN_OR_RETURN(auto session, specialized->program->create_session(info_.name));
     LOOM_RETURN_IF_ERROR(session->set_run_timeout(run_timeout_));
+    std::vector<int32_t> slot(info_.inputs.size(), -1);
+    const auto& inner = session->function().inputs;
+    for (size_t i = 0; i < info_.inputs.size(); ++i) {
+      for (size_t k = 0; k < inner.size(); ++k) {
+        if (inner[k].name == info_.inputs[i].name) slot[i] = static_cast<int32_t>(k);
+      }
+      const bool frozen = std::find(specialized->frozen_inputs.begin(), specialized->frozen_inputs.end(), i) !=
+                          specialized->frozen_inputs.end();
+      if ((slot[i] < 0) != frozen) {
+        return internal_error("function '" + info_.name + "': the specialization lost input '" +
+                              info_.inputs[i].name + "'");
+      }
+    }
     if (bound_.size() >= function_->cache_size()) {
       auto oldest = std::min_element(bound_.begin(), bound_.end(),
                                      [](const Bound& x, const Bound& y) { return x.used < y.used; });
       if (oldest->session.get() == current_) current_ = nullptr;
       bound_.erase(oldest);
     }
-    bound_.push_back({std::move(specialized), std::move(session), 0});
+    bound_.push_back({std::move(specialized), std::move(session), std::move(slot), 0});
     hit = &bound_.back();
   }
   hit->used = ++clock_;
   current_ = hit->session.get();
   for (size_t i = 0; i < staging_.size(); ++i) {
-    LOOM_RETURN_IF_ERROR(current_->bind_input(i, staging_[i].data(), staging_[i].size()));
+    const int32_t slot = hit->slot[i];
+    if (slot < 0) continue;  // its value is part of the binding
+    LOOM_RETURN_IF_ERROR(current_->bind_input(static_cast<size_t>(slot), staging_[i].data(), staging_[i].size()));
   }
   return current_->run();
 }

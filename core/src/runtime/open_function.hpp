@@ -35,10 +35,17 @@ struct FunctionPlan;
 // One binding's program.
 struct Specialized {
   std::vector<Shape> shapes;        // the binding: one shape per input
+  // Inputs whose values decide shapes, and those values: part of the binding
+  // (lowering::BoundGraph::frozen_inputs). The program has no such inputs.
+  std::vector<size_t> frozen_inputs;
+  std::vector<std::vector<std::byte>> frozen_values;
   std::vector<std::byte> bytes;     // the program file in memory; outlives `program`
   std::shared_ptr<Program> program;
   std::vector<std::string> skipped_targets;  // see lowering::Specialization
   ~Specialized() { program.reset(); }  // before `bytes`
+
+  // Whether a run with these input shapes and bytes is this binding.
+  bool matches(std::span<const Shape> input_shapes, std::span<const std::vector<std::byte>> inputs) const;
 };
 
 // Loads a specialization's program file (Runtime::prepare with the
@@ -61,9 +68,11 @@ class OpenFunction {
   const lowering::OpenSignature& signature() const { return signature_; }
   size_t cache_size() const { return capacity_; }
 
-  // The specialization for `shapes` (checked against the signature): from
-  // the cache, or made now. Thread-safe; sessions of the program share it.
-  Result<std::shared_ptr<const Specialized>> specialization(std::span<const Shape> shapes);
+  // The specialization for `shapes` and, where values decide shapes, the
+  // bytes of `inputs` (checked against the signature): from the cache, or
+  // made now. Thread-safe; sessions of the program share it.
+  Result<std::shared_ptr<const Specialized>> specialization(std::span<const Shape> shapes,
+                                                            std::span<const std::vector<std::byte>> inputs);
   // How many specializations were made since load (cache misses).
   uint64_t specializations_made() const;
 
@@ -116,6 +125,9 @@ class OpenSession {
   struct Bound {
     std::shared_ptr<const Specialized> specialized;
     std::unique_ptr<Session> session;
+    // Per input of the function: its index among the session's inputs, or
+    // -1 for an input the specialization froze.
+    std::vector<int32_t> slot;
     uint64_t used = 0;
   };
   std::vector<Bound> bound_;

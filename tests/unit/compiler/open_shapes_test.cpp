@@ -285,6 +285,54 @@ TEST(OpenShapes, ShapeCacheOfZeroIsRefused) {
   EXPECT_NE(program.status().message().find("shape_cache is 0"), std::string::npos);
 }
 
+// Reshape(x[2, 6], shape) with `shape` a model input: its values decide y's
+// shape, so they are part of the binding.
+TEST(OpenShapes, InputValuesThatDecideShapesAreBoundPerRun) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {2, 6});
+  add_input(m, "shape", TP::INT64, {2});
+  add_node(m, "Reshape", {"x", "shape"}, {"y"}, "r");
+  add_node(m, "Relu", {"y"}, {"z"}, "relu");
+  add_output(m, "z", TP::FLOAT, {-1, -1});
+  const fs::path model = fs::path(::testing::TempDir()) / "reshape_input.onnx";
+  ASSERT_TRUE(fx::write_model(m, model).ok());
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  const fs::path out = fs::path(::testing::TempDir()) / "reshape_input.loom";
+  CompileOptions options;
+  options.targets = {"cpu-simd"};
+  auto report = compile_onnx_file(runtime->plugin_host(), model, out, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->value_inputs,
+            (std::vector<std::string>{"shape (decides the output shape of node 'r', Reshape)"}));
+  auto program = runtime->load_program(out).value();
+  auto session = program->create_session().value();
+  const Tensor x = pattern({2, 6}, 3);
+  auto run_as = [&](std::vector<int64_t> dims) -> Result<Shape> {
+    LOOM_RETURN_IF_ERROR(session->set_input("x", x));
+    LOOM_ASSIGN_OR_RETURN(Tensor shape, Tensor::copy_of(DType::kI64, {2}, fx::bytes_of(dims)));
+    LOOM_RETURN_IF_ERROR(session->set_input("shape", shape));
+    LOOM_RETURN_IF_ERROR(session->run());
+    for (uint64_t i = 0; i < 12; ++i) {
+      if (session->output(0).data_as<float>()[i] != std::max(0.0f, x.data_as<float>()[i])) {
+        return internal_error("element " + std::to_string(i) + " differs");
+      }
+    }
+    return session->output(0).shape();
+  };
+  EXPECT_EQ(specializations(*runtime, [&] {
+              EXPECT_EQ(run_as({3, 4}).value(), (Shape{3, 4}));
+              EXPECT_EQ(run_as({4, 3}).value(), (Shape{4, 3}));
+              EXPECT_EQ(run_as({3, 4}).value(), (Shape{3, 4}));
+              EXPECT_EQ(run_as({4, -1}).value(), (Shape{4, 3}));
+            }),
+            3u);
+  auto bad = run_as({5, 5});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("function 'main' at x=[2, 6], shape=[2]"), std::string::npos)
+      << bad.status().message();
+}
+
 // --- lowering::check_binding on a signature of its own ----------------------
 
 ValueDef open_value(std::string name, Shape shape, std::vector<std::string> symbols) {

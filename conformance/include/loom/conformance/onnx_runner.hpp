@@ -22,9 +22,9 @@ struct CaseRunOptions {
   Tolerance tolerance;
   // How long one run may wait for an asynchronous device (LoadOptions).
   std::chrono::milliseconds run_timeout{60'000};
-  // Compile each case once with every input dimension open (an open-shape
-  // program; no input values known at compile time), then run every data
-  // set on that one program, which binds its shapes per run.
+  // Compile each case once with every input dimension open and no input
+  // value known (an open-shape program), then run every data set on that one
+  // program, which binds shapes and shape-deciding values per run.
   bool open_shapes = false;
 };
 
