@@ -297,6 +297,33 @@ TEST_F(RuntimeIntegration, FrozenFormat11MultiVariantProgramRunsOnEitherVariant)
   }
 }
 
+TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
+  // Written by the 1.3 writer (tests/fixtures/README.md): ONNX's test_relu
+  // compiled for cpu-simd with x's first and last dimensions open.
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_3_open.loom";
+  auto program = runtime_->load_program(path);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  const FunctionInfo info = (*program)->function("main").value();
+  EXPECT_TRUE(info.open);
+  EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 4, -1}));
+  auto session = (*program)->create_session().value();
+  for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 4, 9}, Shape{1, 4, 1}}) {
+    const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
+    std::vector<float> values(n);
+    for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
+    Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
+    ASSERT_TRUE(session->set_input("x", x).ok());
+    ASSERT_TRUE(session->run().ok());
+    const Tensor& y = session->output(0);
+    ASSERT_EQ(y.shape(), shape);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+    EXPECT_EQ(session->bound_program()->placements().at(0).device, "cpu-simd://0");
+  }
+  // The program's own reader refuses x of rank 2, naming it.
+  Status st = session->set_input("x", Tensor::zeros(DType::kF32, {4, 4}).value());
+  EXPECT_EQ(st.message(), "input 'x' must have rank 3 ([?, 4, ?]), got rank 2 ([4, 4])");
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat10ProgramRunsToHandWorkedValues) {
   // Written by the 1.0 writer (tests/fixtures/README.md): main computes
   // s = x + w, r = Relu(s), y = Softmax(r, axis 1); square computes x * x.

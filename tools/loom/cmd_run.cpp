@@ -232,6 +232,9 @@ struct RunReport {
   std::shared_ptr<Trace> trace;                          // --trace or --profile
   std::vector<FallbackEvent> fallbacks;
   std::vector<DelegateTransfers> transfers;  // of the session run
+  // An open-shape function: the binding of the last run ("x=[1, 3, 224, 224]"),
+  // whose program the placements, explanation and transfers are of.
+  std::string binding;
 };
 
 // One line per delegate call: how its operands reach the device.
@@ -329,6 +332,7 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
   }
   if (status.ok()) {
     doc["function"] = r.function;
+    if (!r.binding.empty()) doc["binding"] = r.binding;
     nlohmann::json outputs = nlohmann::json::array();
     for (const NamedTensor& t : r.outputs) outputs.push_back(tensor_summary_json(t));
     doc["outputs"] = std::move(outputs);
@@ -463,6 +467,17 @@ Status run_program(const RunArgs& args, RunReport& report) {
   report.placements = program->placements();  // after any fallback
   report.fallbacks = program->fallbacks();
   report.transfers = session->transfers();  // a fallback re-plans the moved calls
+  if (std::shared_ptr<Program> bound = session->bound_program()) {
+    // An open-shape function: what ran is the program prepared for this
+    // binding, compiled through the targets' compile entries when the
+    // session first met it.
+    report.placements = bound->placements();
+    report.fallbacks = bound->fallbacks();
+    report.explanation = bound->explain();
+    for (const ArgumentInfo& in : bound->function(fn.name).value().inputs) {
+      report.binding += (report.binding.empty() ? "" : ", ") + in.name + "=" + shape_to_string(in.shape);
+    }
+  }
   if (report.trace != nullptr) runtime->stop_trace();
   if (!args.trace.empty()) {
     std::ofstream out(args.trace, std::ios::binary | std::ios::trunc);
@@ -512,6 +527,10 @@ int run_run(const RunArgs& args) {
     if (!report.transfers.empty()) std::cout << transfers_text(report.function, report.transfers);
   }
   if (!status.ok()) return fail(status);
+  if (!report.binding.empty()) {
+    std::cout << "binding: " << report.binding
+              << " (open shapes: the program was specialized for these shapes when first run)\n";
+  }
   for (const FallbackEvent& f : report.fallbacks) {
     std::cout << "fallback: delegate " << f.delegate << " moved from " << f.from_device << " to "
               << f.to_device << " (" << f.to_loader_key << ") after: " << f.reason.to_string()

@@ -415,6 +415,12 @@ class Session {
   // host memory are not copied; the rest are staged.
   std::vector<DelegateTransfers> transfers() const;
 
+  // An open-shape function: the program prepared for the last run's binding
+  // (an ordinary program: its placements(), explain(), functions with the
+  // bound shapes), shared with the program's cache. Null before the first
+  // run and for an ordinary function.
+  std::shared_ptr<Program> bound_program() const;
+
   size_t output_count() const;
   // Results of the last run(); valid until the next run() or destruction.
   // Their shapes are the run's (an open-shape function's vary with the

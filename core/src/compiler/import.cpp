@@ -75,6 +75,9 @@ struct ReadGraph {
   // Per graph input: its signature (open dimensions -1, symbols, bounds).
   std::vector<ValueDef> input_signature;
   bool open = false;  // some input dimension is open
+  // Some dimension the model fixes was opened ('?' in input_shapes): what
+  // the model states about its outputs' sizes no longer holds.
+  bool reopened = false;
   int64_t opset = 0;
   size_t constant_nodes = 0;
 };
@@ -250,6 +253,7 @@ class Reader {
                                   std::to_string(d.dims.size()));
         }
         for (size_t i = 0; i < d.dims.size(); ++i) {
+          out_.reopened = out_.reopened || (d.dims[i] >= 0 && (*given)[i] < 0);
           if (d.dims[i] >= 0 && (*given)[i] >= 0 && d.dims[i] != (*given)[i]) {
             return invalid_argument("the shape given for input '" + name + "', " +
                                     shape_to_string(*given) + ", differs in dimension " +
@@ -533,6 +537,11 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
     if (d.has_shape) {
       v.shape = d.dims;
       v.dim_symbols = d.symbols;
+      // Sizes the model states were for the sizes it fixed, which an input
+      // opened against the model's statement no longer has: open them all.
+      if (read.reopened) {
+        std::fill(v.shape.begin(), v.shape.end(), -1);
+      }
     }
     result.signature.outputs.push_back(std::move(v));
   }

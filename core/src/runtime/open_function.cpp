@@ -103,6 +103,11 @@ Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
   return f;
 }
 
+std::shared_ptr<Trace> OpenFunction::active_trace() const {
+  if (channel_ == nullptr || !channel_->tracing()) return nullptr;
+  return channel_->active_trace();
+}
+
 uint64_t OpenFunction::specializations_made() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return made_;
@@ -230,6 +235,8 @@ Status OpenSession::run() {
     if (b.specialized->matches(shapes_, staging_)) hit = &b;
   }
   if (hit == nullptr) {
+    current_ = nullptr;  // bound_ may move below
+    current_bound_ = nullptr;
     LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_, staging_));
     LOOM_ASSIGN_OR_RETURN(auto session, specialized->program->create_session(info_.name));
     LOOM_RETURN_IF_ERROR(session->set_run_timeout(run_timeout_));
@@ -249,7 +256,6 @@ Status OpenSession::run() {
     if (bound_.size() >= function_->cache_size()) {
       auto oldest = std::min_element(bound_.begin(), bound_.end(),
                                      [](const Bound& x, const Bound& y) { return x.used < y.used; });
-      if (oldest->session.get() == current_) current_ = nullptr;
       bound_.erase(oldest);
     }
     bound_.push_back({std::move(specialized), std::move(session), std::move(slot), 0});
@@ -257,12 +263,27 @@ Status OpenSession::run() {
   }
   hit->used = ++clock_;
   current_ = hit->session.get();
+  current_bound_ = hit;
   for (size_t i = 0; i < staging_.size(); ++i) {
     const int32_t slot = hit->slot[i];
     if (slot < 0) continue;  // its value is part of the binding
     LOOM_RETURN_IF_ERROR(current_->bind_input(static_cast<size_t>(slot), staging_[i].data(), staging_[i].size()));
   }
-  return current_->run();
+  // When tracing, a span per run names the binding it ran (strings are
+  // built only then: a run without a trace allocates nothing).
+  std::shared_ptr<Trace> trace = function_->active_trace();
+  const uint64_t start = trace != nullptr ? steady_ns() : 0;
+  Status st = current_->run();
+  if (trace != nullptr) {
+    Trace::Event e;
+    e.track = Trace::kHostTrack;
+    e.category = "binding";
+    e.name = info_.name + " " + binding_text(function_->signature(), shapes_);
+    e.timestamp_ns = start;
+    e.duration_ns = steady_ns() - start;
+    trace->record(std::move(e));
+  }
+  return st;
 }
 
 const Tensor& OpenSession::output(size_t index) const {

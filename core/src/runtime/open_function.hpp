@@ -75,6 +75,8 @@ class OpenFunction {
                                                             std::span<const std::vector<std::byte>> inputs);
   // How many specializations were made since load (cache misses).
   uint64_t specializations_made() const;
+  // The trace being recorded, or null (cheap when not tracing).
+  std::shared_ptr<Trace> active_trace() const;
 
  private:
   OpenFunction() = default;
@@ -112,6 +114,10 @@ class OpenSession {
   Status set_run_timeout(std::chrono::milliseconds timeout);
   // The session of the last run's binding; null before the first run.
   Session* current() const { return current_; }
+  // The specialization of the last run's binding; null before the first run.
+  std::shared_ptr<Program> current_program() const {
+    return current_bound_ != nullptr ? current_bound_->specialized->program : nullptr;
+  }
   size_t output_count() const { return info_.outputs.size(); }
   const Tensor& output(size_t index) const;
 
@@ -133,6 +139,7 @@ class OpenSession {
   std::vector<Bound> bound_;
   uint64_t clock_ = 0;
   Session* current_ = nullptr;
+  const Bound* current_bound_ = nullptr;
   Tensor empty_;
 };
 

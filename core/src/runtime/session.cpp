@@ -107,6 +107,10 @@ bool RunHandle::done() const {
 
 const FunctionInfo& Session::function() const { return state_->plan->info; }
 
+std::shared_ptr<Program> Session::bound_program() const {
+  return state_->open != nullptr ? state_->open->current_program() : nullptr;
+}
+
 size_t Session::output_count() const {
   return state_->open != nullptr ? state_->open->output_count() : state_->outputs.size();
 }

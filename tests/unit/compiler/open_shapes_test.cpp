@@ -131,7 +131,14 @@ TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
     EXPECT_EQ(got->z.shape(), (Shape{n}));
     EXPECT_LE(max_diff(got->y, want->y), 1e-5f) << n << "x3x" << h << "x" << w;
     EXPECT_EQ(max_diff(got->z, want->z), 0.0f);
+    // What ran: an ordinary program for this binding, its delegates on cpu-simd.
+    std::shared_ptr<Program> bound = session->bound_program();
+    ASSERT_NE(bound, nullptr);
+    EXPECT_EQ(bound->function("main").value().inputs[0].shape, (Shape{n, 3, h, w}));
+    ASSERT_FALSE(bound->placements().empty());
+    EXPECT_EQ(bound->placements()[0].device, "cpu-simd://0");
   }
+  EXPECT_EQ(reference->create_session().value()->bound_program(), nullptr);
 }
 
 TEST(OpenShapes, SameBytesAsAProgramCompiledForThatShapeAlone) {
@@ -209,6 +216,15 @@ TEST(OpenShapes, AlternatingBindingsSpecializeOnceEach) {
               for (int i = 0; i < 6; ++i) ASSERT_TRUE(run(*session, 1, i % 2 ? 5 : 7, 4).ok());
             }),
             2u);
+  // Each run names its binding in the trace.
+  auto trace = runtime->start_trace();
+  ASSERT_TRUE(run(*session, 1, 5, 4).ok());
+  runtime->stop_trace();
+  std::vector<std::string> bindings;
+  for (const Trace::Event& e : trace->events()) {
+    if (e.category == "binding") bindings.push_back(e.name);
+  }
+  EXPECT_EQ(bindings, (std::vector<std::string>{"main x=[1, 3, 5, 4], s=[1]"}));
   // A second session shares the program's specializations.
   auto second = program->create_session().value();
   EXPECT_EQ(specializations(*runtime, [&] { ASSERT_TRUE(run(*second, 1, 5, 4).ok()); }), 0u);
