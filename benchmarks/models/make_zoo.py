@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds Loom's model zoo: five ONNX models with random weights, written the
+"""Builds Loom's model zoo: six ONNX models with random weights, written the
 way framework exporters write them, plus one random input per model.
 
 usage: python3 benchmarks/models/make_zoo.py OUTDIR
@@ -18,7 +18,8 @@ What makes the models look exported rather than hand-made:
 - the batch dimension of the input is the symbolic 'N', and reshapes get their
   target shape from Shape -> Gather -> Unsqueeze -> Concat chains as tracing
   exporters emit them, so shapes are known only once N is bound
-  (`loom compile --input-shape input=1,3,224,224`);
+  (`loom compile --input-shape input=1,3,224,224`); text_encoder's sequence
+  length 'T' is symbolic too, and its input is written at T = 128;
 - the layer norm of the transformer is the ReduceMean/Sub/Pow/ReduceMean/Add/
   Sqrt/Div/Mul/Add pattern and its GELU the Erf-based one;
 - every Conv spells out dilations, group, kernel_shape, pads and strides.
@@ -281,6 +282,64 @@ def detector():
                     [out_info("detections", ["N", anchors * per, 8400])]), (3, 320, 320)
 
 
+# --- transformer pieces (vit_tiny, text_encoder) ------------------------
+def layer_norm(b, x, d, base):
+    """LayerNorm over the last axis as exporters of opset < 17 write it."""
+    mean = b.op("ReduceMean", [x], base=base, axes=[-1], keepdims=1)
+    dev = b.op("Sub", [x, mean], base=base)
+    sq = b.op("Pow", [dev, b.constant(2.0, np.float32)], base=base)
+    var = b.op("ReduceMean", [sq], base=base, axes=[-1], keepdims=1)
+    std = b.op("Sqrt", [b.op("Add", [var, b.constant(1e-6, np.float32)], base=base)],
+               base=base)
+    y = b.op("Div", [dev, std], base=base)
+    g = b.rng.uniform(0.8, 1.2, d).astype(np.float32)
+    y = b.op("Mul", [y, b.weight(f"{base}.weight", g)], base=base)
+    beta = b.rng.normal(0.0, 0.05, d).astype(np.float32)
+    return b.op("Add", [y, b.weight(f"{base}.bias", beta)], base=base)
+
+
+def encoder_layer(b, x, d, heads, mlp, p, i):
+    """One pre-norm encoder layer on [N, T, d]: every reshape target comes from
+    Shape/Gather/Concat chains on the tensor itself, so N and T may stay open.
+    Layer i scales the scores by Div when even and by Mul when odd."""
+    hd = d // heads
+
+    def heads_of(t, perm):
+        """[N, T, d] -> [N, T, heads, hd] -> transposed; the shape from the tensor itself."""
+        s = b.op("Shape", [t])
+        target = b.op("Concat", [b.dim(s, 0), b.dim(s, 1), b.constant([heads, hd])], axis=0)
+        return b.op("Transpose", [b.op("Reshape", [t, target])], perm=perm)
+
+    h = layer_norm(b, x, d, f"{p}.norm1")
+    q = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.q"), [0, 2, 1, 3])
+    k = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.k"), [0, 2, 3, 1])
+    v = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.v"), [0, 2, 1, 3])
+    att = b.op("MatMul", [q, k], base=f"{p}.attn.scores")        # [N, heads, T, T]
+    if i % 2 == 0:
+        att = b.op("Div", [att, b.constant(math.sqrt(hd), np.float32)], base=f"{p}.attn")
+    else:
+        att = b.op("Mul", [att, b.constant(1.0 / math.sqrt(hd), np.float32)],
+                   base=f"{p}.attn")
+    att = b.op("Softmax", [att], base=f"{p}.attn", axis=-1)
+    o = b.op("Transpose", [b.op("MatMul", [att, v], base=f"{p}.attn.ctx")],
+             perm=[0, 2, 1, 3])
+    s = b.op("Shape", [o])
+    o = b.op("Reshape", [o, b.op("Concat", [b.dim(s, 0), b.dim(s, 1), b.constant([d])],
+                                axis=0)])
+    o = b.linear_matmul(o, d, d, gain=0.5, base=f"{p}.attn.proj")
+    x = b.op("Add", [x, o], base=f"{p}.residual1")
+    h = layer_norm(b, x, d, f"{p}.norm2")
+    h = b.linear_matmul(h, d, mlp, gain=2.0, base=f"{p}.mlp.fc1")
+    # GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt(2)))
+    e = b.op("Erf", [b.op("Div", [h, b.constant(math.sqrt(2.0), np.float32)], base=f"{p}.gelu")])
+    e = b.op("Add", [e, b.constant(1.0, np.float32)], base=f"{p}.gelu")
+    h = b.op("Mul", [b.op("Mul", [h, e], base=f"{p}.gelu"), b.constant(0.5, np.float32)],
+             base=f"{p}.gelu")
+    h = b.linear_matmul(h, mlp, d, gain=0.5, base=f"{p}.mlp.fc2")
+    x = b.op("Add", [x, h], base=f"{p}.residual2")
+    return x
+
+
 # --- (d) ViT-style encoder ------------------------------------------------
 def vit_tiny():
     b = Builder("vit_tiny", 16, seed=14)
@@ -299,55 +358,9 @@ def vit_tiny():
     pos = b.weight("pos_embed", b.rng.normal(0.0, 0.5, (1, tokens + 1, d)).astype(np.float32))
     x = b.op("Add", [x, pos], base="pos_embed")
 
-    def layer_norm(x, base):
-        mean = b.op("ReduceMean", [x], base=base, axes=[-1], keepdims=1)
-        dev = b.op("Sub", [x, mean], base=base)
-        sq = b.op("Pow", [dev, b.constant(2.0, np.float32)], base=base)
-        var = b.op("ReduceMean", [sq], base=base, axes=[-1], keepdims=1)
-        std = b.op("Sqrt", [b.op("Add", [var, b.constant(1e-6, np.float32)], base=base)],
-                   base=base)
-        y = b.op("Div", [dev, std], base=base)
-        g = b.rng.uniform(0.8, 1.2, d).astype(np.float32)
-        y = b.op("Mul", [y, b.weight(f"{base}.weight", g)], base=base)
-        beta = b.rng.normal(0.0, 0.05, d).astype(np.float32)
-        return b.op("Add", [y, b.weight(f"{base}.bias", beta)], base=base)
-
-    def heads_of(t, perm):
-        """[N, T, d] -> [N, T, heads, hd] -> transposed; the shape from the tensor itself."""
-        s = b.op("Shape", [t])
-        target = b.op("Concat", [b.dim(s, 0), b.dim(s, 1), b.constant([heads, hd])], axis=0)
-        return b.op("Transpose", [b.op("Reshape", [t, target])], perm=perm)
-
     for i in range(layers):
-        p = f"blocks.{i}"
-        h = layer_norm(x, f"{p}.norm1")
-        q = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.q"), [0, 2, 1, 3])
-        k = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.k"), [0, 2, 3, 1])
-        v = heads_of(b.linear_matmul(h, d, d, base=f"{p}.attn.v"), [0, 2, 1, 3])
-        att = b.op("MatMul", [q, k], base=f"{p}.attn.scores")        # [N, heads, T, T]
-        if i % 2 == 0:
-            att = b.op("Div", [att, b.constant(math.sqrt(hd), np.float32)], base=f"{p}.attn")
-        else:
-            att = b.op("Mul", [att, b.constant(1.0 / math.sqrt(hd), np.float32)],
-                       base=f"{p}.attn")
-        att = b.op("Softmax", [att], base=f"{p}.attn", axis=-1)
-        o = b.op("Transpose", [b.op("MatMul", [att, v], base=f"{p}.attn.ctx")],
-                 perm=[0, 2, 1, 3])
-        s = b.op("Shape", [o])
-        o = b.op("Reshape", [o, b.op("Concat", [b.dim(s, 0), b.dim(s, 1), b.constant([d])],
-                                    axis=0)])
-        o = b.linear_matmul(o, d, d, gain=0.5, base=f"{p}.attn.proj")
-        x = b.op("Add", [x, o], base=f"{p}.residual1")
-        h = layer_norm(x, f"{p}.norm2")
-        h = b.linear_matmul(h, d, mlp, gain=2.0, base=f"{p}.mlp.fc1")
-        # GELU as exporters write it: x * 0.5 * (1 + erf(x / sqrt(2)))
-        e = b.op("Erf", [b.op("Div", [h, b.constant(math.sqrt(2.0), np.float32)], base=f"{p}.gelu")])
-        e = b.op("Add", [e, b.constant(1.0, np.float32)], base=f"{p}.gelu")
-        h = b.op("Mul", [b.op("Mul", [h, e], base=f"{p}.gelu"), b.constant(0.5, np.float32)],
-                 base=f"{p}.gelu")
-        h = b.linear_matmul(h, mlp, d, gain=0.5, base=f"{p}.mlp.fc2")
-        x = b.op("Add", [x, h], base=f"{p}.residual2")
-    x = layer_norm(x, "norm")
+        x = encoder_layer(b, x, d, heads, mlp, f"blocks.{i}", i)
+    x = layer_norm(b, x, d, "norm")
     x = b.op("Gather", [x, b.constant(0)], base="cls", axis=1)     # x[:, 0]
     x = b.linear_gemm(x, d, 1000, gain=1.0, base="head")
     b.nodes[-1].output[0] = "logits"
@@ -365,8 +378,25 @@ def mlp():
     return b.finish(x_info, [out_info("logits", ["N", 10])]), (784,)
 
 
+# --- (f) Sequence encoder with an open length -----------------------------
+def text_encoder():
+    """Two encoder layers on [N, T, 64] token embeddings; both N and T are
+    symbolic, and nothing in the graph fixes T (no position table), so one
+    program can serve every sequence length."""
+    b = Builder("text_encoder", 17, seed=16)
+    d, heads, layers, mlp = 64, 4, 2, 256
+    x = "input"
+    for i in range(layers):
+        x = encoder_layer(b, x, d, heads, mlp, f"layers.{i}", i)
+    x = layer_norm(b, x, d, "norm")
+    b.nodes[-1].output[0] = "hidden"
+    x_info = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", "T", d])
+    return b.finish(x_info, [out_info("hidden", ["N", "T", d])]), (128, d)
+
+
 MODELS = [("mobilenetv3_small", mobilenetv3_small), ("resnet18", resnet18),
-          ("detector", detector), ("vit_tiny", vit_tiny), ("mlp", mlp)]
+          ("detector", detector), ("vit_tiny", vit_tiny), ("mlp", mlp),
+          ("text_encoder", text_encoder)]
 
 
 def main(argv):

@@ -229,6 +229,7 @@ struct RunReport {
   std::vector<NamedTensor> outputs;                      // the last run's results
   std::vector<std::pair<std::string, std::string>> written;  // (output, path)
   std::vector<double> times_us;                          // after the warm-up, sorted
+  double first_run_us = -1;  // the first run (the warm-up when --repeat > 1), shape binding included
   std::shared_ptr<Trace> trace;                          // --trace or --profile
   std::vector<FallbackEvent> fallbacks;
   std::vector<DelegateTransfers> transfers;  // of the session run
@@ -352,6 +353,7 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
       }
       doc["profile"] = std::move(rows);
     }
+    if (r.first_run_us >= 0) doc["first_run_us"] = r.first_run_us;
     if (args.repeat > 1) {
       doc["latency_us"] = {{"runs", r.times_us.size()},
                            {"median", quantile(r.times_us, 0.5)},
@@ -459,9 +461,9 @@ Status run_program(const RunArgs& args, RunReport& report) {
     auto start = Clock::now();
     LOOM_RETURN_IF_ERROR(session->run());
     auto end = Clock::now();
-    if (i >= warmup) {
-      report.times_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
-    }
+    double us = std::chrono::duration<double, std::micro>(end - start).count();
+    if (i == 0) report.first_run_us = us;
+    if (i >= warmup) report.times_us.push_back(us);
   }
   std::sort(report.times_us.begin(), report.times_us.end());
   report.placements = program->placements();  // after any fallback
@@ -546,6 +548,7 @@ int run_run(const RunArgs& args) {
   if (args.profile && report.trace != nullptr) {
     std::cout << Trace::format_profile(report.trace->profile());
   }
+  if (report.first_run_us >= 0) std::printf("first run: %.3f us\n", report.first_run_us);
   if (args.repeat > 1) {
     std::printf("latency over %u runs (after 1 warm-up): median %.3f us, p90 %.3f us\n",
                 args.repeat, quantile(report.times_us, 0.5), quantile(report.times_us, 0.9));
