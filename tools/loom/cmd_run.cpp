@@ -548,7 +548,7 @@ int run_run(const RunArgs& args) {
   if (args.profile && report.trace != nullptr) {
     std::cout << Trace::format_profile(report.trace->profile());
   }
-  if (report.first_run_us >= 0) std::printf("first run: %.3f us\n", report.first_run_us);
+  if (args.repeat > 1) std::printf("first run: %.3f us (the warm-up; an open-shape program specializes then)\n", report.first_run_us);
   if (args.repeat > 1) {
     std::printf("latency over %u runs (after 1 warm-up): median %.3f us, p90 %.3f us\n",
                 args.repeat, quantile(report.times_us, 0.5), quantile(report.times_us, 0.9));
