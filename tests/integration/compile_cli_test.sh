@@ -60,6 +60,30 @@ expect_ok "dynamic batch of 3 runs" "^y: f32\[3, 512\] = \[" \
 expect_ok "inspect shows the signature" "main(x: f32\[2, 4\]) -> (y: f32\[2, 512\])" \
   "$loom" inspect "$dir/mlp.loom"
 
+# --- open shapes: compiled once, N bound per run ---------------------------
+expect_ok "compile with N open" "^  x: f32 \[?(N), 4\]$" \
+  "$loom" compile "$mlp" -o "$dir/open.loom" --target cpu-simd
+expect_ok "inspect shows the open signature" "main(x: f32\[?, 4\])" "$loom" inspect "$dir/open.loom"
+expect_ok "open program at N=2 gives the hand-computed softmax" \
+  "^y: f32\[2, 512\] = \[0.00176173, 0.00194702, 0.00215179, 0.00176173," \
+  "$loom" run "$dir/open.loom" --input "x=$dir/x0.npy"
+npy_f32_zeros "$dir/x5.npy" 5 4
+expect_ok "open program at N=5" "^binding: x=\[5, 4\]" "$loom" run "$dir/open.loom" --input "x=$dir/x5.npy"
+expect_ok "open program: --json names the binding" '"binding": "x=\[5, 4\]"' \
+  "$loom" run "$dir/open.loom" --input "x=$dir/x5.npy" --json
+npy_f32_zeros "$dir/x53.npy" 5 3
+expect_error "open program: a fixed dimension differs" \
+  "input 'x' dimension 1 is fixed at 4 by the program, got 3" \
+  "$loom" run "$dir/open.loom" --input "x=$dir/x53.npy"
+expect_error "open program: random has no shape" "input 'x' has open dimensions \[?, 4\]" \
+  "$loom" run "$dir/open.loom" --input x=random
+expect_ok "compile with N bounded" "^  x: f32 \[?(N 1..4), 4\]$" \
+  "$loom" compile "$mlp" -o "$dir/bounded.loom" --input-shape x=1..4,4
+expect_error "bounded program: N over its bound" "dimension 0 ('N') is 5, outside its declared range 1..4" \
+  "$loom" run "$dir/bounded.loom" --input "x=$dir/x5.npy"
+expect_error "upside-down range" "'4..1' is an empty range" \
+  "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=4..1,4
+
 # --- weights in an archive -------------------------------------------------
 mkdir -p "$dir/ext"
 expect_ok "compile --params-out" "params: " \

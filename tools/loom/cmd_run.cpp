@@ -38,6 +38,10 @@ Result<std::pair<std::string, std::string>> split_binding(const std::string& tex
 }
 
 Result<Tensor> random_tensor(const ArgumentInfo& arg, std::mt19937_64& rng) {
+  if (std::find(arg.shape.begin(), arg.shape.end(), -1) != arg.shape.end()) {
+    return invalid_argument("input '" + arg.name + "' has open dimensions " + shape_to_string(arg.shape) +
+                            ", so 'random' has no shape to fill; give a file (NAME=PATH.npy) of the shape to run");
+  }
   LOOM_ASSIGN_OR_RETURN(Tensor t, Tensor::zeros(arg.dtype, arg.shape));
   uint64_t n = t.element_count();
   switch (arg.dtype) {
@@ -476,7 +480,8 @@ Status run_program(const RunArgs& args, RunReport& report) {
     report.placements = bound->placements();
     report.fallbacks = bound->fallbacks();
     report.explanation = bound->explain();
-    for (const ArgumentInfo& in : bound->function(fn.name).value().inputs) {
+    const FunctionInfo bound_fn = bound->function(fn.name).value();
+    for (const ArgumentInfo& in : bound_fn.inputs) {
       report.binding += (report.binding.empty() ? "" : ", ") + in.name + "=" + shape_to_string(in.shape);
     }
   }
