@@ -77,6 +77,12 @@ expect_error "open program: a fixed dimension differs" \
   "$loom" run "$dir/open.loom" --input "x=$dir/x53.npy"
 expect_error "open program: random has no shape" "input 'x' has open dimensions \[?, 4\]" \
   "$loom" run "$dir/open.loom" --input x=random
+mkdir -p "$dir/open_ext"
+expect_ok "compile with N open, weights in an archive" "^params: " \
+  "$loom" compile "$mlp" -o "$dir/open_ext/open.loom" --target cpu-simd --params-out "$dir/open_ext/w.irpa"
+expect_ok "open program with external weights at N=2" \
+  "^y: f32\[2, 512\] = \[0.00176173, 0.00194702, 0.00215179, 0.00176173," \
+  "$loom" run "$dir/open_ext/open.loom" --input "x=$dir/x0.npy"
 expect_ok "compile with N bounded" "^  x: f32 \[?(N 1..4), 4\]$" \
   "$loom" compile "$mlp" -o "$dir/bounded.loom" --input-shape x=1..4,4
 expect_error "bounded program: N over its bound" "dimension 0 ('N') is 5, outside its declared range 1..4" \
