@@ -38,7 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check_refusal(imported.status());
     return 0;
   }
-  Status valid = graph::validate(imported->graph);
+  // An open graph (open dimensions, or input values that decide shapes)
+  // keeps its values untyped until a binding: it is valid as an open graph.
+  Status valid = graph::validate(imported->graph, {.open = imported->open});
   if (!valid.ok()) fuzz::fail("an imported graph fails graph::validate: " + valid.message());
+  if (imported->open && imported->signature.inputs.size() != imported->graph.inputs.size()) {
+    fuzz::fail("an open import's signature does not match its graph's inputs");
+  }
   return 0;
 }
