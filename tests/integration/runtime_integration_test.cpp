@@ -324,6 +324,52 @@ TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   EXPECT_EQ(st.message(), "input 'x' must have rank 3 ([?, 4, ?]), got rank 2 ([4, 4])");
 }
 
+// Sessions on several threads bind the same open-shape program at once, to
+// shapes they share and shapes of their own: the program's cache of
+// specializations is shared (labelled tsan: ThreadSanitizer runs it).
+TEST_F(RuntimeIntegration, OpenProgramSpecializesSafelyFromSeveralThreads) {
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_3_open.loom";
+  LoadOptions load;
+  load.shape_cache = 3;  // fewer than the bindings: entries are evicted while others run
+  auto program = runtime_->load_program(path, load);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::vector<std::string> failures(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = (*program)->create_session();
+      if (!session.ok()) {
+        failures[t] = session.status().to_string();
+        return;
+      }
+      for (int i = 0; i < 8; ++i) {
+        const Shape shape{1 + (i + t) % 4, 4, 2 + i % 2};
+        Tensor x = Tensor::zeros(DType::kF32, shape).value();
+        for (uint64_t k = 0; k < x.element_count(); ++k) x.data_as<float>()[k] = static_cast<float>(k % 5) - 2.0f;
+        Status st = (*session)->set_input("x", x);
+        if (st.ok()) st = (*session)->run();
+        if (!st.ok()) {
+          failures[t] = st.to_string();
+          return;
+        }
+        const Tensor& y = (*session)->output(0);
+        if (y.shape() != shape) {
+          failures[t] = "output shape " + shape_to_string(y.shape());
+          return;
+        }
+        for (uint64_t k = 0; k < y.element_count(); ++k) {
+          if (y.data_as<float>()[k] != std::max(0.0f, x.data_as<float>()[k])) {
+            failures[t] = "element " + std::to_string(k) + " of " + shape_to_string(shape);
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat10ProgramRunsToHandWorkedValues) {
   // Written by the 1.0 writer (tests/fixtures/README.md): main computes
   // s = x + w, r = Relu(s), y = Softmax(r, axis 1); square computes x * x.
