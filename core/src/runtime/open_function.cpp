@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "host/isolation/log_channel.hpp"
 #include "loom/trace.hpp"
@@ -66,13 +68,18 @@ Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
   f->name_ = def.name;
   for (uint32_t v : def.inputs) f->signature_.inputs.push_back(def.values[v]);
   for (uint32_t v : def.outputs) f->signature_.outputs.push_back(def.values[v]);
+  // By name, once: a model may have thousands of weights.
+  std::unordered_map<std::string_view, uint32_t> by_name;
+  for (size_t p = 0; p < program.parameters.size(); ++p) {
+    by_name.emplace(program.parameters[p].name, static_cast<uint32_t>(p));
+  }
   auto parameter = [&](const std::string& name) -> Result<graph::ConstantBytes> {
-    for (size_t p = 0; p < program.parameters.size(); ++p) {
-      if (program.parameters[p].name != name) continue;
-      std::span<const std::byte> bytes = parameters.bytes(static_cast<uint32_t>(p));
-      return std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return invalid_argument("graph IR names parameter '" + name + "', which the program does not have");
     }
-    return invalid_argument("graph IR names parameter '" + name + "', which the program does not have");
+    std::span<const std::byte> bytes = parameters.bytes(it->second);
+    return std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
   };
   const ArtifactDef& a = program.artifacts[static_cast<size_t>(def.graph_artifact)];
   auto graph = lowering::decode_open_graph(artifact, a.metadata, def.inputs.size(), parameter);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "graph/graph_codec.hpp"
 #include "import_test_util.hpp"
 #include "loom/compiler.hpp"
 #include "loom/runtime.hpp"
@@ -347,6 +348,61 @@ TEST(OpenShapes, InputValuesThatDecideShapesAreBoundPerRun) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("function 'main' at x=[2, 6], shape=[2]"), std::string::npos)
       << bad.status().message();
+}
+
+// --- lowering::decode_open_graph on damaged artifacts -------------------------
+
+// x[?, 2000] * w[2000] -> y; w (8000 bytes, over the inline limit) is a parameter named in the graph
+std::vector<std::byte> open_graph_bytes() {
+  graph::Graph g;
+  g.name = "main";
+  graph::Tensor x{"x", DType::kF32, {-1, 2000}, nullptr};
+  graph::Tensor w{"w", DType::kF32, {2000}, std::make_shared<const std::vector<std::byte>>(8000)};
+  graph::Tensor y{"y", DType::kInvalid, {}, nullptr};
+  g.inputs = {g.add_tensor(x)};
+  const int32_t wi = g.add_tensor(w);
+  const int32_t yi = g.add_tensor(y);
+  graph::Node mul;
+  mul.op_type = "Mul";
+  mul.opset = 17;
+  mul.inputs = {g.inputs[0], wi};
+  mul.outputs = {yi};
+  g.nodes.push_back(mul);
+  g.outputs = {yi};
+  graph::EncodeOptions encode;
+  encode.open = true;
+  return graph::encode_graph(g, encode).value();
+}
+
+TEST(DecodeOpenGraph, DamagedArtifactsAreErrorsNamingWhatIsWrong) {
+  const std::vector<std::byte> bytes = open_graph_bytes();
+  auto weights = [](const std::string&) -> Result<graph::ConstantBytes> {
+    return std::make_shared<const std::vector<std::byte>>(8000);
+  };
+  auto good = lowering::decode_open_graph(bytes, {{"targets", "cpu-simd"}, {"variants", "all"}}, 1, weights);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(good->targets, (std::vector<std::string>{"cpu-simd"}));
+  EXPECT_TRUE(good->all_variants);
+  EXPECT_TRUE(good->graph.tensors[1].is_constant());
+  EXPECT_EQ(good->graph.inputs.size(), 1u);
+
+  auto missing = lowering::decode_open_graph(bytes, {}, 1, [](const std::string& name) -> Result<graph::ConstantBytes> {
+    return invalid_argument("graph IR names parameter '" + name + "', which the program does not have");
+  });
+  EXPECT_EQ(missing.status().message(), "graph IR names parameter 'w', which the program does not have");
+  auto short_weights = lowering::decode_open_graph(bytes, {}, 1, [](const std::string&) -> Result<graph::ConstantBytes> {
+    return std::make_shared<const std::vector<std::byte>>(16);
+  });
+  EXPECT_EQ(short_weights.status().message(), "parameter 'w': 16 bytes, but the graph reads it as f32 [2000]");
+  auto variants = lowering::decode_open_graph(bytes, {{"variants", "some"}}, 1, weights);
+  EXPECT_EQ(variants.status().message(), "metadata 'variants': 'some' is neither 'first' nor 'all'");
+  auto inputs = lowering::decode_open_graph(bytes, {}, 3, weights);
+  EXPECT_EQ(inputs.status().message(), "graph IR: 2 inputs, but the function has 3");
+  std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 2));
+  auto truncated = lowering::decode_open_graph(cut, {}, 1, weights);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("not a valid graph.fbs buffer"), std::string::npos)
+      << truncated.status().message();
 }
 
 // --- lowering::check_binding on a signature of its own ----------------------
