@@ -332,7 +332,9 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open(const PluginManifest& m
   // sees, so the shadow state of the library's statics outlives it, and a
   // reload at the same address (plugins now export one symbol, so nothing
   // pins them) is reported as races with accesses made before the unload.
-  ::dlopen(plugin->library_->library.location().c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  // By the path it was loaded from: asking Boost.DLL for the location would
+  // read the loader's link_map name outside the loader's lock once more.
+  ::dlopen(lib_path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 #endif
 
   plugin->service_context_ = std::make_unique<ServiceContext>();
