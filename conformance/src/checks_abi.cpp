@@ -200,7 +200,7 @@ Verdict info(CheckContext& ctx) {
   if (!plugin.ok()) return fail(plugin.status().message());
   const loom_plugin_info_t* i = (*plugin)->api().plugin_info();
   if (i == nullptr) return fail("plugin_info returned NULL");
-  if (i->struct_size < LOOM_PLUGIN_INFO_STRUCT_SIZE) return fail("plugin_info's struct_size is too small");
+  if (i->struct_size < LOOM_PLUGIN_INFO_V1_0_SIZE) return fail("plugin_info's struct_size is too small");
   if (i->name == nullptr || ctx.manifest().name != i->name) {
     return fail("plugin_info names '" + std::string(i->name ? i->name : "(NULL)") +
                 "', the manifest '" + ctx.manifest().name + "'");

@@ -7,7 +7,7 @@
 #     LOADER_KEYS <key>...
 #     [VERSION <x.y.z>]            (default: the calling project's version)
 #     [ABI_MIN <major.minor>]      (default: 1.0)
-#     [ABI_MAX <major.minor>]      (default: 1.1, what plugin.hpp's sdk::query speaks)
+#     [ABI_MAX <major.minor>]      (default: 1.2, what plugin.hpp's sdk::query speaks)
 #     [OUTPUT_DIR <dir>])          (default: LOOM_PLUGIN_OUTPUT_DIR if set,
 #                                   else <build dir>/lib/loom/plugins)
 #
@@ -48,7 +48,7 @@ function(loom_add_plugin name)
     set(P_ABI_MIN "1.0")
   endif()
   if(NOT P_ABI_MAX)
-    set(P_ABI_MAX "1.1")
+    set(P_ABI_MAX "1.2")
   endif()
   if(NOT P_OUTPUT_DIR)
     if(LOOM_PLUGIN_OUTPUT_DIR)

@@ -505,6 +505,12 @@ Status LoadedPlugin::negotiate(const HostOptions& options) {
   if (LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, loader_keys)) {
     LOOM_RETURN_IF_ERROR(compare_loader_keys(manifest_.loader_keys, loader_keys_));
   }
+  // ABI 1.2: the plugin's capabilities (open-shape executables).
+  if (query.out_abi_version >= LOOM_ABI_VERSION(1, 2) &&
+      query.out_abi_version < LOOM_ABI_VERSION(2, 0) &&
+      LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, capabilities)) {
+    capabilities_ = info->capabilities;
+  }
   api_ = api;
   abi_version_ = query.out_abi_version;
   return Status();

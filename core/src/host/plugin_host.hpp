@@ -130,6 +130,11 @@ class LoadedPlugin {
                ? api_->executable_estimate
                : nullptr;
   }
+  // ABI 1.2: whether its compile entries take graphs with open dimensions
+  // and its executables the shapes of each execution
+  // (LOOM_PLUGIN_CAP_OPEN_SHAPES). Always false for an isolated plugin: the
+  // child process does not forward its capabilities.
+  bool serves_open_shapes() const { return (capabilities_ & LOOM_PLUGIN_CAP_OPEN_SHAPES) != 0; }
   // Whether the plugin makes buffers over host memory (buffer_import_host).
   bool imports_host_memory() const { return api_->buffer_import_host != nullptr; }
   // Whether a fence handed to execute is re-armed by each execution (ABI
@@ -173,6 +178,7 @@ class LoadedPlugin {
   const loom_plugin_api_t* api_ = nullptr;
   loom_plugin_t* instance_ = nullptr;
   uint32_t abi_version_ = 0;
+  uint64_t capabilities_ = 0;  // LOOM_PLUGIN_CAP_* (ABI 1.2)
   std::vector<LoaderKeyRange> loader_keys_;
   std::unique_ptr<RemotePlugin, RemotePluginDeleter> remote_;  // when isolated
   int process_id_ = 0;

@@ -174,7 +174,7 @@ struct CpuSimd {
                                            kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "cpu-simd", "Loom",
-                                             LOOM_CPU_SIMD_VERSION, 1, kKeys};
+                                             LOOM_CPU_SIMD_VERSION, 1, kKeys, 0};
     return &kInfo;
   }
 

@@ -54,7 +54,7 @@ const loom_plugin_info_t* plugin_info() {
                                          kFormatVersion};
   static const loom_loader_key_t* const kKeys[] = {&kKey};
   static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "fpga-stub", "Loom",
-                                           LOOM_FPGA_STUB_VERSION, 1, kKeys};
+                                           LOOM_FPGA_STUB_VERSION, 1, kKeys, 0};
   return &kInfo;
 }
 
@@ -505,13 +505,14 @@ loom_status_t* compile_entry(loom_compile_args_t* args) {
 }
 
 // The table for the version chosen (plugin.h's versioning rule): 1.1 adds
-// executable_estimate.
+// executable_estimate; 1.2 adds no entry (it grew plugin_info).
 template <uint32_t kVersion>
 const loom_plugin_api_t* api() {
   static const loom_plugin_api_t kApi = [] {
     loom_plugin_api_t a{};
-    a.struct_size = kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
-                                                       : LOOM_PLUGIN_API_V1_0_SIZE;
+    a.struct_size = kVersion >= LOOM_ABI_VERSION(1, 2)   ? LOOM_PLUGIN_API_V1_2_SIZE
+                    : kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
+                                                         : LOOM_PLUGIN_API_V1_0_SIZE;
     a.abi_version = kVersion;
     a.status_code = &status_code;
     a.status_message = &status_message;
@@ -568,7 +569,8 @@ extern "C" LOOM_PLUGIN_EXPORT loom_status_code_t loom_plugin_query(loom_plugin_q
     return LOOM_STATUS_INTERNAL;
   }
   query->out_abi_version = version;
-  query->out_api = version >= LOOM_ABI_VERSION(1, 1) ? ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 1)>()
-                                                     : ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 0)>();
+  query->out_api = version >= LOOM_ABI_VERSION(1, 2)   ? ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 2)>()
+                   : version >= LOOM_ABI_VERSION(1, 1) ? ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 1)>()
+                                                       : ::loom::fpga_stub::api<LOOM_ABI_VERSION(1, 0)>();
   return LOOM_STATUS_OK;
 }

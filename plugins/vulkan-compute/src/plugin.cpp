@@ -154,7 +154,7 @@ struct VulkanCompute {
                                            kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "vulkan-compute",
-                                             "Loom", LOOM_VULKAN_COMPUTE_VERSION, 1, kKeys};
+                                             "Loom", LOOM_VULKAN_COMPUTE_VERSION, 1, kKeys, 0};
     return &kInfo;
   }
   static Status create(const sdk::CreateContext& ctx, std::unique_ptr<Plugin>* out) {

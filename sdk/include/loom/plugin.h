@@ -64,7 +64,7 @@ extern "C" {
 
 /* The ABI version this header describes. */
 #define LOOM_ABI_MAJOR 1
-#define LOOM_ABI_MINOR 1
+#define LOOM_ABI_MINOR 2
 #define LOOM_ABI_CURRENT LOOM_ABI_VERSION(LOOM_ABI_MAJOR, LOOM_ABI_MINOR)
 
 /* Size of a struct up to and including `last_field`. Used to define the
@@ -272,10 +272,32 @@ typedef struct loom_plugin_info_t {
   const char* version; /* the plugin's own version, free form */
   size_t loader_key_count;
   const loom_loader_key_t* const* loader_keys; /* array of pointers */
+  /* ABI 1.2: LOOM_PLUGIN_CAP_* bits. A host reads it only when the version
+   * chosen is 1.2 or newer and struct_size covers it. */
+  uint64_t capabilities;
 } loom_plugin_info_t;
 #define LOOM_PLUGIN_INFO_V1_0_SIZE \
   LOOM_STRUCT_SIZE(loom_plugin_info_t, loader_keys)
-#define LOOM_PLUGIN_INFO_STRUCT_SIZE LOOM_PLUGIN_INFO_V1_0_SIZE
+#define LOOM_PLUGIN_INFO_V1_2_SIZE \
+  LOOM_STRUCT_SIZE(loom_plugin_info_t, capabilities)
+#define LOOM_PLUGIN_INFO_STRUCT_SIZE LOOM_PLUGIN_INFO_V1_2_SIZE
+
+/* Capability flags of a plugin (loom_plugin_info_t.capabilities, ABI 1.2). */
+/* Open-shape executables. The compile entries accept graphs whose tensors
+ * have open dimensions (-1 in graph.fbs shapes; constants are always
+ * static): compile_supported claims the nodes the plugin can run at every
+ * binding of them, and compile returns ONE blob for all bindings. Executing
+ * an executable loaded from such a blob, the host passes in every input and
+ * output loom_tensor_t the concrete shape of this execution (the outputs'
+ * from ONNX shape inference over the graph at this binding); the plugin
+ * checks them against its own shape rules and fails with
+ * LOOM_STATUS_INVALID_ARGUMENT naming the tensor and both shapes when they
+ * disagree. Whatever the plugin prepares per binding (kernels, layouts) it
+ * caches itself, bounded. A host never gives an open graph to a plugin
+ * without this bit, or to one that chose a version before 1.2: such plugins
+ * only ever see static shapes (the host specializes the graph per binding
+ * through their compile entries instead). */
+#define LOOM_PLUGIN_CAP_OPEN_SHAPES (UINT64_C(1) << 0)
 
 /* ---------------------------------------------------------------------------
  * Devices
@@ -369,7 +391,9 @@ typedef struct loom_execute_args_t {
   size_t input_count;
   const loom_tensor_t* const* inputs;
   size_t output_count;
-  const loom_tensor_t* const* outputs; /* shapes are fixed by the caller */
+  /* Shapes are fixed by the caller: the blob's own, or, for a blob compiled
+   * from an open graph (LOOM_PLUGIN_CAP_OPEN_SHAPES), this execution's. */
+  const loom_tensor_t* const* outputs;
   /* Fences to wait for before starting, borrowed until the execution starts. */
   size_t wait_fence_count;
   loom_fence_t* const* wait_fences;
@@ -488,7 +512,8 @@ typedef struct loom_executable_estimate_args_t {
  *
  * Versions: the table a plugin hands out for the version V it chose says
  * abi_version = V and has a struct_size of at least V's size constant
- * (LOOM_PLUGIN_API_V1_0_SIZE for 1.0, LOOM_PLUGIN_API_V1_1_SIZE for 1.1). A
+ * (LOOM_PLUGIN_API_V1_0_SIZE for 1.0, LOOM_PLUGIN_API_V1_1_SIZE for 1.1,
+ * LOOM_PLUGIN_API_V1_2_SIZE for 1.2). A
  * host reads an entry added in 1.M only when the version chosen is 1.M or
  * newer and struct_size covers it (LOOM_STRUCT_HAS). So a plugin speaking
  * 1.0-1.1 that a 1.0 host loads answers 1.0 with a 1.0 table. */
@@ -574,8 +599,10 @@ typedef struct loom_plugin_api_t {
 } loom_plugin_api_t;
 #define LOOM_PLUGIN_API_V1_0_SIZE LOOM_STRUCT_SIZE(loom_plugin_api_t, compile)
 #define LOOM_PLUGIN_API_V1_1_SIZE LOOM_STRUCT_SIZE(loom_plugin_api_t, executable_estimate)
+/* ABI 1.2 added no entry (it grew loom_plugin_info_t): its table is 1.1's. */
+#define LOOM_PLUGIN_API_V1_2_SIZE LOOM_PLUGIN_API_V1_1_SIZE
 /* The size of the table this header describes (the newest version). */
-#define LOOM_PLUGIN_API_STRUCT_SIZE LOOM_PLUGIN_API_V1_1_SIZE
+#define LOOM_PLUGIN_API_STRUCT_SIZE LOOM_PLUGIN_API_V1_2_SIZE
 
 /* ---------------------------------------------------------------------------
  * The entry point

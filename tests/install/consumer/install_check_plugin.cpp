@@ -107,7 +107,7 @@ struct InstallCheck {
     static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, "install-check", 1, 1};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "install-check",
-                                             "Loom tests", "2.3.4", 1, kKeys};
+                                             "Loom tests", "2.3.4", 1, kKeys, 0};
     return &kInfo;
   }
   static Status create(const loom::sdk::CreateContext&, std::unique_ptr<Plugin>* out) {

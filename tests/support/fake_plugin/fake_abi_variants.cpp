@@ -192,7 +192,7 @@ extern "C" const loom_plugin_info_t* fake_plugin_info(void) {
       {large ? sizeof(LargeLoaderKey) : LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey, 0, 1}, 0};
   static const loom_loader_key_t* const keys[] = {&key.key};
   static const LargeInfo info{
-      {large ? sizeof(LargeInfo) : LOOM_PLUGIN_INFO_STRUCT_SIZE, kName, "Loom tests", "1.0.0", 1, keys},
+      {large ? sizeof(LargeInfo) : LOOM_PLUGIN_INFO_STRUCT_SIZE, kName, "Loom tests", "1.0.0", 1, keys, 0},
       0};
   return &info.info;
 }

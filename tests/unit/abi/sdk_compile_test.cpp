@@ -80,7 +80,7 @@ struct CompilingPlugin : RunOnlyPlugin {
   }
 };
 
-template <typename PluginT>
+template <typename PluginT, uint64_t kCapabilities = 0>
 struct Mini {
   using Plugin = PluginT;
   using Device = ::Device;
@@ -90,7 +90,8 @@ struct Mini {
   static const loom_plugin_info_t* info() {
     static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, "mini", 1, 2};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
-    static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "mini", "test", "1", 1, kKeys};
+    static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "mini", "test", "1", 1, kKeys,
+                                             kCapabilities};
     return &kInfo;
   }
   static Status create(const loom::sdk::CreateContext&, std::unique_ptr<Plugin>* out) {
@@ -297,6 +298,51 @@ TEST(SdkClaims, BoundsAreChecked) {
   EXPECT_EQ(c.claimed_count(), 3u);
   EXPECT_TRUE(c.release(0).ok());
   EXPECT_EQ(c.claimed_count(), 2u);
+}
+
+// ABI 1.2: the compile entries open a graph with open dimensions (-1) only
+// for a plugin whose info declares LOOM_PLUGIN_CAP_OPEN_SHAPES.
+TEST_F(SdkCompile, OpenGraphsReachOnlyPluginsThatServeOpenShapes) {
+  loom::testing::GraphBuilder g;
+  const int32_t x = g.input({-1, 2}), y = g.tensor({-1, 2}), z = g.tensor({-1, 2});
+  g.node("Relu", {x}, {y}).name.clear();
+  g.node("Add", {y, y}, {z}).name.clear();
+  g.output(z);
+  const std::vector<uint8_t> open = g.finish();
+  std::vector<int> flags;
+  EXPECT_EQ(supported(open, 2, &flags),
+            "compile_supported: graph.fbs: tensor 0 (t0): dimension 0 is -1; shapes are static");
+
+  const loom_plugin_api_t* open_api =
+      loom::sdk::make_api<Mini<CompilingPlugin, LOOM_PLUGIN_CAP_OPEN_SHAPES>>();
+  loom_plugin_create_args_t args{};
+  args.struct_size = LOOM_PLUGIN_CREATE_ARGS_STRUCT_SIZE;
+  args.host = &host_;
+  ASSERT_EQ(take(open_api->plugin_create(&args)), "ok");
+  bool out[2] = {false, false};
+  loom_compile_supported_args_t a{};
+  a.struct_size = LOOM_COMPILE_SUPPORTED_ARGS_V1_0_SIZE;
+  a.plugin = args.out_plugin;
+  a.graph = open.data();
+  a.graph_size = open.size();
+  a.node_count = 2;
+  a.out_supported = out;
+  EXPECT_EQ(take(open_api->compile_supported(&a)), "ok");
+  EXPECT_TRUE(out[0]);
+  // Constants stay static in an open graph.
+  loom::testing::GraphBuilder c;
+  const int32_t cx = c.input({-1}), cc = c.constant_f32({1}, {1.f}), cy = c.tensor({-1});
+  c.tensors[static_cast<size_t>(cc)].shape = {-1};
+  c.node("Add", {cx, cc}, {cy}).name.clear();
+  c.output(cy);
+  const std::vector<uint8_t> bad = c.finish();
+  a.graph = bad.data();
+  a.graph_size = bad.size();
+  a.node_count = 1;
+  EXPECT_EQ(take(open_api->compile_supported(&a)),
+            "compile_supported: graph.fbs: tensor 1 (t1): dimension 0 is open (-1), but a "
+            "constant's shape is static");
+  open_api->plugin_destroy(args.out_plugin);
 }
 
 }  // namespace

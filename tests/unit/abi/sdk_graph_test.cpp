@@ -211,4 +211,37 @@ TEST(SdkGraphView, TensorsAreChecked) {
   EXPECT_EQ(open_error(g.finish()), "graph.fbs: tensor 0 (t0): the shape's element count overflows");
 }
 
+// ABI 1.2 open graphs: -1 dimensions open only when asked for, never in a
+// constant; the view says which tensors are open.
+TEST(SdkGraphView, OpenDimensionsOnlyWhenAllowed) {
+  GraphBuilder g = sample_graph();
+  g.tensors[0].shape = {-1, 3};
+  g.tensors[2].shape = {-1, 3};
+  g.tensors[3].shape = {-1, 3};
+  const std::vector<uint8_t> bytes = g.finish();
+  EXPECT_EQ(open_error(bytes), "graph.fbs: tensor 0 (t0): dimension 0 is -1; shapes are static");
+  GraphView v;
+  ASSERT_TRUE(GraphView::open(bytes.data(), bytes.size(), &v, /*allow_open_dims=*/true).ok());
+  EXPECT_TRUE(v.has_open_dims());
+  EXPECT_TRUE(v.tensor(0).is_open());
+  EXPECT_FALSE(v.tensor(1).is_open());
+  EXPECT_EQ(v.tensor(0).dim(0), -1);
+  EXPECT_EQ(v.tensor(0).element_count(), 0u);
+  EXPECT_EQ(v.tensor(0).byte_size(), 0u);
+  GraphView s;
+  const std::vector<uint8_t> fixed = sample_graph().finish();
+  ASSERT_TRUE(GraphView::open(fixed.data(), fixed.size(), &s, true).ok());
+  EXPECT_FALSE(s.has_open_dims());
+  // Only -1 means open; a constant is never open.
+  g.tensors[0].shape = {-2, 3};
+  std::vector<uint8_t> b = g.finish();
+  EXPECT_EQ(GraphView::open(b.data(), b.size(), &v, true).message(),
+            "graph.fbs: tensor 0 (t0): dimension 0 is -2; shapes are static");
+  g = sample_graph();
+  g.tensors[1].shape = {-1};
+  b = g.finish();
+  EXPECT_EQ(GraphView::open(b.data(), b.size(), &v, true).message(),
+            "graph.fbs: tensor 1 (t1): dimension 0 is open (-1), but a constant's shape is static");
+}
+
 }  // namespace

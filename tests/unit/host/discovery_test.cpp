@@ -177,7 +177,7 @@ TEST(PluginHostReject, DisjointAbiRangeIsRejectedWithoutLoading) {
   auto host = make_host(isolated_options({variant_dir("fake_abi2")}));
   auto records = host->plugins();
   ASSERT_EQ(records.size(), 1u);
-  expect_rejected(records[0], "plugin speaks ABI 2.0-2.0, the host speaks 1.0-1.1");
+  expect_rejected(records[0], "plugin speaks ABI 2.0-2.0, the host speaks 1.0-1.2");
   auto p = host->load("fake_abi2");
   EXPECT_EQ(p.status().code(), StatusCode::kIncompatible);
   EXPECT_NE(p.status().message().find("is rejected"), std::string::npos);

@@ -25,7 +25,7 @@ TEST(ParseManifest, BuiltManifestParsesWithLibraryBesideIt) {
   EXPECT_EQ(m->name, "fake");
   EXPECT_EQ(m->version, "1.0.0");
   EXPECT_EQ(m->abi_min, LOOM_ABI_VERSION(1, 0));
-  EXPECT_EQ(m->abi_max, LOOM_ABI_VERSION(1, 1));  // loom_add_plugin's default
+  EXPECT_EQ(m->abi_max, LOOM_ABI_VERSION(1, 1));  // what the fake's own query speaks
   EXPECT_EQ(m->loader_keys, std::vector<std::string>{"fake"});
   EXPECT_EQ(m->library, variant_dir("fake") / "libloom_fake.so");
   auto hash = hash_file(m->library);

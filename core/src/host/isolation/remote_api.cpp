@@ -44,7 +44,7 @@ const char* p_status_message(const loom_status_t* s) {
 void p_status_destroy(loom_status_t* s) { delete reinterpret_cast<ProxyStatus*>(s); }
 
 const loom_plugin_info_t* p_plugin_info() {
-  static const loom_plugin_info_t info = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "isolated", "", "", 0, nullptr};
+  static const loom_plugin_info_t info = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "isolated", "", "", 0, nullptr, 0};
   return &info;
 }
 loom_status_t* p_plugin_create(loom_plugin_create_args_t*) {

@@ -269,7 +269,7 @@ struct TinyAccel {
                                            kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "tiny-accel",
-                                             "Loom SDK example", TINY_ACCEL_VERSION, 1, kKeys};
+                                             "Loom SDK example", TINY_ACCEL_VERSION, 1, kKeys, 0};
     return &kInfo;
   }
   static Status create(const loom::sdk::CreateContext&, std::unique_ptr<Plugin>* out) {

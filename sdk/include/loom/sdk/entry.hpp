@@ -33,8 +33,9 @@ const loom_plugin_api_t* make_api() {
                 "make_api: a version this header does not describe");
   static const loom_plugin_api_t kApi = [] {
     loom_plugin_api_t api{};
-    api.struct_size = kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
-                                                         : LOOM_PLUGIN_API_V1_0_SIZE;
+    api.struct_size = kVersion >= LOOM_ABI_VERSION(1, 2)   ? LOOM_PLUGIN_API_V1_2_SIZE
+                      : kVersion >= LOOM_ABI_VERSION(1, 1) ? LOOM_PLUGIN_API_V1_1_SIZE
+                                                           : LOOM_PLUGIN_API_V1_0_SIZE;
     api.abi_version = kVersion;
     api.status_code = &T::status_code;
     api.status_message = &T::status_message;
@@ -79,6 +80,7 @@ const loom_plugin_api_t* make_api() {
 // describes, as negotiate_abi answers).
 template <typename Impl>
 const loom_plugin_api_t* make_api_for(uint32_t version) {
+  if (version >= LOOM_ABI_VERSION(1, 2)) return make_api<Impl, LOOM_ABI_VERSION(1, 2)>();
   return version >= LOOM_ABI_VERSION(1, 1) ? make_api<Impl, LOOM_ABI_VERSION(1, 1)>()
                                            : make_api<Impl, LOOM_ABI_VERSION(1, 0)>();
 }

@@ -15,7 +15,10 @@
 //   - every tensor index (graph inputs and outputs, node operands) is in
 //     range; a node operand of -1 is an optional operand left out;
 //   - every tensor has a known dtype and a static shape (no dimension < 0,
-//     no element count overflow);
+//     no element count overflow), except in an open graph (ABI 1.2, only
+//     for a plugin declaring LOOM_PLUGIN_CAP_OPEN_SHAPES; the SDK's compile
+//     entries open the graph so for such a plugin): there a dimension may be
+//     -1, open, bound per execution; constants are static even then;
 //   - a constant has either inline `data` of exactly its byte size or a
 //     `parameter` name, never both, and every parameter is a graph input.
 // What it does not check is operator semantics: op types, attribute values,
@@ -93,17 +96,30 @@ class TensorView {
   std::string name() const { return raw().name()->str(); }
   loom_dtype_t dtype() const { return static_cast<loom_dtype_t>(raw().dtype()); }
   size_t rank() const { return raw().shape() == nullptr ? 0 : raw().shape()->size(); }
-  // Dimension `i` (< rank()); every dimension is >= 0.
+  // Dimension `i` (< rank()); >= 0, or -1 for an open dimension (open
+  // graphs only, see the top of this file).
   int64_t dim(size_t i) const { return raw().shape()->Get(static_cast<flatbuffers::uoffset_t>(i)); }
+  // Whether a dimension is open (-1): then element_count() and byte_size()
+  // are 0, and the shape is known only at execute.
+  bool is_open() const {
+    for (size_t i = 0; i < rank(); ++i) {
+      if (dim(i) < 0) return true;
+    }
+    return false;
+  }
   std::vector<int64_t> shape() const {
     std::vector<int64_t> s(rank());
     for (size_t i = 0; i < s.size(); ++i) s[i] = dim(i);
     return s;
   }
-  // Product of the dimensions (1 for a scalar; verified not to overflow).
+  // Product of the dimensions (1 for a scalar; verified not to overflow);
+  // 0 for an open tensor.
   uint64_t element_count() const {
     uint64_t n = 1;
-    for (size_t i = 0; i < rank(); ++i) n *= static_cast<uint64_t>(dim(i));
+    for (size_t i = 0; i < rank(); ++i) {
+      if (dim(i) < 0) return 0;
+      n *= static_cast<uint64_t>(dim(i));
+    }
     return n;
   }
   uint64_t byte_size() const { return element_count() * dtype_size(dtype()); }
@@ -392,7 +408,13 @@ class GraphView {
   //   "graph.fbs: node 0 input 0: tensor index 99 out of range (2 tensors)"
   //   "graph.fbs: tensor 3 (w): data of 12 bytes, expected 4 x 4"
   // Work and memory are linear in `size`. Thread-safe.
-  static Status open(const void* data, size_t size, GraphView* out);
+  // With `allow_open_dims` (ABI 1.2, LOOM_PLUGIN_CAP_OPEN_SHAPES) a
+  // dimension of -1 is accepted in a tensor that is not a constant.
+  static Status open(const void* data, size_t size, GraphView* out, bool allow_open_dims = false);
+
+  // Whether any tensor has an open dimension (only after open() with
+  // allow_open_dims).
+  bool has_open_dims() const { return has_open_dims_; }
 
   std::string name() const { return graph_->name() == nullptr ? std::string() : graph_->name()->str(); }
 
@@ -428,6 +450,7 @@ class GraphView {
   const graph_fb::Graph* graph_ = nullptr;
   const void* buffer_ = nullptr;
   size_t buffer_size_ = 0;
+  bool has_open_dims_ = false;
   std::vector<uint8_t> tensor_flags_;  // kInput | kOutput per tensor
 };
 
@@ -444,7 +467,7 @@ inline const graph_fb::Node& NodeView::raw() const {
   return *graph_->graph_->nodes()->Get(static_cast<flatbuffers::uoffset_t>(index_));
 }
 
-inline Status GraphView::open(const void* data, size_t size, GraphView* out) {
+inline Status GraphView::open(const void* data, size_t size, GraphView* out, bool allow_open_dims) {
   *out = GraphView();
   // Verifier limits: a graph is a few tables per node; these bound the
   // verifier's work on hostile input without limiting real graphs.
@@ -486,8 +509,17 @@ inline Status GraphView::open(const void* data, size_t size, GraphView* out) {
     }
     uint64_t count = 1;
     const size_t rank = t.shape() == nullptr ? 0 : t.shape()->size();
+    const bool constant = t.data() != nullptr || t.parameter() != nullptr;
     for (size_t d = 0; d < rank; ++d) {
       const int64_t dim = t.shape()->Get(static_cast<flatbuffers::uoffset_t>(d));
+      if (dim == -1 && allow_open_dims && !constant) {
+        g.has_open_dims_ = true;
+        continue;
+      }
+      if (dim == -1 && allow_open_dims) {
+        return invalid_argument(where + ": dimension " + std::to_string(d) +
+                                " is open (-1), but a constant's shape is static");
+      }
       if (dim < 0) {
         return invalid_argument(where + ": dimension " + std::to_string(d) + " is " +
                                 std::to_string(dim) + "; shapes are static");

@@ -479,7 +479,12 @@ struct Thunks {
     static_assert(is_complete<Graph>::value,
                   "loom/plugin.hpp: a plugin with compile members must include "
                   "loom/sdk/graph.hpp in the file that uses LOOM_SDK_DEFINE_ENTRY");
-    return prefixed(entry, Graph::open(data, size, out));
+    // ABI 1.2: open dimensions only for a plugin that declares it serves them.
+    const loom_plugin_info_t* info = Impl::info();
+    const bool open_shapes = info != nullptr &&
+                             LOOM_STRUCT_HAS(loom_plugin_info_t, info->struct_size, capabilities) &&
+                             (info->capabilities & LOOM_PLUGIN_CAP_OPEN_SHAPES) != 0;
+    return prefixed(entry, Graph::open(data, size, out, open_shapes));
   }
 
   static loom_status_t* compile_supported(loom_compile_supported_args_t* args) {
