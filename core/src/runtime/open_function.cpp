@@ -88,6 +88,12 @@ Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
                                        std::to_string(def.graph_artifact) + " ('" + a.file_name + "')");
   }
   f->graph_ = std::move(*graph);
+  // BatchNormalization into Conv depends on the weights alone, never on a
+  // binding: folded once here, so that no specialization copies and
+  // rescales the filters again (bind_open_graph folds only what a binding
+  // made constant since).
+  auto folded = lowering::passes::fold_batch_norm(f->graph_.graph);
+  if (!folded.ok()) return folded.status().with_context("function '" + def.name + "'");
   for (size_t i = 0; i < def.inputs.size(); ++i) {
     const graph::Tensor& t = f->graph_.graph.tensors[static_cast<size_t>(f->graph_.graph.inputs[i])];
     const ValueDef& v = def.values[def.inputs[i]];
