@@ -121,7 +121,7 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
     const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
     lowering::OpenGraph open;
     open.graph = stored;
-    open.declared = stored_declared;
+    open.declared = lowering::kept_declared(stored, stored_declared);
     open.targets = names;
     open.all_variants = emit.all_variants;
     auto typed = lowering::typed_open_graph(open, imported.signature, kernels);

@@ -47,6 +47,19 @@ bool has_open_dims(const ValueDef& value) {
   return std::any_of(value.shape.begin(), value.shape.end(), [](int64_t d) { return d < 0; });
 }
 
+std::vector<passes::DeclaredType> kept_declared(const graph::Graph& graph,
+                                                std::span<const passes::DeclaredType> declared) {
+  const kernels::KernelRegistry reference = kernels::KernelRegistry::reference();
+  std::vector<passes::DeclaredType> out(graph.tensors.size());
+  for (const graph::Node& node : graph.nodes) {
+    if (node.domain.empty() && reference.find(node.op_type) != nullptr) continue;
+    for (int32_t t : node.outputs) {
+      if (static_cast<size_t>(t) < declared.size() && declared[t].is_static()) out[t] = declared[t];
+    }
+  }
+  return out;
+}
+
 Result<uint32_t> add_open_graph_artifact(EmittedProgram& out, const graph::Graph& graph,
                                          std::span<const passes::DeclaredType> declared,
                                          const std::vector<std::string>& targets, bool all_variants,

@@ -160,6 +160,13 @@ std::string compare_bindings(const graph::Graph& a, const graph::Graph& b);
 Result<graph::Graph> typed_open_graph(const OpenGraph& open, const OpenSignature& signature,
                                       const kernels::KernelRegistry& kernels);
 
+// What the "loom.graph" artifact keeps of the model's type statements, by
+// tensor: those about outputs of ops without a reference kernel (the rest is
+// inferred at each binding). The runtime reads the graph back with exactly
+// these, so the compiler probes with them too.
+std::vector<passes::DeclaredType> kept_declared(const graph::Graph& graph,
+                                                std::span<const passes::DeclaredType> declared);
+
 // Adds to `program` the "loom.graph" artifact of `graph` (see
 // emit_open_program) and its parameters (one per name: shared with those the
 // program has already); returns the artifact's index.
