@@ -298,6 +298,19 @@ TEST_F(RuntimeIntegration, FrozenFormat11MultiVariantProgramRunsOnEitherVariant)
   }
 }
 
+// Runs a test_relu session at `shape` (rank 3) and checks y = max(x, 0).
+void run_relu_at(Session& session, const Shape& shape) {
+  const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
+  Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
+  ASSERT_TRUE(session.set_input("x", x).ok());
+  ASSERT_TRUE(session.run().ok());
+  const Tensor& y = session.output(0);
+  ASSERT_EQ(y.shape(), shape);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   // Written by the 1.3 writer (tests/fixtures/README.md): ONNX's test_relu
   // compiled for cpu-simd with x's first and last dimensions open.
@@ -309,15 +322,7 @@ TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 4, -1}));
   auto session = (*program)->create_session().value();
   for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 4, 9}, Shape{1, 4, 1}}) {
-    const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
-    std::vector<float> values(n);
-    for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
-    Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
-    ASSERT_TRUE(session->set_input("x", x).ok());
-    ASSERT_TRUE(session->run().ok());
-    const Tensor& y = session->output(0);
-    ASSERT_EQ(y.shape(), shape);
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+    ASSERT_NO_FATAL_FAILURE(run_relu_at(*session, shape));
     EXPECT_EQ(session->bound_program()->placements().at(0).device, "cpu-simd://0");
   }
   // The program's own reader refuses x of rank 2, naming it.
@@ -335,15 +340,7 @@ TEST_F(RuntimeIntegration, FrozenFormat14NativeOpenProgramRunsEveryBindingWithou
   EXPECT_TRUE((*program)->function("main").value().open);
   auto session = (*program)->create_session().value();
   for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 4, 9}, Shape{1, 4, 1}, Shape{3, 4, 5}}) {
-    const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
-    std::vector<float> values(n);
-    for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
-    Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
-    ASSERT_TRUE(session->set_input("x", x).ok());
-    ASSERT_TRUE(session->run().ok());
-    const Tensor& y = session->output(0);
-    ASSERT_EQ(y.shape(), shape);
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+    ASSERT_NO_FATAL_FAILURE(run_relu_at(*session, shape));
     EXPECT_EQ(session->bound_program(), nullptr);  // no program compiled for the binding
   }
 }
