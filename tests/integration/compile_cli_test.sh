@@ -37,12 +37,15 @@ expect_ok "run the compiled program" "^y: f32\[2, 512\] = \[" \
 # keeps it, and Softmax over the 512 values has the denominator
 # S = 171 + 171 e^0.1 + 170 e^0.2 = 567.62270, so every row starts
 # 1/S = 0.00176173, e^0.1/S = 0.00194702, e^0.2/S = 0.00215179.
-npy_f32_zeros() {  # npy_f32_zeros <file> <rows> <cols>: a version 1.0 .npy of zeros
-  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': ($2, $3), }"
+npy_f32_zeros() {  # npy_f32_zeros <file> <dim>...: a version 1.0 .npy of zeros
+  local file=$1; shift
+  local shape count=1 d
+  for d in "$@"; do shape+="$d, "; count=$((count * d)); done
+  local dict="{'descr': '<f4', 'fortran_order': False, 'shape': (${shape%, }), }"
   local hlen=$(( (10 + ${#dict} + 1 + 63) / 64 * 64 - 10 ))
   { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $((hlen % 256)))\\x$(printf %02x $((hlen / 256)))";
     printf '%s' "$dict"; printf '%*s' $((hlen - ${#dict} - 1)) ''; printf '\n';
-    head -c $(($2 * $3 * 4)) /dev/zero; } > "$1"
+    head -c $((count * 4)) /dev/zero; } > "$file"
 }
 npy_f32_zeros "$dir/x0.npy" 2 4
 expect_ok "mlp on x = 0 gives the hand-computed softmax" \
@@ -83,6 +86,29 @@ expect_ok "compile with N open, weights in an archive" "^params: " \
 expect_ok "open program with external weights at N=2" \
   "^y: f32\[2, 512\] = \[0.00176173, 0.00194702, 0.00215179, 0.00176173," \
   "$loom" run "$dir/open_ext/open.loom" --input "x=$dir/x0.npy"
+# Compiled once (format 1.4) for the reference kernels when the graph's
+# structure does not follow the binding (ONNX's test_relu, from the test data
+# scripts/setup.sh installs); per binding otherwise, saying why: this mlp
+# computes its Reshape target from Shape(x), and fpga-stub compiles fixed
+# shapes only.
+relu=/usr/share/libonnx-testdata/data/node/test_relu/model.onnx
+[ -f "$relu" ] || fail "$relu is missing (libonnx-testdata; run scripts/setup.sh)"
+expect_ok "compile once with two dimensions open" "^open shapes: compiled once for every binding" \
+  "$loom" compile "$relu" -o "$dir/once.loom" --input-shape x=?,4,?
+npy_f32_zeros "$dir/r243.npy" 2 4 3
+expect_ok "compiled once: [2, 4, 3] is bound, not compiled" \
+  "^binding: x=\[2, 4, 3\] (open shapes: the program, compiled once, bound these shapes" \
+  "$loom" run "$dir/once.loom" --input "x=$dir/r243.npy"
+expect_ok "compiled once: the output has the bound shape" "^y: f32\[2, 4, 3\] = \[0, 0, 0," \
+  "$loom" run "$dir/once.loom" --input "x=$dir/r243.npy"
+expect_ok "compiled once: --json says so" '"compiled_once": true' \
+  "$loom" run "$dir/once.loom" --input "x=$dir/r243.npy" --json
+expect_ok "a shape chain: compiled per binding, and why" \
+  "compiled for each binding when the program runs (the graph's structure follows the binding: tensor 'target'" \
+  "$loom" compile "$mlp" -o "$dir/per_binding.loom"
+expect_ok "a fixed-shape target: compiled per binding, and why" \
+  "compiled for each binding when the program runs (fpga-stub compiles fixed shapes only" \
+  "$loom" compile "$relu" -o "$dir/per_binding.loom" --input-shape x=?,4,? --target fpga-stub
 expect_ok "compile with N bounded" "^  x: f32 \[?(N 1..4), 4\]$" \
   "$loom" compile "$mlp" -o "$dir/bounded.loom" --input-shape x=1..4,4
 expect_error "bounded program: N over its bound" "dimension 0 ('N') is 5, outside its declared range 1..4" \

@@ -240,6 +240,7 @@ struct RunReport {
   // An open-shape function: the binding of the last run ("x=[1, 3, 224, 224]"),
   // whose program the placements, explanation and transfers are of.
   std::string binding;
+  bool compiled_once = false;  // the binding ran the program's own instructions (format 1.4)
 };
 
 // One line per delegate call: how its operands reach the device.
@@ -337,7 +338,10 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
   }
   if (status.ok()) {
     doc["function"] = r.function;
-    if (!r.binding.empty()) doc["binding"] = r.binding;
+    if (!r.binding.empty()) {
+      doc["binding"] = r.binding;
+      doc["compiled_once"] = r.compiled_once;
+    }
     nlohmann::json outputs = nlohmann::json::array();
     for (const NamedTensor& t : r.outputs) outputs.push_back(tensor_summary_json(t));
     doc["outputs"] = std::move(outputs);
@@ -420,6 +424,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
 
   std::mt19937_64 rng(1234);
   std::vector<bool> given(fn.inputs.size(), false);
+  std::string set_shapes;  // an open-shape function: "x=[1, 3, 8, 8], ..." as set
   for (const auto& [name, source] : bindings) {
     auto it = std::find_if(fn.inputs.begin(), fn.inputs.end(),
                            [&](const ArgumentInfo& a) { return a.name == name; });
@@ -442,6 +447,9 @@ Status run_program(const RunArgs& args, RunReport& report) {
     Status st = session->set_input(index, *tensor);
     if (!st.ok()) return st.with_context("--input " + name + "=" + source);
     given[index] = true;
+    if (fn.open) {
+      set_shapes += (set_shapes.empty() ? "" : ", ") + name + "=" + shape_to_string(tensor->shape());
+    }
   }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
     if (!given[i]) {
@@ -484,6 +492,11 @@ Status run_program(const RunArgs& args, RunReport& report) {
     for (const ArgumentInfo& in : bound_fn.inputs) {
       report.binding += (report.binding.empty() ? "" : ", ") + in.name + "=" + shape_to_string(in.shape);
     }
+  } else if (fn.open) {
+    // Compiled once (format 1.4): the program's own delegates ran, at the
+    // shapes set.
+    report.binding = set_shapes;
+    report.compiled_once = true;
   }
   if (report.trace != nullptr) runtime->stop_trace();
   if (!args.trace.empty()) {
@@ -536,7 +549,9 @@ int run_run(const RunArgs& args) {
   if (!status.ok()) return fail(status);
   if (!report.binding.empty()) {
     std::cout << "binding: " << report.binding
-              << " (open shapes: the program was specialized for these shapes when first run)\n";
+              << (report.compiled_once
+                      ? " (open shapes: the program, compiled once, bound these shapes when first run)\n"
+                      : " (open shapes: the program was specialized for these shapes when first run)\n");
   }
   for (const FallbackEvent& f : report.fallbacks) {
     std::cout << "fallback: delegate " << f.delegate << " moved from " << f.from_device << " to "
