@@ -232,7 +232,7 @@ ${CXX:-c++} -std=c++17 -O1 -fPIC -shared -fvisibility=hidden -Wl,--no-undefined 
   "$scratch/consumer/install_check_plugin.cpp" -o "$pc/plugins/libloom_install-check.so" ||
   fail "building the plugin with pkg-config loom-sdk failed"
 "$(pkg-config --variable=manifest_tool loom-sdk)" --library "$pc/plugins/libloom_install-check.so" \
-  --name install-check --version 2.3.4 --abi-min 1.0 --abi-max 1.1 --loader-key install-check \
+  --name install-check --version 2.3.4 --abi-min 1.0 --abi-max 1.2 --loader-key install-check \
   --output "$pc/plugins/install-check.loom-plugin.json" || fail "loom-manifest failed"
 # shellcheck disable=SC2046
 ${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/list_devices.cpp" -o "$pc/list_devices" \
@@ -272,7 +272,7 @@ for cm in "$src"/sdk/examples/*/CMakeLists.txt; do
     -o "$pbuild/plugins/libloom_$name.so" > "$scratch/example-pc-$name.log" 2>&1 ||
     { cat "$scratch/example-pc-$name.log"; fail "building sdk/examples/$name with pkg-config loom-sdk failed"; }
   "$(pkg-config --variable=manifest_tool loom-sdk)" --library "$pbuild/plugins/libloom_$name.so" \
-    --name "$name" --version 0.1.0 --abi-min 1.0 --abi-max 1.1 --loader-key "$name" \
+    --name "$name" --version 0.1.0 --abi-min 1.0 --abi-max 1.2 --loader-key "$name" \
     --output "$pbuild/plugins/$name.loom-plugin.json" ||
     fail "loom-manifest for the pkg-config build of $name failed"
   if [ -f "$example_src/check.sh" ]; then

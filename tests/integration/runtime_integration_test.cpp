@@ -1,5 +1,6 @@
 // End to end: write a program, read it back, run it on cpu-simd and on the
 // reference kernels, from one and from several threads.
+#include <atomic>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -297,6 +298,19 @@ TEST_F(RuntimeIntegration, FrozenFormat11MultiVariantProgramRunsOnEitherVariant)
   }
 }
 
+// Runs a test_relu session at `shape` (rank 3) and checks y = max(x, 0).
+void run_relu_at(Session& session, const Shape& shape) {
+  const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
+  Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
+  ASSERT_TRUE(session.set_input("x", x).ok());
+  ASSERT_TRUE(session.run().ok());
+  const Tensor& y = session.output(0);
+  ASSERT_EQ(y.shape(), shape);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   // Written by the 1.3 writer (tests/fixtures/README.md): ONNX's test_relu
   // compiled for cpu-simd with x's first and last dimensions open.
@@ -308,20 +322,69 @@ TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 4, -1}));
   auto session = (*program)->create_session().value();
   for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 4, 9}, Shape{1, 4, 1}}) {
-    const uint64_t n = static_cast<uint64_t>(shape[0] * shape[1] * shape[2]);
-    std::vector<float> values(n);
-    for (size_t i = 0; i < n; ++i) values[i] = static_cast<float>(i % 11) - 5.5f;
-    Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
-    ASSERT_TRUE(session->set_input("x", x).ok());
-    ASSERT_TRUE(session->run().ok());
-    const Tensor& y = session->output(0);
-    ASSERT_EQ(y.shape(), shape);
-    for (size_t i = 0; i < n; ++i) EXPECT_EQ(y.data_as<float>()[i], std::max(0.0f, values[i])) << i;
+    ASSERT_NO_FATAL_FAILURE(run_relu_at(*session, shape));
     EXPECT_EQ(session->bound_program()->placements().at(0).device, "cpu-simd://0");
   }
   // The program's own reader refuses x of rank 2, naming it.
   Status st = session->set_input("x", Tensor::zeros(DType::kF32, {4, 4}).value());
   EXPECT_EQ(st.message(), "input 'x' must have rank 3 ([?, 4, ?]), got rank 2 ([4, 4])");
+}
+
+TEST_F(RuntimeIntegration, FrozenFormat14NativeOpenProgramRunsEveryBindingWithoutCompiling) {
+  // Written by the 1.4 writer (tests/fixtures/README.md): ONNX's test_relu
+  // compiled once, for the reference kernels, with x's first and last
+  // dimensions open: main has a Relu kernel call on open values.
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_4_native.loom";
+  auto program = runtime_->load_program(path);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  EXPECT_TRUE((*program)->function("main").value().open);
+  auto session = (*program)->create_session().value();
+  for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 4, 9}, Shape{1, 4, 1}, Shape{3, 4, 5}}) {
+    ASSERT_NO_FATAL_FAILURE(run_relu_at(*session, shape));
+    EXPECT_EQ(session->bound_program(), nullptr);  // no program compiled for the binding
+  }
+}
+
+// Sessions on several threads bind one native open-shape program (format
+// 1.4) at once: the bindings' plans share the program's delegates and cache
+// (labelled tsan: ThreadSanitizer runs it).
+TEST_F(RuntimeIntegration, NativeOpenProgramBindsSafelyFromSeveralThreads) {
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_4_native.loom";
+  LoadOptions load;
+  load.shape_cache = 2;
+  auto program = runtime_->load_program(path, load);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto session = (*program)->create_session();
+      if (!session.ok()) {
+        ++failures;
+        return;
+      }
+      for (int i = 0; i < 6; ++i) {
+        const Shape shape{1 + (i + t) % 3, 4, 2 + i % 2};
+        const uint64_t n = static_cast<uint64_t>(shape[0] * 4 * shape[2]);
+        std::vector<float> values(n);
+        for (size_t k = 0; k < n; ++k) values[k] = static_cast<float>((k + static_cast<size_t>(t)) % 7) - 3.0f;
+        Tensor x = Tensor::copy_of(DType::kF32, shape, std::as_bytes(std::span<const float>(values))).value();
+        if (!(*session)->set_input("x", x).ok() || !(*session)->run().ok()) {
+          ++failures;
+          return;
+        }
+        const Tensor& y = (*session)->output(0);
+        for (size_t k = 0; k < n; ++k) {
+          if (y.data_as<float>()[k] != std::max(0.0f, values[k])) {
+            ++failures;
+            return;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 // Sessions on several threads bind the same open-shape program at once, to

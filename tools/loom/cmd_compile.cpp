@@ -166,8 +166,12 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
   }
   std::printf("removed: %zu folded, %zu fused, %zu dead\n", r.folded_nodes, r.fused_nodes, r.dead_nodes);
   if (!r.frozen_inputs.empty()) std::printf("frozen inputs: %s\n", join(r.frozen_inputs).c_str());
-  if (!r.open_inputs.empty() || !r.value_inputs.empty()) {
-    std::printf("open shapes: the subgraphs are compiled for each binding when the program runs\n");
+  if (r.open_native) {
+    std::printf("open shapes: compiled once for every binding (the plugins bind shapes per run)\n");
+    for (const std::string& in : r.open_inputs) std::printf("  %s\n", in.c_str());
+  } else if (!r.open_inputs.empty() || !r.value_inputs.empty()) {
+    std::printf("open shapes: the subgraphs are compiled for each binding when the program runs (%s)\n",
+                r.open_per_binding_why.c_str());
     for (const std::string& in : r.open_inputs) std::printf("  %s\n", in.c_str());
     for (const std::string& in : r.value_inputs) std::printf("  values of %s\n", in.c_str());
   }
@@ -205,6 +209,8 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
                         {"frozen_inputs", r.frozen_inputs},
                         {"open_inputs", r.open_inputs},
                         {"value_inputs", r.value_inputs},
+                        {"open_native", r.open_native},
+                        {"open_per_binding_why", r.open_per_binding_why},
                         {"program_bytes", r.program_bytes},
                         {"params_bytes", r.params_bytes}};
   std::cout << doc.dump(2) << "\n";

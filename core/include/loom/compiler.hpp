@@ -125,6 +125,12 @@ struct CompileReport {
   // CompileOptions::input_value): "shape (decides the output shape of node
   // 'r', Reshape)".
   std::vector<std::string> value_inputs;
+  // An open-shape program compiled once for every binding (ABI 1.2: every
+  // target serves open shapes and the graph's structure does not follow the
+  // binding): `targets` then list its subgraphs. False: compiled per
+  // binding at run time, for the reason in `open_per_binding_why`.
+  bool open_native = false;
+  std::string open_per_binding_why;
   uint64_t program_bytes = 0;
   uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
 };

@@ -24,7 +24,7 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 3;
+inline constexpr uint16_t kProgramMinorVersion = 4;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
@@ -35,14 +35,21 @@ inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
 // sets the bit by itself when an instruction has a non-zero opset.
 inline constexpr uint64_t kRequiredFeatureKernelOpsets = uint64_t{1} << 0;
 // Required feature bit: some function is open-shape (FunctionDef::
-// graph_artifact, format 1.3): it has no instructions of its own and runs
+// graph_artifact, format 1.3): it has no memory plan of its own and runs
 // only where the runtime specializes its graph per binding. The writer sets
 // it by itself.
 inline constexpr uint64_t kRequiredFeatureOpenShapes = uint64_t{1} << 1;
+// Required feature bit: some open-shape function has instructions of its
+// own (format 1.4, a native open-shape program): values with open
+// dimensions, delegate calls on blobs that take each run's shapes (plugin
+// ABI 1.2), no memory plan; the runtime binds the shapes per run from the
+// graph artifact. A 1.3 reader refuses an open function with instructions,
+// so the writer sets this bit by itself.
+inline constexpr uint64_t kRequiredFeatureOpenExecutables = uint64_t{1} << 2;
 // Required feature bits this reader understands. A file that sets any other
 // required bit is rejected; unknown optional bits are ignored.
 inline constexpr uint64_t kKnownRequiredFeatures =
-    kRequiredFeatureKernelOpsets | kRequiredFeatureOpenShapes;
+    kRequiredFeatureKernelOpsets | kRequiredFeatureOpenShapes | kRequiredFeatureOpenExecutables;
 // The loader key of an open-shape function's graph artifact: graph.fbs bytes
 // (schemas/graph.fbs) of the whole function before shapes are bound.
 inline constexpr std::string_view kGraphLoaderKey = "loom.graph";
@@ -163,8 +170,9 @@ struct FunctionDef {
   std::vector<InstructionDef> instructions;
   MemoryPlanDef memory_plan;
   // An open-shape function: the artifact (kGraphLoaderKey) with its graph,
-  // specialized by the runtime per binding; instructions and memory_plan are
-  // then empty. -1: an ordinary function.
+  // bound by the runtime per binding; memory_plan is then empty, and so are
+  // instructions unless it was compiled once for every binding (format 1.4,
+  // kRequiredFeatureOpenExecutables). -1: an ordinary function.
   int32_t graph_artifact = -1;
 
   friend bool operator==(const FunctionDef&, const FunctionDef&) = default;

@@ -39,6 +39,9 @@ namespace loom {
 namespace host {
 class PluginHost;
 }
+namespace runtime {
+class OpenSession;
+}
 
 class Program;
 class Session;
@@ -431,6 +434,7 @@ class Session {
   struct State;  // private
 
  private:
+  friend class runtime::OpenSession;  // runs sessions of a native open-shape binding
   friend class Program;
   explicit Session(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

@@ -1,6 +1,8 @@
 // compile_onnx_file: load, import, then the pipeline of driver.cpp, then
 // write the program (and its parameter archive).
+#include <optional>
 #include <system_error>
+#include <unordered_map>
 
 #include "compiler/import.hpp"
 #include "lowering/driver.hpp"
@@ -84,21 +86,82 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
                                          const std::filesystem::path& model) {
   std::vector<std::string> names;
   for (const auto& plugin : targets) names.push_back(plugin->name());
-  auto program = lowering::emit_open_program(imported.graph, imported.signature, imported.declared, names,
-                                             emit.all_variants, emit);
-  if (!program.ok()) return program.status().with_context(model.string());
   CompileReport report;
+  // Compiled once for every binding when each target serves open shapes
+  // and the graph's structure does not follow the binding; otherwise the
+  // graph alone, compiled per binding at run time.
+  std::optional<lowering::GraphCompileResult> native_result;
+  for (const auto& plugin : targets) {
+    if (!plugin->serves_open_shapes() && report.open_per_binding_why.empty()) {
+      report.open_per_binding_why = plugin->name() + " compiles fixed shapes only (no open-shape executables, ABI 1.2)";
+    }
+  }
+  if (!imported.value_inputs.empty()) {
+    report.open_per_binding_why = "input values decide shapes";
+  }
+  // BatchNormalization into Conv does not depend on the binding: folded in
+  // the stored graph itself, so that the function's weights and the
+  // graph's are the same parameters.
+  graph::Graph stored = imported.graph;
+  std::vector<lowering::passes::DeclaredType> stored_declared = imported.declared;
+  if (report.open_per_binding_why.empty()) {
+    LOOM_RETURN_IF_ERROR(lowering::passes::fold_batch_norm(stored).status().with_context(model.string()));
+    // The filters before folding are no longer read: dropped, and the
+    // model's type statements follow their tensors by name.
+    std::unordered_map<std::string, lowering::passes::DeclaredType> by_name;
+    for (size_t t = 0; t < stored.tensors.size() && t < stored_declared.size(); ++t) {
+      by_name.emplace(stored.tensors[t].name, stored_declared[t]);
+    }
+    lowering::passes::compact_tensors(stored);
+    stored_declared.assign(stored.tensors.size(), {});
+    for (size_t t = 0; t < stored.tensors.size(); ++t) {
+      auto it = by_name.find(stored.tensors[t].name);
+      if (it != by_name.end()) stored_declared[t] = it->second;
+    }
+    const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
+    lowering::OpenGraph open;
+    open.graph = stored;
+    open.declared = lowering::kept_declared(stored, stored_declared);
+    open.targets = names;
+    open.all_variants = emit.all_variants;
+    auto typed = lowering::typed_open_graph(open, imported.signature, kernels);
+    if (!typed.ok()) {
+      report.open_per_binding_why = typed.status().message();
+    } else {
+      auto compiled = lowering::compile_graph(*typed, targets, emit, options.progress, 0.3, 0.9);
+      if (!compiled.ok()) return compiled.status().with_context(model.string());
+      LOOM_RETURN_IF_ERROR(lowering::finish_native_open_program(compiled->program, stored,
+                                                                imported.signature, stored_declared, names,
+                                                                emit.all_variants, emit)
+                               .with_context(model.string()));
+      native_result = std::move(*compiled);
+    }
+  }
+  Result<lowering::EmittedProgram> program =
+      native_result.has_value()
+          ? Result<lowering::EmittedProgram>(std::move(native_result->program))
+          : lowering::emit_open_program(imported.graph, imported.signature, imported.declared, names,
+                                        emit.all_variants, emit);
+  if (!program.ok()) return program.status().with_context(model.string());
   const ImportStats& stats = imported.stats;
   report.opset = stats.opset;
   report.model_nodes = stats.model_nodes;
   report.dead_nodes = stats.dead_nodes;
   report.frozen_inputs = stats.frozen_inputs;
   report.value_inputs = imported.value_inputs;
-  for (const auto& plugin : targets) {
-    TargetReport t;
-    t.plugin = plugin->name();
-    t.loader_key = plugin->manifest().loader_keys.empty() ? std::string() : plugin->manifest().loader_keys.front();
-    report.targets.push_back(std::move(t));
+  if (native_result.has_value()) {
+    report.open_native = true;
+    report.targets = native_result->targets;
+    report.reference_nodes = native_result->reference_nodes;
+    report.reference_op_types = native_result->reference_op_types;
+    report.reference_variants = native_result->reference_variants;
+  } else {
+    for (const auto& plugin : targets) {
+      TargetReport t;
+      t.plugin = plugin->name();
+      t.loader_key = plugin->manifest().loader_keys.empty() ? std::string() : plugin->manifest().loader_keys.front();
+      report.targets.push_back(std::move(t));
+    }
   }
   for (const ValueDef& v : imported.signature.inputs) {
     if (!lowering::has_open_dims(v)) continue;

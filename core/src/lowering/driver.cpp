@@ -43,7 +43,20 @@ Result<GraphCompileResult> compile_graph(
     if (progress) progress(stage, from + (to - from) * f);
   };
   GraphCompileResult out;
-  const graph::EncodeOptions encode;
+  // A typed open graph (native open-shape programs) reaches only plugins
+  // that serve open shapes; its dimensions may be -1.
+  graph::EncodeOptions encode;
+  encode.open = std::any_of(graph.tensors.begin(), graph.tensors.end(), [](const graph::Tensor& t) {
+    return std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; });
+  });
+  if (encode.open) {
+    for (const auto& plugin : targets) {
+      if (!plugin->serves_open_shapes()) {
+        return internal_error("compile_graph: an open graph for '" + plugin->name() +
+                              "', which compiles fixed shapes only");
+      }
+    }
+  }
   std::vector<std::vector<bool>> supported;
   if (!targets.empty()) {
     report("partition", 0);

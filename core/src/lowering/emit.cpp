@@ -100,7 +100,12 @@ class Emitter {
         is_result[*v] = true;
       }
     }
-    plan_function_memory(f());
+    // A function with open dimensions (a native open-shape program) has no
+    // memory plan: the runtime plans it per binding.
+    const bool open = std::any_of(f().values.begin(), f().values.end(), [](const ValueDef& v) {
+      return std::any_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d < 0; });
+    });
+    if (!open) plan_function_memory(f());
     f().reflection = function_reflection(f());
     for (const CompiledGroup* c : reference_pending_) LOOM_RETURN_IF_ERROR(reference_function(*c));
     return Status();
@@ -151,6 +156,12 @@ class Emitter {
     return static_cast<uint32_t>(program.artifacts.size() - 1);
   }
 
+  static bool has_open_tensor(const graph::Graph& g) {
+    return std::any_of(g.tensors.begin(), g.tensors.end(), [](const graph::Tensor& t) {
+      return std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; });
+    });
+  }
+
   // Whether the reference kernels have every op of the subgraph.
   bool reference_runs(const Subgraph& sub) const {
     for (const graph::Node& node : sub.graph.nodes) {
@@ -167,7 +178,9 @@ class Emitter {
     for (const auto& [plugin, blob] : c.alternatives) {
       d.variants.push_back(add_artifact(plugin, blob, d.name + "." + plugin + ".bin"));
     }
-    if (options_.all_variants && reference_runs(c.subgraph)) {
+    // No reference variant for a subgraph with open dimensions: its function
+    // would need shapes bound per run of its own.
+    if (options_.all_variants && reference_runs(c.subgraph) && !has_open_tensor(c.subgraph.graph)) {
       host::CompiledBlob reference;
       reference.loader_key = std::string(kReferenceLoaderKey);
       reference.format_version = 1;
@@ -279,6 +292,16 @@ Result<uint32_t> add_parameter(EmittedProgram& out, const graph::Tensor& t, cons
   p.shape = t.shape;
   p.size = t.data->size();
   p.checksum = xxh3_64(*t.data);
+  // One parameter per name: a native open-shape program's function and its
+  // graph artifact read the same weights.
+  for (size_t i = 0; i < program.parameters.size(); ++i) {
+    const ParameterDef& q = program.parameters[i];
+    if (q.name != p.name) continue;
+    if (q.size != p.size || q.checksum != p.checksum || q.dtype != p.dtype || q.shape != p.shape) {
+      return internal_error("parameter '" + p.name + "' is added twice with different contents");
+    }
+    return static_cast<uint32_t>(i);
+  }
   if (out.archive != nullptr) {
     LOOM_RETURN_IF_ERROR(out.archive->add_data(t.name, *t.data, io::encode_tensor_metadata(t.dtype, t.shape))
                              .with_context("parameter '" + t.name + "'"));

@@ -1,6 +1,8 @@
 #include "lowering/open_shapes.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -45,13 +47,23 @@ bool has_open_dims(const ValueDef& value) {
   return std::any_of(value.shape.begin(), value.shape.end(), [](int64_t d) { return d < 0; });
 }
 
-Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSignature& signature,
-                                         std::span<const passes::DeclaredType> declared,
-                                         const std::vector<std::string>& targets,
-                                         bool all_variants, const EmitOptions& options) {
-  if (signature.inputs.size() != graph.inputs.size() || signature.outputs.size() != graph.outputs.size()) {
-    return internal_error("open signature does not match the graph's inputs and outputs");
+std::vector<passes::DeclaredType> kept_declared(const graph::Graph& graph,
+                                                std::span<const passes::DeclaredType> declared) {
+  const kernels::KernelRegistry reference = kernels::KernelRegistry::reference();
+  std::vector<passes::DeclaredType> out(graph.tensors.size());
+  for (const graph::Node& node : graph.nodes) {
+    if (node.domain.empty() && reference.find(node.op_type) != nullptr) continue;
+    for (int32_t t : node.outputs) {
+      if (static_cast<size_t>(t) < declared.size() && declared[t].is_static()) out[t] = declared[t];
+    }
   }
+  return out;
+}
+
+Result<uint32_t> add_open_graph_artifact(EmittedProgram& out, const graph::Graph& graph,
+                                         std::span<const passes::DeclaredType> declared,
+                                         const std::vector<std::string>& targets, bool all_variants,
+                                         const EmitOptions& options) {
   graph::Graph stored = graph;
   // What a binding decides carries no type in the artifact; only the model's
   // statements about ops without a reference kernel are kept.
@@ -79,8 +91,6 @@ Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSi
   graph::EncodeOptions encode;
   encode.open = true;
   LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, graph::encode_graph(stored, encode));
-
-  EmittedProgram out = start_program(options);
   for (const graph::Tensor& t : stored.tensors) {
     if (t.is_constant() && graph::encodes_as_parameter(t, encode)) {
       LOOM_RETURN_IF_ERROR(add_parameter(out, t, options).status());
@@ -96,10 +106,22 @@ Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSi
   artifact.metadata.push_back({std::string(kOpenTargetsKey), join_names(targets)});
   artifact.metadata.push_back({std::string(kOpenVariantsKey), all_variants ? "all" : "first"});
   program.artifacts.push_back(std::move(artifact));
+  return static_cast<uint32_t>(program.artifacts.size() - 1);
+}
 
+Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSignature& signature,
+                                         std::span<const passes::DeclaredType> declared,
+                                         const std::vector<std::string>& targets,
+                                         bool all_variants, const EmitOptions& options) {
+  if (signature.inputs.size() != graph.inputs.size() || signature.outputs.size() != graph.outputs.size()) {
+    return internal_error("open signature does not match the graph's inputs and outputs");
+  }
+  EmittedProgram out = start_program(options);
+  LOOM_ASSIGN_OR_RETURN(uint32_t artifact,
+                        add_open_graph_artifact(out, graph, declared, targets, all_variants, options));
   FunctionDef f;
   f.name = "main";
-  f.graph_artifact = static_cast<int32_t>(program.artifacts.size() - 1);
+  f.graph_artifact = static_cast<int32_t>(artifact);
   for (const ValueDef& v : signature.inputs) {
     f.inputs.push_back(static_cast<uint32_t>(f.values.size()));
     f.values.push_back(v);
@@ -109,8 +131,150 @@ Result<EmittedProgram> emit_open_program(const graph::Graph& graph, const OpenSi
     f.values.push_back(v);
   }
   f.reflection = function_reflection(f);
-  program.functions.push_back(std::move(f));
+  out.writer.program().functions.push_back(std::move(f));
   return out;
+}
+
+Status finish_native_open_program(EmittedProgram& compiled, const graph::Graph& graph,
+                                  const OpenSignature& signature,
+                                  std::span<const passes::DeclaredType> declared,
+                                  const std::vector<std::string>& targets, bool all_variants,
+                                  const EmitOptions& options) {
+  ProgramDef& program = compiled.writer.program();
+  if (program.functions.empty() || program.functions.front().name != "main") {
+    return internal_error("native open-shape program: no function 'main'");
+  }
+  LOOM_ASSIGN_OR_RETURN(uint32_t artifact,
+                        add_open_graph_artifact(compiled, graph, declared, targets, all_variants, options));
+  FunctionDef& f = program.functions.front();
+  if (f.inputs.size() != signature.inputs.size() || f.outputs.size() != signature.outputs.size()) {
+    return internal_error("native open-shape program: 'main' has " + std::to_string(f.inputs.size()) + " inputs and " +
+                          std::to_string(f.outputs.size()) + " results, the signature " +
+                          std::to_string(signature.inputs.size()) + " and " + std::to_string(signature.outputs.size()));
+  }
+  f.graph_artifact = static_cast<int32_t>(artifact);
+  // The signature's statement of each argument: its symbols and bounds on
+  // the dimensions both leave open.
+  auto annotate = [](ValueDef& v, const ValueDef& want) -> Status {
+    if (v.name != want.name || v.shape.size() != want.shape.size()) {
+      return internal_error("native open-shape program: argument '" + v.name + "' " + shape_to_string(v.shape) +
+                            " is not the signature's '" + want.name + "' " + shape_to_string(want.shape));
+    }
+    v.dim_symbols = want.dim_symbols;
+    v.dim_min = want.dim_min;
+    v.dim_max = want.dim_max;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      if (want.shape[d] < 0) v.shape[d] = -1;
+    }
+    return Status();
+  };
+  for (size_t i = 0; i < f.inputs.size(); ++i) LOOM_RETURN_IF_ERROR(annotate(f.values[f.inputs[i]], signature.inputs[i]));
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    ValueDef& v = f.values[f.outputs[i]];
+    const ValueDef& want = signature.outputs[i];
+    if (want.shape.size() == v.shape.size()) {
+      v.dim_symbols = want.dim_symbols;
+      v.dim_min = want.dim_min;
+      v.dim_max = want.dim_max;
+    }
+  }
+  f.reflection = function_reflection(f);
+  return Status();
+}
+
+std::vector<std::vector<Shape>> probe_bindings(const OpenSignature& signature) {
+  std::vector<std::vector<Shape>> out(2);
+  constexpr int64_t kProbe[2] = {96, 160};
+  for (int p = 0; p < 2; ++p) {
+    std::map<std::string, int64_t, std::less<>> by_symbol;
+    for (const ValueDef& v : signature.inputs) {
+      Shape s = v.shape;
+      for (size_t d = 0; d < s.size(); ++d) {
+        if (s[d] >= 0) continue;
+        const int64_t lo = d < v.dim_min.size() && v.dim_min[d] > 0 ? v.dim_min[d] : 1;
+        const int64_t hi = d < v.dim_max.size() && v.dim_max[d] > 0 ? v.dim_max[d] : INT64_MAX;
+        int64_t value = std::clamp(kProbe[p], lo, hi);
+        // A narrow range that clamps both probes to one value: its ends.
+        if (std::clamp(kProbe[0], lo, hi) == std::clamp(kProbe[1], lo, hi)) value = p == 0 ? lo : hi;
+        const std::string symbol = d < v.dim_symbols.size() ? v.dim_symbols[d] : std::string();
+        if (!symbol.empty()) {
+          auto [it, fresh] = by_symbol.emplace(symbol, value);
+          value = it->second;
+        }
+        s[d] = value;
+      }
+      out[static_cast<size_t>(p)].push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+std::string compare_bindings(const graph::Graph& a, const graph::Graph& b) {
+  if (a.tensors.size() != b.tensors.size() || a.nodes.size() != b.nodes.size()) {
+    return std::to_string(a.nodes.size()) + " nodes and " + std::to_string(a.tensors.size()) + " tensors at one binding, " +
+           std::to_string(b.nodes.size()) + " and " + std::to_string(b.tensors.size()) + " at another";
+  }
+  if (a.inputs != b.inputs || a.outputs != b.outputs) return "the graph's inputs or outputs differ";
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    const graph::Tensor& x = a.tensors[t];
+    const graph::Tensor& y = b.tensors[t];
+    const std::string what = "tensor '" + x.name + "'";
+    if (x.name != y.name) return what + " is '" + y.name + "' at another binding";
+    if (x.dtype != y.dtype || x.shape.size() != y.shape.size()) return what + ": its type follows the binding";
+    if (x.is_constant() != y.is_constant()) return what + " is a constant at one binding only";
+    if (!x.is_constant() || x.data == y.data) continue;
+    if (*x.data != *y.data) return what + ": a constant whose value follows the binding (shapes computed into values)";
+    if (x.shape != y.shape) return what + ": a constant whose shape follows the binding";
+  }
+  for (size_t n = 0; n < a.nodes.size(); ++n) {
+    const graph::Node& x = a.nodes[n];
+    const graph::Node& y = b.nodes[n];
+    if (x.op_type != y.op_type || x.domain != y.domain || x.opset != y.opset || x.inputs != y.inputs ||
+        x.outputs != y.outputs || !(x.attributes == y.attributes)) {
+      return graph::describe_node(a, n) + " differs at another binding";
+    }
+  }
+  return std::string();
+}
+
+Result<graph::Graph> typed_open_graph(const OpenGraph& open, const OpenSignature& signature,
+                                      const kernels::KernelRegistry& kernels) {
+  const std::vector<std::vector<Shape>> probes = probe_bindings(signature);
+  std::vector<graph::Graph> bound;
+  for (const std::vector<Shape>& shapes : probes) {
+    auto b = bind_open_graph(open, shapes, kernels, UINT64_MAX);
+    if (!b.ok()) {
+      std::string at;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        at += (i ? ", " : "") + signature.inputs[i].name + "=" + shape_to_string(shapes[i]);
+      }
+      return unimplemented("binding the graph at " + at + " to learn its open shapes: " + b.status().message());
+    }
+    if (!b->frozen_inputs.empty()) {
+      return unimplemented("input values decide shapes, so each binding is compiled on its own");
+    }
+    bound.push_back(std::move(b->graph));
+  }
+  const std::string differs = compare_bindings(bound[0], bound[1]);
+  if (!differs.empty()) return unimplemented("the graph's structure follows the binding: " + differs);
+  graph::Graph merged = std::move(bound[0]);
+  for (size_t t = 0; t < merged.tensors.size(); ++t) {
+    graph::Tensor& x = merged.tensors[t];
+    if (x.is_constant()) continue;
+    const Shape& other = bound[1].tensors[t].shape;
+    for (size_t d = 0; d < x.shape.size(); ++d) {
+      if (x.shape[d] != other[d]) x.shape[d] = -1;
+    }
+  }
+  // Inputs keep the signature's statement: a dimension it leaves open stays
+  // open even where both probes gave it one size.
+  for (size_t i = 0; i < merged.inputs.size() && i < signature.inputs.size(); ++i) {
+    graph::Tensor& x = merged.tensors[static_cast<size_t>(merged.inputs[i])];
+    for (size_t d = 0; d < x.shape.size() && d < signature.inputs[i].shape.size(); ++d) {
+      if (signature.inputs[i].shape[d] < 0) x.shape[d] = -1;
+    }
+  }
+  return merged;
 }
 
 Result<OpenGraph> decode_open_graph(

@@ -129,4 +129,60 @@ Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<co
                                              const kernels::KernelRegistry& kernels,
                                              uint64_t max_tensor_bytes, InputValues values = {});
 
+// ---------------------------------------------------------------------------
+// Native open-shape programs (ABI 1.2, docs/dynamic-shapes.md). When every
+// target serves open shapes (LOOM_PLUGIN_CAP_OPEN_SHAPES) and the graph's
+// structure does not depend on the binding, the function is compiled once:
+// its instructions (kernel calls and delegate calls on open-shape blobs)
+// have values with open dimensions, and the runtime binds their shapes per
+// run by shape inference over the "loom.graph" artifact instead of
+// compiling again.
+
+// The two bindings at which the compile side (and the runtime, to check a
+// binding against what was compiled) binds the graph to learn which
+// dimensions of each tensor follow the open ones: each open dimension (the
+// same value for dimensions that share a symbol) at 96 and then 160, kept
+// inside declared bounds.
+std::vector<std::vector<Shape>> probe_bindings(const OpenSignature& signature);
+
+// "" when `a` and `b`, two bindings of one open graph, have the same
+// structure: the same nodes (op, attributes, operands), the same tensors
+// (names, dtypes, ranks) and the same constant values, differing in
+// dimensions only; otherwise what differs first ("node 3 (Reshape): its
+// constant operand 'shape' differs").
+std::string compare_bindings(const graph::Graph& a, const graph::Graph& b);
+
+// The graph as every binding sees it: bound at the probe bindings, which
+// must agree on structure (compare_bindings), with each dimension that
+// differs between them open (-1). UNIMPLEMENTED saying why when the
+// structure follows the binding (shapes computed into constants, values
+// that decide shapes) or a probe does not bind.
+Result<graph::Graph> typed_open_graph(const OpenGraph& open, const OpenSignature& signature,
+                                      const kernels::KernelRegistry& kernels);
+
+// What the "loom.graph" artifact keeps of the model's type statements, by
+// tensor: those about outputs of ops without a reference kernel (the rest is
+// inferred at each binding). The runtime reads the graph back with exactly
+// these, so the compiler probes with them too.
+std::vector<passes::DeclaredType> kept_declared(const graph::Graph& graph,
+                                                std::span<const passes::DeclaredType> declared);
+
+// Adds to `program` the "loom.graph" artifact of `graph` (see
+// emit_open_program) and its parameters (one per name: shared with those the
+// program has already); returns the artifact's index.
+Result<uint32_t> add_open_graph_artifact(EmittedProgram& program, const graph::Graph& graph,
+                                         std::span<const passes::DeclaredType> declared,
+                                         const std::vector<std::string>& targets, bool all_variants,
+                                         const EmitOptions& options);
+
+// Makes `compiled`'s function "main" (from compile_graph on a
+// typed_open_graph) a native open-shape function: the graph artifact of
+// `graph` (the open graph before any binding) and the signature's symbols
+// and bounds on its inputs and outputs.
+Status finish_native_open_program(EmittedProgram& compiled, const graph::Graph& graph,
+                                  const OpenSignature& signature,
+                                  std::span<const passes::DeclaredType> declared,
+                                  const std::vector<std::string>& targets, bool all_variants,
+                                  const EmitOptions& options);
+
 }  // namespace loom::lowering

@@ -208,10 +208,12 @@ Status validate_function(const std::string& where, const FunctionDef& f,
                               std::to_string(f.graph_artifact) + " has loader key '" +
                               a.loader_key + "', not '" + std::string(kGraphLoaderKey) + "'");
     }
-    if (!f.instructions.empty() || !f.memory_plan.slots.empty() || f.memory_plan.arena_size != 0) {
+    // Format 1.4: it may have instructions (a native open-shape program),
+    // never a memory plan: the runtime plans each binding.
+    if (!f.memory_plan.slots.empty() || f.memory_plan.arena_size != 0) {
       return invalid_argument(where + ": an open-shape function (graph_artifact " +
                               std::to_string(f.graph_artifact) +
-                              ") has no instructions or memory plan of its own");
+                              ") has no memory plan of its own; it is planned per binding");
     }
   } else {
     for (size_t v = 0; v < f.values.size(); ++v) {

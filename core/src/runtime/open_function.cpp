@@ -8,7 +8,9 @@
 
 #include "host/isolation/log_channel.hpp"
 #include "loom/trace.hpp"
+#include "program_file/function_layout.hpp"
 #include "runtime/program_state.hpp"
+#include "runtime/session_state.hpp"
 
 namespace loom::runtime {
 
@@ -29,6 +31,12 @@ std::string binding_text(const lowering::OpenSignature& signature, std::span<con
 }
 
 }  // namespace
+
+Specialized::~Specialized() {
+  plan.reset();  // before `def`, which it reads
+  def.reset();
+  program.reset();  // before `bytes`, which it reads
+}
 
 bool Specialized::matches(std::span<const Shape> input_shapes,
                           std::span<const std::vector<std::byte>> inputs) const {
@@ -116,6 +124,63 @@ Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
   return f;
 }
 
+Status OpenFunction::enable_native(const ProgramReader& reader, const ParameterStore& parameters,
+                                   const FunctionDef& def, const kernels::KernelRegistry& kernels,
+                                   size_t delegate_count) {
+  auto native = std::make_unique<Native>();
+  native->def = def;
+  native->reader = &reader;
+  native->parameters = &parameters;
+  native->kernels = &kernels;
+  native->delegate_count = delegate_count;
+  const std::vector<std::vector<Shape>> probes = lowering::probe_bindings(signature_);
+  auto bound = lowering::bind_open_graph(graph_, probes.front(), kernels_, UINT64_MAX);
+  if (!bound.ok()) {
+    return bound.status().with_context("function '" + name_ + "': binding its graph at " +
+                                       binding_text(signature_, probes.front()) +
+                                       ", the binding it was compiled at");
+  }
+  native->reference = std::move(bound->graph);
+  native_ = std::move(native);
+  return Status();
+}
+
+Status OpenFunction::native_plan(std::span<const Shape> shapes, Specialized* out) const {
+  LOOM_ASSIGN_OR_RETURN(lowering::BoundGraph bound,
+                        lowering::bind_open_graph(graph_, shapes, kernels_, max_tensor_bytes_));
+  if (!bound.frozen_inputs.empty()) return unimplemented("input values decide shapes at this binding");
+  const std::string differs = lowering::compare_bindings(native_->reference, bound.graph);
+  if (!differs.empty()) return unimplemented("the graph's structure differs from the compiled one: " + differs);
+  std::unordered_map<std::string_view, size_t> by_name;
+  for (size_t t = 0; t < bound.graph.tensors.size(); ++t) by_name.emplace(bound.graph.tensors[t].name, t);
+  // On the heap before planning: the plan points into it (attributes).
+  auto owned = std::make_unique<FunctionDef>(native_->def);
+  FunctionDef& def = *owned;
+  for (ValueDef& v : def.values) {
+    if (!lowering::has_open_dims(v)) continue;
+    auto it = by_name.find(v.name);
+    if (it == by_name.end()) return unimplemented("value '" + v.name + "' is not in the bound graph");
+    const Shape& got = bound.graph.tensors[it->second].shape;
+    if (got.size() != v.shape.size()) {
+      return unimplemented("value '" + v.name + "' has rank " + std::to_string(got.size()) + " at this binding, " +
+                           std::to_string(v.shape.size()) + " in the program");
+    }
+    for (size_t d = 0; d < got.size(); ++d) {
+      if (v.shape[d] >= 0 && v.shape[d] != got[d]) {
+        return unimplemented("value '" + v.name + "' is " + shape_to_string(got) + " at this binding, but the " +
+                             "program fixed dimension " + std::to_string(d) + " at " + std::to_string(v.shape[d]));
+      }
+    }
+    v.shape = got;
+  }
+  plan_function_memory(def);
+  LOOM_ASSIGN_OR_RETURN(FunctionPlan plan, build_function_plan(*native_->reader, *native_->parameters, def,
+                                                               *native_->kernels, native_->delegate_count));
+  out->plan = std::make_unique<FunctionPlan>(std::move(plan));
+  out->def = std::move(owned);
+  return Status();
+}
+
 std::shared_ptr<Trace> OpenFunction::active_trace() const {
   if (channel_ == nullptr || !channel_->tracing()) return nullptr;
   return channel_->active_trace();
@@ -143,10 +208,24 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
   auto fail = [&](const Status& s) {
     return s.with_context("function '" + name_ + "' at " + binding);
   };
+  auto value = std::make_shared<Specialized>();
+  // A native function: the program's own instructions at this binding's
+  // shapes, when its graph has the structure they were compiled for.
+  if (native_ != nullptr) {
+    Status st = native_plan(shapes, value.get());
+    if (st.ok()) {
+      value->shapes.assign(shapes.begin(), shapes.end());
+    } else if (st.code() != StatusCode::kUnimplemented) {
+      return fail(st);
+    } else if (channel_ != nullptr) {
+      channel_->write(LOOM_LOG_INFO, "loom", "function '" + name_ + "' at " + binding + ": compiled for this binding (" +
+                                                 st.message() + ")");
+    }
+  }
+  if (value->plan == nullptr) {
   std::vector<std::span<const std::byte>> values(inputs.begin(), inputs.end());
   auto made = lowering::specialize_open_graph(graph_, shapes, *host_, kernels_, max_tensor_bytes_, values);
   if (!made.ok()) return fail(made.status());
-  auto value = std::make_shared<Specialized>();
   value->shapes.assign(shapes.begin(), shapes.end());
   value->frozen_inputs = std::move(made->frozen_inputs);
   for (size_t i : value->frozen_inputs) value->frozen_values.push_back(inputs[i]);
@@ -165,6 +244,7 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
       return fail(invalid_argument("result '" + got.name + "' is " + std::string(dtype_name(got.dtype)) +
                                    ", but the signature says " + std::string(dtype_name(want.dtype))));
     }
+  }
   }
   if (channel_ != nullptr && channel_->tracing()) {
     if (auto trace = channel_->active_trace()) {
@@ -195,9 +275,10 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
 
 // ---------------------------------------------------------------------------
 
-OpenSession::OpenSession(std::shared_ptr<OpenFunction> function, const FunctionInfo& info,
-                         std::chrono::milliseconds run_timeout)
-    : function_(std::move(function)),
+OpenSession::OpenSession(std::shared_ptr<Program::State> program, std::shared_ptr<OpenFunction> function,
+                         const FunctionInfo& info, std::chrono::milliseconds run_timeout)
+    : program_(std::move(program)),
+      function_(std::move(function)),
       info_(info),
       run_timeout_(run_timeout),
       staging_(info.inputs.size()),
@@ -251,7 +332,13 @@ Status OpenSession::run() {
     current_ = nullptr;  // bound_ may move below
     current_bound_ = nullptr;
     LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_, staging_));
-    LOOM_ASSIGN_OR_RETURN(auto session, specialized->program->create_session(info_.name));
+    std::unique_ptr<Session> session;
+    if (specialized->plan != nullptr) {
+      LOOM_ASSIGN_OR_RETURN(auto state, make_session_state(program_, specialized->plan.get()));
+      session.reset(new Session(std::move(state)));
+    } else {
+      LOOM_ASSIGN_OR_RETURN(session, specialized->program->create_session(info_.name));
+    }
     LOOM_RETURN_IF_ERROR(session->set_run_timeout(run_timeout_));
     std::vector<int32_t> slot(info_.inputs.size(), -1);
     const auto& inner = session->function().inputs;

@@ -41,8 +41,13 @@ struct Specialized {
   std::vector<std::vector<std::byte>> frozen_values;
   std::vector<std::byte> bytes;     // the program file in memory; outlives `program`
   std::shared_ptr<Program> program;
+  // A native open-shape function's binding (format 1.4): the function's own
+  // instructions with this binding's shapes and memory plan, run on the
+  // program's delegates; `program` is then null.
+  std::unique_ptr<FunctionPlan> plan;
+  std::unique_ptr<FunctionDef> def;  // what `plan` points into (attributes)
   std::vector<std::string> skipped_targets;  // see lowering::Specialization
-  ~Specialized() { program.reset(); }  // before `bytes`
+  ~Specialized();  // `program` before `bytes`
 
   // Whether a run with these input shapes and bytes is this binding.
   bool matches(std::span<const Shape> input_shapes, std::span<const std::vector<std::byte>> inputs) const;
@@ -64,6 +69,16 @@ class OpenFunction {
                                                       ProgramLoader load, size_t cache_size,
                                                       uint64_t max_tensor_bytes,
                                                       std::shared_ptr<host::LogChannel> channel);
+
+  // A native open-shape function (format 1.4: `def` has instructions):
+  // bindings whose graph has the structure the program was compiled for
+  // (lowering::compare_bindings against the first probe binding) get a plan
+  // of `def` at their shapes instead of a program compiled for them.
+  // `reader`, `parameters` and `kernels` belong to the program and outlive
+  // this function.
+  Status enable_native(const ProgramReader& reader, const ParameterStore& parameters,
+                       const FunctionDef& def, const kernels::KernelRegistry& kernels, size_t delegate_count);
+  bool native() const { return native_ != nullptr; }
 
   const lowering::OpenSignature& signature() const { return signature_; }
   size_t cache_size() const { return capacity_; }
@@ -89,6 +104,18 @@ class OpenFunction {
   uint64_t max_tensor_bytes_ = 0;
   size_t capacity_ = 1;
   std::shared_ptr<host::LogChannel> channel_;
+  struct Native {
+    FunctionDef def;
+    const ProgramReader* reader = nullptr;
+    const ParameterStore* parameters = nullptr;
+    const kernels::KernelRegistry* kernels = nullptr;
+    size_t delegate_count = 0;
+    graph::Graph reference;  // the graph bound at the first probe binding
+  };
+  std::unique_ptr<Native> native_;
+  // The native plan for this binding, or an error saying why the binding
+  // needs a program of its own (then the caller compiles one).
+  Status native_plan(std::span<const Shape> shapes, Specialized* out) const;
 
   mutable std::mutex mutex_;
   struct Entry {
@@ -106,8 +133,10 @@ FunctionPlan open_function_plan(const FunctionDef& def);
 
 class OpenSession {
  public:
-  OpenSession(std::shared_ptr<OpenFunction> function, const FunctionInfo& info,
-              std::chrono::milliseconds run_timeout);
+  // `program` is the program of `function`: native bindings run sessions of
+  // it.
+  OpenSession(std::shared_ptr<Program::State> program, std::shared_ptr<OpenFunction> function,
+              const FunctionInfo& info, std::chrono::milliseconds run_timeout);
 
   Status set_input(size_t index, const Tensor& tensor);
   Status run();
@@ -122,6 +151,7 @@ class OpenSession {
   const Tensor& output(size_t index) const;
 
  private:
+  std::shared_ptr<Program::State> program_;
   std::shared_ptr<OpenFunction> function_;
   const FunctionInfo& info_;
   std::chrono::milliseconds run_timeout_;

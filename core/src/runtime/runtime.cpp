@@ -217,6 +217,10 @@ Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::Pl
                                            *state->reader, state->parameters, a->content, function, host_,
                                            std::move(load), options.shape_cache, state->max_tensor_bytes,
                                            host_->channel()));
+      if (!function.instructions.empty()) {
+        LOOM_RETURN_IF_ERROR(open->enable_native(*state->reader, state->parameters, function, state->kernels,
+                                                 def.delegates.size()));
+      }
       runtime::FunctionPlan plan = runtime::open_function_plan(function);
       plan.open = std::move(open);
       state->functions.push_back(std::move(plan));

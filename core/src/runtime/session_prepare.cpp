@@ -282,7 +282,7 @@ Result<std::unique_ptr<Session::State>> make_session_state(std::shared_ptr<Progr
     s->program = program;
     s->plan = plan;
     s->run_timeout = program->run_timeout;
-    s->open = std::make_unique<OpenSession>(plan->open, plan->info, program->run_timeout);
+    s->open = std::make_unique<OpenSession>(program, plan->open, plan->info, program->run_timeout);
     return s;
   }
   LOOM_RETURN_IF_ERROR(check_declared_sizes(*plan, program->max_tensor_bytes));

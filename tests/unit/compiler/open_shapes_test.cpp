@@ -405,6 +405,163 @@ TEST(DecodeOpenGraph, DamagedArtifactsAreErrorsNamingWhatIsWrong) {
       << truncated.status().message();
 }
 
+// --- native open-shape programs (format 1.4, plugin ABI 1.2) ----------------
+
+ValueDef open_value(std::string name, Shape shape, std::vector<std::string> symbols);
+
+// x[n, 3, h, w] -> Conv(w[4,3,3,3], b, pads 1) -> BatchNormalization -> Relu
+//   -> GlobalAveragePool -> Flatten -> y[n, 4]: no shape is computed into a
+// value, so one compile serves every binding.
+::onnx::ModelProto pooled_cnn() {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {-1, 3, -1, -1});
+  std::vector<float> w(4 * 3 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>(i % 5) - 2) / 4.0f;
+  init_f32(m, "w", {4, 3, 3, 3}, w);
+  init_f32(m, "b", {4}, {0.1f, -0.2f, 0.3f, 0.0f});
+  init_f32(m, "gamma", {4}, {1.5f, 0.5f, 1.0f, 2.0f});
+  init_f32(m, "beta", {4}, {0.0f, 0.1f, -0.1f, 0.2f});
+  init_f32(m, "mean", {4}, {0.2f, -0.1f, 0.0f, 0.3f});
+  init_f32(m, "var", {4}, {1.0f, 2.0f, 0.5f, 1.5f});
+  auto& conv = add_node(m, "Conv", {"x", "w", "b"}, {"c"}, "conv");
+  attr_ints(conv, "pads", {1, 1, 1, 1});
+  attr_ints(conv, "kernel_shape", {3, 3});
+  add_node(m, "BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"}, "bn");
+  add_node(m, "Relu", {"bn"}, {"r"}, "relu");
+  add_node(m, "GlobalAveragePool", {"r"}, {"g"}, "pool");
+  add_node(m, "Flatten", {"g"}, {"y"}, "flatten");
+  add_output(m, "y", TP::FLOAT, {-1, 4});
+  return m;
+}
+
+Result<CompileReport> compile_pooled(Runtime& runtime, const std::string& name, CompileOptions options) {
+  const fs::path model = fs::path(::testing::TempDir()) / "pooled_cnn.onnx";
+  LOOM_RETURN_IF_ERROR(fx::write_model(pooled_cnn(), model));
+  return compile_onnx_file(runtime.plugin_host(), model, fs::path(::testing::TempDir()) / (name + ".loom"),
+                           options);
+}
+
+TEST(NativeOpenShapes, CompiledOnceRunsEveryBindingWithoutCompilingAgain) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto report = compile_pooled(*runtime, "pooled_native", {});
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
+  EXPECT_EQ(report->reference_nodes, 4u);  // BN folded into the Conv once, at compile time
+  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_native.loom").value();
+  const FunctionInfo info = program->function("main").value();
+  EXPECT_TRUE(info.open);
+  EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 3, -1, -1}));
+  auto session = program->create_session().value();
+  for (auto [n, h, w] : {std::tuple{1, 8, 8}, {2, 5, 9}, {3, 16, 4}, {1, 1, 1}, {2, 5, 9}}) {
+    // The oracle: the same model compiled for this binding alone.
+    CompileOptions fixed;
+    fixed.input_shapes = {{"x", {n, 3, h, w}}};
+    ASSERT_TRUE(compile_pooled(*runtime, "pooled_fixed", fixed).ok());
+    auto oracle = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_fixed.loom").value();
+    auto want_session = oracle->create_session().value();
+    const Tensor x = pattern({n, 3, h, w}, n + h);
+    ASSERT_TRUE(want_session->set_input("x", x).ok());
+    ASSERT_TRUE(want_session->run().ok());
+    ASSERT_TRUE(session->set_input("x", x).ok());
+    ASSERT_TRUE(session->run().ok());
+    EXPECT_EQ(session->output(0).shape(), (Shape{n, 4}));
+    EXPECT_LE(max_diff(session->output(0), want_session->output(0)), 1e-5f) << n << "x3x" << h << "x" << w;
+    // No program of its own: the binding ran the program's own instructions.
+    EXPECT_EQ(session->bound_program(), nullptr);
+  }
+}
+
+TEST(NativeOpenShapes, ABindingIsPlannedNotCompiled) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  ASSERT_TRUE(compile_pooled(*runtime, "pooled_plan", {}).ok());
+  LoadOptions load;
+  load.shape_cache = 2;
+  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_plan.loom", load).value();
+  auto session = program->create_session().value();
+  // Still one "specialize" span per new binding (planned, not compiled),
+  // none for a binding in the cache.
+  EXPECT_EQ(specializations(*runtime, [&] {
+              for (int i = 0; i < 4; ++i) {
+                ASSERT_TRUE(session->set_input("x", pattern({1, 3, i % 2 ? 5 : 7, 4}, i)).ok());
+                ASSERT_TRUE(session->run().ok());
+              }
+            }),
+            2u);
+  // A binding beyond max_tensor_bytes is refused before anything is planned.
+  LoadOptions small;
+  small.max_tensor_bytes = 4096;
+  auto tight = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_plan.loom", small).value();
+  auto s2 = tight->create_session().value();
+  ASSERT_TRUE(s2->set_input("x", pattern({1, 3, 64, 64}, 1)).ok());
+  const Status st = s2->run();
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted) << st.to_string();
+  EXPECT_NE(st.message().find("max_tensor_bytes"), std::string::npos) << st.message();
+}
+
+TEST(NativeOpenShapes, CompiledPerBindingWhenTheStructureOrATargetRequiresIt) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  // open_cnn's Reshape target is computed from Shape(r): a different
+  // constant at every binding.
+  const fs::path out = fs::path(::testing::TempDir()) / "open_cnn_per_binding.loom";
+  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(), out, {});
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_FALSE(report->open_native);
+  EXPECT_NE(report->open_per_binding_why.find("the graph's structure follows the binding"), std::string::npos)
+      << report->open_per_binding_why;
+  // A target that compiles fixed shapes only.
+  CompileOptions fpga;
+  fpga.targets = {"fpga-stub"};
+  auto fixed_only = compile_pooled(*runtime, "pooled_fpga", fpga);
+  ASSERT_TRUE(fixed_only.ok()) << fixed_only.status().to_string();
+  EXPECT_FALSE(fixed_only->open_native);
+  EXPECT_EQ(fixed_only->open_per_binding_why,
+            "fpga-stub compiles fixed shapes only (no open-shape executables, ABI 1.2)");
+}
+
+TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
+  graph::Graph a;
+  a.tensors.push_back({"x", DType::kF32, {2, 3}, nullptr});
+  a.tensors.push_back({"k", DType::kI64, {1},
+                       std::make_shared<const std::vector<std::byte>>(8, std::byte{1})});
+  a.tensors.push_back({"y", DType::kF32, {2, 3}, nullptr});
+  a.nodes.push_back({"r", "Reshape", "", 13, {}, {0, 1}, {2}});
+  a.inputs = {0};
+  a.outputs = {2};
+  graph::Graph b = a;
+  b.tensors[0].shape = {5, 3};
+  b.tensors[2].shape = {5, 3};
+  EXPECT_EQ(lowering::compare_bindings(a, b), "");
+  b.tensors[1].data = std::make_shared<const std::vector<std::byte>>(8, std::byte{2});
+  EXPECT_EQ(lowering::compare_bindings(a, b),
+            "tensor 'k': a constant whose value follows the binding (shapes computed into values)");
+  b = a;
+  b.nodes[0].op_type = "Expand";
+  EXPECT_NE(lowering::compare_bindings(a, b).find("differs at another binding"), std::string::npos);
+  b = a;
+  b.tensors.pop_back();
+  EXPECT_NE(lowering::compare_bindings(a, b).find("at one binding"), std::string::npos);
+}
+
+TEST(NativeOpenShapes, ProbeBindingsShareSymbolsAndKeepInsideBounds) {
+  lowering::OpenSignature sig;
+  sig.inputs = {open_value("x", {-1, 3, -1}, {"n", "", ""}), open_value("m", {-1}, {"n"})};
+  sig.inputs[0].dim_min = {0, 0, 1};
+  sig.inputs[0].dim_max = {0, 0, 100};
+  const auto probes = lowering::probe_bindings(sig);
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[0], (std::vector<Shape>{{96, 3, 96}, {96}}));
+  EXPECT_EQ(probes[1], (std::vector<Shape>{{160, 3, 100}, {160}}));
+  // A range that holds one probe value only: its ends.
+  sig.inputs[0].dim_min = {0, 0, 2};
+  sig.inputs[0].dim_max = {0, 0, 8};
+  const auto narrow = lowering::probe_bindings(sig);
+  EXPECT_EQ(narrow[0][0], (Shape{96, 3, 2}));
+  EXPECT_EQ(narrow[1][0], (Shape{160, 3, 8}));
+}
+
 // --- lowering::check_binding on a signature of its own ----------------------
 
 ValueDef open_value(std::string name, Shape shape, std::vector<std::string> symbols) {

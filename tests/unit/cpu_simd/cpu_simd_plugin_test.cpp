@@ -12,9 +12,9 @@ TEST(CpuSimdQuery, NegotiatesTheNewestCommonVersion) {
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(1, 0), LOOM_ABI_VERSION(1, 7), reason, sizeof reason);
   ASSERT_EQ(lib.query()(&q), LOOM_STATUS_OK) << reason;
-  EXPECT_EQ(q.out_abi_version, LOOM_ABI_VERSION(1, 1));
+  EXPECT_EQ(q.out_abi_version, LOOM_ABI_VERSION(1, 2));
   ASSERT_NE(q.out_api, nullptr);
-  EXPECT_EQ(q.out_api->abi_version, LOOM_ABI_VERSION(1, 1));
+  EXPECT_EQ(q.out_api->abi_version, LOOM_ABI_VERSION(1, 2));
   EXPECT_GE(q.out_api->struct_size, LOOM_PLUGIN_API_V1_1_SIZE);
   EXPECT_NE(q.out_api->compile, nullptr);
   // A 1.0 host gets the 1.0 table, with the compile entries too.
@@ -39,7 +39,7 @@ TEST(CpuSimdQuery, RefusesAHostRangeItDoesNotSpeakWithAReason) {
   char reason[128] = {};
   loom_plugin_query_t q = make_query(LOOM_ABI_VERSION(2, 0), LOOM_ABI_VERSION(2, 3), reason, sizeof reason);
   EXPECT_EQ(lib.query()(&q), LOOM_STATUS_INCOMPATIBLE);
-  EXPECT_STREQ(reason, "the host speaks ABI 2.0-2.3, the plugin speaks 1.0-1.1");
+  EXPECT_STREQ(reason, "the host speaks ABI 2.0-2.3, the plugin speaks 1.0-1.2");
   EXPECT_EQ(q.out_api, nullptr);
 
   loom_plugin_query_t inverted = make_query(LOOM_ABI_VERSION(1, 2), LOOM_ABI_VERSION(1, 0), reason, sizeof reason);

@@ -275,6 +275,34 @@ TEST(ProgramWriterValidation, OpenShapeFunctionRoundTripsAndSetsItsFeatureBit) {
   EXPECT_TRUE((*reader)->program() == w.program());
 }
 
+// Format 1.4: an open-shape function with instructions of its own (a native
+// open-shape program) sets required feature bit 2 as well, so that a 1.3
+// reader refuses it; one without keeps to bit 1.
+TEST(ProgramWriterValidation, NativeOpenFunctionSetsTheOpenExecutablesBit) {
+  ProgramWriter plain = with_open_function();
+  auto plain_file = plain.write_buffer();
+  ASSERT_TRUE(plain_file.ok()) << plain_file.status().to_string();
+  auto plain_reader = ProgramReader::open_buffer(*plain_file);
+  ASSERT_TRUE(plain_reader.ok());
+  EXPECT_EQ((*plain_reader)->head().required_features & kRequiredFeatureOpenExecutables, 0u);
+
+  ProgramWriter w = with_open_function();
+  FunctionDef& f = w.program().functions.back();
+  InstructionDef relu;
+  relu.op = OpCode::kKernelCall;
+  relu.kernel = "Relu";
+  relu.inputs = {0};
+  relu.outputs = {1};
+  f.instructions.push_back(relu);
+  auto file = w.write_buffer();
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto reader = ProgramReader::open_buffer(*file);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_NE((*reader)->head().required_features & kRequiredFeatureOpenExecutables, 0u);
+  EXPECT_NE((*reader)->head().required_features & kRequiredFeatureOpenShapes, 0u);
+  EXPECT_EQ((*reader)->program().functions.back().instructions.size(), 1u);
+}
+
 TEST(ProgramWriterValidation, OpenShapeFieldsAreChecked) {
   ProgramWriter w = with_open_function();
   const size_t f = w.program().functions.size() - 1;
@@ -285,8 +313,8 @@ TEST(ProgramWriterValidation, OpenShapeFieldsAreChecked) {
   w.program().functions[f].graph_artifact = 0;
   EXPECT_TRUE(writer_refuses(w, at + ".graph_artifact: artifact 0 has loader key"));
   w = with_open_function();
-  w.program().functions[f].instructions.push_back(InstructionDef{});
-  EXPECT_TRUE(writer_refuses(w, "an open-shape function (graph_artifact 3) has no instructions"));
+  w.program().functions[f].memory_plan.arena_size = 64;
+  EXPECT_TRUE(writer_refuses(w, "an open-shape function (graph_artifact 3) has no memory plan of its own"));
   w = with_open_function();
   w.program().functions[f].values[0].dim_symbols = {"batch"};
   EXPECT_TRUE(writer_refuses(w, at + ".values[0].dim_symbols: 1 entries for a rank-2 shape"));
