@@ -156,6 +156,21 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.nodes = {add, sm};
     write(dir, "add_softmax_v4.blob", encode(g));
   }
+  {
+    // Format 5: an open batch through MatMul, Relu and a Copy with a shape spec.
+    BlobGraph g;
+    const uint32_t x = t(g, {-1, 3}), w = t(g, {3, 4}), h = t(g, {-1, 4}), r = t(g, {-1, 4});
+    const uint32_t y = t(g, {-1, 2, 2});
+    g.tensors[w].parameter = true;
+    g.inputs = {x, w};
+    g.outputs = {y};
+    BlobNode mm{Op::kMatMul, {x, w}, {h}};
+    BlobNode relu{Op::kRelu, {h}, {r}};
+    BlobNode copy{Op::kCopy, {r}, {y}};
+    copy.ints = {-2, 2, -1};
+    g.nodes = {mm, relu, copy};
+    write(dir, "open_matmul_copy_v5.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

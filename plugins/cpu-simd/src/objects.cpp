@@ -338,7 +338,9 @@ Status Executable::binding_for(const sdk::ExecuteCallT<Fence>& call, std::shared
     size_t packs = 0, reuses = 0;
     packed_weights_counts(*shared_packs_, &packs, &reuses);
     std::string line = "executable: prepared binding " + std::to_string(bindings_prepared_) + " (inputs";
-    for (const std::vector<int64_t>& s : shapes) line += " " + detail::shape_string(s);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (!graph_.tensors[graph_.inputs[i]].parameter) line += " " + detail::shape_string(shapes[i]);
+    }
     line += "; " + std::to_string(bindings_.size() + 1) + " of " + std::to_string(cache_size_) +
             " kept; weight packs so far: " + std::to_string(packs) + " made, " + std::to_string(reuses) +
             " reused)";
