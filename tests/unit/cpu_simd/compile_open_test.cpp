@@ -89,8 +89,37 @@ TEST_F(CompileOpen, RefusesWhatABindingWouldDecide) {
   const int u = b.tensor({-1, 4, -1}), f2 = b.tensor({-1, -1});
   b.node("Relu", {x}, {u}, {}, 11);
   b.node("Transpose", {u}, {f2}, {attr_ints("perm", {0, 2, 1})}, 11);
-  for (int t : {s, c, f, q, r, f2}) b.output(t);
-  EXPECT_EQ(supported(b), (std::vector<bool>{false, false, false, false, true, true, false}));
+  // ConvTranspose with explicit pads: its output extent follows per binding.
+  const int wt2 = b.parameter({4, 2, 2}, "wt");
+  const int up = b.tensor({-1, 2, -1});
+  b.node("ConvTranspose", {x, wt2}, {up}, {attr_ints("strides", {2})}, 11);
+  for (int t : {s, c, f, q, r, f2, up}) b.output(t);
+  EXPECT_EQ(supported(b), (std::vector<bool>{false, false, false, false, true, true, false, true}));
+}
+
+TEST_F(CompileOpen, ConvTransposeFollowsTheBinding) {
+  auto graph = [](int64_t n, int64_t l) {
+    GraphBuilder b;
+    const int x = b.input({n, 4, l});
+    const int w = b.parameter({4, 2, 3}, "w");
+    const int y = b.tensor({n, 2, l < 0 ? -1 : 2 * l + 1});
+    b.node("ConvTranspose", {x, w}, {y}, {attr_ints("strides", {2})}, 11);
+    b.output(y);
+    return b;
+  };
+  std::vector<std::byte> blob;
+  ASSERT_EQ(compile(graph(-1, -1).finish(), &blob), "ok");
+  std::mt19937 rng(42);
+  const std::vector<float> w = random_values(4 * 2 * 3, rng);
+  for (const Dims& xs : {Dims{1, 4, 5}, Dims{3, 4, 2}}) {
+    std::vector<HostTensor> in = {{xs, random_values(static_cast<size_t>(xs[0] * 4 * xs[2]), rng)}, {{4, 2, 3}, w}};
+    const std::vector<Dims> out_shapes = {{xs[0], 2, 2 * xs[2] + 1}};
+    std::vector<std::vector<float>> got = output_data(out_shapes);
+    ASSERT_EQ(load_and_execute(device_, blob, 5, f32_tensors(in, out_shapes, got), in.size()), "ok");
+    const std::vector<std::vector<float>> want = run(graph(xs[0], xs[2]), in, out_shapes);
+    ASSERT_EQ(want.size(), 1u);
+    expect_near(got[0], want[0]);
+  }
 }
 
 TEST_F(CompileOpen, StaticGraphsStillCompileToFormatFour) {
