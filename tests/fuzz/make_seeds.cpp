@@ -164,11 +164,16 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.tensors[w].parameter = true;
     g.inputs = {x, w};
     g.outputs = {y};
-    BlobNode mm{Op::kMatMul, {x, w}, {h}};
-    BlobNode relu{Op::kRelu, {h}, {r}};
-    BlobNode copy{Op::kCopy, {r}, {y}};
-    copy.ints = {-2, 2, -1};
-    g.nodes = {mm, relu, copy};
+    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
+      BlobNode n;
+      n.op = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      return g.nodes.emplace_back(std::move(n));
+    };
+    node(Op::kMatMul, {x, w}, h);
+    node(Op::kRelu, {h}, r);
+    node(Op::kCopy, {r}, y).ints = {-2, 2, -1};
     write(dir, "open_matmul_copy_v5.blob", encode(g));
   }
 }
