@@ -156,6 +156,26 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.nodes = {add, sm};
     write(dir, "add_softmax_v4.blob", encode(g));
   }
+  {
+    // Format 5: an open batch through MatMul, Relu and a Copy with a shape spec.
+    BlobGraph g;
+    const uint32_t x = t(g, {-1, 3}), w = t(g, {3, 4}), h = t(g, {-1, 4}), r = t(g, {-1, 4});
+    const uint32_t y = t(g, {-1, 2, 2});
+    g.tensors[w].parameter = true;
+    g.inputs = {x, w};
+    g.outputs = {y};
+    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
+      BlobNode n;
+      n.op = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      return g.nodes.emplace_back(std::move(n));
+    };
+    node(Op::kMatMul, {x, w}, h);
+    node(Op::kRelu, {h}, r);
+    node(Op::kCopy, {r}, y).ints = {-2, 2, -1};
+    write(dir, "open_matmul_copy_v5.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

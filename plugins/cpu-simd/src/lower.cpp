@@ -122,6 +122,24 @@ bool lower_reshape(Lowering& l) {
   }
   if (!l.data(0) || !l.output(1)) return false;
   const Shape x = l.shape_of(0);
+  if (l.open_shapes()) {
+    // The target per binding: the blob's shape spec says the same as ONNX's
+    // (0 copies the input's dimension, -1 is inferred), checked per binding.
+    Shape blob_spec(spec.size());
+    bool inferred = false;
+    for (size_t d = 0; d < spec.size(); ++d) {
+      const int64_t v = spec[d];
+      if (v == -1 && inferred) return l.fail("shape has more than one -1");
+      inferred = inferred || v == -1;
+      if (v == 0 && allowzero == 0 && d >= x.size()) {
+        return l.fail("shape copies dimension " + std::to_string(d) + " the input lacks");
+      }
+      if (v < -1 || v > kMaxAttr) return l.fail("shape has the dimension " + std::to_string(v));
+      blob_spec[d] = v == 0 && allowzero == 0 ? -2 - static_cast<int64_t>(d) : v;
+    }
+    l.node().ints = std::move(blob_spec);
+    return true;
+  }
   uint64_t total = 0;
   element_count(x, &total);
   Shape target(spec.size());
@@ -167,7 +185,21 @@ bool lower_flatten(Lowering& l) {
   if (axis < -rank || axis > rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
   if (axis < 0) axis += rank;
   int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[static_cast<size_t>(d)];
+  bool outer_open = false, inner_open = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t v = x[static_cast<size_t>(d)];
+    (d < axis ? outer_open : inner_open) |= v < 0;
+    (d < axis ? outer : inner) *= v < 0 ? 1 : v;
+  }
+  if (l.open_shapes()) {
+    if (outer_open && inner_open) {
+      return l.fail("input " + detail::shape_string(x) + " has open dimensions on both sides of axis " +
+                    std::to_string(axis) + ": the output cannot be expressed per binding");
+    }
+    l.node().ints = {outer_open ? -1 : outer, outer_open ? inner : -1};
+    if (!outer_open && !inner_open) l.node().ints = {outer, inner};
+    return true;
+  }
   if (l.output_shape() != Shape{outer, inner}) return l.fail("output shape differs from Flatten's rule");
   return true;
 }
@@ -350,6 +382,25 @@ bool lower_squeeze(Lowering& l, bool unsqueeze) {
     if (named[static_cast<size_t>(a)]) return l.fail("axis " + std::to_string(a) + " is given twice");
     named[static_cast<size_t>(a)] = true;
   }
+  if (l.open_shapes()) {
+    // Per binding: kept dimensions copied from the input, inserted ones 1.
+    // Squeeze's dropped dimensions must be 1 then (bind_shapes checks the
+    // element count); without axes, which ones drop depends on the binding.
+    Shape blob_spec;
+    if (unsqueeze) {
+      int64_t next = 0;
+      for (int64_t d = 0; d < out_rank; ++d) blob_spec.push_back(named[static_cast<size_t>(d)] ? 1 : -2 - next++);
+    } else {
+      if (axes.empty()) return l.fail("Squeeze without axes of input " + detail::shape_string(x) +
+                                      " with open dimensions");
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (named[d] && x[d] > 1) return l.fail("axis " + std::to_string(d) + " has extent " + std::to_string(x[d]) + ", not 1");
+        if (!named[d]) blob_spec.push_back(-2 - static_cast<int64_t>(d));
+      }
+    }
+    l.node().ints = std::move(blob_spec);
+    return true;
+  }
   Shape want;
   if (unsqueeze) {
     size_t next = 0;
@@ -367,6 +418,93 @@ bool lower_squeeze(Lowering& l, bool unsqueeze) {
   }
   return true;
 }
+
+// Open graphs (ABI 1.2): the probe an open dimension takes when a node's
+// shape rule is checked at compile time. Big enough for any window a model
+// slides over a map whose size is left open.
+constexpr int64_t kOpenProbe = 64;
+
+Shape probe_shape(const Shape& s) {
+  Shape p = s;
+  for (int64_t& d : p) d = d < 0 ? kOpenProbe : d;
+  return p;
+}
+
+}  // namespace
+
+// Operators whose blob form fixes what an open dimension decides (Slice's,
+// Split's, Resize's and Gather's index tables, SAME padding, Pad's checks
+// against the input's extent) are refused when their data input is open; everything else is checked per node by
+// check_open_node.
+bool open_shapes_ok(const sdk::GraphView&, const sdk::NodeView& node, std::string* why) {
+  if (node.input_count() == 0 || !node.has_input(0) || !is_open(node.input(0).shape())) return true;
+  const std::string op = node.op_type();
+  const std::string x = detail::shape_string(node.input(0).shape());
+  if (op == "Slice" || op == "Split" || op == "Resize" || op == "Gather" || op == "Pad") {
+    *why = op + " of an input with open dimensions " + x +
+           " (its index tables are resolved at compile time)";
+    return false;
+  }
+  if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+    std::string auto_pad;
+    if (!node.get_string("auto_pad", "NOTSET", &auto_pad).ok()) return true;  // dispatch says why
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      *why = "auto_pad " + auto_pad + " over an input with open dimensions " + x +
+             " (its pads depend on the binding)";
+      return false;
+    }
+  }
+  return true;
+}
+
+// A lowered node of an open graph: a Copy between open shapes carries a
+// shape spec (identity when the declared shapes are the same), and every
+// node's shape rule must hold at a probe binding (open dimensions 64) with
+// a result that fits the declared output. bind_shapes checks each real
+// binding again at execute.
+bool check_open_node(const sdk::GraphView& g, std::vector<BlobNode>* nodes, std::string* why) {
+  for (BlobNode& n : *nodes) {
+    std::vector<Shape> shapes;
+    std::vector<loom_dtype_t> dtypes;
+    for (uint32_t t : n.inputs) {
+      shapes.push_back(probe_shape(g.tensor(t).shape()));
+      dtypes.push_back(g.tensor(t).dtype());
+    }
+    const sdk::TensorView y = g.tensor(n.outputs[0]);
+    const Shape declared = y.shape();
+    if (n.op == Op::kCopy && n.ints.empty() && !n.inputs.empty() &&
+        (is_open(declared) || is_open(g.tensor(n.inputs[0]).shape()))) {
+      if (declared != g.tensor(n.inputs[0]).shape()) {
+        *why = "Copy from " + detail::shape_string(g.tensor(n.inputs[0]).shape()) + " to " +
+               detail::shape_string(declared) + " cannot be expressed per binding";
+        return false;
+      }
+      for (size_t d = 0; d < declared.size(); ++d) n.ints.push_back(-2 - static_cast<int64_t>(d));
+    }
+    std::vector<const Shape*> in;
+    for (const Shape& s : shapes) in.push_back(&s);
+    Shape inferred;
+    std::string error;
+    if (!infer_output_shape(n, in, &inferred, &error) || !check_dtypes(n, dtypes, y.dtype(), &error)) {
+      *why = error + " (open dimensions probed at " + std::to_string(kOpenProbe) + ")";
+      return false;
+    }
+    // Where every operand is static, the output must be exactly the rule's.
+    bool any_open = is_open(declared);
+    for (uint32_t t : n.inputs) any_open = any_open || is_open(g.tensor(t).shape());
+    if (n.op == Op::kCopy && n.ints.empty()) continue;  // static: its lowering checked the shapes
+    if (!(any_open ? shape_fits(inferred, declared) : inferred == declared)) {
+      *why = "the output is declared " + detail::shape_string(declared) + " but the operator gives " +
+             detail::shape_string(inferred) + (any_open ? " with open dimensions probed at " +
+                                                              std::to_string(kOpenProbe)
+                                                        : std::string());
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
 
 bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Add") return lower_binary(l, Op::kAdd, 7);
@@ -463,8 +601,10 @@ bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* ou
     *why = "opset " + std::to_string(node.opset()) + " is not valid";
     return false;
   }
+  if (g.has_open_dims() && !lowering::open_shapes_ok(g, node, why)) return false;
   lowering::Lowering l(g, index, out, why);
   if (!lowering::dispatch(l, node.op_type())) return false;
+  if (g.has_open_dims()) return lowering::check_open_node(g, out, why);
   // The output shape the operator's rule gives must be the declared one
   // (kCopy's shapes were checked by its lowering), and the dtypes must
   // follow the operator's dtype rule.

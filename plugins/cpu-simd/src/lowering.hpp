@@ -39,11 +39,18 @@ class Lowering {
  public:
   // `out` gets one blob node (more with add_node).
   Lowering(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why)
-      : node_(g.node(index)), out_(out), why_(why), opset_(node_.opset()) {
+      : node_(g.node(index)), out_(out), why_(why), opset_(node_.opset()),
+        open_graph_(g.has_open_dims()) {
     out_->assign(1, BlobNode{});
   }
 
   int64_t opset() const { return opset_; }
+  // Whether input 0 or output 0 has an open dimension (ABI 1.2 open graphs):
+  // then a Copy's lowering writes a shape spec instead of checking shapes.
+  bool open_shapes() const {
+    return open_graph_ && ((present(0) && is_open(shape_of(0))) ||
+                           (node_.has_output(0) && is_open(output_shape(0))));
+  }
 
   bool fail(std::string why) {
     *why_ = std::move(why);
@@ -132,7 +139,9 @@ class Lowering {
 
   bool shape_ok(const Shape& s, const std::string& what) {
     uint64_t ignored = 0;
-    if (s.size() > kMaxRank || !element_count(s, &ignored)) {
+    Shape known = s;
+    for (int64_t& d : known) d = d == -1 && open_graph_ ? 1 : d;
+    if (s.size() > kMaxRank || !element_count(known, &ignored)) {
       return fail(what + " has shape " + detail::shape_string(s) + ", beyond cpu-simd's limits");
     }
     return true;
@@ -179,6 +188,7 @@ class Lowering {
   std::vector<BlobNode>* out_;
   std::string* why_;
   int64_t opset_;
+  bool open_graph_;
 };
 
 // Format-3 operators (lower_data.cpp).

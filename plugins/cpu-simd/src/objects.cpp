@@ -105,8 +105,17 @@ Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
 // ------------------------------------------------------------------ Executable
 
 Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernels kernels,
-                          std::unique_ptr<Executable>* out) {
+                          std::unique_ptr<Executable>* out, size_t cache_size) {
   std::unique_ptr<Executable> e(new Executable(std::move(graph), pool));
+  if (has_open_dims(e->graph_)) {
+    e->open_ = true;
+    e->onednn_ = onednn;
+    e->kernels_ = kernels;
+    e->cache_size_ = cache_size == 0 ? 1 : cache_size;
+    e->shared_packs_ = make_packed_weights();
+    *out = std::move(e);
+    return Status();
+  }
   const size_t n = e->graph_.tensors.size();
   e->byte_size_.resize(n);
   for (size_t t = 0; t < n; ++t) {
@@ -121,7 +130,7 @@ Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernel
 
 void Executable::report_packing_to(const loom_host_services_t* host) {
   log_host_ = host;
-  if (host == nullptr) return;
+  if (host == nullptr || open_) return;
   std::string steps = schedule_->describe();
   while (!steps.empty() && steps.back() == '\n') steps.pop_back();
   for (size_t at = steps.find('\n'); at != std::string::npos; at = steps.find('\n', at)) {
@@ -131,7 +140,7 @@ void Executable::report_packing_to(const loom_host_services_t* host) {
 }
 
 void Executable::report_packing() {
-  if (packing_reported_.exchange(true) || schedule_->packed_count() == 0) return;
+  if (open_ || packing_reported_.exchange(true) || schedule_->packed_count() == 0) return;
   auto size = [](uint64_t bytes) {
     char text[32];
     if (bytes < (1u << 20)) {
@@ -173,9 +182,9 @@ Executable::Arena* Executable::acquire() {
   for (size_t t = 0; t < slots.size(); ++t) {
     if (slots[t].offset >= 0) {
       arena->tensors[t] = reinterpret_cast<float*>(arena->base + slots[t].offset);
-    } else if (t < graph_.tensors.size() && graph_.tensors[t].constant) {
+    } else if (t < constants_->tensors.size() && constants_->tensors[t].constant) {
       // Kernels never write their inputs, so constants are shared read-only.
-      arena->tensors[t] = const_cast<float*>(graph_.tensors[t].data.data());
+      arena->tensors[t] = const_cast<float*>(constants_->tensors[t].data.data());
     }
   }
   arena->state = schedule_->make_arena();
@@ -258,7 +267,103 @@ Status Executable::bind(const sdk::ExecuteCallT<Fence>& call, float** tensors) c
   return Status();
 }
 
+size_t Executable::cached_bindings() {
+  std::lock_guard<std::mutex> lock(bindings_mutex_);
+  return bindings_.size();
+}
+
+size_t Executable::bindings_prepared() {
+  std::lock_guard<std::mutex> lock(bindings_mutex_);
+  return bindings_prepared_;
+}
+
+Status Executable::binding_for(const sdk::ExecuteCallT<Fence>& call, std::shared_ptr<Executable>* out) {
+  if (call.input_count != graph_.inputs.size() || call.output_count != graph_.outputs.size()) {
+    return sdk::invalid_argument(
+        "execute: the executable takes " + std::to_string(graph_.inputs.size()) + " inputs and " +
+        std::to_string(graph_.outputs.size()) + " outputs, got " + std::to_string(call.input_count) +
+        " and " + std::to_string(call.output_count));
+  }
+  std::vector<std::vector<int64_t>> shapes(call.input_count);
+  for (size_t i = 0; i < call.input_count; ++i) {
+    const loom_tensor_t& t = *call.inputs[i];
+    if (t.rank > kMaxRank || (t.rank != 0 && t.shape == nullptr)) {
+      return tensor_error("input", i, "has rank " + std::to_string(t.rank) +
+                                          (t.rank > kMaxRank ? " (at most 8)" : " but no shape"));
+    }
+    shapes[i].assign(t.shape, t.shape + t.rank);
+  }
+  {
+    std::lock_guard<std::mutex> lock(bindings_mutex_);
+    for (Binding& b : bindings_) {
+      if (b.shapes != shapes) continue;
+      b.last_use = ++use_clock_;
+      *out = b.exe;
+      return Status();
+    }
+  }
+  // A new binding: prepared outside the lock (executions at other bindings
+  // go on meanwhile), then recorded unless another thread was quicker.
+  BlobGraph bound;
+  std::string error;
+  if (!bind_shapes(graph_, shapes, &bound, &error)) {
+    return sdk::invalid_argument("execute: the input shapes do not fit the executable: " + error);
+  }
+  std::unique_ptr<Executable> exe(new Executable(std::move(bound), pool_));
+  exe->constants_ = &graph_;
+  const size_t n = exe->graph_.tensors.size();
+  exe->byte_size_.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    uint64_t count = 1;
+    for (int64_t d : exe->graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
+    exe->byte_size_[t] = count * dtype_size(exe->graph_.tensors[t].dtype);
+  }
+  LOOM_SDK_RETURN_IF_ERROR(Schedule::build(exe->graph_, pool_->parallelism(), onednn_, kernels_,
+                                           &exe->schedule_, shared_packs_));
+  std::shared_ptr<Executable> made(std::move(exe));
+  std::lock_guard<std::mutex> lock(bindings_mutex_);
+  for (Binding& b : bindings_) {
+    if (b.shapes != shapes) continue;
+    b.last_use = ++use_clock_;
+    *out = b.exe;
+    return Status();
+  }
+  if (bindings_.size() >= cache_size_) {
+    auto lru = std::min_element(bindings_.begin(), bindings_.end(),
+                                [](const Binding& a, const Binding& b) { return a.last_use < b.last_use; });
+    bindings_.erase(lru);  // executions still running on it hold their own reference
+  }
+  ++bindings_prepared_;
+  if (log_host_ != nullptr) {
+    size_t packs = 0, reuses = 0;
+    packed_weights_counts(*shared_packs_, &packs, &reuses);
+    std::string line = "executable: prepared binding " + std::to_string(bindings_prepared_) + " (inputs";
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (!graph_.tensors[graph_.inputs[i]].parameter) line += " " + detail::shape_string(shapes[i]);
+    }
+    line += "; " + std::to_string(bindings_.size() + 1) + " of " + std::to_string(cache_size_) +
+            " kept; weight packs so far: " + std::to_string(packs) + " made, " + std::to_string(reuses) +
+            " reused)";
+    sdk::log(log_host_, LOOM_LOG_DEBUG, line.c_str());
+  }
+  bindings_.push_back(Binding{std::move(shapes), made, ++use_clock_});
+  *out = std::move(made);
+  return Status();
+}
+
+Status Executable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
+  std::shared_ptr<Executable> exe;
+  Status s = binding_for(call, &exe);
+  if (!s.ok()) {
+    for (size_t i = 0; i < call.wait_fence_count; ++i) (void)call.wait_fence(i)->wait(UINT64_MAX);
+    if (call.signal_fence != nullptr) call.signal_fence->signal_with(s);
+    return s;
+  }
+  return exe->execute(call);
+}
+
 Status Executable::execute(const sdk::ExecuteCallT<Fence>& call) {
+  if (open_) return execute_open(call);
   for (size_t i = 0; i < call.wait_fence_count; ++i) {
     Status s = call.wait_fence(i)->wait(UINT64_MAX);
     if (!s.ok()) {

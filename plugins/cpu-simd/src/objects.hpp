@@ -71,13 +71,20 @@ class Buffer {
   bool owned_ = true;  // false: imported host memory
 };
 
+// How many bindings an open-shape executable keeps prepared.
+inline constexpr size_t kBindingCacheSize = 8;
+
 class Executable {
  public:
   // Plans `graph` (accepted by decode) for execution with `pool`, which
   // outlives the executable.
   // `onednn` false: the plain kernels only (option cpu.onednn=0).
+  // A graph with open dimensions (format 5) is planned per binding instead:
+  // each execute binds the shapes its inputs carry (bind_shapes), checks
+  // the outputs', and runs a schedule prepared for that binding, kept in an
+  // LRU cache of `cache_size` bindings; the schedules share packed weights.
   static Status create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernels kernels,
-                       std::unique_ptr<Executable>* out);
+                       std::unique_ptr<Executable>* out, size_t cache_size = kBindingCacheSize);
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
@@ -92,10 +99,28 @@ class Executable {
 
   // Scratch arenas made so far (for tests of the pool).
   size_t arena_count();
+  // The schedule of a static executable (open ones have one per binding).
   const Schedule& schedule() const { return *schedule_; }
+
+  // Open-shape executables: whether this is one, the bindings prepared now,
+  // how many were prepared in all, and the shared weight packs.
+  bool is_open() const { return open_; }
+  size_t cached_bindings();
+  size_t bindings_prepared();
+  const PackedWeights* packed_weights() const { return shared_packs_.get(); }
 
  private:
   Executable(BlobGraph graph, ThreadPool* pool) : graph_(std::move(graph)), pool_(pool) {}
+
+  // One binding of an open executable: the input shapes and the static
+  // executable prepared for them.
+  struct Binding {
+    std::vector<std::vector<int64_t>> shapes;
+    std::shared_ptr<Executable> exe;
+    uint64_t last_use = 0;
+  };
+  Status binding_for(const sdk::ExecuteCallT<Fence>& call, std::shared_ptr<Executable>* out);
+  Status execute_open(const sdk::ExecuteCallT<Fence>& call);
 
   // Memory for one concurrent execution: intermediates, the table of slot
   // pointers and oneDNN's per-execution state.
@@ -123,6 +148,22 @@ class Executable {
 
   std::mutex arenas_mutex_;
   std::vector<std::unique_ptr<Arena>> arenas_;
+
+  // Constants are read from this graph (an open executable's, for the
+  // executables of its bindings: one copy, and stable addresses for the
+  // shared weight packs).
+  const BlobGraph* constants_ = &graph_;
+
+  // Open-shape executables only.
+  bool open_ = false;
+  bool onednn_ = true;
+  Kernels kernels_{};
+  size_t cache_size_ = kBindingCacheSize;
+  std::shared_ptr<PackedWeights> shared_packs_;
+  std::mutex bindings_mutex_;
+  std::vector<Binding> bindings_;
+  uint64_t use_clock_ = 0;
+  size_t bindings_prepared_ = 0;
 };
 
 }  // namespace loom::cpu_simd

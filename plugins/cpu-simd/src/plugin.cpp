@@ -1,6 +1,7 @@
-// The cpu-simd plugin: one CPU device running cpu-simd blobs (formats 1 and
-// 2) on host memory, and the compile entries that build format-2 blobs from
-// graph.fbs. The glue to the C ABI is loom/plugin.hpp, which also fills the
+// The cpu-simd plugin: one CPU device running cpu-simd blobs (formats 1 to
+// 5) on host memory, and the compile entries that build blobs from graph.fbs,
+// open-shape graphs included (ABI 1.2, LOOM_PLUGIN_CAP_OPEN_SHAPES: one
+// format-5 blob for every binding). The glue to the C ABI is loom/plugin.hpp, which also fills the
 // compile entries from CpuSimdPlugin's compile members.
 #include <omp.h>
 #include <unistd.h>
@@ -148,11 +149,14 @@ class CpuSimdPlugin {
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     BlobGraph blob;
     LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &blob));
-    const std::vector<std::byte> bytes = encode(blob);
+    // Format 5 only for a graph with open dimensions: static blobs stay
+    // readable by plugins that know formats 1 to 4.
+    const uint32_t version = format_version_for(blob);
+    const std::vector<std::byte> bytes = encode(blob, version);
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
     out->bytes.assign(p, p + bytes.size());
     out->loader_key = kLoaderKey;
-    out->format_version = kFormatVersion;
+    out->format_version = version;
     out->alignment = kDefaultAlignment;
     return Status();
   }
@@ -174,7 +178,8 @@ struct CpuSimd {
                                            kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "cpu-simd", "Loom",
-                                             LOOM_CPU_SIMD_VERSION, 1, kKeys, 0};
+                                             LOOM_CPU_SIMD_VERSION, 1, kKeys,
+                                             LOOM_PLUGIN_CAP_OPEN_SHAPES};
     return &kInfo;
   }
 

@@ -61,11 +61,46 @@ void coalesce(BroadcastGeometry* g) {
   *g = out;
 }
 
+// ------------------------------------------------------------------ shared packs
+
+class PackedWeights {
+ public:
+  // What a packed weight depends on: its source tensors, both layouts and
+  // the folding constants.
+  struct Key {
+    std::array<const float*, 6> from{};
+    memory::desc user_md, packed_md, bias_md;
+    float bias_scale = 1, epsilon = 0;
+    bool operator==(const Key& o) const {
+      return from == o.from && user_md == o.user_md && packed_md == o.packed_md &&
+             bias_md == o.bias_md && bias_scale == o.bias_scale && epsilon == o.epsilon;
+    }
+  };
+  struct Entry {
+    Key key;
+    memory packed, bias;  // owned here; schedules point their own memory objects at them
+  };
+
+  std::mutex mutex;
+  std::vector<Entry> entries;  // few (one per weight and layout): searched linearly
+  size_t packs = 0, reuses = 0;
+};
+
+std::shared_ptr<PackedWeights> make_packed_weights() { return std::make_shared<PackedWeights>(); }
+
+void packed_weights_counts(const PackedWeights& store, size_t* out_packed, size_t* out_reused) {
+  auto& s = const_cast<PackedWeights&>(store);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  *out_packed = s.packs;
+  *out_reused = s.reuses;
+}
+
 Schedule::~Schedule() = default;
 
 sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn, Kernels kernels,
-                            std::unique_ptr<Schedule>* out) {
+                            std::unique_ptr<Schedule>* out, std::shared_ptr<PackedWeights> shared) {
   std::unique_ptr<Schedule> s(new Schedule());
+  s->shared_ = std::move(shared);
   s->kernels_ = kernels;
   s->threads_ = threads == 0 ? 1 : threads;
   // oneDNN sizes a primitive's work split by the OpenMP thread count when
@@ -325,6 +360,14 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
                               [&](const Live& l) { return last[l.slot] <= static_cast<int64_t>(k); }),
                live.end());
   }
+  if (s->shared_ != nullptr) {
+    // The packed bytes come from the store: no memory of the schedule's own.
+    for (Step& st : s->steps_) {
+      if (st.dnnl == nullptr || !st.dnnl->packs) continue;
+      st.dnnl->packed = memory(st.dnnl->wei_md, cpu_engine(), nullptr);
+      st.dnnl->bias = memory(st.dnnl->bias_md, cpu_engine(), nullptr);
+    }
+  }
   *out = std::move(s);
   return sdk::Status();
 }
@@ -422,6 +465,33 @@ sdk::Status Schedule::pack_weights(Step& step, float* const* slots) {
   for (size_t k = 0; k < 4; ++k) from[2 + k] = d.bn[k] == kNone ? nullptr : slots[d.bn[k]];
   std::lock_guard<std::mutex> lock(pack_mutex_);
   if (d.packed_once && from == d.packed_from) return sdk::Status();
+  std::unique_lock<std::mutex> shared_lock;
+  PackedWeights::Key key;
+  std::vector<PackedWeights::Entry> fresh;  // recorded once packed
+  if (shared_ != nullptr) {
+    key.from = from;
+    key.user_md = d.user_wei_md;
+    key.packed_md = d.wei_md;
+    key.bias_md = d.bias_md;
+    key.bias_scale = d.bias_scale;
+    key.epsilon = d.bn_epsilon;
+    shared_lock = std::unique_lock<std::mutex>(shared_->mutex);
+    for (const PackedWeights::Entry& e : shared_->entries) {
+      if (!(e.key == key)) continue;
+      d.packed.set_data_handle(e.packed.get_data_handle());
+      d.bias.set_data_handle(e.bias.get_data_handle());
+      d.packed_from = from;
+      d.packed_once = true;
+      ++shared_->reuses;
+      return sdk::Status();
+    }
+    // Packed under the store's lock, so that schedules of other bindings
+    // wait for these bytes instead of packing them again.
+    PackedWeights::Entry e{key, memory(d.wei_md, cpu_engine()), memory(d.bias_md, cpu_engine())};
+    d.packed.set_data_handle(e.packed.get_data_handle());
+    d.bias.set_data_handle(e.bias.get_data_handle());
+    fresh.push_back(std::move(e));
+  }
   const int64_t rows = d.out_channels;
   std::vector<float> scale;
   std::vector<float> bias(static_cast<size_t>(rows), 0.0f);
@@ -456,6 +526,10 @@ sdk::Status Schedule::pack_weights(Step& step, float* const* slots) {
   stream.wait();
   d.packed_from = from;
   d.packed_once = true;
+  if (!fresh.empty()) {
+    shared_->entries.push_back(std::move(fresh.front()));
+    ++shared_->packs;
+  }
   return sdk::Status();
 }
 

@@ -80,13 +80,25 @@ struct ScheduleArenaDeleter {
 };
 using ScheduleArenaPtr = std::unique_ptr<ScheduleArena, ScheduleArenaDeleter>;
 
+// Weights packed into oneDNN's layouts, shared by the schedules of one
+// open-shape executable (one schedule per binding): a schedule packing a
+// weight from the same source tensors, into the same layout, with the same
+// folding, reuses the packed bytes instead of reordering again. Entries live
+// as long as the store. Thread-safe.
+class PackedWeights;
+std::shared_ptr<PackedWeights> make_packed_weights();
+// Packs done and packs reused so far (for tests and logs).
+void packed_weights_counts(const PackedWeights& store, size_t* out_packed, size_t* out_reused);
+
 class Schedule {
  public:
   // `graph` passed decode(); `threads` bounds oneDNN's parallelism;
   // `onednn` false plans every node on the plain kernels, in plain layout.
   // `kernels` runs the nodes left to the plain kernels.
+  // `shared`, when not null, holds the packed weights (see PackedWeights).
   static sdk::Status build(const BlobGraph& graph, size_t threads, bool onednn, Kernels kernels,
-                           std::unique_ptr<Schedule>* out);
+                           std::unique_ptr<Schedule>* out,
+                           std::shared_ptr<PackedWeights> shared = nullptr);
   ~Schedule();
 
   size_t slot_count() const { return slots_.size(); }
@@ -121,6 +133,7 @@ class Schedule {
   size_t threads_ = 1;
   Kernels kernels_;
   std::mutex pack_mutex_;
+  std::shared_ptr<PackedWeights> shared_;
 };
 
 // OpenMP's worker threads, which run oneDNN's kernels, live until the

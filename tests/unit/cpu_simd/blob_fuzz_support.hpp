@@ -73,6 +73,8 @@ inline std::string structural_problem(const BlobGraph& g) {
     if (bt.shape.size() > 8) return where + ": rank above 8";
     uint64_t elements = 1;
     for (int64_t d : bt.shape) {
+      // Format 5: -1 is an open dimension, never in a constant or parameter.
+      if (d == -1 && !bt.constant && !bt.parameter) continue;
       if (d < 0) return where + ": negative dimension";
       if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements) ||
           elements >= (uint64_t{1} << 60)) {

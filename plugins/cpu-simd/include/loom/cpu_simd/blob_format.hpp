@@ -19,15 +19,25 @@
 //                           int_count x i64, float_count x f32,
 //                           input_count x u32, output_count x u32 }
 // Nothing may follow the last node. Version 1 (operators 1-5, no constants,
-// no attribute lists), version 2 (no parameter flag, operators 1-39) and
-// version 3 (f32 tensors only, operators 1-48) are still decoded; encode()
-// writes version 4 unless asked for an older one.
+// no attribute lists), version 2 (no parameter flag, operators 1-39),
+// version 3 (f32 tensors only, operators 1-48) and version 4 (static shapes
+// only) are still decoded. Version 5 is version 4's layout plus open shapes:
+// a dimension of a tensor that is neither a constant nor a parameter may be
+// -1 (bound per execute, see bind_shapes), and a Copy may carry a shape spec
+// in `ints` (one entry per output dimension: >= 0 that extent, -1 inferred
+// from the element count, -2 - j the input's dimension j), which a Copy
+// reading or writing an open shape must. encode() writes the oldest version
+// that holds the graph (format_version_for: 5 only when it needs it) unless
+// asked for another.
 //
 // decode() checks everything it reads with bounded work and never allocates
 // more than the blob's size justifies: the version, every count against the
-// bytes that remain, every index, every shape (rank <= 8, dims >= 0, byte
-// size fits in 62 bits), each operator's arity and attributes, each node's
-// declared output shapes against the operator's shape rule, each node's
+// bytes that remain, every index, every shape (rank <= 8, dims >= 0 or, in
+// format 5, -1 outside constants and parameters; byte size fits in 62
+// bits), each operator's arity and attributes, each node's declared output
+// shapes against the operator's shape rule (for a node that reads or writes
+// an open shape: only where its inputs are static, and a Copy's spec for
+// form; bind_shapes applies every rule per binding), each node's
 // operand and output dtypes against its dtype rule (check_dtypes), and that nodes
 // come in topological order (a node reads only graph inputs, constants or
 // outputs of earlier nodes, and every tensor is written once).
@@ -45,7 +55,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersion = 5;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -149,6 +159,44 @@ inline bool element_count(const std::vector<int64_t>& shape, uint64_t* out) {
   return true;
 }
 
+// Whether `shape` has an open dimension (-1, format 5).
+inline bool is_open(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) return true;
+  }
+  return false;
+}
+
+// Whether a bound shape agrees with a declared one: same rank, and equal
+// wherever the declared dimension is not open.
+inline bool shape_fits(const std::vector<int64_t>& bound, const std::vector<int64_t>& declared) {
+  if (bound.size() != declared.size()) return false;
+  for (size_t d = 0; d < bound.size(); ++d) {
+    if (declared[d] >= 0 && bound[d] != declared[d]) return false;
+  }
+  return true;
+}
+
+// Whether any tensor of `g` has an open dimension: such a graph is
+// executed through bind_shapes, one concrete graph per binding.
+inline bool has_open_dims(const BlobGraph& g) {
+  for (const BlobTensor& t : g.tensors) {
+    if (is_open(t.shape)) return true;
+  }
+  return false;
+}
+
+// The oldest format that holds `g`: 5 when a tensor has an open dimension or
+// a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
+// plugins that know formats 1 to 4).
+inline uint32_t format_version_for(const BlobGraph& g) {
+  if (has_open_dims(g)) return 5;
+  for (const BlobNode& n : g.nodes) {
+    if (n.op == Op::kCopy && !n.ints.empty()) return 5;
+  }
+  return 4;
+}
+
 // Checks a decoded or hand-built graph (everything listed in the header
 // comment after the byte-level checks); false with `*error` naming the
 // tensor, node or field.
@@ -172,13 +220,36 @@ inline bool validate(const BlobGraph& g, std::string* error) {
                std::to_string(kMaxRank);
       return false;
     }
+    bool open = false;
     for (size_t d = 0; d < bt.shape.size(); ++d) {
+      // Format 5: -1 is an open dimension, bound per execute; never in a
+      // constant or a parameter, whose bytes are fixed.
+      if (bt.shape[d] == -1 && !bt.constant && !bt.parameter) {
+        open = true;
+        continue;
+      }
       if (bt.shape[d] < 0) {
-        *error = where + ": dimension " + std::to_string(d) + " is " + std::to_string(bt.shape[d]);
+        *error = where + ": dimension " + std::to_string(d) + " is " + std::to_string(bt.shape[d]) +
+                 (bt.shape[d] == -1 ? std::string(" (open), but a ") +
+                                          (bt.constant ? "constant" : "parameter") + " is static"
+                                    : std::string());
         return false;
       }
     }
     uint64_t elements = 0;
+    if (open) {
+      std::vector<int64_t> known = bt.shape;
+      for (int64_t& d : known) d = d < 0 ? 1 : d;
+      if (!element_count(known, &elements)) {
+        *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large (2^60 elements or more)";
+        return false;
+      }
+      if (!bt.data.empty()) {
+        *error = where + ": holds " + std::to_string(bt.data.size()) + " values, but is not a constant";
+        return false;
+      }
+      continue;
+    }
     if (!element_count(bt.shape, &elements)) {
       *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large (2^60 elements or more)";
       return false;
@@ -277,9 +348,50 @@ inline bool validate(const BlobGraph& g, std::string* error) {
       return false;
     }
     std::string why;
+    const std::vector<int64_t>& declared = g.tensors[o].shape;
+    bool open_in = false;
+    for (const std::vector<int64_t>* s : in_shapes) open_in = open_in || is_open(*s);
+    if (open_in || is_open(declared)) {
+      if (!check_dtypes(node, in_dtypes, g.tensors[o].dtype, &why)) {
+        *error = where + ": " + why;
+        return false;
+      }
+      // Format 5: an open operand's shape is known per binding only, where
+      // bind_shapes applies the rule; here the shape spec of a Copy that
+      // meets an open shape is checked for form.
+      if (node.op == Op::kCopy && node.ints.empty()) {
+        *error = where + ": output tensor " + std::to_string(o) + " " + detail::shape_string(declared) +
+                 " or its input is open, which needs a shape spec (ints)";
+        return false;
+      }
+      if (node.op == Op::kCopy && node.ints.size() != declared.size()) {
+        *error = where + ": shape spec of " + std::to_string(node.ints.size()) +
+                 " entries for output tensor " + std::to_string(o) + " of rank " +
+                 std::to_string(declared.size());
+        return false;
+      }
+      if (!open_in && !infer_output_shape(node, in_shapes, &inferred, &why)) {
+        *error = where + ": " + why;
+        return false;
+      }
+      if (!open_in && !shape_fits(inferred, declared)) {
+        *error = where + ": output tensor " + std::to_string(o) + " is declared " +
+                 detail::shape_string(declared) + " but the operator produces " +
+                 detail::shape_string(inferred);
+        return false;
+      }
+      defined[o] = 2;
+      continue;
+    }
     if (!infer_output_shape(node, in_shapes, &inferred, &why) ||
         !check_dtypes(node, in_dtypes, g.tensors[o].dtype, &why)) {
       *error = where + ": " + why;
+      return false;
+    }
+    if (node.op == Op::kCopy && !node.ints.empty() && inferred != declared) {
+      *error = where + ": output tensor " + std::to_string(o) + " is declared " +
+               detail::shape_string(declared) + " but its shape spec gives " +
+               detail::shape_string(inferred);
       return false;
     }
     if (node.op == Op::kCopy) {
@@ -323,11 +435,66 @@ inline bool validate(const BlobGraph& g, std::string* error) {
   return true;
 }
 
-// Serializes `g` in format `version` (1 or 2; 1 drops constants and the
-// attribute lists, so only graphs of format-1 operators survive it). Does
-// not validate: decode() does.
-inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = kFormatVersion) {
+// Binds the open dimensions of `open` (a validated format-5 graph) to one
+// execution's input shapes (`inputs[i]` for graph input i): every node's
+// output shape follows from its inputs' by its shape rule (a Copy's by its
+// shape spec), and must agree with the dimensions the graph declares. Fills
+// `*out` with the concrete graph, validated like a static one (so every
+// attribute is checked against the bound shapes before anything runs).
+// False with `*error` naming the input or node otherwise. Work is linear in
+// the graph's size; constants are copied.
+inline bool bind_shapes(const BlobGraph& open, const std::vector<std::vector<int64_t>>& inputs,
+                        BlobGraph* out, std::string* error) {
+  if (inputs.size() != open.inputs.size()) {
+    *error = "the graph takes " + std::to_string(open.inputs.size()) + " inputs, got " +
+             std::to_string(inputs.size()) + " shapes";
+    return false;
+  }
+  BlobGraph g = open;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    BlobTensor& t = g.tensors[open.inputs[i]];
+    bool ok = shape_fits(inputs[i], t.shape);
+    for (int64_t d : inputs[i]) ok = ok && d >= 0;
+    if (!ok) {
+      *error = "input " + std::to_string(i) + " has shape " + detail::shape_string(inputs[i]) +
+               ", which does not fit the declared " + detail::shape_string(t.shape);
+      return false;
+    }
+    t.shape = inputs[i];
+  }
+  std::vector<const std::vector<int64_t>*> in_shapes;
+  std::vector<int64_t> inferred;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    BlobNode& node = g.nodes[n];
+    in_shapes.clear();
+    for (uint32_t t : node.inputs) in_shapes.push_back(&g.tensors[t].shape);
+    BlobTensor& o = g.tensors[node.outputs[0]];
+    const std::string where = "node " + std::to_string(n) + " (" + op_name(node.op) + ")";
+    std::string why;
+    if (!infer_output_shape(node, in_shapes, &inferred, &why)) {
+      *error = where + ": " + why;
+      return false;
+    }
+    if (node.op == Op::kCopy && node.ints.empty()) continue;  // validated static
+    if (!shape_fits(inferred, o.shape)) {
+      *error = where + ": produces " + detail::shape_string(inferred) + " for output tensor " +
+               std::to_string(node.outputs[0]) + ", declared " + detail::shape_string(o.shape);
+      return false;
+    }
+    o.shape = inferred;
+  }
+  if (!validate(g, error)) return false;
+  *out = std::move(g);
+  return true;
+}
+
+// Serializes `g` in format `version` (1 to 5; 1 drops constants and the
+// attribute lists, so only graphs of format-1 operators survive it; 0, the
+// default: format_version_for(g), so 5 only for open graphs). Does not
+// validate: decode() does.
+inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = 0) {
   using detail::put_u32;
+  if (version == 0) version = format_version_for(g);
   std::vector<std::byte> out;
   for (char c : kMagic) out.push_back(static_cast<std::byte>(c));
   put_u32(out, version);
@@ -370,7 +537,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = kFor
   return out;
 }
 
-// Parses and validates a blob of format 1 to 4. Returns false and fills
+// Parses and validates a blob of format 1 to 5. Returns false and fills
 // `*error` (naming the byte offset or the graph element) on bad input;
 // bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
@@ -429,6 +596,13 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     bt.shape.resize(rank);
     for (uint32_t d = 0; d < rank; ++d) {
       if (!r.i64("tensor dimension", &bt.shape[d], error)) return false;
+    }
+    for (uint32_t d = 0; version < 5 && d < rank; ++d) {
+      if (bt.shape[d] < 0) {
+        *error = at(start) + ": tensor " + std::to_string(t) + ": dimension " + std::to_string(d) +
+                 " is " + std::to_string(bt.shape[d]) + " (open dimensions need format 5)";
+        return false;
+      }
     }
     if (!v2) continue;
     uint32_t flags = 0;
@@ -514,6 +688,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       if (!r.fits(n_floats, 4, "node float", error)) return false;
       node.floats.resize(n_floats);
       for (float& f : node.floats) r.f32("node float", &f, error);
+    }
+    if (version < 5 && node.op == Op::kCopy && !node.ints.empty()) {
+      *error = at(start) + ": node " + std::to_string(n) + " (Copy): a shape spec (ints) needs format 5, "
+               "the blob is format " + std::to_string(version);
+      return false;
     }
     if (!r.fits(uint64_t{n_in} + n_out, 4, "node operand", error)) return false;
     node.inputs.resize(n_in);

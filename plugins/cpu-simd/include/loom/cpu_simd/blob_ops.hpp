@@ -34,7 +34,9 @@ enum class Op : uint32_t {
   kLeakyRelu = 13, kElu = 14, kSelu = 15, kSigmoid = 16, kHardSigmoid = 17, kHardSwish = 18,
   kTanh = 19, kSoftplus = 20, kClip = 21, kErf = 22, kExp = 23, kLog = 24, kSqrt = 25,
   kNeg = 26, kAbs = 27, kReciprocal = 28, kFloor = 29, kCeil = 30,
-  kCopy = 31,  // Identity, Dropout, Reshape, Flatten, Squeeze, Unsqueeze: same elements, new shape
+  kCopy = 31,  // Identity, Dropout, Reshape, Flatten, Squeeze, Unsqueeze: same elements, new shape;
+               // [v5] ints = per output dim: >= 0 that extent, -1 the inferred one,
+               // -2 - j input dim j (empty: the declared shape)
   kLogSoftmax = 32,
   kConcat = 33,     // axis; 1 or more inputs
   kTranspose = 34,  // ints = perm

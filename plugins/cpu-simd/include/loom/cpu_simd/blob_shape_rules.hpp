@@ -233,9 +233,89 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   }
 }
 
+// The output shape of a kCopy node with a shape spec (format 5: `ints`, one
+// entry per output dimension: >= 0 that extent, -1 the one extent inferred
+// from the element count, -2 - j the input's dimension j) given its input
+// shape. False with `*error` when the spec is malformed or does not fit.
+inline bool copy_spec_shape(const std::vector<int64_t>& spec, const std::vector<int64_t>& in,
+                            std::vector<int64_t>* out, std::string* error) {
+  using detail::shape_string;
+  if (spec.size() > kMaxRank) {
+    *error = "Copy: shape spec of " + std::to_string(spec.size()) + " entries exceeds rank " +
+             std::to_string(kMaxRank);
+    return false;
+  }
+  uint64_t count = 1;
+  for (int64_t d : in) {
+    if (d < 0) {
+      *error = "Copy: input " + shape_string(in) + " is not a bound shape";
+      return false;
+    }
+    if (d != 0 && count > (uint64_t{1} << 60) / static_cast<uint64_t>(d)) {
+      *error = "Copy: input " + shape_string(in) + " is too large";
+      return false;
+    }
+    count *= static_cast<uint64_t>(d);
+  }
+  out->assign(spec.size(), 0);
+  int64_t inferred = -1;
+  uint64_t known = 1;
+  bool zero = false;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    const int64_t e = spec[d];
+    int64_t extent = e;
+    if (e == -1) {
+      if (inferred >= 0) {
+        *error = "Copy: shape spec " + shape_string(spec) + " infers more than one dimension";
+        return false;
+      }
+      inferred = static_cast<int64_t>(d);
+      continue;
+    }
+    if (e < -1) {
+      const int64_t j = -2 - e;
+      if (j < 0 || j >= static_cast<int64_t>(in.size())) {
+        *error = "Copy: shape spec " + shape_string(spec) + " entry " + std::to_string(d) +
+                 " copies input dimension " + std::to_string(j) + ", input is " + shape_string(in);
+        return false;
+      }
+      extent = in[static_cast<size_t>(j)];
+    } else if (e > kMaxAttr) {
+      *error = "Copy: shape spec " + shape_string(spec) + " entry " + std::to_string(d) +
+               " is too large";
+      return false;
+    }
+    (*out)[d] = extent;
+    if (extent == 0) {
+      zero = true;
+    } else if (known > (uint64_t{1} << 60) / static_cast<uint64_t>(extent)) {
+      *error = "Copy: shape spec " + shape_string(spec) + " gives too many elements";
+      return false;
+    } else {
+      known *= static_cast<uint64_t>(extent);
+    }
+  }
+  if (inferred >= 0) {
+    if (zero || count % known != 0) {
+      *error = "Copy: shape spec " + shape_string(spec) + " cannot hold the " + std::to_string(count) +
+               " elements of input " + shape_string(in);
+      return false;
+    }
+    (*out)[static_cast<size_t>(inferred)] = static_cast<int64_t>(count / known);
+    return true;
+  }
+  if ((zero ? 0 : known) != count) {
+    *error = "Copy: output " + shape_string(*out) + " does not hold the " + std::to_string(count) +
+             " elements of input " + shape_string(in);
+    return false;
+  }
+  return true;
+}
+
 // The output shape of `node` given its input shapes (ONNX rules), except for
-// kCopy, whose output shape is free (only its element count is checked by
-// validate). False with `*error` naming the operator and the mismatch.
+// kCopy without a shape spec, whose output shape is free (only its element
+// count is checked by validate). False with `*error` naming the operator and
+// the mismatch.
 inline bool infer_output_shape(const BlobNode& node,
                                const std::vector<const std::vector<int64_t>*>& in,
                                std::vector<int64_t>* out, std::string* error) {
@@ -245,7 +325,8 @@ inline bool infer_output_shape(const BlobNode& node,
                             node.op == Op::kTranspose || node.op == Op::kConv ||
                             node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
                             (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose) ||
-                            node.op == Op::kSlice || node.op == Op::kPad || node.op == Op::kCast;
+                            node.op == Op::kSlice || node.op == Op::kPad || node.op == Op::kCast ||
+                            node.op == Op::kCopy;
   if ((!ints_allowed && !node.ints.empty()) ||
       (node.op != Op::kResize && !node.floats.empty())) {
     *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
@@ -265,6 +346,7 @@ inline bool infer_output_shape(const BlobNode& node,
     }
     return true;
   }
+  if (node.op == Op::kCopy && !node.ints.empty()) return copy_spec_shape(node.ints, *in[0], out, error);
   if (is_unary(node.op) || node.op == Op::kCopy) {
     *out = *in[0];
     return true;
