@@ -193,7 +193,11 @@ Result<Subgraph> make_subgraph(const graph::Graph& graph, const Group& group,
       out.call_inputs.push_back(out.tensor_origin[i]);
     }
   }
-  LOOM_RETURN_IF_ERROR(graph::validate(out.graph).with_context("subgraph '" + name + "'"));
+  // A typed open graph (compiled once for every binding) keeps its open
+  // dimensions in its subgraphs.
+  graph::ValidateOptions validate;
+  validate.open = encode.open;
+  LOOM_RETURN_IF_ERROR(graph::validate(out.graph, validate).with_context("subgraph '" + name + "'"));
   return out;
 }
 

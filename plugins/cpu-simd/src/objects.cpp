@@ -1,5 +1,7 @@
 #include "objects.hpp"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
@@ -284,23 +286,35 @@ Status Executable::binding_for(const sdk::ExecuteCallT<Fence>& call, std::shared
         std::to_string(graph_.outputs.size()) + " outputs, got " + std::to_string(call.input_count) +
         " and " + std::to_string(call.output_count));
   }
-  std::vector<std::vector<int64_t>> shapes(call.input_count);
   for (size_t i = 0; i < call.input_count; ++i) {
     const loom_tensor_t& t = *call.inputs[i];
     if (t.rank > kMaxRank || (t.rank != 0 && t.shape == nullptr)) {
       return tensor_error("input", i, "has rank " + std::to_string(t.rank) +
                                           (t.rank > kMaxRank ? " (at most 8)" : " but no shape"));
     }
-    shapes[i].assign(t.shape, t.shape + t.rank);
   }
+  // A binding seen before is found without allocating: the shapes are
+  // compared where the call holds them.
+  auto same = [&](const std::vector<std::vector<int64_t>>& known) {
+    if (known.size() != call.input_count) return false;
+    for (size_t i = 0; i < call.input_count; ++i) {
+      const loom_tensor_t& t = *call.inputs[i];
+      if (known[i].size() != t.rank || !std::equal(known[i].begin(), known[i].end(), t.shape)) return false;
+    }
+    return true;
+  };
   {
     std::lock_guard<std::mutex> lock(bindings_mutex_);
     for (Binding& b : bindings_) {
-      if (b.shapes != shapes) continue;
+      if (!same(b.shapes)) continue;
       b.last_use = ++use_clock_;
       *out = b.exe;
       return Status();
     }
+  }
+  std::vector<std::vector<int64_t>> shapes(call.input_count);
+  for (size_t i = 0; i < call.input_count; ++i) {
+    shapes[i].assign(call.inputs[i]->shape, call.inputs[i]->shape + call.inputs[i]->rank);
   }
   // A new binding: prepared outside the lock (executions at other bindings
   // go on meanwhile), then recorded unless another thread was quicker.
