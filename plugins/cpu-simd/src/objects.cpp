@@ -106,6 +106,18 @@ Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
 
 // ------------------------------------------------------------------ Executable
 
+// The byte size of every tensor of a static graph (a bound one, for a
+// binding of an open executable).
+void Executable::size_tensors() {
+  const size_t n = graph_.tensors.size();
+  byte_size_.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    uint64_t count = 1;
+    for (int64_t d : graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
+    byte_size_[t] = count * dtype_size(graph_.tensors[t].dtype);
+  }
+}
+
 Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernels kernels,
                           std::unique_ptr<Executable>* out, size_t cache_size) {
   std::unique_ptr<Executable> e(new Executable(std::move(graph), pool));
@@ -118,13 +130,7 @@ Status Executable::create(BlobGraph graph, ThreadPool* pool, bool onednn, Kernel
     *out = std::move(e);
     return Status();
   }
-  const size_t n = e->graph_.tensors.size();
-  e->byte_size_.resize(n);
-  for (size_t t = 0; t < n; ++t) {
-    uint64_t count = 1;
-    for (int64_t d : e->graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
-    e->byte_size_[t] = count * dtype_size(e->graph_.tensors[t].dtype);
-  }
+  e->size_tensors();
   LOOM_SDK_RETURN_IF_ERROR(Schedule::build(e->graph_, pool->parallelism(), onednn, kernels, &e->schedule_));
   *out = std::move(e);
   return Status();
@@ -325,13 +331,7 @@ Status Executable::binding_for(const sdk::ExecuteCallT<Fence>& call, std::shared
   }
   std::unique_ptr<Executable> exe(new Executable(std::move(bound), pool_));
   exe->constants_ = &graph_;
-  const size_t n = exe->graph_.tensors.size();
-  exe->byte_size_.resize(n);
-  for (size_t t = 0; t < n; ++t) {
-    uint64_t count = 1;
-    for (int64_t d : exe->graph_.tensors[t].shape) count *= static_cast<uint64_t>(d);
-    exe->byte_size_[t] = count * dtype_size(exe->graph_.tensors[t].dtype);
-  }
+  exe->size_tensors();
   LOOM_SDK_RETURN_IF_ERROR(Schedule::build(exe->graph_, pool_->parallelism(), onednn_, kernels_,
                                            &exe->schedule_, shared_packs_));
   std::shared_ptr<Executable> made(std::move(exe));

@@ -140,6 +140,7 @@ class Executable {
 
   BlobGraph graph_;
   std::unique_ptr<Schedule> schedule_;
+  void size_tensors();  // fills byte_size_ from graph_
   std::vector<uint64_t> byte_size_;  // per blob tensor
   ThreadPool* pool_;
 
