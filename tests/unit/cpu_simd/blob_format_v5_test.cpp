@@ -108,6 +108,26 @@ TEST(BlobFormatV5, OpenCopyNeedsAWellFormedSpec) {
   EXPECT_EQ(error, "node 3 (Copy): Copy: shape spec [-5, 3, 2] entry 0 copies input dimension 3, input is [2, 6]");
 }
 
+// An open Cast meets the dtype rule before any shape rule runs; its `to`
+// is checked there (a fuzzer found `to` 33619966 converted to loom_dtype_t).
+TEST(BlobFormatV5, OpenCastWithABadTargetDtypeIsRefused) {
+  Builder b;
+  const uint32_t x = b.t({-1, 4}), y = b.t({-1, 4});
+  b.g.inputs = {x};
+  b.g.outputs = {y};
+  BlobNode& cast = b.node(Op::kCast, {x}, y);
+  cast.ints = {33619966};
+  const std::string want =
+      "node 0 (Cast): Cast: ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
+      "bool (13), got ";
+  EXPECT_EQ(validate_error(b.g), want + "[33619966]");
+  b.g.nodes[0].ints.clear();
+  EXPECT_EQ(validate_error(b.g), want + "[]");
+  b.g.nodes[0].ints = {LOOM_DTYPE_F32};
+  std::string error;
+  EXPECT_TRUE(validate(b.g, &error)) << error;
+}
+
 TEST(BlobFormatV5, BindShapesGivesTheConcreteGraphPerBinding) {
   const BlobGraph g = open_graph();
   for (int64_t n : {1, 2, 7}) {

@@ -766,7 +766,13 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
       if (out != LOOM_DTYPE_F32) return bad("the output", out, "f32");
       return true;
     case Op::kCast:
-      // infer_output_shape checked that ints[0] is a blob dtype.
+      // Checked here too: an open Cast reaches this rule before (or without)
+      // infer_output_shape, which also checks `to`.
+      if (node.ints.size() != 1 || dtype_code_size(node.ints[0]) == 0) {
+        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
+                 "bool (13), got " + detail::shape_string(node.ints);
+        return false;
+      }
       if (static_cast<int64_t>(out) != node.ints[0]) {
         return bad("the output", out, dtype_name(static_cast<loom_dtype_t>(node.ints[0])));
       }
