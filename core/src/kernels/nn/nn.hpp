@@ -39,6 +39,7 @@ LOOM_NN_DECLARE_OP(lp_pool);
 LOOM_NN_DECLARE_OP(global_average_pool);
 LOOM_NN_DECLARE_OP(global_max_pool);
 LOOM_NN_DECLARE_OP(global_lp_pool);
+LOOM_NN_DECLARE_OP(lrn);
 
 #undef LOOM_NN_DECLARE_OP
 

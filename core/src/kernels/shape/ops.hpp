@@ -35,6 +35,11 @@ LOOM_SHAPE_DECLARE_OP(expand);
 LOOM_SHAPE_DECLARE_OP(tile);
 LOOM_SHAPE_DECLARE_OP(depth_to_space);
 LOOM_SHAPE_DECLARE_OP(space_to_depth);
+// shape/generate.cpp: EyeLike and the window functions.
+LOOM_SHAPE_DECLARE_OP(eye_like);
+LOOM_SHAPE_DECLARE_OP(hann_window);
+LOOM_SHAPE_DECLARE_OP(hamming_window);
+LOOM_SHAPE_DECLARE_OP(blackman_window);
 // shape/pad.cpp
 LOOM_SHAPE_DECLARE_OP(pad);
 // shape/resize.cpp
