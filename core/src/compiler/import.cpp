@@ -598,8 +598,8 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
         return invalid_argument("input '" + name + "' (" + std::string(dtype_name(g.tensors[t].dtype)) + " " +
                                 shape_to_string(g.tensors[t].shape) +
                                 ") of the model decides the output shape of node '" + node.name + "' (" +
-                                node.op_type + "); its value must be known at compile time (only a scalar "
-                                "or a vector of at most " + std::to_string(passes::kMaxValueInputElements) +
+                                node.op_type + "); its value must be known at compile time (only an input "
+                                "of at most " + std::to_string(passes::kMaxValueInputElements) +
                                 " elements is bound per run)");
       }
       if (value == nullptr) {

@@ -11,9 +11,11 @@
 // takes the log-softmax of the scores over axis 1 first and may return it as
 // its second output. A target outside [0, C) that is not ignored is an
 // error naming the element.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/checks.hpp"
 #include "kernels/reduce/common.hpp"

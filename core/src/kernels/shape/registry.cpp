@@ -38,6 +38,10 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add({"HannWindow", &hann_window_run, &hann_window_infer});
   r.add({"HammingWindow", &hamming_window_run, &hamming_window_infer});
   r.add({"BlackmanWindow", &blackman_window_run, &blackman_window_infer});
+  r.add({"NonZero", &nonzero_run, &nonzero_infer});
+  r.add({"Compress", &compress_run, &compress_infer});
+  r.add({"Unique", &unique_run, &unique_infer});
+  r.add({"NonMaxSuppression", &non_max_suppression_run, &non_max_suppression_infer});
 }
 
 }  // namespace loom::kernels
