@@ -230,7 +230,7 @@ TEST(Compare, HalfPrecision) {
 
 TEST(Ops, Issue3ListAndRule) {
   auto ops = required_ops();
-  EXPECT_EQ(ops.size(), 89u);
+  EXPECT_EQ(ops.size(), 102u);
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
   EXPECT_TRUE(is_required_op("Conv"));
   EXPECT_TRUE(is_required_op("Where"));

@@ -83,7 +83,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
       fs::remove_all(dir, ec);
     }
     // Out of scope (a value type Loom lacks, an opset outside
-    // 7-17): an UNSUPPORTED verdict is allowed whatever the operators. Such a
+    // 1-21): an UNSUPPORTED verdict is allowed whatever the operators. Such a
     // case still runs, and a wrong result still fails.
     const bool out_of_scope = summary.ok() && !summary->out_of_scope.empty();
     if (out_of_scope && v.outcome == cf::Outcome::kUnsupported) {

@@ -19,6 +19,7 @@
 
 #include "compiler/import.hpp"
 #include "compiler/import_attributes.hpp"
+#include "compiler/import_opsets.hpp"
 #include "lowering/graph_passes.hpp"
 #include "lowering/open_shapes.hpp"
 #include "onnx/onnx_pb.h"
@@ -139,30 +140,7 @@ class Reader {
       }
       return Status();
     }
-    if (out_.opset < 6 || out_.opset > 17) {
-      return unimplemented("the model uses opset " + std::to_string(out_.opset) +
-                           " of the default ONNX domain; Loom supports opsets 7 to 17 (and 6 "
-                           "for operators unchanged at 7)");
-    }
-    if (out_.opset == 6) {
-      // Opset 6 is taken for the operators whose definition opset 7 kept, so
-      // exporters' older models (PyTorch's, mostly) still compile; those that
-      // opset 7 changed (the legacy `broadcast` attribute of the arithmetic,
-      // BatchNormalization's and Dropout's is_test, ...) are refused by name.
-      static constexpr std::string_view kChangedAt7[] = {
-          "Acos", "Add", "And", "Asin", "Atan", "AveragePool", "BatchNormalization", "Cos",
-          "Div", "Dropout", "Equal", "GRU", "Gemm", "Greater", "LSTM", "Less", "Mul",
-          "Multinomial", "Or", "PRelu", "Pow", "RNN", "Sin", "Sub", "Tan", "Upsample", "Xor"};
-      for (const auto& node : proto_.graph().node()) {
-        if (!is_default_domain(node.domain())) continue;
-        for (std::string_view op : kChangedAt7) {
-          if (node.op_type() == op) {
-            return unimplemented(where_node(node) + " is written for opset 6, and opset 7 changed " +
-                                 node.op_type() + "; Loom implements opsets 7 to 17 of it");
-          }
-        }
-      }
-    }
+    LOOM_RETURN_IF_ERROR(check_default_opset(out_.opset));
     return Status();
   }
 
@@ -457,6 +435,13 @@ class Reader {
       node.outputs.push_back(t);
     }
     if (node.outputs.empty()) return invalid_argument(desc + " has no output");
+    if (node.domain.empty()) {
+      AddConstant add_constant = [this](graph::Tensor t) {
+        while (by_name_.count(t.name)) t.name += "_";
+        return add(std::move(t), "constant");
+      };
+      LOOM_RETURN_IF_ERROR(normalize_node_form(node, out_.graph, desc, add_constant));
+    }
     out_.graph.nodes.push_back(std::move(node));
     return Status();
   }
@@ -613,8 +598,8 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
         return invalid_argument("input '" + name + "' (" + std::string(dtype_name(g.tensors[t].dtype)) + " " +
                                 shape_to_string(g.tensors[t].shape) +
                                 ") of the model decides the output shape of node '" + node.name + "' (" +
-                                node.op_type + "); its value must be known at compile time (only a scalar "
-                                "or a vector of at most " + std::to_string(passes::kMaxValueInputElements) +
+                                node.op_type + "); its value must be known at compile time (only an input "
+                                "of at most " + std::to_string(passes::kMaxValueInputElements) +
                                 " elements is bound per run)");
       }
       if (value == nullptr) {

@@ -2,8 +2,9 @@
 // ready to partition; or, when an input dimension stays open, an open graph
 // for an open-shape program (ImportedModel::open).
 //
-// Steps, in order: read the graph (opsets 7-17 of the default domain;
-// initializers and Constant nodes become constant tensors); bind dynamic
+// Steps, in order: read the graph (opsets 1-21 of the default domain, nodes
+// of opsets 1-6 in their opset-7 form, import_opsets.hpp; initializers and
+// Constant nodes become constant tensors); bind dynamic
 // input dimensions from ImportOptions::input_shapes; infer every tensor's
 // dtype and shape with the reference kernels' infer functions (asking
 // ImportOptions::input_value for a model input whose values decide a shape);

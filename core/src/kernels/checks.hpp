@@ -27,6 +27,11 @@ Status check_output_shape(std::string_view op, std::string_view name,
                           std::span<const int64_t> actual,
                           std::span<const int64_t> expected);
 
+// The DType of an ONNX TensorProto.DataType number given in attribute
+// `attribute` (Cast's `to`, EyeLike's `dtype`, ...): kUnimplemented for a
+// type Loom does not support, kInvalidArgument for a number that is none.
+Result<DType> dtype_from_onnx_number(std::string_view op, std::string_view attribute, int64_t to);
+
 inline const float* in_data(const TensorRef& t) { return static_cast<const float*>(t.data); }
 inline float* out_data(const TensorRef& t) { return static_cast<float*>(t.data); }
 

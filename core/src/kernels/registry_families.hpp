@@ -10,13 +10,14 @@ namespace loom::kernels {
 // Unary math and activations, binary and variadic arithmetic, comparisons,
 // logic, Where, Cast, Identity, Dropout, QuantizeLinear, DequantizeLinear.
 void register_elementwise_kernels(KernelRegistry& registry);
-// Conv, ConvTranspose, MatMul, Gemm, the normalizations, the pools and the
+// Conv, ConvTranspose, MatMul, Gemm, the normalizations, LRN, the pools and the
 // quantized/integer matrix products.
 void register_nn_kernels(KernelRegistry& registry);
 // Shape and data movement: Reshape, Transpose, Concat, Slice, Gather, Pad,
-// Resize, Shape, Range, ... .
+// Resize, Shape, Range, EyeLike, the window functions, ... .
 void register_shape_kernels(KernelRegistry& registry);
-// Reductions, ArgMax/ArgMin, TopK, CumSum, Einsum, Softmax, LogSoftmax.
+// Reductions, ArgMax/ArgMin, TopK, CumSum, Einsum, Softmax, LogSoftmax, the
+// losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss).
 void register_reduce_kernels(KernelRegistry& registry);
 
 }  // namespace loom::kernels

@@ -77,10 +77,11 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
                       bool fold, InferStats& stats, std::optional<NeedsValue>& needs);
 
 // Whether a graph input may have its values bound per run of an open-shape
-// program (frozen into the specialization) when they decide a shape: a
-// scalar or a vector (Reshape's shape, Slice's starts, Range's limits, TopK's
-// k) of at most kMaxValueInputElements elements. A larger or higher-rank
-// input is data, and a shape that depends on it is refused.
+// program (frozen into the specialization) when they decide a shape: one of
+// at most kMaxValueInputElements elements, whatever its rank (Reshape's
+// shape, Slice's starts, Range's limits, TopK's k, and the small tensors whose
+// values size the outputs of NonZero, Compress, Unique, NonMaxSuppression).
+// A larger input is data, and a shape that depends on it is refused.
 inline constexpr uint64_t kMaxValueInputElements = 4096;
 bool binds_values_per_run(const graph::Tensor& input);
 

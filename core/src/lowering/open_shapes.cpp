@@ -423,7 +423,7 @@ Result<BoundGraph> bind_open_graph(const OpenGraph& open, std::span<const Shape>
     }
     if (!data_inputs.empty()) {
       return unimplemented("the output shape of " + passes::describe(node) + " depends on the values of input " +
-                           data_inputs + ", not only on the input shapes; only a scalar or a vector of at most " +
+                           data_inputs + ", not only on the input shapes; only an input of at most " +
                            std::to_string(passes::kMaxValueInputElements) + " elements is bound per run");
     }
     if (values.empty() || more.empty()) {

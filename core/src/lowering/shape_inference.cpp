@@ -297,8 +297,14 @@ std::vector<int32_t> source_inputs(const graph::Graph& g, int32_t t) {
 }
 
 bool binds_values_per_run(const graph::Tensor& input) {
-  if (input.shape.size() > 1) return false;
-  return input.shape.empty() || (input.shape[0] >= 0 && static_cast<uint64_t>(input.shape[0]) <= kMaxValueInputElements);
+  uint64_t count = 1;
+  for (int64_t d : input.shape) {
+    if (d < 0) return false;
+    if (d == 0) return true;
+    if (static_cast<uint64_t>(d) > kMaxValueInputElements / count) return false;
+    count *= static_cast<uint64_t>(d);
+  }
+  return count <= kMaxValueInputElements;
 }
 
 }  // namespace loom::lowering::passes

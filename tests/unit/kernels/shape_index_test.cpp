@@ -40,7 +40,7 @@ TEST(ShapeScatterElements, WritesAndReduces) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ((*plain)[0].values<float>(), (std::vector<float>{1, 2, 3, 9}));
   EXPECT_FALSE(infer_all("ScatterElements", {x, idx, f32({1, 3}, {1, 2, 3})}, {}).ok());
-  EXPECT_FALSE(infer_all("ScatterElements", {x, idx, upd}, {attr_str("reduction", "max")}).ok());
+  EXPECT_FALSE(infer_all("ScatterElements", {x, idx, upd}, {attr_str("reduction", "maximum")}).ok());
   EXPECT_EQ(call("ScatterElements", {x, i64({1, 1}, {4}), f32({1, 1}, {0})}, {attr_int("axis", 1)})
                 .status().code(),
             StatusCode::kOutOfRange);

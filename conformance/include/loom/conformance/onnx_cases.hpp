@@ -70,7 +70,7 @@ struct ModelSummary {
   // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
   std::string non_tensor;
   // Set when the model imports an opset of the default domain outside the
-  // 7-17 that Loom supports (the importer refuses it): the op-list rule
+  // 1-21 that Loom supports (the importer refuses it): the op-list rule
   // does not apply to such a case.
   std::string out_of_scope;
 };

@@ -14,35 +14,9 @@ namespace {
 
 // ---------------------------------------------------------------- Cast
 
-// The ONNX TensorProto.DataType number of Cast's `to`.
-Result<DType> dtype_from_onnx_number(std::string_view op, int64_t to) {
-  switch (to) {
-    case 1: return DType::kF32;
-    case 2: return DType::kU8;
-    case 3: return DType::kI8;
-    case 4: return DType::kU16;
-    case 5: return DType::kI16;
-    case 6: return DType::kI32;
-    case 7: return DType::kI64;
-    case 9: return DType::kBool;
-    case 10: return DType::kF16;
-    case 11: return DType::kF64;
-    case 12: return DType::kU32;
-    case 13: return DType::kU64;
-    case 16: return DType::kBF16;
-    default: break;
-  }
-  if (to == 8 || to == 14 || to == 15 || (to >= 17 && to <= 23)) {
-    return unimplemented(std::string(op) + ": attribute 'to' names ONNX data type " +
-                         std::to_string(to) + ", which Loom does not support");
-  }
-  return invalid_argument(std::string(op) + ": attribute 'to' is " + std::to_string(to) +
-                          ", not an ONNX data type");
-}
-
 Result<DType> cast_target(const Attributes& a) {
   if (a.find("to") == nullptr) return invalid_argument("Cast: attribute 'to' is required");
-  return dtype_from_onnx_number("Cast", a.get_int("to", 0));
+  return dtype_from_onnx_number("Cast", "to", a.get_int("to", 0));
 }
 
 Status convert_all(std::string_view op, const TensorRef& in, const TensorRef& out) {

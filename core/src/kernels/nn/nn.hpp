@@ -39,6 +39,9 @@ LOOM_NN_DECLARE_OP(lp_pool);
 LOOM_NN_DECLARE_OP(global_average_pool);
 LOOM_NN_DECLARE_OP(global_max_pool);
 LOOM_NN_DECLARE_OP(global_lp_pool);
+LOOM_NN_DECLARE_OP(lrn);
+LOOM_NN_DECLARE_OP(grid_sample);
+LOOM_NN_DECLARE_OP(det);
 
 #undef LOOM_NN_DECLARE_OP
 

@@ -18,6 +18,9 @@ void register_nn_kernels(KernelRegistry& r) {
   r.add({"LayerNormalization", &nn::layer_norm_run, &nn::layer_norm_infer});
   r.add({"LpNormalization", &nn::lp_norm_run, &nn::lp_norm_infer});
   r.add({"LpPool", &nn::lp_pool_run, &nn::lp_pool_infer});
+  r.add({"LRN", &nn::lrn_run, &nn::lrn_infer});
+  r.add({"GridSample", &nn::grid_sample_run, &nn::grid_sample_infer});
+  r.add({"Det", &nn::det_run, &nn::det_infer});
   r.add({"MatMul", &ops::matmul_run, &ops::matmul_infer});
   r.add({"MatMulInteger", &nn::matmul_integer_run, &nn::matmul_integer_infer});
   r.add({"MaxPool", &nn::max_pool_run, &nn::max_pool_infer});

@@ -38,6 +38,8 @@ LOOM_REDUCE_DECLARE_OP(cumsum);
 LOOM_REDUCE_DECLARE_OP(einsum);
 LOOM_REDUCE_DECLARE_OP(log_softmax);
 LOOM_REDUCE_DECLARE_OP(hardmax);
+LOOM_REDUCE_DECLARE_OP(nll_loss);
+LOOM_REDUCE_DECLARE_OP(softmax_cross_entropy_loss);
 
 #undef LOOM_REDUCE_DECLARE_OP
 

@@ -24,6 +24,8 @@ void register_reduce_kernels(KernelRegistry& r) {
   r.add({"Softmax", &ops::softmax_run, &ops::softmax_infer});
   r.add({"LogSoftmax", &log_softmax_run, &log_softmax_infer});
   r.add({"Hardmax", &hardmax_run, &hardmax_infer});
+  r.add({"NegativeLogLikelihoodLoss", &nll_loss_run, &nll_loss_infer});
+  r.add({"SoftmaxCrossEntropyLoss", &softmax_cross_entropy_loss_run, &softmax_cross_entropy_loss_infer});
 }
 
 }  // namespace loom::kernels

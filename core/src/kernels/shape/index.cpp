@@ -66,19 +66,40 @@ Result<size_t> elements_axis(std::string_view op, std::span<const TensorType> in
   return ax;
 }
 
-// Applies `reduction` (0 none, 1 add, 2 mul) of u onto the element at y.
+// A scatter's `reduction`: 0 none, 1 add, 2 mul, 3 max, 4 min (max and min
+// from opset 18).
+Result<int> scatter_reduction(std::string_view op, const Attributes& a) {
+  const std::string_view r = a.get_string("reduction", "none");
+  if (r == "none") return 0;
+  if (r == "add") return 1;
+  if (r == "mul") return 2;
+  if ((r == "max" || r == "min") && !a.opset_before(18)) return r == "max" ? 3 : 4;
+  return bad(op, "unknown 'reduction' '" + std::string(r) + "' (none, add, mul; max and min from opset 18)");
+}
+
+// Applies `reduction` (scatter_reduction's code) of u onto the element at y.
 template <typename T>
 void reduce_into(T& y, const T& u, int reduction) {
   if constexpr (std::is_same_v<T, bool>) {
-    y = u;
+    y = reduction == 3 ? (y || u) : reduction == 4 ? (y && u) : u;
   } else if constexpr (std::is_arithmetic_v<T>) {
-    y = reduction == 1 ? static_cast<T>(y + u) : reduction == 2 ? static_cast<T>(y * u) : u;
+    switch (reduction) {
+      case 1: y = static_cast<T>(y + u); break;
+      case 2: y = static_cast<T>(y * u); break;
+      case 3: y = y < u ? u : y; break;
+      case 4: y = u < y ? u : y; break;
+      default: y = u; break;
+    }
   } else {
     if (reduction == 0) {
       y = u;
       return;
     }
-    const float v = reduction == 1 ? to_float(y) + to_float(u) : to_float(y) * to_float(u);
+    const float fy = to_float(y), fu = to_float(u);
+    const float v = reduction == 1   ? fy + fu
+                    : reduction == 2 ? fy * fu
+                    : reduction == 3 ? (fy < fu ? fu : fy)
+                                     : (fu < fy ? fu : fy);
     if constexpr (std::is_same_v<T, Half>) y = to_half(v);
     else y = to_bfloat16(v);
   }
@@ -154,11 +175,8 @@ Result<std::vector<TensorType>> scatter_elements_infer(std::span<const TensorTyp
                        shape_to_string(in[2].shape) + " must have the shape of 'indices' " +
                        shape_to_string(in[1].shape) + " and the dtype of 'data'");
   }
-  const std::string_view r = a.get_string("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul") {
-    return bad(op, "unknown 'reduction' '" + std::string(r) + "'");
-  }
-  if (r != "none" && !is_float_dtype(in[0].dtype) && !is_int_dtype(in[0].dtype)) {
+  LOOM_ASSIGN_OR_RETURN(int reduction, scatter_reduction(op, a));
+  if (reduction != 0 && !is_float_dtype(in[0].dtype) && !is_int_dtype(in[0].dtype)) {
     return unimplemented(std::string(op) + ": reduction on dtype " +
                          std::string(dtype_name(in[0].dtype)));
   }
@@ -176,8 +194,7 @@ Status scatter_elements_run(std::span<const TensorRef> in, std::span<const Tenso
   std::vector<TensorType> types = types_of(in);
   LOOM_ASSIGN_OR_RETURN(size_t axis, elements_axis(op, types, a));
   if (in[0].byte_size != 0) std::memcpy(out[0].data, in[0].data, in[0].byte_size);
-  const std::string_view r = a.get_string("reduction", "none");
-  const int reduction = r == "add" ? 1 : (r == "mul" ? 2 : 0);
+  LOOM_ASSIGN_OR_RETURN(int reduction, scatter_reduction(op, a));
   const int64_t dim = in[0].shape[axis];
   return visit_dtype(op, in[0].dtype, [&]<typename T>() -> Status {
     T* y = static_cast<T*>(out[0].data);
@@ -293,11 +310,7 @@ Result<int> scatter_nd_check(std::span<const TensorType> in, const Attributes& a
                        shape_to_string(in[2].shape) + " must be " +
                        std::string(dtype_name(in[0].dtype)) + " " + shape_to_string(want));
   }
-  const std::string_view r = a.get_string("reduction", "none");
-  if (r != "none" && r != "add" && r != "mul") {
-    return bad(op, "unknown 'reduction' '" + std::string(r) + "'");
-  }
-  return r == "add" ? 1 : (r == "mul" ? 2 : 0);
+  return scatter_reduction(op, a);
 }
 
 }  // namespace

@@ -35,6 +35,16 @@ LOOM_SHAPE_DECLARE_OP(expand);
 LOOM_SHAPE_DECLARE_OP(tile);
 LOOM_SHAPE_DECLARE_OP(depth_to_space);
 LOOM_SHAPE_DECLARE_OP(space_to_depth);
+// shape/generate.cpp: EyeLike and the window functions.
+LOOM_SHAPE_DECLARE_OP(eye_like);
+LOOM_SHAPE_DECLARE_OP(hann_window);
+LOOM_SHAPE_DECLARE_OP(hamming_window);
+LOOM_SHAPE_DECLARE_OP(blackman_window);
+// shape/select.cpp: output shapes decided by operand values.
+LOOM_SHAPE_DECLARE_OP(nonzero);
+LOOM_SHAPE_DECLARE_OP(compress);
+LOOM_SHAPE_DECLARE_OP(unique);
+LOOM_SHAPE_DECLARE_OP(non_max_suppression);
 // shape/pad.cpp
 LOOM_SHAPE_DECLARE_OP(pad);
 // shape/resize.cpp

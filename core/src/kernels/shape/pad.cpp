@@ -1,6 +1,7 @@
-// Pad: constant, reflect and edge modes (opsets 2-17). Before opset 11 the
-// pads and the fill value are attributes; from 11 they are operands 'pads'
-// and 'constant_value'. Negative pads crop.
+// Pad: constant, reflect, edge and (from opset 19) wrap modes, opsets 2-21.
+// Before opset 11 the pads and the fill value are attributes; from 11 they
+// are operands 'pads' and 'constant_value', and from 18 'axes' may name the
+// axes that 'pads' covers. Negative pads crop.
 #include <cstring>
 #include <string>
 
@@ -14,7 +15,7 @@ namespace {
 
 constexpr std::string_view kOp = "Pad";
 
-enum class PadMode { kConstant, kReflect, kEdge };
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 struct PadPlan {
   PadMode mode = PadMode::kConstant;
@@ -37,8 +38,10 @@ Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
     p.mode = PadMode::kReflect;
   } else if (mode == "edge") {
     p.mode = PadMode::kEdge;
+  } else if (mode == "wrap" && !a.opset_before(19)) {
+    p.mode = PadMode::kWrap;
   } else {
-    return bad(kOp, "unknown 'mode' '" + std::string(mode) + "' (constant, reflect, edge)");
+    return bad(kOp, "unknown 'mode' '" + std::string(mode) + "' (constant, reflect, edge; wrap from opset 19)");
   }
   std::vector<int64_t> pads;
   if (old) {
@@ -51,8 +54,24 @@ Result<PadPlan> pad_plan(std::span<const TensorType> in, const Attributes& a) {
       return bad(kOp, "operand 'pads' must be 1-D, got shape " + shape_to_string(t->shape));
     }
     LOOM_ASSIGN_OR_RETURN(pads, constant_ints(kOp, 1, "pads", *t));
-    if (optional_type(in, 3) != nullptr) {
-      return unimplemented("Pad: operand 'axes' (opset 18) is not supported");
+    if (const TensorType* axes_type = optional_type(in, 3)) {
+      // Opset 18: 'pads' covers only the listed axes, the others get 0.
+      if (a.opset_before(18)) return bad(kOp, "operand 'axes' exists from opset 18");
+      LOOM_ASSIGN_OR_RETURN(std::vector<int64_t> axes, constant_ints(kOp, 3, "axes", *axes_type));
+      if (pads.size() != 2 * axes.size()) {
+        return bad(kOp, "'pads' has " + std::to_string(pads.size()) + " entries, expected " +
+                   std::to_string(2 * axes.size()) + " for 'axes' " + shape_to_string(axes));
+      }
+      std::vector<int64_t> full(2 * rank, 0);
+      std::vector<bool> seen(rank, false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        LOOM_ASSIGN_OR_RETURN(int64_t ax, normalize_axis(kOp, axes[i], static_cast<int64_t>(rank)));
+        if (seen[static_cast<size_t>(ax)]) return bad(kOp, "'axes' " + shape_to_string(axes) + " repeats an axis");
+        seen[static_cast<size_t>(ax)] = true;
+        full[static_cast<size_t>(ax)] = pads[i];
+        full[static_cast<size_t>(ax) + rank] = pads[i + axes.size()];
+      }
+      pads = std::move(full);
     }
     if (const TensorType* v = optional_type(in, 2)) {
       if (v->dtype != in[0].dtype) {
@@ -96,6 +115,10 @@ int64_t source(PadMode mode, int64_t c, int64_t dim) {
   switch (mode) {
     case PadMode::kConstant: return -1;
     case PadMode::kEdge: return c < 0 ? 0 : dim - 1;
+    case PadMode::kWrap: {
+      int64_t m = c % dim;
+      return m < 0 ? m + dim : m;
+    }
     case PadMode::kReflect: {
       if (dim == 1) return 0;
       // Reflection without repeating the edge is periodic with 2*(dim-1).

@@ -34,6 +34,14 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add({"OneHot", &one_hot_run, &one_hot_infer});
   r.add({"ReverseSequence", &reverse_sequence_run, &reverse_sequence_infer});
   r.add({"Trilu", &trilu_run, &trilu_infer});
+  r.add({"EyeLike", &eye_like_run, &eye_like_infer});
+  r.add({"HannWindow", &hann_window_run, &hann_window_infer});
+  r.add({"HammingWindow", &hamming_window_run, &hamming_window_infer});
+  r.add({"BlackmanWindow", &blackman_window_run, &blackman_window_infer});
+  r.add({"NonZero", &nonzero_run, &nonzero_infer});
+  r.add({"Compress", &compress_run, &compress_infer});
+  r.add({"Unique", &unique_run, &unique_infer});
+  r.add({"NonMaxSuppression", &non_max_suppression_run, &non_max_suppression_infer});
 }
 
 }  // namespace loom::kernels

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Writes the hand-made ONNX test cases of this folder (opsets 18-21).
+
+Debian's onnx 1.12 writes models up to opset 17, so these cases are built
+with onnx.helper and their opset_import set by hand; their expected outputs
+are computed here with numpy, from the operator specification, not by any
+ONNX runtime. Each case is a folder in the layout of the ONNX backend test
+data (model.onnx, test_data_set_0/input_<i>.pb, output_<i>.pb), so that
+`loom test-onnx` runs them like Debian's. Run from anywhere:
+
+    /usr/bin/python3 tests/onnx/opset18_21/make_cases.py
+
+The files it writes are checked in; rerunning it rewrites them identically.
+"""
+import os
+import shutil
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RNG = np.random.default_rng(26)
+
+NP_TO_ONNX = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
+
+
+def write_case(name, opset, nodes, inputs, outputs, initializers=()):
+    """inputs/outputs: lists of (name, numpy array)."""
+    folder = os.path.join(HERE, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(os.path.join(folder, "test_data_set_0"))
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], a.shape) for n, a in inputs],
+        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], a.shape) for n, a in outputs],
+        [numpy_helper.from_array(a, n) for n, a in initializers])
+    model = helper.make_model(graph, producer_name="loom tests/onnx/opset18_21/make_cases.py",
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    with open(os.path.join(folder, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for kind, tensors in (("input", inputs), ("output", outputs)):
+        for i, (n, a) in enumerate(tensors):
+            with open(os.path.join(folder, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def main():
+    # Reduce* (opset 18): 'axes' is an input for every reduction.
+    x = f32(3, 4, 5)
+    axes = np.array([0, -1], dtype=np.int64)
+    write_case("test_reduce_mean_axes_input_opset18", 18,
+               [helper.make_node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)],
+               [("x", x), ("axes", axes)], [("y", x.mean(axis=(0, 2), keepdims=True))])
+    write_case("test_reduce_sum_square_axes_input_opset18", 18,
+               [helper.make_node("ReduceSumSquare", ["x", "axes"], ["y"], keepdims=0)],
+               [("x", x), ("axes", np.array([1], dtype=np.int64))], [("y", (x * x).sum(axis=1))])
+    # No axes and noop_with_empty_axes: the input unchanged.
+    write_case("test_reduce_max_empty_axes_noop_opset18", 18,
+               [helper.make_node("ReduceMax", ["x"], ["y"], noop_with_empty_axes=1)],
+               [("x", x)], [("y", x)])
+    write_case("test_reduce_l2_all_axes_opset18", 18,
+               [helper.make_node("ReduceL2", ["x"], ["y"], keepdims=0)],
+               [("x", x)], [("y", np.array(np.sqrt((x * x).sum()), dtype=np.float32))])
+
+    # Split (opset 18): num_outputs, the last part smaller (7 = 3 + 3 + 1).
+    s = f32(2, 7)
+    write_case("test_split_num_outputs_uneven_opset18", 18,
+               [helper.make_node("Split", ["s"], ["a", "b", "c"], axis=1, num_outputs=3)],
+               [("s", s)], [("a", s[:, 0:3]), ("b", s[:, 3:6]), ("c", s[:, 6:7])])
+
+    # Pad (opset 18): 'axes' names the padded axes; (19) wrap mode.
+    p = f32(2, 3, 4)
+    pads = np.array([1, 0, 2, 1], dtype=np.int64)  # axis 0: (1, 2), axis -1: (0, 1)
+    pad_axes = np.array([0, -1], dtype=np.int64)
+    value = np.array(1.5, dtype=np.float32)
+    write_case("test_pad_axes_input_opset18", 18,
+               [helper.make_node("Pad", ["p", "pads", "value", "axes"], ["y"], mode="constant")],
+               [("p", p), ("pads", pads), ("value", value), ("axes", pad_axes)],
+               [("y", np.pad(p, ((1, 2), (0, 0), (0, 1)), mode="constant", constant_values=1.5))])
+    wrap_pads = np.array([0, 1, 2, 0, 2, 1], dtype=np.int64)
+    write_case("test_pad_wrap_opset19", 19,
+               [helper.make_node("Pad", ["p", "pads"], ["y"], mode="wrap")],
+               [("p", p), ("pads", wrap_pads)],
+               [("y", np.pad(p, ((0, 0), (1, 2), (2, 1)), mode="wrap"))])
+
+    # ScatterElements / ScatterND (opset 18): max and min reductions, with
+    # repeated indices so that the reduction decides.
+    data = f32(3, 3)
+    idx = np.array([[0, 0, 2], [1, 1, 1]], dtype=np.int64)
+    upd = f32(2, 3)
+    want = data.copy()
+    for i in range(2):
+        for j in range(3):
+            want[idx[i, j], j] = max(want[idx[i, j], j], upd[i, j])
+    write_case("test_scatter_elements_max_opset18", 18,
+               [helper.make_node("ScatterElements", ["data", "idx", "upd"], ["y"], axis=0, reduction="max")],
+               [("data", data), ("idx", idx), ("upd", upd)], [("y", want)])
+    nd_idx = np.array([[2], [0], [2]], dtype=np.int64)
+    nd_upd = f32(3, 3)
+    want_nd = data.copy()
+    for k in range(3):
+        want_nd[nd_idx[k, 0]] = np.minimum(want_nd[nd_idx[k, 0]], nd_upd[k])
+    write_case("test_scatternd_min_opset18", 18,
+               [helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], reduction="min")],
+               [("data", data), ("idx", nd_idx), ("upd", nd_upd)], [("y", want_nd)])
+
+    # Resize (opset 19): nearest, asymmetric, 'axes' naming every axis in
+    # order (the one form of 'axes' Loom takes) and antialias 0.
+    r = f32(1, 2, 2, 3)
+    scales = np.array([1, 1, 2, 2], dtype=np.float32)
+    write_case("test_resize_nearest_axes_all_opset19", 19,
+               [helper.make_node("Resize", ["r", "", "scales"], ["y"], mode="nearest",
+                                 coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+                                 axes=[0, 1, 2, 3], antialias=0)],
+               [("r", r), ("scales", scales)], [("y", r.repeat(2, axis=2).repeat(2, axis=3))])
+
+    # Opset 21 forms of operators whose definitions only gained types:
+    # Reshape, Transpose, Squeeze, Flatten, Cast, Shape with start/end.
+    t = f32(2, 3, 4)
+    write_case("test_reshape_transpose_opset21", 21,
+               [helper.make_node("Transpose", ["t"], ["tt"], perm=[2, 0, 1]),
+                helper.make_node("Reshape", ["tt", "shape"], ["y"])],
+               [("t", t), ("shape", np.array([4, -1], dtype=np.int64))],
+               [("y", t.transpose(2, 0, 1).reshape(4, 6))])
+    write_case("test_shape_start_end_cast_opset21", 21,
+               [helper.make_node("Shape", ["t"], ["s"], start=1, end=-1),
+                helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)],
+               [("t", t)], [("y", np.array([3], dtype=np.float32))])
+
+    # QuantizeLinear / DequantizeLinear (opset 21) per axis, block_size 0.
+    q = f32(2, 3) * 4
+    scale = np.array([0.5, 0.25, 1.0], dtype=np.float32)
+    zp = np.array([128, 120, 100], dtype=np.uint8)
+    quant = np.clip(np.rint(q / scale) + zp.astype(np.float32), 0, 255).astype(np.uint8)
+    write_case("test_quantize_linear_axis_opset21", 21,
+               [helper.make_node("QuantizeLinear", ["q", "scale", "zp"], ["y"], axis=1)],
+               [("q", q), ("scale", scale), ("zp", zp)], [("y", quant)])
+    write_case("test_dequantize_linear_axis_opset21", 21,
+               [helper.make_node("DequantizeLinear", ["y", "scale", "zp"], ["d"], axis=1)],
+               [("y", quant), ("scale", scale), ("zp", zp)],
+               [("d", ((quant.astype(np.float32) - zp.astype(np.float32)) * scale).astype(np.float32))])
+
+    # LayerNormalization (opset 17 operator) at opset 20 with its stash
+    # outputs Mean and InvStdDev.
+    ln = f32(2, 3, 4)
+    gamma = f32(4)
+    beta = f32(4)
+    mean = ln.mean(axis=-1, keepdims=True)
+    inv = 1.0 / np.sqrt(((ln - mean) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+    write_case("test_layer_norm_stash_outputs_opset20", 20,
+               [helper.make_node("LayerNormalization", ["ln", "gamma", "beta"], ["y", "mean", "inv"],
+                                 axis=-1, epsilon=1e-5)],
+               [("ln", ln), ("gamma", gamma), ("beta", beta)],
+               [("y", ((ln - mean) * inv * gamma + beta).astype(np.float32)),
+                ("mean", mean.astype(np.float32)), ("inv", inv.astype(np.float32))])
+
+    # AveragePool (opset 19): dilations.
+    ap = f32(1, 1, 5, 5)
+    pooled = np.zeros((1, 1, 3, 3), dtype=np.float32)
+    for i in range(3):
+        for j in range(3):
+            pooled[0, 0, i, j] = ap[0, 0, i:i + 3:2, j:j + 3:2].mean()
+    write_case("test_averagepool_dilations_opset19", 19,
+               [helper.make_node("AveragePool", ["ap"], ["y"], kernel_shape=[2, 2], dilations=[2, 2])],
+               [("ap", ap)], [("y", pooled)])
+
+
+if __name__ == "__main__":
+    main()

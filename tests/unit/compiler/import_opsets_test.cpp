@@ -1,0 +1,151 @@
+// Opsets 1-6 forms brought to opset 7's, and the opset 18-21 attributes the
+// importer refuses by name (compiler/import_opsets.cpp).
+#include <gtest/gtest.h>
+
+#include "import_test_util.hpp"
+
+namespace loom::compiler::testing {
+namespace {
+
+namespace fx = loom::testing::onnx_fixtures;
+
+void attr_string(::onnx::NodeProto& n, const std::string& name, const std::string& v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+Result<ImportedModel> import_reference(const ::onnx::ModelProto& m) {
+  return import(m, {}, kernels::KernelRegistry::reference());
+}
+
+void expect_refused(const ::onnx::ModelProto& m, const std::string& fragment) {
+  auto r = import_reference(m);
+  ASSERT_FALSE(r.ok()) << "expected an error containing: " << fragment;
+  EXPECT_NE(r.status().message().find(fragment), std::string::npos) << r.status().message();
+}
+
+const graph::Node& only_node(const graph::Graph& g, const std::string& op) {
+  for (const graph::Node& n : g.nodes) {
+    if (n.op_type == op) return n;
+  }
+  ADD_FAILURE() << "no " << op << " node";
+  return g.nodes.front();
+}
+
+// Add-6 with broadcast 1 and axis 1: B [3] lined up with A [2, 3, 4] from
+// axis 1 (not numpy's trailing alignment) becomes B [3, 1] at opset 7.
+TEST(ImportOpsetsTest, Opset6LegacyBroadcastFromAnInnerAxis) {
+  auto m = fx::empty_model();
+  set_opset(m, 6);
+  add_input(m, "a", TP::FLOAT, {2, 3, 4});
+  init_f32(m, "b", {3}, {10, 20, 30});
+  auto& n = add_node(m, "Add", {"a", "b"}, {"y"}, "legacy_add");
+  attr_int(n, "broadcast", 1);
+  attr_int(n, "axis", 1);
+  add_output(m, "y", TP::FLOAT, {2, 3, 4});
+  const auto registry = kernels::KernelRegistry::reference();
+  auto r = import(m, {}, registry);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const graph::Node& add = only_node(r->graph, "Add");
+  EXPECT_EQ(add.opset, 7);
+  EXPECT_TRUE(add.attributes.empty());
+  std::vector<float> a(24, 1.0f);
+  auto out = run_graph(r->graph, registry, {{"a", a}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ((*out)[0].size(), 24u);
+  EXPECT_FLOAT_EQ((*out)[0][0], 11.0f);   // [0, 0, 0]
+  EXPECT_FLOAT_EQ((*out)[0][5], 21.0f);   // [0, 1, 1]
+  EXPECT_FLOAT_EQ((*out)[0][23], 31.0f);  // [1, 2, 3]
+}
+
+TEST(ImportOpsetsTest, Opset6LegacyBroadcastOfAComputedOperandIsRefusedByName) {
+  auto m = fx::empty_model();
+  set_opset(m, 6);
+  add_input(m, "a", TP::FLOAT, {2, 3, 4});
+  add_input(m, "b", TP::FLOAT, {3});
+  add_node(m, "Relu", {"b"}, {"rb"}, "r");
+  auto& n = add_node(m, "Mul", {"a", "rb"}, {"y"}, "legacy_mul");
+  attr_int(n, "broadcast", 1);
+  attr_int(n, "axis", 1);
+  add_output(m, "y", TP::FLOAT, {2, 3, 4});
+  expect_refused(m, "node 'legacy_mul' (Mul, opset 6): legacy broadcasting");
+}
+
+TEST(ImportOpsetsTest, Opset6TrainingModeBatchNormalizationIsRefused) {
+  auto m = fx::empty_model();
+  set_opset(m, 6);
+  add_input(m, "x", TP::FLOAT, {1, 2, 2});
+  for (const char* p : {"s", "b", "mean", "var"}) init_f32(m, p, {2}, {1, 1});
+  auto& n = add_node(m, "BatchNormalization", {"x", "s", "b", "mean", "var"}, {"y"}, "bn");
+  attr_int(n, "is_test", 0);
+  add_output(m, "y", TP::FLOAT, {1, 2, 2});
+  expect_refused(m, "node 'bn' (BatchNormalization, opset 6): attribute 'is_test' is 0");
+}
+
+TEST(ImportOpsetsTest, Opset1ReshapeCastAndConcatTakeTheirOldSpellings) {
+  auto m = fx::empty_model();
+  set_opset(m, 1);
+  add_input(m, "x", TP::FLOAT, {2, 3});
+  auto& reshape = add_node(m, "Reshape", {"x"}, {"r"}, "reshape1");
+  attr_ints(reshape, "shape", {3, 2});
+  attr_ints(reshape, "consumed_inputs", {0});
+  auto& cast = add_node(m, "Cast", {"r"}, {"c"}, "cast1");
+  attr_string(cast, "to", "DOUBLE");
+  add_node(m, "Concat", {"c", "c"}, {"y"}, "concat1");  // axis 1 by default
+  add_output(m, "y", TP::DOUBLE, {3, 4});
+  auto r = import_reference(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const graph::Tensor& y = r->graph.tensors[r->graph.outputs[0]];
+  EXPECT_EQ(y.dtype, DType::kF64);
+  EXPECT_EQ(y.shape, (Shape{3, 4}));
+
+  m.mutable_graph()->mutable_node(1)->mutable_attribute(0)->set_s("DOUBLY");
+  expect_refused(m, "node 'cast1' (Cast, opset 1): attribute 'to' names no ONNX type: 'DOUBLY'");
+}
+
+TEST(ImportOpsetsTest, Opset5TileIsRefusedByName) {
+  auto m = fx::empty_model();
+  set_opset(m, 5);
+  add_input(m, "x", TP::FLOAT, {2});
+  init_i64(m, "tiles", {1}, {2});
+  init_i64(m, "axis", {1}, {0});
+  add_node(m, "Tile", {"x", "tiles", "axis"}, {"y"}, "tile1");
+  add_output(m, "y", TP::FLOAT, {4});
+  expect_refused(m, "node 'tile1' (Tile, opset 5): Tile-1");
+}
+
+TEST(ImportOpsetsTest, Opset18ResizeAntialiasAndAspectPolicyAreRefusedByName) {
+  auto m = fx::empty_model();
+  set_opset(m, 18);
+  add_input(m, "x", TP::FLOAT, {1, 1, 4, 4});
+  init_f32(m, "scales", {4}, {1, 1, 0.5f, 0.5f});
+  auto& n = add_node(m, "Resize", {"x", "", "scales"}, {"y"}, "down");
+  attr_string(n, "mode", "linear");
+  attr_int(n, "antialias", 1);
+  add_output(m, "y", TP::FLOAT, {1, 1, 2, 2});
+  expect_refused(m, "node 'down' (Resize, opset 18): attribute 'antialias' (opset 18, antialiased "
+                    "downsampling) is not supported");
+  m.mutable_graph()->mutable_node(0)->mutable_attribute(1)->set_i(0);
+  EXPECT_TRUE(import_reference(m).ok());
+  attr_string(*m.mutable_graph()->mutable_node(0), "keep_aspect_ratio_policy", "not_larger");
+  expect_refused(m, "attribute 'keep_aspect_ratio_policy'");
+  // At opset 17 the attributes do not exist: not looked at.
+  set_opset(m, 17);
+  EXPECT_TRUE(import_reference(m).ok());
+}
+
+TEST(ImportOpsetsTest, Opset21BlockedQuantizationIsRefusedByName) {
+  auto m = fx::empty_model();
+  set_opset(m, 21);
+  add_input(m, "x", TP::FLOAT, {2, 4});
+  init_f32(m, "scale", {2, 2}, {1, 1, 1, 1});
+  auto& n = add_node(m, "QuantizeLinear", {"x", "scale"}, {"y"}, "q");
+  attr_int(n, "block_size", 2);
+  add_output(m, "y", TP::UINT8, {2, 4});
+  expect_refused(m, "node 'q' (QuantizeLinear, opset 21): attribute 'block_size'");
+}
+
+}  // namespace
+}  // namespace loom::compiler::testing
