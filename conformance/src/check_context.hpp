@@ -107,6 +107,9 @@ std::span<const CheckDef> abi_checks();
 std::span<const CheckDef> device_checks();    // devices, memory, fences
 std::span<const CheckDef> executable_checks();  // executables, execution
 std::span<const CheckDef> stress_checks();    // threads, lifecycle
+// execution.open_shapes (checks_open_shapes.cpp), listed with the
+// executable checks.
+Verdict open_shape_bindings(CheckContext& ctx);
 
 // A status object turned into text and destroyed: "" for NULL (OK),
 // otherwise "CODE: message" (an empty message is flagged).

@@ -295,6 +295,10 @@ const CheckDef kExecutableChecks[] = {
     {"execution.onnx_node_tests",
      "ONNX node tests the plugin takes match the expected outputs, and its nodes run on it",
      onnx_node_tests},
+    {"execution.open_shapes",
+     "a plugin serving open shapes (ABI 1.2) compiles ONNX node tests once with their dimensions "
+     "open and runs them at bindings it never saw, matching the reference kernels",
+     open_shape_bindings},
 };
 
 }  // namespace

@@ -47,6 +47,9 @@ PY
 
 fake_args=(--plugin-option fake.compile_ops=Add --onnx-dir "$node/test_add")
 conforms cpu-simd "$plugins/cpu-simd.loom-plugin.json"
+# cpu-simd serves open shapes (ABI 1.2): the check runs, not skips.
+grep -q "^PASS execution.open_shapes: [1-9][0-9]* cases compiled once" "$work/cpu-simd.log" ||
+  problem "cpu-simd: execution.open_shapes did not pass: $(grep "execution.open_shapes" "$work/cpu-simd.log")"
 conforms fpga-stub "$plugins/fpga-stub.loom-plugin.json"
 conforms fake "$test_plugins/fake/fake.loom-plugin.json" "${fake_args[@]}"
 if [ "$sanitized" != sanitized ]; then
