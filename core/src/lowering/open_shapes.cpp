@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -209,6 +210,141 @@ std::vector<std::vector<Shape>> probe_bindings(const OpenSignature& signature) {
   return out;
 }
 
+namespace {
+
+// The i64 values of constant tensor `t`, or nullopt.
+std::optional<std::vector<int64_t>> i64_values(const graph::Tensor& t) {
+  if (!t.is_constant() || t.dtype != DType::kI64 || t.data->size() % 8 != 0) return std::nullopt;
+  std::vector<int64_t> v(t.data->size() / 8);
+  std::memcpy(v.data(), t.data->data(), t.data->size());
+  return v;
+}
+
+// The shape ONNX Reshape (allowzero 0) makes of data shaped `x` with target
+// `spec`; nullopt when the spec does not resolve.
+std::optional<Shape> resolve_reshape(const Shape& x, const std::vector<int64_t>& spec) {
+  Shape out(spec.size());
+  int64_t infer = -1;
+  int64_t total = 1, known = 1;
+  for (int64_t d : x) total *= d;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    int64_t v = spec[i];
+    if (v == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = static_cast<int64_t>(i);
+      continue;
+    }
+    if (v == 0) {
+      if (i >= x.size()) return std::nullopt;
+      v = x[i];
+    }
+    if (v < 0) return std::nullopt;
+    out[i] = v;
+    known *= v;
+  }
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0) return std::nullopt;
+    out[static_cast<size_t>(infer)] = total / known;
+  } else if (known != total) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Reshape nodes of `g` whose target is a constant of this Reshape alone
+// (the folded end of a Shape/Gather/Concat chain), with allowzero 0:
+// (node index, target tensor index).
+std::vector<std::pair<size_t, int32_t>> reshape_targets(const graph::Graph& g) {
+  std::vector<size_t> uses(g.tensors.size(), 0);
+  for (const graph::Node& n : g.nodes) {
+    for (int32_t t : n.inputs) {
+      if (t >= 0) ++uses[static_cast<size_t>(t)];
+    }
+  }
+  for (int32_t t : g.outputs) ++uses[static_cast<size_t>(t)];
+  std::vector<std::pair<size_t, int32_t>> out;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const graph::Node& node = g.nodes[n];
+    if (node.op_type != "Reshape" || !node.domain.empty() || node.inputs.size() != 2 || node.outputs.size() != 1 ||
+        node.inputs[1] < 0) {
+      continue;
+    }
+    bool allowzero = false;
+    for (const AttributeDef& a : node.attributes) allowzero = allowzero || (a.name == "allowzero" && a.i != 0);
+    const int32_t target = node.inputs[1];
+    if (allowzero || uses[static_cast<size_t>(target)] != 1 || !g.tensors[static_cast<size_t>(target)].is_constant()) {
+      continue;
+    }
+    out.emplace_back(n, target);
+  }
+  return out;
+}
+
+}  // namespace
+
+void unify_reshape_targets(graph::Graph& a, graph::Graph& b) {
+  if (a.nodes.size() != b.nodes.size() || a.tensors.size() != b.tensors.size()) return;
+  for (const auto& [n, target] : reshape_targets(a)) {
+    const graph::Node& na = a.nodes[n];
+    const graph::Node& nb = b.nodes[n];
+    if (nb.op_type != "Reshape" || nb.inputs != na.inputs || nb.outputs != na.outputs) continue;
+    graph::Tensor& ta = a.tensors[static_cast<size_t>(target)];
+    graph::Tensor& tb = b.tensors[static_cast<size_t>(target)];
+    auto va = i64_values(ta);
+    auto vb = i64_values(tb);
+    if (!va || !vb || va->size() != vb->size() || *va == *vb) continue;
+    const Shape& xa = a.tensors[static_cast<size_t>(na.inputs[0])].shape;
+    const Shape& xb = b.tensors[static_cast<size_t>(nb.inputs[0])].shape;
+    // Entries equal at both bindings stay; one equal to the data's own
+    // dimension at its index at both becomes 0 (copy it); one other entry
+    // that differs becomes -1 (inferred).
+    std::vector<int64_t> spec(va->size());
+    bool inferred = std::find(va->begin(), va->end(), -1) != va->end();
+    bool ok = true;
+    for (size_t i = 0; i < spec.size() && ok; ++i) {
+      if ((*va)[i] == (*vb)[i]) {
+        spec[i] = (*va)[i];
+      } else if (i < xa.size() && i < xb.size() && (*va)[i] == xa[i] && (*vb)[i] == xb[i]) {
+        spec[i] = 0;
+      } else if (!inferred) {
+        spec[i] = -1;
+        inferred = true;
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok) continue;
+    // The spelling must give each binding exactly the shape its own target
+    // gave.
+    if (resolve_reshape(xa, spec) != resolve_reshape(xa, *va) || resolve_reshape(xb, spec) != resolve_reshape(xb, *vb) ||
+        !resolve_reshape(xa, spec)) {
+      continue;
+    }
+    auto bytes = std::make_shared<std::vector<std::byte>>(spec.size() * 8);
+    std::memcpy(bytes->data(), spec.data(), bytes->size());
+    ta.data = bytes;
+    tb.data = std::move(bytes);
+  }
+}
+
+void adopt_reshape_targets(const graph::Graph& reference, graph::Graph& bound) {
+  if (reference.nodes.size() != bound.nodes.size() || reference.tensors.size() != bound.tensors.size()) return;
+  for (const auto& [n, target] : reshape_targets(bound)) {
+    const graph::Node& nr = reference.nodes[n];
+    const graph::Node& nb = bound.nodes[n];
+    if (nr.op_type != "Reshape" || nr.inputs != nb.inputs || nr.outputs != nb.outputs) continue;
+    const graph::Tensor& tr = reference.tensors[static_cast<size_t>(target)];
+    graph::Tensor& tb = bound.tensors[static_cast<size_t>(target)];
+    if (!tr.is_constant() || tr.data == tb.data) continue;
+    auto spec = i64_values(tr);
+    auto own = i64_values(tb);
+    if (!spec || !own || spec->size() != own->size() || *spec == *own) continue;
+    const Shape& x = bound.tensors[static_cast<size_t>(nb.inputs[0])].shape;
+    auto want = resolve_reshape(x, *own);
+    if (want && resolve_reshape(x, *spec) == want) tb.data = tr.data;
+  }
+}
+
 std::string compare_bindings(const graph::Graph& a, const graph::Graph& b) {
   if (a.tensors.size() != b.tensors.size() || a.nodes.size() != b.nodes.size()) {
     return std::to_string(a.nodes.size()) + " nodes and " + std::to_string(a.tensors.size()) + " tensors at one binding, " +
@@ -255,6 +391,7 @@ Result<graph::Graph> typed_open_graph(const OpenGraph& open, const OpenSignature
     }
     bound.push_back(std::move(b->graph));
   }
+  unify_reshape_targets(bound[0], bound[1]);
   const std::string differs = compare_bindings(bound[0], bound[1]);
   if (!differs.empty()) return unimplemented("the graph's structure follows the binding: " + differs);
   graph::Graph merged = std::move(bound[0]);

@@ -145,6 +145,23 @@ Result<Specialization> specialize_open_graph(const OpenGraph& open, std::span<co
 // inside declared bounds.
 std::vector<std::vector<Shape>> probe_bindings(const OpenSignature& signature);
 
+// Reshape targets that follow the binding only where ONNX's own spelling
+// says so: a Reshape whose target is a constant used by it alone (a folded
+// Shape/Gather/Concat chain such as [N, -1]) with allowzero 0, differing
+// between `a` and `b` (two bindings of one open graph), gets at both the
+// one target that gives each binding the shape its own gave: entries equal
+// at both kept, an entry equal to the data's dimension at the same index at
+// both made 0 (copy), at most one other made -1 (inferred). Targets that
+// have no such spelling are left, and compare_bindings reports them.
+void unify_reshape_targets(graph::Graph& a, graph::Graph& b);
+
+// The same at run time: `reference` (a binding after
+// unify_reshape_targets) lends `bound` its spelled targets where they give
+// `bound`'s data exactly the shape `bound`'s own target gives, so that
+// compare_bindings sees one structure; a target that would give another
+// shape stays, and the binding is compiled on its own.
+void adopt_reshape_targets(const graph::Graph& reference, graph::Graph& bound);
+
 // "" when `a` and `b`, two bindings of one open graph, have the same
 // structure: the same nodes (op, attributes, operands), the same tensors
 // (names, dtypes, ranks) and the same constant values, differing in

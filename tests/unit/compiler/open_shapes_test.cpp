@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "graph/graph_codec.hpp"
@@ -25,7 +26,9 @@ namespace fx = loom::testing::onnx_fixtures;
 // r -> Reshape to [d0, -1] with the target from Shape -> Gather -> Unsqueeze
 //   -> Concat (as tracing exporters write it) -> y
 // s[d0] -> Relu -> z     (s shares the symbol d0 with x)
-::onnx::ModelProto open_cnn() {
+// batch_last: the target is [-1, d0] instead, which no binding-independent
+// Reshape target spells (0 copies the data's dimension at the same index).
+::onnx::ModelProto open_cnn(bool batch_last = false) {
   auto m = fx::empty_model();
   add_input(m, "x", TP::FLOAT, {-1, 3, -1, -1});
   add_input(m, "s", TP::FLOAT, {-1});
@@ -43,7 +46,9 @@ namespace fx = loom::testing::onnx_fixtures;
   add_node(m, "Shape", {"r"}, {"shape"}, "shape");
   add_node(m, "Gather", {"shape", "zero"}, {"batch"}, "gather");
   add_node(m, "Unsqueeze", {"batch", "axes"}, {"batch1"}, "unsqueeze");
-  add_node(m, "Concat", {"batch1", "minus_one"}, {"target"}, "concat");
+  add_node(m, "Concat", batch_last ? std::vector<std::string>{"minus_one", "batch1"}
+                                    : std::vector<std::string>{"batch1", "minus_one"},
+           {"target"}, "concat");
   attr_int(*m.mutable_graph()->mutable_node(5), "axis", 0);
   add_node(m, "Reshape", {"r", "target"}, {"y"}, "reshape");
   add_node(m, "Relu", {"s"}, {"z"}, "relu_s");
@@ -60,15 +65,16 @@ std::unique_ptr<Runtime> make_runtime(std::vector<std::pair<std::string, std::st
   return runtime.ok() ? std::move(*runtime) : nullptr;
 }
 
-fs::path write_open_cnn() {
-  const fs::path path = fs::path(::testing::TempDir()) / "open_cnn.onnx";
-  EXPECT_TRUE(fx::write_model(open_cnn(), path).ok());
+fs::path write_open_cnn(bool batch_last = false) {
+  const fs::path path = fs::path(::testing::TempDir()) / (batch_last ? "open_cnn_batch_last.onnx" : "open_cnn.onnx");
+  EXPECT_TRUE(fx::write_model(open_cnn(batch_last), path).ok());
   return path;
 }
 
-Result<fs::path> compile(Runtime& runtime, const std::string& name, CompileOptions options) {
+Result<fs::path> compile(Runtime& runtime, const std::string& name, CompileOptions options,
+                         bool batch_last = false) {
   const fs::path out = fs::path(::testing::TempDir()) / (name + ".loom");
-  LOOM_RETURN_IF_ERROR(compile_onnx_file(runtime.plugin_host(), write_open_cnn(), out, options).status());
+  LOOM_RETURN_IF_ERROR(compile_onnx_file(runtime.plugin_host(), write_open_cnn(batch_last), out, options).status());
   return out;
 }
 
@@ -103,12 +109,14 @@ float max_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The model's Reshape target [-1, d0] follows the binding: cpu-simd
+// compiles each binding's subgraphs when the binding first runs.
 TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
   CompileOptions options;
   options.targets = {"cpu-simd"};
-  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(),
+  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(true),
                                   fs::path(::testing::TempDir()) / "open_cnn_simd.loom", options);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_EQ(report->open_inputs, (std::vector<std::string>{"x: f32 [?(d0), 3, ?(d2), ?(d3)]", "s: f32 [?(d0)]"}));
@@ -119,7 +127,8 @@ TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
   EXPECT_EQ(info.inputs[0].symbols, (std::vector<std::string>{"d0", "", "d2", "d3"}));
   EXPECT_NE(info.reflection.find("[\"ndarray\",\"f32\",4,null,3,null,null]"), std::string::npos) << info.reflection;
 
-  auto reference_file = compile(*runtime, "open_cnn_reference", {}).value();
+  EXPECT_FALSE(report->open_native);
+  auto reference_file = compile(*runtime, "open_cnn_reference", {}, true).value();
   auto reference = runtime->load_program(reference_file).value();
   auto session = program->create_session().value();
   auto oracle = reference->create_session().value();
@@ -128,7 +137,7 @@ TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     auto want = run(*oracle, n, h, w);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
-    EXPECT_EQ(got->y.shape(), (Shape{n, 4 * h * w}));
+    EXPECT_EQ(got->y.shape(), (Shape{4 * h * w, n}));
     EXPECT_EQ(got->z.shape(), (Shape{n}));
     EXPECT_LE(max_diff(got->y, want->y), 1e-5f) << n << "x3x" << h << "x" << w;
     EXPECT_EQ(max_diff(got->z, want->z), 0.0f);
@@ -503,10 +512,10 @@ TEST(NativeOpenShapes, ABindingIsPlannedNotCompiled) {
 TEST(NativeOpenShapes, CompiledPerBindingWhenTheStructureOrATargetRequiresIt) {
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
-  // open_cnn's Reshape target is computed from Shape(r): a different
-  // constant at every binding.
+  // open_cnn's Reshape target computed from Shape(r) as [-1, d0]: a
+  // different constant at every binding, with no spelling for all.
   const fs::path out = fs::path(::testing::TempDir()) / "open_cnn_per_binding.loom";
-  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(), out, {});
+  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(true), out, {});
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_FALSE(report->open_native);
   EXPECT_NE(report->open_per_binding_why.find("the graph's structure follows the binding"), std::string::npos)
@@ -543,6 +552,99 @@ TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
   b = a;
   b.tensors.pop_back();
   EXPECT_NE(lowering::compare_bindings(a, b).find("at one binding"), std::string::npos);
+}
+
+// open_cnn's target [d0, -1], folded from Shape/Gather/Unsqueeze/Concat as
+// exporters write it, is spelled [0, -1] for every binding: compiled once,
+// and every binding (the runtime checks that the spelling gives the shape
+// the binding's own target gives) runs the program's own instructions.
+TEST(NativeOpenShapes, AReshapeTargetFromTheBatchSizeIsCompiledOnce) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  const fs::path out = fs::path(::testing::TempDir()) / "open_cnn_native.loom";
+  auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(), out, {});
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
+  auto program = runtime->load_program(out).value();
+  auto session = program->create_session().value();
+  for (auto [n, h, w] : {std::tuple{1, 6, 6}, {3, 5, 7}, {2, 9, 4}, {3, 5, 7}}) {
+    // The oracle: the model compiled for this binding alone.
+    CompileOptions fixed;
+    fixed.input_shapes = {{"x", {n, 3, h, w}}, {"s", {n}}};
+    auto oracle_file = compile(*runtime, "open_cnn_oracle", fixed);
+    ASSERT_TRUE(oracle_file.ok()) << oracle_file.status().to_string();
+    auto oracle = runtime->load_program(*oracle_file).value()->create_session().value();
+    auto got = run(*session, n, h, w, n + h);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto want = run(*oracle, n, h, w, n + h);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    EXPECT_EQ(got->y.shape(), (Shape{n, 4 * h * w}));
+    EXPECT_LE(max_diff(got->y, want->y), 1e-5f) << n << "x3x" << h << "x" << w;
+    EXPECT_LE(max_diff(got->z, want->z), 0.0f);
+    EXPECT_EQ(session->bound_program(), nullptr) << "binding " << n << "x3x" << h << "x" << w << " was compiled";
+  }
+}
+
+std::shared_ptr<const std::vector<std::byte>> i64s(std::vector<int64_t> v) {
+  auto b = std::make_shared<std::vector<std::byte>>(v.size() * 8);
+  std::memcpy(b->data(), v.data(), b->size());
+  return b;
+}
+
+std::vector<int64_t> i64s_of(const graph::Tensor& t) {
+  std::vector<int64_t> v(t.data->size() / 8);
+  std::memcpy(v.data(), t.data->data(), t.data->size());
+  return v;
+}
+
+// x -> Reshape(x, k) -> y, k a constant of the binding.
+graph::Graph reshape_graph(Shape x, std::vector<int64_t> k, Shape y) {
+  graph::Graph g;
+  g.tensors.push_back({"x", DType::kF32, std::move(x), nullptr});
+  g.tensors.push_back({"k", DType::kI64, {static_cast<int64_t>(k.size())}, i64s(k)});
+  g.tensors.push_back({"y", DType::kF32, std::move(y), nullptr});
+  g.nodes.push_back({"r", "Reshape", "", 14, {}, {0, 1}, {2}});
+  g.inputs = {0};
+  g.outputs = {2};
+  return g;
+}
+
+TEST(NativeOpenShapes, ReshapeTargetsAreSpelledForEveryBindingWhereOnnxCan) {
+  // [n, 12]: the batch copied (0), the rest kept.
+  graph::Graph a = reshape_graph({96, 4, 3}, {96, 12}, {96, 12});
+  graph::Graph b = reshape_graph({160, 4, 3}, {160, 12}, {160, 12});
+  lowering::unify_reshape_targets(a, b);
+  EXPECT_EQ(i64s_of(a.tensors[1]), (std::vector<int64_t>{0, 12}));
+  EXPECT_EQ(a.tensors[1].data, b.tensors[1].data);
+  EXPECT_EQ(lowering::compare_bindings(a, b), "");
+  // At run time a binding whose own target gives the same shape adopts the
+  // spelling; one whose target gives another shape keeps its own.
+  graph::Graph c = reshape_graph({7, 4, 3}, {7, 12}, {7, 12});
+  lowering::adopt_reshape_targets(a, c);
+  EXPECT_EQ(lowering::compare_bindings(a, c), "");
+  graph::Graph d = reshape_graph({7, 4, 3}, {12, 7}, {12, 7});
+  lowering::adopt_reshape_targets(a, d);
+  EXPECT_EQ(i64s_of(d.tensors[1]), (std::vector<int64_t>{12, 7}));
+  EXPECT_NE(lowering::compare_bindings(a, d), "");
+  // [n * 4, 3]: one entry that differs and is not a copy becomes -1.
+  a = reshape_graph({96, 4, 3}, {384, 3}, {384, 3});
+  b = reshape_graph({160, 4, 3}, {640, 3}, {640, 3});
+  lowering::unify_reshape_targets(a, b);
+  EXPECT_EQ(i64s_of(b.tensors[1]), (std::vector<int64_t>{-1, 3}));
+  // [12, n] with the target's own -1: two entries would be inferred, so
+  // there is no spelling and both keep their targets.
+  a = reshape_graph({96, 4, 3}, {-1, 96}, {12, 96});
+  b = reshape_graph({160, 4, 3}, {-1, 160}, {12, 160});
+  lowering::unify_reshape_targets(a, b);
+  EXPECT_EQ(i64s_of(a.tensors[1]), (std::vector<int64_t>{-1, 96}));
+  EXPECT_NE(lowering::compare_bindings(a, b), "");
+  // A target that something else reads too is left alone.
+  a = reshape_graph({96, 4, 3}, {96, 12}, {96, 12});
+  b = reshape_graph({160, 4, 3}, {160, 12}, {160, 12});
+  a.outputs.push_back(1);
+  b.outputs.push_back(1);
+  lowering::unify_reshape_targets(a, b);
+  EXPECT_EQ(i64s_of(a.tensors[1]), (std::vector<int64_t>{96, 12}));
 }
 
 TEST(NativeOpenShapes, ProbeBindingsShareSymbolsAndKeepInsideBounds) {
