@@ -109,6 +109,9 @@ while IFS= read -r h; do
   esac
 done < <(cd "$src/sdk/include" && find . -type f | sed 's|^\./||')
 compile_header c++ c++17 loom/graph/graph_generated.h
+# The C host API is C11 and C++.
+compile_header c c11 loom/loom.h
+compile_header c++ c++17 loom/loom.h
 while IFS= read -r h; do
   compile_header c++ c++20 "$h"
 done < <(cd "$prefix/include" && find loom -maxdepth 1 -name '*.hpp' | sort | while read -r f; do
@@ -239,6 +242,16 @@ ${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/list_devices.cpp" -o "$pc/list_dev
   $(pkg-config --cflags --libs loom) -Wl,-rpath,"$(pkg-config --variable=libdir loom)" ||
   fail "building the host program with pkg-config loom failed"
 check_consumer_runs "pkg-config consumer" "$pc/list_devices" "$pc/plugins"
+# A C application on the C host API (loom/loom.h), C11 and pedantic.
+# shellcheck disable=SC2046
+${CC:-cc} -std=c11 -pedantic -Wall -Werror -O1 "$scratch/consumer/list_devices_c.c" -o "$pc/list_devices_c" \
+  $(pkg-config --cflags --libs loom) -Wl,-rpath,"$(pkg-config --variable=libdir loom)" ||
+  fail "building the C host program with pkg-config loom failed"
+out=$(cd / && LOOM_PLUGIN_PATH=$pc/plugins "$pc/list_devices_c" 2>&1) || fail "the C host program failed: $out"
+grep -qx "device install-check://0" <<< "$out" && grep -qx "device cpu-simd://0" <<< "$out" ||
+  fail "the C host program's output lacks the install-check and cpu-simd devices: $out"
+objdump -T "$pc/list_devices_c" | grep -q "(LOOM_1) *loom_runtime_create$" ||
+  fail "the C host program does not bind loom_runtime_create@LOOM_1: $(objdump -T "$pc/list_devices_c" | grep loom_)"
 ${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/run_conformance.cpp" -o "$pc/run_conformance" \
   $(pkg-config --cflags --libs loom-conformance) -Wl,-rpath,"$(pkg-config --variable=libdir loom)" ||
   fail "building the conformance driver with pkg-config loom-conformance failed"
