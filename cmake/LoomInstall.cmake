@@ -3,12 +3,14 @@
 #   include/loom/   the runtime's public headers, version.hpp, the SDK headers,
 #                   graph/graph_generated.h (the graph.fbs reader)
 #   lib/            libloom.so -> libloom.so.<major> -> libloom.so.<version>,
-#                   libloom-conformance.so (the same way; the conformance suite)
+#                   libloom-conformance.so (the same way; the conformance suite),
+#                   libloom-compiler.so (the same way; the compile side)
 #   lib/loom/plugins/   the shipped plugins and their manifests
 #   lib/cmake/Loom/ LoomConfig.cmake, LoomConfigVersion.cmake, LoomTargets*.cmake,
 #                   LoomPlugin.cmake (loom_add_plugin)
 #   lib/pkgconfig/  loom.pc (the runtime), loom-sdk.pc (headers only),
-#                   loom-conformance.pc (the suite; needs loom)
+#                   loom-conformance.pc (the suite; needs loom),
+#                   loom-compiler.pc (the compile side; needs loom)
 #   share/loom/schemas/graph.fbs
 # Everything is relocatable: the package files find the prefix from their
 # own place (CMake's PACKAGE_PREFIX_DIR, pkg-config's ${pcfiledir}).
@@ -35,6 +37,13 @@ if(TARGET loom_shared)
           PATTERN "compiler.hpp" EXCLUDE
           PATTERN "onnx_initializers.hpp" EXCLUDE)
   install(FILES "${LOOM_VERSION_INCLUDE_DIR}/loom/version.hpp" DESTINATION include/loom)
+endif()
+
+# The compile side's library and its header; onnx_initializers.hpp stays
+# private to Loom's own tools.
+if(TARGET loom_compiler_shared)
+  install(TARGETS loom_compiler_shared EXPORT LoomTargets LIBRARY DESTINATION lib)
+  install(FILES "${PROJECT_SOURCE_DIR}/core/include/loom/compiler.hpp" DESTINATION include/loom)
 endif()
 
 # The conformance suite's library and its one header (loom/conformance.hpp);
@@ -72,6 +81,11 @@ if(TARGET loom_shared)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/loom.pc.in"
                  "${CMAKE_BINARY_DIR}/package/loom.pc" @ONLY)
   install(FILES "${CMAKE_BINARY_DIR}/package/loom.pc" DESTINATION lib/pkgconfig)
+endif()
+if(TARGET loom_compiler_shared)
+  configure_file("${PROJECT_SOURCE_DIR}/cmake/loom-compiler.pc.in"
+                 "${CMAKE_BINARY_DIR}/package/loom-compiler.pc" @ONLY)
+  install(FILES "${CMAKE_BINARY_DIR}/package/loom-compiler.pc" DESTINATION lib/pkgconfig)
 endif()
 if(TARGET loom_conformance_shared)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/loom-conformance.pc.in"

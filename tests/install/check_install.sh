@@ -35,6 +35,8 @@ rm -rf "$scratch"
 mkdir -p "$scratch"
 scratch=$(cd "$scratch" && pwd -P)
 prefix=$scratch/prefix
+# An ONNX model the compile-side consumer compiles (libonnx-testdata).
+onnx_relu=/usr/share/libonnx-testdata/data/node/test_relu/model.onnx
 xdg=$scratch/xdg-empty  # the per-user folder of every run here: absent
 mkdir -p "$xdg"
 # Nothing of the caller's plugin settings reaches the programs below.
@@ -70,9 +72,20 @@ soname=$(objdump -p "$lib/libloom.so.$version" | awk '$1 == "SONAME" { print $2 
 stray=$(nm -D --defined-only "$lib/libloom-conformance.so.$version" | awk '{ print $3 }' | c++filt |
           { grep -v "loom::conformance::" || true; } | head -5)
 [ -z "$stray" ] || fail "libloom-conformance exports more than loom::conformance::: $stray"
+# The compile side's library: linked the same way, its own namespace only,
+# and libloom itself never needs it.
+[ "$(readlink "$lib/libloom-compiler.so")" = "libloom-compiler.so.$major" ] &&
+  [ "$(readlink "$lib/libloom-compiler.so.$major")" = "libloom-compiler.so.$version" ] ||
+  fail "lib/libloom-compiler.so is not linked to .$major and .$version: $(ls -l "$lib"/libloom-compiler.so* 2>&1)"
+stray=$(nm -D --defined-only "$lib/libloom-compiler.so.$version" | awk '{ print $3 }' | c++filt |
+          { grep -v "loom::compiler::" || true; } | head -5)
+[ -z "$stray" ] || fail "libloom-compiler exports more than loom::compiler::: $stray"
+! objdump -p "$lib/libloom.so.$version" | grep -q "NEEDED.*loom-compiler" ||
+  fail "libloom.so needs libloom-compiler.so"
 for f in lib/cmake/Loom/LoomConfig.cmake lib/cmake/Loom/LoomConfigVersion.cmake \
          lib/cmake/Loom/LoomTargets.cmake lib/cmake/Loom/LoomPlugin.cmake \
          lib/pkgconfig/loom.pc lib/pkgconfig/loom-sdk.pc lib/pkgconfig/loom-conformance.pc \
+         lib/pkgconfig/loom-compiler.pc include/loom/compiler.hpp \
          include/loom/conformance.hpp share/loom/schemas/graph.fbs \
          include/loom/version.hpp include/loom/graph/graph_generated.h; do
   [ -f "$prefix/$f" ] || fail "$f is missing"
@@ -83,8 +96,7 @@ while IFS= read -r h; do
 done < <(cd "$src/sdk/include" && find . -type f | sed 's|^\./||')
 while IFS= read -r h; do
   [ -f "$prefix/include/$h" ] || fail "include/$h (from core/include) is missing"
-done < <(cd "$src/core/include" && find . -type f ! -name compiler.hpp ! -name onnx_initializers.hpp | sed 's|^\./||')
-[ ! -e "$prefix/include/loom/compiler.hpp" ] || fail "include/loom/compiler.hpp is installed (libloom has no compiler)"
+done < <(cd "$src/core/include" && find . -type f ! -name onnx_initializers.hpp | sed 's|^\./||')
 [ ! -e "$prefix/include/loom/onnx_initializers.hpp" ] || fail "include/loom/onnx_initializers.hpp is installed (libloom has no ONNX reader)"
 for p in "${plugins[@]}"; do
   [ -f "$lib/loom/plugins/libloom_$p.so" ] || fail "lib/loom/plugins/libloom_$p.so is missing"
@@ -221,6 +233,11 @@ grep -q '"version": "2.3.4"' "$cbuild/lib/loom/plugins/install-check.loom-plugin
   fail "the consumer plugin's manifest does not carry the project's version 2.3.4"
 check_consumer_runs "find_package consumer" "$cbuild/list_devices" "$cbuild/lib/loom/plugins"
 check_conformance_driver "find_package consumer" "$cbuild/run_conformance"
+# It compiles an ONNX model itself (Loom::compiler) and runs the program.
+out=$(cd / && "$cbuild/compile_model" "$onnx_relu" "$scratch/relu.loom" 2>&1) ||
+  fail "find_package consumer: compile_model failed: $out"
+grep -qx "nodes 1 on cpu-simd 1" <<< "$out" && grep -qx "0 0 0 1" <<< "$out" ||
+  fail "find_package consumer: compile_model printed: $out"
 
 step "consumer with pkg-config"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
