@@ -22,6 +22,9 @@ packages=(
   # tests/integration/make_qdq_cnn.py writes the quantized model the
   # fpga-stub CLI test splits (run with /usr/bin/python3)
   python3-onnx python3-numpy
+  # the Python package (`import loom`, python/): pybind11 and the Python
+  # headers to build it, pytest to test it (tests/python)
+  pybind11-dev python3-dev python3-pytest
   # vulkan-compute: Vulkan headers and glslc at build time (the plugin loads
   # the Vulkan loader at run time and never links it); lavapipe, the loader
   # and the Khronos validation layer for its tests

@@ -274,6 +274,18 @@ ${CXX:-c++} -std=c++20 -O1 "$scratch/consumer/run_conformance.cpp" -o "$pc/run_c
   fail "building the conformance driver with pkg-config loom-conformance failed"
 check_conformance_driver "pkg-config consumer" "$pc/run_conformance"
 
+step "the Python package from the prefix"
+if [ -d "$prefix/lib/python3/dist-packages/loom" ]; then
+  out=$(cd / && PYTHONPATH=$prefix/lib/python3/dist-packages /usr/bin/python3 -c \
+    'import loom; print(loom.__file__); print(" ".join(d["uri"] for d in loom.devices()))' 2>&1) ||
+    fail "import loom from the prefix failed: $out"
+  grep -q "^$prefix/lib/python3/dist-packages/loom/__init__.py$" <<< "$out" ||
+    fail "import loom did not take the installed package: $out"
+  grep -q "cpu-simd://0" <<< "$out" || fail "the installed package lists no cpu-simd device: $out"
+elif [ -f "$build/python/loom/__init__.py" ]; then
+  fail "the build has the Python package but the install put none in lib/python3/dist-packages/loom"
+fi
+
 step "SDK examples"
 for cm in "$src"/sdk/examples/*/CMakeLists.txt; do
   [ -e "$cm" ] || continue

@@ -29,7 +29,7 @@
  *   loom_runtime_t* rt = NULL;
  *   loom_error_t* e = loom_runtime_create(NULL, &rt);
  *   loom_program_t* program = NULL;
- *   loom_load_options_t load = {sizeof load};
+ *   loom_load_options_t load = {.struct_size = sizeof load};
  *   load.device = "policy:fastest";
  *   if (!e) e = loom_program_load_file(rt, "model.loom", &load, &program);
  *   loom_session_t* s = NULL;
@@ -37,7 +37,7 @@
  *   int64_t shape[2] = {1, 784};
  *   if (!e) e = loom_session_set_input(s, "x", LOOM_DTYPE_F32, shape, 2, pixels, sizeof pixels);
  *   if (!e) e = loom_session_run(s);
- *   loom_tensor_view_t y = {sizeof y};
+ *   loom_tensor_view_t y = {.struct_size = sizeof y};
  *   if (!e) e = loom_session_output(s, "y", &y);
  *   if (e) { fprintf(stderr, "%s\n", loom_error_message(e)); loom_error_free(e); }
  *   loom_session_destroy(s); loom_program_release(program); loom_runtime_destroy(rt);
