@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "graph/graph_codec.hpp"
 #include "import_test_util.hpp"
 #include "loom/compiler.hpp"
@@ -21,6 +23,15 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace fx = loom::testing::onnx_fixtures;
+
+// A folder of this process's own under the test temp folder: ctest runs
+// this file's cases in parallel processes, which must not overwrite each
+// other's models and programs.
+fs::path scratch() {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("loom-open-shapes-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
 
 // x[d0, 3, d2, d3] -> Conv(w[4,3,3,3], b, pads 1) -> Relu -> r
 // r -> Reshape to [d0, -1] with the target from Shape -> Gather -> Unsqueeze
@@ -66,14 +77,14 @@ std::unique_ptr<Runtime> make_runtime(std::vector<std::pair<std::string, std::st
 }
 
 fs::path write_open_cnn(bool batch_last = false) {
-  const fs::path path = fs::path(::testing::TempDir()) / (batch_last ? "open_cnn_batch_last.onnx" : "open_cnn.onnx");
+  const fs::path path = scratch() / (batch_last ? "open_cnn_batch_last.onnx" : "open_cnn.onnx");
   EXPECT_TRUE(fx::write_model(open_cnn(batch_last), path).ok());
   return path;
 }
 
 Result<fs::path> compile(Runtime& runtime, const std::string& name, CompileOptions options,
                          bool batch_last = false) {
-  const fs::path out = fs::path(::testing::TempDir()) / (name + ".loom");
+  const fs::path out = scratch() / (name + ".loom");
   LOOM_RETURN_IF_ERROR(compile_onnx_file(runtime.plugin_host(), write_open_cnn(batch_last), out, options).status());
   return out;
 }
@@ -117,10 +128,10 @@ TEST(OpenShapes, CompiledOnceWithoutShapesRunsAtUnseenShapes) {
   CompileOptions options;
   options.targets = {"cpu-simd"};
   auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(true),
-                                  fs::path(::testing::TempDir()) / "open_cnn_simd.loom", options);
+                                  scratch() / "open_cnn_simd.loom", options);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_EQ(report->open_inputs, (std::vector<std::string>{"x: f32 [?(d0), 3, ?(d2), ?(d3)]", "s: f32 [?(d0)]"}));
-  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "open_cnn_simd.loom").value();
+  auto program = runtime->load_program(scratch() / "open_cnn_simd.loom").value();
   const FunctionInfo info = program->function("main").value();
   EXPECT_TRUE(info.open);
   EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 3, -1, -1}));
@@ -320,11 +331,11 @@ TEST(OpenShapes, InputValuesThatDecideShapesAreBoundPerRun) {
   add_node(m, "Reshape", {"x", "shape"}, {"y"}, "r");
   add_node(m, "Relu", {"y"}, {"z"}, "relu");
   add_output(m, "z", TP::FLOAT, {-1, -1});
-  const fs::path model = fs::path(::testing::TempDir()) / "reshape_input.onnx";
+  const fs::path model = scratch() / "reshape_input.onnx";
   ASSERT_TRUE(fx::write_model(m, model).ok());
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
-  const fs::path out = fs::path(::testing::TempDir()) / "reshape_input.loom";
+  const fs::path out = scratch() / "reshape_input.loom";
   CompileOptions options;
   options.targets = {"cpu-simd"};
   auto report = compile_onnx_file(runtime->plugin_host(), model, out, options);
@@ -444,9 +455,9 @@ ValueDef open_value(std::string name, Shape shape, std::vector<std::string> symb
 }
 
 Result<CompileReport> compile_pooled(Runtime& runtime, const std::string& name, CompileOptions options) {
-  const fs::path model = fs::path(::testing::TempDir()) / "pooled_cnn.onnx";
+  const fs::path model = scratch() / "pooled_cnn.onnx";
   LOOM_RETURN_IF_ERROR(fx::write_model(pooled_cnn(), model));
-  return compile_onnx_file(runtime.plugin_host(), model, fs::path(::testing::TempDir()) / (name + ".loom"),
+  return compile_onnx_file(runtime.plugin_host(), model, scratch() / (name + ".loom"),
                            options);
 }
 
@@ -457,7 +468,7 @@ TEST(NativeOpenShapes, CompiledOnceRunsEveryBindingWithoutCompilingAgain) {
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
   EXPECT_EQ(report->reference_nodes, 4u);  // BN folded into the Conv once, at compile time
-  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_native.loom").value();
+  auto program = runtime->load_program(scratch() / "pooled_native.loom").value();
   const FunctionInfo info = program->function("main").value();
   EXPECT_TRUE(info.open);
   EXPECT_EQ(info.inputs[0].shape, (Shape{-1, 3, -1, -1}));
@@ -467,7 +478,7 @@ TEST(NativeOpenShapes, CompiledOnceRunsEveryBindingWithoutCompilingAgain) {
     CompileOptions fixed;
     fixed.input_shapes = {{"x", {n, 3, h, w}}};
     ASSERT_TRUE(compile_pooled(*runtime, "pooled_fixed", fixed).ok());
-    auto oracle = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_fixed.loom").value();
+    auto oracle = runtime->load_program(scratch() / "pooled_fixed.loom").value();
     auto want_session = oracle->create_session().value();
     const Tensor x = pattern({n, 3, h, w}, n + h);
     ASSERT_TRUE(want_session->set_input("x", x).ok());
@@ -487,7 +498,7 @@ TEST(NativeOpenShapes, ABindingIsPlannedNotCompiled) {
   ASSERT_TRUE(compile_pooled(*runtime, "pooled_plan", {}).ok());
   LoadOptions load;
   load.shape_cache = 2;
-  auto program = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_plan.loom", load).value();
+  auto program = runtime->load_program(scratch() / "pooled_plan.loom", load).value();
   auto session = program->create_session().value();
   // Still one "specialize" span per new binding (planned, not compiled),
   // none for a binding in the cache.
@@ -501,7 +512,7 @@ TEST(NativeOpenShapes, ABindingIsPlannedNotCompiled) {
   // A binding beyond max_tensor_bytes is refused before anything is planned.
   LoadOptions small;
   small.max_tensor_bytes = 4096;
-  auto tight = runtime->load_program(fs::path(::testing::TempDir()) / "pooled_plan.loom", small).value();
+  auto tight = runtime->load_program(scratch() / "pooled_plan.loom", small).value();
   auto s2 = tight->create_session().value();
   ASSERT_TRUE(s2->set_input("x", pattern({1, 3, 64, 64}, 1)).ok());
   const Status st = s2->run();
@@ -514,7 +525,7 @@ TEST(NativeOpenShapes, CompiledPerBindingWhenTheStructureOrATargetRequiresIt) {
   ASSERT_NE(runtime, nullptr);
   // open_cnn's Reshape target computed from Shape(r) as [-1, d0]: a
   // different constant at every binding, with no spelling for all.
-  const fs::path out = fs::path(::testing::TempDir()) / "open_cnn_per_binding.loom";
+  const fs::path out = scratch() / "open_cnn_per_binding.loom";
   auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(true), out, {});
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_FALSE(report->open_native);
@@ -561,7 +572,7 @@ TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
 TEST(NativeOpenShapes, AReshapeTargetFromTheBatchSizeIsCompiledOnce) {
   auto runtime = make_runtime();
   ASSERT_NE(runtime, nullptr);
-  const fs::path out = fs::path(::testing::TempDir()) / "open_cnn_native.loom";
+  const fs::path out = scratch() / "open_cnn_native.loom";
   auto report = compile_onnx_file(runtime->plugin_host(), write_open_cnn(), out, {});
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
