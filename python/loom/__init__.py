@@ -39,7 +39,7 @@ Feeds = Mapping[str, Any]
 
 __all__ = [
     "Runtime", "Program", "Session", "Run", "default_runtime", "devices", "plugins", "compile",
-    "load", "trace", "Error", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
+    "load", "trace", "doctor", "Error", "InvalidArgumentError", "NotFoundError", "UnimplementedError",
     "IncompatibleError", "ResourceExhaustedError", "DeviceLostError", "DeadlineExceededError",
     "DataLossError", "InternalError", "FailedPreconditionError", "UnavailableError",
     "OutOfRangeError", "CancelledError", "AlreadyExistsError",
@@ -266,6 +266,15 @@ def compile(model: Union[PathLike, bytes], output: Optional[PathLike] = None, **
 def load(source: Union[PathLike, bytes], device: str = "", **options) -> Program:
     """Runtime.load on the default runtime."""
     return default_runtime().load(source, device, **options)
+
+
+def doctor(plugin: str = "", plugin_paths: Sequence[PathLike] = (),
+           require_conformance: bool = False) -> List[dict]:
+    """What `loom doctor` checks, for the plugins ``plugin`` names (a manifest, a
+    library or a name; "": every one found): each with ``accepted``, its
+    ``checks`` (name, outcome OK/PROBLEM/NOTE/SKIP, detail, fix) and ``report``,
+    the text `loom doctor` prints."""
+    return _loom.doctor(plugin, [os.fspath(p) for p in plugin_paths], require_conformance)
 
 
 def trace(path: Optional[PathLike] = None):

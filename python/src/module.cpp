@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "loom/compiler.hpp"
+#include "loom/conformance.hpp"
+#include "loom/doctor.hpp"
 #include "loom/runtime.hpp"
 #include "loom/trace.hpp"
 #include "loom/version.hpp"
@@ -480,6 +482,65 @@ PYBIND11_MODULE(_loom, m) {
         }
         return out;
       });
+
+  // loom.conformance.run and loom.doctor (python/loom/__init__.py wraps them).
+  m.def("conformance_run",
+        [](const std::string& plugin, const std::string& level, const std::string& device,
+           std::vector<std::string> only, std::vector<std::string> skip,
+           std::map<std::string, std::string> plugin_options, std::vector<std::filesystem::path> search_paths,
+           std::vector<std::filesystem::path> onnx_dirs, bool stamp) {
+          conformance::SuiteOptions o;
+          o.plugin = plugin;
+          o.level = take(conformance::parse_level(level));
+          o.device = device;
+          o.only = std::move(only);
+          o.skip = std::move(skip);
+          for (auto& [k, v] : plugin_options) o.plugin_options.emplace_back(k, v);
+          o.search_paths = std::move(search_paths);
+          o.onnx_dirs = std::move(onnx_dirs);
+          Result<conformance::SuiteReport> report = internal_error("not run");
+          {
+            py::gil_scoped_release release;
+            report = conformance::run_suite(o);
+          }
+          conformance::SuiteReport r = take(std::move(report));
+          if (stamp) take(conformance::stamp_plugin(r));
+          return conformance::report_json(r);
+        },
+        py::arg("plugin"), py::arg("level"), py::arg("device"), py::arg("only"), py::arg("skip"),
+        py::arg("plugin_options"), py::arg("search_paths"), py::arg("onnx_dirs"), py::arg("stamp"));
+  m.def("doctor", [](const std::string& plugin, std::vector<std::filesystem::path> plugin_paths,
+                     bool require_conformance) {
+    RuntimeOptions o;
+    o.plugin_paths = std::move(plugin_paths);
+    o.require_conformance = require_conformance;
+    Result<std::vector<PluginDiagnosis>> found = internal_error("not run");
+    {
+      py::gil_scoped_release release;
+      found = diagnose_plugins(o, plugin);
+    }
+    py::list out;
+    for (const PluginDiagnosis& d : take(std::move(found))) {
+      py::dict e;
+      e["plugin"] = d.plugin;
+      e["manifest"] = d.manifest_path.string();
+      e["library"] = d.library.string();
+      e["accepted"] = d.accepted();
+      py::list checks;
+      for (const DoctorCheck& c : d.checks) {
+        py::dict cd;
+        cd["name"] = c.name;
+        cd["outcome"] = std::string(doctor_outcome_name(c.outcome));
+        cd["detail"] = c.detail;
+        cd["fix"] = c.fix;
+        checks.append(cd);
+      }
+      e["checks"] = checks;
+      e["report"] = d.to_string();
+      out.append(e);
+    }
+    return out;
+  }, py::arg("plugin"), py::arg("plugin_paths"), py::arg("require_conformance"));
 
   py::class_<PyRun>(m, "Run")
       .def("wait", &PyRun::wait, py::arg("timeout") = py::none())

@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import loom
+import loom.conformance
 import loom.onnxruntime as lort
 
 RELU = "/usr/share/libonnx-testdata/data/node/test_relu/model.onnx"
@@ -223,3 +224,18 @@ def test_inference_session_like_onnxruntime(open_relu):
     opts.intra_op_num_threads = 1
     sess2 = lort.InferenceSession(open(path, "rb").read(), opts, providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(sess2.run(None, {"x": x})[0], y)
+
+
+def test_conformance_suite_and_doctor_from_python():
+    report = loom.conformance.run("cpu-simd", only=["abi."])
+    assert report["plugin"]["name"] == "cpu-simd"
+    assert report["totals"]["failed"] == 0 and report["totals"]["passed"] >= 3, report["totals"]
+    assert all(c["id"].startswith("abi.") for c in report["checks"])
+    with pytest.raises(loom.NotFoundError, match="no-such-plugin"):
+        loom.conformance.run("no-such-plugin")
+    with pytest.raises(loom.InvalidArgumentError, match="'fast'"):
+        loom.conformance.run("cpu-simd", level="fast")
+    (diagnosis,) = loom.doctor("cpu-simd")
+    assert diagnosis["plugin"] == "cpu-simd" and diagnosis["accepted"]
+    assert any(c["name"] == "manifest" and c["outcome"] == "OK" for c in diagnosis["checks"])
+    assert "cpu-simd" in diagnosis["report"]
