@@ -10,6 +10,7 @@
 #include <pybind11/stl/filesystem.h>
 
 #include <chrono>
+#include <map>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -185,14 +186,31 @@ struct PyProgram {
 struct PySession {
   std::shared_ptr<Program> program;
   std::unique_ptr<Session> session;
-  std::vector<py::array> held;  // inputs bound without a copy for the run in flight
+  // Arrays bound without a copy (Session::bind_input), by input index: the
+  // session reads them at every run until another value is given, so it
+  // keeps them alive.
+  std::map<size_t, py::array> held;
 
+  // An input of fixed shape given an array of exactly its dtype and shape
+  // is bound without a copy; any other is copied by set_input, which checks
+  // it (and takes any binding of an open-shape input).
   void set_inputs(const py::dict& feeds) {
+    const FunctionInfo& f = session->function();
     for (auto item : feeds) {
       const std::string name = py::str(item.first);
       py::array a = py::reinterpret_borrow<py::array>(item.second);
       Tensor t = view_of(name, a);
+      size_t index = f.inputs.size();
+      for (size_t i = 0; i < f.inputs.size(); ++i) {
+        if (f.inputs[i].name == name) index = i;
+      }
+      if (index < f.inputs.size() && f.inputs[index].dtype == t.dtype() && f.inputs[index].shape == t.shape()) {
+        check(session->bind_input(index, t.data(), t.byte_size()));
+        held[index] = a;
+        continue;
+      }
       check(session->set_input(name, t));
+      if (index < f.inputs.size()) held.erase(index);
     }
   }
 

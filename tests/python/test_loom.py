@@ -89,6 +89,12 @@ def test_layouts_are_taken_as_numpy_means_them(relu_program):
     for x in (strided, fortran, big_endian):
         assert x.shape == (3, 4, 5)
         np.testing.assert_array_equal(s.run({"x": x})["y"], np.maximum(np.asarray(x, np.float32), 0))
+    # An array of the input's dtype and shape is bound without a copy and
+    # read at each run (the session keeps it alive); the next value replaces it.
+    x = base[:3, :4, :5].copy()
+    s.run({"x": x})
+    x[...] = -x
+    np.testing.assert_array_equal(s.run({})["y"], np.maximum(x, 0))
     # Nested lists are arrays too; the outputs own their memory.
     y = s.run({"x": base[:3, :4, :5].tolist()})["y"]
     assert y.flags["OWNDATA"] and y.flags["C_CONTIGUOUS"]
