@@ -16,6 +16,11 @@ namespace loom::fpga_stub {
 // inputs. Kernels rely on this: a node that passes cannot read or write out
 // of bounds.
 Status check_node(const Bitstream& bs, size_t index);
+// check_node's rules, except that the output's recorded shape is not
+// compared: the shape the operator computes from its (static) inputs is
+// stored in *out_shape. The output's dtype must still match. Reshape and
+// Flatten compute nothing: their output must be recorded static.
+Status infer_node(const Bitstream& bs, size_t index, std::vector<int64_t>* out_shape);
 
 // Per-node work for the timing model.
 struct NodeCost {
