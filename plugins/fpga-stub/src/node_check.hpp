@@ -22,7 +22,8 @@ Status check_node(const Bitstream& bs, size_t index);
 // Flatten compute nothing: their output must be recorded static.
 Status infer_node(const Bitstream& bs, size_t index, std::vector<int64_t>* out_shape);
 
-// Per-node work for the timing model.
+// Per-node work for the timing model, of a node check_node accepted (for an
+// open bitstream: of its bound form, bind_shapes).
 struct NodeCost {
   uint64_t int8_macs = 0;
   uint64_t f32_ops = 0;
