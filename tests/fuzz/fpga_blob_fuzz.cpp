@@ -1,7 +1,9 @@
 // fpga-stub's blob loader: decode() of a bitstream (header, checksum,
 // tensor and node tables, storage ranges, I/O lists, check_node on every
 // node), which executable_load runs before anything reaches the simulated
-// device. What decodes must encode and decode again.
+// device. What decodes must encode and decode again. An open bitstream
+// (format 2) is also bound (bind_shapes) at two bindings of its inputs,
+// every open dimension 1 and then 5, and what binds is costed.
 //
 // Each input is decoded twice: as it is, and with the header's size and
 // checksum recomputed (FNV-1a 64 of the bytes after the 64-byte header), so
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bind.hpp"
 #include "bitstream.hpp"
 #include "fuzz_support.hpp"
 #include "node_check.hpp"
@@ -26,7 +29,25 @@ void decode_blob(const void* data, size_t size) {
     loom::fuzz::check_refusal(s);
     return;
   }
-  for (const BsNode& node : bs.nodes) (void)node_cost(bs, node);
+  // node_cost needs checked nodes: an open bitstream's are checked when bound.
+  if (!bs.has_open_dims()) {
+    for (const BsNode& node : bs.nodes) (void)node_cost(bs, node);
+  } else {
+    for (int64_t size : {1, 5}) {
+      std::vector<std::vector<int64_t>> shapes;
+      for (uint32_t t : bs.inputs) {
+        shapes.push_back(bs.tensors[t].shape);
+        for (int64_t& d : shapes.back()) d = d == -1 ? size : d;
+      }
+      Bitstream bound;
+      s = bind_shapes(bs, shapes, &bound);
+      if (!s.ok()) {
+        loom::fuzz::check_refusal(s);
+        continue;
+      }
+      for (const BsNode& node : bound.nodes) (void)node_cost(bound, node);
+    }
+  }
   const auto bytes = encode(bs);
   Bitstream again;
   s = decode(bytes.data(), bytes.size(), &again);

@@ -224,9 +224,11 @@ void fpga_seeds(const fs::path& dir) {
       BsTensor t;
       t.dtype = dtype;
       t.storage = storage;
-      t.bytes = element_count(shape) * dtype_size(dtype);
+      t.bytes = is_open(shape) ? 0 : element_count(shape) * dtype_size(dtype);
       t.shape = std::move(shape);
-      if (storage == Storage::kConst) {
+      if (is_open(t.shape)) {
+        // Format 2: an open tensor records 0 bytes at offset 0.
+      } else if (storage == Storage::kConst) {
         t.offset = bs.weights.size();
         bs.weights.resize((bs.weights.size() + t.bytes + 63) / 64 * 64, std::byte{1});
       } else if (storage == Storage::kScratch) {
@@ -264,6 +266,24 @@ void fpga_seeds(const fs::path& dir) {
     Status s = decode(bytes.data(), bytes.size(), &check);
     if (!s.ok()) std::fprintf(stderr, "fpga seed conv_pool_flatten: %s\n", s.message().c_str());
     write(dir, "conv_pool_flatten.bin", bytes);
+  }
+  {
+    // Format 2 (open shapes): N, H and W open, bound per execution.
+    Builder b;
+    const uint32_t x = b.add(LOOM_DTYPE_F32, {-1, 1, -1, -1}, Storage::kIo);
+    const uint32_t w = b.add(LOOM_DTYPE_F32, {2, 1, 3, 3}, Storage::kConst);
+    const uint32_t c = b.add(LOOM_DTYPE_F32, {-1, 2, -1, -1}, Storage::kScratch);
+    const uint32_t y = b.add(LOOM_DTYPE_F32, {-1, 2, -1, -1}, Storage::kIo);
+    b.bs.inputs = {x};
+    b.bs.outputs = {y};
+    auto i = [](uint32_t t) { return static_cast<int32_t>(t); };
+    b.bs.nodes.push_back({Op::kConv, {i(x), i(w), -1}, i(c), {1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}});
+    b.bs.nodes.push_back({Op::kMaxPool, {i(c)}, i(y), {1, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0}});
+    const auto bytes = encode(b.bs);
+    Bitstream check;
+    Status s = decode(bytes.data(), bytes.size(), &check);
+    if (!s.ok()) std::fprintf(stderr, "fpga seed open_conv_pool: %s\n", s.message().c_str());
+    write(dir, "open_conv_pool.bin", bytes);
   }
 }
 

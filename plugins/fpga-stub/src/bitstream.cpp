@@ -108,14 +108,44 @@ uint64_t element_count(const std::vector<int64_t>& shape) {
   return n;
 }
 
+bool is_open(const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d == -1) return true;
+  }
+  return false;
+}
+
+bool Bitstream::has_open_dims() const {
+  for (const BsTensor& t : tensors) {
+    if (is_open(t.shape)) return true;
+  }
+  return false;
+}
+
 Status validate(const Bitstream& bs) {
   const size_t nt = bs.tensors.size();
+  std::vector<bool> open(nt, false);
   for (size_t i = 0; i < nt; ++i) {
     const BsTensor& t = bs.tensors[i];
     const std::string where = "tensor " + std::to_string(i);
     const size_t es = dtype_size(t.dtype);
     if (es == 0) return bad(where + " has dtype " + std::to_string(t.dtype) + ", not f32/i32/i8/u8");
     if (t.shape.size() > LOOM_MAX_RANK) return bad(where + " has rank " + std::to_string(t.shape.size()));
+    open[i] = is_open(t.shape);
+    if (open[i]) {
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.shape[d] < -1) {
+          return bad(where + " has shape " + shape_label(t.shape) + ": dimension " + std::to_string(d) +
+                     " is neither open (-1) nor a size");
+        }
+      }
+      if (t.storage == Storage::kConst) return bad(where + " is a constant with open shape " + shape_label(t.shape));
+      if (t.bytes != 0 || t.offset != 0) {
+        return bad(where + " has open shape " + shape_label(t.shape) + " but records " + std::to_string(t.bytes) +
+                   " bytes at offset " + std::to_string(t.offset) + " (an open tensor records 0 and 0)");
+      }
+      continue;
+    }
     const uint64_t n = element_count(t.shape);
     if (n > kMaxElements) return bad(where + " has shape " + shape_label(t.shape) + ": too many elements");
     if (t.bytes != n * es) {
@@ -174,6 +204,16 @@ Status validate(const Bitstream& bs) {
     }
     if (role[o] == 2) role[o] = 3;
     ready[o] = true;
+    bool touches_open = open[static_cast<size_t>(o)];
+    for (int32_t t : node.inputs) touches_open = touches_open || (t >= 0 && open[static_cast<size_t>(t)]);
+    if (touches_open) {
+      // Its shapes are checked per binding (bind_shapes); here only what
+      // does not depend on them.
+      if (node.inputs.size() > kMaxNodeInputs || node.params.size() > kMaxParams) {
+        return bad(where + " has too many inputs or parameters");
+      }
+      continue;
+    }
     Status s = check_node(bs, n);
     if (!s.ok()) return bad(s.message());
   }
@@ -186,7 +226,7 @@ Status validate(const Bitstream& bs) {
 std::vector<std::byte> encode(const Bitstream& bs) {
   Writer w;
   for (char c : kMagic) w.put<char>(c);
-  w.put<uint32_t>(kFormatVersion);
+  w.put<uint32_t>(bs.format_version());
   w.put<uint32_t>(0);  // flags
   w.put<uint64_t>(0);  // total size, patched below
   w.put<uint64_t>(bs.weights.size());
@@ -242,9 +282,9 @@ Status decode(const void* data, size_t size, Bitstream* out) {
   r.get(&ni);
   r.get(&no);
   r.get(&checksum);
-  if (version != kFormatVersion) {
-    return bad_at(8, "format version " + std::to_string(version) + ", this device reads version " +
-                         std::to_string(kFormatVersion));
+  if (version < kMinFormatVersion || version > kFormatVersion) {
+    return bad_at(8, "format version " + std::to_string(version) + ", this device reads versions " +
+                         std::to_string(kMinFormatVersion) + " to " + std::to_string(kFormatVersion));
   }
   if (flags != 0) return bad_at(12, "unknown flags " + std::to_string(flags));
   if (total != size) {
@@ -327,6 +367,9 @@ Status decode(const void* data, size_t size, Bitstream* out) {
   }
   bs.weights.assign(r.here(), r.here() + r.left());
   LOOM_SDK_RETURN_IF_ERROR(validate(bs));
+  if (version == kStaticFormatVersion && bs.has_open_dims()) {
+    return bad_at(8, "format version 1 has no open dimensions, but a tensor has one (format 2 carries them)");
+  }
   *out = std::move(bs);
   return Status();
 }

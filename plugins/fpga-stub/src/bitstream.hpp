@@ -17,7 +17,16 @@ namespace loom::fpga_stub {
 using sdk::Status;
 
 inline constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'F', 'P', 'G', 'A'};
-inline constexpr uint32_t kFormatVersion = 1;
+// Format 1: static shapes only. Format 2 (open-shape executables, ABI 1.2)
+// adds open dimensions: -1 in the shape of an I/O or activation tensor,
+// whose recorded byte size and offset are then 0 (the sizes and the
+// activation layout of such tensors are computed per binding, bind.hpp).
+// encode writes format 1 whenever no tensor is open, so static bitstreams
+// stay readable by older devices; decode reads both.
+inline constexpr uint32_t kStaticFormatVersion = 1;
+inline constexpr uint32_t kOpenFormatVersion = 2;
+inline constexpr uint32_t kMinFormatVersion = kStaticFormatVersion;
+inline constexpr uint32_t kFormatVersion = kOpenFormatVersion;
 inline constexpr size_t kHeaderSize = 64;
 inline constexpr const char* kLoaderKey = "fpga-stub";
 // Bounds on what a blob may declare, so decoding does bounded work.
@@ -69,9 +78,17 @@ struct Bitstream {
   std::vector<std::byte> weights;
   uint64_t activation_bytes = 0;
 
-  // Device memory the program needs besides its I/O buffers.
+  // Device memory the program needs besides its I/O buffers (for an open
+  // bitstream: besides its I/O buffers and its open activations).
   uint64_t footprint() const { return weights.size() + activation_bytes; }
+  // True when some tensor has an open dimension (format 2).
+  bool has_open_dims() const;
+  // The format encode writes for this bitstream.
+  uint32_t format_version() const { return has_open_dims() ? kOpenFormatVersion : kStaticFormatVersion; }
 };
+
+// True when `shape` has an open (-1) dimension.
+bool is_open(const std::vector<int64_t>& shape);
 
 size_t dtype_size(loom_dtype_t dtype);  // 0 for dtypes the device lacks
 const char* dtype_label(loom_dtype_t dtype);
@@ -80,7 +97,9 @@ uint64_t element_count(const std::vector<int64_t>& shape);
 
 // Everything decode checks beyond the byte layout: indices, storage ranges,
 // I/O lists, producers before consumers, and check_node (node_check.hpp)
-// for every node.
+// for every node. Open dimensions (-1) are allowed in I/O and activation
+// tensors only; a node that touches an open tensor is checked when a
+// binding makes its shapes concrete (bind_shapes), not here.
 Status validate(const Bitstream& bs);
 
 std::vector<std::byte> encode(const Bitstream& bs);

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "loom/sdk/graph.hpp"
+#include "bind.hpp"
 #include "plugin.hpp"
 #include "node_check.hpp"
 
@@ -112,6 +113,9 @@ bool lower_window(Lowering& l, bool conv, bool pool_ceil) {
     if (!pads.empty() && pads.size() != 4) return l.fail("pads must have 4 entries");
     if (pads.size() == 4) begin = {pads[0], pads[1]}, end = {pads[2], pads[3]};
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The pads follow the input's extent: fixed in the bitstream, so only
+    // for a static one.
+    if (x[2] < 0 || x[3] < 0) return l.fail("auto_pad " + auto_pad + " over an open spatial dimension");
     for (size_t d = 0; d < 2; ++d) {
       if (strides[d] < 1 || dilations[d] < 1 || kernel[d] < 1) return l.fail("bad window");
       const int64_t out = (x[2 + d] + strides[d] - 1) / strides[d];
@@ -242,9 +246,37 @@ uint32_t add_tensor(const GraphView& g, int32_t t, Bitstream* bs) {
   bt.dtype = g.tensor(static_cast<size_t>(t)).dtype();
   bt.shape = g.tensor(static_cast<size_t>(t)).shape();
   const uint64_t n = element_count(bt.shape);
-  bt.bytes = n > kMaxElements ? 0 : n * dtype_size(bt.dtype);
+  bt.bytes = n > kMaxElements || is_open(bt.shape) ? 0 : n * dtype_size(bt.dtype);
   bs->tensors.push_back(std::move(bt));
   return static_cast<uint32_t>(bs->tensors.size() - 1);
+}
+
+// Open shapes (ABI 1.2): a node over open tensors is claimed when its rule
+// holds with every open input dimension at each of two probe sizes, and its
+// output agrees with the dimensions the graph fixes. Whatever a binding
+// decides beyond that (a window larger than the input, mismatched open
+// extents) is checked again per binding (bind_shapes) with a one-line error.
+// Reshape and Flatten keep no shape rule in the bitstream: over open data
+// they are declined, and the host places them elsewhere.
+Status check_open(const Bitstream& one, const BsNode& node) {
+  if (node.op == Op::kReshape || node.op == Op::kFlatten) {
+    return sdk::invalid_argument(std::string(op_name(node.op)) + " over open dimensions is not on the device");
+  }
+  for (int64_t probe : {64, 97}) {
+    std::vector<std::vector<int64_t>> inputs;
+    Bitstream bs = one;
+    for (size_t i = 0; i < bs.tensors.size(); ++i) {
+      if (static_cast<int32_t>(i) == node.output) continue;
+      for (int64_t& d : bs.tensors[i].shape) d = d == -1 ? probe : d;
+      bs.tensors[i].bytes = element_count(bs.tensors[i].shape) * dtype_size(bs.tensors[i].dtype);
+      bs.tensors[i].storage = Storage::kIo;
+      bs.inputs.push_back(static_cast<uint32_t>(i));
+      inputs.push_back(bs.tensors[i].shape);
+    }
+    Bitstream bound;
+    LOOM_SDK_RETURN_IF_ERROR(bind_shapes(bs, inputs, &bound));
+  }
+  return Status();
 }
 
 // Lowers node `index` and checks it alone, as the loader would.
@@ -257,14 +289,17 @@ bool claim(const GraphView& g, size_t index, BsNode* out, std::string* why) {
     if (t != -1) t = static_cast<int32_t>(add_tensor(g, t, &one));
   }
   local.output = static_cast<int32_t>(add_tensor(g, local.output, &one));
+  bool open = false;
   for (const BsTensor& t : one.tensors) {
-    if (dtype_size(t.dtype) == 0 || element_count(t.shape) > kMaxElements || t.shape.size() > LOOM_MAX_RANK) {
+    open = open || is_open(t.shape);
+    if (dtype_size(t.dtype) == 0 || t.shape.size() > LOOM_MAX_RANK ||
+        (!is_open(t.shape) && element_count(t.shape) > kMaxElements)) {
       *why = "a tensor has dtype or shape the device does not take";
       return false;
     }
   }
   one.nodes.push_back(local);
-  Status s = check_node(one, 0);
+  Status s = open ? check_open(one, local) : check_node(one, 0);
   if (!s.ok()) {
     *why = s.message();
     return false;
@@ -279,7 +314,7 @@ uint64_t aligned(uint64_t v) { return (v + kRegionAlignment - 1) / kRegionAlignm
 
 Status compile_supported(const Config& config, const void* data, size_t size, size_t node_count, bool* out) {
   GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g));
+  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g, /*allow_open_dims=*/true));
   if (g.node_count() != node_count) {
     return sdk::invalid_argument("compile_supported: node_count is " + std::to_string(node_count) +
                                  ", the graph has " + std::to_string(g.node_count()) + " nodes");
@@ -314,7 +349,7 @@ Status compile_supported(const Config& config, const void* data, size_t size, si
 
 Status compile_graph(const Config& config, const void* data, size_t size, Bitstream* out) {
   GraphView g;
-  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g));
+  LOOM_SDK_RETURN_IF_ERROR(GraphView::open(data, size, &g, /*allow_open_dims=*/true));
   Bitstream bs;
   std::vector<int32_t> map(g.tensor_count(), -1);
   for (size_t i = 0; i < g.input_count(); ++i) {
@@ -353,6 +388,8 @@ Status compile_graph(const Config& config, const void* data, size_t size, Bitstr
     BsTensor& bt = bs.tensors[static_cast<size_t>(map[o])];
     if (g.tensor(o).is_graph_output()) {
       bt.storage = Storage::kIo;
+    } else if (is_open(bt.shape)) {
+      bt.storage = Storage::kScratch;  // laid out per binding (bind_shapes)
     } else {
       bt.storage = Storage::kScratch;
       bt.offset = bs.activation_bytes;

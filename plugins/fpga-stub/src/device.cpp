@@ -293,7 +293,9 @@ Status Device::launch(const Submission& s, Command& c, uint64_t seq, bool* hung)
     return Status();
   }
   Program& p = *c.program;
-  const Bitstream& bs = p.bs;
+  // An open program runs, and is timed, at its binding's shapes.
+  const Bitstream& bs = c.bound ? *c.bound : p.bs;
+  const std::shared_ptr<Allocation>& activations = c.bound ? c.activations : p.activations;
   // Device addresses of every tensor; inputs are checked before they are read.
   std::vector<std::byte*> data(bs.tensors.size(), nullptr);
   std::byte* mem = memory_.get();
@@ -301,7 +303,7 @@ Status Device::launch(const Submission& s, Command& c, uint64_t seq, bool* hung)
   for (size_t t = 0; t < bs.tensors.size(); ++t) {
     const BsTensor& bt = bs.tensors[t];
     if (bt.storage == Storage::kConst) data[t] = mem + p.weights->offset + bt.offset;
-    if (bt.storage == Storage::kScratch) data[t] = mem + p.activations->offset + bt.offset;
+    if (bt.storage == Storage::kScratch) data[t] = mem + activations->offset + bt.offset;
   }
   const size_t ni = bs.inputs.size();
   for (size_t k = 0; k < c.io.size(); ++k) {

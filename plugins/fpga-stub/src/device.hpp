@@ -57,7 +57,8 @@ struct Allocation {
   uint64_t checksum = 0;  // touched by the command processor only
 };
 
-// A bitstream loaded on a device: weights resident, activations reserved.
+// A bitstream loaded on a device: weights resident, activations reserved
+// (for an open bitstream: per launch, Command::activations).
 struct Program {
   Bitstream bs;
   std::shared_ptr<Allocation> weights;
@@ -80,6 +81,10 @@ struct Command {
   std::shared_ptr<std::vector<std::byte>> staging;
   // Kernel launch: the program and one binding per program input, then output.
   std::shared_ptr<Program> program;
+  // An open program's launch: the bitstream at this execution's binding
+  // (bind_shapes) and the activations reserved for it; NULL for a static one.
+  std::shared_ptr<const Bitstream> bound;
+  std::shared_ptr<Allocation> activations;
   std::vector<Binding> io;
 };
 

@@ -12,8 +12,8 @@ using Shape = std::vector<int64_t>;
 
 class Checker {
  public:
-  Checker(const Bitstream& bs, size_t index)
-      : bs_(bs), node_(bs.nodes[index]),
+  Checker(const Bitstream& bs, size_t index, Shape* inferred)
+      : bs_(bs), node_(bs.nodes[index]), inferred_(inferred),
         where_("node " + std::to_string(index) + " (" + op_name(node_.op) + ")") {}
 
   Status fail(const std::string& what) const { return sdk::invalid_argument(where_ + ": " + what); }
@@ -59,7 +59,13 @@ class Checker {
                 (per_channel ? ", expected a scalar or [" + std::to_string(channels) + "]"
                              : ", expected a scalar"));
   }
+  // The output the operator computes: compared with the recorded one, or
+  // (inferring) stored once its dtype matches.
   Status output(loom_dtype_t dtype, const Shape& shape) const {
+    if (inferred_ != nullptr && out().dtype == dtype) {
+      *inferred_ = shape;
+      return Status();
+    }
     if (out().dtype != dtype || out().shape != shape) {
       return fail("output is " + std::string(dtype_label(out().dtype)) + " " + shape_label(out().shape) +
                   ", the operator computes " + dtype_label(dtype) + " " + shape_label(shape));
@@ -67,10 +73,12 @@ class Checker {
     return Status();
   }
   int64_t param(size_t i) const { return node_.params[i]; }
+  bool inferring() const { return inferred_ != nullptr; }
 
  private:
   const Bitstream& bs_;
   const BsNode& node_;
+  Shape* inferred_;
   std::string where_;
 };
 
@@ -162,9 +170,11 @@ constexpr std::initializer_list<loom_dtype_t> kInt8 = {LOOM_DTYPE_U8, LOOM_DTYPE
 
 }  // namespace
 
-Status check_node(const Bitstream& bs, size_t index) {
+Status check_node(const Bitstream& bs, size_t index) { return infer_node(bs, index, nullptr); }
+
+Status infer_node(const Bitstream& bs, size_t index, Shape* out_shape) {
   const BsNode& n = bs.nodes[index];
-  Checker c(bs, index);
+  Checker c(bs, index, out_shape);
   Shape shape;
   switch (n.op) {
     case Op::kConv:
@@ -318,6 +328,12 @@ Status check_node(const Bitstream& bs, size_t index) {
     case Op::kReshape:
     case Op::kFlatten:
       LOOM_SDK_RETURN_IF_ERROR(c.arity(1, 1, 0));
+      if (c.inferring()) {
+        // The new shape is not in the node: only a recorded static output
+        // can be checked against a binding.
+        if (is_open(c.out().shape)) return c.fail("cannot compute its output shape at a binding (it is open)");
+        *out_shape = c.out().shape;
+      }
       if (c.out().dtype != c.in(0).dtype || c.out().bytes != c.in(0).bytes) {
         return c.fail("output " + shape_label(c.out().shape) + " does not hold input " + shape_label(c.in(0).shape));
       }

@@ -4,6 +4,7 @@
 // loom/plugin.hpp still provides the status object, options and the public
 // checks for raw tables (check_struct_size, check_execute_tensors,
 // destroy_c_status).
+#include "bind.hpp"
 #include "plugin.hpp"
 #include "node_check.hpp"
 
@@ -50,11 +51,12 @@ void status_destroy(loom_status_t* s) {
 }
 
 const loom_plugin_info_t* plugin_info() {
-  static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey, kFormatVersion,
+  static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey, kMinFormatVersion,
                                          kFormatVersion};
   static const loom_loader_key_t* const kKeys[] = {&kKey};
   static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "fpga-stub", "Loom",
-                                           LOOM_FPGA_STUB_VERSION, 1, kKeys, 0};
+                                           LOOM_FPGA_STUB_VERSION, 1, kKeys,
+                                           LOOM_PLUGIN_CAP_OPEN_SHAPES};
   return &kInfo;
 }
 
@@ -148,9 +150,10 @@ Status check_blob(Device* d, const char* entry, const char* key, uint32_t versio
   if (std::strcmp(key, kLoaderKey) != 0) {
     return sdk::incompatible(d->uri() + ": " + entry + ": fpga-stub serves loader key \"fpga-stub\", not \"" + key + "\"");
   }
-  if (version != 0 && version != kFormatVersion) {
+  if (version != 0 && (version < kMinFormatVersion || version > kFormatVersion)) {
     return sdk::incompatible(d->uri() + ": " + entry + ": the program records bitstream format " +
-                             std::to_string(version) + ", the device reads " + std::to_string(kFormatVersion));
+                             std::to_string(version) + ", the device reads " + std::to_string(kMinFormatVersion) +
+                             " to " + std::to_string(kFormatVersion));
   }
   Status s = decode(blob, size, out);
   if (!s.ok()) return Status(s.code(), d->uri() + ": " + entry + ": " + s.message());
@@ -188,6 +191,9 @@ loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
     Bitstream bs;
     LOOM_SDK_RETURN_IF_ERROR(check_blob(d, "executable_estimate", args->loader_key, args->format_version,
                                         args->blob, args->blob_size, &bs));
+    // An open bitstream's time follows the binding, which is not known
+    // here: no estimate (execute's timing model runs per binding).
+    if (bs.has_open_dims()) return Status();
     const Timing& timing = d->config().timing;
     uint64_t ns = 0;
     for (const auto* list : {&bs.inputs, &bs.outputs}) {
@@ -219,8 +225,12 @@ loom_status_t* executable_load(loom_executable_load_args_t* args) {
     LOOM_SDK_RETURN_IF_ERROR(check_blob(d, "executable_load", args->loader_key, args->format_version, args->blob,
                                         args->blob_size, &program->bs));
     LOOM_SDK_RETURN_IF_ERROR(d->allocate(program->bs.weights.size(), "executable_load (weights)", &program->weights));
-    LOOM_SDK_RETURN_IF_ERROR(
-        d->allocate(program->bs.activation_bytes, "executable_load (activations)", &program->activations));
+    // An open bitstream's activations are reserved per execution, at the
+    // sizes of its binding.
+    if (!program->bs.has_open_dims()) {
+      LOOM_SDK_RETURN_IF_ERROR(
+          d->allocate(program->bs.activation_bytes, "executable_load (activations)", &program->activations));
+    }
     Submission s;
     s.entry = "executable_load (weights upload)";
     Command c;
@@ -288,10 +298,10 @@ loom_status_t* execute(loom_execute_args_t* args) {
     LOOM_SDK_RETURN_IF_ERROR(d->check_alive("execute"));
     LOOM_SDK_RETURN_IF_ERROR(sdk::check_execute_tensors(args->inputs, args->input_count, "input"));
     LOOM_SDK_RETURN_IF_ERROR(sdk::check_execute_tensors(args->outputs, args->output_count, "output"));
-    const Bitstream& bs = exe->program->bs;
-    if (args->input_count != bs.inputs.size() || args->output_count != bs.outputs.size()) {
-      return sdk::invalid_argument(d->uri() + ": execute: the bitstream takes " + std::to_string(bs.inputs.size()) +
-                                   " inputs and " + std::to_string(bs.outputs.size()) + " outputs, got " +
+    const Bitstream& loaded = exe->program->bs;
+    if (args->input_count != loaded.inputs.size() || args->output_count != loaded.outputs.size()) {
+      return sdk::invalid_argument(d->uri() + ": execute: the bitstream takes " + std::to_string(loaded.inputs.size()) +
+                                   " inputs and " + std::to_string(loaded.outputs.size()) + " outputs, got " +
                                    std::to_string(args->input_count) + " and " + std::to_string(args->output_count));
     }
     Submission s;
@@ -299,6 +309,20 @@ loom_status_t* execute(loom_execute_args_t* args) {
     Command c;
     c.kind = Command::Kind::kKernel;
     c.program = exe->program;
+    if (loaded.has_open_dims()) {
+      // ABI 1.2 open shapes: this execution's input shapes bind every
+      // tensor; the launch runs (and is timed) at those shapes.
+      std::vector<std::vector<int64_t>> shapes(args->input_count);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        shapes[i].assign(args->inputs[i]->shape, args->inputs[i]->shape + args->inputs[i]->rank);
+      }
+      auto bound = std::make_shared<Bitstream>();
+      Status bs_status = bind_shapes(loaded, shapes, bound.get());
+      if (!bs_status.ok()) return sdk::invalid_argument(d->uri() + ": execute: " + bs_status.message());
+      LOOM_SDK_RETURN_IF_ERROR(d->allocate(bound->activation_bytes, "execute (activations)", &c.activations));
+      c.bound = std::move(bound);
+    }
+    const Bitstream& bs = c.bound ? *c.bound : loaded;
     c.io.resize(bs.inputs.size() + bs.outputs.size());
     for (size_t k = 0; k < c.io.size(); ++k) {
       const bool in = k < bs.inputs.size();

@@ -532,13 +532,50 @@ TEST(NativeOpenShapes, CompiledPerBindingWhenTheStructureOrATargetRequiresIt) {
   EXPECT_NE(report->open_per_binding_why.find("the graph's structure follows the binding"), std::string::npos)
       << report->open_per_binding_why;
   // A target that compiles fixed shapes only.
-  CompileOptions fpga;
-  fpga.targets = {"fpga-stub"};
-  auto fixed_only = compile_pooled(*runtime, "pooled_fpga", fpga);
+  CompileOptions vulkan;
+  vulkan.targets = {"vulkan-compute"};
+  auto fixed_only = compile_pooled(*runtime, "pooled_vulkan", vulkan);
   ASSERT_TRUE(fixed_only.ok()) << fixed_only.status().to_string();
   EXPECT_FALSE(fixed_only->open_native);
   EXPECT_EQ(fixed_only->open_per_binding_why,
-            "fpga-stub compiles fixed shapes only (no open-shape executables, ABI 1.2)");
+            "vulkan-compute compiles fixed shapes only (no open-shape executables, ABI 1.2)");
+}
+
+// fpga-stub serves open shapes (format-2 bitstreams): the program is
+// compiled once for it, and every binding runs that one bitstream on the
+// device, against the model compiled for the binding alone.
+TEST(NativeOpenShapes, FpgaStubCompiledOnceRunsEveryBindingOnTheDevice) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  CompileOptions fpga;
+  fpga.targets = {"fpga-stub"};
+  auto report = compile_pooled(*runtime, "pooled_fpga", fpga);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
+  LoadOptions load;
+  load.device = "fpga-stub://0";
+  auto program = runtime->load_program(scratch() / "pooled_fpga.loom", load).value();
+  EXPECT_TRUE(program->function("main").value().open);
+  auto session = program->create_session().value();
+  for (auto [n, h, w] : {std::tuple{1, 8, 8}, {2, 5, 9}, {3, 16, 4}, {1, 1, 1}, {2, 5, 9}}) {
+    CompileOptions fixed;
+    fixed.input_shapes = {{"x", {n, 3, h, w}}};
+    ASSERT_TRUE(compile_pooled(*runtime, "pooled_fpga_fixed", fixed).ok());
+    auto oracle = runtime->load_program(scratch() / "pooled_fpga_fixed.loom").value();
+    auto want_session = oracle->create_session().value();
+    const Tensor x = pattern({n, 3, h, w}, n + h);
+    ASSERT_TRUE(want_session->set_input("x", x).ok());
+    ASSERT_TRUE(want_session->run().ok());
+    ASSERT_TRUE(session->set_input("x", x).ok());
+    const Status ran = session->run();
+    ASSERT_TRUE(ran.ok()) << ran.to_string();
+    EXPECT_EQ(session->output(0).shape(), (Shape{n, 4}));
+    EXPECT_LE(max_diff(session->output(0), want_session->output(0)), 1e-5f) << n << "x3x" << h << "x" << w;
+    EXPECT_EQ(session->bound_program(), nullptr);  // compiled once: no per-binding program
+    bool on_device = false;
+    for (const DelegateTransfers& t : session->transfers()) on_device |= t.device == load.device;
+    EXPECT_TRUE(on_device);
+  }
 }
 
 TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
