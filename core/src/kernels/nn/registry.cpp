@@ -26,11 +26,13 @@ void register_nn_kernels(KernelRegistry& r) {
   r.add({"MatMul", &ops::matmul_run, &ops::matmul_infer});
   r.add({"MatMulInteger", &nn::matmul_integer_run, &nn::matmul_integer_infer});
   r.add({"MaxPool", &nn::max_pool_run, &nn::max_pool_infer});
+  r.add({"MaxUnpool", &nn::max_unpool_run, &nn::max_unpool_infer});
   r.add({"MeanVarianceNormalization", &nn::mean_variance_norm_run,
          &nn::mean_variance_norm_infer});
   r.add({"QLinearConv", &nn::qlinear_conv_run, &nn::qlinear_conv_infer});
   r.add({"QLinearMatMul", &nn::qlinear_matmul_run, &nn::qlinear_matmul_infer});
   r.add({"RNN", &nn::rnn_run, &nn::rnn_infer});
+  r.add({"RoiAlign", &nn::roi_align_run, &nn::roi_align_infer});
 }
 
 }  // namespace loom::kernels
