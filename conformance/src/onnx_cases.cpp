@@ -22,19 +22,19 @@ namespace {
 
 // Issue 3's operator list and those issue 26 added; sorted so that a binary
 // search answers, and the static_assert keeps it so when someone adds an op.
-constexpr std::array<std::string_view, 102> kRequiredOps = {
-    "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization",
-    "BlackmanWindow", "Cast", "Ceil", "Clip", "Compress", "Concat", "Constant", "ConstantOfShape",
-    "Conv", "ConvInteger", "ConvTranspose", "CumSum", "DepthToSpace", "DequantizeLinear", "Det",
-    "Div", "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten",
-    "Floor", "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GridSample",
-    "HammingWindow", "HannWindow", "HardSigmoid", "HardSwish", "Identity",
-    "InstanceNormalization", "LRN", "LayerNormalization", "LeakyRelu", "Less", "Log",
-    "LogSoftmax", "MatMul", "MatMulInteger", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg",
-    "NegativeLogLikelihoodLoss", "NonMaxSuppression", "NonZero", "Not", "Or", "PRelu", "Pad",
-    "Pow", "QLinearConv", "QLinearMatMul", "QuantizeLinear", "Range", "Reciprocal", "ReduceMax",
-    "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "Selu",
-    "Shape", "Sigmoid", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
+constexpr std::array<std::string_view, 107> kRequiredOps = {
+    "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "BlackmanWindow",
+    "Cast", "Ceil", "Clip", "Compress", "Concat", "Constant", "ConstantOfShape", "Conv",
+    "ConvInteger", "ConvTranspose", "CumSum", "DepthToSpace", "DequantizeLinear", "Det", "Div",
+    "Dropout", "Einsum", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten", "Floor",
+    "GRU", "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GridSample",
+    "HammingWindow", "HannWindow", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization",
+    "LRN", "LSTM", "LayerNormalization", "LeakyRelu", "Less", "Log", "LogSoftmax", "MatMul",
+    "MatMulInteger", "Max", "MaxPool", "MaxUnpool", "Mean", "Min", "Mul", "Neg",
+    "NegativeLogLikelihoodLoss", "NonMaxSuppression", "NonZero", "Not", "Or", "PRelu", "Pad", "Pow",
+    "QLinearConv", "QLinearMatMul", "QuantizeLinear", "RNN", "Range", "Reciprocal", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "Relu", "Reshape", "Resize", "RoiAlign",
+    "Selu", "Shape", "Sigmoid", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus",
     "SpaceToDepth", "Split", "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "TopK", "Transpose",
     "Unique", "Unsqueeze", "Upsample", "Where"
 };

@@ -230,14 +230,14 @@ TEST(Compare, HalfPrecision) {
 
 TEST(Ops, Issue3ListAndRule) {
   auto ops = required_ops();
-  EXPECT_EQ(ops.size(), 102u);
+  EXPECT_EQ(ops.size(), 107u);
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
   EXPECT_TRUE(is_required_op("Conv"));
   EXPECT_TRUE(is_required_op("Where"));
-  EXPECT_FALSE(is_required_op("LSTM"));
+  EXPECT_FALSE(is_required_op("Loop"));
   EXPECT_FALSE(is_required_op("com.microsoft:Gelu"));
-  std::vector<std::string> model_ops = {"Add", "LSTM", "Relu"};
-  EXPECT_EQ(ops_outside_required(model_ops), std::vector<std::string>{"LSTM"});
+  std::vector<std::string> model_ops = {"Add", "Loop", "Relu"};
+  EXPECT_EQ(ops_outside_required(model_ops), std::vector<std::string>{"Loop"});
 }
 
 TEST(KnownFailuresTest, ParsesAndFinds) {
@@ -290,7 +290,7 @@ TEST(Report, ClassifyCountAndFormat) {
   std::vector<CaseResult> results(5);
   results[0] = make("test_pass", Outcome::kPass, "", 1.5, {"Relu"});
   results[1] = make("test_known", Outcome::kFail, "output 'y' bad", 2, {"Relu"});
-  results[2] = make("test_lstm", Outcome::kUnsupported, "no LSTM", 1, {"LSTM"});
+  results[2] = make("test_loop", Outcome::kUnsupported, "no Loop", 1, {"Loop"});
   results[3] = make("test_relu", Outcome::kUnsupported, "no f16 Relu", 1, {"Relu"});
   results[4] = make("test_err", Outcome::kError, "boom", 1, {});
   std::vector<std::string> problems = classify(results, &known, "reference");
@@ -303,7 +303,7 @@ TEST(Report, ClassifyCountAndFormat) {
   EXPECT_EQ(format_case(results[0]), "PASS test_pass");
   EXPECT_EQ(format_case(results[1]),
             "FAIL test_known: output 'y' bad [known failure: broken kernel]");
-  EXPECT_EQ(format_case(results[2]), "UNSUPPORTED test_lstm: no LSTM");
+  EXPECT_EQ(format_case(results[2]), "UNSUPPORTED test_loop: no Loop");
   EXPECT_EQ(format_case(results[3]), "FAIL test_relu: unsupported, but every op of the model "
                                       "is one Loom must support: no f16 Relu");
   Totals t = count(results);

@@ -42,6 +42,11 @@ LOOM_NN_DECLARE_OP(global_lp_pool);
 LOOM_NN_DECLARE_OP(lrn);
 LOOM_NN_DECLARE_OP(grid_sample);
 LOOM_NN_DECLARE_OP(det);
+LOOM_NN_DECLARE_OP(rnn);
+LOOM_NN_DECLARE_OP(gru);
+LOOM_NN_DECLARE_OP(lstm);
+LOOM_NN_DECLARE_OP(roi_align);
+LOOM_NN_DECLARE_OP(max_unpool);
 
 #undef LOOM_NN_DECLARE_OP
 

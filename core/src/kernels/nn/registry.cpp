@@ -14,20 +14,25 @@ void register_nn_kernels(KernelRegistry& r) {
   r.add({"GlobalAveragePool", &nn::global_average_pool_run, &nn::global_average_pool_infer});
   r.add({"GlobalLpPool", &nn::global_lp_pool_run, &nn::global_lp_pool_infer});
   r.add({"GlobalMaxPool", &nn::global_max_pool_run, &nn::global_max_pool_infer});
+  r.add({"GRU", &nn::gru_run, &nn::gru_infer});
   r.add({"InstanceNormalization", &nn::instance_norm_run, &nn::instance_norm_infer});
   r.add({"LayerNormalization", &nn::layer_norm_run, &nn::layer_norm_infer});
   r.add({"LpNormalization", &nn::lp_norm_run, &nn::lp_norm_infer});
   r.add({"LpPool", &nn::lp_pool_run, &nn::lp_pool_infer});
   r.add({"LRN", &nn::lrn_run, &nn::lrn_infer});
+  r.add({"LSTM", &nn::lstm_run, &nn::lstm_infer});
   r.add({"GridSample", &nn::grid_sample_run, &nn::grid_sample_infer});
   r.add({"Det", &nn::det_run, &nn::det_infer});
   r.add({"MatMul", &ops::matmul_run, &ops::matmul_infer});
   r.add({"MatMulInteger", &nn::matmul_integer_run, &nn::matmul_integer_infer});
   r.add({"MaxPool", &nn::max_pool_run, &nn::max_pool_infer});
+  r.add({"MaxUnpool", &nn::max_unpool_run, &nn::max_unpool_infer});
   r.add({"MeanVarianceNormalization", &nn::mean_variance_norm_run,
          &nn::mean_variance_norm_infer});
   r.add({"QLinearConv", &nn::qlinear_conv_run, &nn::qlinear_conv_infer});
   r.add({"QLinearMatMul", &nn::qlinear_matmul_run, &nn::qlinear_matmul_infer});
+  r.add({"RNN", &nn::rnn_run, &nn::rnn_infer});
+  r.add({"RoiAlign", &nn::roi_align_run, &nn::roi_align_infer});
 }
 
 }  // namespace loom::kernels
