@@ -176,6 +176,47 @@ void cpu_simd_seeds(const fs::path& dir) {
     node(Op::kCopy, {r}, y).ints = {-2, 2, -1};
     write(dir, "open_matmul_copy_v5.blob", encode(g));
   }
+  {
+    // Format 6: Quantize -> QLinearConv (per-channel i8 weights, i32 bias,
+    // u8 / i8 / i32 constants) -> Dequantize, and a MatMulInteger with one
+    // zero point (present mask 2).
+    BlobGraph g;
+    auto bytes = [&](std::vector<int64_t> shape, loom_dtype_t dtype, std::vector<uint8_t> v) {
+      const uint32_t i = t(g, std::move(shape), dtype);
+      g.tensors[i].constant = true;
+      g.tensors[i].bytes = std::move(v);
+      return i;
+    };
+    auto f32 = [&](std::vector<int64_t> shape, std::vector<float> v) {
+      const uint32_t i = t(g, std::move(shape));
+      g.tensors[i].constant = true;
+      g.tensors[i].data = std::move(v);
+      return i;
+    };
+    const uint32_t x = t(g, {1, 2, 3, 3}), w = t(g, {2, 2, 1, 1}, LOOM_DTYPE_I8);
+    const uint32_t a = t(g, {2, 3}, LOOM_DTYPE_U8), bm = t(g, {3, 2}, LOOM_DTYPE_I8);
+    const uint32_t s = f32({}, {0.1f}), z = bytes({}, LOOM_DTYPE_U8, {128});
+    const uint32_t ws = f32({2}, {0.01f, 0.02f}), wz = bytes({2}, LOOM_DTYPE_I8, {0, 1});
+    const uint32_t bias = bytes({2}, LOOM_DTYPE_I32, {1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff});
+    const uint32_t bz = bytes({}, LOOM_DTYPE_I8, {3});
+    const uint32_t q = t(g, {1, 2, 3, 3}, LOOM_DTYPE_U8), c = t(g, {1, 2, 3, 3}, LOOM_DTYPE_U8);
+    const uint32_t y = t(g, {1, 2, 3, 3}), m = t(g, {2, 2}, LOOM_DTYPE_I32);
+    g.tensors[w].parameter = true;
+    g.inputs = {x, w, a, bm};
+    g.outputs = {y, m};
+    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
+      BlobNode n;
+      n.op = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      return g.nodes.emplace_back(std::move(n));
+    };
+    node(Op::kQuantizeLinear, {x, s, z}, q);
+    node(Op::kQLinearConv, {q, s, z, w, ws, wz, s, z, bias}, c).ints = {2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    node(Op::kDequantizeLinear, {c, s, z}, y);
+    node(Op::kMatMulInteger, {a, bm, bz}, m).trans_a = 2;
+    write(dir, "qlinear_conv_matmul_integer_v6.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

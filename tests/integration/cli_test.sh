@@ -280,18 +280,18 @@ expect_ok "other weights, --no-param-checksums" "y: f32\[4, 10\] = \[0.1, 0.1, 0
 data=/usr/share/libonnx-testdata/data/node
 if ! "$loom" --help 2>/dev/null | grep -q "test-onnx"; then
   skip "test-onnx checks" "this loom has no test-onnx (built without the compiler)"
-elif [ ! -d "$data/test_relu" ] || [ ! -d "$data/test_lstm_defaults" ]; then
-  skip "test-onnx checks" "$data/test_relu or test_lstm_defaults is missing (libonnx-testdata)"
+elif [ ! -d "$data/test_relu" ] || [ ! -d "$data/test_adagrad" ]; then
+  skip "test-onnx checks" "$data/test_relu or test_adagrad is missing (libonnx-testdata)"
 else
   mkdir -p "$dir/cases"
-  cp -r "$data/test_relu" "$data/test_lstm_defaults" "$dir/cases/"
+  cp -r "$data/test_relu" "$data/test_adagrad" "$dir/cases/"
   expect_ok "test-onnx one case" "^PASS test_relu$" "$loom" test-onnx "$dir/cases/test_relu"
   expect_ok "test-onnx --json" '"passed": 1' "$loom" test-onnx "$dir/cases/test_relu" --json
   expect_exit "test-onnx --filter" 0 "^PASS test_relu$" \
     "$loom" test-onnx --filter relu "$dir/cases"
   [ "$(tail -n 1 "$dir/stdout")" = "test-onnx: 1 cases: 1 passed, 0 failed, 0 unsupported, 0 errors, 0 known failures (device reference)" ] ||
     fail "test-onnx: the totals are not the last line: $(tail -n 1 "$dir/stdout")"
-  expect_ok "test-onnx unsupported op allowed" "UNSUPPORTED test_lstm_defaults: .*LSTM" \
+  expect_ok "test-onnx unsupported op allowed" "UNSUPPORTED test_adagrad: .*Adagrad" \
     "$loom" test-onnx --report "$dir/report.json" "$dir/cases"
   grep -q '"status": "PASS"' "$dir/report.json" || fail "test-onnx --report lacks a PASS case"
   printf 'test_relu reference deliberately listed\n' > "$dir/kf_pass.txt"
@@ -312,10 +312,10 @@ else
   expect_exit "test-onnx --baseline, all as listed" 0 \
     "^baseline .*baseline.txt: 1 listed, 0 regressed, 0 newly passing, 0 missing$" \
     "$loom" test-onnx --baseline "$dir/baseline.txt" "$dir/cases"
-  printf 'test_relu\ntest_lstm_defaults\n' > "$dir/baseline_lstm.txt"
+  printf 'test_relu\ntest_adagrad\n' > "$dir/baseline_unsupported.txt"
   expect_exit "test-onnx --baseline, a listed case UNSUPPORTED" 1 \
-    "problem: baseline case 'test_lstm_defaults' (.*baseline_lstm.txt:2) did not pass: UNSUPPORTED" \
-    "$loom" test-onnx --baseline "$dir/baseline_lstm.txt" "$dir/cases"
+    "problem: baseline case 'test_adagrad' (.*baseline_unsupported.txt:2) did not pass: UNSUPPORTED" \
+    "$loom" test-onnx --baseline "$dir/baseline_unsupported.txt" "$dir/cases"
   printf '# nothing passes\n' > "$dir/baseline_empty.txt"
   expect_exit "test-onnx --baseline, a passing case not listed" 1 \
     "problem: case 'test_relu' passed but is not in the baseline" \

@@ -8,7 +8,8 @@ sdk::Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
   for (size_t n = 0; n < g.node_count(); ++n) {
     std::vector<BlobNode> ignored;
     std::string why;
-    if (lower_node(g, n, &ignored, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    bool invalid = false;
+    if (lower_node(g, n, &ignored, &why, &invalid) || invalid) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
   }
   return sdk::Status();
 }
@@ -30,7 +31,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
     if (dtype_size(t.dtype()) == 0) {  // not a blob dtype
       return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" + t.name() + ") is " +
                                    sdk::dtype_name(t.dtype()) +
-                                   "; cpu-simd takes f32, bool, i32 and i64 inputs only");
+                                   "; cpu-simd takes f32, bool, i32, i64, u8 and i8 inputs only");
     }
     if (map[static_cast<size_t>(t.index())] != UINT32_MAX) {
       return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" + t.name() +
@@ -59,7 +60,13 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
           const uint32_t b = add_tensor(t);
           BlobTensor& bt = blob.tensors[b];
           bt.constant = true;
-          LOOM_SDK_RETURN_IF_ERROR(t.read_floats(&bt.data));
+          if (t.dtype() == LOOM_DTYPE_F32) {
+            LOOM_SDK_RETURN_IF_ERROR(t.read_floats(&bt.data));
+          } else {
+            // Format 6: u8, i8 and i32 constants (zero points, biases, small
+            // weights) travel as their bytes; lower_node allowed no others.
+            bt.bytes.assign(t.data(), t.data() + t.data_size());
+          }
         }
         operand = map[operand];
       }

@@ -22,10 +22,15 @@ namespace gfb = loom::graph::fb;
 // Lowers node `index` to blob nodes (one; Split one Slice per output) whose
 // operands are graph tensor indices, checking op type, domain, opset, every
 // attribute, dtypes, constant operands and the output shapes. False with
-// `*why` when cpu-simd cannot run the node exactly as ONNX specifies.
-bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why);
+// `*why` when cpu-simd cannot run the node exactly as ONNX specifies; then
+// `*invalid` (when given) says whether the node is bad input that no kernel
+// runs correctly (a zero scale, a mismatched zero point), which compile
+// reports rather than leaving the node to another device.
+bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why,
+                bool* invalid = nullptr);
 
-// compile_supported: claims every node lower_node accepts.
+// compile_supported: claims every node lower_node accepts, and the invalid
+// ones (so that compile names them in its error).
 sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims);
 
 // compile: the blob graph of the whole subgraph (every node must lower).

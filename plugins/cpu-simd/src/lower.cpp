@@ -583,13 +583,21 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Where") return lower_where(l);
   if (op == "Equal") return lower_equal(l);
   if (op == "Cast") return lower_cast(l);
+  if (op == "QuantizeLinear") return lower_quantize(l);
+  if (op == "DequantizeLinear") return lower_dequantize(l);
+  if (op == "QLinearConv") return lower_qlinear_conv(l);
+  if (op == "QLinearMatMul") return lower_qlinear_matmul(l);
+  if (op == "ConvInteger") return lower_conv_integer(l);
+  if (op == "MatMulInteger") return lower_matmul_integer(l);
   return l.fail("operator " + op + " is not implemented by cpu-simd");
 }
 
 }  // namespace
 }  // namespace lowering
 
-bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why) {
+bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why,
+                bool* invalid) {
+  if (invalid != nullptr) *invalid = false;
   using lowering::Shape;
   const sdk::NodeView node = g.node(index);
   out->assign(1, BlobNode{});
@@ -603,7 +611,10 @@ bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* ou
   }
   if (g.has_open_dims() && !lowering::open_shapes_ok(g, node, why)) return false;
   lowering::Lowering l(g, index, out, why);
-  if (!lowering::dispatch(l, node.op_type())) return false;
+  if (!lowering::dispatch(l, node.op_type())) {
+    if (invalid != nullptr) *invalid = l.is_invalid();
+    return false;
+  }
   if (g.has_open_dims()) return lowering::check_open_node(g, out, why);
   // The output shape the operator's rule gives must be the declared one
   // (kCopy's shapes were checked by its lowering), and the dtypes must

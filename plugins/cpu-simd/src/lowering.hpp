@@ -56,6 +56,15 @@ class Lowering {
     *why_ = std::move(why);
     return false;
   }
+  // Input that no implementation runs correctly (a zero scale, a
+  // per-channel length that is not the channel count): fails like fail(),
+  // and marks the node so that compile_supported claims it and compile
+  // reports `why` instead of leaving it to a kernel that would answer wrongly.
+  bool invalid(std::string why) {
+    invalid_ = true;
+    return fail(std::move(why));
+  }
+  bool is_invalid() const { return invalid_; }
   // True when `s` is OK; otherwise fail() with its message.
   bool ok(const sdk::Status& s) { return s.ok() || fail(s.message()); }
 
@@ -111,6 +120,13 @@ class Lowering {
   }
 
   bool constant_f32_scalar(size_t i, float* v) { return ok(node_.constant_float(i, v)); }
+  // Input `i`'s values when it is an inline f32 constant; false (no
+  // failure recorded) otherwise.
+  bool constant_values(size_t i, std::vector<float>* v) const {
+    if (!present(i)) return false;
+    const sdk::TensorView t = node_.input(i);
+    return t.has_data() && !t.is_graph_input() && t.dtype() == LOOM_DTYPE_F32 && t.read_floats(v).ok();
+  }
   bool constant_i64s(size_t i, Shape* v) { return ok(node_.constant_int64s(i, v)); }
   bool constant_f32s(size_t i, std::vector<float>* v) { return ok(node_.constant_floats(i, v)); }
   // An inline i64 or i32 constant of any shape (Gather's indices), at most
@@ -189,6 +205,7 @@ class Lowering {
   std::string* why_;
   int64_t opset_;
   bool open_graph_;
+  bool invalid_ = false;
 };
 
 // Format-3 operators (lower_data.cpp).
@@ -205,5 +222,13 @@ bool lower_pad(Lowering& l);
 bool lower_where(Lowering& l);
 bool lower_equal(Lowering& l);
 bool lower_cast(Lowering& l);
+
+// Format-6 quantized operators (lower_quant.cpp).
+bool lower_quantize(Lowering& l);
+bool lower_dequantize(Lowering& l);
+bool lower_qlinear_conv(Lowering& l);
+bool lower_qlinear_matmul(Lowering& l);
+bool lower_conv_integer(Lowering& l);
+bool lower_matmul_integer(Lowering& l);
 
 }  // namespace loom::cpu_simd::lowering

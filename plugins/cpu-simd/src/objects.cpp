@@ -192,7 +192,10 @@ Executable::Arena* Executable::acquire() {
       arena->tensors[t] = reinterpret_cast<float*>(arena->base + slots[t].offset);
     } else if (t < constants_->tensors.size() && constants_->tensors[t].constant) {
       // Kernels never write their inputs, so constants are shared read-only.
-      arena->tensors[t] = const_cast<float*>(constants_->tensors[t].data.data());
+      const BlobTensor& c = constants_->tensors[t];
+      // Format 6's u8, i8 and i32 constants keep their bytes in `bytes`.
+      arena->tensors[t] = c.dtype == LOOM_DTYPE_F32 ? const_cast<float*>(c.data.data())
+                                                    : reinterpret_cast<float*>(const_cast<uint8_t*>(c.bytes.data()));
     }
   }
   arena->state = schedule_->make_arena();

@@ -82,7 +82,8 @@ class CpuSimdDevice {
                         LOOM_DEVICE_CAP_HOST_POINTER_IMPORT;
     // Blob format 4: Where, Equal and Cast read and write bool, i32 and i64.
     out->dtype_mask = LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | LOOM_DTYPE_BIT(LOOM_DTYPE_BOOL) |
-                      LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64);
+                      LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64) |
+                      LOOM_DTYPE_BIT(LOOM_DTYPE_U8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I8);
   }
 
   Status check_executable(const sdk::Blob& blob) {

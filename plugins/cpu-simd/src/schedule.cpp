@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "schedule_int8.hpp"
 #include "schedule_plan.hpp"
 
 namespace loom::cpu_simd {
@@ -141,8 +142,25 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     }
   }
 
+  // Quantized operators (format 6): one step each on schedule_int8.cpp,
+  // with or without `onednn` (their integer products are oneDNN's).
+  sdk::Status int8_error;
+  auto emit_int8 = [&](size_t i) {
+    const BlobNode& node = graph.nodes[i];
+    Step step;
+    step.kind = StepKind::kInt8;
+    step.nodes = {i};
+    for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
+    step.out = p.define(node.outputs[0], Layout::kPlain);
+    sdk::Status made = make_int8_step(graph, i, p.fixed, &step.int8);
+    if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
+    s->steps_.push_back(std::move(step));
+    p.finish(node.outputs[0]);
+  };
+
   auto emit_plain = [&](size_t i) {
     const BlobNode& node = graph.nodes[i];
+    if (is_quant(node.op)) return emit_int8(i);
     Step step;
     step.plan = plan_node(graph, i);
     step.nodes = {i};
@@ -155,7 +173,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   };
 
   auto emit_node = [&](size_t i) {
-    if (!onednn) return emit_plain(i);
+    if (!onednn || is_quant(graph.nodes[i].op)) return emit_plain(i);
     const BlobNode& node = graph.nodes[i];
     const uint32_t y = node.outputs[0];
     const bool y_sensitive = layout_sensitive(graph.tensors[y].shape);
@@ -325,6 +343,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   // Graph outputs a step never wrote in plain form (an input passed
   // straight through is already plain).
   for (uint32_t t : graph.outputs) p.finish(t);
+  LOOM_SDK_RETURN_IF_ERROR(int8_error);
 
   // Lifetimes: an internal slot lives from the step that writes it to the
   // last step that reads it; first fit in one arena.
@@ -409,6 +428,7 @@ std::string Schedule::describe() const {
       case StepKind::kReorder: out += "reorder"; break;
       case StepKind::kGlobalAverageNhwc: out += "gap"; break;
       case StepKind::kLayerNorm: out += "layernorm"; break;
+      case StepKind::kInt8: out += "int8"; break;
     }
     if (!st.nodes.empty()) {
       out += " nodes";
@@ -542,6 +562,12 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
         case StepKind::kNode:
           kernels_.run_node(st.plan, slots, pool);
           continue;
+        case StepKind::kInt8: {
+          std::vector<const void*> ins(st.ins.size());
+          for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
+          LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out]));
+          continue;
+        }
         case StepKind::kLayerNorm:
           kernels_.layer_norm(slots[st.ins[0]], st.has_gamma ? slots[st.ins[1]] : nullptr,
                               st.has_beta ? slots[st.ins[2]] : nullptr, slots[st.out], st.rows, st.n,

@@ -21,6 +21,8 @@
 //    first time an execute binds them, and again only if a later execute
 //    binds a parameter at a different address.
 //  - Memory. Intermediates share one scratch arena, placed by lifetime.
+//  - Quantized operators (format 6) are one kInt8 step each
+//    (schedule_int8.hpp), on plain layouts.
 //
 // Every other node runs the plain kernels of ops.cpp / ops_nn.cpp.
 #pragma once
@@ -56,8 +58,11 @@ struct DnnlStep;  // schedule.cpp: the oneDNN primitive of a step
 struct DnnlArena;
 
 enum class StepKind : uint8_t {
-  kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc, kLayerNorm
+  kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc, kLayerNorm,
+  kInt8  // a quantized operator (schedule_int8.hpp)
 };
+
+struct Int8Step;
 
 struct Step {
   StepKind kind = StepKind::kNode;
@@ -66,6 +71,7 @@ struct Step {
   uint32_t out = 0;            // slot id written
   std::vector<size_t> nodes;   // blob nodes this step computes
   std::shared_ptr<DnnlStep> dnnl;
+  std::shared_ptr<Int8Step> int8;  // kInt8
   // kLayerNorm: rows x n, epsilon, and whether ins[1] / ins[2] hold gamma
   // and beta.
   int64_t rows = 0, n = 0;

@@ -76,7 +76,7 @@ TEST(BlobFormatV4, OtherDtypesAndTypedConstantsAreRefused) {
   EXPECT_EQ(validate_error(g), "byte 24: tensor 0: dtype 2 is not supported in format 4 (f32, bool, i32 and i64 are)");
   std::string error;
   EXPECT_FALSE(validate(g, &error));
-  EXPECT_EQ(error, "tensor 0: dtype 2 is not supported (cpu-simd blobs hold f32, bool, i32 and i64)");
+  EXPECT_EQ(error, "tensor 0: dtype 2 is not supported (cpu-simd blobs hold f32, bool, i32, i64, u8 and i8)");
   // A bool constant: validate refuses it, and so does decode, before reading
   // its values.
   Builder b;
@@ -87,7 +87,7 @@ TEST(BlobFormatV4, OtherDtypesAndTypedConstantsAreRefused) {
   b.g.outputs = {y};
   b.node(Op::kWhere, {c, x, x}, y);
   EXPECT_FALSE(validate(b.g, &error));
-  EXPECT_EQ(error, "tensor 0: a constant of dtype bool (cpu-simd blobs embed f32 constants only)");
+  EXPECT_EQ(error, "tensor 0: a constant of dtype bool (cpu-simd blobs embed f32, u8, i8 and i32 constants only)");
   // Tensor 0: dtype, rank, one dim, then its flags at byte 24 + 16.
   EXPECT_EQ(validate_error(b.g), "byte 40: tensor 0: a constant of dtype bool (constants hold f32 values only)");
 }

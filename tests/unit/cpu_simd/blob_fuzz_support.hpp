@@ -68,8 +68,12 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobTensor& bt = g.tensors[t];
     const std::string where = "tensor " + std::to_string(t);
     const int dt = static_cast<int>(bt.dtype);
-    if (dt != 1 && dt != 7 && dt != 8 && dt != 13) return where + ": dtype is not f32, i32, i64 or bool";
-    if (bt.constant && dt != 1) return where + ": a constant that is not f32";
+    if (dt != 1 && dt != 7 && dt != 8 && dt != 13 && dt != 5 && dt != 9) {
+      return where + ": dtype is not f32, i32, i64, bool, i8 or u8";
+    }
+    // Format 6: u8 (9), i8 (5) and i32 (7) constants hold bytes.
+    const bool int_constant = dt == 5 || dt == 9 || dt == 7;
+    if (bt.constant && dt != 1 && !int_constant) return where + ": a constant that is not f32, u8, i8 or i32";
     if (bt.shape.size() > 8) return where + ": rank above 8";
     uint64_t elements = 1;
     for (int64_t d : bt.shape) {
@@ -81,7 +85,11 @@ inline std::string structural_problem(const BlobGraph& g) {
         return where + ": element count overflows";
       }
     }
-    if (bt.constant && bt.data.size() != elements) return where + ": constant of the wrong size";
+    if (bt.constant && dt != 1 && (bt.bytes.size() != elements * dtype_size(bt.dtype) || !bt.data.empty())) {
+      return where + ": integer constant of the wrong size";
+    }
+    if (bt.constant && dt == 1 && bt.data.size() != elements) return where + ": constant of the wrong size";
+    if ((!bt.constant || dt == 1) && !bt.bytes.empty()) return where + ": bytes on a tensor that is no integer constant";
     if (!bt.constant && !bt.data.empty()) return where + ": data on a non-constant";
     if (bt.constant) state[t] = 3;
   }
@@ -94,7 +102,7 @@ inline std::string structural_problem(const BlobGraph& g) {
     const BlobNode& node = g.nodes[i];
     const std::string where = "node " + std::to_string(i);
     const uint32_t op = static_cast<uint32_t>(node.op);
-    if (op < 1 || op > 52) return where + ": operator out of range";
+    if (op < 1 || op > 58) return where + ": operator out of range";
     size_t min_in = 1, max_in = 1;
     if ((op >= 6 && op <= 12) || op == 1 || op == 3) min_in = max_in = 2;  // binary, MatMul
     if (op == 2 || op == 35 || op == 46 || op == 47) min_in = 2, max_in = 3;  // Gemm, Conv(Transpose), LN
@@ -103,6 +111,13 @@ inline std::string structural_problem(const BlobGraph& g) {
     if (op == 51) min_in = max_in = 2;                                     // Equal
     if (op == 50) min_in = max_in = 3;                                     // Where
     if (op == 49) max_in = 2;                                              // Pad: X[, value]
+    if (op == 53 || op == 54) min_in = 2, max_in = 3;                      // (De)QuantizeLinear
+    if (op == 55) min_in = 8, max_in = 9;                                  // QLinearConv
+    if (op == 56) min_in = max_in = 8;                                     // QLinearMatMul
+    if (op == 57 || op == 58) {                                            // Conv/MatMulInteger: mask
+      if (node.trans_a < 0 || node.trans_a > 3) return where + ": present mask";
+      min_in = max_in = 2 + static_cast<size_t>((node.trans_a & 1) + ((node.trans_a >> 1) & 1));
+    }
     if (node.inputs.size() < min_in || node.inputs.size() > max_in) return where + ": arity";
     if (node.outputs.size() != 1) return where + ": not one output";
     for (uint32_t t : node.inputs) {
@@ -134,8 +149,8 @@ inline std::string structural_problem(const BlobGraph& g) {
         seen[static_cast<size_t>(p)] = true;
       }
     }
-    if (op == 35 || op == 36 || op == 37 || op == 46) {
-      const bool conv = op == 35 || op == 46;
+    if (op == 35 || op == 36 || op == 37 || op == 46 || op == 55 || op == 57) {
+      const bool conv = op == 35 || op == 46 || op == 55 || op == 57;
       const size_t head = conv ? 2 : 3;
       if (v.empty() || v[0] < 1 || v[0] > 3) return where + ": spatial rank";
       const size_t k = static_cast<size_t>(v[0]);
@@ -229,6 +244,18 @@ inline std::string structural_problem(const BlobGraph& g) {
       }
     } else if (op == 52) {
       if (v.size() != 1 || v[0] != dtype(o)) return where + ": Cast ints or output dtype";
+    } else if (op >= 53) {  // format 6: 8-bit data, f32 scales
+      const auto is8 = [&](uint32_t t) { return dtype(t) == 5 || dtype(t) == 9; };
+      const uint32_t x = node.inputs[0];
+      if (op == 53 && (dtype(x) != 1 || !is8(o) || dtype(node.inputs[1]) != 1)) return where + ": Quantize dtypes";
+      if (op == 54 && ((!is8(x) && dtype(x) != 7) || dtype(o) != 1 || dtype(node.inputs[1]) != 1)) {
+        return where + ": Dequantize dtypes";
+      }
+      if ((op == 55 || op == 56) && (!is8(x) || !is8(node.inputs[3]) || !is8(o) || dtype(node.inputs[1]) != 1 ||
+                                     dtype(node.inputs[4]) != 1 || dtype(node.inputs[6]) != 1)) {
+        return where + ": QLinear dtypes";
+      }
+      if ((op == 57 || op == 58) && (!is8(x) || !is8(node.inputs[1]) || dtype(o) != 7)) return where + ": Integer dtypes";
     } else {
       for (uint32_t t : node.inputs) {
         if (dtype(t) != 1) return where + ": reads a tensor that is not f32";
@@ -236,7 +263,7 @@ inline std::string structural_problem(const BlobGraph& g) {
       if (dtype(o) != 1) return where + ": writes a tensor that is not f32";
     }
     if (op != 5 && op != 32 && op != 34 && op != 35 && op != 36 && op != 37 &&
-        (op < 40 || op > 46) && op != 48 && op != 49 && op != 52 && !v.empty()) {
+        (op < 40 || op > 46) && op != 48 && op != 49 && op != 52 && op != 55 && op != 57 && !v.empty()) {
       return where + ": ints on an operator without them";
     }
   }

@@ -342,7 +342,7 @@ TEST_F(CompileTyped, WhereAndEqualRefusalsNameTheReason) {
     // compile stops at the graph's f64 input; compile_supported says why the
     // node is refused only through its flag.
     const std::string s = refusal(b);
-    EXPECT_NE(s.find("graph input 0 (t1) is f64; cpu-simd takes f32, bool, i32 and i64 inputs only"),
+    EXPECT_NE(s.find("graph input 0 (t1) is f64; cpu-simd takes f32, bool, i32, i64, u8 and i8 inputs only"),
               std::string::npos) << s;
   }
 }

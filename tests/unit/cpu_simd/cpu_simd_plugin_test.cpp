@@ -75,7 +75,8 @@ TEST_F(CpuSimdPlugin, DescribesOneCpuDevice) {
   EXPECT_EQ(info.capabilities, LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE | LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY |
                                    LOOM_DEVICE_CAP_HOST_POINTER_IMPORT);
   EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | LOOM_DTYPE_BIT(LOOM_DTYPE_BOOL) |
-                                 LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64));
+                                 LOOM_DTYPE_BIT(LOOM_DTYPE_I32) | LOOM_DTYPE_BIT(LOOM_DTYPE_I64) |
+                                 LOOM_DTYPE_BIT(LOOM_DTYPE_U8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I8));
   EXPECT_EQ(info.struct_size, LOOM_DEVICE_INFO_STRUCT_SIZE);
 }
 
@@ -153,7 +154,7 @@ TEST_F(CpuSimdPlugin, CheckRejectsAForeignKeyOrVersion) {
                 "cpu-simd serves loader key \"cpu-simd\", not \"vulkan-compute\"");
   EXPECT_EQ(check(blob, "cpu-simd", 9),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
-                "cpu-simd reads blob formats 1 to 5, the program records format 9");
+                "cpu-simd reads blob formats 1 to 6, the program records format 9");
 }
 
 TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {

@@ -26,7 +26,10 @@
 // -1 (bound per execute, see bind_shapes), and a Copy may carry a shape spec
 // in `ints` (one entry per output dimension: >= 0 that extent, -1 inferred
 // from the element count, -2 - j the input's dimension j), which a Copy
-// reading or writing an open shape must. encode() writes the oldest version
+// reading or writing an open shape must. Version 6 adds the u8 and i8
+// dtypes, constants of dtype u8, i8 and i32 (their elements little-endian in
+// the dtype's width instead of f32 values) and the quantized operators 53 to
+// 58 (blob_quant_rules.hpp). encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -55,7 +58,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kFormatVersion = 6;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -190,6 +193,12 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobTensor& t : g.tensors) {
+    if (quant_dtype_code(t.dtype) || (t.constant && t.dtype == LOOM_DTYPE_I32)) return 6;
+  }
+  for (const BlobNode& n : g.nodes) {
+    if (static_cast<uint32_t>(n.op) > kLastOpV5) return 6;
+  }
   if (has_open_dims(g)) return 5;
   for (const BlobNode& n : g.nodes) {
     if (n.op == Op::kCopy && !n.ints.empty()) return 5;
@@ -207,12 +216,18 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     const std::string where = "tensor " + std::to_string(t);
     if (dtype_size(bt.dtype) == 0) {
       *error = where + ": dtype " + std::to_string(static_cast<int>(bt.dtype)) +
-               " is not supported (cpu-simd blobs hold f32, bool, i32 and i64)";
+               " is not supported (cpu-simd blobs hold f32, bool, i32, i64, u8 and i8)";
       return false;
     }
-    if (bt.constant && bt.dtype != LOOM_DTYPE_F32) {
+    const bool int_constant = bt.dtype == LOOM_DTYPE_U8 || bt.dtype == LOOM_DTYPE_I8 || bt.dtype == LOOM_DTYPE_I32;
+    if (bt.constant && bt.dtype != LOOM_DTYPE_F32 && !int_constant) {
       *error = where + ": a constant of dtype " + dtype_name(bt.dtype) +
-               " (cpu-simd blobs embed f32 constants only)";
+               " (cpu-simd blobs embed f32, u8, i8 and i32 constants only)";
+      return false;
+    }
+    if (!bt.bytes.empty() && (!bt.constant || bt.dtype == LOOM_DTYPE_F32)) {
+      *error = where + ": holds " + std::to_string(bt.bytes.size()) +
+               " raw bytes, which only a u8, i8 or i32 constant has";
       return false;
     }
     if (bt.shape.size() > kMaxRank) {
@@ -253,6 +268,15 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     if (!element_count(bt.shape, &elements)) {
       *error = where + ": shape " + detail::shape_string(bt.shape) + " is too large (2^60 elements or more)";
       return false;
+    }
+    if (bt.constant && bt.dtype != LOOM_DTYPE_F32) {
+      if (!bt.data.empty() || bt.bytes.size() != elements * dtype_size(bt.dtype)) {
+        *error = where + ": a " + dtype_name(bt.dtype) + " constant holds " + std::to_string(bt.bytes.size()) +
+                 " bytes and " + std::to_string(bt.data.size()) + " f32 values, its shape needs " +
+                 std::to_string(elements * dtype_size(bt.dtype)) + " bytes";
+        return false;
+      }
+      continue;
     }
     if (bt.constant ? bt.data.size() != elements : !bt.data.empty()) {
       *error = where + ": holds " + std::to_string(bt.data.size()) + " values, " +
@@ -509,7 +533,9 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = 0) {
     for (int64_t d : t.shape) detail::put_u64(out, static_cast<uint64_t>(d));
     if (v2) {
       put_u32(out, (t.constant ? 1u : 0u) | (version >= 3 && t.parameter ? 2u : 0u));
-      if (t.constant) {
+      if (t.constant && t.dtype != LOOM_DTYPE_F32) {
+        for (uint8_t b : t.bytes) out.push_back(static_cast<std::byte>(b));
+      } else if (t.constant) {
         for (float f : t.data) detail::put_f32(out, f);
       }
     }
@@ -537,7 +563,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = 0) {
   return out;
 }
 
-// Parses and validates a blob of format 1 to 5. Returns false and fills
+// Parses and validates a blob of format 1 to 6. Returns false and fills
 // `*error` (naming the byte offset or the graph element) on bad input;
 // bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
@@ -585,11 +611,13 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
                " exceeds " + std::to_string(kMaxRank);
       return false;
     }
-    const bool typed = version >= 4 && dtype_code_size(dtype) != 0;
+    const bool typed = (version >= 4 && dtype_code_size(dtype) != 0) || (version >= 6 && quant_dtype_code(dtype));
     if (dtype != LOOM_DTYPE_F32 && !typed) {
       *error = at(start) + ": tensor " + std::to_string(t) + ": dtype " + std::to_string(dtype) +
                " is not supported in format " + std::to_string(version) +
-               (version >= 4 ? " (f32, bool, i32 and i64 are)" : " (f32 only before format 4)");
+               (version >= 6   ? " (f32, bool, i32, i64, u8 and i8 are)"
+                : version >= 4 ? " (f32, bool, i32 and i64 are)"
+                               : " (f32 only before format 4)");
       return false;
     }
     bt.dtype = static_cast<loom_dtype_t>(dtype);
@@ -623,9 +651,12 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       continue;
     }
     if (flags == 0) continue;
-    if (bt.dtype != LOOM_DTYPE_F32) {
+    const bool int_constant =
+        version >= 6 && (bt.dtype == LOOM_DTYPE_U8 || bt.dtype == LOOM_DTYPE_I8 || bt.dtype == LOOM_DTYPE_I32);
+    if (bt.dtype != LOOM_DTYPE_F32 && !int_constant) {
       *error = at(flags_at) + ": tensor " + std::to_string(t) + ": a constant of dtype " +
-               dtype_name(bt.dtype) + " (constants hold f32 values only)";
+               dtype_name(bt.dtype) + (version >= 6 ? " (constants hold f32, u8, i8 or i32 values)"
+                                                    : " (constants hold f32 values only)");
       return false;
     }
     for (uint32_t d = 0; d < rank; ++d) {
@@ -641,8 +672,16 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
                detail::shape_string(bt.shape) + " has 2^60 elements or more";
       return false;
     }
-    if (!r.fits(elements, 4, "constant value", error)) return false;
     bt.constant = true;
+    if (int_constant) {
+      const size_t width = dtype_size(bt.dtype);
+      if (!r.fits(elements, width, "constant value", error)) return false;
+      bt.bytes.resize(static_cast<size_t>(elements) * width);
+      if (!bt.bytes.empty()) std::memcpy(bt.bytes.data(), static_cast<const unsigned char*>(data) + r.offset(), bt.bytes.size());
+      r.skip(bt.bytes.size());
+      continue;
+    }
+    if (!r.fits(elements, 4, "constant value", error)) return false;
     bt.data.resize(static_cast<size_t>(elements));
     for (float& f : bt.data) r.f32("constant value", &f, error);
   }

@@ -64,34 +64,60 @@ enum class Op : uint32_t {
   kWhere = 50,  // condition (bool), X, Y (f32); broadcast
   kEqual = 51,  // A, B of one dtype (f32, bool, i32, i64); bool output; broadcast
   kCast = 52,   // ints = [to]: the output's dtype (f32, bool, i32, i64)
+  // Format 6: u8 / i8 tensors and the quantized operators (blob_quant_rules.hpp).
+  // Scales are f32 tensors and zero points u8 / i8 tensors read at run time
+  // (inline constants or graph inputs), as ONNX passes them.
+  kQuantizeLinear = 53,    // x (f32), scale[, zero point]; axis (normalized) for a 1-D scale
+  kDequantizeLinear = 54,  // x (u8, i8, i32), scale[, zero point]; axis as above
+  kQLinearConv = 55,       // x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B (i32)];
+                           //   ints as kConv
+  kQLinearMatMul = 56,     // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+  kConvInteger = 57,       // x, w[, x_zp][, w_zp]; ints as kConv; trans_a = present mask
+                           //   (bit 0: x_zp, bit 1: w_zp); i32 output
+  kMatMulInteger = 58,     // a, b[, a_zp][, b_zp]; trans_a = present mask as above
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
 inline constexpr uint32_t kLastOpV3 = 48;
-inline constexpr uint32_t kLastOp = 52;
+inline constexpr uint32_t kLastOpV5 = 52;
+inline constexpr uint32_t kLastOp = 58;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
-  return version <= 1 ? kLastOpV1 : version == 2 ? kLastOpV2 : version == 3 ? kLastOpV3 : kLastOp;
+  return version <= 1   ? kLastOpV1
+         : version == 2 ? kLastOpV2
+         : version == 3 ? kLastOpV3
+         : version <= 5 ? kLastOpV5
+                        : kLastOp;
 }
+
+// The quantized operators of format 6.
+inline bool is_quant(Op op) { return op >= Op::kQuantizeLinear && op <= Op::kMatMulInteger; }
 
 // Pad's modes (ints[0]).
 enum class PadMode : int64_t { kConstant = 0, kReflect = 1, kEdge = 2, kWrap = 3 };
 
-// Bytes per element of a dtype a blob tensor may have (format 4: f32, bool,
-// i32, i64; formats 1 to 3: f32 only); 0 for any other dtype.
+// Bytes per element of a dtype a blob tensor may have (format 6: f32, bool,
+// i32, i64, u8, i8; format 4 and 5 without u8 and i8; formats 1 to 3: f32
+// only); 0 for any other dtype.
 inline uint32_t dtype_size(loom_dtype_t dtype) {
   switch (dtype) {
     case LOOM_DTYPE_F32:
     case LOOM_DTYPE_I32: return 4;
     case LOOM_DTYPE_I64: return 8;
-    case LOOM_DTYPE_BOOL: return 1;
+    case LOOM_DTYPE_BOOL:
+    case LOOM_DTYPE_U8:
+    case LOOM_DTYPE_I8: return 1;
     default: return 0;
   }
 }
 
+// Whether a raw dtype code is one of format 6's 8-bit quantized dtypes.
+inline bool quant_dtype_code(int64_t code) { return code == LOOM_DTYPE_U8 || code == LOOM_DTYPE_I8; }
+
 // dtype_size of a raw dtype code as read from a blob (a tensor's dtype,
-// Cast's `to`); 0 for every code that is not a blob dtype. Check a code with
+// Cast's `to`) for the dtypes of format 4 (f32, bool, i32, i64; format 6
+// adds u8 and i8, see quant_dtype_code); 0 for every other code. Check a code with
 // this before converting it: a value outside loom_dtype_t's range must never
 // be converted to it.
 inline uint32_t dtype_code_size(int64_t code) {
@@ -111,6 +137,8 @@ inline const char* dtype_name(loom_dtype_t dtype) {
     case LOOM_DTYPE_I32: return "i32";
     case LOOM_DTYPE_I64: return "i64";
     case LOOM_DTYPE_BOOL: return "bool";
+    case LOOM_DTYPE_U8: return "u8";
+    case LOOM_DTYPE_I8: return "i8";
     default: return "unsupported";
   }
 }
@@ -124,7 +152,8 @@ inline const char* op_name(Op op) {
       "Ceil", "Copy", "LogSoftmax", "Concat", "Transpose", "Conv", "MaxPool", "AveragePool",
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
       "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice", "Pad",
-      "Where", "Equal", "Cast"};
+      "Where", "Equal", "Cast", "QuantizeLinear", "DequantizeLinear", "QLinearConv",
+      "QLinearMatMul", "ConvInteger", "MatMulInteger"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -143,6 +172,9 @@ struct BlobTensor {
   // A constant embedded in the blob (format 2): element_count f32 values.
   bool constant = false;
   std::vector<float> data = {};
+  // Format 6: a constant of dtype u8, i8 or i32 holds its elements here,
+  // little-endian in the dtype's width (`data` stays empty).
+  std::vector<uint8_t> bytes = {};
   // Format 3: a graph input that holds a program parameter (a weight), the
   // same bytes on every execute of an executable, so it may be packed once.
   bool parameter = false;

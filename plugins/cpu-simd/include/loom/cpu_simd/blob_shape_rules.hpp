@@ -41,7 +41,8 @@ struct Window {
 // Unpacks and range-checks a Conv / MaxPool / AveragePool node's ints.
 inline bool unpack_window(const BlobNode& node, Window* w, std::string* error) {
   const bool transposed = node.op == Op::kConvTranspose;
-  const bool conv = node.op == Op::kConv || transposed;
+  const bool conv = node.op == Op::kConv || node.op == Op::kQLinearConv ||
+                    node.op == Op::kConvInteger || transposed;
   const size_t head = conv ? 2 : 3;
   const size_t per_dim = transposed ? 6 : 5;
   const std::vector<int64_t>& v = node.ints;
@@ -228,6 +229,17 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
     *max_in = 2;
   } else if (op == Op::kWhere) {
     *min_in = *max_in = 3;
+  } else if (op == Op::kQuantizeLinear || op == Op::kDequantizeLinear) {
+    *min_in = 2;
+    *max_in = 3;
+  } else if (op == Op::kQLinearConv) {
+    *min_in = 8;
+    *max_in = 9;
+  } else if (op == Op::kQLinearMatMul) {
+    *min_in = *max_in = 8;
+  } else if (op == Op::kConvInteger || op == Op::kMatMulInteger) {
+    *min_in = 2;
+    *max_in = 4;
   } else {
     *min_in = *max_in = 1;
   }
@@ -312,6 +324,11 @@ inline bool copy_spec_shape(const std::vector<int64_t>& spec, const std::vector<
   return true;
 }
 
+inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in,
+                              std::vector<int64_t>* out, std::string* error);
+inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in, loom_dtype_t out,
+                               std::string* error);
+
 // The output shape of `node` given its input shapes (ONNX rules), except for
 // kCopy without a shape spec, whose output shape is free (only its element
 // count is checked by validate). False with `*error` naming the operator and
@@ -320,6 +337,7 @@ inline bool infer_output_shape(const BlobNode& node,
                                const std::vector<const std::vector<int64_t>*>& in,
                                std::vector<int64_t>* out, std::string* error) {
   using detail::shape_string;
+  if (is_quant(node.op)) return infer_quant_shape(node, in, out, error);
   const std::string op = op_name(node.op);
   const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
                             node.op == Op::kTranspose || node.op == Op::kConv ||
@@ -753,6 +771,7 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
     return false;
   };
   auto operand = [](size_t i) { return "input " + std::to_string(i); };
+  if (is_quant(node.op)) return check_quant_dtypes(node, in, out, error);
   switch (node.op) {
     case Op::kEqual:
       if (in[1] != in[0]) return bad(operand(1), in[1], dtype_name(in[0]));
@@ -787,3 +806,5 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
 }
 
 }  // namespace loom::cpu_simd
+
+#include "loom/cpu_simd/blob_quant_rules.hpp"

@@ -1,0 +1,522 @@
+// The quantized steps: see schedule_int8.hpp for the arithmetic and why it
+// equals the reference kernels exactly.
+#include "schedule_int8.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+
+#include "schedule_plan.hpp"
+
+namespace loom::cpu_simd {
+
+namespace {
+
+using plan::cpu_engine;
+using plan::dims_of;
+using plan::plain_tag;
+
+// Weights shifted into s8 and reordered into the primitive's layout, with
+// the per-position weight sums Tw (conv: [M, O]; matmul: [batches, N]).
+struct PackedInt8 {
+  const void* from = nullptr;
+  memory mem;
+  memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
+  std::vector<int64_t> tw;
+};
+
+}  // namespace
+
+struct Int8Step {
+  Op op = Op::kQuantizeLinear;
+  std::string where;  // "node 3 (QLinearConv)"
+  quant::QuantOperands q;
+  std::vector<std::vector<int64_t>> in_shapes;
+  std::vector<loom_dtype_t> in_dtypes;
+  std::vector<int64_t> out_shape;
+  loom_dtype_t out_dtype = LOOM_DTYPE_F32;
+  int64_t out_count = 0;
+
+  // Quantize / Dequantize: channels along the axis (1: per tensor) and the
+  // elements per step along it.
+  int64_t channels = 1, inner = 1;
+
+  // Conv and MatMul.
+  bool conv = false;
+  bool weight_fixed = false;
+  int32_t shift = 0;  // c: 128 for u8 weights, 0 for s8
+  // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose pairwise
+  // sums saturate at 16 bits (2 x 255 x 128 does not fit): the weights are
+  // then split into ws = 2 * hi + lo, hi in [-64, 63] and lo in {0, 1}, and
+  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact.
+  bool split = false;
+  dnnl::primitive prim;
+  memory::desc src_md, wei_md, dst_md, user_wei_md;
+  // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
+  // position its taps' input offsets within one channel (-1: in the pad).
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
+  std::vector<int64_t> taps;  // O x K
+  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D).
+  int64_t rows = 0, inner_k = 0, cols = 0, batches = 1, b_batches = 1;
+
+  std::mutex mutex;
+  std::shared_ptr<const PackedInt8> packed;
+};
+
+namespace {
+
+bool is_u8(loom_dtype_t d) { return d == LOOM_DTYPE_U8; }
+
+int64_t count_of(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Reads a one-element or per-channel parameter as integers / floats.
+int64_t zp_at(const void* p, loom_dtype_t d, int64_t i) {
+  if (p == nullptr) return 0;
+  switch (d) {
+    case LOOM_DTYPE_U8: return static_cast<const uint8_t*>(p)[i];
+    case LOOM_DTYPE_I8: return static_cast<const int8_t*>(p)[i];
+    case LOOM_DTYPE_I32: return static_cast<const int32_t*>(p)[i];
+    default: return 0;
+  }
+}
+
+sdk::Status check_scales(const Int8Step& s, const float* v, int64_t count, const char* what) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!(v[i] > 0.0f) || !std::isfinite(v[i])) {
+      return sdk::invalid_argument("cpu-simd: " + s.where + ": " + what +
+                                   (count > 1 ? " entry " + std::to_string(i) : std::string()) + " is " +
+                                   std::to_string(v[i]) + "; a scale must be positive and finite");
+    }
+  }
+  return sdk::Status();
+}
+
+int64_t param_count(const Int8Step& s, int i) {
+  return i < 0 ? 0 : count_of(s.in_shapes[static_cast<size_t>(i)]);
+}
+
+// ONNX's requantization as the reference kernels compute it.
+int32_t requantize(float scaled, double zero, bool is_unsigned) {
+  double r = std::nearbyint(static_cast<double>(scaled) + zero);
+  const double lo = is_unsigned ? 0.0 : -128.0;
+  const double hi = is_unsigned ? 255.0 : 127.0;
+  if (!(r >= lo)) r = lo;
+  if (r > hi) r = hi;
+  return static_cast<int32_t>(r);
+}
+
+sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
+  Window w;
+  std::string why;
+  if (!unpack_window(node, &w, &why)) return sdk::invalid_argument("cpu-simd: " + s->where + ": " + why);
+  const std::vector<int64_t>& x = s->in_shapes[0];
+  const std::vector<int64_t>& wt = s->in_shapes[static_cast<size_t>(s->q.weight)];
+  const std::vector<int64_t>& y = s->out_shape;
+  s->conv = true;
+  s->n = x[0];
+  s->c = x[1];
+  s->m = wt[0];
+  s->group = w.group;
+  s->cg = wt[1];
+  s->mg = s->m / s->group;
+  s->o = 1;
+  s->k = 1;
+  s->in_sp = 1;
+  const size_t k = static_cast<size_t>(w.k);
+  for (size_t d = 0; d < k; ++d) {
+    s->o *= y[2 + d];
+    s->k *= w.kernel[d];
+    s->in_sp *= x[2 + d];
+  }
+  // Per output position and tap: the input offset within one channel, or -1.
+  s->taps.assign(static_cast<size_t>(s->o * s->k), -1);
+  std::vector<int64_t> oi(k, 0), ki(k, 0);
+  for (int64_t op = 0; op < s->o; ++op) {
+    int64_t rem = op;
+    for (size_t d = k; d-- > 0;) {
+      oi[d] = rem % y[2 + d];
+      rem /= y[2 + d];
+    }
+    for (int64_t t = 0; t < s->k; ++t) {
+      int64_t r = t, offset = 0;
+      bool inside = true;
+      for (size_t d = k; d-- > 0;) {
+        ki[d] = r % w.kernel[d];
+        r /= w.kernel[d];
+      }
+      for (size_t d = 0; d < k; ++d) {
+        const int64_t pos = oi[d] * w.stride[d] - w.pad_begin[d] + ki[d] * w.dilation[d];
+        if (pos < 0 || pos >= x[2 + d]) inside = false;
+        offset = offset * x[2 + d] + pos;
+      }
+      s->taps[static_cast<size_t>(op * s->k + t)] = inside ? offset : -1;
+    }
+  }
+  memory::dims strides, dilates, pad_l, pad_r, wdims = {s->group, s->mg, s->cg};
+  for (size_t d = 0; d < k; ++d) {
+    strides.push_back(w.stride[d]);
+    dilates.push_back(w.dilation[d] - 1);
+    pad_l.push_back(w.pad_begin[d]);
+    pad_r.push_back(w.pad_end[d]);
+    wdims.push_back(w.kernel[d]);
+  }
+  const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
+  s->src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
+  s->dst_md = memory::desc(dims_of(y), DType::s32, plain_tag(y.size()));
+  s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
+  const memory::desc any_wei(wdims, DType::s8, Tag::any);
+  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                       s->src_md, any_wei, s->dst_md, strides, dilates, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc pd(desc, cpu_engine());
+  s->wei_md = pd.weights_desc();
+  s->prim = dnnl::convolution_forward(pd);
+  (void)g;
+  return sdk::Status();
+}
+
+sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
+  const std::vector<int64_t>& a = ro.in_shapes[0];
+  const std::vector<int64_t>& b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
+  s->inner_k = a.back();
+  s->cols = b.back();
+  memory::dims ad, bd, yd;
+  if (b.size() == 2) {
+    s->rows = count_of(a) / std::max<int64_t>(1, s->inner_k);
+    if (s->inner_k == 0) s->rows = count_of(std::vector<int64_t>(a.begin(), a.end() - 1));
+    ad = {s->rows, s->inner_k};
+    bd = {s->inner_k, s->cols};
+    yd = {s->rows, s->cols};
+  } else {
+    s->rows = a[a.size() - 2];
+    s->batches = count_of(std::vector<int64_t>(a.begin(), a.end() - 2));
+    s->b_batches = s->batches;
+    ad = dims_of(a);
+    bd = dims_of(b);
+    yd = dims_of(s->out_shape);
+  }
+  const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
+  s->src_md = memory::desc(ad, src_dt, plain_tag(ad.size()));
+  s->dst_md = memory::desc(yd, DType::s32, plain_tag(yd.size()));
+  s->user_wei_md = memory::desc(bd, DType::s8, plain_tag(bd.size()));
+  const memory::desc any_wei(bd, DType::s8, Tag::any);
+  dnnl::matmul::desc desc(s->src_md, any_wei, s->dst_md);
+  dnnl::matmul::primitive_desc pd(desc, cpu_engine());
+  s->wei_md = pd.weights_desc();
+  s->prim = dnnl::matmul(pd);
+  return sdk::Status();
+}
+
+// Shifts the weights into s8, reorders them for the primitive and sums
+// them per output position (Tw).
+std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
+  auto p = std::make_shared<PackedInt8>();
+  p->from = w;
+  const int64_t count = count_of(s.in_shapes[static_cast<size_t>(s.q.weight)]);
+  std::vector<int8_t> shifted(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t v = is_u8(s.in_dtypes[static_cast<size_t>(s.q.weight)])
+                          ? static_cast<int32_t>(static_cast<const uint8_t*>(w)[i]) - s.shift
+                          : static_cast<int32_t>(static_cast<const int8_t*>(w)[i]);
+    shifted[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+  }
+  dnnl::engine& eng = cpu_engine();
+  dnnl::stream st(eng);
+  auto reorder_in = [&](std::vector<int8_t>& plain, memory* into) {
+    memory user(s.user_wei_md, eng, plain.data());
+    *into = memory(s.wei_md, eng);
+    dnnl::reorder(user, *into).execute(st, user, *into);
+    st.wait();
+  };
+  if (s.split) {
+    std::vector<int8_t> hi(shifted.size()), lo(shifted.size());
+    for (size_t i = 0; i < shifted.size(); ++i) {
+      const int v = shifted[i];
+      const int h = v >= 0 ? v / 2 : -((-v + 1) / 2);  // floor(v / 2)
+      hi[i] = static_cast<int8_t>(h);
+      lo[i] = static_cast<int8_t>(v - 2 * h);
+    }
+    reorder_in(hi, &p->mem);
+    reorder_in(lo, &p->low);
+  } else {
+    reorder_in(shifted, &p->mem);
+  }
+  if (s.conv) {
+    // wk[m, tap] = sum over the group's input channels.
+    std::vector<int64_t> wk(static_cast<size_t>(s.m * s.k), 0);
+    for (int64_t mm = 0; mm < s.m; ++mm) {
+      for (int64_t ci = 0; ci < s.cg; ++ci) {
+        const int8_t* row = shifted.data() + (mm * s.cg + ci) * s.k;
+        for (int64_t t = 0; t < s.k; ++t) wk[static_cast<size_t>(mm * s.k + t)] += row[t];
+      }
+    }
+    p->tw.assign(static_cast<size_t>(s.m * s.o), 0);
+    for (int64_t mm = 0; mm < s.m; ++mm) {
+      for (int64_t op = 0; op < s.o; ++op) {
+        int64_t sum = 0;
+        for (int64_t t = 0; t < s.k; ++t) {
+          if (s.taps[static_cast<size_t>(op * s.k + t)] >= 0) sum += wk[static_cast<size_t>(mm * s.k + t)];
+        }
+        p->tw[static_cast<size_t>(mm * s.o + op)] = sum;
+      }
+    }
+  } else {
+    p->tw.assign(static_cast<size_t>(s.b_batches * s.cols), 0);
+    for (int64_t b = 0; b < s.b_batches; ++b) {
+      for (int64_t kk = 0; kk < s.inner_k; ++kk) {
+        const int8_t* row = shifted.data() + (b * s.inner_k + kk) * s.cols;
+        for (int64_t j = 0; j < s.cols; ++j) p->tw[static_cast<size_t>(b * s.cols + j)] += row[j];
+      }
+    }
+  }
+  return p;
+}
+
+template <typename Q>
+void quantize_loop(const Int8Step& s, const float* x, const float* scale, const void* zp, Q* y) {
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  for (int64_t i = 0; i < s.out_count; ++i) {
+    const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
+    // Round half to even (nearbyint, default rounding mode), then saturate;
+    // NaN becomes 0, as in the reference kernels.
+    float v = std::nearbyint(x[i] / scale[ch]) + static_cast<float>(zp_at(zp, s.in_dtypes.size() > 2 ? s.in_dtypes[2] : LOOM_DTYPE_U8, ch));
+    v = std::clamp(v, lo, hi);
+    y[i] = std::isnan(v) ? Q{0} : static_cast<Q>(v);
+  }
+}
+
+}  // namespace
+
+sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed,
+                           std::shared_ptr<Int8Step>* out) {
+  const BlobNode& node = g.nodes[index];
+  auto s = std::make_shared<Int8Step>();
+  s->op = node.op;
+  s->where = "node " + std::to_string(index) + " (" + op_name(node.op) + ")";
+  std::string why;
+  if (!quant::operands_of(node, &s->q, &why)) return sdk::invalid_argument("cpu-simd: " + s->where + ": " + why);
+  for (uint32_t t : node.inputs) {
+    s->in_shapes.push_back(g.tensors[t].shape);
+    s->in_dtypes.push_back(g.tensors[t].dtype);
+  }
+  s->out_shape = g.tensors[node.outputs[0]].shape;
+  s->out_dtype = g.tensors[node.outputs[0]].dtype;
+  s->out_count = count_of(s->out_shape);
+  try {
+    switch (node.op) {
+      case Op::kQuantizeLinear:
+      case Op::kDequantizeLinear: {
+        const std::vector<int64_t>& scale = s->in_shapes[1];
+        if (!quant::one_element(scale)) {
+          s->channels = scale[0];
+          for (size_t d = static_cast<size_t>(node.axis) + 1; d < s->out_shape.size(); ++d) {
+            s->inner *= s->out_shape[d];
+          }
+        }
+        break;
+      }
+      case Op::kQLinearConv:
+      case Op::kConvInteger:
+        LOOM_SDK_RETURN_IF_ERROR(plan_conv(g, node, s.get()));
+        break;
+      default:
+        LOOM_SDK_RETURN_IF_ERROR(plan_matmul(*s, s.get()));
+        break;
+    }
+  } catch (const dnnl::error& e) {
+    return sdk::unimplemented("cpu-simd: " + s->where + ": oneDNN has no int8 primitive for these shapes (" +
+                              e.what() + ")");
+  }
+  if (s->q.weight >= 0) {
+    const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
+    s->weight_fixed = fixed[wt];
+    s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    s->split = !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                 isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
+  }
+  *out = std::move(s);
+  return sdk::Status();
+}
+
+uint64_t int8_packed_bytes(const Int8Step& step) {
+  auto& s = const_cast<Int8Step&>(step);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.packed != nullptr ? s.wei_md.get_size() : 0;
+}
+
+sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out) {
+  const quant::QuantOperands& q = s.q;
+  auto ptr = [&](int i) { return i < 0 ? nullptr : ins[static_cast<size_t>(i)]; };
+  auto dt = [&](int i) { return i < 0 ? LOOM_DTYPE_U8 : s.in_dtypes[static_cast<size_t>(i)]; };
+  if (s.op == Op::kQuantizeLinear || s.op == Op::kDequantizeLinear) {
+    const float* scale = static_cast<const float*>(ins[1]);
+    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, scale, param_count(s, 1), "the scale"));
+    const void* zp = ptr(q.x_zp);
+    if (s.op == Op::kQuantizeLinear) {
+      const float* x = static_cast<const float*>(ins[0]);
+      if (s.out_dtype == LOOM_DTYPE_U8) {
+        quantize_loop(s, x, scale, zp, static_cast<uint8_t*>(out));
+      } else {
+        quantize_loop(s, x, scale, zp, static_cast<int8_t*>(out));
+      }
+      return sdk::Status();
+    }
+    float* y = static_cast<float*>(out);
+    const loom_dtype_t xd = s.in_dtypes[0];
+    for (int64_t i = 0; i < s.out_count; ++i) {
+      const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
+      const int64_t diff = zp_at(ins[0], xd, i) - zp_at(zp, xd, ch);
+      y[i] = static_cast<float>(diff) * scale[ch];
+    }
+    return sdk::Status();
+  }
+
+  // Parameters, checked before anything runs.
+  const bool qlinear = s.op == Op::kQLinearConv || s.op == Op::kQLinearMatMul;
+  const int64_t channels = s.conv ? s.m : s.cols;
+  const float *xs = nullptr, *ws = nullptr, *ys = nullptr;
+  if (qlinear) {
+    xs = static_cast<const float*>(ptr(q.x_scale));
+    ws = static_cast<const float*>(ptr(q.w_scale));
+    ys = static_cast<const float*>(ptr(q.y_scale));
+    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, xs, 1, "x_scale"));
+    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ws, param_count(s, q.w_scale), "w_scale"));
+    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ys, 1, "y_scale"));
+  }
+  const int64_t xz = zp_at(ptr(q.x_zp), dt(q.x_zp), 0);
+  const bool wz_per_channel = param_count(s, q.w_zp) > 1;
+  auto wz = [&](int64_t ch) { return zp_at(ptr(q.w_zp), dt(q.w_zp), wz_per_channel ? ch : 0); };
+  bool need_r = false;
+  for (int64_t ch = 0; ch < channels && !need_r; ++ch) need_r = s.shift - wz(ch) != 0;
+
+  // Weights: packed once when fixed, else for this run.
+  const void* w = ins[static_cast<size_t>(q.weight)];
+  std::shared_ptr<const PackedInt8> packed;
+  if (s.weight_fixed) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.packed == nullptr || s.packed->from != w) s.packed = pack(s, w);
+    packed = s.packed;
+  } else {
+    packed = pack(s, w);
+  }
+
+  // P = x * ws in s32.
+  std::vector<int32_t> acc(static_cast<size_t>(s.out_count));
+  {
+    dnnl::engine& eng = cpu_engine();
+    memory src(s.src_md, eng, const_cast<void*>(ins[0]));
+    memory dst(s.dst_md, eng, acc.data());
+    dnnl::stream st(eng);
+    s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}});
+    st.wait();
+    if (s.split) {
+      std::vector<int32_t> low(acc.size());
+      memory low_dst(s.dst_md, eng, low.data());
+      s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
+      st.wait();
+      for (size_t i = 0; i < acc.size(); ++i) {
+        acc[i] = static_cast<int32_t>(2 * static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(low[i]));
+      }
+    }
+  }
+
+  const bool x_unsigned = is_u8(s.in_dtypes[0]);
+  auto x_at = [&](int64_t i) -> int64_t {
+    return x_unsigned ? static_cast<const uint8_t*>(ins[0])[i] : static_cast<const int8_t*>(ins[0])[i];
+  };
+  const int32_t* bias = static_cast<const int32_t*>(ptr(q.bias));
+  const bool y_unsigned = s.out_dtype == LOOM_DTYPE_U8;
+  const double y_zero = qlinear ? static_cast<double>(zp_at(ptr(q.y_zp), dt(q.y_zp), 0)) : 0.0;
+  std::vector<float> mult;
+  if (qlinear) {
+    mult.resize(static_cast<size_t>(channels));
+    const bool ws_per_channel = param_count(s, q.w_scale) > 1;
+    for (int64_t ch = 0; ch < channels; ++ch) mult[static_cast<size_t>(ch)] = xs[0] * ws[ws_per_channel ? ch : 0] / ys[0];
+  }
+  auto emit = [&](int64_t i, int64_t ch, int64_t total) {
+    const int32_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(total)));
+    if (!qlinear) {
+      static_cast<int32_t*>(out)[i] = wrapped;
+      return;
+    }
+    const int64_t with_bias = int64_t{wrapped} + (bias != nullptr ? bias[ch] : 0);
+    const int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    if (y_unsigned) {
+      static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);
+    } else {
+      static_cast<int8_t*>(out)[i] = static_cast<int8_t>(v);
+    }
+  };
+
+  if (s.conv) {
+    // R: per image, group and output position, the sum of x over the taps.
+    std::vector<int64_t> r;
+    if (need_r || xz != 0) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
+    const int64_t cnt_per_tap = s.cg;
+    for (int64_t b = 0; need_r && b < s.n; ++b) {
+      for (int64_t gi = 0; gi < s.group; ++gi) {
+        for (int64_t op = 0; op < s.o; ++op) {
+          int64_t sum = 0;
+          for (int64_t ci = 0; ci < s.cg; ++ci) {
+            const int64_t base = (b * s.c + gi * s.cg + ci) * s.in_sp;
+            for (int64_t t = 0; t < s.k; ++t) {
+              const int64_t off = s.taps[static_cast<size_t>(op * s.k + t)];
+              if (off >= 0) sum += x_at(base + off);
+            }
+          }
+          r[static_cast<size_t>((b * s.group + gi) * s.o + op)] = sum;
+        }
+      }
+    }
+    std::vector<int64_t> cnt(static_cast<size_t>(s.o), 0);
+    for (int64_t op = 0; op < s.o; ++op) {
+      for (int64_t t = 0; t < s.k; ++t) cnt[static_cast<size_t>(op)] += s.taps[static_cast<size_t>(op * s.k + t)] >= 0;
+      cnt[static_cast<size_t>(op)] *= cnt_per_tap;
+    }
+    for (int64_t b = 0; b < s.n; ++b) {
+      for (int64_t mm = 0; mm < s.m; ++mm) {
+        const int64_t gi = mm / s.mg;
+        const int64_t corr = s.shift - wz(mm);
+        for (int64_t op = 0; op < s.o; ++op) {
+          const int64_t i = (b * s.m + mm) * s.o + op;
+          int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
+          if (corr != 0) {
+            total += corr * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
+          }
+          emit(i, mm, total);
+        }
+      }
+    }
+    return sdk::Status();
+  }
+
+  // MatMul: rowsum of A per row.
+  const int64_t total_rows = s.rows * s.batches;
+  std::vector<int64_t> rowsum(static_cast<size_t>(total_rows), 0);
+  for (int64_t row = 0; need_r && row < total_rows; ++row) {
+    int64_t sum = 0;
+    for (int64_t kk = 0; kk < s.inner_k; ++kk) sum += x_at(row * s.inner_k + kk);
+    rowsum[static_cast<size_t>(row)] = sum;
+  }
+  for (int64_t row = 0; row < total_rows; ++row) {
+    const int64_t b = s.b_batches > 1 ? row / s.rows : 0;
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t i = row * s.cols + j;
+      int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(b * s.cols + j)];
+      const int64_t corr = s.shift - wz(j);
+      if (corr != 0) total += corr * (rowsum[static_cast<size_t>(row)] - xz * s.inner_k);
+      emit(i, j, total);
+    }
+  }
+  return sdk::Status();
+}
+
+}  // namespace loom::cpu_simd
