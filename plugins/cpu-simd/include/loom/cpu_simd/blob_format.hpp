@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "loom/cpu_simd/blob_dtype_rules.hpp"
 #include "loom/cpu_simd/blob_ops.hpp"
 #include "loom/cpu_simd/blob_shape_rules.hpp"
 #include "loom/plugin.h"

@@ -1,7 +1,8 @@
 // The shape and dtype rules of format 6's quantized operators
 // (QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul,
 // ConvInteger, MatMulInteger). Included at the end of blob_shape_rules.hpp,
-// whose infer_output_shape and check_dtypes dispatch here.
+// whose infer_output_shape dispatches here, as blob_dtype_rules.hpp's
+// check_dtypes does.
 //
 // What the blob accepts is what cpu-simd runs: a scale or zero point is a
 // one-element tensor ([] or [1]) for the whole tensor, or, where ONNX allows
