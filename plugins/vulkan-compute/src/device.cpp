@@ -188,12 +188,11 @@ Status Device::create(const Instance* instance, VkPhysicalDevice physical, uint3
 }
 
 Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
-  const InstanceFns& fi = instance_->fns();
   queue_family_ = queue_family;
   uint32_t ext_count = 0;
-  fi.vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, nullptr);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, nullptr);
   std::vector<VkExtensionProperties> exts(ext_count);
-  fi.vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, exts.data());
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, exts.data());
   const bool host_import = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   const bool f16_int8 = has_extension(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
 
@@ -205,7 +204,7 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   p2.pNext = &subgroup;
   if (host_import) subgroup.pNext = &import;
-  fi.vkGetPhysicalDeviceProperties2(physical, &p2);
+  vkGetPhysicalDeviceProperties2(physical, &p2);
   const VkPhysicalDeviceProperties& p = p2.properties;
   const VkPhysicalDeviceLimits& lim = p.limits;
 
@@ -214,9 +213,9 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   VkPhysicalDeviceFeatures2 f2{};
   f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   if (f16_int8) f2.pNext = &f16i8;
-  fi.vkGetPhysicalDeviceFeatures2(physical, &f2);
+  vkGetPhysicalDeviceFeatures2(physical, &f2);
 
-  fi.vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
+  vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   DeviceProperties& d = props_;
   d.kind = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LOOM_DEVICE_KIND_CPU : LOOM_DEVICE_KIND_GPU;
   d.api_version = p.apiVersion;
@@ -236,9 +235,9 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   d.import_alignment = host_import ? import.minImportedHostPointerAlignment : 0;
   {
     uint32_t families = 0;
-    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
     std::vector<VkQueueFamilyProperties> fam(families);
-    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fam.data());
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fam.data());
     if (queue_family < families && fam[queue_family].timestampValidBits != 0 &&
         lim.timestampPeriod > 0) {
       d.timestamp_period_ns = lim.timestampPeriod;
@@ -274,12 +273,12 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   info.pQueueCreateInfos = &q;
   info.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   info.ppEnabledExtensionNames = enable.data();
-  VkResult r = fi.vkCreateDevice(physical, &info, nullptr, &device_);
+  VkResult r = vkCreateDevice(physical, &info, nullptr, &device_);
   if (r != VK_SUCCESS) {
     device_ = VK_NULL_HANDLE;
     return vk_status(r, d.uri + " (" + p.deviceName + "): vkCreateDevice");
   }
-  LOOM_SDK_RETURN_IF_ERROR(load_device(fi, device_, host_import, &fns_));
+  LOOM_SDK_RETURN_IF_ERROR(load_device(device_, host_import, &fns_));
   fns_.vkGetDeviceQueue(device_, queue_family, 0, &queue_);
   pipelines_ = std::make_unique<Pipelines>(this);
 

@@ -77,26 +77,16 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
                         std::unique_ptr<Instance>* out) {
   std::unique_ptr<Instance> self(new Instance());
   self->host_ = host;
-  LOOM_SDK_RETURN_IF_ERROR(LoaderLibrary::open(options.loader, &self->loader_));
-  const LoaderFns& lf = self->loader_->fns();
-
-  uint32_t loader_version = VK_API_VERSION_1_0;
-  if (lf.vkEnumerateInstanceVersion != nullptr) lf.vkEnumerateInstanceVersion(&loader_version);
-  if (loader_version < VK_API_VERSION_1_1) {
-    return sdk::unavailable("the Vulkan loader \"" + options.loader + "\" speaks Vulkan " +
-                            std::to_string(VK_API_VERSION_MAJOR(loader_version)) + "." +
-                            std::to_string(VK_API_VERSION_MINOR(loader_version)) +
-                            "; vulkan-compute needs 1.1");
-  }
+  LOOM_SDK_RETURN_IF_ERROR(volk_initialize(options.loader));
   self->api_version_ = VK_API_VERSION_1_1;
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
   if (options.validation) {
     uint32_t count = 0;
-    lf.vkEnumerateInstanceLayerProperties(&count, nullptr);
+    vkEnumerateInstanceLayerProperties(&count, nullptr);
     std::vector<VkLayerProperties> props(count);
-    lf.vkEnumerateInstanceLayerProperties(&count, props.data());
+    vkEnumerateInstanceLayerProperties(&count, props.data());
     bool found = false;
     for (uint32_t i = 0; i < count; ++i) found |= std::strcmp(props[i].layerName, kValidationLayer) == 0;
     if (!found) {
@@ -131,7 +121,7 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
   info.ppEnabledExtensionNames = extensions.data();
   // Messages from vkCreateInstance/vkDestroyInstance themselves.
   if (options.validation) info.pNext = &messenger;
-  const VkResult r = lf.vkCreateInstance(&info, nullptr, &self->instance_);
+  const VkResult r = vkCreateInstance(&info, nullptr, &self->instance_);
   if (r != VK_SUCCESS) {
     self->instance_ = VK_NULL_HANDLE;
     return sdk::unavailable("the Vulkan loader \"" + options.loader +
@@ -140,13 +130,17 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
                             (r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver installed?)"
                                                                : ""));
   }
-  LOOM_SDK_RETURN_IF_ERROR(self->loader_->load_instance(self->instance_, &self->fns_));
+  LOOM_SDK_RETURN_IF_ERROR(volk_load_instance(self->instance_));
   if (options.validation) {
-    if (self->fns_.vkCreateDebugUtilsMessengerEXT == nullptr) {
+    self->create_messenger_ = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    self->destroy_messenger_ = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (self->create_messenger_ == nullptr || self->destroy_messenger_ == nullptr) {
       return sdk::internal_error("VK_EXT_debug_utils is enabled but its entries are missing");
     }
-    const VkResult m = self->fns_.vkCreateDebugUtilsMessengerEXT(self->instance_, &messenger,
-                                                                 nullptr, &self->messenger_);
+    const VkResult m =
+        self->create_messenger_(self->instance_, &messenger, nullptr, &self->messenger_);
     if (m != VK_SUCCESS) return vk_status(m, "vkCreateDebugUtilsMessengerEXT");
   }
   *out = std::move(self);
@@ -154,11 +148,9 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
 }
 
 Instance::~Instance() {
-  if (instance_ != VK_NULL_HANDLE && fns_.vkDestroyInstance != nullptr) {
-    if (messenger_ != VK_NULL_HANDLE) {
-      fns_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
-    }
-    fns_.vkDestroyInstance(instance_, nullptr);
+  if (instance_ != VK_NULL_HANDLE && vkDestroyInstance != nullptr) {
+    if (messenger_ != VK_NULL_HANDLE) destroy_messenger_(instance_, messenger_, nullptr);
+    vkDestroyInstance(instance_, nullptr);
   }
 }
 
