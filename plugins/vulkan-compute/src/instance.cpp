@@ -23,16 +23,28 @@ Status parse_bool(const sdk::Options& options, const char* key, bool fallback, b
 
 }  // namespace
 
+const char* wait_mode_name(WaitMode mode) {
+  switch (mode) {
+    case WaitMode::kBlock: return "block";
+    case WaitMode::kSpin: return "spin";
+    case WaitMode::kTimeline: return "timeline";
+    case WaitMode::kAuto: break;
+  }
+  return "auto";
+}
+
 Status parse_options(const sdk::Options& options, InstanceOptions* out) {
   InstanceOptions o;
   for (size_t i = 0; i < options.size(); ++i) {
     const char* key = options[i].key;
     if (std::strncmp(key, "vulkan.", 7) != 0) continue;
     if (std::strcmp(key, kOptionLoader) != 0 && std::strcmp(key, kOptionAllowCpu) != 0 &&
-        std::strcmp(key, kOptionValidation) != 0 && std::strcmp(key, kOptionStaging) != 0) {
+        std::strcmp(key, kOptionValidation) != 0 && std::strcmp(key, kOptionStaging) != 0 &&
+        std::strcmp(key, kOptionWait) != 0) {
       return sdk::invalid_argument(std::string("unknown option ") + key + " (vulkan-compute takes " +
                                    kOptionLoader + ", " + kOptionAllowCpu + ", " +
-                                   kOptionValidation + ", " + kOptionStaging + ")");
+                                   kOptionValidation + ", " + kOptionStaging + ", " + kOptionWait +
+                                   ")");
     }
   }
   if (const char* loader = options.find(kOptionLoader)) {
@@ -42,6 +54,19 @@ Status parse_options(const sdk::Options& options, InstanceOptions* out) {
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionAllowCpu, true, &o.allow_cpu));
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionValidation, false, &o.validation));
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionStaging, false, &o.force_staging));
+  if (const char* wait = options.find(kOptionWait)) {
+    bool known = false;
+    for (WaitMode m : {WaitMode::kAuto, WaitMode::kBlock, WaitMode::kSpin, WaitMode::kTimeline}) {
+      if (std::strcmp(wait, wait_mode_name(m)) == 0) {
+        o.wait = m;
+        known = true;
+      }
+    }
+    if (!known) {
+      return sdk::invalid_argument(std::string("option vulkan.wait=\"") + wait +
+                                   "\" must be auto, block, spin or timeline");
+    }
+  }
   *out = std::move(o);
   return Status();
 }

@@ -18,14 +18,30 @@ inline constexpr const char* kOptionLoader = "vulkan.loader";          // librar
 inline constexpr const char* kOptionAllowCpu = "vulkan.allow_cpu";     // 0 hides CPU devices
 inline constexpr const char* kOptionValidation = "vulkan.validation";  // 1 enables the layer
 inline constexpr const char* kOptionStaging = "vulkan.staging";        // 1 forces staged copies
+inline constexpr const char* kOptionWait = "vulkan.wait";              // auto, block, spin, timeline
 inline constexpr const char* kDefaultLoader = "libvulkan.so.1";
 inline constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+// How a host thread waits for a submission to finish (vulkan.wait).
+//   kBlock: vkWaitForFences; the thread sleeps until the driver wakes it.
+//   kSpin: polls vkGetFenceStatus for about twice the slot's last execution
+//     time (at most kSpinMaxNs, nothing once executions take longer), then
+//     blocks: no sleep/wake round trip for short executions.
+//   kTimeline: the submission signals a timeline semaphore
+//     (VK_KHR_timeline_semaphore), waited for with vkWaitSemaphoresKHR.
+//   kAuto: kBlock on CPU implementations (lavapipe: their threads are the
+//     device's, a spinning host thread would take a core from it), kSpin on
+//     GPUs (benchmarks/README.md, "Waiting for the GPU", has the measurements).
+enum class WaitMode { kAuto, kBlock, kSpin, kTimeline };
+const char* wait_mode_name(WaitMode mode);
+inline constexpr uint64_t kSpinMaxNs = 1000 * 1000;
 
 struct InstanceOptions {
   std::string loader = kDefaultLoader;
   bool allow_cpu = true;
   bool validation = false;
   bool force_staging = false;
+  WaitMode wait = WaitMode::kAuto;
 };
 
 // Parses the plugin options; INVALID_ARGUMENT naming the bad key.

@@ -114,7 +114,7 @@ class VulkanPlugin {
       }
       std::unique_ptr<Device> device;
       Status s = Device::create(instance_.get(), p, static_cast<uint32_t>(devices_.size()), compute,
-                                options.force_staging, &device);
+                                options.force_staging, options.wait, &device);
       if (!s.ok()) {
         skipped.push_back(name + ": " + s.message());
         continue;

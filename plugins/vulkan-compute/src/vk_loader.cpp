@@ -173,6 +173,8 @@ Status load_device(VkDevice device, bool host_import, DeviceFns* out) {
   LOOM_VK_REQUIRE(vkCmdPushConstants)
   LOOM_VK_REQUIRE(vkCmdDispatch)
   LOOM_VK_REQUIRE(vkCmdFillBuffer)
+  LOOM_VK_REQUIRE(vkCreateSemaphore)
+  LOOM_VK_REQUIRE(vkDestroySemaphore)
   LOOM_VK_REQUIRE(vkCreateFence)
   LOOM_VK_REQUIRE(vkDestroyFence)
   LOOM_VK_REQUIRE(vkResetFences)

@@ -25,6 +25,8 @@ TEST_F(VulkanTest, DeviceReportsUriKindMemoryAndLimits) {
   EXPECT_NE(name.find("shared "), std::string::npos) << name;
   if (name.find("llvmpipe") != std::string::npos) {
     EXPECT_EQ(info.kind, LOOM_DEVICE_KIND_CPU);
+    // vulkan.wait=auto never spins on a CPU implementation.
+    EXPECT_NE(name.find(", wait block]"), std::string::npos) << name;
   }
   EXPECT_GT(info.device_memory_bytes, 0u);
   EXPECT_TRUE(info.capabilities & LOOM_DEVICE_CAP_ASYNC);
@@ -139,6 +141,10 @@ TEST_F(VulkanTest, BadOptionsAreRejectedAndForeignOnesIgnored) {
   EXPECT_EQ(create({{"vulkan.frobnicate", "1"}}, &error), nullptr);
   EXPECT_NE(error.find("unknown option vulkan.frobnicate"), std::string::npos) << error;
   EXPECT_EQ(create({{"vulkan.loader", ""}}, &error), nullptr);
+  EXPECT_EQ(create({{"vulkan.wait", "sometimes"}}, &error), nullptr);
+  EXPECT_NE(error.find("vulkan.wait=\"sometimes\" must be auto, block, spin or timeline"),
+            std::string::npos)
+      << error;
   EXPECT_NE(create({{LOOM_OPTION_THREADS, "2"}, {"cpu-simd.other", "x"}}, &error), nullptr) << error;
 }
 
