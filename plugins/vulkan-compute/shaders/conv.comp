@@ -3,6 +3,9 @@
 // kw) of the group and p over output pixels. Same tiling as matmul.comp:
 // 64 x 64 tiles, 16-deep slices in shared memory, 4 x 4 outputs per
 // invocation; im2col elements are computed on the fly (padding reads 0).
+// With splits S > 1 (split-K) workgroup z = (image, group) * S + slice
+// reduces only its slice of k and writes its partial result to slice `slice`
+// of y ([S, N, M, OH, OW]), adding the bias in slice 0 only.
 // Push constants: kernels.hpp (kConv).
 #version 450
 layout(local_size_x = 16, local_size_y = 16) in;
@@ -13,6 +16,7 @@ layout(std430, set = 0, binding = 3) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform P {
   uint N; uint C; uint H; uint W; uint M; uint OH; uint OW; uint KH; uint KW;
   uint sh; uint sw; uint dh; uint dw; uint pt; uint pl; uint group; uint flags;
+  uint splits;  // 1 for a format-1 dispatch (the executable pushes it)
 } p;
 
 const uint TILE = 64u;
@@ -24,7 +28,9 @@ void main() {
   uint tx = gl_LocalInvocationID.x;
   uint ty = gl_LocalInvocationID.y;
   uint tid = ty * 16u + tx;
-  uint z = gl_WorkGroupID.z;
+  uint S = max(p.splits, 1u);
+  uint slice = gl_WorkGroupID.z % S;
+  uint z = gl_WorkGroupID.z / S;
   uint n = z / p.group;
   uint g = z % p.group;
   uint Mg = p.M / p.group;
@@ -40,7 +46,12 @@ void main() {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0;
 
-  for (uint k0 = 0u; k0 < K; k0 += DEPTH) {
+  // This slice's part of k: whole 16-deep steps, the last slice the rest.
+  uint steps = (K + DEPTH - 1u) / DEPTH;
+  uint per = (steps + S - 1u) / S;
+  uint kbegin = min(slice * per, steps) * DEPTH;
+  uint kend = min(kbegin + per * DEPTH, K);
+  for (uint k0 = kbegin; k0 < kend; k0 += DEPTH) {
     for (uint l = 0u; l < 4u; ++l) {
       uint e = tid + l * 256u;
       uint ak = e % DEPTH;
@@ -48,7 +59,7 @@ void main() {
       uint gm = m0 + am;
       uint gk = k0 + ak;
       float v = 0.0;
-      if (gm < Mg && gk < K) {
+      if (gm < Mg && gk < kend) {
         uint wi = (g * Mg + gm) * K + gk;
         if (wi < wlen) v = w[wi];
       }
@@ -58,7 +69,7 @@ void main() {
       uint gp = p0 + bn;
       uint gk2 = k0 + bk;
       v = 0.0;
-      if (gp < P && gk2 < K) {
+      if (gp < P && gk2 < kend) {
         uint c = gk2 / KK;
         uint r = gk2 % KK;
         int ih = int((gp / p.OW) * p.sh + (r / p.KW) * p.dh) - int(p.pt);
@@ -94,9 +105,9 @@ void main() {
       uint q = p0 + tx + 16u * j;
       if (q >= P) continue;
       float v = acc[i][j];
-      if (has_bias && oc < blen) v += bias[oc];
+      if (has_bias && slice == 0u && oc < blen) v += bias[oc];
       if (act == 1u) v = max(v, 0.0);
-      uint yi = (n * p.M + oc) * P + q;
+      uint yi = ((slice * p.N + n) * p.M + oc) * P + q;
       if (yi < ylen) y[yi] = v;
     }
   }

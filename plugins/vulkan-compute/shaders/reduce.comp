@@ -1,5 +1,6 @@
-// ReduceSum / ReduceMean / ReduceMax over the middle axis of an (outer, n,
-// inner) view: one invocation per output. Push constants: kernels.hpp
+// ReduceSum / ReduceMean / ReduceMax (and sum then Relu, which adds up a
+// split-K convolution's partial results) over the middle axis of an (outer,
+// n, inner) view: one invocation per output. Push constants: kernels.hpp
 // (kReduce).
 #version 450
 layout(local_size_x = 256) in;
@@ -19,5 +20,6 @@ void main() {
     acc = p.op == 2u ? max(acc, v) : acc + v;
   }
   if (p.op == 1u) acc = acc / float(p.n);
+  if (p.op == 3u) acc = max(acc, 0.0);  // sum then Relu (split-K convolutions)
   y[row] = acc;
 }

@@ -74,6 +74,7 @@ class Builder {
                                      ") is not written by any node");
       }
     }
+    split_convolutions();
     // Intermediates a fusion left unused get no memory.
     std::vector<bool> used(p_.tensors.size(), false);
     for (const BlobDispatch& d : p_.dispatches) {
@@ -96,6 +97,47 @@ class Builder {
   }
 
  private:
+  // Split-K (kernels.hpp, conv): a convolution with few output tiles and a
+  // long reduction (the deep layers of a CNN at small spatial sizes, which
+  // would otherwise run on a handful of workgroups) writes `splits` partial
+  // results to an intermediate of its own, and a reduce dispatch right after
+  // sums them into the output, applying the Relu the convolution had folded.
+  void split_convolutions() {
+    std::vector<BlobDispatch> out;
+    out.reserve(p_.dispatches.size());
+    for (BlobDispatch& d : p_.dispatches) {
+      if (d.kernel != Kernel::kConv || d.push.size() != 17) {
+        out.push_back(std::move(d));
+        continue;
+      }
+      const uint32_t* q = d.push.data();
+      ConvParams cp;
+      cp.n = q[0]; cp.c = q[1]; cp.h = q[2]; cp.w = q[3]; cp.m = q[4]; cp.oh = q[5]; cp.ow = q[6];
+      cp.kh = q[7]; cp.kw = q[8]; cp.group = q[15];
+      const uint32_t splits = conv_splits(cp);
+      if (splits == 1) {
+        out.push_back(std::move(d));
+        continue;
+      }
+      const uint32_t y = d.bindings[3];
+      const uint64_t count = uint64_t{cp.n} * cp.m * cp.oh * cp.ow;
+      BlobTensor partial;
+      partial.kind = TensorKind::kIntermediate;
+      partial.shape = {static_cast<int64_t>(splits), static_cast<int64_t>(count)};
+      p_.tensors.push_back(partial);
+      consumers_.push_back(1);
+      const uint32_t pt = static_cast<uint32_t>(p_.tensors.size() - 1);
+      const bool relu = (d.push[16] >> kMatMulActShift) == 1;
+      d.push[16] &= ~(3u << kMatMulActShift);
+      d.push.push_back(splits);
+      d.groups[2] *= splits;
+      d.bindings[3] = pt;
+      out.push_back(std::move(d));
+      out.push_back(make_reduce(pt, y, 1, splits, count, relu ? kReduceSumRelu : 0));
+    }
+    p_.dispatches = std::move(out);
+  }
+
   uint32_t add(int32_t t, TensorKind kind) {
     BlobTensor bt;
     bt.kind = kind;
@@ -123,7 +165,9 @@ class Builder {
   BlobDispatch* foldable(uint32_t operand) {
     if (p_.dispatches.empty()) return nullptr;
     BlobDispatch& d = p_.dispatches.back();
-    if ((d.kernel != Kernel::kMatMul && d.kernel != Kernel::kConv) || d.bindings.back() != operand) {
+    if ((d.kernel != Kernel::kMatMul && d.kernel != Kernel::kConv &&
+         d.kernel != Kernel::kDirectConv) ||
+        d.bindings.back() != operand) {
       return nullptr;
     }
     if (p_.tensors[operand].kind != TensorKind::kIntermediate || consumers_[operand] != 1) return nullptr;
@@ -135,7 +179,7 @@ class Builder {
       case Lowered::Kind::kUnary: {
         if (node.unary == UnaryOp::kRelu) {
           BlobDispatch* d = foldable(in[0]);
-          uint32_t* flags = d == nullptr ? nullptr : &d->push[d->kernel == Kernel::kConv ? 16 : 7];
+          uint32_t* flags = d == nullptr ? nullptr : &d->push[d->kernel == Kernel::kMatMul ? 7 : 16];
           if (flags != nullptr && (*flags >> kMatMulActShift) == 0) {
             *flags |= 1u << kMatMulActShift;
             d->bindings.back() = target(node.output);
@@ -177,7 +221,9 @@ class Builder {
       }
       case Lowered::Kind::kConv: {
         const uint32_t y = target(node.output);
-        p_.dispatches.push_back(make_conv(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
+        const uint32_t b = node.conv.bias ? in[2] : 0;
+        p_.dispatches.push_back(conv_is_direct(node.conv) ? make_direct_conv(node.conv, in[0], in[1], b, y)
+                                                          : make_conv(node.conv, in[0], in[1], b, y));
         return Status();
       }
       case Lowered::Kind::kReduce: {

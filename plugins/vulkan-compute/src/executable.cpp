@@ -175,6 +175,7 @@ const char* kernel_name(Kernel k) {
     case Kernel::kCopy: return "Copy";
     case Kernel::kResize: return "Resize";
     case Kernel::kConvTranspose: return "ConvTranspose";
+    case Kernel::kDirectConv: return "Conv (direct)";
     case Kernel::kCount: break;
   }
   return "kernel";
@@ -310,8 +311,11 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
     f.vkCmdBindDescriptorSets(set->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
                               device_->pipelines().layout(), 0, 1, &sets[d], 0, nullptr);
     if (!bd.push.empty()) {
+      std::vector<uint32_t> push = bd.push;
+      // A format-1 convolution has no splits constant: 1.
+      if (bd.kernel == Kernel::kConv && push.size() == 17) push.push_back(1);
       f.vkCmdPushConstants(set->cmd, device_->pipelines().layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                           static_cast<uint32_t>(bd.push.size() * 4), bd.push.data());
+                           static_cast<uint32_t>(push.size() * 4), push.data());
     }
     if (bd.groups[0] != 0 && bd.groups[1] != 0 && bd.groups[2] != 0) {
       f.vkCmdDispatch(set->cmd, bd.groups[0], bd.groups[1], bd.groups[2]);

@@ -39,6 +39,9 @@ const uint32_t kResizeSpirv[] = {
 const uint32_t kConvTransposeSpirv[] = {
 #include "conv_transpose.spv.inc"
 };
+const uint32_t kDirectConvSpirv[] = {
+#include "direct_conv.spv.inc"
+};
 
 }  // namespace
 
@@ -57,6 +60,10 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kConvTranspose:
       *words = kConvTransposeSpirv;
       *count = std::size(kConvTransposeSpirv);
+      return;
+    case Kernel::kDirectConv:
+      *words = kDirectConvSpirv;
+      *count = std::size(kDirectConvSpirv);
       return;
     case Kernel::kCount: break;
   }

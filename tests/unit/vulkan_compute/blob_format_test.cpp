@@ -223,5 +223,85 @@ TEST(VulkanBlobFormat, ConvTransposeDispatchesAreCheckedAgainstTheirTensors) {
   EXPECT_NE(error_of(encode(p)).find("unknown flags"), std::string::npos) << error_of(encode(p));
 }
 
+// Format 2's split-K convolution: y holds one partial result per slice, the
+// slice count is bounded, a split conv takes no activation, and a format-1
+// conv (17 push constants) is still read.
+TEST(VulkanBlobFormat, SplitConvDispatchesAreCheckedAgainstTheirTensors) {
+  BlobProgram p;
+  ConvParams c;
+  c.n = 1; c.c = 64; c.h = 5; c.w = 5; c.m = 8; c.oh = 5; c.ow = 5; c.kh = 3; c.kw = 3;
+  c.pt = 1; c.pl = 1; c.bias = true; c.splits = 3;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {1, 64, 5, 5});
+  const uint32_t w = add_tensor(&p, TensorKind::kInput, {8, 64, 3, 3});
+  const uint32_t b = add_tensor(&p, TensorKind::kInput, {8});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {3, 8, 5, 5});
+  p.inputs = {x, w, b};
+  p.outputs = {y};
+  p.dispatches.push_back(make_conv(c, x, w, b, y));
+  ASSERT_EQ(p.dispatches[0].push.size(), 18u);
+  EXPECT_EQ(p.dispatches[0].groups[2], 3u);
+  BlobProgram q;
+  std::string error;
+  std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  c.splits = 2;  // y is sized for 3 slices
+  p.dispatches[0] = make_conv(c, x, w, b, y);
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (conv): tensor sizes do not match"), std::string::npos)
+      << error_of(encode(p));
+  c.splits = 3;
+  p.dispatches[0] = make_conv(c, x, w, b, y);
+  p.dispatches[0].push[17] = 0;
+  EXPECT_NE(error_of(encode(p)).find("splits 0 is outside 1..64"), std::string::npos) << error_of(encode(p));
+  p.dispatches[0].push[17] = 65;
+  EXPECT_NE(error_of(encode(p)).find("splits 65 is outside 1..64"), std::string::npos) << error_of(encode(p));
+  p.dispatches[0] = make_conv(c, x, w, b, y);
+  p.dispatches[0].push[16] |= 1u << kMatMulActShift;
+  EXPECT_NE(error_of(encode(p)).find("takes no activation"), std::string::npos) << error_of(encode(p));
+  // A format-1 conv: 17 push constants, one slice.
+  c.splits = 1;
+  p.tensors[y].shape = {1, 8, 5, 5};
+  p.dispatches[0] = make_conv(c, x, w, b, y);
+  EXPECT_EQ(p.dispatches[0].push.size(), 17u);
+  bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  // The reduce op that sums the slices and applies Relu; op 4 is unknown.
+  const uint32_t partial = add_tensor(&p, TensorKind::kIntermediate, {3, 200});
+  p.dispatches.push_back(make_reduce(partial, y, 1, 3, 200, kReduceSumRelu));
+  bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  p.dispatches[1].push[3] = 4;
+  EXPECT_NE(error_of(encode(p)).find("op 4 is unknown"), std::string::npos) << error_of(encode(p));
+}
+
+// direct_conv (format 2): conv's 17 push constants, no splits, one
+// invocation per output.
+TEST(VulkanBlobFormat, DirectConvDispatchesAreCheckedAgainstTheirTensors) {
+  BlobProgram p;
+  ConvParams c;
+  c.n = 1; c.c = 8; c.h = 6; c.w = 6; c.m = 8; c.oh = 6; c.ow = 6; c.kh = 3; c.kw = 3;
+  c.pt = 1; c.pl = 1; c.group = 8; c.bias = true; c.act = 1;
+  ASSERT_TRUE(conv_is_direct(c));
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {1, 8, 6, 6});
+  const uint32_t w = add_tensor(&p, TensorKind::kInput, {8, 1, 3, 3});
+  const uint32_t b = add_tensor(&p, TensorKind::kInput, {8});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {1, 8, 6, 6});
+  p.inputs = {x, w, b};
+  p.outputs = {y};
+  p.dispatches.push_back(make_direct_conv(c, x, w, b, y));
+  BlobProgram q;
+  std::string error;
+  const std::vector<uint8_t> bytes = encode(p);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  p.dispatches[0].push.push_back(2);  // splits are conv's alone
+  EXPECT_NE(error_of(encode(p)).find("dispatch 0 (direct_conv): has 4 bindings and 18 push constants"),
+            std::string::npos)
+      << error_of(encode(p));
+  p.dispatches[0] = make_direct_conv(c, x, w, b, y);
+  p.dispatches[0].push[4] = 16;  // M: y and w are too small
+  EXPECT_NE(error_of(encode(p)).find("tensor sizes do not match"), std::string::npos) << error_of(encode(p));
+  c.group = 1;  // one group of 8 channels, 8 outputs each: not direct
+  EXPECT_FALSE(conv_is_direct(c));
+}
+
 }  // namespace
 }  // namespace loom::vulkan

@@ -32,8 +32,17 @@ inline std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
+// A convolution's shape: batch, channels, size, output channels, groups,
+// kernel, strides, dilations, pads (top, left, bottom, right).
+struct ConvCase {
+  int64_t N, C, H, W, M, G, KH, KW, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+
 class VulkanCompile : public VulkanTest {
  protected:
+  // vulkan_compile_test.cpp: a Conv + Relu case against a host loop.
+  void check_conv(const ConvCase& k, size_t dispatches, uint32_t splits, Kernel kernel);
+
   void SetUp() override {
     VulkanTest::SetUp();
     ASSERT_NE(api_->compile_supported, nullptr);

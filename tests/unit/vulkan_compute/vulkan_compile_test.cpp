@@ -90,21 +90,24 @@ TEST_F(VulkanCompile, ReshapeIsAnAliasAndGraphOutputsGetTheirOwnBytes) {
   }
 }
 
-// Grouped, strided, dilated, asymmetrically padded Conv with bias, Relu
-// folded in, against a direct host loop.
-TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
-  LOOM_VK_REQUIRE_DEVICE();
-  const int64_t N = 2, C = 4, H = 7, W = 6, M = 6, G = 2, KH = 3, KW = 3;
-  const int64_t sh = 2, sw = 1, dh = 1, dw = 2, pt = 1, pl = 0, pb = 2, pr = 1;
-  const int64_t OH = (H + pt + pb - ((KH - 1) * dh + 1)) / sh + 1;
-  const int64_t OW = (W + pl + pr - ((KW - 1) * dw + 1)) / sw + 1;
+// A Conv with bias and a Relu after it, compiled and run, against a direct
+// host loop; `dispatches` is what the compiler should make of it and
+// `splits` the split-K slices of its conv dispatch.
+}  // namespace
+
+void VulkanCompile::check_conv(const ConvCase& k, size_t dispatches, uint32_t splits,
+                               Kernel kernel) {
+  const int64_t N = k.N, C = k.C, H = k.H, W = k.W, M = k.M, G = k.G, KH = k.KH, KW = k.KW;
+  const int64_t sh = k.sh, sw = k.sw, dh = k.dh, dw = k.dw, pt = k.pt, pl = k.pl;
+  const int64_t OH = (H + pt + k.pb - ((KH - 1) * dh + 1)) / sh + 1;
+  const int64_t OW = (W + pl + k.pr - ((KW - 1) * dw + 1)) / sw + 1;
   const std::vector<float> wv = random_values(M * (C / G) * KH * KW, 11), bv = random_values(M, 12);
   GraphBuilder g;
   const int x = g.input({N, C, H, W});
   const int w = g.constant_f32({M, C / G, KH, KW}, wv);
   const int b = g.constant_f32({M}, bv);
   const int c = g.tensor({N, M, OH, OW}), y = g.tensor({N, M, OH, OW});
-  g.node("Conv", {x, w, b}, {c}, {attr_i("group", G), attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}), attr_ints("pads", {pt, pl, pb, pr}), attr_ints("kernel_shape", {KH, KW})}, 11);
+  g.node("Conv", {x, w, b}, {c}, {attr_i("group", G), attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}), attr_ints("pads", {pt, pl, k.pb, k.pr}), attr_ints("kernel_shape", {KH, KW})}, 11);
   g.node("Relu", {c}, {y});
   g.output(y);
   std::vector<uint8_t> blob;
@@ -112,7 +115,9 @@ TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
   BlobProgram p;
   std::string error;
   ASSERT_TRUE(decode(blob.data(), blob.size(), &p, &error)) << error;
-  EXPECT_EQ(p.dispatches.size(), 1u);  // the Relu is folded into the conv
+  ASSERT_EQ(p.dispatches.size(), dispatches);
+  ASSERT_EQ(p.dispatches[0].kernel, kernel);
+  EXPECT_EQ(p.dispatches[0].push.size() == 18 ? p.dispatches[0].push[17] : 1u, splits);
   const std::vector<float> xv = random_values(N * C * H * W, 13);
   auto out = run(blob, {{{N, C, H, W}, xv}}, {{N, M, OH, OW}});
   ASSERT_EQ(out.size(), 1u);
@@ -121,23 +126,59 @@ TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
       const int64_t grp = m / (M / G);
       for (int64_t oh = 0; oh < OH; ++oh) {
         for (int64_t ow = 0; ow < OW; ++ow) {
-          double s = bv[m];
+          double s = bv[m], scale = std::fabs(bv[m]);
           for (int64_t c2 = 0; c2 < C / G; ++c2) {
             for (int64_t kh = 0; kh < KH; ++kh) {
               for (int64_t kw = 0; kw < KW; ++kw) {
                 const int64_t ih = oh * sh - pt + kh * dh, iw = ow * sw - pl + kw * dw;
                 if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
-                s += double(xv[((n * C + grp * (C / G) + c2) * H + ih) * W + iw]) *
-                     wv[((m * (C / G) + c2) * KH + kh) * KW + kw];
+                const double t = double(xv[((n * C + grp * (C / G) + c2) * H + ih) * W + iw]) *
+                                 wv[((m * (C / G) + c2) * KH + kh) * KW + kw];
+                s += t;
+                scale += std::fabs(t);
               }
             }
           }
           const size_t e = static_cast<size_t>(((n * M + m) * OH + oh) * OW + ow);
-          ASSERT_NEAR(out[0][e], std::max(0.0, s), 1e-5) << n << "," << m << "," << oh << "," << ow;
+          ASSERT_NEAR(out[0][e], std::max(0.0, s), 1e-6 * scale + 1e-6)
+              << n << "," << m << "," << oh << "," << ow;
         }
       }
     }
   }
+}
+
+namespace {
+
+// Grouped, strided, dilated, asymmetrically padded Conv with bias, Relu
+// folded in: one dispatch; with 3 output channels per group it runs as
+// direct_conv, with 16 as the implicit GEMM.
+TEST_F(VulkanCompile, ConvWithGroupsStridesDilationsPadsMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  check_conv({2, 4, 7, 6, 6, 2, 3, 3, 2, 1, 1, 2, 1, 0, 2, 1}, 1, 1, Kernel::kDirectConv);
+  check_conv({2, 4, 7, 6, 32, 2, 3, 3, 2, 1, 1, 2, 1, 0, 2, 1}, 1, 1, Kernel::kConv);
+  check_conv({1, 3, 9, 8, 5, 1, 3, 3, 1, 2, 2, 1, 0, 1, 1, 0}, 1, 1, Kernel::kConv);
+}
+
+// Depthwise convolutions (a group per channel, MobileNet's 3x3 and 5x5,
+// strided) run as direct_conv: one invocation per output.
+TEST_F(VulkanCompile, DepthwiseConvRunsDirectAndMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  check_conv({1, 32, 15, 15, 32, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, 1, 1, Kernel::kDirectConv);
+  check_conv({2, 24, 14, 14, 24, 24, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, 1, 1, Kernel::kDirectConv);
+  // Channel multiplier 2 (M = 2C): still direct.
+  check_conv({1, 8, 10, 10, 16, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 1, 1, Kernel::kDirectConv);
+}
+
+// A deep layer at a small spatial size (few 64 x 64 output tiles, a long
+// reduction) is split along k: the conv writes partial results and a
+// reduce dispatch sums them and applies the Relu. 900 = 57 steps of 16 in 3
+// slices of 19; grouped, 2 slices; and one that stays whole (short k).
+TEST_F(VulkanCompile, DeepConvAtSmallSpatialSizeIsSplitAlongKAndMatches) {
+  LOOM_VK_REQUIRE_DEVICE();
+  check_conv({1, 100, 7, 7, 40, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 2, 3, Kernel::kConv);
+  check_conv({2, 128, 5, 6, 32, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 2, 2, Kernel::kConv);
+  check_conv({1, 16, 7, 7, 40, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, 1, 1, Kernel::kConv);
 }
 
 // Host pooling over one NCHW tensor; mode 0 max, 1 average of the positions

@@ -29,7 +29,10 @@
 namespace loom::vulkan {
 
 inline constexpr const char* kLoaderKey = "vulkan-compute";
-inline constexpr uint32_t kFormatVersion = 1;
+// Format 2 (2026-11-27): split-K convolutions (an 18th conv push constant),
+// reduce op 3 (sum then Relu) and the direct_conv kernel; format 1 blobs
+// load unchanged.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'M', 'V', 'K'};
 inline constexpr uint32_t kMaxRank = 8;
@@ -60,7 +63,8 @@ enum class Kernel : uint32_t {
   kCopy = 8,
   kResize = 9,
   kConvTranspose = 10,
-  kCount = 11,
+  kDirectConv = 11,  // format 2
+  kCount = 12,
 };
 
 struct BlobTensor {

@@ -21,16 +21,22 @@
 //   conv    bindings x, w, bias, y. push: N, C, H, W, M (output channels), OH,
 //           OW, KH, KW, stride h, stride w, dilation h, dilation w, pad top,
 //           pad left, group, flags (bit 2 bias, bits 3-4 activation as for
-//           matmul). NCHW x, [M, C/group, KH, KW] w. Workgroups:
-//           ceil(OH*OW / 64), ceil(M/group / 64), N*group; 16 x 16 invocations
-//           of 4 x 4 outputs of a 64 x 64 tile.
+//           matmul), and from format 2 an optional 18th, splits S (1 when
+//           absent). NCHW x, [M, C/group, KH, KW] w. Workgroups:
+//           ceil(OH*OW / 64), ceil(M/group / 64), N*group*S; 16 x 16
+//           invocations of 4 x 4 outputs of a 64 x 64 tile. With S > 1 the
+//           reduction over (channel, kh, kw) is split into S slices (split-K,
+//           for convolutions with few output tiles and a long reduction):
+//           y holds S partial results, [S, N, M, OH, OW], bias added to slice
+//           0 only, no activation; a reduce dispatch sums them.
 //   pool    bindings x, y. push: planes (N*C), H, W, OH, OW, KH, KW, stride h,
 //           stride w, dilation h, dilation w, pad top, pad left, mode (0 max,
 //           1 average of the positions inside x, 2 average over KH*KW).
 //           1-D grid over planes*OH*OW outputs.
 //   reduce  bindings x, y. push: rows (outer * inner), n, inner, op (0 sum,
-//           1 mean, 2 max) over the middle axis of an (outer, n, inner) view
-//           of x; y has `rows` elements. 1-D grid over rows.
+//           1 mean, 2 max, from format 2 also 3: sum then Relu) over the
+//           middle axis of an (outer, n, inner) view of x; y has `rows`
+//           elements. 1-D grid over rows.
 //   layernorm bindings x, scale, bias, y. push: rows, n, has bias (0/1; bias
 //           is bound to scale when 0), epsilon (f32 bits). Normalizes each
 //           of `rows` runs of n consecutive elements; scale and bias have n
@@ -47,12 +53,16 @@
 //           d, taps clamped to [0, in dim - 1]: n-linear (and nearest, with
 //           i0 == i1, w == 0) interpolation over every axis. 1-D grid over
 //           count.
+//   direct_conv bindings x, w, bias, y. push: as conv (17; no splits).
+//           One invocation per output element, 1-D grid over N*M*OH*OW: for
+//           grouped convolutions with few channels per group (depthwise).
 //   conv_transpose bindings x, w, bias, y. push: as conv (N, C, H, W, M, OH,
 //           OW, KH, KW, strides, dilations, pad top, pad left, group, flags
 //           with bit 2 bias only). NCHW x, [C, M/group, KH, KW] w; one
 //           invocation per output element, 1-D grid over N*M*OH*OW.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -168,7 +178,44 @@ struct ConvParams {
   uint32_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, group = 1;
   bool bias = false;
   uint32_t act = 0;
+  uint32_t splits = 1;  // split-K slices (y then holds `splits` partial results)
 };
+
+inline constexpr uint32_t kConvMaxSplits = 64;
+
+// Whether a convolution runs as direct_conv rather than as conv's implicit
+// GEMM: grouped, fewer than 16 output channels per group (the GEMM's tile
+// would be mostly empty rows) and a short reduction per output.
+inline bool conv_is_direct(const ConvParams& p) {
+  return p.group > 1 && p.m / p.group < 16 && uint64_t{p.c / p.group} * p.kh * p.kw <= 256;
+}
+
+inline BlobDispatch make_direct_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
+                                     uint32_t y) {
+  BlobDispatch d;
+  d.kernel = Kernel::kDirectConv;
+  d.bindings = {x, w, p.bias ? bias : x, y};
+  d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
+            p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
+            (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
+  linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
+  return d;
+}
+inline constexpr uint32_t kReduceSumRelu = 3;
+
+// How many split-K slices a convolution gets: enough for about 128
+// workgroups when its output tiles are fewer than 64, each slice at least
+// 256 deep in its reduction, at most 16. 1 (no split) otherwise.
+inline uint32_t conv_splits(const ConvParams& p) {
+  if (p.group == 0) return 1;
+  const uint64_t tiles = ((uint64_t{p.oh} * p.ow + kConvTile - 1) / kConvTile) *
+                         ((p.m / p.group + kConvTile - 1) / kConvTile) * p.n * p.group;
+  const uint64_t k = uint64_t{p.c / p.group} * p.kh * p.kw;
+  if (tiles == 0 || tiles >= 64 || k < 512) return 1;
+  uint64_t s = std::min<uint64_t>({16, (128 + tiles - 1) / tiles, k / 256});
+  if (uint64_t{p.n} * p.group * s > 65535) s = 1;
+  return static_cast<uint32_t>(std::max<uint64_t>(s, 1));
+}
 
 // `bias` is ignored (bound to `x`) when !p.bias.
 inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
@@ -179,10 +226,11 @@ inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint3
   d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
             p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
             (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
+  if (p.splits != 1) d.push.push_back(p.splits);  // format 2
   const uint64_t pixels = uint64_t{p.oh} * p.ow;
   d.groups[0] = static_cast<uint32_t>((pixels + kConvTile - 1) / kConvTile);
   d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kConvTile - 1) / kConvTile;
-  d.groups[2] = p.n * p.group;
+  d.groups[2] = p.n * p.group * p.splits;
   return d;
 }
 
@@ -291,9 +339,9 @@ inline BlobDispatch make_conv_transpose(const ConvParams& p, uint32_t x, uint32_
 // element 40, the tensor has 24") otherwise.
 inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string* error) {
   const BlobDispatch& d = prog.dispatches[index];
-  static const char* const kNames[] = {"unary", "binary", "matmul", "softmax", "conv", "pool",
-                                       "reduce", "layernorm", "copy", "resize",
-                                       "conv_transpose"};
+  static const char* const kNames[] = {"unary",  "binary", "matmul",        "softmax",
+                                       "conv",   "pool",   "reduce",        "layernorm",
+                                       "copy",   "resize", "conv_transpose", "direct_conv"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -402,11 +450,22 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       break;
     }
     case Kernel::kConv:
+    case Kernel::kDirectConv:
     case Kernel::kConvTranspose: {
       // The same push layout; the weight layout, flags and grid differ.
       const bool transposed = d.kernel == Kernel::kConvTranspose;
-      if (!need(4, 17)) return false;
+      const bool direct = d.kernel == Kernel::kDirectConv;
+      if (transposed || direct || d.push.size() != 18) {
+        if (!need(4, 17)) return false;
+      } else if (d.bindings.size() != 4) {
+        return need(4, 18);
+      }
       const uint32_t* q = d.push.data();
+      const uint64_t splits = d.push.size() == 18 ? q[17] : 1;
+      if (splits == 0 || splits > kConvMaxSplits) {
+        return fail("splits " + std::to_string(splits) + " is outside 1.." +
+                    std::to_string(kConvMaxSplits));
+      }
       const uint64_t n = q[0], c = q[1], h = q[2], w = q[3], m = q[4], oh = q[5], ow = q[6];
       const uint64_t kh = q[7], kw = q[8], group = q[15], flags = q[16];
       for (int i = 7; i <= 15; ++i) {
@@ -420,21 +479,24 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       if ((flags & ~known) != 0 || (flags >> kMatMulActShift) > 1) {
         return fail("unknown flags " + std::to_string(flags));
       }
-      if (!transposed && n * group > 65535) return fail("N x group exceeds 65535");
+      if (!transposed && n * group * splits > 65535) return fail("N x group x splits exceeds 65535");
+      if (splits > 1 && (flags >> kMatMulActShift) != 0) {
+        return fail("a split convolution writes partial results: it takes no activation");
+      }
       const uint64_t weights = transposed ? c * (m / group) * kh * kw : m * (c / group) * kh * kw;
       if (elements(0) != n * c * h * w || elements(1) != weights ||
-          elements(3) != n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
+          elements(3) != splits * n * m * oh * ow || ((flags & kMatMulBias) && elements(2) < m)) {
         return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) +
                     ", H " + std::to_string(h) + ", W " + std::to_string(w) + ", M " +
                     std::to_string(m) + ", OH " + std::to_string(oh) + ", OW " +
                     std::to_string(ow) + ", kernel " + std::to_string(kh) + "x" + std::to_string(kw));
       }
-      if (transposed) {
+      if (transposed || direct) {
         linear_groups(n * m * oh * ow, groups);
       } else {
         groups[0] = static_cast<uint32_t>((oh * ow + kConvTile - 1) / kConvTile);
         groups[1] = static_cast<uint32_t>((m / group + kConvTile - 1) / kConvTile);
-        groups[2] = static_cast<uint32_t>(n * group);
+        groups[2] = static_cast<uint32_t>(n * group * splits);
       }
       break;
     }
@@ -457,7 +519,7 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
     case Kernel::kReduce: {
       if (!need(2, 4)) return false;
       const uint64_t rows = d.push[0], n = d.push[1], inner = d.push[2];
-      if (inner == 0 || rows % inner != 0 || d.push[3] > 2) {
+      if (inner == 0 || rows % inner != 0 || d.push[3] > kReduceSumRelu) {
         return fail("rows " + std::to_string(rows) + " and inner " + std::to_string(inner) +
                     " do not form a view, or op " + std::to_string(d.push[3]) + " is unknown");
       }

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Loom's GPU checks, for a machine with a GPU (issue 30's "GPU goals"):
+#   1. backend_ops_bench's vulkan-compute cases (GEMM 256..2048, Add, Conv,
+#      depthwise Conv, one call's round trip and GEMM under each vulkan.wait
+#      mode), medians of 3;
+#   2. the fp32 GEMM peer: torch.matmul (cuBLAS, TF32 off) at the same sizes,
+#      when python3 has torch;
+#   3. the model zoo (make_zoo.py, with that machine's python3, onnx and
+#      numpy) compiled for vulkan-compute,cpu-simd and for cpu-simd alone,
+#      each timed with `loom run --repeat`, outputs compared.
+#   4. benchmarks/models/estimate_accuracy.py when it exists (policy:fastest).
+# Writes what it prints to OUT/checks.log and the tables to OUT/*.md.
+#
+# usage: benchmarks/gpu/run_checks.sh PACK OUT [STEPS]
+#   PACK   what benchmarks/gpu/pack.sh made (bin/, lib/loom/plugins/, deps/)
+#   OUT    results folder
+#   STEPS  which steps, e.g. "1 3" (default "1 2 3 4")
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+pack=$(cd "$1" && pwd)
+out=$2
+steps=${3:-1 2 3 4}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+exec > >(tee -a "$out/checks.log") 2>&1
+
+[ -f "$pack/deps/libdnnl.so.2" ] || xz -dk "$pack/deps/libdnnl.so.2.xz"
+export LD_LIBRARY_PATH=$pack/deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The Vulkan driver: the loader's usual folders, else NVIDIA's under /usr/local/nvidia.
+if ! ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  icd=$(find /usr/local/nvidia /usr/share /etc -name 'nvidia_icd*.json' 2>/dev/null | head -1)
+  [ -n "$icd" ] && export VK_DRIVER_FILES=$icd VK_ICD_FILENAMES=$icd
+fi
+echo "== $(date -u +%FT%TZ) $(uname -m) $(nproc) cores; VK_DRIVER_FILES=${VK_DRIVER_FILES:-}"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv 2>&1 | head -3
+lscpu | grep -E "Model name|Flags" | sed 's/\(Flags:.\{0,0\}\).*\(avx512f\).*/\1 ... avx512f .../' | head -2
+loom=$pack/bin/loom
+if ! "$loom" devices 2>&1 | grep -q "device vulkan-compute://"; then
+  echo "-- no vulkan-compute device; the loader says:"
+  [ -n "${VK_DRIVER_FILES:-}" ] && cat "$VK_DRIVER_FILES"
+  VK_LOADER_DEBUG=error,warn,driver "$loom" devices 2>&1 | grep -v "^  " | head -40
+fi
+"$loom" devices 2>&1 | grep -E "^plugin|device " | head -12
+
+export LOOM_BENCH_CPU_SIMD_PLUGIN=$pack/lib/loom/plugins/libloom_cpu-simd.so
+export LOOM_BENCH_VULKAN_PLUGIN=$pack/lib/loom/plugins/libloom_vulkan-compute.so
+
+if [[ " $steps " == *" 1 "* ]]; then
+  echo "== 1. backend_ops_bench (vulkan-compute)"
+  timeout 240 "$pack/bin/backend_ops_bench" --benchmark_filter='Vulkan' \
+    --benchmark_min_time=0.3 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+    --benchmark_counters_tabular=true 2>&1 | grep -v "_mean\|_stddev\|_cv" | tee "$out/ops.txt"
+fi
+
+if [[ " $steps " == *" 2 "* ]]; then
+  echo "== 2. cuBLAS fp32 peer (torch.matmul, TF32 off)"
+  timeout 90 python3 - <<'PY' 2>&1 | tee "$out/cublas.txt"
+import statistics, time
+try:
+    import torch
+except ImportError:
+    print("no torch: peer skipped"); raise SystemExit(0)
+torch.backends.cuda.matmul.allow_tf32 = False
+for n in (256, 512, 1024, 2048, 4096):
+    a = torch.randn(n, n, device="cuda"); b = torch.randn(n, n, device="cuda")
+    for _ in range(3): torch.matmul(a, b)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(20):
+        t0 = time.perf_counter(); torch.matmul(a, b); torch.cuda.synchronize(); ts.append(time.perf_counter() - t0)
+    t = statistics.median(ts)
+    print(f"cuBLAS fp32 {n}^3: {t*1e3:.3f} ms, {2*n**3/t/1e12:.1f} TFLOP/s")
+PY
+fi
+
+if [[ " $steps " == *" 3 "* ]]; then
+  echo "== 3. zoo: vulkan-compute(+cpu-simd) vs cpu-simd alone"
+  zoo=$out/zoo
+  timeout 180 python3 "$repo/benchmarks/models/make_zoo.py" "$zoo" >/dev/null || echo "make_zoo failed"
+  echo "| model | vulkan-compute (+cpu-simd) ms | cpu-simd alone ms ($(nproc) threads) | speedup | max abs diff / output range | placements |" > "$out/zoo.md"
+  echo "|---|---|---|---|---|---|" >> "$out/zoo.md"
+  python3 - "$zoo/zoo.json" > "$out/zoo_list.txt" <<'PY'
+import json, sys
+for m in json.load(open(sys.argv[1]))["models"]:
+    print(m["name"], ",".join(map(str, m["shape"])), m["npy"])
+PY
+  while read -r name shape npy; do
+    for t in gpu cpu; do
+      target=cpu-simd; [ $t = gpu ] && target=vulkan-compute,cpu-simd
+      timeout 120 "$loom" compile "$zoo/$name.onnx" --input-shape "input=$shape" --target "$target" \
+        -o "$out/$name.$t.loom" > "$out/$name.$t.compile.txt" 2>&1 || echo "$name: compile for $target failed: $(tail -1 "$out/$name.$t.compile.txt")"
+      repeat=30; [ "$name" = vit_tiny ] || [ "$name" = detector ] && repeat=10
+      timeout 150 "$loom" run "$out/$name.$t.loom" --input "input=$zoo/$npy" --repeat $repeat --json \
+        --output-dir "$out/o_${t}_$name" > "$out/$name.$t.json" 2>"$out/$name.$t.err" || echo "$name: run ($t) failed: $(tail -2 "$out/$name.$t.err")"
+    done
+    python3 - "$out" "$name" >> "$out/zoo.md" <<'PY'
+import glob, json, os, sys
+import numpy as np
+out, name = sys.argv[1], sys.argv[2]
+def load(t):
+    try:
+        return json.load(open(f"{out}/{name}.{t}.json"))
+    except Exception:
+        return {}
+g, c = load("gpu"), load("cpu")
+def ms(d):
+    return d.get("latency_us", {}).get("median", 0) / 1000
+diff = "—"
+try:
+    worst = 0.0
+    for f in sorted(glob.glob(f"{out}/o_cpu_{name}/*.npy")):
+        a = np.load(f); b = np.load(f.replace("o_cpu_", "o_gpu_"))
+        rng = float(a.max() - a.min()) or 1.0
+        worst = max(worst, float(np.abs(a.astype(np.float64) - b).max()) / rng)
+    diff = f"{worst:.1e}"
+except Exception as e:
+    diff = f"no outputs ({type(e).__name__})"
+places = ", ".join(sorted({p["device"] for p in g.get("placements", [])}))
+gm, cm = ms(g), ms(c)
+speed = f"{cm / gm:.1f}x" if gm and cm else "—"
+print(f"| {name} | {gm:.3f} | {cm:.3f} | {speed} | {diff} | {places} |")
+PY
+  done < "$out/zoo_list.txt"
+  cat "$out/zoo.md"
+fi
+
+if [[ " $steps " == *" 4 "* ]] && [ -f "$repo/benchmarks/models/estimate_accuracy.py" ]; then
+  echo "== 4. estimate accuracy (policy:fastest)"
+  LOOM="$loom" timeout 240 python3 "$repo/benchmarks/models/estimate_accuracy.py" --loom "$loom" \
+    --zoo "$out/zoo" --out "$out/estimates" 2>&1 | tail -60
+fi
+if [[ " $steps " == *" 5 "* ]]; then
+  echo "== 5. per-op profile of the zoo on vulkan-compute (loom run --profile)"
+  [ -f "$out/zoo/zoo.json" ] || timeout 180 python3 "$repo/benchmarks/models/make_zoo.py" "$out/zoo" >/dev/null
+  for name in ${PROFILE_MODELS:-resnet18 mobilenetv3_small}; do
+    shape=$(python3 -c 'import json,sys; print(",".join(map(str, [m for m in json.load(open(sys.argv[1]))["models"] if m["name"] == sys.argv[2]][0]["shape"])))' "$out/zoo/zoo.json" "$name")
+    [ -f "$out/$name.gpu.loom" ] || "$loom" compile "$out/zoo/$name.onnx" --input-shape "input=$shape" \
+      --target vulkan-compute,cpu-simd -o "$out/$name.gpu.loom" > /dev/null
+    timeout 120 "$loom" run "$out/$name.gpu.loom" --input "input=$out/zoo/${name}_input.npy" --repeat 20 \
+      --profile 2>&1 | tee "$out/profile_$name.txt" | head -70
+  done
+fi
+echo "== done $(date -u +%FT%TZ)"
