@@ -1,22 +1,29 @@
 // executable_estimate for cpu-simd (ABI 1.1): a blob's work (blob_work.hpp)
 // over the device's measured rates. The model, per node:
 //
-//   time(node) = min over t in {1, N} of
-//                  max(flops / rate_t(kind), bytes / bandwidth_t) + step_t
-//   estimate   = sum of time(node)
+//   MatMul, Conv (oneDNN, N threads):
+//     time = overhead_N(kind) + max(flops / rate_N(kind), bytes / bandwidth_N)
+//   other nodes of at least 2^17 output elements (the plain kernels split
+//   them across the N threads):
+//     time = overhead_N(add) + bytes / bandwidth_N
+//   smaller other nodes (one thread):
+//     time = step_1 + bytes / bandwidth_1
+//   estimate = sum of time(node)
 //
-// where N is the plugin's thread count, rate_t(kind) the sustained FLOP/s of
-// the plugin's own MatMul (256^3) or Conv (3x3, 64 channels, 28x28) at t
-// threads, bandwidth_t what its elementwise Add of two 4 MiB tensors moves
-// per second, and step_t the time of a one-element Relu (the cost of a step
-// and of an execute). Elementwise and data-movement nodes are bound by
-// bandwidth only. The minimum over t stands for small nodes, which gain
-// nothing from threads.
+// N is the plugin's thread count. Each (rate, overhead) pair is a straight
+// line fitted through a small and a large case of the plugin's own kernels,
+// measured at 1 and at N threads: MatMul 32^3 and 256^3, Conv 3x3 of 8
+// channels on 8x8 and of 64 channels on 28x28, Add of 2^17 and 2^20
+// elements (bandwidth in bytes moved per second); step_1 is a one-element
+// Relu on one thread (the cost of an execute and a step). The overhead
+// keeps what threads cost on this machine (waking them, and on a busy
+// machine waiting for them), which small graphs feel most.
 //
 // The rates are measured on the first estimate (about 0.2 s), not at plugin
 // load, and kept in the user's cache folder (loom/sdk/device_model.hpp),
 // keyed by the CPU model, the kernels and oneDNN instruction set, the thread
-// count and the plugin version.
+// count, the plugin version and kVersion. Each case's time is its fastest of
+// a few runs (at most ~10 ms each): the device, not the moment's load.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +40,10 @@ namespace loom::cpu_simd {
 
 class CostModel {
  public:
+  // The version of the micro-benchmarks and of the values they produce:
+  // part of the cache identity, so that a change re-measures.
+  static constexpr int kVersion = 1;
+
   // `pool` runs the measurements at N threads and outlives the model;
   // `onednn` and `kernels` are the device's. `device_key` names the cache
   // file, `identity` (device_key plus the plugin version) must match a
@@ -54,6 +65,9 @@ class CostModel {
  private:
   sdk::Status ensure_model();  // with mu_ held
   sdk::Status measure(sdk::DeviceModelValues* out);
+  sdk::Status fit(const BlobGraph& small, const BlobGraph& large, bool bytes, ThreadPool* pool,
+                  const std::string& name, const std::string& suffix,
+                  sdk::DeviceModelValues* out);
 
   ThreadPool* pool_;
   bool onednn_;

@@ -73,7 +73,8 @@ class CpuSimdDevice {
       : pool_(pool), name_(std::move(name)), memory_(memory), onednn_(onednn), kernels_(kernels),
         host_(host),
         cost_(pool, onednn, kernels, model_key(name_, pool->parallelism()),
-              model_key(name_, pool->parallelism()) + " plugin cpu-simd " LOOM_CPU_SIMD_VERSION) {}
+              model_key(name_, pool->parallelism()) + " plugin cpu-simd " LOOM_CPU_SIMD_VERSION +
+                  " model " + std::to_string(CostModel::kVersion)) {}
 
   void info(loom_device_info_t* out) const {
     out->uri = "cpu-simd://0";

@@ -58,7 +58,7 @@ class BenchProgram {
   BlobProgram program_;
 };
 
-// The median time of one execute of `bench` on `device`, in nanoseconds,
+// The time of one execute of `bench` on `device`, in nanoseconds,
 // and its work.
 sdk::Status time_program(Device* device, BenchProgram& bench, double* out_ns, double* out_flops) {
   BlobProgram& program = bench.program();
@@ -69,7 +69,7 @@ sdk::Status time_program(Device* device, BenchProgram& bench, double* out_ns, do
     }
   }
   *out_flops = 0;
-  for (const DispatchWork& w : program_work(program)) *out_flops += w.flops;
+  for (const DispatchWork& w : program_work(program)) *out_flops += w.executed_flops;
   std::unique_ptr<VulkanExecutable> exe;
   LOOM_SDK_RETURN_IF_ERROR(VulkanExecutable::load(device, program, &exe));
   sdk::ExecuteCallT<Fence> call;
@@ -84,8 +84,10 @@ sdk::Status time_program(Device* device, BenchProgram& bench, double* out_ns, do
     times.push_back(ns);
     total += ns;
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  *out_ns = std::max(1.0, times[times.size() / 2]);
+  // The fastest run: what the device does when nothing else holds it up
+  // (on a busy machine a run may wait a scheduler slice for a thread, which
+  // says nothing about the device and would differ on the next run).
+  *out_ns = std::max(1.0, *std::min_element(times.begin(), times.end()));
   return sdk::Status();
 }
 
@@ -169,7 +171,8 @@ sdk::Status CostModel::values(sdk::DeviceModelValues* out) {
     const std::string key = p.device_name + " vendor " + std::to_string(p.vendor_id) + " device " +
                             std::to_string(p.device_id);
     const std::string identity = key + " driver " + std::to_string(p.driver_version) +
-                                 " plugin vulkan-compute " LOOM_VULKAN_COMPUTE_VERSION;
+                                 " plugin vulkan-compute " LOOM_VULKAN_COMPUTE_VERSION " model " +
+                                 std::to_string(kVersion);
     const std::string path =
         sdk::device_model_path(sdk::device_model_folder(), "vulkan-compute", key);
     sdk::DeviceModelValues v;
@@ -196,7 +199,8 @@ sdk::Status CostModel::estimate(const BlobProgram& program, uint64_t* out_ns) {
     double rate = 0;  // 0: bound by memory only
     if (w.kind == WorkKind::kMatMul) rate = get(v, "matmul_flops");
     if (w.kind == WorkKind::kConv) rate = get(v, "conv_flops");
-    total += sdk::roofline_ns(w.flops, rate, w.bytes, get(v, "bandwidth")) + get(v, "dispatch_ns");
+    total += sdk::roofline_ns(w.executed_flops, rate, w.bytes, get(v, "bandwidth")) +
+             get(v, "dispatch_ns");
   }
   *out_ns = total < 1 ? 1 : static_cast<uint64_t>(std::llround(total));
   return sdk::Status();

@@ -1,7 +1,7 @@
 // executable_estimate for vulkan-compute (ABI 1.1): a blob's work
 // (blob_work.hpp) over the device's measured rates. The model:
 //
-//   time(dispatch) = max(flops / rate(kind), bytes / bandwidth) + dispatch
+//   time(dispatch) = max(executed flops / rate(kind), bytes / bandwidth) + dispatch
 //   estimate       = round trip + sum of time(dispatch)
 //
 // measured once per device with the plugin's own shaders on blobs built
@@ -14,7 +14,9 @@
 //
 // The numbers are measured on the first estimate, not at plugin load, and
 // kept in the user's cache folder (loom/sdk/device_model.hpp), keyed by the
-// device name, vendor and device id, driver version and plugin version.
+// device name, vendor and device id, driver version, plugin version and
+// kVersion. Each case's time is its fastest of a few runs (at most ~10 ms
+// each): the device, not the moment's load.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,10 @@ class Device;
 
 class CostModel {
  public:
+  // The version of the micro-benchmarks and of the values they produce:
+  // part of the cache identity, so that a change re-measures.
+  static constexpr int kVersion = 2;
+
   // `device` outlives the model (the device owns it).
   explicit CostModel(Device* device) : device_(device) {}
   CostModel(const CostModel&) = delete;

@@ -40,6 +40,7 @@ struct NodeWork {
   WorkKind kind = WorkKind::kOther;
   double flops = 0;
   double bytes = 0;
+  double elements = 0;  // of the first output (how the plain kernels split work)
 };
 
 namespace work_detail {
@@ -72,6 +73,7 @@ inline NodeWork node_work(const BlobGraph& g, size_t index) {
   static const BlobTensor kNone;
   const BlobTensor& in0 = node.inputs.empty() ? kNone : g.tensors[node.inputs[0]];
   const double out = node.outputs.empty() ? 0.0 : elements(g.tensors[node.outputs[0]]);
+  w.elements = out;
   switch (node.op) {
     case Op::kMatMul:
     case Op::kQLinearMatMul:

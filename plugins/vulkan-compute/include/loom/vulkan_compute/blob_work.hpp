@@ -13,8 +13,15 @@
 //   copy            none (data movement)
 // Bytes: every distinct bound tensor read or written once, except copy,
 // which moves its box (count elements read and written), not whole tensors.
+//
+// `executed_flops` is what the shader runs, which the estimate uses: matmul
+// and conv compute whole tiles (128 x 128 and 64 x 64 outputs per workgroup,
+// K in slices of 16) whatever the shapes, so a matmul of one row or a
+// depthwise convolution (one output channel per group) costs its tiles, not
+// its useful operations. For the other kernels it equals `flops`.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -33,9 +40,17 @@ enum class WorkKind : uint8_t {
 // The work of one dispatch.
 struct DispatchWork {
   WorkKind kind = WorkKind::kOther;
-  double flops = 0;
+  double flops = 0;           // the operator's useful operations
+  double executed_flops = 0;  // with the kernel's tile padding
   double bytes = 0;
 };
+
+// The depth of the K slices matmul.comp and conv.comp load per step.
+inline constexpr uint32_t kTileDepth = 16;
+
+// Outputs per workgroup of matmul.comp (128 x 128) and conv.comp (64 x 64).
+inline constexpr double kMatMulTileOutputs = 128.0 * 128.0;
+inline constexpr double kConvTileOutputs = 64.0 * 64.0;
 
 // The work of dispatch `index` of `program`, which decode() accepted (so
 // every push constant the kernel reads is present).
@@ -50,17 +65,23 @@ inline DispatchWork dispatch_work(const BlobProgram& program, size_t index) {
       w.bytes += static_cast<double>(program.tensors[d.bindings[b]].bytes());
     }
   }
+  const double workgroups =
+      static_cast<double>(d.groups[0]) * static_cast<double>(d.groups[1]) * d.groups[2];
+  auto padded = [](double k) { return std::ceil(k / kTileDepth) * kTileDepth; };
   switch (d.kernel) {
     case Kernel::kMatMul: {
       const double mnb = q(0) * q(1) * q(3);
       w.kind = WorkKind::kMatMul;
       w.flops = 2 * mnb * q(2) + ((d.push.size() > 7 && (d.push[7] & 4u)) ? mnb : 0.0);
+      w.executed_flops = 2 * workgroups * kMatMulTileOutputs * padded(q(2));
       break;
     }
     case Kernel::kConv: {
       const double group = q(15) == 0 ? 1 : q(15);
+      const double k = (q(1) / group) * q(7) * q(8);
       w.kind = WorkKind::kConv;
-      w.flops = 2 * q(0) * q(4) * q(5) * q(6) * (q(1) / group) * q(7) * q(8);
+      w.flops = 2 * q(0) * q(4) * q(5) * q(6) * k;
+      w.executed_flops = 2 * workgroups * kConvTileOutputs * padded(k);
       break;
     }
     case Kernel::kConvTranspose: {
@@ -79,6 +100,7 @@ inline DispatchWork dispatch_work(const BlobProgram& program, size_t index) {
       break;
     default: w.flops = q(0); break;  // unary, binary, resize: push[0] is the output count
   }
+  if (d.kernel != Kernel::kMatMul && d.kernel != Kernel::kConv) w.executed_flops = w.flops;
   return w;
 }
 
