@@ -42,7 +42,7 @@ class CostModel {
  public:
   // The version of the micro-benchmarks and of the values they produce:
   // part of the cache identity, so that a change re-measures.
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
 
   // `pool` runs the measurements at N threads and outlives the model;
   // `onednn` and `kernels` are the device's. `device_key` names the cache
