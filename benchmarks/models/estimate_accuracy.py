@@ -175,6 +175,7 @@ def main():
     lines.append(f"| model | faster (measured) | slower | measured ratio | estimates agree |")
     lines.append("|---|---|---|---|---|")
     scored = right = 0
+    per_pair = {}  # (plugin, plugin) -> [scored, right]
     by_model = {}
     for r in rows:
         if r.get("estimate_ms") and r.get("measured_ms"):
@@ -189,12 +190,17 @@ def main():
                 ok = x["estimate_ms"] < y["estimate_ms"]
                 scored += 1
                 right += ok
+                pair = per_pair.setdefault(tuple(sorted((x["plugin"], y["plugin"]))), [0, 0])
+                pair[0] += 1
+                pair[1] += ok
                 lines.append(f"| {model} | {x['device']} | {y['device']} | {gap:.2f} | "
                              f"{'yes' if ok else 'NO'} |")
     lines.append("")
     if scored:
         lines.append(f"pairs whose measured times differ by more than {100 * a.min_gap:.0f}%: {scored}; "
                      f"ordered right by the estimates: {right} ({100 * right / scored:.0f}%)")
+        for (p, q), (n, ok) in sorted(per_pair.items()):
+            lines.append(f"- {p} vs {q}: {ok} of {n} ({100 * ok / n:.0f}%)")
     else:
         lines.append("no pair of devices differs enough to score")
     text = "\n".join(lines)

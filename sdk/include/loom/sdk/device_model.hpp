@@ -101,8 +101,8 @@ inline std::string one_line(const std::string& s) {
 
 // Reads the model of `identity` from `path` into `out`. True only when the
 // file exists, is at most 64 KiB, has the header, an identity line equal to
-// `identity`, and every other line is "<name> <value>" with a finite value
-// > 0; false otherwise (missing, corrupt, measured on something else), and
+// `identity`, and every other line is "<name> <value>", the name of letters,
+// digits, '.', '-' and '_', the value finite and > 0; false otherwise (missing, corrupt, measured on something else), and
 // then `out` is left empty.
 inline bool read_device_model(const std::string& path, const std::string& identity,
                               DeviceModelValues* out) {
@@ -120,13 +120,15 @@ inline bool read_device_model(const std::string& path, const std::string& identi
     if (line.empty()) continue;
     const size_t space = line.find(' ');
     if (space == std::string::npos || space == 0) return false;
+    const std::string name = line.substr(0, space);
+    if (device_model_slug(name) != name) return false;  // names are [A-Za-z0-9._-]
     const std::string number = line.substr(space + 1);
     char* end = nullptr;
     const double v = std::strtod(number.c_str(), &end);
     if (number.empty() || end == nullptr || *end != '\0' || !std::isfinite(v) || v <= 0) {
       return false;
     }
-    values[line.substr(0, space)] = v;
+    values[name] = v;
   }
   *out = std::move(values);
   return true;
