@@ -239,20 +239,26 @@ sdk::Status CostModel::estimate(const BlobGraph& graph, uint64_t* out_ns) {
   sdk::DeviceModelValues v;
   LOOM_SDK_RETURN_IF_ERROR(values(&v));
   const std::string top = "_t" + std::to_string(pool_->parallelism());
-  double total = 0;
-  for (const NodeWork& w : work) {
-    // oneDNN runs MatMul and Conv on every thread; the plain kernels split a
-    // node across threads only past kParallelElements.
+  // One node on the line of `suffix` ("_t1" or "_tN"): oneDNN's kinds on
+  // their own rates, the plain kernels bound by bandwidth.
+  auto line = [&](const NodeWork& w, const std::string& suffix) {
+    const std::string bw = "bandwidth" + suffix;
     if (w.kind == WorkKind::kMatMul || w.kind == WorkKind::kConv) {
       const std::string name = w.kind == WorkKind::kMatMul ? "matmul_flops" : "conv_flops";
-      total += get(v, name + "_ns" + top) +
-               sdk::roofline_ns(w.flops, get(v, name + top), w.bytes, get(v, "bandwidth" + top));
-    } else if (w.elements >= kParallelElements) {
-      total += get(v, "bandwidth_ns" + top) +
-               sdk::roofline_ns(0, 0, w.bytes, get(v, "bandwidth" + top));
-    } else {
-      total += get(v, "step_ns_t1") + sdk::roofline_ns(0, 0, w.bytes, get(v, "bandwidth_t1"));
+      return get(v, name + "_ns" + suffix) +
+             sdk::roofline_ns(w.flops, get(v, name + suffix), w.bytes, get(v, bw));
     }
+    return get(v, "bandwidth_ns" + suffix) + sdk::roofline_ns(0, 0, w.bytes, get(v, bw));
+  };
+  double total = 0;
+  for (const NodeWork& w : work) {
+    // The plain kernels run a node below kParallelElements on one thread.
+    if (w.kind != WorkKind::kMatMul && w.kind != WorkKind::kConv && w.elements < kParallelElements) {
+      total += get(v, "step_ns_t1") + sdk::roofline_ns(0, 0, w.bytes, get(v, "bandwidth_t1"));
+      continue;
+    }
+    // Threads are taken never to make a node slower: the faster line.
+    total += std::min(line(w, top), line(w, "_t1"));
   }
   if (work.empty()) total = get(v, "step_ns_t1");
   *out_ns = total < 1 ? 1 : static_cast<uint64_t>(std::llround(total));

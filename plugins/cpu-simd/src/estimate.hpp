@@ -1,23 +1,27 @@
 // executable_estimate for cpu-simd (ABI 1.1): a blob's work (blob_work.hpp)
-// over the device's measured rates. The model, per node:
+// over the device's measured rates. The model, per node, on the line of t
+// threads:
 //
-//   MatMul, Conv (oneDNN, N threads):
-//     time = overhead_N(kind) + max(flops / rate_N(kind), bytes / bandwidth_N)
-//   other nodes of at least 2^17 output elements (the plain kernels split
-//   them across the N threads):
-//     time = overhead_N(add) + bytes / bandwidth_N
-//   smaller other nodes (one thread):
-//     time = step_1 + bytes / bandwidth_1
-//   estimate = sum of time(node)
+//   MatMul, Gemm, Conv, ConvTranspose (oneDNN):
+//     line_t = overhead_t(kind) + max(flops / rate_t(kind), bytes / bandwidth_t)
+//   other nodes:
+//     line_t = overhead_t(add) + bytes / bandwidth_t
+//
+//   time(node) = min(line_N, line_1), except other nodes of fewer than 2^17
+//                output elements, which the plain kernels run on one thread:
+//                step_1 + bytes / bandwidth_1
+//   estimate   = sum of time(node)
 //
 // N is the plugin's thread count. Each (rate, overhead) pair is a straight
 // line fitted through a small and a large case of the plugin's own kernels,
-// measured at 1 and at N threads: MatMul 32^3 and 256^3, Conv 3x3 of 8
+// measured at N threads and at 1: MatMul 32^3 and 256^3, Conv 3x3 of 8
 // channels on 8x8 and of 64 channels on 28x28, Add of 2^17 and 2^20
 // elements (bandwidth in bytes moved per second); step_1 is a one-element
-// Relu on one thread (the cost of an execute and a step). The overhead
-// keeps what threads cost on this machine (waking them, and on a busy
-// machine waiting for them), which small graphs feel most.
+// Relu on one thread (the cost of an execute and a step). Threads are taken
+// never to make a node slower (the minimum): on an idle machine the N-thread
+// line wins for large nodes; on one whose cores are busy, N-thread steps can
+// wait a scheduler tick for a worker, which the model does not try to
+// predict.
 //
 // The rates are measured on the first estimate (about 0.2 s), not at plugin
 // load, and kept in the user's cache folder (loom/sdk/device_model.hpp),
