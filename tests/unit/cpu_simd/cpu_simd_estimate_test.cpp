@@ -158,9 +158,14 @@ TEST_F(CpuSimdEstimate, OtherIdentityOrVersionIsMeasuredAgain) {
     ASSERT_NE(at, std::string::npos) << from;
     // Another plugin version, another thread count: same file, other identity.
     other.insert(at + std::string(from).size(), "9");
-    // Rates that, were they used, would make the estimate absurd.
-    const size_t values = other.find('\n', other.find("identity")) + 1;
-    other = other.substr(0, values) + "matmul_flops_t1 1\nmatmul_flops_t2 1\n";
+    // A complete model, but with rates that, were they used, would make the
+    // estimate absurd.
+    for (const char* rate : {"\nmatmul_flops_t1 ", "\nmatmul_flops_t2 "}) {
+      const size_t start = other.find(rate);
+      ASSERT_NE(start, std::string::npos) << rate;
+      const size_t end = other.find('\n', start + 1);
+      other.replace(start, end - start, std::string(rate) + "1");
+    }
     write(path, other);
     const uint64_t ns = estimate_ok(fresh_device(), blob);
     EXPECT_LT(ns, uint64_t{1'000'000'000}) << from;
