@@ -97,6 +97,8 @@ TEST_F(DeviceModelCache, DamagedFilesAreRefused) {
       "loom-device-model 1\nidentity x\nbw nan\n",
       "loom-device-model 1\nidentity x\nbw inf\n",
       "loom-device-model 1\nidentity x\n 5\n",
+      "loom-device-model 1\nidentity x\nbw\r 5\n",  // a name write_device_model cannot write
+      "loom-device-model 1\nidentity x\nb\x01w 5\n",
       "\x00\x01\x02\xff",
   };
   for (const char* text : kBad) {
