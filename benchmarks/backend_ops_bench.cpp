@@ -24,6 +24,18 @@ Backend& vulkan() {
   static Backend b(plugin_path("LOOM_BENCH_VULKAN_PLUGIN", LOOM_VULKAN_PLUGIN_PATH));
   return b;
 }
+// vulkan-compute with one vulkan.wait mode (a plugin instance of its own).
+Backend& vulkan_wait(const char* mode) {
+  const auto make = [](const char* m) {
+    const std::vector<std::pair<const char*, const char*>> options = {{"vulkan.wait", m}};
+    return ::loom::testing::Options(options.begin(), options.end());
+  };
+  static Backend block(plugin_path("LOOM_BENCH_VULKAN_PLUGIN", LOOM_VULKAN_PLUGIN_PATH), make("block"));
+  static Backend spin(plugin_path("LOOM_BENCH_VULKAN_PLUGIN", LOOM_VULKAN_PLUGIN_PATH), make("spin"));
+  static Backend timeline(plugin_path("LOOM_BENCH_VULKAN_PLUGIN", LOOM_VULKAN_PLUGIN_PATH), make("timeline"));
+  const std::string m = mode;
+  return m == "block" ? block : m == "spin" ? spin : timeline;
+}
 
 // Samples of an [m, n] = [m, k] x [k, n] product, computed in double.
 std::string check_gemm(const std::vector<std::vector<float>>& t, int64_t n) {
@@ -105,6 +117,14 @@ void BM_Conv3x3_CpuSimd(benchmark::State& s) { conv(s, cpu_simd(), false); }
 void BM_Conv3x3_Vulkan(benchmark::State& s) { conv(s, vulkan(), false); }
 void BM_Depthwise3x3_CpuSimd(benchmark::State& s) { conv(s, cpu_simd(), true); }
 void BM_Depthwise3x3_Vulkan(benchmark::State& s) { conv(s, vulkan(), true); }
+// One call's round trip (a 256-element Add: submission, a tiny dispatch and
+// the wait) and GEMM under each vulkan.wait mode.
+void BM_RoundTrip_Vulkan_Block(benchmark::State& s) { add(s, vulkan_wait("block")); }
+void BM_RoundTrip_Vulkan_Spin(benchmark::State& s) { add(s, vulkan_wait("spin")); }
+void BM_RoundTrip_Vulkan_Timeline(benchmark::State& s) { add(s, vulkan_wait("timeline")); }
+void BM_Gemm_Vulkan_Block(benchmark::State& s) { gemm(s, vulkan_wait("block")); }
+void BM_Gemm_Vulkan_Spin(benchmark::State& s) { gemm(s, vulkan_wait("spin")); }
+void BM_Gemm_Vulkan_Timeline(benchmark::State& s) { gemm(s, vulkan_wait("timeline")); }
 
 BENCHMARK(BM_Gemm_CpuSimd)->RangeMultiplier(2)->Range(256, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gemm_Vulkan)->RangeMultiplier(2)->Range(256, 2048)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -114,6 +134,12 @@ BENCHMARK(BM_Conv3x3_CpuSimd)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Conv3x3_Vulkan)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Depthwise3x3_CpuSimd)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Depthwise3x3_Vulkan)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RoundTrip_Vulkan_Block)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_RoundTrip_Vulkan_Spin)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_RoundTrip_Vulkan_Timeline)->Arg(256)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Gemm_Vulkan_Block)->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemm_Vulkan_Spin)->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemm_Vulkan_Timeline)->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

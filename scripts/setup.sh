@@ -25,10 +25,10 @@ packages=(
   # the Python package (`import loom`, python/): pybind11 and the Python
   # headers to build it, pytest to test it (tests/python)
   pybind11-dev python3-dev python3-pytest
-  # vulkan-compute: Vulkan headers and glslc at build time (the plugin loads
-  # the Vulkan loader at run time and never links it); lavapipe, the loader
-  # and the Khronos validation layer for its tests
-  libvulkan-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
+  # vulkan-compute: Vulkan headers, volk and glslc at build time (volk loads
+  # the Vulkan loader at run time: the plugin never links it); lavapipe, the
+  # loader and the Khronos validation layer for its tests
+  libvulkan-dev libvulkan-volk-dev glslc libvulkan1 mesa-vulkan-drivers vulkan-validationlayers
   # cpu-simd: oneDNN runs its convolutions, matmuls and pooling (only the
   # plugin and the benchmark that measures it against oneDNN link it)
   libdnnl-dev

@@ -21,12 +21,30 @@ bool has_extension(const std::vector<VkExtensionProperties>& list, const char* n
   });
 }
 
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// A hint to the core that this thread is spinning.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ fences
 
 SubmitSlot::~SubmitSlot() {
   if (fence != VK_NULL_HANDLE) device->fns().vkDestroyFence(device->handle(), fence, nullptr);
+  if (timeline != VK_NULL_HANDLE) {
+    device->fns().vkDestroySemaphore(device->handle(), timeline, nullptr);
+  }
   if (queries != VK_NULL_HANDLE) {
     device->fns().vkDestroyQueryPool(device->handle(), queries, nullptr);
   }
@@ -55,14 +73,78 @@ void SubmitSlot::report_locked() {
 Status SubmitSlot::wait(uint64_t which, uint64_t timeout_ns) {
   std::lock_guard<std::mutex> lock(mu);
   if (!in_flight || (which != 0 && serial > which)) return Status();
-  const VkResult r = device->fns().vkWaitForFences(device->handle(), 1, &fence, VK_TRUE, timeout_ns);
-  if (r == VK_TIMEOUT) {
+  LOOM_SDK_RETURN_IF_ERROR(wait_locked(timeout_ns));
+  in_flight = false;
+  report_locked();
+  return Status();
+}
+
+Status SubmitSlot::wait_locked(uint64_t timeout_ns) {
+  const DeviceFns& f = device->fns();
+  const VkDevice dev = device->handle();
+  const char* call = "vkWaitForFences";
+  VkResult r = VK_SUCCESS;
+  switch (device->wait_mode()) {
+    case WaitMode::kTimeline: {
+      call = "vkWaitSemaphoresKHR";
+      VkSemaphoreWaitInfoKHR info{};
+      info.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO_KHR;
+      info.semaphoreCount = 1;
+      info.pSemaphores = &timeline;
+      info.pValues = &serial;
+      r = f.vkWaitSemaphoresKHR(dev, &info, timeout_ns);
+      break;
+    }
+    case WaitMode::kSpin: {
+      // Spin until about twice the last execution's time has passed since
+      // this submission (the first time: kSpinMaxNs), then block.
+      const uint64_t start = now_ns();
+      const uint64_t expected = last_duration_ns == 0 ? kSpinMaxNs : 2 * last_duration_ns + 20000;
+      const uint64_t until = expected > kSpinMaxNs ? 0 : submitted_ns + expected;
+      call = "vkGetFenceStatus";
+      r = f.vkGetFenceStatus(dev, fence);
+      uint64_t now = start;
+      while (r == VK_NOT_READY && now < until && now - start < timeout_ns) {
+        cpu_relax();
+        r = f.vkGetFenceStatus(dev, fence);
+        now = now_ns();
+      }
+      if (r == VK_NOT_READY) {
+        const uint64_t spent = now - start;
+        call = "vkWaitForFences";
+        r = spent >= timeout_ns ? VK_TIMEOUT
+                                : f.vkWaitForFences(dev, 1, &fence, VK_TRUE, timeout_ns - spent);
+      }
+      break;
+    }
+    case WaitMode::kBlock:
+    case WaitMode::kAuto: r = f.vkWaitForFences(dev, 1, &fence, VK_TRUE, timeout_ns); break;
+  }
+  if (r == VK_TIMEOUT || r == VK_NOT_READY) {
     return sdk::deadline_exceeded(device->props().uri + ": the execution did not finish within " +
                                   std::to_string(timeout_ns) + " ns");
   }
-  if (r != VK_SUCCESS) return vk_status(r, device->props().uri + ": vkWaitForFences");
-  in_flight = false;
-  report_locked();
+  if (r != VK_SUCCESS) return vk_status(r, device->props().uri + ": " + call);
+  last_duration_ns = now_ns() - submitted_ns;
+  return Status();
+}
+
+Status SubmitSlot::prepare_locked() {
+  if (device->wait_mode() == WaitMode::kTimeline) return Status();  // no fence to reset
+  const VkResult r = device->fns().vkResetFences(device->handle(), 1, &fence);
+  if (r != VK_SUCCESS) return vk_status(r, device->props().uri + ": vkResetFences");
+  return Status();
+}
+
+Status SubmitSlot::submit_locked(VkCommandBuffer cmd) {
+  submitted_ns = now_ns();
+  if (device->wait_mode() == WaitMode::kTimeline) {
+    LOOM_SDK_RETURN_IF_ERROR(device->submit(cmd, VK_NULL_HANDLE, timeline, serial + 1));
+  } else {
+    LOOM_SDK_RETURN_IF_ERROR(device->submit(cmd, fence));
+  }
+  in_flight = true;
+  ++serial;
   return Status();
 }
 
@@ -177,25 +259,26 @@ Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
 // ------------------------------------------------------------------ device
 
 Status Device::create(const Instance* instance, VkPhysicalDevice physical, uint32_t index,
-                      uint32_t queue_family, bool force_staging, std::unique_ptr<Device>* out) {
+                      uint32_t queue_family, bool force_staging, WaitMode wait,
+                      std::unique_ptr<Device>* out) {
   std::unique_ptr<Device> d(new Device());
   d->instance_ = instance;
   d->force_staging_ = force_staging;
   d->props_.uri = "vulkan-compute://" + std::to_string(index);
-  LOOM_SDK_RETURN_IF_ERROR(d->init(physical, queue_family));
+  LOOM_SDK_RETURN_IF_ERROR(d->init(physical, queue_family, wait));
   *out = std::move(d);
   return Status();
 }
 
-Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
-  const InstanceFns& fi = instance_->fns();
+Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait) {
   queue_family_ = queue_family;
   uint32_t ext_count = 0;
-  fi.vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, nullptr);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, nullptr);
   std::vector<VkExtensionProperties> exts(ext_count);
-  fi.vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, exts.data());
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, exts.data());
   const bool host_import = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   const bool f16_int8 = has_extension(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+  const bool has_timeline = has_extension(exts, VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME);
 
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
@@ -205,18 +288,24 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   p2.pNext = &subgroup;
   if (host_import) subgroup.pNext = &import;
-  fi.vkGetPhysicalDeviceProperties2(physical, &p2);
+  vkGetPhysicalDeviceProperties2(physical, &p2);
   const VkPhysicalDeviceProperties& p = p2.properties;
   const VkPhysicalDeviceLimits& lim = p.limits;
 
   VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16i8{};
   f16i8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+  VkPhysicalDeviceTimelineSemaphoreFeaturesKHR timeline{};
+  timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES_KHR;
   VkPhysicalDeviceFeatures2 f2{};
   f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   if (f16_int8) f2.pNext = &f16i8;
-  fi.vkGetPhysicalDeviceFeatures2(physical, &f2);
+  if (has_timeline) {
+    timeline.pNext = f2.pNext;
+    f2.pNext = &timeline;
+  }
+  vkGetPhysicalDeviceFeatures2(physical, &f2);
 
-  fi.vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
+  vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   DeviceProperties& d = props_;
   d.device_name = p.deviceName;
   d.vendor_id = p.vendorID;
@@ -240,9 +329,9 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   d.import_alignment = host_import ? import.minImportedHostPointerAlignment : 0;
   {
     uint32_t families = 0;
-    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, nullptr);
     std::vector<VkQueueFamilyProperties> fam(families);
-    fi.vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fam.data());
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &families, fam.data());
     if (queue_family < families && fam[queue_family].timestampValidBits != 0 &&
         lim.timestampPeriod > 0) {
       d.timestamp_period_ns = lim.timestampPeriod;
@@ -258,11 +347,19 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
     if (heap.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d.device_local_bytes += heap.size;
     if (host_visible) d.host_visible_bytes += heap.size;
   }
+  if (wait == WaitMode::kAuto) {
+    wait = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? WaitMode::kBlock : WaitMode::kSpin;
+  }
+  if (wait == WaitMode::kTimeline && !(has_timeline && timeline.timelineSemaphore)) {
+    return sdk::failed_precondition(std::string("vulkan.wait=timeline, but ") + p.deviceName +
+                                    " has no timeline semaphores (VK_KHR_timeline_semaphore)");
+  }
+  wait_mode_ = wait;
   d.name = std::string(p.deviceName) + " [Vulkan " + version_text(p.apiVersion) + ", driver " +
            version_text(p.driverVersion) + ", subgroup " + std::to_string(d.subgroup_size) +
            ", workgroup <= " + std::to_string(d.max_workgroup_invocations) + ", shared " +
            std::to_string(d.max_shared_memory / 1024) + " KiB" + (d.f16 ? ", f16" : "") +
-           (d.int8 ? ", int8" : "") + "]";
+           (d.int8 ? ", int8" : "") + ", wait " + wait_mode_name(wait_mode_) + "]";
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo q{};
@@ -272,18 +369,29 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family) {
   q.pQueuePriorities = &priority;
   std::vector<const char*> enable;
   if (host_import) enable.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+  VkPhysicalDeviceTimelineSemaphoreFeaturesKHR enable_timeline{};
+  enable_timeline.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES_KHR;
+  enable_timeline.timelineSemaphore = VK_TRUE;
   VkDeviceCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   info.queueCreateInfoCount = 1;
   info.pQueueCreateInfos = &q;
+  if (wait_mode_ == WaitMode::kTimeline) {
+    enable.push_back(VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME);
+    info.pNext = &enable_timeline;
+  }
   info.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   info.ppEnabledExtensionNames = enable.data();
-  VkResult r = fi.vkCreateDevice(physical, &info, nullptr, &device_);
+  VkResult r = vkCreateDevice(physical, &info, nullptr, &device_);
   if (r != VK_SUCCESS) {
     device_ = VK_NULL_HANDLE;
     return vk_status(r, d.uri + " (" + p.deviceName + "): vkCreateDevice");
   }
-  LOOM_SDK_RETURN_IF_ERROR(load_device(fi, device_, host_import, &fns_));
+  LOOM_SDK_RETURN_IF_ERROR(load_device(device_, host_import, &fns_));
+  if (wait_mode_ == WaitMode::kTimeline && fns_.vkWaitSemaphoresKHR == nullptr) {
+    return sdk::internal_error(d.uri + ": VK_KHR_timeline_semaphore is enabled but the driver "
+                               "gives no vkWaitSemaphoresKHR");
+  }
   fns_.vkGetDeviceQueue(device_, queue_family, 0, &queue_);
   pipelines_ = std::make_unique<Pipelines>(this);
   cost_ = std::make_unique<CostModel>(this);
@@ -469,11 +577,20 @@ Status Device::create_fence(std::unique_ptr<Fence>* out) {
   return Status();
 }
 
-Status Device::submit(VkCommandBuffer cmd, VkFence fence) {
+Status Device::submit(VkCommandBuffer cmd, VkFence fence, VkSemaphore timeline, uint64_t value) {
   VkSubmitInfo info{};
   info.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   info.commandBufferCount = 1;
   info.pCommandBuffers = &cmd;
+  VkTimelineSemaphoreSubmitInfoKHR values{};
+  if (timeline != VK_NULL_HANDLE) {
+    values.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO_KHR;
+    values.signalSemaphoreValueCount = 1;
+    values.pSignalSemaphoreValues = &value;
+    info.pNext = &values;
+    info.signalSemaphoreCount = 1;
+    info.pSignalSemaphores = &timeline;
+  }
   std::lock_guard<std::mutex> lock(queue_mu_);
   const VkResult r = fns_.vkQueueSubmit(queue_, 1, &info, fence);
   if (r != VK_SUCCESS) return vk_status(r, props_.uri + ": vkQueueSubmit");

@@ -75,7 +75,9 @@ class Fence {
 // Fence objects that wait on it.
 struct SubmitSlot {
   Device* device = nullptr;
-  VkFence fence = VK_NULL_HANDLE;
+  VkFence fence = VK_NULL_HANDLE;          // signaled by each submission, but not
+                                           // under WaitMode::kTimeline
+  VkSemaphore timeline = VK_NULL_HANDLE;   // WaitMode::kTimeline: reaches `serial`
   std::mutex mu;
   uint64_t serial = 0;     // submissions so far
   bool in_flight = false;  // the last submission may still run
@@ -88,10 +90,20 @@ struct SubmitSlot {
   std::vector<uint64_t> ticks;  // query results, one per query
   uint64_t submitted_ns = 0;  // steady clock, at the last vkQueueSubmit
   uint64_t reported = 0;      // the last serial whose spans were sent
+  uint64_t last_duration_ns = 0;  // submission to seen finished, the last time
   ~SubmitSlot();
   // Waits for submission `serial` (or all, when 0); DEADLINE_EXCEEDED on
   // timeout, DEVICE_LOST naming the device.
   Status wait(uint64_t serial, uint64_t timeout_ns);
+  // With `mu` held and a submission in flight: waits for it the device's way
+  // (WaitMode); DEADLINE_EXCEEDED once `timeout_ns` passed. Leaves
+  // `in_flight` to the caller.
+  Status wait_locked(uint64_t timeout_ns);
+  // With `mu` held, nothing in flight: readies the slot for the next
+  // submission (resets the fence).
+  Status prepare_locked();
+  // With `mu` held: submits `cmd` signaling the slot; counts `serial`.
+  Status submit_locked(VkCommandBuffer cmd);
   // With `mu` held, once the last submission finished: sends its dispatch
   // spans (once per submission).
   void report_locked();
@@ -139,7 +151,8 @@ class Device {
  public:
   // Creates the logical device on `queue_family` (which supports compute).
   static Status create(const Instance* instance, VkPhysicalDevice physical, uint32_t index,
-                       uint32_t queue_family, bool force_staging, std::unique_ptr<Device>* out);
+                       uint32_t queue_family, bool force_staging, WaitMode wait,
+                       std::unique_ptr<Device>* out);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -166,8 +179,12 @@ class Device {
   const Instance* instance() const { return instance_; }
   // A storage buffer of `size` bytes in device-local memory.
   Status create_buffer(uint64_t size, bool host_visible, std::unique_ptr<Buffer>* out);
-  // Submits one command buffer signaling `fence` (may be VK_NULL_HANDLE).
-  Status submit(VkCommandBuffer cmd, VkFence fence);
+  // Submits one command buffer signaling `fence` (may be VK_NULL_HANDLE) and,
+  // when `timeline` is not VK_NULL_HANDLE, that semaphore to `value`.
+  Status submit(VkCommandBuffer cmd, VkFence fence, VkSemaphore timeline = VK_NULL_HANDLE,
+                uint64_t value = 0);
+  // How executions are waited for (never kAuto: resolved at creation).
+  WaitMode wait_mode() const { return wait_mode_; }
   // Copies through the staging buffer, in chunks, waiting for each.
   Status staged_copy(VkBuffer buffer, uint64_t offset, void* host, uint64_t size, bool to_device);
   bool force_staging() const { return force_staging_; }
@@ -177,7 +194,7 @@ class Device {
 
  private:
   Device() = default;
-  Status init(VkPhysicalDevice physical, uint32_t queue_family);
+  Status init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait);
   Status alloc_memory(const VkMemoryRequirements& req, bool host_visible, const void* next,
                       VkDeviceMemory* out, bool* out_mapped_ok);
 
@@ -189,6 +206,7 @@ class Device {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
   bool force_staging_ = false;
+  WaitMode wait_mode_ = WaitMode::kBlock;
   std::mutex queue_mu_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<CostModel> cost_;  // measured on the first estimate

@@ -204,6 +204,16 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
   fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   VkResult r = f.vkCreateFence(dev, &fence, nullptr, &set->slot->fence);
   if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateFence");
+  if (device_->wait_mode() == WaitMode::kTimeline) {
+    VkSemaphoreTypeCreateInfoKHR type{};
+    type.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO_KHR;
+    type.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE_KHR;
+    VkSemaphoreCreateInfo semaphore{};
+    semaphore.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO;
+    semaphore.pNext = &type;
+    r = f.vkCreateSemaphore(dev, &semaphore, nullptr, &set->slot->timeline);
+    if (r != VK_SUCCESS) return vk_status(r, uri + ": vkCreateSemaphore (timeline)");
+  }
 
   VkCommandPoolCreateInfo pool{};
   pool.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
@@ -367,25 +377,17 @@ Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
   uint64_t serial = 0;
   {
     std::lock_guard<std::mutex> slot_lock(slot.mu);
-    const DeviceFns& f = device_->fns();
     if (slot.in_flight) {
-      const VkResult r =
-          f.vkWaitForFences(device_->handle(), 1, &slot.fence, VK_TRUE, kInternalWaitNs);
-      if (r != VK_SUCCESS) {
-        return vk_status(r, device_->props().uri + ": waiting for the previous execution");
+      const Status s = slot.wait_locked(kInternalWaitNs);
+      if (!s.ok()) {
+        return {s.code(), "waiting for the previous execution: " + std::string(s.message())};
       }
       slot.in_flight = false;
       slot.report_locked();  // before the next submission overwrites its timestamps
     }
-    const VkResult r = f.vkResetFences(device_->handle(), 1, &slot.fence);
-    if (r != VK_SUCCESS) return vk_status(r, device_->props().uri + ": vkResetFences");
-    slot.submitted_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::steady_clock::now().time_since_epoch())
-            .count());
-    LOOM_SDK_RETURN_IF_ERROR(device_->submit(set->cmd, slot.fence));
-    slot.in_flight = true;
-    serial = ++slot.serial;
+    LOOM_SDK_RETURN_IF_ERROR(slot.prepare_locked());
+    LOOM_SDK_RETURN_IF_ERROR(slot.submit_locked(set->cmd));
+    serial = slot.serial;
   }
   last_ = set->slot;
   if (call.signal_fence != nullptr) {

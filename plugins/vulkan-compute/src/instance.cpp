@@ -23,16 +23,28 @@ Status parse_bool(const sdk::Options& options, const char* key, bool fallback, b
 
 }  // namespace
 
+const char* wait_mode_name(WaitMode mode) {
+  switch (mode) {
+    case WaitMode::kBlock: return "block";
+    case WaitMode::kSpin: return "spin";
+    case WaitMode::kTimeline: return "timeline";
+    case WaitMode::kAuto: break;
+  }
+  return "auto";
+}
+
 Status parse_options(const sdk::Options& options, InstanceOptions* out) {
   InstanceOptions o;
   for (size_t i = 0; i < options.size(); ++i) {
     const char* key = options[i].key;
     if (std::strncmp(key, "vulkan.", 7) != 0) continue;
     if (std::strcmp(key, kOptionLoader) != 0 && std::strcmp(key, kOptionAllowCpu) != 0 &&
-        std::strcmp(key, kOptionValidation) != 0 && std::strcmp(key, kOptionStaging) != 0) {
+        std::strcmp(key, kOptionValidation) != 0 && std::strcmp(key, kOptionStaging) != 0 &&
+        std::strcmp(key, kOptionWait) != 0) {
       return sdk::invalid_argument(std::string("unknown option ") + key + " (vulkan-compute takes " +
                                    kOptionLoader + ", " + kOptionAllowCpu + ", " +
-                                   kOptionValidation + ", " + kOptionStaging + ")");
+                                   kOptionValidation + ", " + kOptionStaging + ", " + kOptionWait +
+                                   ")");
     }
   }
   if (const char* loader = options.find(kOptionLoader)) {
@@ -42,6 +54,19 @@ Status parse_options(const sdk::Options& options, InstanceOptions* out) {
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionAllowCpu, true, &o.allow_cpu));
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionValidation, false, &o.validation));
   LOOM_SDK_RETURN_IF_ERROR(parse_bool(options, kOptionStaging, false, &o.force_staging));
+  if (const char* wait = options.find(kOptionWait)) {
+    bool known = false;
+    for (WaitMode m : {WaitMode::kAuto, WaitMode::kBlock, WaitMode::kSpin, WaitMode::kTimeline}) {
+      if (std::strcmp(wait, wait_mode_name(m)) == 0) {
+        o.wait = m;
+        known = true;
+      }
+    }
+    if (!known) {
+      return sdk::invalid_argument(std::string("option vulkan.wait=\"") + wait +
+                                   "\" must be auto, block, spin or timeline");
+    }
+  }
   *out = std::move(o);
   return Status();
 }
@@ -77,26 +102,16 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
                         std::unique_ptr<Instance>* out) {
   std::unique_ptr<Instance> self(new Instance());
   self->host_ = host;
-  LOOM_SDK_RETURN_IF_ERROR(LoaderLibrary::open(options.loader, &self->loader_));
-  const LoaderFns& lf = self->loader_->fns();
-
-  uint32_t loader_version = VK_API_VERSION_1_0;
-  if (lf.vkEnumerateInstanceVersion != nullptr) lf.vkEnumerateInstanceVersion(&loader_version);
-  if (loader_version < VK_API_VERSION_1_1) {
-    return sdk::unavailable("the Vulkan loader \"" + options.loader + "\" speaks Vulkan " +
-                            std::to_string(VK_API_VERSION_MAJOR(loader_version)) + "." +
-                            std::to_string(VK_API_VERSION_MINOR(loader_version)) +
-                            "; vulkan-compute needs 1.1");
-  }
+  LOOM_SDK_RETURN_IF_ERROR(volk_initialize(options.loader));
   self->api_version_ = VK_API_VERSION_1_1;
 
   std::vector<const char*> layers;
   std::vector<const char*> extensions;
   if (options.validation) {
     uint32_t count = 0;
-    lf.vkEnumerateInstanceLayerProperties(&count, nullptr);
+    vkEnumerateInstanceLayerProperties(&count, nullptr);
     std::vector<VkLayerProperties> props(count);
-    lf.vkEnumerateInstanceLayerProperties(&count, props.data());
+    vkEnumerateInstanceLayerProperties(&count, props.data());
     bool found = false;
     for (uint32_t i = 0; i < count; ++i) found |= std::strcmp(props[i].layerName, kValidationLayer) == 0;
     if (!found) {
@@ -131,7 +146,7 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
   info.ppEnabledExtensionNames = extensions.data();
   // Messages from vkCreateInstance/vkDestroyInstance themselves.
   if (options.validation) info.pNext = &messenger;
-  const VkResult r = lf.vkCreateInstance(&info, nullptr, &self->instance_);
+  const VkResult r = vkCreateInstance(&info, nullptr, &self->instance_);
   if (r != VK_SUCCESS) {
     self->instance_ = VK_NULL_HANDLE;
     return sdk::unavailable("the Vulkan loader \"" + options.loader +
@@ -140,13 +155,17 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
                             (r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver installed?)"
                                                                : ""));
   }
-  LOOM_SDK_RETURN_IF_ERROR(self->loader_->load_instance(self->instance_, &self->fns_));
+  LOOM_SDK_RETURN_IF_ERROR(volk_load_instance(self->instance_));
   if (options.validation) {
-    if (self->fns_.vkCreateDebugUtilsMessengerEXT == nullptr) {
+    self->create_messenger_ = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkCreateDebugUtilsMessengerEXT"));
+    self->destroy_messenger_ = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(self->instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (self->create_messenger_ == nullptr || self->destroy_messenger_ == nullptr) {
       return sdk::internal_error("VK_EXT_debug_utils is enabled but its entries are missing");
     }
-    const VkResult m = self->fns_.vkCreateDebugUtilsMessengerEXT(self->instance_, &messenger,
-                                                                 nullptr, &self->messenger_);
+    const VkResult m =
+        self->create_messenger_(self->instance_, &messenger, nullptr, &self->messenger_);
     if (m != VK_SUCCESS) return vk_status(m, "vkCreateDebugUtilsMessengerEXT");
   }
   *out = std::move(self);
@@ -154,11 +173,9 @@ Status Instance::create(const InstanceOptions& options, const loom_host_services
 }
 
 Instance::~Instance() {
-  if (instance_ != VK_NULL_HANDLE && fns_.vkDestroyInstance != nullptr) {
-    if (messenger_ != VK_NULL_HANDLE) {
-      fns_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
-    }
-    fns_.vkDestroyInstance(instance_, nullptr);
+  if (instance_ != VK_NULL_HANDLE && vkDestroyInstance != nullptr) {
+    if (messenger_ != VK_NULL_HANDLE) destroy_messenger_(instance_, messenger_, nullptr);
+    vkDestroyInstance(instance_, nullptr);
   }
 }
 

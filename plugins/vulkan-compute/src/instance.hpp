@@ -1,4 +1,4 @@
-// The plugin's VkInstance: the loader library, the instance dispatch table
+// The plugin's VkInstance (volk initialized with the loader library first)
 // and, with `vulkan.validation=1`, the Khronos validation layer whose every
 // message is logged through the host as an error.
 #pragma once
@@ -18,26 +18,43 @@ inline constexpr const char* kOptionLoader = "vulkan.loader";          // librar
 inline constexpr const char* kOptionAllowCpu = "vulkan.allow_cpu";     // 0 hides CPU devices
 inline constexpr const char* kOptionValidation = "vulkan.validation";  // 1 enables the layer
 inline constexpr const char* kOptionStaging = "vulkan.staging";        // 1 forces staged copies
+inline constexpr const char* kOptionWait = "vulkan.wait";              // auto, block, spin, timeline
 inline constexpr const char* kDefaultLoader = "libvulkan.so.1";
 inline constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
+
+// How a host thread waits for a submission to finish (vulkan.wait).
+//   kBlock: vkWaitForFences; the thread sleeps until the driver wakes it.
+//   kSpin: polls vkGetFenceStatus for about twice the slot's last execution
+//     time (at most kSpinMaxNs, nothing once executions take longer), then
+//     blocks: no sleep/wake round trip for short executions.
+//   kTimeline: the submission signals a timeline semaphore
+//     (VK_KHR_timeline_semaphore), waited for with vkWaitSemaphoresKHR.
+//   kAuto: kBlock on CPU implementations (lavapipe: their threads are the
+//     device's, a spinning host thread would take a core from it), kSpin on
+//     GPUs (benchmarks/README.md, "Waiting for the GPU", has the measurements).
+enum class WaitMode { kAuto, kBlock, kSpin, kTimeline };
+const char* wait_mode_name(WaitMode mode);
+inline constexpr uint64_t kSpinMaxNs = 1000 * 1000;
 
 struct InstanceOptions {
   std::string loader = kDefaultLoader;
   bool allow_cpu = true;
   bool validation = false;
   bool force_staging = false;
+  WaitMode wait = WaitMode::kAuto;
 };
 
 // Parses the plugin options; INVALID_ARGUMENT naming the bad key.
 Status parse_options(const sdk::Options& options, InstanceOptions* out);
 
-// Owns the loader library and the VkInstance (destroyed in that order's
-// reverse). Thread-safe after creation: it is only read.
+// Owns the VkInstance; instance-level calls go through volk's entries (see
+// vk_loader.hpp). Thread-safe after creation: it is only read.
 class Instance {
  public:
   // UNAVAILABLE when the loader cannot be opened or refuses an instance
   // (the reason names the library and the VkResult); FAILED_PRECONDITION
-  // when validation is asked for and the layer is not installed.
+  // when validation is asked for and the layer is not installed, or when the
+  // process already runs volk on another loader library.
   static Status create(const InstanceOptions& options, const loom_host_services_t* host,
                        std::unique_ptr<Instance>* out);
   ~Instance();
@@ -45,7 +62,6 @@ class Instance {
   Instance& operator=(const Instance&) = delete;
 
   VkInstance handle() const { return instance_; }
-  const InstanceFns& fns() const { return fns_; }
   uint32_t api_version() const { return api_version_; }
   bool validation() const { return messenger_ != VK_NULL_HANDLE; }
   // Validation messages seen so far (each was logged as an error).
@@ -65,10 +81,11 @@ class Instance {
       VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
       const VkDebugUtilsMessengerCallbackDataEXT* data, void* user);
 
-  std::unique_ptr<LoaderLibrary> loader_;
   const loom_host_services_t* host_ = nullptr;
   VkInstance instance_ = VK_NULL_HANDLE;
-  InstanceFns fns_;
+  // VK_EXT_debug_utils entries of this instance (validation only).
+  PFN_vkCreateDebugUtilsMessengerEXT create_messenger_ = nullptr;
+  PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger_ = nullptr;
   uint32_t api_version_ = VK_API_VERSION_1_1;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::atomic<uint64_t> messages_{0};

@@ -76,12 +76,11 @@ class VulkanPlugin {
 
  private:
   void enumerate(const InstanceOptions& options) {
-    const InstanceFns& f = instance_->fns();
     uint32_t count = 0;
-    VkResult r = f.vkEnumeratePhysicalDevices(instance_->handle(), &count, nullptr);
+    VkResult r = vkEnumeratePhysicalDevices(instance_->handle(), &count, nullptr);
     std::vector<VkPhysicalDevice> physical(count);
     if (r == VK_SUCCESS && count != 0) {
-      r = f.vkEnumeratePhysicalDevices(instance_->handle(), &count, physical.data());
+      r = vkEnumeratePhysicalDevices(instance_->handle(), &count, physical.data());
     }
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
       unavailable_ = "vkEnumeratePhysicalDevices failed: " + vk_result_name(r);
@@ -91,7 +90,7 @@ class VulkanPlugin {
     std::vector<std::string> skipped;
     for (VkPhysicalDevice p : physical) {
       VkPhysicalDeviceProperties props{};
-      f.vkGetPhysicalDeviceProperties(p, &props);
+      vkGetPhysicalDeviceProperties(p, &props);
       const std::string name = props.deviceName;
       if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && !options.allow_cpu) {
         skipped.push_back(name + ": a CPU implementation, hidden by vulkan.allow_cpu=0");
@@ -102,9 +101,9 @@ class VulkanPlugin {
         continue;
       }
       uint32_t families = 0;
-      f.vkGetPhysicalDeviceQueueFamilyProperties(p, &families, nullptr);
+      vkGetPhysicalDeviceQueueFamilyProperties(p, &families, nullptr);
       std::vector<VkQueueFamilyProperties> fam(families);
-      f.vkGetPhysicalDeviceQueueFamilyProperties(p, &families, fam.data());
+      vkGetPhysicalDeviceQueueFamilyProperties(p, &families, fam.data());
       uint32_t compute = UINT32_MAX;
       for (uint32_t i = 0; i < families && compute == UINT32_MAX; ++i) {
         if (fam[i].queueFlags & VK_QUEUE_COMPUTE_BIT) compute = i;
@@ -115,7 +114,7 @@ class VulkanPlugin {
       }
       std::unique_ptr<Device> device;
       Status s = Device::create(instance_.get(), p, static_cast<uint32_t>(devices_.size()), compute,
-                                options.force_staging, &device);
+                                options.force_staging, options.wait, &device);
       if (!s.ok()) {
         skipped.push_back(name + ": " + s.message());
         continue;

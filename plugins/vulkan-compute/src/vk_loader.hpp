@@ -1,17 +1,25 @@
-// Loading Vulkan at run time without linking libvulkan and without globals.
+// Loading Vulkan at run time with volk (Debian libvulkan-volk-dev), without
+// linking libvulkan.
 //
 // The plugin opens the Vulkan loader library itself (dlopen of the name given
-// by the `vulkan.loader` option, libvulkan.so.1 by default), looks up only
-// vkGetInstanceProcAddr, and fills dispatch tables held by the objects that
-// use them: LoaderFns (global entries), InstanceFns (per VkInstance) and
-// DeviceFns (per VkDevice, from vkGetDeviceProcAddr, so calls skip the
-// loader's trampolines). This is volk's scheme, with the tables in objects
-// instead of volk's process-wide function pointers: two plugin instances may
-// use two different loader libraries, and nothing mutable is global.
+// by the `vulkan.loader` option, libvulkan.so.1 by default) and hands its
+// vkGetInstanceProcAddr to volkInitializeCustom. volk then holds the global
+// and instance-level entries in its process-wide function pointers; every
+// VkDevice gets its own VolkDeviceTable (volkLoadDeviceTable, through
+// vkGetDeviceProcAddr), so device-level calls skip the loader's trampolines
+// and two devices share no mutable state.
+//
+// volk's pointers are the one mutable global of the plugin (the design's
+// documented exception). They are written once per process, under a mutex,
+// before any instance exists: volk_initialize() with the first loader that
+// works, volk_load_instance() with the first VkInstance. The instance-level
+// entries the loader gives are its trampolines, which dispatch on the handle,
+// so one set serves every later VkInstance of the same loader. The loader
+// library is never closed. One process uses one loader library: a plugin
+// instance that names another one is refused (FAILED_PRECONDITION).
 #pragma once
 
-#define VK_NO_PROTOTYPES
-#include <vulkan/vulkan.h>
+#include <volk.h>
 
 #include <memory>
 #include <string>
@@ -30,127 +38,25 @@ std::string vk_result_name(VkResult r);
 // names the call and the device, e.g. "vulkan-compute://0: vkQueueSubmit".
 Status vk_status(VkResult r, const std::string& what);
 
-#define LOOM_VK_LOADER_FNS(X)              \
-  X(vkCreateInstance)                      \
-  X(vkEnumerateInstanceExtensionProperties) \
-  X(vkEnumerateInstanceLayerProperties)
-
-#define LOOM_VK_INSTANCE_FNS(X)                  \
-  X(vkDestroyInstance)                           \
-  X(vkEnumeratePhysicalDevices)                  \
-  X(vkGetPhysicalDeviceProperties)               \
-  X(vkGetPhysicalDeviceProperties2)              \
-  X(vkGetPhysicalDeviceFeatures2)                \
-  X(vkGetPhysicalDeviceMemoryProperties)         \
-  X(vkGetPhysicalDeviceQueueFamilyProperties)    \
-  X(vkEnumerateDeviceExtensionProperties)        \
-  X(vkCreateDevice)                              \
-  X(vkGetDeviceProcAddr)
-
-#define LOOM_VK_DEVICE_FNS(X)             \
-  X(vkDestroyDevice)                      \
-  X(vkGetDeviceQueue)                     \
-  X(vkDeviceWaitIdle)                     \
-  X(vkQueueSubmit)                        \
-  X(vkAllocateMemory)                     \
-  X(vkFreeMemory)                         \
-  X(vkMapMemory)                          \
-  X(vkUnmapMemory)                        \
-  X(vkFlushMappedMemoryRanges)            \
-  X(vkInvalidateMappedMemoryRanges)       \
-  X(vkCreateBuffer)                       \
-  X(vkDestroyBuffer)                      \
-  X(vkGetBufferMemoryRequirements)        \
-  X(vkBindBufferMemory)                   \
-  X(vkCreateCommandPool)                  \
-  X(vkDestroyCommandPool)                 \
-  X(vkAllocateCommandBuffers)             \
-  X(vkFreeCommandBuffers)                 \
-  X(vkBeginCommandBuffer)                 \
-  X(vkEndCommandBuffer)                   \
-  X(vkCmdCopyBuffer)                      \
-  X(vkCmdPipelineBarrier)                 \
-  X(vkCmdBindPipeline)                    \
-  X(vkCmdBindDescriptorSets)              \
-  X(vkCmdPushConstants)                   \
-  X(vkCmdDispatch)                        \
-  X(vkCmdFillBuffer)                      \
-  X(vkCreateFence)                        \
-  X(vkDestroyFence)                       \
-  X(vkResetFences)                        \
-  X(vkWaitForFences)                      \
-  X(vkGetFenceStatus)                     \
-  X(vkCreateShaderModule)                 \
-  X(vkDestroyShaderModule)                \
-  X(vkCreateDescriptorSetLayout)          \
-  X(vkDestroyDescriptorSetLayout)         \
-  X(vkCreatePipelineLayout)               \
-  X(vkDestroyPipelineLayout)              \
-  X(vkCreateComputePipelines)             \
-  X(vkDestroyPipeline)                    \
-  X(vkCreateDescriptorPool)               \
-  X(vkDestroyDescriptorPool)              \
-  X(vkAllocateDescriptorSets)             \
-  X(vkUpdateDescriptorSets)               \
-  X(vkCreateQueryPool)                    \
-  X(vkDestroyQueryPool)                   \
-  X(vkCmdResetQueryPool)                  \
-  X(vkCmdWriteTimestamp)                  \
-  X(vkGetQueryPoolResults)
-
-#define LOOM_VK_DECLARE_FN(name) PFN_##name name = nullptr;
-
-// Entries that need no instance, from vkGetInstanceProcAddr(NULL, ...).
-struct LoaderFns {
-  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
-  LOOM_VK_LOADER_FNS(LOOM_VK_DECLARE_FN)
-  PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion = nullptr;  // NULL on a 1.0 loader
-};
-
-// Entries of one VkInstance. Optional extension entries may stay NULL.
-struct InstanceFns {
-  LOOM_VK_INSTANCE_FNS(LOOM_VK_DECLARE_FN)
-  PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT = nullptr;
-  PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT = nullptr;
-};
-
-// Entries of one VkDevice. vkGetMemoryHostPointerPropertiesEXT is NULL unless
+// The entries of one VkDevice: volk's table, filled from vkGetDeviceProcAddr.
+// vkGetMemoryHostPointerPropertiesEXT is NULL unless
 // VK_EXT_external_memory_host was enabled.
-struct DeviceFns {
-  LOOM_VK_DEVICE_FNS(LOOM_VK_DECLARE_FN)
-  PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT = nullptr;
-};
+using DeviceFns = VolkDeviceTable;
 
-// The opened loader library. Owns the dlopen handle: it must outlive every
-// Vulkan object created through its tables. Not copyable.
-class LoaderLibrary {
- public:
-  // Opens `name` (a file name searched like dlopen does, or a path) and loads
-  // the global entries. UNAVAILABLE naming the library and dlerror() when it
-  // cannot be opened or lacks vkGetInstanceProcAddr.
-  static Status open(const std::string& name, std::unique_ptr<LoaderLibrary>* out);
-  ~LoaderLibrary();
-  LoaderLibrary(const LoaderLibrary&) = delete;
-  LoaderLibrary& operator=(const LoaderLibrary&) = delete;
+// Initializes volk with the loader library `name` (a file name searched like
+// dlopen does, or a path), once per process. UNAVAILABLE naming the library
+// and dlerror() when it cannot be opened, lacks vkGetInstanceProcAddr or
+// speaks a Vulkan older than 1.1; FAILED_PRECONDITION when volk already runs
+// on another loader library in this process. A failed call leaves volk as it
+// was, so a later call with a working loader succeeds.
+Status volk_initialize(const std::string& name);
 
-  const LoaderFns& fns() const { return fns_; }
-  const std::string& name() const { return name_; }
+// Loads volk's instance-level entries from `instance` unless an earlier
+// instance did (see above). INTERNAL naming the first required entry missing.
+Status volk_load_instance(VkInstance instance);
 
-  // Fills the instance table; INTERNAL naming the first required entry the
-  // loader does not give.
-  Status load_instance(VkInstance instance, InstanceFns* out) const;
-
- private:
-  LoaderLibrary() = default;
-  void* handle_ = nullptr;
-  std::string name_;
-  LoaderFns fns_;
-};
-
-// Fills a device table from the instance's vkGetDeviceProcAddr; INTERNAL
-// naming the first required entry missing. `host_import` asks for the
-// VK_EXT_external_memory_host entry too.
-Status load_device(const InstanceFns& instance, VkDevice device, bool host_import,
-                   DeviceFns* out);
+// Fills a device table; INTERNAL naming the first required entry missing.
+// `host_import` requires the VK_EXT_external_memory_host entry too.
+Status load_device(VkDevice device, bool host_import, DeviceFns* out);
 
 }  // namespace loom::vulkan

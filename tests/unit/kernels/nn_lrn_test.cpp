@@ -5,10 +5,8 @@
 
 #include "reduce_test_util.hpp"
 
-namespace loom::kernels {
+namespace loom::kernels::reduce_testing {
 namespace {
-
-using namespace reduce_testing;
 
 TEST(Lrn, AcrossChannelsAndErrors) {
   // size 3 over C=3: channel 1 sees all three.
@@ -25,4 +23,4 @@ TEST(Lrn, AcrossChannelsAndErrors) {
 }
 
 }  // namespace
-}  // namespace loom::kernels
+}  // namespace loom::kernels::reduce_testing

@@ -10,10 +10,8 @@
 
 #include "nn_test_util.hpp"
 
-namespace loom::kernels {
+namespace loom::kernels::nntest {
 namespace {
-
-using namespace nntest;
 
 const TBuf lstm_bidi_X = f32({3, 2, 2}, {-0.85f, 0.56f, -0.12f, 0.45f, 0.96f, 0.08f, 0.0f, -0.86f, -0.46f, -0.0f, 0.36f, 0.61f});
 const TBuf lstm_bidi_W = f32({2, 8, 2}, {-0.24f, -0.87f, -0.42f, 0.82f, -0.57f, -0.1f, 0.86f, -0.95f, 0.2f, 0.9f, -0.54f, 0.1f, 0.82f, -0.73f, 0.05f, 0.5f, 0.34f, -0.06f, -0.59f, -0.02f, -0.26f, -0.05f, -0.27f, 0.68f, 0.54f, -0.37f, 0.15f, -0.45f, -0.09f, -0.29f, 0.31f, -0.26f});
@@ -215,4 +213,4 @@ TEST(Recurrent, BadOperandsAreErrorsNamingTheOperand) {
 }
 
 }  // namespace
-}  // namespace loom::kernels
+}  // namespace loom::kernels::nntest

@@ -8,10 +8,8 @@
 
 #include "reduce_test_util.hpp"
 
-namespace loom::kernels {
+namespace loom::kernels::reduce_testing {
 namespace {
-
-using namespace reduce_testing;
 
 TEST(EyeLike, DiagonalWithOffsetAndDtype) {
   Call r = call("EyeLike", {f32({2, 3}, {9, 9, 9, 9, 9, 9})}, {iattr("k", 1)});
@@ -96,4 +94,4 @@ TEST(ScatterOpset18, MaxAndMinReductions) {
 }
 
 }  // namespace
-}  // namespace loom::kernels
+}  // namespace loom::kernels::reduce_testing

@@ -7,10 +7,8 @@
 
 #include "reduce_test_util.hpp"
 
-namespace loom::kernels {
+namespace loom::kernels::reduce_testing {
 namespace {
-
-using namespace reduce_testing;
 
 TEST(NonZero, CoordinatesInRowMajorOrder) {
   Call r = call("NonZero", {f32({2, 2}, {1, 0, 0, 3})});
@@ -106,4 +104,4 @@ TEST(GridSampleAndDet, ValuesAndErrors) {
 }
 
 }  // namespace
-}  // namespace loom::kernels
+}  // namespace loom::kernels::reduce_testing

@@ -64,6 +64,9 @@ class VulkanExecute : public VulkanTest {
     VulkanTest::TearDown();
   }
 
+  // Defined with the chain below.
+  void run_chain_checks();
+
   std::string check(const std::vector<uint8_t>& blob) {
     return harness_.check(device_, kLoaderKey, kFormatVersion, blob.data(), blob.size());
   }
@@ -287,15 +290,15 @@ std::vector<double> chain_reference(const std::vector<float>& x, const std::vect
   return y;
 }
 
-TEST_F(VulkanExecute, ChainWithConstantsAliasAndIntermediatesRunsRepeatedly) {
-  LOOM_VK_REQUIRE_DEVICE();
+// The chain three times on the same buffers (one recorded command buffer),
+// new data each time; then on other buffers (a second binding set),
+// asynchronously, waited for through a fence.
+void VulkanExecute::run_chain_checks() {
   std::vector<float> w, c;
   loom_executable_t* exe = load(encode(chain(&w, &c)));
   ASSERT_NE(exe, nullptr);
   DeviceTensor* x = tensor({4, 6});
   DeviceTensor* y = tensor({2, 16});
-  // The same buffers three times (one recorded command buffer), new data
-  // each time; then other buffers (a second binding set), asynchronously.
   for (uint32_t run = 0; run < 3; ++run) {
     std::vector<float> xv = random_values(24, -1, 1, 10 + run);
     ASSERT_EQ(copy(x->buffer, 0, xv.data(), 96, true), "ok");
@@ -315,6 +318,31 @@ TEST_F(VulkanExecute, ChainWithConstantsAliasAndIntermediatesRunsRepeatedly) {
   expect_close(read(y2), chain_reference(xv, w, c), 1e-5, 1e-5, "async run");
   api_->fence_destroy(f);
 }
+
+TEST_F(VulkanExecute, ChainWithConstantsAliasAndIntermediatesRunsRepeatedly) {
+  LOOM_VK_REQUIRE_DEVICE();
+  run_chain_checks();
+}
+
+// Every vulkan.wait mode finishes executions, synchronous and through a
+// fence, and the device's name says which one it uses.
+class VulkanWait : public VulkanExecute, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(VulkanWait, ChainRunsRepeatedlyAndThroughAFence) {
+  LOOM_VK_REQUIRE_DEVICE({"vulkan.wait", GetParam()});
+  loom_device_info_t info{};
+  info.struct_size = LOOM_DEVICE_INFO_STRUCT_SIZE;
+  ASSERT_EQ(take(api_, api_->device_info(device_, &info)), "ok");
+  EXPECT_NE(std::string(info.name).find(std::string(", wait ") + GetParam() + "]"),
+            std::string::npos)
+      << info.name;
+  run_chain_checks();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, VulkanWait, ::testing::Values("block", "spin", "timeline"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param);
+                         });
 
 TEST_F(VulkanExecute, WrongOperandsAreRejectedWithReasons) {
   LOOM_VK_REQUIRE_DEVICE();

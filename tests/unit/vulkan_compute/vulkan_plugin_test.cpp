@@ -1,7 +1,11 @@
 // vulkan-compute through its C ABI: loading Vulkan, devices and their
 // properties, options, device memory and fences. Runs on lavapipe (or any
 // Vulkan device) with the validation layer on.
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 
 #include "vk_harness.hpp"
@@ -21,6 +25,8 @@ TEST_F(VulkanTest, DeviceReportsUriKindMemoryAndLimits) {
   EXPECT_NE(name.find("shared "), std::string::npos) << name;
   if (name.find("llvmpipe") != std::string::npos) {
     EXPECT_EQ(info.kind, LOOM_DEVICE_KIND_CPU);
+    // vulkan.wait=auto never spins on a CPU implementation.
+    EXPECT_NE(name.find(", wait block]"), std::string::npos) << name;
   }
   EXPECT_GT(info.device_memory_bytes, 0u);
   EXPECT_TRUE(info.capabilities & LOOM_DEVICE_CAP_ASYNC);
@@ -47,6 +53,39 @@ TEST_F(VulkanTest, LibraryThatIsNotALoaderIsNamed) {
   ASSERT_NE(p, nullptr);
   const std::string why = take(api_, api_->plugin_check_available(p));
   EXPECT_NE(why.find("is not a Vulkan loader"), std::string::npos) << why;
+}
+
+// volk holds one loader per process: once a plugin instance runs on
+// libvulkan.so.1, another instance naming a different loader library (here a
+// copy of the same file, which dlopen loads as a second library) is refused
+// (no devices, UNAVAILABLE with the reason), and the first loader keeps
+// serving new instances.
+TEST_F(VulkanTest, SecondLoaderLibraryInOneProcessIsRefusedAndNamed) {
+  LOOM_VK_REQUIRE_DEVICE();
+  Dl_info where{};
+  void* self = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  ASSERT_NE(self, nullptr) << "the fixture's plugin has not loaded libvulkan.so.1";
+  ASSERT_NE(dladdr(dlsym(self, "vkGetInstanceProcAddr"), &where), 0);
+  dlclose(self);
+  const std::filesystem::path copy =
+      std::filesystem::temp_directory_path() /
+      ("loom-vk-second-loader-" + std::to_string(getpid()) + ".so");
+  std::filesystem::copy_file(where.dli_fname, copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  loom_plugin_t* p = create({{"vulkan.loader", copy.c_str()}});
+  ASSERT_NE(p, nullptr);
+  size_t count = 7;
+  ASSERT_EQ(take(api_, api_->device_count(p, &count)), "ok");
+  EXPECT_EQ(count, 0u);
+  const std::string why = take(api_, api_->plugin_check_available(p));
+  EXPECT_TRUE(starts_with(why, code_prefix(LOOM_STATUS_UNAVAILABLE))) << why;
+  EXPECT_NE(why.find(copy.string()), std::string::npos) << why;
+  EXPECT_NE(why.find("one loader per process"), std::string::npos) << why;
+  loom_plugin_t* again = create({{"vulkan.loader", "libvulkan.so.1"}});
+  ASSERT_NE(again, nullptr);
+  ASSERT_EQ(take(api_, api_->device_count(again, &count)), "ok");
+  EXPECT_GT(count, 0u);
+  std::filesystem::remove(copy);
 }
 
 TEST_F(VulkanTest, NoDriverLeavesNoDevicesAndSaysWhy) {
@@ -102,6 +141,10 @@ TEST_F(VulkanTest, BadOptionsAreRejectedAndForeignOnesIgnored) {
   EXPECT_EQ(create({{"vulkan.frobnicate", "1"}}, &error), nullptr);
   EXPECT_NE(error.find("unknown option vulkan.frobnicate"), std::string::npos) << error;
   EXPECT_EQ(create({{"vulkan.loader", ""}}, &error), nullptr);
+  EXPECT_EQ(create({{"vulkan.wait", "sometimes"}}, &error), nullptr);
+  EXPECT_NE(error.find("vulkan.wait=\"sometimes\" must be auto, block, spin or timeline"),
+            std::string::npos)
+      << error;
   EXPECT_NE(create({{LOOM_OPTION_THREADS, "2"}, {"cpu-simd.other", "x"}}, &error), nullptr) << error;
 }
 
