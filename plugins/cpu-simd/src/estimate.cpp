@@ -140,10 +140,10 @@ double work_of(const BlobGraph& g, bool bytes = false) {
   return sum;
 }
 
-// The thread counts measured: the plugin's N, then 1. N comes first: on a
-// busy machine, N-thread cases measured right after the one-thread ones
-// were seen to wait a scheduler tick per step (OpenMP's workers asleep), a
-// cost the plugin's own runs do not pay.
+// The thread counts measured: the plugin's N, then 1. On a machine whose
+// cores are busy, N-thread cases may wait a scheduler tick per step for a
+// worker (seen in either order, some processes and not others); the
+// estimate's minimum over both lines keeps that out of the ranking.
 std::vector<size_t> thread_counts(size_t n) {
   if (n <= 1) return {1};
   return {n, 1};
