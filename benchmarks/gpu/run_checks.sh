@@ -126,8 +126,12 @@ fi
 
 if [[ " $steps " == *" 4 "* ]] && [ -f "$repo/benchmarks/models/estimate_accuracy.py" ]; then
   echo "== 4. estimate accuracy (policy:fastest)"
-  LOOM="$loom" timeout 240 python3 "$repo/benchmarks/models/estimate_accuracy.py" --loom "$loom" \
-    --zoo "$out/zoo" --out "$out/estimates" 2>&1 | tail -60
+  [ -f "$out/zoo/zoo.json" ] || timeout 180 python3 "$repo/benchmarks/models/make_zoo.py" "$out/zoo" >/dev/null
+  LOOM_DEVICE_MODEL_DIR=$out/device-models LOOM="$loom" timeout 300 python3 \
+    "$repo/benchmarks/models/estimate_accuracy.py" --loom "$loom" --zoo "$out/zoo" \
+    --out "$out/estimates" --devices "${ESTIMATE_DEVICES:-cpu-simd,vulkan-compute}" --budget-s 2 \
+    --markdown "$out/estimates.md" 2>&1 | tail -60
+  cat "$out"/device-models/* 2>/dev/null | head -40
 fi
 if [[ " $steps " == *" 5 "* ]]; then
   echo "== 5. per-op profile of the zoo on vulkan-compute (loom run --profile)"

@@ -3,6 +3,8 @@
 // and check_blob run before anything else. A blob that decodes must encode
 // at the current format and decode again to the same graph size.
 // An open blob (format 5) is also bound at one binding (bind_shapes).
+// executable_estimate's work count (blob_work.hpp) runs on every blob that
+// decodes: finite, non-negative FLOPs and bytes, none for an open blob.
 // tests/unit/cpu_simd/blob_format_v4_test.cpp holds the mutation tests with
 // an independent oracle; this harness explores beyond them.
 #include <cstddef>
@@ -12,6 +14,7 @@
 
 #include "fuzz_support.hpp"
 #include "loom/cpu_simd/blob_format.hpp"
+#include "loom/cpu_simd/blob_work.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom::cpu_simd;
@@ -28,6 +31,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (again.tensors.size() != graph.tensors.size() || again.nodes.size() != graph.nodes.size()) {
     loom::fuzz::fail("a decoded blob changes its size through encode + decode");
+  }
+  std::vector<NodeWork> work;
+  if (graph_work(graph, &work) == has_open_dims(graph)) {
+    loom::fuzz::fail("graph_work counts an open graph or refuses a static one");
+  }
+  for (const NodeWork& w : work) {
+    if (!(w.flops >= 0) || !(w.bytes >= 0) || !(w.flops < 1e300) || !(w.bytes < 1e300)) {
+      loom::fuzz::fail("a node's work is negative or not finite");
+    }
   }
   if (has_open_dims(graph)) {
     // Format 5: bind every open input dimension to 2; a binding either fails

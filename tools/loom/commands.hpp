@@ -63,6 +63,14 @@ struct RunArgs {
   bool fallback = false;                    // move a delegate off a failed device
 };
 
+// `loom estimate` (cmd_estimate.cpp).
+struct EstimateArgs {
+  std::string file;
+  uint32_t threads = 0;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  bool json = false;
+};
+
 // `loom test-onnx` (cmd_test_onnx.cpp; built when loom has the compiler).
 struct TestOnnxArgs {
   std::vector<std::string> dirs;   // cases or folders of cases
@@ -129,6 +137,7 @@ int run_devices(const DevicesArgs& args);
 int run_inspect(const InspectArgs& args);
 int run_doctor(const DoctorArgs& args);
 int run_run(const RunArgs& args);
+int run_estimate(const EstimateArgs& args);
 int run_demo(const DemoArgs& args);
 // The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).
 int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);

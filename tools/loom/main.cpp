@@ -107,6 +107,18 @@ int main(int argc, char** argv) {
                     "Refuse every plugin without a valid conformance stamp (loom conformance "
                     "--stamp): unstamped, stamped for another build, or with failed checks");
 
+  loom::cli::EstimateArgs estimate;
+  auto* cmd_estimate = app.add_subcommand(
+      "estimate", "Print every device's estimate of each delegate of a program, as "
+                  "policy:fastest ranks them (the plugins' executable_estimate)");
+  cmd_estimate->add_option("FILE", estimate.file, "Program file (.loom)")->required();
+  cmd_estimate->add_option("--threads", estimate.threads,
+                           "Cap on plugin worker threads (0 = all cores), as for run");
+  cmd_estimate->add_option("--plugin-option", estimate.plugin_options,
+                           "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
+  cmd_estimate->add_flag("--json", estimate.json, "Print JSON");
+
   loom::cli::DemoArgs demo;
   auto* cmd_demo = app.add_subcommand(
       "demo", "Compile small ONNX models from the ONNX test data for every device and check "
@@ -216,6 +228,7 @@ int main(int argc, char** argv) {
   if (*cmd_doctor) return loom::cli::run_doctor(doctor);
   if (*cmd_inspect) return loom::cli::run_inspect(inspect);
   if (*cmd_run) return loom::cli::run_run(run);
+  if (*cmd_estimate) return loom::cli::run_estimate(estimate);
   if (*cmd_demo) return loom::cli::run_demo(demo);
   if (*cmd_params) return loom::cli::run_params(params);
   if (*cmd_compile) return loom::cli::run_compile(compile);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "compile.hpp"
+#include "estimate.hpp"
 #include "objects.hpp"
 
 #ifndef LOOM_CPU_SIMD_VERSION
@@ -70,7 +71,10 @@ class CpuSimdDevice {
   CpuSimdDevice(ThreadPool* pool, std::string name, uint64_t memory, bool onednn, Kernels kernels,
                 const loom_host_services_t* host)
       : pool_(pool), name_(std::move(name)), memory_(memory), onednn_(onednn), kernels_(kernels),
-        host_(host) {}
+        host_(host),
+        cost_(pool, onednn, kernels, model_key(name_, pool->parallelism()),
+              model_key(name_, pool->parallelism()) + " plugin cpu-simd " LOOM_CPU_SIMD_VERSION +
+                  " model " + std::to_string(CostModel::kVersion)) {}
 
   void info(loom_device_info_t* out) const {
     out->uri = "cpu-simd://0";
@@ -89,6 +93,14 @@ class CpuSimdDevice {
   Status check_executable(const sdk::Blob& blob) {
     BlobGraph graph;
     return check_blob(blob, &graph);
+  }
+
+  // ABI 1.1: the blob's work over the device's measured rates
+  // (estimate.hpp); the rates are measured on the first call. Thread-safe.
+  Status estimate_executable(const sdk::Blob& blob, uint64_t* out_time_ns) {
+    BlobGraph graph;
+    LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &graph));
+    return cost_.estimate(graph, out_time_ns);
   }
 
   Status load_executable(const sdk::Blob& blob, const sdk::Options&,
@@ -126,6 +138,13 @@ class CpuSimdDevice {
   bool onednn_;
   Kernels kernels_;
   const loom_host_services_t* host_;  // may be NULL: packing goes unreported
+  CostModel cost_;
+
+  // What the cost model's numbers depend on: the CPU and kernels (the
+  // device's name says both) and the thread count.
+  static std::string model_key(const std::string& name, size_t threads) {
+    return name + " threads " + std::to_string(threads);
+  }
 };
 
 class CpuSimdPlugin {

@@ -307,6 +307,10 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
 
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
   DeviceProperties& d = props_;
+  d.device_name = p.deviceName;
+  d.vendor_id = p.vendorID;
+  d.device_id = p.deviceID;
+  d.driver_version = p.driverVersion;
   d.kind = p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? LOOM_DEVICE_KIND_CPU : LOOM_DEVICE_KIND_GPU;
   d.api_version = p.apiVersion;
   d.subgroup_size = subgroup.subgroupSize;
@@ -394,6 +398,7 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
   }
   fns_.vkGetDeviceQueue(device_, queue_family, 0, &queue_);
   pipelines_ = std::make_unique<Pipelines>(this);
+  cost_ = std::make_unique<CostModel>(this);
 
   LOOM_SDK_RETURN_IF_ERROR(create_buffer(kStagingBytes, true, &staging_));
   LOOM_SDK_RETURN_IF_ERROR(staging_->map(&staging_ptr_));

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "estimate.hpp"
 #include "instance.hpp"
 #include "pipelines.hpp"
 
@@ -21,6 +22,9 @@ class VulkanExecutable;
 struct DeviceProperties {
   std::string uri;          // "vulkan-compute://N"
   std::string name;         // the driver's name plus driver, API version and limits
+  // What identifies the device to the cost model's cache (estimate.hpp).
+  std::string device_name;  // VkPhysicalDeviceProperties::deviceName
+  uint32_t vendor_id = 0, device_id = 0, driver_version = 0;
   loom_device_kind_t kind = LOOM_DEVICE_KIND_GPU;
   uint32_t api_version = 0;
   uint64_t device_local_bytes = 0;
@@ -164,6 +168,9 @@ class Device {
   // buffer_import_host: wraps `pointer` (aligned to the import alignment)
   // without copying; UNIMPLEMENTED without VK_EXT_external_memory_host.
   Status import_host(void* pointer, uint64_t size, std::unique_ptr<Buffer>* out);
+  // executable_estimate (ABI 1.1, estimate.cpp): the blob's work over this
+  // device's measured rates. Thread-safe.
+  Status estimate_executable(const sdk::Blob& blob, uint64_t* out_time_ns);
 
   // -- for the plugin's own objects --
   const DeviceProperties& props() const { return props_; }
@@ -202,6 +209,7 @@ class Device {
   WaitMode wait_mode_ = WaitMode::kBlock;
   std::mutex queue_mu_;
   std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<CostModel> cost_;  // measured on the first estimate
   std::atomic<uint64_t> buffer_ids_{0};
 
   // Staging: a host-visible buffer, a command buffer and a fence.

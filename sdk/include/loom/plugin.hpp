@@ -31,6 +31,10 @@
 // graph.fbs header (CMake target Loom::graph_schema):
 //   graph.hpp    GraphView: the verified, read-only graph the compile
 //                members receive
+// nor, because it needs <filesystem>:
+//   device_model.hpp  the cache of what a plugin measured on a device for
+//                executable_estimate, and the roofline it turns work into
+//                time with
 //
 // The plugin supplies one class `Impl` with these members (any may throw):
 //

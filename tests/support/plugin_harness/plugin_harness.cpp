@@ -2,9 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 namespace loom::testing {
@@ -263,6 +266,56 @@ std::string PluginHarness::compile(loom_plugin_t* plugin, const std::vector<uint
     host->free(host->user_data, args.out_blob);
   }
   return s;
+}
+
+std::string estimate(const loom_plugin_api_t* api, loom_device_t* device, const char* key,
+                     uint32_t version, const void* blob, size_t size, uint64_t* out_ns) {
+  if (api->struct_size < LOOM_PLUGIN_API_V1_1_SIZE || api->executable_estimate == nullptr) {
+    return code_prefix(LOOM_STATUS_UNIMPLEMENTED) + "no executable_estimate";
+  }
+  loom_executable_estimate_args_t args{};
+  args.struct_size = LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE;
+  args.device = device;
+  args.loader_key = key;
+  args.format_version = version;
+  args.blob = blob;
+  args.blob_size = size;
+  args.out_time_ns = 12345;
+  std::string s = take(api, api->executable_estimate(&args));
+  *out_ns = args.out_time_ns;
+  return s;
+}
+
+ScratchModelCache::ScratchModelCache() {
+  char name[64];
+  std::snprintf(name, sizeof name, "loom_model_cache_%ld_%p", static_cast<long>(::getpid()),
+                static_cast<void*>(this));
+  folder_ = (std::filesystem::temp_directory_path() / name).string();
+  std::filesystem::remove_all(folder_);
+  std::filesystem::create_directories(folder_);
+  if (const char* old = std::getenv("LOOM_DEVICE_MODEL_DIR")) {
+    saved_ = old;
+    had_ = true;
+  }
+  ::setenv("LOOM_DEVICE_MODEL_DIR", folder_.c_str(), 1);
+}
+
+ScratchModelCache::~ScratchModelCache() {
+  if (had_) {
+    ::setenv("LOOM_DEVICE_MODEL_DIR", saved_.c_str(), 1);
+  } else {
+    ::unsetenv("LOOM_DEVICE_MODEL_DIR");
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(folder_, ec);
+}
+
+std::vector<std::string> ScratchModelCache::files() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(folder_, ec)) out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 loom_execute_args_t execute_args(loom_executable_t* executable,

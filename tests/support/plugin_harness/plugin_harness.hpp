@@ -169,6 +169,32 @@ loom_execute_args_t execute_args(loom_executable_t* executable,
                                  const std::vector<const loom_tensor_t*>& inputs,
                                  const std::vector<const loom_tensor_t*>& outputs);
 
+// ABI 1.1 executable_estimate of `blob` on `device`: "ok" (then *out_ns is
+// the estimate, 0 for none) or "<code>: <message>"; "unimplemented: ..."
+// when the plugin has no such entry.
+std::string estimate(const loom_plugin_api_t* api, loom_device_t* device, const char* key,
+                     uint32_t version, const void* blob, size_t size, uint64_t* out_ns);
+
+// A scratch folder for the plugins' device-model cache (LOOM_DEVICE_MODEL_DIR),
+// so that a test estimating never writes into the user's cache: sets the
+// variable to a new empty folder under the temporary directory for the
+// object's life, then removes the folder and restores the variable.
+class ScratchModelCache {
+ public:
+  ScratchModelCache();
+  ~ScratchModelCache();
+  ScratchModelCache(const ScratchModelCache&) = delete;
+  ScratchModelCache& operator=(const ScratchModelCache&) = delete;
+  const std::string& folder() const { return folder_; }
+  // The files in the folder (full paths, sorted).
+  std::vector<std::string> files() const;
+
+ private:
+  std::string folder_;
+  std::string saved_;
+  bool had_ = false;
+};
+
 // A descriptor of f32 or other dtype data in host memory; `shape` and
 // `data` must outlive its use.
 loom_tensor_t host_tensor(loom_dtype_t dtype, const std::vector<int64_t>& shape, void* data, uint64_t bytes);

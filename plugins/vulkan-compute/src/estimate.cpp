@@ -1,0 +1,205 @@
+// The vulkan-compute cost model (estimate.hpp).
+#include "estimate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "device.hpp"
+#include "executable.hpp"
+#include "loom/vulkan_compute/blob_work.hpp"
+#include "loom/vulkan_compute/kernels.hpp"
+
+#ifndef LOOM_VULKAN_COMPUTE_VERSION
+#define LOOM_VULKAN_COMPUTE_VERSION "0.0.0"
+#endif
+
+namespace loom::vulkan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each micro-benchmark runs at least kMinRuns times and stops after
+// kMaxRuns or once it has taken kBudgetNs (after one warm-up run, which also
+// records the command buffer).
+constexpr int kMinRuns = 2;
+constexpr int kMaxRuns = 30;
+constexpr double kBudgetNs = 10e6;
+
+// A program run with no operands, its inputs intermediates as well (device
+// memory the executable owns, not uploaded: what they hold does not change
+// the time of these kernels): what execute then costs is the device's alone.
+class BenchProgram {
+ public:
+  uint32_t tensor(std::vector<int64_t> shape) {
+    BlobTensor t;
+    t.kind = TensorKind::kIntermediate;
+    t.shape = std::move(shape);
+    program_.tensors.push_back(t);
+    return static_cast<uint32_t>(program_.tensors.size() - 1);
+  }
+  void dispatch(BlobDispatch d) { program_.dispatches.push_back(std::move(d)); }
+  BlobProgram& program() { return program_; }
+
+ private:
+  BlobProgram program_;
+};
+
+// The time of one execute of `bench` on `device`, in nanoseconds,
+// and its work.
+sdk::Status time_program(Device* device, BenchProgram& bench, double* out_ns, double* out_flops) {
+  BlobProgram& program = bench.program();
+  std::string error;
+  for (size_t i = 0; i < program.dispatches.size(); ++i) {
+    if (!validate_dispatch(program, i, &error)) {
+      return sdk::internal_error("estimate: benchmark dispatch " + std::to_string(i) + ": " + error);
+    }
+  }
+  *out_flops = 0;
+  for (const DispatchWork& w : program_work(program)) *out_flops += w.executed_flops;
+  std::unique_ptr<VulkanExecutable> exe;
+  LOOM_SDK_RETURN_IF_ERROR(VulkanExecutable::load(device, program, &exe));
+  sdk::ExecuteCallT<Fence> call;
+  LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));  // warm-up: records the command buffer
+  std::vector<double> times;
+  double total = 0;
+  while (static_cast<int>(times.size()) < kMaxRuns &&
+         (static_cast<int>(times.size()) < kMinRuns || total < kBudgetNs)) {
+    const auto start = Clock::now();
+    LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    times.push_back(ns);
+    total += ns;
+  }
+  // The fastest run: what the device does when nothing else holds it up
+  // (on a busy machine a run may wait a scheduler slice for a thread, which
+  // says nothing about the device and would differ on the next run).
+  *out_ns = std::max(1.0, *std::min_element(times.begin(), times.end()));
+  return sdk::Status();
+}
+
+// `count` single-element Relu dispatches.
+BenchProgram tiny_program(int count) {
+  BenchProgram b;
+  const uint32_t x = b.tensor({1}), y = b.tensor({1});
+  for (int i = 0; i < count; ++i) b.dispatch(make_unary(UnaryOp::kRelu, x, y, 1));
+  return b;
+}
+
+BenchProgram matmul_program() {
+  BenchProgram b;
+  const uint32_t a = b.tensor({256, 256}), w = b.tensor({256, 256});
+  const uint32_t y = b.tensor({256, 256});
+  MatMulParams p;
+  p.m = p.n = p.k = 256;
+  p.a_stride = p.b_stride = 256 * 256;
+  b.dispatch(make_matmul(p, a, w, a, y));
+  return b;
+}
+
+BenchProgram conv_program() {
+  BenchProgram b;
+  const uint32_t x = b.tensor({1, 32, 28, 28}), w = b.tensor({64, 32, 3, 3});
+  const uint32_t y = b.tensor({1, 64, 28, 28});
+  ConvParams p;
+  p.c = 32;
+  p.m = 64;
+  p.h = p.w = p.oh = p.ow = 28;
+  p.kh = p.kw = 3;
+  p.pt = p.pl = 1;
+  b.dispatch(make_conv(p, x, w, x, y));
+  return b;
+}
+
+constexpr int64_t kAddElements = 1 << 20;
+
+BenchProgram add_program() {
+  BenchProgram b;
+  const uint32_t x = b.tensor({kAddElements}), z = b.tensor({kAddElements});
+  const uint32_t y = b.tensor({kAddElements});
+  b.dispatch(make_binary(BinaryOp::kAdd, x, z, y, {kAddElements}, {1}, {1}));
+  return b;
+}
+
+double get(const sdk::DeviceModelValues& v, const char* name) {
+  auto it = v.find(name);
+  return it == v.end() ? 0.0 : it->second;
+}
+
+constexpr const char* kNames[] = {"round_trip_ns", "dispatch_ns", "matmul_flops", "conv_flops",
+                                  "bandwidth"};
+
+}  // namespace
+
+sdk::Status CostModel::measure(sdk::DeviceModelValues* out) {
+  const auto start = Clock::now();
+  double ns = 0, flops = 0;
+  BenchProgram one = tiny_program(1), nine = tiny_program(9);
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, one, &ns, &flops));
+  const double round_trip = ns;
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, nine, &ns, &flops));
+  (*out)["round_trip_ns"] = round_trip;
+  (*out)["dispatch_ns"] = std::max(1.0, (ns - round_trip) / 8);
+  BenchProgram mm = matmul_program(), conv = conv_program(), add = add_program();
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, mm, &ns, &flops));
+  (*out)["matmul_flops"] = flops / (std::max(ns - round_trip, 1.0) * 1e-9);
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, conv, &ns, &flops));
+  (*out)["conv_flops"] = flops / (std::max(ns - round_trip, 1.0) * 1e-9);
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, add, &ns, &flops));
+  (*out)["bandwidth"] = 3.0 * kAddElements * 4 / (std::max(ns - round_trip, 1.0) * 1e-9);
+  (*out)["calibration_ms"] =
+      std::max(1e-3, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  return sdk::Status();
+}
+
+sdk::Status CostModel::values(sdk::DeviceModelValues* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ready_) {
+    const DeviceProperties& p = device_->props();
+    const std::string key = p.device_name + " vendor " + std::to_string(p.vendor_id) + " device " +
+                            std::to_string(p.device_id);
+    const std::string identity = key + " driver " + std::to_string(p.driver_version) +
+                                 " plugin vulkan-compute " LOOM_VULKAN_COMPUTE_VERSION " model " +
+                                 std::to_string(kVersion);
+    const std::string path =
+        sdk::device_model_path(sdk::device_model_folder(), "vulkan-compute", key);
+    sdk::DeviceModelValues v;
+    bool cached = sdk::read_device_model(path, identity, &v);
+    for (const char* name : kNames) cached = cached && v.count(name) != 0;
+    if (!cached) {
+      v.clear();
+      LOOM_SDK_RETURN_IF_ERROR(measure(&v));
+      (void)sdk::write_device_model(path, identity, v);  // a failed write: measured again next time
+    }
+    values_ = std::move(v);
+    ready_ = true;
+  }
+  *out = values_;
+  return sdk::Status();
+}
+
+sdk::Status CostModel::estimate(const BlobProgram& program, uint64_t* out_ns) {
+  *out_ns = 0;
+  sdk::DeviceModelValues v;
+  LOOM_SDK_RETURN_IF_ERROR(values(&v));
+  double total = get(v, "round_trip_ns");
+  for (const DispatchWork& w : program_work(program)) {
+    double rate = 0;  // 0: bound by memory only
+    if (w.kind == WorkKind::kMatMul) rate = get(v, "matmul_flops");
+    if (w.kind == WorkKind::kConv) rate = get(v, "conv_flops");
+    total += sdk::roofline_ns(w.executed_flops, rate, w.bytes, get(v, "bandwidth")) +
+             get(v, "dispatch_ns");
+  }
+  *out_ns = total < 1 ? 1 : static_cast<uint64_t>(std::llround(total));
+  return sdk::Status();
+}
+
+Status Device::estimate_executable(const sdk::Blob& blob, uint64_t* out_time_ns) {
+  BlobProgram program;
+  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program));
+  if (!cost_) return sdk::internal_error("executable_estimate: " + props_.uri + " has no cost model");
+  return cost_->estimate(program, out_time_ns);
+}
+
+}  // namespace loom::vulkan
