@@ -87,29 +87,69 @@ BenchProgram tiny_program(int count) {
   return b;
 }
 
-BenchProgram matmul_program() {
+// A matmul of n^3 (scale s: n = 256 << s).
+BenchProgram matmul_program(int scale) {
   BenchProgram b;
-  const uint32_t a = b.tensor({256, 256}), w = b.tensor({256, 256});
-  const uint32_t y = b.tensor({256, 256});
+  const int64_t n = int64_t{256} << scale;
+  const uint32_t a = b.tensor({n, n}), w = b.tensor({n, n});
+  const uint32_t y = b.tensor({n, n});
   MatMulParams p;
-  p.m = p.n = p.k = 256;
-  p.a_stride = p.b_stride = 256 * 256;
+  p.m = p.n = p.k = static_cast<uint32_t>(n);
+  p.a_stride = p.b_stride = static_cast<uint32_t>(n * n);
   b.dispatch(make_matmul(p, a, w, a, y));
   return b;
 }
 
-BenchProgram conv_program() {
+// A 3x3 convolution of c to 2c channels on 28x28 (scale s: c = 32 << s).
+BenchProgram conv_program(int scale) {
   BenchProgram b;
-  const uint32_t x = b.tensor({1, 32, 28, 28}), w = b.tensor({64, 32, 3, 3});
-  const uint32_t y = b.tensor({1, 64, 28, 28});
+  const int64_t c = int64_t{32} << scale;
+  const uint32_t x = b.tensor({1, c, 28, 28}), w = b.tensor({2 * c, c, 3, 3});
+  const uint32_t y = b.tensor({1, 2 * c, 28, 28});
   ConvParams p;
-  p.c = 32;
-  p.m = 64;
+  p.c = static_cast<uint32_t>(c);
+  p.m = static_cast<uint32_t>(2 * c);
   p.h = p.w = p.oh = p.ow = 28;
   p.kh = p.kw = 3;
   p.pt = p.pl = 1;
   b.dispatch(make_conv(p, x, w, x, y));
   return b;
+}
+
+// The peak FLOP/s of one kind of kernel and the grid it takes to reach it.
+// A GPU runs a dispatch of few workgroups on few of its cores: the model is
+//   time = dispatch + executed flops / (peak * min(1, workgroups / saturation)).
+// The scale-0 case first; on a device that runs it in under 1 ms (a GPU),
+// larger ones, each 4 to 8 times the work, until one takes 1 ms or
+// `max_scale`: the largest gives the peak (taken as saturated), the
+// smallest then the saturation grid. On a device where the small case
+// already takes 1 ms (lavapipe, whose workgroups queue on a few threads)
+// the rate is that case's and the saturation 1 workgroup.
+template <typename Make>
+sdk::Status fit_kind(Device* device, Make make, int max_scale, double round_trip, double dispatch,
+                     double* out_peak, double* out_saturation) {
+  double ns = 0, flops = 0;
+  BenchProgram first = make(0);
+  LOOM_SDK_RETURN_IF_ERROR(time_program(device, first, &ns, &flops));
+  const double small_t = std::max(ns - round_trip - dispatch, 1.0), small_f = flops;
+  double small_g = 1;
+  for (const BlobDispatch& d : first.program().dispatches) {
+    small_g = static_cast<double>(d.groups[0]) * d.groups[1] * d.groups[2];
+  }
+  *out_peak = small_f / (small_t * 1e-9);
+  *out_saturation = 1;
+  double t = small_t;
+  for (int scale = 1; scale <= max_scale && t < 1e6; ++scale) {
+    BenchProgram next = make(scale);
+    LOOM_SDK_RETURN_IF_ERROR(time_program(device, next, &ns, &flops));
+    t = std::max(ns - round_trip - dispatch, 1.0);
+    const double peak = flops / (t * 1e-9);
+    if (peak > *out_peak) {
+      *out_peak = peak;
+      *out_saturation = std::max(1.0, small_g * peak / (small_f / (small_t * 1e-9)));
+    }
+  }
+  return sdk::Status();
 }
 
 constexpr int64_t kAddElements = 1 << 20;
@@ -127,7 +167,8 @@ double get(const sdk::DeviceModelValues& v, const char* name) {
   return it == v.end() ? 0.0 : it->second;
 }
 
-constexpr const char* kNames[] = {"round_trip_ns", "dispatch_ns", "matmul_flops", "conv_flops",
+constexpr const char* kNames[] = {"round_trip_ns", "dispatch_ns",     "matmul_flops",
+                                  "matmul_workgroups", "conv_flops", "conv_workgroups",
                                   "bandwidth"};
 
 }  // namespace
@@ -141,11 +182,17 @@ sdk::Status CostModel::measure(sdk::DeviceModelValues* out) {
   LOOM_SDK_RETURN_IF_ERROR(time_program(device_, nine, &ns, &flops));
   (*out)["round_trip_ns"] = round_trip;
   (*out)["dispatch_ns"] = std::max(1.0, (ns - round_trip) / 8);
-  BenchProgram mm = matmul_program(), conv = conv_program(), add = add_program();
-  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, mm, &ns, &flops));
-  (*out)["matmul_flops"] = flops / (std::max(ns - round_trip, 1.0) * 1e-9);
-  LOOM_SDK_RETURN_IF_ERROR(time_program(device_, conv, &ns, &flops));
-  (*out)["conv_flops"] = flops / (std::max(ns - round_trip, 1.0) * 1e-9);
+  const double dispatch = (*out)["dispatch_ns"];
+  double peak = 0, saturation = 1;
+  LOOM_SDK_RETURN_IF_ERROR(
+      fit_kind(device_, matmul_program, 3, round_trip, dispatch, &peak, &saturation));
+  (*out)["matmul_flops"] = peak;
+  (*out)["matmul_workgroups"] = saturation;
+  LOOM_SDK_RETURN_IF_ERROR(
+      fit_kind(device_, conv_program, 4, round_trip, dispatch, &peak, &saturation));
+  (*out)["conv_flops"] = peak;
+  (*out)["conv_workgroups"] = saturation;
+  BenchProgram add = add_program();
   LOOM_SDK_RETURN_IF_ERROR(time_program(device_, add, &ns, &flops));
   (*out)["bandwidth"] = 3.0 * kAddElements * 4 / (std::max(ns - round_trip, 1.0) * 1e-9);
   (*out)["calibration_ms"] =
@@ -186,8 +233,19 @@ sdk::Status CostModel::estimate(const BlobProgram& program, uint64_t* out_ns) {
   double total = get(v, "round_trip_ns");
   for (const DispatchWork& w : program_work(program)) {
     double rate = 0;  // 0: bound by memory only
-    if (w.kind == WorkKind::kMatMul) rate = get(v, "matmul_flops");
-    if (w.kind == WorkKind::kConv) rate = get(v, "conv_flops");
+    const char* saturation = nullptr;
+    if (w.kind == WorkKind::kMatMul) {
+      rate = get(v, "matmul_flops");
+      saturation = "matmul_workgroups";
+    }
+    if (w.kind == WorkKind::kConv) {
+      rate = get(v, "conv_flops");
+      saturation = "conv_workgroups";
+    }
+    // A grid smaller than the device's saturation runs on a share of it.
+    if (saturation != nullptr && w.workgroups > 0 && get(v, saturation) > w.workgroups) {
+      rate *= w.workgroups / get(v, saturation);
+    }
     total += sdk::roofline_ns(w.executed_flops, rate, w.bytes, get(v, "bandwidth")) +
              get(v, "dispatch_ns");
   }

@@ -1,15 +1,18 @@
 // executable_estimate for vulkan-compute (ABI 1.1): a blob's work
 // (blob_work.hpp) over the device's measured rates. The model:
 //
-//   time(dispatch) = max(executed flops / rate(kind), bytes / bandwidth) + dispatch
+//   time(dispatch) = max(executed flops / rate, bytes / bandwidth) + dispatch
+//   rate           = peak(kind) * min(1, workgroups / saturation(kind))
 //   estimate       = round trip + sum of time(dispatch)
 //
 // measured once per device with the plugin's own shaders on blobs built
 // here: `round trip` is an execute of one single-element unary dispatch
 // (vkQueueSubmit plus the fence wait), `dispatch` what each further tiny
-// dispatch in the same command buffer adds, rate(matmul) the FLOP/s of a
-// 256^3 matmul, rate(conv) that of a 3x3 convolution of 32 to 64
-// channels on 28x28, and `bandwidth` what a binary add of two 4 MiB tensors moves per
+// dispatch in the same command buffer adds, peak(matmul) and peak(conv) with
+// the grid that reaches them (saturation: a GPU runs a small grid on a few
+// of its cores) fitted from a 256^3 matmul and a 3x3 convolution of 32 to 64
+// channels on 28x28 and, on a device that runs those in under 1 ms (a GPU),
+// larger ones up to 1 ms (estimate.cpp, fit_kind), and `bandwidth` what a binary add of two 4 MiB tensors moves per
 // second. Elementwise and copy dispatches are bound by bandwidth only.
 //
 // The numbers are measured on the first estimate, not at plugin load, and
@@ -36,7 +39,7 @@ class CostModel {
  public:
   // The version of the micro-benchmarks and of the values they produce:
   // part of the cache identity, so that a change re-measures.
-  static constexpr int kVersion = 3;
+  static constexpr int kVersion = 5;
 
   // `device` outlives the model (the device owns it).
   explicit CostModel(Device* device) : device_(device) {}

@@ -43,6 +43,7 @@ struct DispatchWork {
   double flops = 0;           // the operator's useful operations
   double executed_flops = 0;  // with the kernel's tile padding
   double bytes = 0;
+  double workgroups = 0;  // the dispatch's grid
 };
 
 // The depth of the K slices matmul.comp and conv.comp load per step.
@@ -67,6 +68,7 @@ inline DispatchWork dispatch_work(const BlobProgram& program, size_t index) {
   }
   const double workgroups =
       static_cast<double>(d.groups[0]) * static_cast<double>(d.groups[1]) * d.groups[2];
+  w.workgroups = workgroups;
   auto padded = [](double k) { return std::ceil(k / kTileDepth) * kTileDepth; };
   switch (d.kernel) {
     case Kernel::kMatMul: {
