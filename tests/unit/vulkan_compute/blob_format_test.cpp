@@ -5,17 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include "blob_test_util.hpp"
+
 namespace loom::vulkan {
 namespace {
 
-// Appends a tensor to `p`; returns its index.
-uint32_t add_tensor(BlobProgram* p, TensorKind kind, std::vector<int64_t> shape) {
-  BlobTensor t;
-  t.kind = kind;
-  t.shape = std::move(shape);
-  p->tensors.push_back(t);
-  return static_cast<uint32_t>(p->tensors.size() - 1);
-}
+using test_util::add_tensor;
 
 BlobProgram small_program() {
   BlobProgram p;

@@ -6,18 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include "blob_test_util.hpp"
+
 #include "loom/vulkan_compute/kernels.hpp"
 
 namespace loom::vulkan {
 namespace {
 
-uint32_t add_tensor(BlobProgram* p, TensorKind kind, std::vector<int64_t> shape) {
-  BlobTensor t;
-  t.kind = kind;
-  t.shape = std::move(shape);
-  p->tensors.push_back(t);
-  return static_cast<uint32_t>(p->tensors.size() - 1);
-}
+using test_util::add_tensor;
 
 TEST(VulkanBlobWork, MatMulIsTwiceMnkFlopsAndWholeTilesExecuted) {
   BlobProgram p;
