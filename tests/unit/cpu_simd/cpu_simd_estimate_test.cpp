@@ -114,6 +114,14 @@ TEST_F(CpuSimdEstimate, OpenShapeBlobHasNoEstimate) {
   EXPECT_EQ(ns, 0u);
 }
 
+// The thread count a model file records (its `threads N` line), "" if none.
+std::string model_threads(const std::string& text) {
+  const size_t at = text.find("\nthreads ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + 9, end = text.find('\n', begin);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
 TEST_F(CpuSimdEstimate, FirstEstimateWritesTheModelAndTheNextInstanceReusesIt) {
   const std::vector<std::byte> blob = encode(mlp_graph(8, 256, 256, 10));
   const uint64_t measured = estimate_ok(device_, blob);
@@ -122,7 +130,8 @@ TEST_F(CpuSimdEstimate, FirstEstimateWritesTheModelAndTheNextInstanceReusesIt) {
   const std::string text = read(files[0]);
   EXPECT_EQ(text.rfind("loom-device-model 1\nidentity ", 0), 0u) << text;
   EXPECT_NE(text.find("plugin cpu-simd "), std::string::npos) << text;
-  EXPECT_NE(text.find("\nmatmul_flops_t2 "), std::string::npos) << text;
+  // Rates at the thread count the device runs (2 here, 1 under ThreadSanitizer).
+  EXPECT_NE(text.find("\nmatmul_flops_t" + model_threads(text) + " "), std::string::npos) << text;
   // Make the device 1000 times slower in the file (rates down, overheads
   // up): a new instance that reads it, instead of measuring, estimates far
   // more.
@@ -152,19 +161,21 @@ TEST_F(CpuSimdEstimate, OtherIdentityOrVersionIsMeasuredAgain) {
   ASSERT_EQ(cache_.files().size(), 1u);
   const std::string path = cache_.files()[0];
   const std::string good = read(path);
-  for (const char* from : {"plugin cpu-simd ", "threads 2"}) {
+  const std::string threads = model_threads(good);
+  ASSERT_FALSE(threads.empty()) << good;
+  for (const std::string& from : {std::string("plugin cpu-simd "), "threads " + threads}) {
     std::string other = good;
     const size_t at = other.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     // Another plugin version, another thread count: same file, other identity.
-    other.insert(at + std::string(from).size(), "9");
+    other.insert(at + from.size(), "9");
     // A complete model, but with rates that, were they used, would make the
     // estimate absurd.
-    for (const char* rate : {"\nmatmul_flops_t1 ", "\nmatmul_flops_t2 "}) {
+    for (const std::string& rate : {std::string("\nmatmul_flops_t1 "), "\nmatmul_flops_t" + threads + " "}) {
       const size_t start = other.find(rate);
       ASSERT_NE(start, std::string::npos) << rate;
       const size_t end = other.find('\n', start + 1);
-      other.replace(start, end - start, std::string(rate) + "1");
+      other.replace(start, end - start, rate + "1");
     }
     write(path, other);
     const uint64_t ns = estimate_ok(fresh_device(), blob);
