@@ -190,17 +190,6 @@ inline bool conv_is_direct(const ConvParams& p) {
   return p.group > 1 && p.m / p.group < 16 && uint64_t{p.c / p.group} * p.kh * p.kw <= 256;
 }
 
-inline BlobDispatch make_direct_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
-                                     uint32_t y) {
-  BlobDispatch d;
-  d.kernel = Kernel::kDirectConv;
-  d.bindings = {x, w, p.bias ? bias : x, y};
-  d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow,   p.kh, p.kw,
-            p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
-            (p.bias ? kMatMulBias : 0) | (p.act << kMatMulActShift)};
-  linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
-  return d;
-}
 inline constexpr uint32_t kReduceSumRelu = 3;
 
 // How many split-K slices a convolution gets: enough for about 128
@@ -231,6 +220,18 @@ inline BlobDispatch make_conv(const ConvParams& p, uint32_t x, uint32_t w, uint3
   d.groups[0] = static_cast<uint32_t>((pixels + kConvTile - 1) / kConvTile);
   d.groups[1] = p.group == 0 ? 0 : (p.m / p.group + kConvTile - 1) / kConvTile;
   d.groups[2] = p.n * p.group * p.splits;
+  return d;
+}
+
+// conv's bindings and 17 push constants (never split), one invocation per
+// output.
+inline BlobDispatch make_direct_conv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t bias,
+                                     uint32_t y) {
+  ConvParams whole = p;
+  whole.splits = 1;
+  BlobDispatch d = make_conv(whole, x, w, bias, y);
+  d.kernel = Kernel::kDirectConv;
+  linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
   return d;
 }
 
