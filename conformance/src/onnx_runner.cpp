@@ -2,11 +2,15 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -206,6 +210,98 @@ uint64_t read_u64(const std::string& in, size_t at) {
   return v;
 }
 
+// A verdict as a child sends it: outcome, type_only, the two node counts,
+// then the message (delegates that ran elsewhere are in it already).
+std::string encode_verdict(const CaseVerdict& v) {
+  std::string out(1, static_cast<char>(v.outcome));
+  out += v.type_only ? '1' : '0';
+  append_u64(out, v.placement.plugin_nodes);
+  append_u64(out, v.placement.reference_nodes);
+  out += v.message;
+  return out;
+}
+CaseVerdict decode_verdict(const std::string& in) {
+  auto outcome = static_cast<Outcome>(in.empty() ? 0 : in[0]);
+  if (in.size() < 18 || (outcome != Outcome::kPass && outcome != Outcome::kFail &&
+                         outcome != Outcome::kUnsupported && outcome != Outcome::kError)) {
+    return verdict(Outcome::kError, "the test process sent a bad result");
+  }
+  CaseVerdict v = verdict(outcome, in.substr(18), in[1] == '1');
+  v.placement.plugin_nodes = read_u64(in, 2);
+  v.placement.reference_nodes = read_u64(in, 10);
+  return v;
+}
+
+// What a child that ended without answering did: "crashed (signal 11,
+// Segmentation fault)" or "exited (status 3)".
+std::string child_end_text(int wstatus) {
+  if (WIFSIGNALED(wstatus)) {
+    const int sig = WTERMSIG(wstatus);
+    return "crashed (signal " + std::to_string(sig) + ", " + ::strsignal(sig) + ")";
+  }
+  return "exited (status " + std::to_string(WEXITSTATUS(wstatus)) + ") without a result";
+}
+
+// Writes all of `bytes` to a socket; false when the other end is gone
+// (MSG_NOSIGNAL: no SIGPIPE).
+bool send_all(int fd, const std::string& bytes) {
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A frame: its length (u64) then its bytes.
+bool send_frame(int fd, const std::string& payload) {
+  std::string frame;
+  append_u64(frame, payload.size());
+  frame += payload;
+  return send_all(fd, frame);
+}
+
+// Reads exactly `size` bytes before `deadline` (none when nullopt). 1: read;
+// 0: the other end closed or failed; -1: the deadline passed.
+int receive_exact(int fd, char* out, size_t size,
+                  std::optional<std::chrono::steady_clock::time_point> deadline) {
+  size_t done = 0;
+  while (done < size) {
+    int wait_ms = -1;
+    if (deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return -1;
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 60'000));
+    }
+    pollfd p{fd, POLLIN, 0};
+    int ready = ::poll(&p, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return 0;
+    if (ready == 0) continue;  // the loop checks the deadline
+    ssize_t n = ::recv(fd, out + done, size - done, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;
+    done += static_cast<size_t>(n);
+  }
+  return 1;
+}
+
+// A frame sent by send_frame, at most `limit` bytes; the codes of
+// receive_exact, and 0 for a frame over the limit.
+int receive_frame(int fd, std::string* payload, size_t limit,
+                  std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt) {
+  char size_bytes[8];
+  int got = receive_exact(fd, size_bytes, 8, deadline);
+  if (got != 1) return got;
+  uint64_t size = 0;
+  std::memcpy(&size, size_bytes, 8);
+  if (size > limit) return 0;
+  payload->assign(static_cast<size_t>(size), '\0');
+  return size == 0 ? 1 : receive_exact(fd, payload->data(), payload->size(), deadline);
+}
+
 }  // namespace
 
 // The child's report: outcome, type_only, the two node counts, then the
@@ -225,12 +321,7 @@ CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& sum
   if (pid == 0) {
     ::close(fds[0]);
     if (timeout.count() > 0) ::alarm(static_cast<unsigned>(timeout.count()));
-    CaseVerdict v = run_onnx_case(test, summary, options, scratch);
-    std::string out(1, static_cast<char>(v.outcome));
-    out += v.type_only ? '1' : '0';
-    append_u64(out, v.placement.plugin_nodes);
-    append_u64(out, v.placement.reference_nodes);
-    out += v.message;
+    const std::string out = encode_verdict(run_onnx_case(test, summary, options, scratch));
     for (size_t done = 0; done < out.size();) {
       ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
       if (n <= 0 && errno != EINTR) break;
@@ -265,15 +356,112 @@ CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& sum
     return verdict(Outcome::kError, "the test process exited (status " +
                                  std::to_string(WEXITSTATUS(wstatus)) + ") without a result");
   }
-  auto outcome = static_cast<Outcome>(in[0]);
-  if (in.size() < 18 || (outcome != Outcome::kPass && outcome != Outcome::kFail &&
-                         outcome != Outcome::kUnsupported && outcome != Outcome::kError)) {
-    return verdict(Outcome::kError, "the test process sent a bad result");
+  return decode_verdict(in);
+}
+
+struct CaseWorker::Child {
+  pid_t pid = -1;
+  int fd = -1;  // the parent's end of the socket pair
+  size_t cases_run = 0;
+};
+
+CaseWorker::CaseWorker(const std::vector<TestCase>& cases, CaseRunOptions options,
+                       std::chrono::seconds timeout)
+    : cases_(cases), options_(std::move(options)), timeout_(timeout) {}
+
+CaseWorker::~CaseWorker() { stop(); }
+
+void CaseWorker::stop() {
+  if (!child_) return;
+  ::close(child_->fd);  // the child reads end of input and exits
+  int wstatus = 0;
+  while (::waitpid(child_->pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  CaseVerdict v = verdict(outcome, in.substr(18), in[1] == '1');
-  v.placement.plugin_nodes = read_u64(in, 2);
-  v.placement.reference_nodes = read_u64(in, 10);
-  return v;
+  child_.reset();
+}
+
+void CaseWorker::kill_child() {
+  if (!child_) return;
+  ::kill(child_->pid, SIGKILL);
+  stop();
+}
+
+// The child: one Runtime for every case it is sent (made at the first), a
+// case per request (its index and scratch folder), a verdict per reply.
+// It never returns.
+[[noreturn]] void CaseWorker::serve(int fd) const {
+  std::unique_ptr<Runtime> runtime;
+  std::string request;
+  while (receive_frame(fd, &request, 1u << 20) == 1) {
+    CaseVerdict v;
+    if (request.size() < 8) {
+      v = verdict(Outcome::kError, "the test runner sent a bad request");
+    } else {
+      const uint64_t index = read_u64(request, 0);
+      const std::filesystem::path scratch = request.substr(8);
+      if (index >= cases_.size()) {
+        v = verdict(Outcome::kError, "the test runner sent a bad case index");
+      } else if (!runtime) {
+        auto made = Runtime::create(options_.runtime);
+        if (made.ok()) runtime = std::move(*made);
+        v = made.ok() ? CaseVerdict{} : from_status(made.status(), "runtime");
+      }
+      if (index < cases_.size() && runtime) {
+        const TestCase& test = cases_[index];
+        auto summary = summarize_model(test.dir / "model.onnx");
+        v = summary.ok() ? run_onnx_case(*runtime, test, *summary, options_, scratch)
+                         : verdict(Outcome::kError, summary.status().message());
+      }
+    }
+    if (!send_frame(fd, encode_verdict(v))) break;
+  }
+  ::_exit(0);
+}
+
+CaseVerdict CaseWorker::run(size_t index, const std::filesystem::path& scratch) {
+  if (child_ && child_->cases_run >= kCasesPerChild) stop();
+  if (!child_) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      return verdict(Outcome::kError, std::string("socketpair: ") + std::strerror(errno));
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return verdict(Outcome::kError, std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::close(fds[0]);
+      serve(fds[1]);
+    }
+    ::close(fds[1]);
+    child_ = std::make_unique<Child>();
+    child_->pid = pid;
+    child_->fd = fds[0];
+  }
+  ++child_->cases_run;
+  std::string request;
+  append_u64(request, index);
+  request += scratch.string();
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (timeout_.count() > 0) deadline = std::chrono::steady_clock::now() + timeout_;
+  std::string reply;
+  const int got = send_frame(child_->fd, request)
+                      ? receive_frame(child_->fd, &reply, 1u << 20, deadline)
+                      : 0;
+  if (got == 1) return decode_verdict(reply);
+  if (got < 0) {
+    kill_child();
+    return verdict(Outcome::kError, "timed out after " + std::to_string(timeout_.count()) + " s");
+  }
+  // The child ended during the case: that case crashed it.
+  int wstatus = 0;
+  while (::waitpid(child_->pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  ::close(child_->fd);
+  child_.reset();
+  return verdict(Outcome::kError, child_end_text(wstatus));
 }
 
 Result<std::filesystem::path> make_scratch_dir(std::string_view what) {

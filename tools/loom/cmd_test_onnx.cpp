@@ -3,8 +3,10 @@
 // data set; a front end to the conformance library's ONNX runner
 // (loom/conformance/onnx_runner.hpp).
 //
-// Each case runs in a child process (unless --no-fork), so that a crash or a
-// hang in one case is reported as that case's ERROR and the run goes on.
+// Cases run in a child process (unless --no-fork) that keeps its runtime from
+// case to case (conformance::CaseWorker), so that a crash or a hang in one
+// case is reported as that case's ERROR and the run goes on with a fresh
+// child, while the plugin is loaded once per child, not once per case.
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -61,6 +63,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
                          : std::chrono::duration_cast<std::chrono::seconds>(
                                cf::scaled(std::chrono::seconds(args.timeout_s)));
 
+  cf::CaseWorker worker(*cases, run_options, case_timeout);
   std::vector<cf::CaseResult> results;
   std::vector<std::string> problems;
   for (size_t i = 0; i < cases->size(); ++i) {
@@ -79,7 +82,7 @@ int run_test_onnx(const TestOnnxArgs& args) {
       std::error_code ec;
       fs::create_directories(dir, ec);
       v = args.no_fork ? cf::run_onnx_case(test, *summary, run_options, dir)
-                       : cf::run_onnx_case_isolated(test, *summary, run_options, dir, case_timeout);
+                       : worker.run(i, dir);
       fs::remove_all(dir, ec);
     }
     // Out of scope (a value type Loom lacks, an opset outside

@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "loom/conformance/onnx_cases.hpp"
 #include "loom/runtime.hpp"
@@ -64,6 +66,41 @@ CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& sum
                                    const CaseRunOptions& options,
                                    const std::filesystem::path& scratch,
                                    std::chrono::seconds timeout);
+
+// Runs cases one after another in a child process that keeps one Runtime,
+// and so the plugins it loaded, from case to case: loading a plugin (for
+// vulkan-compute the Vulkan loader, every driver and LLVM) is paid once per
+// child rather than once per case, as run_onnx_case_isolated pays it. A case
+// that crashes the child, or runs past `timeout` (zero: no limit; the child
+// is then killed), is that case's ERROR ("crashed (signal 11, ...)", "timed
+// out after 300 s"), and the next case gets a fresh child; so does every
+// kCasesPerChild-th case, which bounds what one case can leave behind for
+// the next. Not thread-safe; one case at a time.
+class CaseWorker {
+ public:
+  static constexpr size_t kCasesPerChild = 256;
+  // `cases` must outlive the worker, unchanged: the child runs its own copy
+  // of them, the one it was forked with.
+  CaseWorker(const std::vector<TestCase>& cases, CaseRunOptions options,
+             std::chrono::seconds timeout);
+  ~CaseWorker();  // ends the child
+  CaseWorker(const CaseWorker&) = delete;
+  CaseWorker& operator=(const CaseWorker&) = delete;
+
+  // Runs cases[index] (summarized again in the child) with its data sets
+  // in `scratch`.
+  CaseVerdict run(size_t index, const std::filesystem::path& scratch);
+
+ private:
+  struct Child;
+  [[noreturn]] void serve(int fd) const;
+  void stop();
+  void kill_child();
+  const std::vector<TestCase>& cases_;
+  CaseRunOptions options_;
+  std::chrono::seconds timeout_;
+  std::unique_ptr<Child> child_;
+};
 
 // A fresh folder under the temporary directory ("loom-<what>-XXXXXX").
 Result<std::filesystem::path> make_scratch_dir(std::string_view what);
