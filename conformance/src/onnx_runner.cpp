@@ -304,60 +304,6 @@ int receive_frame(int fd, std::string* payload, size_t limit,
 
 }  // namespace
 
-// The child's report: outcome, type_only, the two node counts, then the
-// message (delegates that ran elsewhere are in it already).
-CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& summary,
-                                   const CaseRunOptions& options,
-                                   const std::filesystem::path& scratch,
-                                   std::chrono::seconds timeout) {
-  int fds[2];
-  if (::pipe(fds) != 0) return verdict(Outcome::kError, std::string("pipe: ") + std::strerror(errno));
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return verdict(Outcome::kError, std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    if (timeout.count() > 0) ::alarm(static_cast<unsigned>(timeout.count()));
-    const std::string out = encode_verdict(run_onnx_case(test, summary, options, scratch));
-    for (size_t done = 0; done < out.size();) {
-      ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
-      if (n <= 0 && errno != EINTR) break;
-      if (n > 0) done += static_cast<size_t>(n);
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string in;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      if (in.size() < (1u << 20)) in.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(fds[0]);
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFSIGNALED(wstatus)) {
-    int sig = WTERMSIG(wstatus);
-    if (sig == SIGALRM) {
-      return verdict(Outcome::kError, "timed out after " + std::to_string(timeout.count()) + " s");
-    }
-    return verdict(Outcome::kError,
-            "crashed (signal " + std::to_string(sig) + ", " + ::strsignal(sig) + ")");
-  }
-  if (in.empty()) {
-    return verdict(Outcome::kError, "the test process exited (status " +
-                                 std::to_string(WEXITSTATUS(wstatus)) + ") without a result");
-  }
-  return decode_verdict(in);
-}
 
 struct CaseWorker::Child {
   pid_t pid = -1;

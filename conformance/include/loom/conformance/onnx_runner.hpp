@@ -60,17 +60,11 @@ CaseVerdict run_onnx_case(const TestCase& test, const ModelSummary& summary,
 CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSummary& summary,
                           const CaseRunOptions& options, const std::filesystem::path& scratch);
 
-// The same in a child process, so that a crash or a hang (past `timeout`,
-// zero: none) is this case's ERROR ("crashed (signal 11, ...)").
-CaseVerdict run_onnx_case_isolated(const TestCase& test, const ModelSummary& summary,
-                                   const CaseRunOptions& options,
-                                   const std::filesystem::path& scratch,
-                                   std::chrono::seconds timeout);
 
 // Runs cases one after another in a child process that keeps one Runtime,
 // and so the plugins it loaded, from case to case: loading a plugin (for
 // vulkan-compute the Vulkan loader, every driver and LLVM) is paid once per
-// child rather than once per case, as run_onnx_case_isolated pays it. A case
+// child rather than once per case. A case
 // that crashes the child, or runs past `timeout` (zero: no limit; the child
 // is then killed), is that case's ERROR ("crashed (signal 11, ...)", "timed
 // out after 300 s"), and the next case gets a fresh child; so does every
