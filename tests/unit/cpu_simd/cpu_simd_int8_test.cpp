@@ -242,6 +242,72 @@ TEST_F(CpuSimdInt8, QuantizeAndDequantizeEqualTheReferenceKernels) {
           "DequantizeLinear", {});
 }
 
+// A tensor of `dtype` holding exactly `values` (as bytes of that dtype).
+QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) {
+  QTensor t;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  for (float v : values) {
+    if (dtype == LOOM_DTYPE_F32) {
+      uint8_t b[4];
+      std::memcpy(b, &v, 4);
+      t.bytes.insert(t.bytes.end(), b, b + 4);
+    } else {
+      // u8 and s8 alike: the value's low byte (two's complement for s8).
+      t.bytes.push_back(static_cast<uint8_t>(static_cast<int>(v) & 0xff));
+    }
+  }
+  return t;
+}
+
+// Requantization ties: every accumulator is odd and y_scale is 2, so each
+// output is exactly k + 0.5 before rounding. ONNX rounds half to even
+// (0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 3.5 -> 4, -0.5 -> 0, -1.5 -> -2); rounding
+// half away from zero (std::round) would give 1, 2, 3, 4, -1, -2. The
+// plugin must equal the reference kernel, and the reference kernel the
+// values above, for QLinearConv and QLinearMatMul, u8 and s8.
+TEST_F(CpuSimdInt8, RequantizationTiesRoundHalfToEven) {
+  struct Case {
+    loom_dtype_t t;
+    std::vector<float> x, want;
+  };
+  const std::vector<Case> cases = {
+      {LOOM_DTYPE_U8, {1, 3, 5, 7}, {0, 2, 2, 4}},
+      {LOOM_DTYPE_I8, {-1, -3, 5, 7}, {0, -2, 2, 4}},
+  };
+  const auto registry = kernels::KernelRegistry::reference();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "dtype " << c.t);
+    const QTensor one = exact({}, LOOM_DTYPE_F32, {1.0f}), two = exact({}, LOOM_DTYPE_F32, {2.0f});
+    const QTensor zero = exact({}, c.t, {0}), unit_w = exact({1, 1, 1, 1}, c.t, {1});
+    // QLinearConv: a 1x1 convolution with weight 1 over a 2x2 image.
+    std::vector<QTensor> conv = {exact({1, 1, 2, 2}, c.t, c.x), one, zero, unit_w, one, zero, two, zero};
+    compare(Op::kQLinearConv, conv_attrs(1, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}), conv, {1, 1, 2, 2}, c.t,
+            "QLinearConv", conv_kernel_attrs(1, {1, 1}, {1, 1}, {0, 0, 0, 0}), {}, {3});
+    // QLinearMatMul: [4, 1] x [1, 1] with B = 1.
+    std::vector<QTensor> mm = {exact({4, 1}, c.t, c.x), one, zero, exact({1, 1}, c.t, {1}), one, zero, two, zero};
+    compare(Op::kQLinearMatMul, BlobNode{}, mm, {4, 1}, c.t, "QLinearMatMul", {}, {}, {3});
+    // The reference kernel itself gives the half-to-even values.
+    for (auto* ins : {&conv, &mm}) {
+      const bool is_conv = ins == &conv;
+      QTensor got{is_conv ? Dims{1, 1, 2, 2} : Dims{4, 1}, c.t, std::vector<uint8_t>(4, 0x5a)};
+      std::vector<kernels::TensorRef> refs;
+      for (QTensor& t : *ins) refs.push_back(t.ref());
+      std::vector<kernels::TensorRef> outs = {got.ref()};
+      Status s = registry.find(is_conv ? "QLinearConv" : "QLinearMatMul")
+                     ->run(refs, outs,
+                           kernels::Attributes(is_conv ? conv_kernel_attrs(1, {1, 1}, {1, 1}, {0, 0, 0, 0})
+                                                       : std::vector<AttributeDef>{}));
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      for (size_t i = 0; i < 4; ++i) {
+        const int value = c.t == LOOM_DTYPE_I8 ? static_cast<int8_t>(got.bytes[i]) : got.bytes[i];
+        EXPECT_EQ(value, static_cast<int>(c.want[i])) << (is_conv ? "QLinearConv" : "QLinearMatMul")
+                                                      << " element " << i;
+      }
+    }
+  }
+}
+
 TEST_F(CpuSimdInt8, AScaleBoundAtRunTimeThatIsNotPositiveIsAnErrorNamingTheNode) {
   BlobGraph g;
   g.tensors = {{LOOM_DTYPE_F32, {4}}, {LOOM_DTYPE_F32, {}}, {LOOM_DTYPE_U8, {4}}};
