@@ -16,12 +16,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Each micro-benchmark runs at least kMinRuns times and stops after
-// kMaxRuns or once it has taken kBudgetNs (after one warm-up run, which also
+// Each micro-benchmark runs at least kTiming.min_runs times and stops after
+// max_runs or once it has taken budget_ns (after one warm-up run, which also
 // packs weights).
-constexpr int kMinRuns = 3;
-constexpr int kMaxRuns = 30;
-constexpr double kBudgetNs = 10e6;
+constexpr sdk::TimingBudget kTiming{3, 30, 10e6};
 
 // The plain kernels run a node on one thread below this many output
 // elements (twice their grain, ops_nn.cpp's kElementGrain), on all above.
@@ -114,21 +112,7 @@ sdk::Status time_graph(const BlobGraph& graph, ThreadPool* pool, bool onednn, Ke
   call.outputs = outs.data();
   call.output_count = outs.size();
   LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));  // warm-up: packs the weights
-  std::vector<double> times;
-  double total = 0;
-  while (static_cast<int>(times.size()) < kMaxRuns &&
-         (static_cast<int>(times.size()) < kMinRuns || total < kBudgetNs)) {
-    const auto start = Clock::now();
-    LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));
-    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-    times.push_back(ns);
-    total += ns;
-  }
-  // The fastest run: what the device does when nothing else holds it up
-  // (on a busy machine a run may wait a scheduler slice for a thread, which
-  // says nothing about the device and would differ on the next run).
-  *out_ns = std::max(1.0, *std::min_element(times.begin(), times.end()));
-  return sdk::Status();
+  return sdk::time_fastest_run(kTiming, [&] { return exe->execute(call); }, out_ns);
 }
 
 // The FLOPs (or, with `bytes`, the bytes moved) of `g`.

@@ -20,12 +20,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Each micro-benchmark runs at least kMinRuns times and stops after
-// kMaxRuns or once it has taken kBudgetNs (after one warm-up run, which also
+// Each micro-benchmark runs at least kTiming.min_runs times and stops after
+// max_runs or once it has taken budget_ns (after one warm-up run, which also
 // records the command buffer).
-constexpr int kMinRuns = 2;
-constexpr int kMaxRuns = 30;
-constexpr double kBudgetNs = 10e6;
+constexpr sdk::TimingBudget kTiming{2, 30, 10e6};
 
 // A program run with no operands, its inputs intermediates as well (device
 // memory the executable owns, not uploaded: what they hold does not change
@@ -62,21 +60,7 @@ sdk::Status time_program(Device* device, BenchProgram& bench, double* out_ns, do
   LOOM_SDK_RETURN_IF_ERROR(VulkanExecutable::load(device, program, &exe));
   sdk::ExecuteCallT<Fence> call;
   LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));  // warm-up: records the command buffer
-  std::vector<double> times;
-  double total = 0;
-  while (static_cast<int>(times.size()) < kMaxRuns &&
-         (static_cast<int>(times.size()) < kMinRuns || total < kBudgetNs)) {
-    const auto start = Clock::now();
-    LOOM_SDK_RETURN_IF_ERROR(exe->execute(call));
-    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-    times.push_back(ns);
-    total += ns;
-  }
-  // The fastest run: what the device does when nothing else holds it up
-  // (on a busy machine a run may wait a scheduler slice for a thread, which
-  // says nothing about the device and would differ on the next run).
-  *out_ns = std::max(1.0, *std::min_element(times.begin(), times.end()));
-  return sdk::Status();
+  return sdk::time_fastest_run(kTiming, [&] { return exe->execute(call); }, out_ns);
 }
 
 // `count` single-element Relu dispatches.

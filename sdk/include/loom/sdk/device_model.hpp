@@ -21,6 +21,8 @@
 #ifndef LOOM_SDK_DEVICE_MODEL_HPP_
 #define LOOM_SDK_DEVICE_MODEL_HPP_
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -179,6 +181,37 @@ inline double roofline_ns(double flops, double flops_per_s, double bytes, double
   const double compute = flops_per_s > 0 ? flops / flops_per_s : 0;
   const double memory = bytes_per_s > 0 ? bytes / bytes_per_s : 0;
   return 1e9 * (compute > memory ? compute : memory);
+}
+
+// How long one calibration micro-benchmark runs: at least min_runs times,
+// then until budget_ns has been spent or max_runs runs were made.
+struct TimingBudget {
+  int min_runs = 3;
+  int max_runs = 30;
+  double budget_ns = 10e6;
+};
+
+// Runs `run` (a callable returning a status with ok(), e.g. one execution
+// of a warmed-up executable) as `budget` says and writes its fastest run in
+// nanoseconds, at least 1: what the device does when nothing else holds it
+// up (on a busy machine a run may wait a scheduler slice for a thread, which
+// says nothing about the device and would differ on the next run). The first
+// failed run ends it with that status.
+template <typename Run>
+auto time_fastest_run(const TimingBudget& budget, Run&& run, double* out_ns) -> decltype(run()) {
+  using Clock = std::chrono::steady_clock;
+  double fastest = 0, total = 0;
+  for (int runs = 0; runs < budget.max_runs && (runs < budget.min_runs || total < budget.budget_ns);
+       ++runs) {
+    const auto start = Clock::now();
+    auto status = run();
+    if (!status.ok()) return status;
+    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    fastest = runs == 0 ? ns : std::min(fastest, ns);
+    total += ns;
+  }
+  *out_ns = std::max(1.0, fastest);
+  return decltype(run()){};
 }
 
 }  // namespace loom::sdk
