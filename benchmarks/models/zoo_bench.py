@@ -175,8 +175,7 @@ def main():
             prog = os.path.join(a.out, "programs", f"{name}.{slug}.loom")
             os.makedirs(os.path.dirname(prog), exist_ok=True)
             cmd = [a.loom, "compile", onnx_file, "-o", prog, "--input-shape", f"{m['input']}={shape}"]
-            if target != "reference":
-                cmd += ["--target", target]
+            cmd += ["--target", "none" if target == "reference" else target]
             rc, _, text, secs = run(cmd, os.path.join(logs, f"compile.{name}.{slug}.log"),
                                     timeout=a.timeout_s)
             print(f"[zoo] compile {name} for {target}: "

@@ -23,8 +23,10 @@ def main():
     model, policy = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "policy:fastest"
     for d in loom.devices():
         print(f"device {d['uri']:<22} {d['kind']:<12} {d['name']}")
-    plugins = [p["name"] for p in loom.plugins() if p["state"] == "loaded"]
-    report = loom.compile(model, targets=plugins, variants="all")
+    # No targets: every plugin found that compiles, accelerators first, with a
+    # variant per plugin, so that the one program runs on any of them.
+    report = loom.compile(model)
+    print("targets: " + ", ".join(report["target_order"]))
     for t in report["targets"]:
         print(f"compiled {t['nodes']} node(s) for {t['plugin']}")
     program = loom.load(report["program"], device=policy)

@@ -186,13 +186,16 @@ class Runtime:
     def compile(self, model: Union[PathLike, bytes], output: Optional[PathLike] = None, *,
                 targets: Optional[Sequence[str]] = None,
                 input_shapes: Optional[Mapping[str, Sequence[Optional[int]]]] = None,
-                variants: str = "first", params_out: Optional[PathLike] = None) -> dict:
+                variants: Optional[str] = None, params_out: Optional[PathLike] = None) -> dict:
         """Compiles an ONNX model (a path or its bytes) into a program file.
 
-        targets: plugin names (None: the reference kernels only, as `loom compile`
-        without --target); input_shapes: {"x": [None, 3, 224, 224]}, None leaving a
-        dimension open; variants: "first" or "all". Returns the report; with
-        ``output`` None the program's bytes are in report["program"].
+        targets: plugin names in order of preference (None: every plugin found that
+        compiles, accelerators first, as `loom compile` without --target; []: the
+        reference kernels only); input_shapes: {"x": [None, 3, 224, 224]}, None
+        leaving a dimension open; variants: "first" or "all" (None: "all" when the
+        targets are the default, else "first"). Returns the report (with
+        "target_order", "default_targets" and "variants" saying what was chosen);
+        with ``output`` None the program's bytes are in report["program"].
         """
         with contextlib.ExitStack() as stack:
             if isinstance(model, (bytes, bytearray, memoryview)):
@@ -208,7 +211,7 @@ class Runtime:
             report = self._native.compile(os.fspath(model), os.fspath(output),
                                           None if targets is None else list(targets),
                                           None if input_shapes is None else dict(input_shapes),
-                                          variants, None if params_out is None else os.fspath(params_out))
+                                          variants or "", None if params_out is None else os.fspath(params_out))
             if keep:
                 report["output"] = os.fspath(output)
             else:

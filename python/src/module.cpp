@@ -267,9 +267,11 @@ compiler::CompileOptions compile_options(const std::optional<std::vector<std::st
       o.input_shapes.emplace_back(py::str(item.first), std::move(shape));
     }
   }
-  if (variants == "all") {
+  // No variants named: all when the targets are the default (every plugin),
+  // as `loom compile` without --target, else first.
+  if (variants == "all" || (variants.empty() && !targets)) {
     o.variants = compiler::CompileOptions::Variants::kAll;
-  } else if (variants != "first") {
+  } else if (!variants.empty() && variants != "first") {
     throw py::value_error("variants must be 'first' or 'all', not '" + variants + "'");
   }
   if (params_out) o.params_out = *params_out;
@@ -403,12 +405,17 @@ PYBIND11_MODULE(_loom, m) {
              Result<compiler::CompileReport> report = internal_error("not run");
              {
                py::gil_scoped_release release;
+               if (!targets) o.targets = compiler::default_targets(r.runtime->plugin_host());
                report = compiler::compile_onnx_file(r.runtime->plugin_host(), model, output, o);
              }
-             return report_dict(take(std::move(report)));
+             py::dict d = report_dict(take(std::move(report)));
+             d["default_targets"] = !targets.has_value();
+             d["target_order"] = o.targets;
+             d["variants"] = o.variants == compiler::CompileOptions::Variants::kAll ? "all" : "first";
+             return d;
            },
            py::arg("model"), py::arg("output"), py::arg("targets") = py::none(), py::arg("input_shapes") = py::none(),
-           py::arg("variants") = "first", py::arg("params_out") = py::none())
+           py::arg("variants") = "", py::arg("params_out") = py::none())
       .def("load",
            [](PyRuntime& r, py::object source, const std::string& device, bool fallback, double run_timeout,
               size_t shape_cache, uint64_t max_tensor_bytes) {

@@ -23,14 +23,14 @@ mlp="$dir/models/mlp.onnx"
 
 # --- reference kernels only ------------------------------------------------
 expect_ok "compile mlp" "^reference  *-  *5  *-  *Add,MatMul,Relu,Reshape,Softmax$" \
-  "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
+  "$loom" compile "$mlp" -o "$dir/mlp.loom" --target none --input-shape x=2x4
 [ -s "$dir/mlp.loom" ] || fail "compile wrote no program"
 # Not a terminal: progress as plain lines on stdout, nothing on stderr.
 expect_ok "progress lines" "^loom: compile: import" \
-  "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
+  "$loom" compile "$mlp" -o "$dir/mlp.loom" --target none --input-shape x=2x4
 [ -s "$dir/stderr" ] && fail "stderr not empty on success: $(cat "$dir/stderr")"
 expect_ok "summary names the model" "^compiled $mlp -> $dir/mlp.loom (opset 17, 12 nodes" \
-  "$loom" compile "$mlp" -o "$dir/mlp.loom" --input-shape x=2x4
+  "$loom" compile "$mlp" -o "$dir/mlp.loom" --target none --input-shape x=2x4
 expect_ok "run the compiled program" "^y: f32\[2, 512\] = \[" \
   "$loom" run "$dir/mlp.loom" --input x=random
 # x = 0 by hand: h = x W = 0, a = h + b = b with b[i] = 0.1 * (i % 3), Relu
@@ -53,7 +53,7 @@ expect_ok "mlp on x = 0 gives the hand-computed softmax" \
   "$loom" run "$dir/mlp.loom" --input "x=$dir/x0.npy"
 # The Shape/Gather/Unsqueeze/Concat chain folds away once N is bound: the
 # program keeps MatMul, Add, Relu, Softmax and a Reshape with a constant shape.
-summary=$("$loom" compile "$mlp" -o "$dir/mlp3.loom" --input-shape x=3,4 2>&1) ||
+summary=$("$loom" compile "$mlp" -o "$dir/mlp3.loom" --target none --input-shape x=3,4 2>&1) ||
   fail "compile with N=3: $summary"
 grep -q "Reshape" <<<"$summary" || fail "the Reshape is missing from the summary: $summary"
 grep -q "Gather\|Concat\|Unsqueeze\|Shape " <<<"$summary" && fail "shape chain left in the program: $summary"
@@ -94,7 +94,7 @@ expect_ok "open program with external weights at N=2" \
 relu=/usr/share/libonnx-testdata/data/node/test_relu/model.onnx
 [ -f "$relu" ] || fail "$relu is missing (libonnx-testdata; run scripts/setup.sh)"
 expect_ok "compile once with two dimensions open" "^open shapes: compiled once for every binding" \
-  "$loom" compile "$relu" -o "$dir/once.loom" --input-shape x=?,4,?
+  "$loom" compile "$relu" -o "$dir/once.loom" --target none --input-shape x=?,4,?
 npy_f32_zeros "$dir/r243.npy" 2 4 3
 expect_ok "compiled once: [2, 4, 3] is bound, not compiled" \
   "^binding: x=\[2, 4, 3\] (open shapes: the program, compiled once, bound these shapes" \
@@ -108,7 +108,7 @@ expect_ok "compiled once: --json says so" '"compiled_once": true' \
 # [-1, N], is compiled per binding: tests/unit/compiler/open_shapes_test.cpp).
 expect_ok "a shape chain spelled for every binding: compiled once" \
   "^open shapes: compiled once for every binding" \
-  "$loom" compile "$mlp" -o "$dir/chain_once.loom"
+  "$loom" compile "$mlp" -o "$dir/chain_once.loom" --target none
 npy_f32_zeros "$dir/x3.npy" 3 4
 expect_ok "the shape chain compiled once runs at N = 3" "^y: f32\[3, 512\] = \[0.00176173," \
   "$loom" run "$dir/chain_once.loom" --input "x=$dir/x3.npy"
@@ -116,16 +116,16 @@ expect_ok "a fixed-shape target: compiled per binding, and why" \
   "compiled for each binding when the program runs (vulkan-compute compiles fixed shapes only" \
   "$loom" compile "$relu" -o "$dir/per_binding.loom" --input-shape x=?,4,? --target vulkan-compute
 expect_ok "compile with N bounded" "^  x: f32 \[?(N 1..4), 4\]$" \
-  "$loom" compile "$mlp" -o "$dir/bounded.loom" --input-shape x=1..4,4
+  "$loom" compile "$mlp" -o "$dir/bounded.loom" --target none --input-shape x=1..4,4
 expect_error "bounded program: N over its bound" "dimension 0 ('N') is 5, outside its declared range 1..4" \
   "$loom" run "$dir/bounded.loom" --input "x=$dir/x5.npy"
 expect_error "upside-down range" "'4..1' is an empty range" \
-  "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=4..1,4
+  "$loom" compile "$mlp" -o "$dir/x.loom" --target none --input-shape x=4..1,4
 
 # --- weights in an archive -------------------------------------------------
 mkdir -p "$dir/ext"
 expect_ok "compile --params-out" "params: " \
-  "$loom" compile "$mlp" -o "$dir/ext/mlp.loom" --input-shape x=2,4 \
+  "$loom" compile "$mlp" -o "$dir/ext/mlp.loom" --target none --input-shape x=2,4 \
   --params-out "$dir/ext/weights.irpa" --params-scope net
 [ -s "$dir/ext/weights.irpa" ] || fail "--params-out wrote no archive"
 expect_ok "archive holds W" "data 'W'  length 8192" "$loom" params dump "$dir/ext/weights.irpa"
@@ -143,7 +143,7 @@ ext_size=$(stat -c %s "$dir/ext/mlp.loom")
 [ "$ext_size" -lt "$inline_size" ] || fail "program with external weights is not smaller ($ext_size >= $inline_size)"
 
 expect_ok "--params-out into a new subfolder" "params: " \
-  "$loom" compile "$mlp" -o "$dir/ext/sub.loom" --input-shape x=2x4 --params-out "$dir/ext/new/w.irpa"
+  "$loom" compile "$mlp" -o "$dir/ext/sub.loom" --target none --input-shape x=2x4 --params-out "$dir/ext/new/w.irpa"
 expect_ok "run with weights in the subfolder" "^y: f32\[2, 512\] = \[0.00176173" \
   "$loom" run "$dir/ext/sub.loom" --input "x=$dir/x0.npy"
 
@@ -165,7 +165,7 @@ if [ ! -d "$data/node/test_gemm_all_attributes" ] || [ ! -d "$data/pytorch-conve
   skip "ONNX test data oracle" "$data is missing test_gemm_all_attributes or test_Conv2d (libonnx-testdata)"
 else
   for target in reference cpu-simd; do
-    targets=()
+    targets=(--target none)
     [ "$target" = reference ] || targets=(--target "$target")
     gemm="$data/node/test_gemm_all_attributes"
     set0="$gemm/test_data_set_0"
@@ -217,6 +217,32 @@ else
   done
   expect_ok "the reference variant ran" "delegate cpu-simd_0 -> reference (loom.reference)" \
     "$loom" run "$dir/conv_all.loom" --device fpga-stub --input "0=$set0/input_0.pb"
+  # No --target: every plugin found that compiles, accelerators first
+  # (fpga-stub, then the CPUs), said in the summary, with --variants all:
+  # the one program runs on each plugin and on the reference kernels alone.
+  expect_ok "compile Conv2d with no --target" \
+    "^targets: fpga-stub,cpu-simd[,a-z-]* (every plugin found that compiles, accelerators first" \
+    "$loom" compile "$conv/model.onnx" -o "$dir/conv_default.loom"
+  expect_ok "no --target makes every variant" "^reference  *-  *0  *1 " \
+    "$loom" compile "$conv/model.onnx" -o "$dir/conv_default.loom"
+  expect_ok "no --target: --json says the targets were the default" '"default_targets": true' \
+    "$loom" compile "$conv/model.onnx" -o "$dir/conv_default.loom" --json
+  expect_ok "--target none keeps every node on the reference kernels" "^reference  *-  *1  *-  *Conv$" \
+    "$loom" compile "$conv/model.onnx" -o "$dir/conv_none.loom" --target none
+  selectors=("" cpu-simd fpga-stub)
+  if "$loom" devices | grep -q "device vulkan-compute://0"; then selectors+=(vulkan-compute); fi
+  for selector in "${selectors[@]}"; do
+    what="default-target Conv2d on ${selector:-the default device}"
+    device_args=()
+    [ -n "$selector" ] && device_args=(--device "$selector")
+    expect_ok "$what" "wrote 3 to $dir/conv_default_$selector/3.npy" \
+      "$loom" run "$dir/conv_default.loom" "${device_args[@]}" --input "0=$set0/input_0.pb" \
+      --output-dir "$dir/conv_default_$selector"
+    expect_ok "$what matches the test data" "^same: " \
+      "$compare" "$dir/conv_default_$selector/3.npy" "$set0/output_0.pb"
+  done
+  expect_error "--target none with a plugin" "--target none means the reference kernels only" \
+    "$loom" compile "$conv/model.onnx" -o "$dir/x.loom" --target none,cpu-simd
   # The oracle can fail: another data set's expected output does not match.
   expect_exit "a wrong expected output is told apart" 1 "^differ: " \
     "$compare" "$dir/gemm_reference/y.npy" "$data/node/test_gemm_default_zero_bias/test_data_set_0/output_0.pb"
@@ -224,34 +250,34 @@ fi
 
 # --- errors ------------------------------------------------------------------
 expect_error "missing model" "nothing.onnx" \
-  "$loom" compile "$dir/nothing.onnx" -o "$dir/x.loom"
+  "$loom" compile "$dir/nothing.onnx" -o "$dir/x.loom" --target none
 expect_error "not a model" "mlp.loom: not an ONNX model" \
-  "$loom" compile "$dir/mlp.loom" -o "$dir/x.loom"
+  "$loom" compile "$dir/mlp.loom" -o "$dir/x.loom" --target none
 expect_error "bad --input-shape" "input-shape" \
-  "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2xq
+  "$loom" compile "$mlp" -o "$dir/x.loom" --target none --input-shape x=2xq
 # Huge bound dimensions compile (nothing of their size is allocated) and are
 # refused when run, before anything is allocated: 2^40 rows exceed what a
 # plan may address; 2^30 rows (a 2 TiB intermediate) exceed the default
 # --max-tensor-bytes (half the machine's memory); 2^26 rows a given one.
 expect_ok "compile 2^40 rows" "^program: " \
-  "$loom" compile "$mlp" -o "$dir/huge40.loom" --input-shape x=1099511627776x4
+  "$loom" compile "$mlp" -o "$dir/huge40.loom" --target none --input-shape x=1099511627776x4
 expect_error "run 2^40 rows" "tensor of shape \[1099511627776, 512\] is too large" \
   "$loom" run "$dir/huge40.loom" --input x=random
 expect_ok "compile 2^30 rows" "^program: " \
-  "$loom" compile "$mlp" -o "$dir/huge30.loom" --input-shape x=1073741824x4
+  "$loom" compile "$mlp" -o "$dir/huge30.loom" --target none --input-shape x=1073741824x4
 expect_error "run 2^30 rows" "of function 'main' takes [0-9]* bytes, more than the limit of" \
   "$loom" run "$dir/huge30.loom" --input x=random
 expect_ok "compile 2^26 rows" "^program: " \
-  "$loom" compile "$mlp" -o "$dir/huge26.loom" --input-shape x=67108864x4
+  "$loom" compile "$mlp" -o "$dir/huge26.loom" --target none --input-shape x=67108864x4
 expect_error "run 2^26 rows under --max-tensor-bytes" \
   "input 'x' (f32 \[67108864, 4\]) of function 'main' takes 1073741824 bytes, more than the limit of 1048576" \
   "$loom" run "$dir/huge26.loom" --input x=random --max-tensor-bytes 1048576
 expect_error "unknown target" "no such plugin" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2x4 --target nope --plugin-path "$fake_dir"
 expect_error "params outside the program's folder" "params-out" \
-  "$loom" compile "$mlp" -o "$dir/ext/x.loom" --input-shape x=2x4 --params-out "$dir/w.irpa"
+  "$loom" compile "$mlp" -o "$dir/ext/x.loom" --target none --input-shape x=2x4 --params-out "$dir/w.irpa"
 expect_error "unsupported op" "NoSuchOp" \
-  "$loom" compile "$dir/models/mlp_bad_op.onnx" -o "$dir/x.loom" --input-shape x=2x4
+  "$loom" compile "$dir/models/mlp_bad_op.onnx" -o "$dir/x.loom" --target none --input-shape x=2x4
 expect_error "missing -o" "output" "$loom" compile "$mlp"
 expect_error "fake cannot compile" "plugin 'fake'" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2x4 --target fake \

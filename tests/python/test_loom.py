@@ -151,7 +151,12 @@ def test_scalars_bools_and_int64(runtime, tmp_path):
                         helper.make_tensor_value_info("n", TensorProto.INT64, [3])],
                        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, []),
                         helper.make_tensor_value_info("more", TensorProto.BOOL, [3])])
-    program = runtime.load(runtime.compile(path)["program"])
+    report = runtime.compile(path)
+    # No targets: every plugin that compiles, accelerators first, all variants.
+    assert report["default_targets"] and report["variants"] == "all"
+    assert report["target_order"][:2] == ["fpga-stub", "cpu-simd"], report["target_order"]
+    assert runtime.compile(path, targets=[])["target_order"] == []
+    program = runtime.load(report["program"])
     out = program.run({"a": np.float32(1.5), "b": np.array(2.0, np.float32),
                        "n": np.array([1, 4, 9], np.int64)})
     assert out["sum"].shape == () and out["sum"] == np.float32(3.5)

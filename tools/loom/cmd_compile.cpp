@@ -131,10 +131,25 @@ std::string join(const std::vector<std::string>& v) {
   return s.empty() ? "-" : s;
 }
 
-void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
+// What the compile was for: the targets, whether they were the default, and
+// the variants it made.
+struct CompileChoice {
+  std::vector<std::string> targets;
+  bool defaulted = false;
+  bool all_variants = false;
+};
+
+void print_summary(const compiler::CompileReport& r, const CompileArgs& args,
+                   const CompileChoice& choice) {
   std::printf("compiled %s -> %s (opset %lld, %zu nodes in the model)\n", args.model.c_str(),
               args.output.c_str(), static_cast<long long>(r.opset), r.model_nodes);
-  const bool all = args.variants == "all";
+  if (choice.defaulted) {
+    std::printf("targets: %s (every plugin found that compiles, accelerators first, each subgraph "
+                "with a variant for every target that takes it and for the reference kernels; "
+                "--target chooses, --target none keeps everything on the reference kernels)\n",
+                choice.targets.empty() ? "none found" : join(choice.targets).c_str());
+  }
+  const bool all = choice.all_variants;
   if (all) {
     std::printf("%-16s %9s %6s %8s  %-12s %s\n", "target", "subgraphs", "nodes", "variants",
                 "blob bytes", "op types");
@@ -182,7 +197,7 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args) {
   }
 }
 
-void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
+void print_json(const compiler::CompileReport& r, const CompileArgs& args, const CompileChoice& choice) {
   nlohmann::json targets = nlohmann::json::array();
   for (const compiler::TargetReport& t : r.targets) {
     targets.push_back({{"plugin", t.plugin},
@@ -198,7 +213,8 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
                         {"output", args.output},
                         {"opset", r.opset},
                         {"model_nodes", r.model_nodes},
-                        {"variants", args.variants},
+                        {"variants", choice.all_variants ? "all" : "first"},
+                        {"default_targets", choice.defaulted},
                         {"targets", std::move(targets)},
                         {"reference", {{"nodes", r.reference_nodes},
                                        {"variants", r.reference_variants},
@@ -220,7 +236,14 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args) {
 
 int run_compile(const CompileArgs& args) {
   compiler::CompileOptions options;
-  options.targets = split_targets(args.targets);
+  CompileChoice choice;
+  choice.targets = split_targets(args.targets);
+  choice.defaulted = choice.targets.empty();
+  if (choice.targets.size() == 1 && choice.targets[0] == "none") choice.targets.clear();
+  if (std::find(choice.targets.begin(), choice.targets.end(), "none") != choice.targets.end()) {
+    return fail(invalid_argument("--target none means the reference kernels only: name no plugin with it"));
+  }
+  choice.all_variants = args.variants.empty() ? choice.defaulted : args.variants == "all";
   for (const std::string& s : args.input_shapes) {
     auto shape = parse_input_shape(s);
     if (!shape.ok()) return fail(shape.status());
@@ -229,8 +252,8 @@ int run_compile(const CompileArgs& args) {
   }
   options.params_out = args.params_out;
   options.params_scope = args.params_scope;
-  options.variants = args.variants == "all" ? compiler::CompileOptions::Variants::kAll
-                                            : compiler::CompileOptions::Variants::kFirst;
+  options.variants = choice.all_variants ? compiler::CompileOptions::Variants::kAll
+                                         : compiler::CompileOptions::Variants::kFirst;
   if (args.params_scope.empty() && !args.params_out.empty()) {
     return fail(invalid_argument("--params-scope must not be empty"));
   }
@@ -239,6 +262,8 @@ int run_compile(const CompileArgs& args) {
   if (Status s = add_plugin_options(args.plugin_options, &runtime_options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(runtime_options);
   if (!runtime.ok()) return fail(runtime.status());
+  if (choice.defaulted) choice.targets = compiler::default_targets((*runtime)->plugin_host());
+  options.targets = choice.targets;
   Progress progress;
   if (!args.json) {
     options.progress = [&](std::string_view stage, double f) { progress.update(stage, f); };
@@ -247,9 +272,9 @@ int run_compile(const CompileArgs& args) {
   if (!args.json) progress.finish();
   if (!report.ok()) return fail(report.status());
   if (args.json) {
-    print_json(*report, args);
+    print_json(*report, args, choice);
   } else {
-    print_summary(*report, args);
+    print_summary(*report, args, choice);
   }
   return 0;
 }

@@ -120,13 +120,13 @@ struct ParamsArgs {
 struct CompileArgs {
   std::string model;
   std::string output;                       // -o
-  std::vector<std::string> targets;         // --target a,b (repeatable)
+  std::vector<std::string> targets;         // --target a,b (repeatable); none: no plugin
   std::vector<std::string> input_shapes;    // NAME=DIMS
   std::string params_out;
   std::string params_scope = "model";
   std::vector<std::string> plugin_paths;    // --plugin-path DIR
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
-  std::string variants = "first";           // first | all
+  std::string variants;                     // first | all; empty: all without --target, else first
   bool json = false;
 };
 

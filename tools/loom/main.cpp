@@ -193,7 +193,10 @@ int main(int argc, char** argv) {
   cmd_compile->add_option("-o,--output", compile.output, "Program file to write (.loom)")->required();
   cmd_compile->add_option("--target", compile.targets,
                           "Plugins to compile for, in order of preference (cpu-simd,...); "
-                          "what none takes runs on the reference kernels");
+                          "what none takes runs on the reference kernels. Default: every "
+                          "plugin found that compiles, accelerators first (as "
+                          "policy:prefer-accelerator), with --variants all; 'none': "
+                          "the reference kernels only");
   cmd_compile->add_option("--input-shape", compile.input_shapes,
                           "NAME=DIMS (1x3x224x224, 1,3,?,?, 1,3,32..2048,32..2048): bind an "
                           "input's dimensions; '?' or MIN..MAX leaves one open (an open-shape "
@@ -207,7 +210,8 @@ int main(int argc, char** argv) {
                           "first: one variant per subgraph, for the plugin that took it; all: "
                           "also one for every other --target that supports all of its nodes, "
                           "and one for the reference kernels, so that the program runs "
-                          "wherever any of them is present")
+                          "wherever any of them is present (default: all without --target, "
+                          "first with it)")
       ->check(CLI::IsMember({"first", "all"}));
   cmd_compile->add_flag("--json", compile.json, "Print the report as one JSON document");
   cmd_compile->add_option("--plugin-path", compile.plugin_paths, "Also search DIR for plugins");

@@ -43,7 +43,8 @@ struct DimRange {
 struct CompileOptions {
   // Plugin names in order of preference ("cpu-simd"). A node goes to the
   // first listed plugin that supports it; nodes none of them takes run on
-  // the core's reference kernels. Empty: everything on reference kernels.
+  // the core's reference kernels. Empty: everything on reference kernels
+  // (default_targets() gives what the CLI compiles for when none is named).
   std::vector<std::string> targets;
 
   // Binds the dimensions of a model input: ("x", {1, 3, 224, 224}). A
@@ -144,6 +145,15 @@ struct CompileReport {
 Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
                                         const std::filesystem::path& out,
                                         const CompileOptions& options = {});
+
+// The targets to compile for when none is named: every plugin of `plugins`
+// that loads and has compile entries, ordered as policy:prefer-accelerator
+// orders their devices (accelerators, then GPUs, CPUs and virtual devices;
+// found order within a kind), each plugin at the place of its best device.
+// `loom compile` without --target, and loom.compile() without targets, use
+// them with Variants::kAll, so that the program runs on any of them, and on
+// the reference kernels. Empty when no plugin compiles.
+std::vector<std::string> default_targets(host::PluginHost& plugins);
 
 }  // namespace compiler
 }  // namespace loom

@@ -48,7 +48,7 @@ step "loom devices lists tiny-accel://0" "tiny-accel://0" "$loom" devices
 step "compile for tiny-accel" "^tiny-accel  *1  *5 " \
   "$loom" compile "$dir/mlp.onnx" -o "$dir/accel.loom" --target tiny-accel
 step "compile for the reference kernels" "^reference " \
-  "$loom" compile "$dir/mlp.onnx" -o "$dir/ref.loom"
+  "$loom" compile "$dir/mlp.onnx" -o "$dir/ref.loom" --target none
 step "run on tiny-accel://0" "delegate tiny-accel_0 -> tiny-accel://0" \
   "$loom" run "$dir/accel.loom" --device tiny-accel://0 --explain \
   --input "x=$dir/x.npy" --output "y=$dir/accel.npy"
