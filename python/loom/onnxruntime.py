@@ -90,9 +90,11 @@ class InferenceSession:
         threads = int(getattr(sess_options, "intra_op_num_threads", 0) or 0)
         self._runtime = Runtime(threads=threads)
         names = []
+        requested = []  # (provider name as given, its plugin)
         for p in providers or ["CPUExecutionProvider"]:
             name = p[0] if isinstance(p, tuple) else p
             plugin = _PROVIDERS.get(name, name)
+            requested.append((name, plugin))
             if plugin not in names:
                 names.append(plugin)
         found = {r["name"] for r in self._runtime.plugins() if r["state"] != "rejected"}
@@ -108,8 +110,11 @@ class InferenceSession:
         # present device loads, the reference kernels last.
         self._program = self._runtime.load(report["program"])
         self._session = self._program.session()
-        self._providers = [p for p, plugin in _PROVIDERS.items() if plugin in self._targets] or \
-            ["CPUExecutionProvider"]
+        # As ONNX Runtime: the requested providers that are available, in the order
+        # given, with CPUExecutionProvider (the reference kernels' fallback) last.
+        self._providers = [n for n, plugin in requested if plugin in self._targets]
+        if "CPUExecutionProvider" not in self._providers:
+            self._providers.append("CPUExecutionProvider")
 
     def get_inputs(self) -> List[NodeArg]:
         return [NodeArg(d) for d in self._session.inputs]

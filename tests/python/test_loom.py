@@ -235,6 +235,11 @@ def test_inference_session_like_onnxruntime(open_relu):
     opts.intra_op_num_threads = 1
     sess2 = lort.InferenceSession(open(path, "rb").read(), opts, providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(sess2.run(None, {"x": x})[0], y)
+    # get_providers: the requested ones available, in the order given, CPU last.
+    if any(d["uri"] == "vulkan-compute://0" for d in loom.devices()):
+        sess3 = lort.InferenceSession(path, providers=["VulkanExecutionProvider", "CPUExecutionProvider"])
+        assert sess3.get_providers() == ["VulkanExecutionProvider", "CPUExecutionProvider"]
+        np.testing.assert_array_equal(sess3.run(None, {"x": x})[0], y)
 
 
 def test_conformance_suite_and_doctor_from_python():
