@@ -40,6 +40,10 @@ LOOM_SHAPE_DECLARE_OP(eye_like);
 LOOM_SHAPE_DECLARE_OP(hann_window);
 LOOM_SHAPE_DECLARE_OP(hamming_window);
 LOOM_SHAPE_DECLARE_OP(blackman_window);
+// shape/spectral.cpp: DFT, STFT, MelWeightMatrix.
+LOOM_SHAPE_DECLARE_OP(dft);
+LOOM_SHAPE_DECLARE_OP(stft);
+LOOM_SHAPE_DECLARE_OP(mel_weight_matrix);
 // shape/select.cpp: output shapes decided by operand values.
 LOOM_SHAPE_DECLARE_OP(nonzero);
 LOOM_SHAPE_DECLARE_OP(compress);

@@ -36,6 +36,9 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add({"Trilu", &trilu_run, &trilu_infer});
   r.add({"EyeLike", &eye_like_run, &eye_like_infer});
   r.add({"HannWindow", &hann_window_run, &hann_window_infer});
+  r.add({"DFT", &dft_run, &dft_infer});
+  r.add({"STFT", &stft_run, &stft_infer});
+  r.add({"MelWeightMatrix", &mel_weight_matrix_run, &mel_weight_matrix_infer});
   r.add({"HammingWindow", &hamming_window_run, &hamming_window_infer});
   r.add({"BlackmanWindow", &blackman_window_run, &blackman_window_infer});
   r.add({"NonZero", &nonzero_run, &nonzero_infer});
