@@ -163,8 +163,15 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
     (void)probe;
     LoadOptions load;
     load.device = selector;
-    auto program = runtime.load_program(scratch / "probe.loom", load);
-    if (!program.ok()) return program.status().with_context(under_test ? "--device" : "--reference");
+    const fs::path probe_path = scratch / "probe.loom";
+    auto program = runtime.load_program(probe_path, load);
+    if (!program.ok()) {
+      // The scratch program's path means nothing to the caller.
+      std::string message = program.status().message();
+      const std::string prefix = probe_path.string() + ": ";
+      if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+      return Status(program.status().code(), message).with_context(under_test ? "--device" : "--reference");
+    }
     return not_found("no device matches '" + selector + "'");
   }
 

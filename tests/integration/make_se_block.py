@@ -6,7 +6,11 @@ Conv, HardSigmoid with MobileNetV3's alpha 1/6 (the node the test-only
 cpu-simd-broken plugin gets wrong), Mul, a 1x1 Conv and HardSigmoid with
 ONNX's default alpha 0.2 (which cpu-simd-broken gets right), plus one input.
 
-Usage: make_se_block.py OUT_DIR   (writes se_block.onnx and x.npy)
+Also writes no_kernel.onnx: x -> Relu -> an op of a made-up domain that
+neither a plugin nor the reference kernels run.
+
+Usage: make_se_block.py OUT_DIR   (writes se_block.onnx, x.npy, x_wrong_shape.npy,
+                                   no_kernel.onnx)
 
 Run with Debian's /usr/bin/python3 (python3-onnx, python3-numpy)."""
 import os
@@ -53,6 +57,17 @@ def main():
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(out_dir, "se_block.onnx"))
     np.save(os.path.join(out_dir, "x.npy"), RNG.uniform(-1, 1, size=(1, 3, 8, 8)).astype(np.float32))
+    np.save(os.path.join(out_dir, "x_wrong_shape.npy"), np.zeros((1, 8, 1, 1), np.float32))
+
+    odd = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("Frobnicate", ["r"], ["y"], name="odd", domain="com.example.loomtest")],
+        "no_kernel",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])])
+    onnx.save(helper.make_model(odd, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.example.loomtest", 1)]),
+              os.path.join(out_dir, "no_kernel.onnx"))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 // worst error, names the first step that diverges, and with --bisect writes
 // that step as a model of its own; a front end to
 // loom/conformance/model_compare.hpp.
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -109,13 +112,25 @@ Result<std::vector<NamedTensor>> read_compare_inputs(const std::vector<std::stri
   return inputs;
 }
 
+// --rtol / --atol: a finite number >= 0.
+Result<double> parse_tolerance(const std::string& text, const char* option) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(value) ||
+      value < 0) {
+    return invalid_argument(std::string(option) + " '" + text + "' is not a number >= 0 (for example 1e-4)");
+  }
+  return value;
+}
+
 Result<cf::ModelComparison> compare_once(Runtime& runtime, const CompareArgs& args,
                                          const std::vector<NamedTensor>& inputs, bool split) {
   cf::ModelCompareOptions options;
   options.device = args.device;
   options.reference_device = args.reference;
-  options.tolerance.rtol = args.rtol;
-  options.tolerance.atol = args.atol;
+  LOOM_ASSIGN_OR_RETURN(options.tolerance.rtol, parse_tolerance(args.rtol, "--rtol"));
+  LOOM_ASSIGN_OR_RETURN(options.tolerance.atol, parse_tolerance(args.atol, "--atol"));
   options.split_delegates = split;
   LOOM_ASSIGN_OR_RETURN(std::filesystem::path dir, cf::make_scratch_dir("compare"));
   CompareScratch scratch(dir);
@@ -157,6 +172,9 @@ int run_compare(const CompareArgs& args) {
   if (args.model.size() >= 5 && args.model.compare(args.model.size() - 5, 5, ".loom") == 0) {
     return fail(unimplemented(args.model + ": loom compare needs the ONNX model (a .loom program "
                               "keeps no graph to observe intermediate values in)"));
+  }
+  for (const auto& [text, option] : {std::pair{&args.rtol, "--rtol"}, std::pair{&args.atol, "--atol"}}) {
+    if (auto t = parse_tolerance(*text, option); !t.ok()) return fail(t.status());
   }
   RuntimeOptions runtime_options;
   runtime_options.threads = args.threads;

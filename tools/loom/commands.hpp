@@ -137,8 +137,8 @@ struct CompareArgs {
   std::string device;                       // --device: the device under test
   std::string reference;                    // --reference: a second device; empty: reference kernels
   std::vector<std::string> inputs;          // NAME=PATH.npy | NAME=PATH.pb
-  double rtol = 1e-3;
-  double atol = 1e-4;
+  std::string rtol = "1e-3";                // --rtol, parsed by the command
+  std::string atol = "1e-4";                // --atol
   bool split_delegates = false;             // every plugin node compiled on its own
   std::string bisect;                       // --bisect DIR: write the divergent step there
   uint32_t threads = 0;

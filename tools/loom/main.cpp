@@ -196,10 +196,9 @@ int main(int argc, char** argv) {
   cmd_compare->add_option("--input", compare.inputs, "NAME=PATH.npy or NAME=PATH.pb")
       ->required()
       ->allow_extra_args(false);
-  cmd_compare->add_option("--rtol", compare.rtol, "Relative tolerance (default 1e-3)")
-      ->check(CLI::NonNegativeNumber);
-  cmd_compare->add_option("--atol", compare.atol, "Absolute tolerance (default 1e-4)")
-      ->check(CLI::NonNegativeNumber);
+  cmd_compare->add_option("--rtol", compare.rtol, "Relative tolerance (default 1e-3): a value is "
+                                                   "within when |got - ref| <= atol + rtol * |ref|");
+  cmd_compare->add_option("--atol", compare.atol, "Absolute tolerance (default 1e-4)");
   cmd_compare->add_flag("--split-delegates", compare.split_delegates,
                         "Compile every node a plugin takes as a delegate of its own, to compare "
                         "inside delegates (fusion across nodes is then off)");
