@@ -150,21 +150,20 @@ Result<Reproducer> write_reproducer(const fs::path& model, const ModelComparison
     for (int k = 2; !used.insert(name).second; ++k) name = stem + "_" + std::to_string(k);
     return out_dir / (name + ".npy");
   };
-  for (const std::string& v : inputs) {
+  // Each value: its type in the model, its reference value as a file.
+  auto add_value = [&](const std::string& v, ::onnx::ValueInfoProto* info, const std::string& prefix,
+                       std::vector<std::pair<std::string, fs::path>>& files) -> Status {
     const Tensor* value = comparison.reference_value(v);
     if (value == nullptr) return internal_error("no reference value for '" + v + "'");
-    LOOM_RETURN_IF_ERROR(detail::set_value_info(out->add_input(), v, *value));
-    fs::path file = file_for("", v);
+    LOOM_RETURN_IF_ERROR(detail::set_value_info(info, v, *value));
+    fs::path file = file_for(prefix, v);
     LOOM_RETURN_IF_ERROR(io::write_npy(file, *value));
-    r.inputs.emplace_back(v, file);
-  }
+    files.emplace_back(v, file);
+    return Status();
+  };
+  for (const std::string& v : inputs) LOOM_RETURN_IF_ERROR(add_value(v, out->add_input(), "", r.inputs));
   for (const std::string& v : s.outputs) {
-    const Tensor* value = comparison.reference_value(v);
-    if (value == nullptr) return internal_error("no reference value for '" + v + "'");
-    LOOM_RETURN_IF_ERROR(detail::set_value_info(out->add_output(), v, *value));
-    fs::path file = file_for("expected_", v);
-    LOOM_RETURN_IF_ERROR(io::write_npy(file, *value));
-    r.expected.emplace_back(v, file);
+    LOOM_RETURN_IF_ERROR(add_value(v, out->add_output(), "expected_", r.expected));
   }
   r.model = out_dir / "model.onnx";
   LOOM_RETURN_IF_ERROR(detail::write_model_proto(proto, r.model));
