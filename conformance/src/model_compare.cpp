@@ -158,12 +158,10 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
     // a suggestion.
     const bool under_test = targets.empty();
     const std::string& selector = under_test ? options.device : options.reference_device;
-    LOOM_ASSIGN_OR_RETURN(compiler::CompileReport probe,
-                          detail::compile_for(runtime, model, scratch / "probe.loom", {}, inputs, false));
-    (void)probe;
+    const fs::path probe_path = scratch / "probe.loom";
+    LOOM_RETURN_IF_ERROR(detail::compile_for(runtime, model, probe_path, {}, inputs, false).status());
     LoadOptions load;
     load.device = selector;
-    const fs::path probe_path = scratch / "probe.loom";
     auto program = runtime.load_program(probe_path, load);
     if (!program.ok()) {
       // The scratch program's path means nothing to the caller.
