@@ -367,38 +367,38 @@ Result<ModelSummary> summarize_model(const fs::path& model) {
   return summary;
 }
 
-Status compare_tensors(std::string_view output, const Tensor& got, const Tensor& expected,
-                       const Tolerance& tol) {
-  std::string head = "output '" + std::string(output) + "'";
+TensorDifference measure_difference(const Tensor& got, const Tensor& expected,
+                                    const Tolerance& tol) {
+  TensorDifference d;
   if (got.dtype() != expected.dtype()) {
-    return invalid_argument(head + ": dtype " + std::string(dtype_name(got.dtype())) +
-                            ", expected " + std::string(dtype_name(expected.dtype())));
+    d.mismatch = "dtype " + std::string(dtype_name(got.dtype())) + ", expected " +
+                 std::string(dtype_name(expected.dtype()));
+    return d;
   }
   if (got.shape() != expected.shape()) {
-    return invalid_argument(head + ": shape " + shape_to_string(got.shape()) + ", expected " +
-                            shape_to_string(expected.shape()));
+    d.mismatch = "shape " + shape_to_string(got.shape()) + ", expected " +
+                 shape_to_string(expected.shape());
+    return d;
   }
   const uint64_t n = expected.element_count();
-  uint64_t bad = 0, worst = 0;
+  d.elements = n;
   if (is_floating(expected.dtype())) {
     double worst_excess = -1;
     for (uint64_t i = 0; i < n; ++i) {
       double a = float_at(got, i), e = float_at(expected, i);
       if (a == e || (std::isnan(a) && std::isnan(e))) continue;
       double diff = std::fabs(a - e);
+      if (!std::isfinite(diff)) diff = std::numeric_limits<double>::infinity();
+      d.max_abs_diff = std::max(d.max_abs_diff, diff);
       double allowed = tol.atol + tol.rtol * std::fabs(e);
       // An infinity (or a NaN) must match exactly: inf <= atol + rtol*inf.
       if (std::isfinite(a) && std::isfinite(e) && diff <= allowed) continue;
       // NaN against a number, or an infinity, is the worst kind of miss.
       double excess = std::isfinite(diff) ? diff - allowed : std::numeric_limits<double>::max();
-      ++bad;
-      if (excess > worst_excess) worst_excess = excess, worst = i;
+      ++d.outside;
+      if (excess > worst_excess) worst_excess = excess, d.worst = i;
     }
-    if (bad == 0) return Status();
-    return invalid_argument(head + " element " + index_string(expected.shape(), worst) +
-                            ": got " + number(float_at(got, worst)) + ", expected " +
-                            number(float_at(expected, worst)) + " (" + std::to_string(bad) +
-                            " of " + std::to_string(n) + " elements differ)");
+    return d;
   }
   const size_t width = dtype_size(expected.dtype());
   const std::byte* pa = got.bytes().data();
@@ -409,16 +409,32 @@ Status compare_tensors(std::string_view output, const Tensor& got, const Tensor&
                     ? (load<uint8_t>(pa, i) != 0) == (load<uint8_t>(pe, i) != 0)
                     : std::memcmp(pa + i * width, pe + i * width, width) == 0;
     if (same) continue;
-    ++bad;
-    long double d = int_at(got, i) - int_at(expected, i);
-    if (d < 0) d = -d;
-    if (d > worst_diff) worst_diff = d, worst = i;
+    ++d.outside;
+    long double diff = int_at(got, i) - int_at(expected, i);
+    if (diff < 0) diff = -diff;
+    if (diff > worst_diff) worst_diff = diff, d.worst = i;
   }
-  if (bad == 0) return Status();
-  return invalid_argument(head + " element " + index_string(expected.shape(), worst) + ": got " +
-                          int_number(got, worst) + ", expected " + int_number(expected, worst) +
-                          " (" + std::to_string(bad) + " of " + std::to_string(n) +
-                          " elements differ)");
+  if (d.outside != 0) d.max_abs_diff = static_cast<double>(worst_diff);
+  return d;
+}
+
+std::string describe_difference(const TensorDifference& d, const Tensor& got,
+                                const Tensor& expected) {
+  if (!d.mismatch.empty()) return d.mismatch;
+  if (d.outside == 0) return "within tolerance";
+  const bool floating = is_floating(expected.dtype());
+  return "element " + index_string(expected.shape(), d.worst) + ": got " +
+         (floating ? number(float_at(got, d.worst)) : int_number(got, d.worst)) + ", expected " +
+         (floating ? number(float_at(expected, d.worst)) : int_number(expected, d.worst)) + " (" +
+         std::to_string(d.outside) + " of " + std::to_string(d.elements) + " elements differ)";
+}
+
+Status compare_tensors(std::string_view output, const Tensor& got, const Tensor& expected,
+                       const Tolerance& tol) {
+  const TensorDifference d = measure_difference(got, expected, tol);
+  if (d.mismatch.empty() && d.outside == 0) return Status();
+  return invalid_argument("output '" + std::string(output) + "'" + (d.mismatch.empty() ? " " : ": ") +
+                          describe_difference(d, got, expected));
 }
 
 std::span<const std::string_view> required_ops() { return kRequiredOps; }

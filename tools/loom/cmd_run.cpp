@@ -19,6 +19,7 @@
 #endif
 #if LOOM_HAVE_COMPILER
 #include "loom/compiler.hpp"
+#include "loom/conformance/model_compare.hpp"
 #endif
 
 namespace loom::cli {
@@ -85,45 +86,6 @@ bool ends_with(const std::string& s, std::string_view suffix) {
                                                 suffix) == 0;
 }
 
-// An input file is .npy or a serialized ONNX TensorProto (.pb, as in ONNX's
-// test data): by extension, else by content (.npy files start with a magic).
-// Only a regular file is opened, whatever its name: a FIFO would block the
-// open or the read, and a device such as /dev/zero would never end; each is
-// refused before any open, saying what it is.
-Result<Tensor> read_input_file(const std::string& path) {
-  Status regular = check_regular_file(path, "input file");
-  if (regular.code() == StatusCode::kInvalidArgument) {
-    return invalid_argument(regular.message() + "; inputs are read from .npy or .pb files");
-  }
-  LOOM_RETURN_IF_ERROR(regular);
-  bool pb = ends_with(path, ".pb");
-  if (!pb && !ends_with(path, ".npy")) {
-    std::ifstream in(path, std::ios::binary);
-    char magic[6] = {};
-    in.read(magic, sizeof magic);
-    pb = in.gcount() == sizeof magic && std::string_view(magic, 6) != "\x93NUMPY";
-  }
-  if (!pb) return io::read_npy(path);
-#if LOOM_HAVE_ONNX
-  LOOM_ASSIGN_OR_RETURN(NamedTensor t, conformance::read_tensor_pb(path));
-  return std::move(t.tensor);
-#else
-  return unimplemented(path + ": reading ONNX .pb tensors needs loom built with ONNX support");
-#endif
-}
-
-// A file name for an output: ONNX names may hold '/', ':' and the like.
-std::string sanitize_file_name(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-' || c == '_';
-    out += ok ? c : '_';
-  }
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out;
-}
-
 void print_summary(const std::string& name, const Tensor& t) {
   std::cout << name << ": " << dtype_name(t.dtype()) << shape_to_string(t.shape());
   if (t.dtype() == DType::kF32) {
@@ -159,20 +121,10 @@ Result<std::filesystem::path> compile_for_run(
     const std::vector<std::pair<std::string, Tensor>>& files, TempProgram& temp) {
 #if LOOM_HAVE_COMPILER
   compiler::CompileOptions options;
-  if (!args.device.empty()) {
-    // Compile for the plugins of the devices the selector picks, in its
-    // order; a selector matching nothing is reported by load_program with
-    // suggestions.
-    LOOM_ASSIGN_OR_RETURN(DeviceSelector selector, DeviceSelector::parse(args.device));
-    const std::vector<DeviceInfo> devices = runtime.devices();
-    for (const auto& [d, alternative] : selector.order(devices)) {
-      const std::string& plugin = devices[d].plugin;
-      if (std::find(options.targets.begin(), options.targets.end(), plugin) ==
-          options.targets.end()) {
-        options.targets.push_back(plugin);
-      }
-    }
-  }
+  // Compile for the plugins of the devices the selector picks, in its
+  // order; a selector matching nothing is reported by load_program with
+  // suggestions.
+  LOOM_ASSIGN_OR_RETURN(options.targets, conformance::compile_targets_for(runtime, args.device));
   for (const auto& [name, tensor] : files) options.input_shapes.emplace_back(name, tensor.shape());
   options.input_value = [&files](std::string_view name) -> const Tensor* {
     for (const auto& [n, t] : files) {
@@ -199,6 +151,33 @@ Result<std::filesystem::path> compile_for_run(
 }
 
 }  // namespace
+
+// An input file is .npy or a serialized ONNX TensorProto (.pb, as in ONNX's
+// test data): by extension, else by content (.npy files start with a magic).
+// Only a regular file is opened, whatever its name: a FIFO would block the
+// open or the read, and a device such as /dev/zero would never end; each is
+// refused before any open, saying what it is.
+Result<Tensor> read_input_file(const std::string& path) {
+  Status regular = check_regular_file(path, "input file");
+  if (regular.code() == StatusCode::kInvalidArgument) {
+    return invalid_argument(regular.message() + "; inputs are read from .npy or .pb files");
+  }
+  LOOM_RETURN_IF_ERROR(regular);
+  bool pb = ends_with(path, ".pb");
+  if (!pb && !ends_with(path, ".npy")) {
+    std::ifstream in(path, std::ios::binary);
+    char magic[6] = {};
+    in.read(magic, sizeof magic);
+    pb = in.gcount() == sizeof magic && std::string_view(magic, 6) != "\x93NUMPY";
+  }
+  if (!pb) return io::read_npy(path);
+#if LOOM_HAVE_ONNX
+  LOOM_ASSIGN_OR_RETURN(NamedTensor t, conformance::read_tensor_pb(path));
+  return std::move(t.tensor);
+#else
+  return unimplemented(path + ": reading ONNX .pb tensors needs loom built with ONNX support");
+#endif
+}
 
 Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions* options) {
   for (const std::string& text : texts) {
@@ -521,7 +500,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
     if (ec) return invalid_argument("--output-dir " + args.output_dir + ": " + ec.message());
     std::set<std::string> used;
     for (size_t i = 0; i < session->output_count(); ++i) {
-      std::string base = sanitize_file_name(fn.outputs[i].name);
+      std::string base = io::npy_file_stem(fn.outputs[i].name);
       std::string file = base;
       for (int k = 2; !used.insert(file).second; ++k) file = base + "_" + std::to_string(k);
       std::filesystem::path path = std::filesystem::path(args.output_dir) / (file + ".npy");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loom/status.hpp"
+#include "loom/tensor.hpp"
 
 namespace CLI {
 class App;
@@ -130,6 +131,20 @@ struct CompileArgs {
   bool json = false;
 };
 
+// `loom compare` (cmd_compare.cpp; built when loom has the compiler).
+struct CompareArgs {
+  std::string model;                        // MODEL.onnx
+  std::string device;                       // --device: the device under test
+  std::string reference;                    // --reference: a second device; empty: reference kernels
+  std::vector<std::string> inputs;          // NAME=PATH.npy | NAME=PATH.pb
+  std::string rtol = "1e-3";                // --rtol, parsed by the command
+  std::string atol = "1e-4";                // --atol
+  bool split_delegates = false;             // every plugin node compiled on its own
+  std::string bisect;                       // --bisect DIR: write the divergent step there
+  uint32_t threads = 0;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+};
+
 // Registers `params` and its actions on `app`, filling `args` when parsed.
 CLI::App* add_params_command(CLI::App& app, ParamsArgs& args);
 
@@ -142,6 +157,7 @@ int run_demo(const DemoArgs& args);
 // The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).
 int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);
 int run_test_onnx(const TestOnnxArgs& args);
+int run_compare(const CompareArgs& args);
 
 // `loom conformance` (cmd_conformance.cpp).
 struct ConformanceArgs {
@@ -165,6 +181,10 @@ int run_params_dump(const ParamsArgs& args);  // params_dump.cpp
 Status add_plugin_options(const std::vector<std::string>& texts, RuntimeOptions* options);
 // Adds --isolate's plugin names ("a,b" or repeated) to `options`.
 void add_isolated_plugins(const std::vector<std::string>& texts, RuntimeOptions* options);
+
+// Reads an --input file: .npy or a serialized ONNX TensorProto (.pb), by
+// extension, else by content; only a regular file is opened (cmd_run.cpp).
+Result<Tensor> read_input_file(const std::string& path);
 
 // Prints "loom: error: <status message>" to stderr and returns 1.
 int fail(const Status& status);

@@ -182,6 +182,33 @@ int main(int argc, char** argv) {
                           "Run every case in this process (for debuggers; a crash ends the run)");
   loom::cli::ConformanceArgs conformance;
   CLI::App* cmd_conformance = loom::cli::add_conformance_command(app, conformance);
+
+  loom::cli::CompareArgs compare;
+  auto* cmd_compare = app.add_subcommand(
+      "compare", "Run an ONNX model on a device and on the reference kernels (or a second "
+                 "device) with every value between its steps observed; report each step's worst "
+                 "error and name the first step that leaves the tolerance; exit 1 when one does");
+  cmd_compare->add_option("MODEL", compare.model, "ONNX model (.onnx)")->required();
+  cmd_compare->add_option("--device", compare.device, "The device under test (a selector, as "
+                                                      "for loom run)")->required();
+  cmd_compare->add_option("--reference", compare.reference,
+                          "Compare against this device instead of the reference kernels");
+  cmd_compare->add_option("--input", compare.inputs, "NAME=PATH.npy or NAME=PATH.pb")
+      ->required()
+      ->allow_extra_args(false);
+  cmd_compare->add_option("--rtol", compare.rtol, "Relative tolerance (default 1e-3): a value is "
+                                                   "within when |got - ref| <= atol + rtol * |ref|");
+  cmd_compare->add_option("--atol", compare.atol, "Absolute tolerance (default 1e-4)");
+  cmd_compare->add_flag("--split-delegates", compare.split_delegates,
+                        "Compile every node a plugin takes as a delegate of its own, to compare "
+                        "inside delegates (fusion across nodes is then off)");
+  cmd_compare->add_option("--bisect", compare.bisect,
+                          "DIR: write the first divergent step as DIR/model.onnx with its inputs "
+                          "(from the reference run) and expected outputs as .npy files");
+  cmd_compare->add_option("--threads", compare.threads, "Cap on plugin worker threads");
+  cmd_compare->add_option("--plugin-option", compare.plugin_options,
+                          "KEY=VALUE handed to every plugin when it is created")
+      ->allow_extra_args(false);
 #endif
 
   loom::cli::ParamsArgs params;
@@ -239,6 +266,7 @@ int main(int argc, char** argv) {
 #if LOOM_HAVE_COMPILER
   if (*cmd_test_onnx) return loom::cli::run_test_onnx(test_onnx);
   if (*cmd_conformance) return loom::cli::run_conformance(conformance);
+  if (*cmd_compare) return loom::cli::run_compare(compare);
 #endif
   return 1;
 }

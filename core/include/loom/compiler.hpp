@@ -88,6 +88,12 @@ struct CompileOptions {
   enum class Variants : uint8_t { kFirst, kAll };
   Variants variants = Variants::kFirst;
 
+  // Every node a plugin takes becomes a subgraph of its own: no delegate
+  // holds two nodes, so every value a plugin computes is a delegate output
+  // that a run can observe, and plugins fuse nothing across nodes
+  // (`loom compare --split-delegates`). Off: maximal subgraphs.
+  bool one_node_per_subgraph = false;
+
   // Called as the work proceeds: a stage ("import", "partition", "compile",
   // "write") and the fraction done overall, in [0, 1].
   std::function<void(std::string_view stage, double fraction)> progress;
@@ -105,6 +111,20 @@ struct TargetReport {
   // compiled as a variant, and those it supports wholly but failed to compile.
   size_t extra_variants = 0;
   std::vector<std::string> variant_failures;  // "<subgraph>: <error>"
+};
+
+// One step of a fixed-shape program, in execution order: a delegate (the
+// nodes one plugin took together) or one node on the reference kernels.
+struct SubgraphReport {
+  std::string delegate;  // the program's delegate name ("cpu-simd_0"); empty: reference kernels
+  std::string plugin;    // the target plugin; empty: reference kernels
+  std::vector<std::string> nodes;     // node names (ONNX names; "<Op>_<index>" when unnamed)
+  std::vector<std::string> op_types;  // per node
+  // The values (ONNX names) it reads that something else produces (model
+  // inputs, other steps' outputs); constants are left out.
+  std::vector<std::string> inputs;
+  // The values it produces that another step reads or the model outputs.
+  std::vector<std::string> outputs;
 };
 
 struct CompileReport {
@@ -134,6 +154,9 @@ struct CompileReport {
   std::string open_per_binding_why;
   uint64_t program_bytes = 0;
   uint64_t params_bytes = 0;            // bytes written to params_out, 0 when inline
+  // The steps of a fixed-shape program in execution order (empty for an
+  // open-shape program): which values cross from one step to the next.
+  std::vector<SubgraphReport> subgraphs;
 };
 
 // Compiles the ONNX model at `model` into the program file `out`, using

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,5 +40,10 @@ Status write_npy(const std::filesystem::path& path, const Tensor& tensor);
 // The complete .npy encoding of `tensor`; empty when its dtype has no .npy
 // equivalent (bf16, kInvalid) — write_npy reports that case as an error.
 std::vector<std::byte> encode_npy(const Tensor& tensor);
+
+// A file name stem for a tensor named `name` (an ONNX value name may hold
+// '/', ':' and the like): characters other than letters, digits, '.', '-'
+// and '_' become '_'; "", "." and ".." get a leading '_'.
+std::string npy_file_stem(std::string_view name);
 
 }  // namespace loom::io

@@ -1,5 +1,6 @@
 // compile_onnx_file: load, import, then the pipeline of driver.cpp, then
 // write the program (and its parameter archive).
+#include <algorithm>
 #include <optional>
 #include <system_error>
 #include <unordered_map>
@@ -193,6 +194,65 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
   return report;
 }
 
+// The steps of a compiled graph and the values crossing between them, by
+// name, for CompileReport::subgraphs.
+std::vector<SubgraphReport> describe_steps(const graph::Graph& graph,
+                                           const lowering::GraphCompileResult& result,
+                                           const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets) {
+  const lowering::Partition& partition = result.partition;
+  std::vector<int32_t> step_of_node(graph.nodes.size(), -1);
+  for (size_t g = 0; g < partition.groups.size(); ++g) {
+    for (size_t n : partition.groups[g].nodes) step_of_node[n] = static_cast<int32_t>(g);
+  }
+  std::vector<int32_t> producer_step(graph.tensors.size(), -1);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int32_t t : graph.nodes[n].outputs) {
+      if (t >= 0) producer_step[static_cast<size_t>(t)] = step_of_node[n];
+    }
+  }
+  // Whether a value is read outside step g (by another step or as a graph output).
+  std::vector<std::vector<int32_t>> readers(graph.tensors.size());
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (int32_t t : graph.nodes[n].inputs) {
+      if (t >= 0) readers[static_cast<size_t>(t)].push_back(step_of_node[n]);
+    }
+  }
+  for (int32_t t : graph.outputs) {
+    if (t >= 0) readers[static_cast<size_t>(t)].push_back(-2);
+  }
+  std::vector<SubgraphReport> steps;
+  for (size_t g = 0; g < partition.groups.size(); ++g) {
+    const Group& group = partition.groups[g];
+    SubgraphReport step;
+    if (group.target != kReferenceTarget) {
+      step.plugin = targets[static_cast<size_t>(group.target)]->name();
+      step.delegate = g < result.group_names.size() ? result.group_names[g] : std::string();
+    }
+    auto add_unique = [](std::vector<std::string>& list, const std::string& name) {
+      if (std::find(list.begin(), list.end(), name) == list.end()) list.push_back(name);
+    };
+    for (size_t n : group.nodes) {
+      const graph::Node& node = graph.nodes[n];
+      step.nodes.push_back(node.name);
+      step.op_types.push_back(node.op_type);
+      for (int32_t t : node.inputs) {
+        if (t < 0 || graph.tensors[static_cast<size_t>(t)].is_constant()) continue;
+        if (producer_step[static_cast<size_t>(t)] == static_cast<int32_t>(g)) continue;
+        add_unique(step.inputs, graph.tensors[static_cast<size_t>(t)].name);
+      }
+      for (int32_t t : node.outputs) {
+        if (t < 0) continue;
+        const auto& r = readers[static_cast<size_t>(t)];
+        if (std::any_of(r.begin(), r.end(), [&](int32_t s) { return s != static_cast<int32_t>(g); })) {
+          add_unique(step.outputs, graph.tensors[static_cast<size_t>(t)].name);
+        }
+      }
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
 }  // namespace
 
 Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
@@ -208,6 +268,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   EmitOptions emit;
   emit.params_scope = options.params_scope;
   emit.all_variants = options.variants == CompileOptions::Variants::kAll;
+  emit.one_node_per_subgraph = options.one_node_per_subgraph;
   if (!options.params_out.empty()) {
     auto rel = archive_path_for(out, options.params_out);
     if (!rel.ok()) return rel.status();
@@ -259,6 +320,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   report.reference_nodes = result->reference_nodes;
   report.reference_op_types = result->reference_op_types;
   report.reference_variants = result->reference_variants;
+  report.subgraphs = describe_steps(imported->graph, *result, *targets);
   if (result->program.archive != nullptr) {
     LOOM_RETURN_IF_ERROR(write_archive(result->program, options));
     report.params_bytes = result->program.params_bytes;

@@ -67,7 +67,8 @@ Result<GraphCompileResult> compile_graph(
       supported.push_back(std::move(flags));
     }
   }
-  LOOM_ASSIGN_OR_RETURN(out.partition, partition_graph(graph, supported));
+  LOOM_ASSIGN_OR_RETURN(out.partition, partition_graph(graph, supported, emit.one_node_per_subgraph));
+  out.group_names.assign(out.partition.groups.size(), std::string());
   report("partition", 0.2);
 
   for (const auto& plugin : targets) {
@@ -99,6 +100,7 @@ Result<GraphCompileResult> compile_graph(
                                         " nodes, first " + graph::describe_node(graph, group.nodes.front()) + ")");
     }
     t.subgraphs += 1;
+    out.group_names[i] = name;
     t.nodes += group.nodes.size();
     t.blob_bytes += blob->bytes.size();
     t.loader_key = blob->loader_key;

@@ -28,6 +28,9 @@ using compiler::TargetReport;  // a plain struct of the compiler's public header
 struct GraphCompileResult {
   EmittedProgram program;
   Partition partition;
+  // Per group of `partition`: its delegate's name ("cpu-simd_0"); empty for
+  // a reference group.
+  std::vector<std::string> group_names;
   // Per target (same order as the plugins given): what went there.
   std::vector<TargetReport> targets;
   size_t reference_nodes = 0;

@@ -59,6 +59,9 @@ struct EmitOptions {
   // (a function "<delegate>.reference" with the subgraph's nodes) when they
   // have each of its ops.
   bool all_variants = false;
+  // CompileOptions::one_node_per_subgraph, read by compile_graph when it
+  // partitions.
+  bool one_node_per_subgraph = false;
 };
 
 struct EmittedProgram {

@@ -28,7 +28,8 @@ class Bits {
 }  // namespace
 
 Result<Partition> partition_graph(const graph::Graph& graph,
-                                  const std::vector<std::vector<bool>>& supported) {
+                                  const std::vector<std::vector<bool>>& supported,
+                                  bool one_node_per_group) {
   const size_t n_nodes = graph.nodes.size();
   for (size_t t = 0; t < supported.size(); ++t) {
     if (supported[t].size() != n_nodes) {
@@ -73,7 +74,7 @@ Result<Partition> partition_graph(const graph::Graph& graph,
       return false;
     };
     size_t chosen = groups.size();
-    if (target != kReferenceTarget) {
+    if (target != kReferenceTarget && !one_node_per_group) {
       for (size_t g : preds) {
         if (groups[g].target == target && !creates_cycle(g)) {
           chosen = g;

@@ -44,9 +44,11 @@ struct Partition {
 };
 
 // `supported[t][n]`: target t can compile node n. Errors when a row's size
-// is not the node count.
+// is not the node count. `one_node_per_group`: every plugin node opens a
+// group of its own, as reference nodes do (CompileOptions::one_node_per_subgraph).
 Result<Partition> partition_graph(const graph::Graph& graph,
-                                  const std::vector<std::vector<bool>>& supported);
+                                  const std::vector<std::vector<bool>>& supported,
+                                  bool one_node_per_group = false);
 
 // A plugin group cut out as a graph of its own. Its tensors are copies of
 // the whole graph's (constants share their bytes); `inputs` are the tensors

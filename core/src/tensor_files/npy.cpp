@@ -154,4 +154,15 @@ Status write_npy(const fs::path& path, const Tensor& tensor) {
   return Status();
 }
 
+std::string npy_file_stem(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
 }  // namespace loom::io

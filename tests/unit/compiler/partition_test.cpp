@@ -70,6 +70,15 @@ TEST(Partition, AllSupportedIsOneSubgraph) {
   EXPECT_EQ(p->groups[0].nodes, (std::vector<size_t>{0, 1, 2, 3, 4}));
 }
 
+TEST(Partition, OneNodePerGroupGivesEveryPluginNodeItsOwnSubgraph) {
+  graph::Graph g = chain();
+  auto p = partition_graph(g, {std::vector<bool>(5, true)}, /*one_node_per_group=*/true);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(node_sets(*p), (std::vector<std::vector<size_t>>{{0}, {1}, {2}, {3}, {4}}));
+  for (const Group& group : p->groups) EXPECT_EQ(group.target, 0);
+  expect_executable_order(g, *p);
+}
+
 TEST(Partition, InterleavedNodesCannotJoin) {
   graph::Graph g = chain();
   auto p = partition_graph(g, {{true, false, true, false, true}});

@@ -81,6 +81,25 @@ struct Tolerance {
   double atol = 1e-7;
 };
 
+// How far a result is from the expected tensor (the measure behind
+// compare_tensors, for tools that report how close each value came).
+struct TensorDifference {
+  // Set when dtypes or shapes differ ("shape [2], expected [3]"); nothing
+  // else is then measured.
+  std::string mismatch;
+  uint64_t elements = 0;
+  uint64_t outside = 0;     // elements outside the tolerance
+  double max_abs_diff = 0;  // largest |got - expected| (inf for a NaN or infinity mismatch)
+  uint64_t worst = 0;       // the element furthest outside the tolerance (when outside > 0)
+  bool within() const { return mismatch.empty() && outside == 0; }
+};
+TensorDifference measure_difference(const Tensor& got, const Tensor& expected,
+                                    const Tolerance& tolerance = {});
+// "element [0, 3]: got 0.5, expected 0.4375 (12 of 16 elements differ)", the
+// mismatch, or "within tolerance".
+std::string describe_difference(const TensorDifference& difference, const Tensor& got,
+                                const Tensor& expected);
+
 // Compares a result with the expected tensor: dtypes and shapes must match;
 // floating types within |got - expected| <= atol + rtol * |expected| (NaN
 // equals NaN, infinities must match exactly); integers and bools exactly.

@@ -1,0 +1,121 @@
+// Finding where a device's results leave the reference: `loom compare` is a
+// front end to this.
+//
+// compare_model compiles an ONNX model for the device under test, makes every
+// value that crosses from one step of the program to the next (a delegate's
+// outputs, a reference-kernel node's outputs) an output of the model, runs
+// that model on the device and on the reference (the core's reference
+// kernels, or a second device), and compares the values step by step in
+// execution order. A delegate is compared at its own outputs: what a plugin
+// fused inside it is not observed, unless `split_delegates` compiles every
+// node a plugin takes as a delegate of its own. The first divergent step is
+// the first whose outputs leave the tolerance while every value it reads is
+// still within it.
+//
+// write_reproducer cuts that step out of the ONNX model as a model of its own
+// (its inputs are the values the step read, taken from the reference run),
+// with the inputs and the reference's outputs as .npy files beside it, for
+// `loom run` and a bug report.
+//
+// Library: loom_conformance (links the runtime and the compiler).
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "loom/compiler.hpp"
+#include "loom/conformance/onnx_cases.hpp"
+#include "loom/runtime.hpp"
+#include "loom/status.hpp"
+
+namespace loom::conformance {
+
+struct ModelCompareOptions {
+  // The device under test: a selector (loom run --device); required.
+  std::string device;
+  // What it is compared against: empty for the reference kernels, else a
+  // second device's selector.
+  std::string reference_device;
+  // Intermediate values pass through long chains of float arithmetic, so
+  // the default absolute tolerance is looser than the conformance suite's.
+  Tolerance tolerance{1e-3, 1e-4};
+  // Compile every node a plugin takes as a delegate of its own
+  // (compiler::CompileOptions::one_node_per_subgraph), to look inside fused
+  // delegates.
+  bool split_delegates = false;
+  std::chrono::milliseconds run_timeout{60'000};
+};
+
+// One value a step produced, on both sides.
+struct ValueComparison {
+  std::string value;
+  TensorDifference difference;
+  std::string detail;  // describe_difference()
+};
+
+// One step of the program compiled for the device, compared.
+struct StepComparison {
+  compiler::SubgraphReport step;
+  std::string ran_on;  // the device URI of its delegate, or "reference kernels"
+  std::vector<ValueComparison> outputs;
+  // Every value it reads (model inputs, earlier steps' outputs) is within
+  // the tolerance.
+  bool inputs_within = true;
+  bool within() const;
+  // "node 'hs' (HardSigmoid)" or "delegate cpu-simd_0 (3 nodes: a (Conv), ...)".
+  std::string describe() const;
+};
+
+struct ModelComparison {
+  std::string device;     // as given
+  std::string reference;  // the reference's name: "reference kernels" or its selector
+  Tolerance tolerance;
+  bool split_delegates = false;
+  std::vector<StepComparison> steps;  // in execution order
+  // Index into `steps` of the first divergent step; -1: every value is within.
+  int first_divergent = -1;
+  // Every value of the comparison on the reference side (model inputs
+  // included), for write_reproducer.
+  std::vector<NamedTensor> reference_values;
+  const Tensor* reference_value(std::string_view name) const;
+};
+
+// Compares `model` (an ONNX file) run on options.device with the reference,
+// on `inputs` (by the model's input names; they also bind its dimensions).
+// `scratch` is a folder it may write its programs into. Errors name the
+// model, the input or the device.
+Result<ModelComparison> compare_model(Runtime& runtime, const std::filesystem::path& model,
+                                      std::span<const NamedTensor> inputs,
+                                      const ModelCompareOptions& options,
+                                      const std::filesystem::path& scratch);
+
+// The plugins of the devices `selector` picks, in its order, each once: the
+// targets to compile a model for so that it runs there. An empty selector
+// gives no targets (the reference kernels).
+Result<std::vector<std::string>> compile_targets_for(Runtime& runtime, std::string_view selector);
+
+// What write_reproducer wrote.
+struct Reproducer {
+  std::filesystem::path model;                                   // OUT/model.onnx
+  std::vector<std::pair<std::string, std::filesystem::path>> inputs;    // (value, .npy)
+  std::vector<std::pair<std::string, std::filesystem::path>> expected;  // (value, .npy)
+  size_t nodes = 0;  // nodes in the written model
+};
+
+// Writes step `step` of `comparison` as OUT/model.onnx: the nodes of `model`
+// that compute the step's outputs from the values it reads (and from
+// initializers and Constant nodes); those values become the model's
+// inputs, written as OUT/<value>.npy from the reference run, and the step's
+// outputs its outputs, the reference's values written as
+// OUT/expected_<value>.npy. Initializers stored as external data are
+// written inline. Characters of value names other than letters, digits,
+// '.', '-', '_' become '_' in file names.
+Result<Reproducer> write_reproducer(const std::filesystem::path& model,
+                                    const ModelComparison& comparison, size_t step,
+                                    const std::filesystem::path& out_dir);
+
+}  // namespace loom::conformance

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `loom compare` (CTest loom_compare_cli) on a MobileNetV3-style
+# squeeze-excite block (make_se_block.py) against the test-only
+# cpu-simd-broken plugin, wrong only for HardSigmoid with alpha != 0.2: the
+# good cpu-simd agrees with the reference kernels; the broken one diverges,
+# first at the fused delegate, with --split-delegates at node se_gate;
+# --bisect writes a one-node model that differs from the reference on the
+# broken device and not on the good one; bad input is a one-line error.
+# Usage: compare_cli_test.sh <loom> <scratch dir>
+# Needs LOOM_PLUGIN_PATH to hold build/tests/broken-plugins.
+set -u
+loom="$1" dir="$2"
+rm -rf "$dir" && mkdir -p "$dir"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cli_checks.sh"
+
+if ! /usr/bin/python3 "$here/make_se_block.py" "$dir" >"$dir/gen.log" 2>&1; then
+  echo "FAIL: make_se_block.py: $(cat "$dir/gen.log") (scripts/setup.sh installs python3-onnx)"
+  exit 1
+fi
+model="$dir/se_block.onnx"
+x="x=$dir/x.npy"
+good=cpu-simd://0 broken=cpu-simd-broken://0
+"$loom" devices | grep -q "device $broken" ||
+  { echo "FAIL: no $broken (LOOM_PLUGIN_PATH=${LOOM_PLUGIN_PATH:-}: build/tests/broken-plugins?)"; exit 1; }
+
+# --- the good plugin agrees, at the one fused delegate and node by node
+expect_ok "cpu-simd agrees with the reference kernels" "^all 1 values of 1 steps are within the tolerance" \
+  "$loom" compare "$model" --device $good --input "$x"
+expect_ok "and node by node" "^all 10 values of 10 steps are within the tolerance" \
+  "$loom" compare "$model" --device $good --input "$x" --split-delegates
+
+# --- the broken plugin: caught at the delegate, named with --split-delegates
+expect_error "cpu-simd-broken diverges at its delegate" \
+  "diverges from the reference kernels first at delegate cpu-simd-broken_0 (10 nodes: .*--split-delegates compares each node" \
+  "$loom" compare "$model" --device $broken --input "$x"
+expect_error "--split-delegates names the HardSigmoid node" \
+  "first at node 'se_gate' (HardSigmoid): output 'gate' element .* (8 of 8 elements differ), while its inputs are within" \
+  "$loom" compare "$model" --device $broken --input "$x" --split-delegates
+"$loom" compare "$model" --device $broken --input "$x" --split-delegates >"$dir/split.txt" 2>/dev/null
+grep -q "^  ex: max |diff| .*, within$" "$dir/split.txt" || fail "split: the node before se_gate is not within: $(cat "$dir/split.txt")"
+grep -q "^  gate: max |diff| 0.0625, OUTSIDE" "$dir/split.txt" || fail "split: gate is not reported 0.0625 off: $(cat "$dir/split.txt")"
+grep -q "^  scaled: .*OUTSIDE.*(its inputs already were)$" "$dir/split.txt" ||
+  fail "split: the node after se_gate is not marked as following it: $(cat "$dir/split.txt")"
+expect_error "a second device as the reference" "on $broken diverges from the $good first at node 'se_gate'" \
+  "$loom" compare "$model" --device $broken --reference $good --input "$x" --split-delegates
+expect_ok "the default alpha is right on the broken plugin too (tolerance wide enough for the gate's error)" \
+  "^all 1 values of 1 steps are within the tolerance" \
+  "$loom" compare "$model" --device $broken --input "$x" --atol 0.2
+
+# --- --bisect: a one-node model that reproduces it
+bis="$dir/bisect"
+expect_error "--bisect still reports the divergence" "first at delegate cpu-simd-broken_0" \
+  "$loom" compare "$model" --device $broken --input "$x" --bisect "$bis"
+"$loom" compare "$model" --device $broken --input "$x" --bisect "$bis" >"$dir/bisect.txt" 2>/dev/null
+grep -q "^bisect: with every node compiled on its own, the first to diverge is node 'se_gate' (HardSigmoid)$" "$dir/bisect.txt" ||
+  fail "bisect did not narrow the delegate: $(cat "$dir/bisect.txt")"
+grep -q "^bisect: wrote $bis/model.onnx (1 node, node 'se_gate' (HardSigmoid))" "$dir/bisect.txt" ||
+  fail "bisect did not write a one-node model: $(cat "$dir/bisect.txt")"
+grep -q "^reproduce: loom run $bis/model.onnx --device $broken --input ex=$bis/ex.npy$" "$dir/bisect.txt" ||
+  fail "bisect printed no reproduce line: $(cat "$dir/bisect.txt")"
+for f in model.onnx ex.npy expected_gate.npy; do [ -f "$bis/$f" ] || fail "bisect did not write $f"; done
+expect_ok "the reproducer runs on the broken device" "^gate: f32\[1, 8, 1, 1\]" \
+  "$loom" run "$bis/model.onnx" --device $broken --input "ex=$bis/ex.npy" --output-dir "$dir/run_broken"
+expect_ok "and on the good one" "^gate: f32\[1, 8, 1, 1\]" \
+  "$loom" run "$bis/model.onnx" --device $good --input "ex=$bis/ex.npy" --output-dir "$dir/run_good"
+diffs=$(/usr/bin/python3 -c "
+import sys, numpy as np
+e = np.load(sys.argv[1])
+print(' '.join('%.6f' % np.abs(np.load(p) - e).max() for p in sys.argv[2:]))" \
+  "$bis/expected_gate.npy" "$dir/run_broken/gate.npy" "$dir/run_good/gate.npy")
+read -r broken_diff good_diff <<<"$diffs"
+awk -v d="$broken_diff" 'BEGIN { exit !(d > 0.05) }' || fail "the reproducer on $broken is within the reference ($diffs)"
+awk -v d="$good_diff" 'BEGIN { exit !(d < 0.0001) }' || fail "the reproducer on $good differs from the reference ($diffs)"
+expect_error "compare on the reproducer: broken" "first at node 'se_gate' (HardSigmoid)" \
+  "$loom" compare "$bis/model.onnx" --device $broken --input "ex=$bis/ex.npy"
+expect_ok "compare on the reproducer: good" "^all 1 values of 1 steps are within the tolerance" \
+  "$loom" compare "$bis/model.onnx" --device $good --input "ex=$bis/ex.npy"
+expect_ok "--bisect with nothing diverging writes nothing" "^bisect: nothing diverges, nothing written" \
+  "$loom" compare "$model" --device $good --input "$x" --bisect "$dir/bisect_none"
+[ -e "$dir/bisect_none" ] && fail "--bisect wrote $dir/bisect_none with nothing diverging"
+
+# --- bad input: one line each
+expect_error "unknown device" "no device 'cpu-simd://7'; did you mean 'cpu-simd://0'?" \
+  "$loom" compare "$model" --device cpu-simd://7 --input "$x"
+expect_error "unknown reference device" "--reference: no device 'nope-device'" \
+  "$loom" compare "$model" --device $good --reference nope-device --input "$x"
+expect_error "an input the model lacks" "a shape is given for input 'y', which the model does not have" \
+  "$loom" compare "$model" --device $good --input "y=$dir/x.npy"
+expect_error "an input of the wrong shape" "input 'x', \[1, 8, 1, 1\], differs in dimension 1" \
+  "$loom" compare "$model" --device $good --input "x=$dir/x_wrong_shape.npy"
+expect_error "an input given twice" "--input x is given twice" \
+  "$loom" compare "$model" --device $good --input "$x" --input "$x"
+expect_error "a missing input" "--input is required" "$loom" compare "$model" --device $good
+expect_error "random inputs" "needs input files" "$loom" compare "$model" --device $good --input x=random
+expect_error "an input that is a device" "/dev/zero is a character device" \
+  "$loom" compare "$model" --device $good --input x=/dev/zero
+expect_error "bad --rtol text" "--rtol 'abc' is not a number >= 0" \
+  "$loom" compare "$model" --device $good --input "$x" --rtol abc
+expect_error "negative --atol" "--atol '-1' is not a number >= 0" \
+  "$loom" compare "$model" --device $good --input "$x" --atol=-1
+expect_error "a missing model" "missing.onnx: cannot open" \
+  "$loom" compare "$dir/missing.onnx" --device $good --input "$x"
+expect_error "a .loom program" "needs the ONNX model" "$loom" compare "$dir/p.loom" --device $good --input "$x"
+expect_error "a model nothing can run" "unsupported operator 'com.example.loomtest.Frobnicate' (node 'odd', opset 1): no reference kernel" \
+  "$loom" compare "$dir/no_kernel.onnx" --device $good --input "$x"
+expect_error "--bisect into a folder that cannot be made" "--bisect: cannot create '/dev/null/bisect'" \
+  "$loom" compare "$model" --device $broken --input "$x" --bisect /dev/null/bisect
+
+[ "$failures" -eq 0 ] && echo "compare CLI: all checks passed"
