@@ -102,6 +102,10 @@ struct CheckDef {
   CheckFn run;
 };
 
+// The manifest of SuiteOptions::plugin (a manifest, a library or a name
+// searched as the host does); errors say what was looked for and where.
+Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options);
+
 // The checks of each family, in run order.
 std::span<const CheckDef> abi_checks();
 std::span<const CheckDef> device_checks();    // devices, memory, fences
