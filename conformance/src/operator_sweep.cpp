@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check_context.hpp"
+#include "child.hpp"
 #include "loom/compiler.hpp"
 #include "loom/conformance/onnx_cases.hpp"
 #include "loom/conformance/onnx_runner.hpp"
@@ -179,6 +181,105 @@ std::string sweep_us(double us) {
   return text;
 }
 
+
+// The row a case came from: its op, opset, input set and attribute set.
+const sweep::SweepRow* sweep_row_of(const SweepCase& c) {
+  for (const sweep::SweepRow& row : sweep::table()) {
+    if (c.op != row.op || c.opset != row.opset) continue;
+    const auto same = [](const std::string& text) { return [&text](const char* s) { return text == s; }; };
+    if (std::any_of(row.inputs.begin(), row.inputs.end(), same(c.inputs)) &&
+        std::any_of(row.attributes.begin(), row.attributes.end(), same(c.attributes))) {
+      return &row;
+    }
+  }
+  return nullptr;
+}
+
+// The cases from `first` on, in this process, each result a line of
+// `results` as it is known: "device\tURI" first, then
+// "INDEX\tOUTCOME\tPLUGIN_US\tREFERENCE_US\tMESSAGE". Setup errors come
+// back as a failed verdict "setup: ...".
+detail::Verdict sweep_in_this_process(const host::PluginManifest& manifest, const SweepOptions& options,
+                                      const std::vector<SweepCase>& cases, size_t first, const fs::path& work,
+                                      const fs::path& results, const detail::NoteFn& note) {
+  RuntimeOptions runtime_options;
+  runtime_options.plugin_paths = {manifest.manifest_path.parent_path()};
+  runtime_options.use_environment = false;
+  runtime_options.use_default_folder = false;
+  runtime_options.probe_plugins = false;
+  runtime_options.plugin_options = options.plugin_options;
+  runtime_options.log_sink = [](LogLevel, std::string_view) {};
+  auto runtime = Runtime::create(runtime_options);
+  if (!runtime.ok()) return detail::fail("setup: operator sweep: runtime: " + runtime.status().message());
+  auto devices = (*runtime)->devices(manifest.name);
+  if (!devices.ok()) {
+    return detail::fail("setup: operator sweep: the devices of " + manifest.name + ": " + devices.status().message());
+  }
+  std::string device, known;
+  for (const DeviceInfo& d : *devices) {
+    if (device.empty() && (options.device.empty() || d.uri == options.device)) device = d.uri;
+    known += (known.empty() ? "" : ", ") + d.uri;
+  }
+  if (device.empty()) {
+    return detail::fail(options.device.empty()
+                            ? "setup: operator sweep: " + manifest.name + " lists no device"
+                            : "setup: no device '" + options.device + "' in " + manifest.name + " (devices: " +
+                                  (known.empty() ? "none" : known) + ")");
+  }
+  std::error_code ec;
+  fs::create_directories(work, ec);
+  std::ofstream out(results, std::ios::trunc);
+  out << "device\t" << device << std::endl;
+  SweepRig rig{**runtime, manifest.name, device, work, options};
+  for (size_t i = first; i < cases.size(); ++i) {
+    const SweepCase& c = cases[i];
+    note("case " + std::to_string(i) + ": " + c.op + " [" + c.label() + "]");
+    const sweep::SweepRow* row = sweep_row_of(c);
+    SweepCaseResult r = row ? run_sweep_case(rig, *row, c) : SweepCaseResult{c, SweepOutcome::kError, "no table row"};
+    std::string message = r.message;
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::replace(message.begin(), message.end(), '\t', ' ');
+    out << i << '\t' << static_cast<int>(r.outcome) << '\t' << r.plugin_us << '\t' << r.reference_us << '\t'
+        << message << std::endl;
+  }
+  return detail::pass(device);
+}
+
+// Appends the results a child wrote to `report`; `next` becomes the index
+// after the last one.
+void read_sweep_results(const fs::path& results, const std::vector<SweepCase>& cases, SweepReport* report,
+                        size_t* next, const std::function<void(const SweepCaseResult&)>& progress) {
+  std::ifstream in(results);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> parts;
+    for (size_t at = 0, k = 0; k < 5; ++k) {
+      const size_t tab = k == 4 ? std::string::npos : line.find('\t', at);
+      parts.push_back(line.substr(at, tab == std::string::npos ? std::string::npos : tab - at));
+      if (tab == std::string::npos) break;
+      at = tab + 1;
+    }
+    if (parts.size() == 2 && parts[0] == "device") {
+      report->device = parts[1];
+      continue;
+    }
+    if (parts.size() != 5) continue;
+    // A line cut short by a crash is left out (strtoul/strtod never throw).
+    const size_t index = std::strtoul(parts[0].c_str(), nullptr, 10);
+    const long outcome = std::strtol(parts[1].c_str(), nullptr, 10);
+    if (index >= cases.size() || outcome < 0 || outcome > static_cast<long>(SweepOutcome::kError)) continue;
+    SweepCaseResult r;
+    r.c = cases[index];
+    r.outcome = static_cast<SweepOutcome>(outcome);
+    r.plugin_us = std::strtod(parts[2].c_str(), nullptr);
+    r.reference_us = std::strtod(parts[3].c_str(), nullptr);
+    r.message = parts[4];
+    if (progress) progress(r);
+    report->cases.push_back(std::move(r));
+    *next = index + 1;
+  }
+}
+
 }  // namespace
 
 std::string SweepCase::label() const {
@@ -269,29 +370,6 @@ Result<SweepReport> run_operator_sweep(const SweepOptions& options,
   suite.search_paths = options.search_paths;
   auto manifest = detail::resolve_plugin(suite);
   if (!manifest.ok()) return manifest.status();
-
-  RuntimeOptions runtime_options;
-  runtime_options.plugin_paths = {manifest->manifest_path.parent_path()};
-  runtime_options.use_environment = false;
-  runtime_options.use_default_folder = false;
-  runtime_options.probe_plugins = false;
-  runtime_options.plugin_options = options.plugin_options;
-  runtime_options.log_sink = [](LogLevel, std::string_view) {};
-  auto runtime = Runtime::create(runtime_options);
-  if (!runtime.ok()) return runtime.status().with_context("operator sweep: runtime");
-  auto devices = (*runtime)->devices(manifest->name);
-  if (!devices.ok()) return devices.status().with_context("operator sweep: the devices of " + manifest->name);
-  std::string device, known;
-  for (const DeviceInfo& d : *devices) {
-    if (device.empty() && (options.device.empty() || d.uri == options.device)) device = d.uri;
-    known += (known.empty() ? "" : ", ") + d.uri;
-  }
-  if (device.empty()) {
-    return not_found(options.device.empty()
-                         ? "operator sweep: " + manifest->name + " lists no device"
-                         : "no device '" + options.device + "' in " + manifest->name + " (devices: " +
-                               (known.empty() ? "none" : known) + ")");
-  }
   auto scratch = make_scratch_dir("conformance-sweep");
   if (!scratch.ok()) return scratch.status();
   struct Cleanup {
@@ -304,28 +382,41 @@ Result<SweepReport> run_operator_sweep(const SweepOptions& options,
 
   SweepReport report;
   report.plugin = manifest->name;
-  report.device = device;
   report.coverage_only = options.coverage_only;
   report.perf = options.perf && !options.coverage_only;
-  SweepRig rig{**runtime, manifest->name, device, *scratch, options};
   const auto start = std::chrono::steady_clock::now();
-  const auto& rows = sweep::table();
-  for (const SweepCase& c : *cases) {
-    // The row a case came from: its op, opset and dtype list name it.
-    const sweep::SweepRow* row = nullptr;
-    for (const sweep::SweepRow& candidate : rows) {
-      if (c.op != candidate.op || c.opset != candidate.opset) continue;
-      const auto& ins = candidate.inputs;
-      const auto& attrs = candidate.attributes;
-      if (std::find_if(ins.begin(), ins.end(), [&](const char* s) { return c.inputs == s; }) != ins.end() &&
-          std::find_if(attrs.begin(), attrs.end(), [&](const char* s) { return c.attributes == s; }) != attrs.end()) {
-        row = &candidate;
-        break;
-      }
+  // The cases run in a child process (this one never loads the plugin); a
+  // child that crashes or hangs fails the case it was running, and a new
+  // child goes on with the next one.
+  for (size_t next = 0, round = 0; next < cases->size(); ++round) {
+    const fs::path results = *scratch / ("results-" + std::to_string(round) + ".tsv");
+    const fs::path work = *scratch / ("work-" + std::to_string(round));
+    auto body = [&](const detail::NoteFn& note) {
+      return sweep_in_this_process(*manifest, options, *cases, next, work, results, note);
+    };
+    const auto whole = options.case_timeout * static_cast<int64_t>(cases->size() - next + 1);
+    const detail::Verdict verdict =
+        options.fork ? detail::run_in_child(body, options.case_timeout, whole) : body([](std::string_view) {});
+    const size_t before = next;
+    read_sweep_results(results, *cases, &report, &next, progress);
+    if (verdict.outcome == CheckOutcome::kPass) {
+      if (next != cases->size()) return internal_error("operator sweep: the child stopped at case " + std::to_string(next));
+      break;
     }
-    SweepCaseResult result = row ? run_sweep_case(rig, *row, c) : SweepCaseResult{c, SweepOutcome::kError, "no table row"};
-    if (progress) progress(result);
-    report.cases.push_back(std::move(result));
+    const std::string& why = verdict.message;
+    if (why.rfind("setup: ", 0) == 0) return invalid_argument(why.substr(7));
+    if (next == before && report.device.empty() && why.find("during case") == std::string::npos) {
+      return internal_error("operator sweep: " + why);
+    }
+    if (next >= cases->size()) break;
+    SweepCaseResult crashed;
+    crashed.c = (*cases)[next];
+    crashed.outcome = SweepOutcome::kFail;
+    const std::string_view generic = "the check's process ";
+    crashed.message = "the sweep's process " + (why.rfind(generic, 0) == 0 ? why.substr(generic.size()) : why);
+    if (progress) progress(crashed);
+    report.cases.push_back(std::move(crashed));
+    ++next;
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

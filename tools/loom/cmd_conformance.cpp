@@ -155,6 +155,7 @@ int run_operator_sweep_command(const ConformanceArgs& args) {
   options.plugin_options = parsed.plugin_options;
   options.coverage_only = args.coverage || args.list_ops;
   options.perf = args.perf;
+  options.fork = !args.no_fork;
   options.case_timeout = std::chrono::seconds(args.timeout_s);
   if (!args.timeout_given) options.case_timeout = cf::scaled(options.case_timeout);
   auto report = cf_sweep::run_operator_sweep(options, [&](const cf_sweep::SweepCaseResult& r) {

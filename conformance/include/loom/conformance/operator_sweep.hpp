@@ -59,8 +59,11 @@ struct SweepOptions {
   // (median of `perf_runs` runs after one warm-up).
   bool perf = false;
   int perf_runs = 5;
-  // The longest one case may take before the sweep's process is killed.
+  // The longest one case may take before the sweep's process is killed
+  // (the case fails, and a new process goes on with the next one).
   std::chrono::milliseconds case_timeout{60'000};
+  // Run the cases in a child process (turn off only to debug the sweep).
+  bool fork = true;
 };
 
 enum class SweepOutcome : uint8_t {
