@@ -49,24 +49,10 @@ Status write_sweep_model(const fs::path& path, const std::string& bytes) {
   return Status();
 }
 
-Result<std::vector<NamedTensor>> run_sweep_session(Session& session, const std::vector<NamedTensor>& inputs) {
-  for (const NamedTensor& in : inputs) {
-    if (Status st = session.set_input(in.name, in.tensor); !st.ok()) return st;
-  }
-  if (Status st = session.run(); !st.ok()) return st;
-  std::vector<NamedTensor> out;
-  for (const ArgumentInfo& arg : session.function().outputs) {
-    auto t = session.output(arg.name);
-    if (!t.ok()) return t.status();
-    out.push_back({arg.name, **t});
-  }
-  return out;
-}
-
 // The median of `runs` timed runs after one warm-up, in microseconds; -1
 // when a run fails.
 double time_sweep_session(Session& session, const std::vector<NamedTensor>& inputs, int runs) {
-  if (!run_sweep_session(session, inputs).ok()) return -1;
+  if (!detail::run_session_once(session, inputs).ok()) return -1;
   std::vector<double> us;
   for (int i = 0; i < std::max(runs, 1); ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -139,7 +125,7 @@ SweepCaseResult run_sweep_case(SweepRig& rig, const sweep::SweepRow& row, const 
   if (!reference.ok()) return error("the reference program does not load: " + reference.status().message());
   auto reference_session = (*reference)->create_session();
   if (!reference_session.ok()) return error("reference session: " + reference_session.status().message());
-  auto expected = run_sweep_session(**reference_session, built->inputs);
+  auto expected = detail::run_session_once(**reference_session, built->inputs);
   if (!expected.ok()) return error("the reference kernels refuse the case: " + expected.status().message());
 
   LoadOptions load;
@@ -154,7 +140,7 @@ SweepCaseResult run_sweep_case(SweepRig& rig, const sweep::SweepRow& row, const 
   }
   auto session = (*program)->create_session();
   if (!session.ok()) return failure("session on " + rig.device + ": " + session.status().message());
-  auto got = run_sweep_session(**session, built->inputs);
+  auto got = detail::run_session_once(**session, built->inputs);
   if (!got.ok()) return failure("run on " + rig.device + ": " + got.status().message());
   for (const NamedTensor& want : *expected) {
     auto it = std::find_if(got->begin(), got->end(), [&](const NamedTensor& g) { return g.name == want.name; });
@@ -202,14 +188,7 @@ const sweep::SweepRow* sweep_row_of(const SweepCase& c) {
 detail::Verdict sweep_in_this_process(const host::PluginManifest& manifest, const SweepOptions& options,
                                       const std::vector<SweepCase>& cases, size_t first, const fs::path& work,
                                       const fs::path& results, const detail::NoteFn& note) {
-  RuntimeOptions runtime_options;
-  runtime_options.plugin_paths = {manifest.manifest_path.parent_path()};
-  runtime_options.use_environment = false;
-  runtime_options.use_default_folder = false;
-  runtime_options.probe_plugins = false;
-  runtime_options.plugin_options = options.plugin_options;
-  runtime_options.log_sink = [](LogLevel, std::string_view) {};
-  auto runtime = Runtime::create(runtime_options);
+  auto runtime = Runtime::create(detail::plugin_runtime_options(manifest, options.plugin_options));
   if (!runtime.ok()) return detail::fail("setup: operator sweep: runtime: " + runtime.status().message());
   auto devices = (*runtime)->devices(manifest.name);
   if (!devices.ok()) {

@@ -24,13 +24,9 @@
 
 namespace loom::conformance::sweep {
 
-namespace {
-
 // Shapes shared by the elementwise unary operators: odd sizes, a scalar, an
-// empty tensor, one past a SIMD width.
+// empty tensor, one past a SIMD width. (#undef below: unity builds.)
 #define LOOM_SWEEP_UNARY_SHAPES "1", "7", "3x5", "2x3x17", "[]", "0x4", "33"
-
-}  // namespace
 
 const std::vector<SweepRow>& table() {
   static const std::vector<SweepRow> rows = {
@@ -168,6 +164,7 @@ const std::vector<SweepRow>& table() {
   };
   return rows;
 }
+#undef LOOM_SWEEP_UNARY_SHAPES
 
 std::vector<std::string> operator_names() {
   std::vector<std::string> names;

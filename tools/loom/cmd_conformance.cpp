@@ -112,19 +112,17 @@ CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args) {
 
 namespace {
 
-namespace cf_sweep = loom::conformance;
-
 // --ops, --coverage, --list-ops: the operator sweep.
 int run_operator_sweep_command(const ConformanceArgs& args) {
   const char* mode = args.list_ops ? "--list-ops" : args.coverage ? "--coverage" : "--ops";
   if (args.plugin.empty()) {
     if (args.list_ops) {
-      auto cases = cf_sweep::sweep_cases(args.op_names);
+      auto cases = cf::sweep_cases(args.op_names);
       if (!cases.ok()) return fail(cases.status());
-      for (const std::string& op : cf_sweep::sweep_operators()) {
+      for (const std::string& op : cf::sweep_operators()) {
         size_t n = 0;
         int opset = 0;
-        for (const cf_sweep::SweepCase& c : *cases) {
+        for (const cf::SweepCase& c : *cases) {
           if (c.op == op) ++n, opset = c.opset;
         }
         if (n > 0) std::cout << op << "  opset " << opset << ", " << n << " cases\n";
@@ -145,7 +143,7 @@ int run_operator_sweep_command(const ConformanceArgs& args) {
                                    " is for the suite's checks, not the operator sweep"));
     }
   }
-  cf_sweep::SweepOptions options;
+  cf::SweepOptions options;
   options.plugin = args.plugin;
   options.device = args.device;
   options.ops = args.op_names;
@@ -158,28 +156,28 @@ int run_operator_sweep_command(const ConformanceArgs& args) {
   options.fork = !args.no_fork;
   options.case_timeout = std::chrono::seconds(args.timeout_s);
   if (!args.timeout_given) options.case_timeout = cf::scaled(options.case_timeout);
-  auto report = cf_sweep::run_operator_sweep(options, [&](const cf_sweep::SweepCaseResult& r) {
-    const bool bad = r.outcome == cf_sweep::SweepOutcome::kFail || r.outcome == cf_sweep::SweepOutcome::kError;
-    if (bad || (args.coverage && !args.quiet)) std::cout << cf_sweep::format_sweep_case(r) << std::endl;
+  auto report = cf::run_operator_sweep(options, [&](const cf::SweepCaseResult& r) {
+    const bool bad = r.outcome == cf::SweepOutcome::kFail || r.outcome == cf::SweepOutcome::kError;
+    if (bad || (args.coverage && !args.quiet)) std::cout << cf::format_sweep_case(r) << std::endl;
   });
   if (!report.ok()) return fail(report.status());
   if (!args.quiet) {
-    for (const cf_sweep::SweepOperatorTotals& t : report->operators()) {
-      std::cout << cf_sweep::format_sweep_operator(t, report->coverage_only, report->perf) << "\n";
+    for (const cf::SweepOperatorTotals& t : report->operators()) {
+      std::cout << cf::format_sweep_operator(t, report->coverage_only, report->perf) << "\n";
     }
   }
   bool written = true;
   if (!args.report.empty()) {
-    if (Status s = write_file(args.report, cf_sweep::sweep_report_json(*report)); !s.ok()) {
+    if (Status s = write_file(args.report, cf::sweep_report_json(*report)); !s.ok()) {
       std::cerr << "loom: error: " << s.message() << "\n";
       written = false;
     }
   }
   size_t passed = 0, declined = 0, taken = 0;
-  for (const cf_sweep::SweepCaseResult& r : report->cases) {
-    passed += r.outcome == cf_sweep::SweepOutcome::kPass;
-    declined += r.outcome == cf_sweep::SweepOutcome::kDeclined;
-    taken += r.outcome == cf_sweep::SweepOutcome::kTaken;
+  for (const cf::SweepCaseResult& r : report->cases) {
+    passed += r.outcome == cf::SweepOutcome::kPass;
+    declined += r.outcome == cf::SweepOutcome::kDeclined;
+    taken += r.outcome == cf::SweepOutcome::kTaken;
   }
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.1f s", report->seconds);
