@@ -10,8 +10,9 @@
 // It complements the ONNX node tests: those hold one or two shapes per
 // operator, the sweep the odd and empty ones and attribute values they lack.
 //
-// Library: loom_conformance. The sweep runs in a child process (a plugin
-// that crashes fails the sweep, naming the case it was running).
+// Library: loom_conformance. The cases run in a child process, so that
+// this one never loads the plugin: a case that crashes or hangs fails with
+// the signal or the timeout, and a new child goes on with the next case.
 #pragma once
 
 #include <chrono>
