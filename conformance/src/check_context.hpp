@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,19 @@ Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options);
 // hands it `plugin_options`, and drops its log lines.
 RuntimeOptions plugin_runtime_options(const host::PluginManifest& manifest,
                                       const std::vector<std::pair<std::string, std::string>>& plugin_options);
+// Removes a scratch folder (make_scratch_dir) and all in it when the scope
+// ends; errors are ignored (a temporary folder left behind harms nothing).
+struct ScratchCleanup {
+  std::filesystem::path dir;
+  explicit ScratchCleanup(std::filesystem::path d) : dir(std::move(d)) {}
+  ScratchCleanup(const ScratchCleanup&) = delete;
+  ScratchCleanup& operator=(const ScratchCleanup&) = delete;
+  ~ScratchCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
 // Sets `inputs` (by name) on `session`, runs it once and returns its
 // outputs by name, or the first error.
 Result<std::vector<NamedTensor>> run_session_once(Session& session, const std::vector<NamedTensor>& inputs);

@@ -115,13 +115,7 @@ Verdict open_shape_bindings(CheckContext& ctx) {
   if (!reference_runtime.ok()) return fail("runtime: " + reference_runtime.status().message());
   auto scratch = make_scratch_dir("conformance-open");
   if (!scratch.ok()) return fail(scratch.status().message());
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{*scratch};
+  const ScratchCleanup cleanup{*scratch};
 
   const size_t wanted = ctx.count(4, 24);
   size_t counted = 0, tried = 0, runs = 0, per_binding = 0;

@@ -351,13 +351,7 @@ Result<SweepReport> run_operator_sweep(const SweepOptions& options,
   if (!manifest.ok()) return manifest.status();
   auto scratch = make_scratch_dir("conformance-sweep");
   if (!scratch.ok()) return scratch.status();
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{*scratch};
+  const detail::ScratchCleanup cleanup{*scratch};
 
   SweepReport report;
   report.plugin = manifest->name;
