@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "host/plugin_host.hpp"
 #include "loom/conformance.hpp"
 #include "loom/plugin.h"
+#include "loom/runtime.hpp"
 
 namespace loom::conformance::detail {
 
@@ -101,6 +103,32 @@ struct CheckDef {
   const char* summary;
   CheckFn run;
 };
+
+// The manifest of SuiteOptions::plugin (a manifest, a library or a name
+// searched as the host does); errors say what was looked for and where.
+Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options);
+
+// Options for a Runtime that finds the plugin under test in its manifest's
+// folder only (not $LOOM_PLUGIN_PATH, not the default folder, no probing),
+// hands it `plugin_options`, and drops its log lines.
+RuntimeOptions plugin_runtime_options(const host::PluginManifest& manifest,
+                                      const std::vector<std::pair<std::string, std::string>>& plugin_options);
+// Removes a scratch folder (make_scratch_dir) and all in it when the scope
+// ends; errors are ignored (a temporary folder left behind harms nothing).
+struct ScratchCleanup {
+  std::filesystem::path dir;
+  explicit ScratchCleanup(std::filesystem::path d) : dir(std::move(d)) {}
+  ScratchCleanup(const ScratchCleanup&) = delete;
+  ScratchCleanup& operator=(const ScratchCleanup&) = delete;
+  ~ScratchCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+// Sets `inputs` (by name) on `session`, runs it once and returns its
+// outputs by name, or the first error.
+Result<std::vector<NamedTensor>> run_session_once(Session& session, const std::vector<NamedTensor>& inputs);
 
 // The checks of each family, in run order.
 std::span<const CheckDef> abi_checks();

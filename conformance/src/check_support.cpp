@@ -294,14 +294,7 @@ std::vector<TestBlob> CheckContext::blobs(size_t max, std::string* why) const {
     out.push_back(std::move(b));
     if (out.size() >= max) return out;
   }
-  RuntimeOptions runtime_options;
-  runtime_options.plugin_paths = {manifest_.manifest_path.parent_path()};
-  runtime_options.use_environment = false;
-  runtime_options.use_default_folder = false;
-  runtime_options.probe_plugins = false;
-  runtime_options.plugin_options = options_.plugin_options;
-  runtime_options.log_sink = [](LogLevel, std::string_view) {};
-  auto runtime = Runtime::create(runtime_options);
+  auto runtime = Runtime::create(plugin_runtime_options(manifest_, options_.plugin_options));
   if (!runtime.ok()) {
     *why = "cannot start a runtime with the plugin: " + runtime.status().message();
     return out;
@@ -372,6 +365,32 @@ std::vector<TestBlob> CheckContext::blobs(size_t max, std::string* why) const {
   if (out.empty()) {
     *why = "the plugin compiled none of the first " + std::to_string(tried) +
            " ONNX node tests, and no blob was given (--blob FILE)";
+  }
+  return out;
+}
+
+RuntimeOptions plugin_runtime_options(const host::PluginManifest& manifest,
+                                      const std::vector<std::pair<std::string, std::string>>& plugin_options) {
+  RuntimeOptions options;
+  options.plugin_paths = {manifest.manifest_path.parent_path()};
+  options.use_environment = false;
+  options.use_default_folder = false;
+  options.probe_plugins = false;
+  options.plugin_options = plugin_options;
+  options.log_sink = [](LogLevel, std::string_view) {};
+  return options;
+}
+
+Result<std::vector<NamedTensor>> run_session_once(Session& session, const std::vector<NamedTensor>& inputs) {
+  for (const NamedTensor& in : inputs) {
+    if (Status st = session.set_input(in.name, in.tensor); !st.ok()) return st;
+  }
+  if (Status st = session.run(); !st.ok()) return st;
+  std::vector<NamedTensor> out;
+  for (const ArgumentInfo& arg : session.function().outputs) {
+    auto t = session.output(arg.name);
+    if (!t.ok()) return t.status();
+    out.push_back({arg.name, **t});
   }
   return out;
 }

@@ -68,21 +68,6 @@ std::string shapes_of(const Inputs& inputs) {
   return s;
 }
 
-// Runs `inputs` on `session`: the outputs by name, or the error.
-Result<std::vector<NamedTensor>> run_once(Session& session, const Inputs& inputs) {
-  for (const NamedTensor& in : inputs) {
-    if (Status st = session.set_input(in.name, in.tensor); !st.ok()) return st;
-  }
-  if (Status st = session.run(); !st.ok()) return st;
-  std::vector<NamedTensor> out;
-  for (const ArgumentInfo& arg : session.function().outputs) {
-    auto t = session.output(arg.name);
-    if (!t.ok()) return t.status();
-    out.push_back({arg.name, **t});
-  }
-  return out;
-}
-
 // The reference kernels' outputs for `inputs`, from `program`: the model
 // compiled with its input dimensions open and no plugin, which the runtime
 // compiles per binding (the path that does not use the plugin's open-shape
@@ -90,7 +75,7 @@ Result<std::vector<NamedTensor>> run_once(Session& session, const Inputs& inputs
 Result<std::vector<NamedTensor>> reference_outputs(Program& program, const Inputs& inputs) {
   auto session = program.create_session();
   if (!session.ok()) return session.status();
-  return run_once(**session, inputs);
+  return run_session_once(**session, inputs);
 }
 
 }  // namespace
@@ -121,13 +106,7 @@ Verdict open_shape_bindings(CheckContext& ctx) {
   std::stable_partition(cases->begin(), cases->end(), [](const TestCase& c) {
     return std::find(std::begin(kOpenCases), std::end(kOpenCases), c.name) != std::end(kOpenCases);
   });
-  RuntimeOptions options;
-  options.plugin_paths = {ctx.manifest().manifest_path.parent_path()};
-  options.use_environment = false;
-  options.use_default_folder = false;
-  options.probe_plugins = false;
-  options.plugin_options = ctx.options().plugin_options;
-  options.log_sink = [](LogLevel, std::string_view) {};
+  RuntimeOptions options = plugin_runtime_options(ctx.manifest(), ctx.options().plugin_options);
   auto plugin_runtime = Runtime::create(options);
   if (!plugin_runtime.ok()) return fail("runtime: " + plugin_runtime.status().message());
   RuntimeOptions reference_options = options;
@@ -136,13 +115,7 @@ Verdict open_shape_bindings(CheckContext& ctx) {
   if (!reference_runtime.ok()) return fail("runtime: " + reference_runtime.status().message());
   auto scratch = make_scratch_dir("conformance-open");
   if (!scratch.ok()) return fail(scratch.status().message());
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{*scratch};
+  const ScratchCleanup cleanup{*scratch};
 
   const size_t wanted = ctx.count(4, 24);
   size_t counted = 0, tried = 0, runs = 0, per_binding = 0;
@@ -219,7 +192,7 @@ Verdict open_shape_bindings(CheckContext& ctx) {
       if (!valid[e]) continue;
       const std::string where = test.name + ", " + labels[b] + " (" + shapes_of(*bindings[b]) + ")";
       ctx.note("running " + where + " on " + device);
-      auto got = run_once(**session, *bindings[b]);
+      auto got = run_session_once(**session, *bindings[b]);
       if (!got.ok()) return fail(where + ": " + got.status().message());
       ++runs;
       bool on_device = false;

@@ -99,7 +99,9 @@ Result<host::PluginManifest> manifest_for_library(const fs::path& library) {
                    "; a plugin needs its <name>.loom-plugin.json (see loom_add_plugin)");
 }
 
-Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options) {
+}  // namespace
+
+Result<host::PluginManifest> detail::resolve_plugin(const SuiteOptions& options) {
   if (options.plugin.empty()) return invalid_argument("no plugin given");
   const fs::path path(options.plugin);
   std::error_code ec;
@@ -126,6 +128,8 @@ Result<host::PluginManifest> resolve_plugin(const SuiteOptions& options) {
                    (names.empty() ? "none" : names) +
                    "); give a manifest or library path, or add its folder to $LOOM_PLUGIN_PATH");
 }
+
+namespace {
 
 // A check may report progress forever; this bounds it all the same.
 std::chrono::milliseconds total_timeout(const SuiteOptions& options) {

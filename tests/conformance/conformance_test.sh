@@ -2,10 +2,13 @@
 # `loom conformance` against the shipped plugins, the fake plugin and its
 # deliberately broken builds (tests/support/fake_plugin, Defect): every
 # shipped plugin and the fake conform, writing all three reports, and each
-# broken build fails the check named for its defect.
-# Usage: conformance_test.sh <loom> <plugin dir> <test plugin dir> <onnx node dir> <work dir> [sanitized]
+# broken build fails the check named for its defect. The operator sweep
+# (--ops): the shipped plugins pass every case they take, and cpu-simd-broken
+# (HardSigmoid wrong for alpha != 0.2) fails exactly those cases.
+# Usage: conformance_test.sh <loom> <plugin dir> <test plugin dir> <onnx node dir> <work dir>
+#          <broken plugin dir|none> [sanitized]
 set -u
-loom="$1" plugins="$2" test_plugins="$3" node="$4" work="$5" sanitized="${6:-}"
+loom="$1" plugins="$2" test_plugins="$3" node="$4" work="$5" broken_plugins="$6" sanitized="${7:-}"
 rm -rf "$work"
 mkdir -p "$work"
 failures=0
@@ -136,6 +139,121 @@ echo "ok: --stamp, and --require-conformance takes the fake and refuses the brok
 "$loom" conformance --list | grep -q "^lifecycle.plugin_cycles " || problem "--list lacks lifecycle.plugin_cycles"
 "$loom" conformance "$test_plugins/fake/fake.loom-plugin.json" --only abi.entry --skip abi >"$work/skip.log" 2>&1
 grep -q "^SKIP abi.entry_point: skipped by request" "$work/skip.log" || problem "--skip did not skip: $(cat "$work/skip.log")"
+
+# The operator sweep. Under the sanitizers a short list of operators (one
+# of each family) keeps it cheap; the default build sweeps every operator.
+if [ "$sanitized" = sanitized ]; then
+  sweep_ops=(--op HardSigmoid,Relu,Add,Conv,MaxPool,Softmax,Concat,Gather,MatMulInteger)
+  min_ops=9
+else
+  sweep_ops=()
+  min_ops=40
+fi
+# sweeps NAME MANIFEST [ARGS...]: every case the plugin takes passes; the
+# JSON report agrees, with min_ops operators and at least one passed case.
+sweeps() {
+  local name="$1" manifest="$2"
+  shift 2
+  local out="$work/sweep-$name"
+  "$loom" conformance "$manifest" --ops "${sweep_ops[@]}" --report "$out.json" "$@" >"$out.log" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ]; then
+    problem "sweep $name: loom conformance --ops exited $rc"
+    grep -v "^[A-Za-z]*: [0-9]* cases\\?: " "$out.log" | head -20 >&2
+    return
+  fi
+  grep -q "^operator sweep: $name on .*: [0-9]* cases of [0-9]* operators: [1-9][0-9]* passed, 0 failed, [0-9]* declined" \
+    "$out.log" || problem "sweep $name: no totals line: $(tail -1 "$out.log")"
+  python3 - "$out.json" "$min_ops" <<'PY' || problem "sweep $name: the report is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["mode"] == "run" and r["totals"]["failed"] == 0 and r["totals"]["errors"] == 0, r["totals"]
+assert r["totals"]["passed"] >= 1, r["totals"]
+assert len(r["operators"]) >= int(sys.argv[2]), len(r["operators"])
+assert r["totals"]["cases"] == len(r["cases"]) == sum(o["passed"] + o["declined"] for o in r["operators"])
+assert {c["outcome"] for c in r["cases"]} <= {"pass", "declined"}
+PY
+  echo "ok: sweep $name: $(tail -1 "$out.log")"
+}
+sweeps cpu-simd "$plugins/cpu-simd.loom-plugin.json"
+sweeps fpga-stub "$plugins/fpga-stub.loom-plugin.json"
+if [ "$sanitized" != sanitized ] && "$loom" devices 2>/dev/null | grep -q "device vulkan-compute://0"; then
+  sweeps vulkan-compute "$plugins/vulkan-compute.loom-plugin.json"
+fi
+
+# cpu-simd-broken: HardSigmoid adds 1/16 to beta when alpha != 0.2. The
+# sweep fails exactly its HardSigmoid cases with such an alpha, each line
+# naming the case (shapes, attributes) and the worst element, and passes
+# every other case, HardSigmoid's default and explicit alpha=0.2 included.
+broken_manifest="$broken_plugins/cpu-simd-broken.loom-plugin.json"
+if [ -f "$broken_manifest" ]; then
+  out="$work/sweep-broken"
+  broken_ops=("${sweep_ops[@]}")
+  [ ${#broken_ops[@]} -eq 0 ] || broken_ops=(--op HardSigmoid,Relu,Add)
+  "$loom" conformance "$broken_manifest" --ops "${broken_ops[@]}" --report "$out.json" >"$out.log" 2>&1
+  rc=$?
+  if [ $rc -ne 1 ]; then
+    problem "sweep cpu-simd-broken: expected exit 1, got $rc"
+    tail -5 "$out.log" >&2
+  fi
+  grep -q "^FAIL HardSigmoid \[inputs 3x5, alpha=0.5, f32, opset 6\]: output 'out0' element \[[0-9, ]*\]: got [-0-9.e]*, expected [-0-9.e]*" \
+    "$out.log" || problem "sweep cpu-simd-broken: no failure line naming the case and the worst element: $(grep -m3 FAIL "$out.log")"
+  grep "^FAIL" "$out.log" | grep -v "^FAIL HardSigmoid \[inputs [0-9x]*, alpha=0\.[15]" &&
+    problem "sweep cpu-simd-broken: a case other than HardSigmoid with alpha != 0.2 failed"
+  grep -q "^HardSigmoid: 20 cases: 14 passed, 6 failed, 0 declined" "$out.log" ||
+    problem "sweep cpu-simd-broken: HardSigmoid's line: $(grep "^HardSigmoid" "$out.log")"
+  python3 - "$out.json" <<'PY' || problem "sweep cpu-simd-broken: the report is wrong"
+import json, sys
+r = json.load(open(sys.argv[1]))
+failed = [c for c in r["cases"] if c["outcome"] == "fail"]
+assert failed and all(c["op"] == "HardSigmoid" and "alpha=" in c["attributes"]
+                      and "alpha=0.2" not in c["attributes"] for c in failed), failed
+hs = [c for c in r["cases"] if c["op"] == "HardSigmoid" and c["outcome"] == "pass"]
+assert {c["attributes"] for c in hs} >= {"", "alpha=0.2", "beta=0.25"}, hs
+assert all(c["outcome"] in ("pass", "declined") for c in r["cases"] if c["op"] != "HardSigmoid")
+PY
+  echo "ok: sweep cpu-simd-broken fails $(grep -c "^FAIL" "$out.log") HardSigmoid cases with alpha != 0.2: $(grep -m1 "^FAIL" "$out.log" | cut -c1-150)"
+else
+  echo "skip: no cpu-simd-broken build at $broken_plugins"
+fi
+
+# A plugin that crashes in a case fails that case and the sweep goes on.
+out="$work/sweep-crash"
+"$loom" conformance "$test_plugins/fake_defect_execute_crash/fake_defect_execute_crash.loom-plugin.json" --op Add,Relu \
+  --plugin-option fake.compile_ops=Add >"$out.log" 2>&1
+[ $? -eq 1 ] && grep -q "^FAIL Add \[inputs 7; 7, .*killed by signal" "$out.log" &&
+  grep -q "^Relu: 14 cases: 0 passed, 0 failed, 14 declined" "$out.log" ||
+  problem "sweep: a crashing case is not reported as its failure: $(cat "$out.log")"
+
+# --coverage and --list-ops compile only; --perf times the cases.
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --coverage --op Add >"$work/coverage.log" 2>&1
+grep -q "^taken Add \[inputs 3x5; 5, default attributes, f32, opset 14\]" "$work/coverage.log" &&
+  grep -q "^declined Add \[inputs 3x5; 5, default attributes, i64, opset 14\]" "$work/coverage.log" &&
+  grep -q "^operator sweep: cpu-simd on cpu-simd://0: 32 cases of 1 operators: [1-9][0-9]* taken, [1-9][0-9]* declined" \
+    "$work/coverage.log" || problem "--coverage: $(cat "$work/coverage.log")"
+"$loom" conformance --list-ops >"$work/list-ops.log" 2>&1
+[ "$(grep -c "^[A-Za-z]*  opset [0-9]*, [0-9]* cases$" "$work/list-ops.log")" -ge 40 ] &&
+  grep -q "^HardSigmoid  opset 6, 20 cases" "$work/list-ops.log" || problem "--list-ops: $(cat "$work/list-ops.log")"
+"$loom" conformance "$plugins/fpga-stub.loom-plugin.json" --list-ops --op Relu,Softmax >"$work/list-ops-fpga.log" 2>&1
+grep -q "^Softmax: [0-9]* cases: 0 taken, [1-9][0-9]* declined" "$work/list-ops-fpga.log" ||
+  problem "--list-ops with a plugin: $(cat "$work/list-ops-fpga.log")"
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --perf --op Relu >"$work/perf.log" 2>&1
+grep -q "^Relu: 14 cases: 7 passed, 0 failed, 7 declined; 7 timed: plugin [0-9.]* us, reference [0-9.]* us" \
+  "$work/perf.log" || problem "--perf: $(cat "$work/perf.log")"
+# Usage errors of the sweep name what was wrong.
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --op Relu,NoSuchOp >"$work/sweep-op.log" 2>&1
+[ $? -eq 1 ] && grep -q "no operator 'NoSuchOp'" "$work/sweep-op.log" ||
+  problem "--op with an unknown operator: $(cat "$work/sweep-op.log")"
+"$loom" conformance --ops >"$work/sweep-noplugin.log" 2>&1
+[ $? -eq 1 ] && grep -q "conformance --ops: give the plugin" "$work/sweep-noplugin.log" ||
+  problem "--ops without a plugin: $(cat "$work/sweep-noplugin.log")"
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --ops --stamp >"$work/sweep-stamp.log" 2>&1
+[ $? -eq 1 ] && grep -q "\-\-stamp is for the suite's checks" "$work/sweep-stamp.log" ||
+  problem "--ops --stamp: $(cat "$work/sweep-stamp.log")"
+"$loom" conformance "$plugins/cpu-simd.loom-plugin.json" --op Relu --device cpu-simd://9 >"$work/sweep-device.log" 2>&1
+[ $? -eq 1 ] && grep -q "no device 'cpu-simd://9'" "$work/sweep-device.log" ||
+  problem "--ops with an unknown device: $(cat "$work/sweep-device.log")"
+echo "ok: the sweep's --coverage, --list-ops, --perf and usage errors"
 
 if [ $failures -ne 0 ]; then
   echo "$failures problem(s)" >&2

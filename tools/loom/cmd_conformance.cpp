@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "loom/conformance.hpp"
+#include "loom/conformance/operator_sweep.hpp"
 #include "loom/conformance/time_scale.hpp"
 #include "loom/runtime.hpp"
 
@@ -92,10 +93,111 @@ CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args) {
   cmd->add_flag("--list", args.list, "List the checks and what each asserts");
   cmd->add_flag("--no-fork", args.no_fork, "Run the checks in this process (for debuggers)");
   cmd->add_flag("--quiet", args.quiet, "Print only failures and the totals");
+  cmd->add_flag("--ops", args.ops,
+                "Run the operator sweep instead of the checks: generated cases of every operator "
+                "(shapes, attributes, dtypes) compared with the reference kernels");
+  cmd->add_option("--op", args.op_names, "With --ops, --coverage or --list-ops: only these operators "
+                  "(comma-separated or repeated; implies --ops alone)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  cmd->add_flag("--perf", args.perf, "With --ops: time each passing case on the plugin and on the "
+                "reference kernels (implies --ops)");
+  cmd->add_flag("--coverage", args.coverage,
+                "Compile the sweep's cases only: which operator, attribute and dtype combinations "
+                "the plugin takes and which it declines");
+  cmd->add_flag("--list-ops", args.list_ops,
+                "List the sweep's operators; with PLUGIN, how many of each one's cases it takes");
   return cmd;
 }
 
+namespace {
+
+// --ops, --coverage, --list-ops: the operator sweep.
+int run_operator_sweep_command(const ConformanceArgs& args) {
+  const char* mode = args.list_ops ? "--list-ops" : args.coverage ? "--coverage" : "--ops";
+  if (args.plugin.empty()) {
+    if (args.list_ops) {
+      auto cases = cf::sweep_cases(args.op_names);
+      if (!cases.ok()) return fail(cases.status());
+      for (const std::string& op : cf::sweep_operators()) {
+        size_t n = 0;
+        int opset = 0;
+        for (const cf::SweepCase& c : *cases) {
+          if (c.op == op) ++n, opset = c.opset;
+        }
+        if (n > 0) std::cout << op << "  opset " << opset << ", " << n << " cases\n";
+      }
+      return 0;
+    }
+    return fail(invalid_argument(std::string("conformance ") + mode +
+                                 ": give the plugin (a manifest, a library or a name)"));
+  }
+  for (const auto& [given, flag] : {std::pair{args.stamp, "--stamp"}, std::pair{!args.only.empty(), "--only"},
+                                    std::pair{!args.skip.empty(), "--skip"},
+                                    std::pair{!args.junit.empty(), "--junit"},
+                                    std::pair{!args.markdown.empty(), "--markdown"},
+                                    std::pair{!args.blobs.empty(), "--blob"},
+                                    std::pair{!args.onnx_dirs.empty(), "--onnx-dir"}}) {
+    if (given) {
+      return fail(invalid_argument(std::string("conformance ") + mode + ": " + flag +
+                                   " is for the suite's checks, not the operator sweep"));
+    }
+  }
+  cf::SweepOptions options;
+  options.plugin = args.plugin;
+  options.device = args.device;
+  options.ops = args.op_names;
+  for (const std::string& d : args.plugin_paths) options.search_paths.emplace_back(d);
+  RuntimeOptions parsed;
+  if (Status s = add_plugin_options(args.plugin_options, &parsed); !s.ok()) return fail(s);
+  options.plugin_options = parsed.plugin_options;
+  options.coverage_only = args.coverage || args.list_ops;
+  options.perf = args.perf;
+  options.fork = !args.no_fork;
+  options.case_timeout = std::chrono::seconds(args.timeout_s);
+  if (!args.timeout_given) options.case_timeout = cf::scaled(options.case_timeout);
+  auto report = cf::run_operator_sweep(options, [&](const cf::SweepCaseResult& r) {
+    const bool bad = r.outcome == cf::SweepOutcome::kFail || r.outcome == cf::SweepOutcome::kError;
+    if (bad || (args.coverage && !args.quiet)) std::cout << cf::format_sweep_case(r) << std::endl;
+  });
+  if (!report.ok()) return fail(report.status());
+  if (!args.quiet) {
+    for (const cf::SweepOperatorTotals& t : report->operators()) {
+      std::cout << cf::format_sweep_operator(t, report->coverage_only, report->perf) << "\n";
+    }
+  }
+  bool written = true;
+  if (!args.report.empty()) {
+    if (Status s = write_file(args.report, cf::sweep_report_json(*report)); !s.ok()) {
+      std::cerr << "loom: error: " << s.message() << "\n";
+      written = false;
+    }
+  }
+  size_t passed = 0, declined = 0, taken = 0;
+  for (const cf::SweepCaseResult& r : report->cases) {
+    passed += r.outcome == cf::SweepOutcome::kPass;
+    declined += r.outcome == cf::SweepOutcome::kDeclined;
+    taken += r.outcome == cf::SweepOutcome::kTaken;
+  }
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f s", report->seconds);
+  std::cout << "operator sweep: " << report->plugin << " on " << report->device << ": "
+            << report->cases.size() << " cases of " << report->operators().size() << " operators: ";
+  if (report->coverage_only) {
+    std::cout << taken << " taken, " << declined << " declined";
+  } else {
+    std::cout << passed << " passed, " << report->failed() << " failed, " << declined << " declined";
+  }
+  std::cout << " (" << seconds << ")" << std::endl;
+  return report->ok() && written ? 0 : 1;
+}
+
+}  // namespace
+
 int run_conformance(const ConformanceArgs& args) {
+  if (args.ops || args.perf || args.coverage || args.list_ops || !args.op_names.empty()) {
+    return run_operator_sweep_command(args);
+  }
   if (args.list) {
     for (const cf::CheckInfo& c : cf::list_checks()) std::cout << c.id << "  " << c.summary << "\n";
     return 0;

@@ -169,6 +169,10 @@ struct ConformanceArgs {
   uint32_t timeout_s = 120;        // per step of a check (see SuiteOptions::check_timeout)
   bool timeout_given = false;      // --timeout given: not scaled by $LOOM_TIME_SCALE
   bool list = false, no_fork = false, quiet = false, stamp = false;
+  // The operator sweep (loom/conformance/operator_sweep.hpp) instead of the
+  // suite: --ops runs it, --coverage and --list-ops only compile.
+  bool ops = false, perf = false, coverage = false, list_ops = false;
+  std::vector<std::string> op_names;  // --op, comma-separated or repeated
 };
 CLI::App* add_conformance_command(CLI::App& app, ConformanceArgs& args);
 int run_conformance(const ConformanceArgs& args);
