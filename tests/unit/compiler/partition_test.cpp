@@ -28,7 +28,9 @@ void expect_executable_order(const graph::Graph& g, const Partition& p) {
     std::vector<bool> inside(g.tensors.size(), false);
     for (size_t n : group.nodes) {
       for (int32_t t : g.nodes[n].inputs) {
-        if (t >= 0) EXPECT_TRUE(ready[t] || inside[t]) << "tensor " << g.tensors[t].name;
+        if (t >= 0) {
+          EXPECT_TRUE(ready[t] || inside[t]) << "tensor " << g.tensors[t].name;
+        }
       }
       for (int32_t t : g.nodes[n].outputs) inside[t] = true;
     }
