@@ -62,6 +62,17 @@ Status check_blob(const sdk::Blob& blob, BlobGraph* graph) {
   return Status();
 }
 
+#ifdef LOOM_CPU_SIMD_FAULT
+// The test-only cpu-simd-broken build (see CMakeLists.txt): every HardSigmoid
+// whose alpha is not ONNX's default 0.2 runs with beta + 1/16, so its outputs
+// are wrong by up to 0.0625 while everything else stays right.
+void inject_fault(BlobGraph* graph) {
+  for (BlobNode& node : graph->nodes) {
+    if (node.op == Op::kHardSigmoid && node.alpha != 0.2f) node.beta += 0.0625f;
+  }
+}
+#endif
+
 }  // namespace
 
 class CpuSimdPlugin;
@@ -77,7 +88,7 @@ class CpuSimdDevice {
                   " model " + std::to_string(CostModel::kVersion)) {}
 
   void info(loom_device_info_t* out) const {
-    out->uri = "cpu-simd://0";
+    out->uri = LOOM_CPU_SIMD_NAME "://0";
     out->name = name_.c_str();
     out->kind = LOOM_DEVICE_KIND_CPU;
     out->device_memory_bytes = memory_;
@@ -107,6 +118,9 @@ class CpuSimdDevice {
                          std::unique_ptr<Executable>* out) {
     BlobGraph graph;
     LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &graph));
+#ifdef LOOM_CPU_SIMD_FAULT
+    inject_fault(&graph);
+#endif
     LOOM_SDK_RETURN_IF_ERROR(Executable::create(std::move(graph), pool_, onednn_, kernels_, out));
     (*out)->report_packing_to(host_);
     return Status();
@@ -197,7 +211,7 @@ struct CpuSimd {
     static const loom_loader_key_t kKey = {LOOM_LOADER_KEY_STRUCT_SIZE, kLoaderKey,
                                            kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
-    static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "cpu-simd", "Loom",
+    static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, LOOM_CPU_SIMD_NAME, "Loom",
                                              LOOM_CPU_SIMD_VERSION, 1, kKeys,
                                              LOOM_PLUGIN_CAP_OPEN_SHAPES};
     return &kInfo;
