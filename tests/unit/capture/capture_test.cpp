@@ -12,6 +12,7 @@
 #include <limits>
 #include <sstream>
 
+#include "fake_sum_program.hpp"
 #include "host/recording/capture_model.hpp"
 #include "loom/capture.hpp"
 #include "loom/runtime.hpp"
@@ -256,6 +257,86 @@ TEST(CaptureFixture, FrozenV1CaptureStillReads) {
   size_t lines = 0;
   for (char ch : dump.str()) lines += ch == '\n';
   EXPECT_EQ(lines, 19u);  // the header, then one line per call
+}
+
+// The fake plugin's sum program (a + b on f32[2, 3]) recorded on the fake
+// plugin with `options`, run once with a = 1..6, b = 10.
+fs::path record_fake_sum(const std::string& name,
+                         std::vector<std::pair<std::string, std::string>> options) {
+  const fs::path path = capture_scratch(name);
+  RuntimeOptions o;
+  o.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.use_user_folder = false;
+  o.plugin_options = std::move(options);
+  o.record_path = path;
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
+  if (!runtime.ok()) return path;
+  const auto bytes = testing::sum_program({{"fake", "fake:add"}});
+  auto program = (*runtime)->load_program(bytes);
+  EXPECT_TRUE(program.ok()) << program.status().to_string();
+  if (!program.ok()) return path;
+  auto session = (*program)->create_session("main").value();
+  Tensor a = Tensor::zeros(DType::kF32, {2, 3}).value(), b = a;
+  for (int i = 0; i < 6; ++i) {
+    a.data_as<float>()[i] = 1.0f + static_cast<float>(i);
+    b.data_as<float>()[i] = 10.0f;
+  }
+  EXPECT_TRUE(session->set_input(0, a).ok());
+  EXPECT_TRUE(session->set_input(1, b).ok());
+  Status st = session->run();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return path;
+}
+
+TEST(CaptureRecording, AsynchronousExecutionIsRecordedWhenItsFenceCompletes) {
+  const fs::path path = record_fake_sum("async.loomcap", {{"fake.async", "1"},
+                                                         {"fake.separate_memory", "1"},
+                                                         {"fake.async_delay_ms", "20"}});
+  auto c = hc::read_capture_file(path);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  size_t execute_index = 0, wait_index = 0;
+  const hc::CallRecord* e = first_call(*c, hc::CallKind::kExecute, &execute_index);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(first_call(*c, hc::CallKind::kFenceWait, &wait_index), nullptr);
+  EXPECT_GE(e->signal_fence, 0);
+  // Outputs read after the 20 ms the device took: a + b, not the buffer's
+  // state at submission.
+  ASSERT_EQ(e->outputs.size(), 1u);
+  ASSERT_GE(e->outputs[0].payload, 0);
+  EXPECT_TRUE(e->outputs[0].in_buffer);
+  std::vector<float> y(6);
+  std::memcpy(y.data(), c->payloads[e->outputs[0].payload].bytes.data(), 24);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], 11.0f + static_cast<float>(i)) << i;
+  // Recorded when the wait saw it complete, just before the wait itself,
+  // with the device's 20 ms in its duration.
+  EXPECT_EQ(execute_index + 1, wait_index);
+  EXPECT_GE(e->duration_ns, 20'000'000u);
+}
+
+TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {
+  const fs::path path = record_fake_sum("crash.loomcap", {});
+  auto c = hc::read_capture_file(path).value();
+  size_t execute_index = 0;
+  ASSERT_NE(first_call(c, hc::CallKind::kExecute, &execute_index), nullptr);
+  ReplayOptions options;
+  options.runtime.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  options.runtime.use_environment = false;
+  options.runtime.use_default_folder = false;
+  options.runtime.use_user_folder = false;
+  auto good = replay_capture(path, options);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_TRUE(good->passed()) << replay_report_json(*good);
+  options.runtime.plugin_options = {{"fake.misbehave", "execute_segv"}};
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_TRUE(report->first_difference.has_value());
+  const ReplayedCall& call = report->calls[*report->first_difference];
+  EXPECT_EQ(call.outcome, "crashed") << call.detail;
+  EXPECT_EQ(call.call, execute_index);
+  EXPECT_FALSE(report->passed());
 }
 
 // ---- the reader refuses bad input with one line naming what and where ----

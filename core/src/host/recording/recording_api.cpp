@@ -49,7 +49,7 @@ struct RecBuffer {
 // An execution waiting for its fence: recorded when the fence completes.
 struct PendingExecution {
   CallRecord call;
-  std::vector<loom_tensor_t> outputs;  // real handles
+  std::vector<loom_tensor_t> outputs;  // the host's (wrapped) descriptions
   std::vector<std::vector<int64_t>> shapes;
 };
 
@@ -314,8 +314,13 @@ loom_status_t* r_execute(loom_execute_args_t* args) {
   if (st == nullptr && signal != nullptr) {
     PendingExecution pending;
     pending.call = std::move(call);
+    // The host's own descriptions (wrapped buffers), read at completion.
     for (size_t i = 0; i < n_out; ++i) {
-      if (pointers[n_in + i] != nullptr) pending.outputs.push_back(tensors[n_in + i]);
+      const loom_tensor_t* t = args->outputs[i];
+      if (t == nullptr) continue;
+      loom_tensor_t copy{};
+      std::memcpy(&copy, t, std::min(sizeof(loom_tensor_t), t->struct_size));
+      pending.outputs.push_back(copy);
     }
     // Shapes are borrowed for the call: keep copies.
     pending.shapes.resize(pending.outputs.size());
