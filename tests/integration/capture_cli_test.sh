@@ -5,9 +5,12 @@
 # for a non-default alpha); a capture of pytorch-converted/test_Conv2d
 # replays within tolerance on fpga-stub and vulkan-compute, which compile
 # the recorded graph; info and dump summarize; bad input is a one-line error.
-# Usage: capture_cli_test.sh <loom> <onnx test data> <cpu-simd-broken manifest> <fixture> <scratch>
+# The upgrade gate: tests/captures replayed by one command per plugin under
+# its expectations file (SKIP where it has none for a capture).
+# Usage: capture_cli_test.sh <loom> <onnx test data> <cpu-simd-broken manifest> <fixture>
+#        <captures folder> <scratch>
 set -u
-loom="$1" data="$2" broken="$3" fixture="$4" dir="$5"
+loom="$1" data="$2" broken="$3" fixture="$4" captures="$5" dir="$6"
 rm -rf "$dir" && mkdir -p "$dir"
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cli_checks.sh"
@@ -63,6 +66,27 @@ expect_exit "a plugin that cannot compile the graph fails the load" 1 \
 
 # --- the frozen fixture
 expect_ok "the v1 fixture replays on cpu-simd" "1 matched" "$loom" replay "$fixture"
+
+# --- the upgrade gate: a folder of captures, expectations per plugin and device
+expect_ok "gate on cpu-simd" "gate .* on cpu-simd://0: 2 passed, 0 failed, 0 skipped" \
+  "$loom" replay "$captures" --plugin cpu-simd
+expect_ok "gate on fpga-stub skips what it cannot run" "^SKIP hardsigmoid.loomcap: skip: " \
+  "$loom" replay "$captures" --plugin fpga-stub
+mkdir -p "$dir/gate"
+cp "$captures"/*.loomcap "$dir/gate/"
+printf '{"cpu-simd-broken://0": {"hardsigmoid.loomcap": "exact"}}\n' \
+  >"$dir/gate/cpu-simd-broken.expectations.json"
+expect_exit "gate catches the broken build" 1 \
+  "^FAIL hardsigmoid.loomcap: call [0-9]* (execute): differs: output 0" \
+  "$loom" replay "$dir/gate" --plugin "$broken" --junit "$dir/gate.xml"
+grep -q "^SKIP conv2d.loomcap: no expectation for cpu-simd-broken://0" "$dir/stdout" ||
+  fail "gate: a capture without an expectation is not a SKIP: $(cat "$dir/stdout")"
+grep -q '<failure message="call' "$dir/gate.xml" || fail "gate --junit has no failure"
+expect_error "gate without expectations for the plugin" "cpu-simd.expectations.json is missing" \
+  "$loom" replay "$dir/gate" --plugin cpu-simd
+printf '[1, 2]' >"$dir/gate/cpu-simd.expectations.json"
+expect_error "gate with a malformed expectations file" "not a JSON object keyed by device URI" \
+  "$loom" replay "$dir/gate" --plugin cpu-simd
 
 # --- bad input
 expect_error "missing capture" "cannot open capture" "$loom" replay "$dir/absent.loomcap"

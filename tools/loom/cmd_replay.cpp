@@ -1,6 +1,7 @@
 // `loom replay CAPTURE`: a thin front end over loom::replay_capture
 // (loom/capture.hpp): replays the recorded executions against a plugin and
 // prints the first call that differs, with the tensor and its worst element.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -35,6 +36,30 @@ int run_replay(const ReplayArgs& args) {
     if (Status st = parse_tolerance(text, &options.tolerances); !st.ok()) {
       return fail(st.with_context("--tolerance"));
     }
+  }
+  if (std::filesystem::is_directory(args.capture)) {
+    auto gate = replay_folder(args.capture, options);
+    if (!gate.ok()) return fail(gate.status());
+    if (!args.report.empty()) {
+      if (Status st = replay_write_file(args.report, gate_report_json(*gate), "--report"); !st.ok()) {
+        return fail(st);
+      }
+    }
+    if (!args.junit.empty()) {
+      if (Status st = replay_write_file(args.junit, gate_report_junit(*gate), "--junit"); !st.ok()) {
+        return fail(st);
+      }
+    }
+    if (args.json) {
+      std::cout << gate_report_json(*gate);
+    } else {
+      for (const GateEntry& e : gate->entries) {
+        std::cout << e.outcome << " " << e.capture << ": " << e.detail << "\n";
+      }
+      std::cout << "gate " << gate->folder << " on " << gate->device << ": " << gate->passed
+                << " passed, " << gate->failed << " failed, " << gate->skipped << " skipped\n";
+    }
+    return gate->ok() ? 0 : 1;
   }
   auto report = replay_capture(args.capture, options);
   if (!report.ok()) return fail(report.status());

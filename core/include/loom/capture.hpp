@@ -132,6 +132,33 @@ struct ReplayReport {
 // Replays the executions of a capture (see the top of this file).
 Result<ReplayReport> replay_capture(const std::filesystem::path& capture,
                                     const ReplayOptions& options);
+// An upgrade gate: every capture (*.loomcap) of a folder replayed against
+// one plugin and device, each under the expectation the folder's
+// expectations file for that plugin gives it. The file is
+// `<folder>/<plugin>.expectations.json`, an object keyed by device URI
+// whose values map a capture's file name to "exact", a tolerance
+// ("f32=rel:1e-4,abs:1e-6", as parse_tolerance reads it, ";" between
+// several), or "skip: <reason>". A capture without an expectation for the
+// device is skipped and says so; a plugin without an expectations file is
+// an error (a gate that checks nothing must not pass).
+struct GateEntry {
+  std::string capture;  // file name
+  std::string outcome;  // "PASS", "FAIL", "SKIP"
+  std::string detail;   // why it failed or was skipped; the first difference
+  std::string expectation;
+};
+struct GateReport {
+  std::string folder, plugin, device, expectations_file;
+  std::vector<GateEntry> entries;
+  uint64_t passed = 0, failed = 0, skipped = 0;
+  bool ok() const { return failed == 0; }
+};
+// Runs the gate. `options.plugin` is required; `options.device` defaults to
+// the plugin's first device (<name>://0).
+Result<GateReport> replay_folder(const std::filesystem::path& folder, const ReplayOptions& options);
+std::string gate_report_json(const GateReport& report);
+std::string gate_report_junit(const GateReport& report);
+
 // The report as JSON, and as a JUnit XML test suite (one case per call).
 std::string replay_report_json(const ReplayReport& report);
 std::string replay_report_junit(const ReplayReport& report);
