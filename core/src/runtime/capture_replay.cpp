@@ -98,10 +98,13 @@ void replay_execute(const hc::Capture& c, const hc::CallRecord& r, host::Executa
     out->outcome = st.code() == StatusCode::kDeviceLost ? "crashed" : "failed";
     out->detail = st.to_string();
   };
-  for (size_t i = 0; i < n_in; ++i) {
-    if (r.inputs[i].payload < 0) {
+  // Nothing to compare is not a match: an execution whose bytes were not
+  // recorded (it failed, or its fence never reported) is skipped.
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i]->payload < 0 && r.status_code == 0) {
       out->outcome = "skipped";
-      out->detail = "input " + std::to_string(i) + " has no recorded bytes";
+      out->detail = (i < n_in ? "input " + std::to_string(i) : "output " + std::to_string(i - n_in)) +
+                    " has no recorded bytes";
       return;
     }
   }
@@ -136,7 +139,6 @@ void replay_execute(const hc::Capture& c, const hc::CallRecord& r, host::Executa
   if (!st.ok()) return;
   for (size_t o = 0; o < r.outputs.size(); ++o) {
     const hc::TensorRecord& t = r.outputs[o];
-    if (t.payload < 0) continue;
     std::vector<std::byte> got(t.byte_size);
     if (Status copy = buffers[n_in + o]->copy_to_host(0, got.data(), got.size()); !copy.ok()) {
       return fail(copy);

@@ -166,6 +166,8 @@ void tamper_output(const fs::path& path, size_t execution, size_t element, float
   ASSERT_TRUE(capture.ok()) << capture.status().to_string();
   auto executions = calls_of(*capture, hc::CallKind::kExecute);
   ASSERT_GT(executions.size(), execution);
+  ASSERT_GE(executions[execution]->outputs.size(), 1u);
+  ASSERT_GE(executions[execution]->outputs[0].payload, 0);
   // A payload of its own, so that other executions keep theirs.
   hc::Payload p = capture->payloads[executions[execution]->outputs[0].payload];
   std::memcpy(p.bytes.data() + element * 4, &value, 4);
@@ -211,6 +213,23 @@ TEST(CaptureReplay, ReportNamesTheFirstDifferingCallTensorAndWorstElement) {
   ASSERT_TRUE(loose.ok());
   EXPECT_TRUE(loose->passed()) << replay_report_json(*loose);
   EXPECT_NE(replay_report_junit(*report).find("<failure message=\"output 0"), std::string::npos);
+}
+
+TEST(CaptureReplay, AnExecutionWithoutRecordedOutputsIsSkippedNotMatched) {
+  const fs::path path = capture_scratch("replay_no_outputs.loomcap");
+  record_relu_runs(path, false);
+  auto capture = hc::read_capture_file(path).value();
+  for (auto& r : capture.calls) {
+    if (r.kind == hc::CallKind::kExecute) r.outputs[0].payload = -1;
+  }
+  ASSERT_TRUE(hc::write_capture_file(capture, path).ok());
+  ReplayOptions options;
+  options.isolate = false;
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->matched, 0u);
+  EXPECT_EQ(report->skipped, 3u);
+  EXPECT_FALSE(report->passed());
 }
 
 TEST(CaptureReplay, AnotherPluginCompilesTheRecordedGraphWhenTheCaptureHasIt) {
