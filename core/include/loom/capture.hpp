@@ -99,7 +99,8 @@ struct ReplayOptions {
   // Tolerances per float dtype; absent: exact.
   std::map<DType, FloatTolerance> tolerances;
   // Run the plugin in a child process (loom-plugin-host), so that a crash
-  // is reported against the call that caused it; on by default.
+  // is reported against the call that caused it, and the next execution
+  // runs in a fresh process (up to 8 restarts); on by default.
   bool isolate = true;
 };
 

@@ -22,6 +22,9 @@ namespace {
 
 namespace hc = host::capture;
 
+// How often a replay starts the plugin again after it crashed.
+constexpr int kReplayMaxRestarts = 8;
+
 // Which recorded plugin made the executions: the one with the most.
 uint32_t replay_source_plugin(const hc::Capture& c) {
   std::vector<uint64_t> counts(c.plugins.size());
@@ -200,6 +203,7 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
   }
   report.plugin = name;
   if (options.isolate) host_options.isolated_plugins = {name};
+  const host::HostOptions restart_options = host_options;
   LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
   LOOM_ASSIGN_OR_RETURN(auto plugin, host->load(name));
   if (plugin->devices().empty()) {
@@ -235,41 +239,87 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
   report.device = plugin->devices()[device_index].uri;
 
   std::unordered_map<int64_t, ReplayLoaded> executables;
-  std::string lost;  // set once the plugin's process died
+  std::unordered_map<int64_t, size_t> load_calls;  // executable id -> its load call
+  // Set when the plugin's process died; the next execution starts a fresh
+  // one (at most kReplayMaxRestarts times) and loads again what it needs.
+  std::string lost;
+  int restarts = 0;
+  auto count = [&report](const ReplayedCall& out) {
+    if (out.outcome == "match") {
+      ++report.matched;
+    } else if (out.outcome == "differs") {
+      ++report.differed;
+    } else if (out.outcome == "skipped") {
+      ++report.skipped;
+    } else {
+      ++report.failed;
+    }
+    if (out.outcome != "match" && out.outcome != "skipped" && !report.first_difference) {
+      report.first_difference = report.calls.size();
+    }
+  };
   for (size_t i = 0; i < c.calls.size(); ++i) {
     const hc::CallRecord& r = c.calls[i];
     if (r.plugin != source) continue;
     if (r.kind == hc::CallKind::kExecutableLoad && r.status_code == 0 && r.object >= 0) {
+      load_calls[r.object] = i;
+      if (!lost.empty()) continue;  // loaded when an execution needs it
       ReplayLoaded& slot = executables[r.object];
-      ReplayedCall out;
-      out.call = i;
-      out.kind = "executable_load";
-      out.object = r.object;
-      if (!lost.empty()) {
-        slot.error = lost;
-        continue;
-      }
       auto loaded = replay_load(c, r, plugin, device_index);
       if (loaded.ok()) {
         slot.executable = std::move(*loaded);
         continue;  // a load that works is not reported on its own
       }
+      ReplayedCall out;
+      out.call = i;
+      out.kind = "executable_load";
+      out.object = r.object;
       slot.error = "its load (call " + std::to_string(i) + ") failed";
       out.outcome = loaded.status().code() == StatusCode::kDeviceLost ? "crashed" : "failed";
       out.detail = loaded.status().to_string();
       if (out.outcome == "crashed") lost = "the plugin was lost at call " + std::to_string(i);
-      ++report.failed;
-      if (!report.first_difference) report.first_difference = report.calls.size();
+      count(out);
       report.calls.push_back(std::move(out));
     } else if (r.kind == hc::CallKind::kExecutableDestroy) {
       executables.erase(r.object);
+      load_calls.erase(r.object);
     } else if (r.kind == hc::CallKind::kExecute) {
       ++report.executions;
       ReplayedCall out;
       out.call = i;
       out.kind = "execute";
       out.object = r.object;
+      if (!lost.empty() && restarts < kReplayMaxRestarts) {
+        // A fresh plugin (a new child process when isolated).
+        executables.clear();
+        plugin.reset();
+        auto fresh_host = host::PluginHost::create(restart_options);
+        auto fresh = fresh_host.ok() ? (*fresh_host)->load(name)
+                                     : Result<std::shared_ptr<host::LoadedPlugin>>(fresh_host.status());
+        ++restarts;
+        if (fresh.ok() && device_index < (*fresh)->devices().size()) {
+          host = std::move(*fresh_host);
+          plugin = std::move(*fresh);
+          lost.clear();
+        } else {
+          lost += "; restarting it failed: " +
+                  (fresh.ok() ? std::string("device missing") : fresh.status().to_string());
+          restarts = kReplayMaxRestarts;
+        }
+      }
       auto it = executables.find(r.object);
+      if (lost.empty() && it == executables.end() && load_calls.count(r.object) != 0) {
+        const size_t load_index = load_calls[r.object];
+        auto loaded = replay_load(c, c.calls[load_index], plugin, device_index);
+        ReplayLoaded& slot = executables[r.object];
+        if (loaded.ok()) {
+          slot.executable = std::move(*loaded);
+        } else {
+          slot.error = "loading it again (call " + std::to_string(load_index) +
+                       ") failed: " + loaded.status().to_string();
+        }
+        it = executables.find(r.object);
+      }
       if (!lost.empty()) {
         out.outcome = "skipped";
         out.detail = lost;
@@ -281,18 +331,7 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
         replay_execute(c, r, *it->second.executable, plugin, device_index, options, &out);
         if (out.outcome == "crashed") lost = "the plugin was lost at call " + std::to_string(i);
       }
-      if (out.outcome == "match") {
-        ++report.matched;
-      } else if (out.outcome == "differs") {
-        ++report.differed;
-      } else if (out.outcome == "skipped") {
-        ++report.skipped;
-      } else {
-        ++report.failed;
-      }
-      if (out.outcome != "match" && out.outcome != "skipped" && !report.first_difference) {
-        report.first_difference = report.calls.size();
-      }
+      count(out);
       report.calls.push_back(std::move(out));
     }
   }

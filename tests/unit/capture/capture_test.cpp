@@ -337,6 +337,15 @@ TEST(CaptureRecording, AsynchronousExecutionIsRecordedWhenItsFenceCompletes) {
 
 TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {
   const fs::path path = record_fake_sum("crash.loomcap", {});
+  // Two executions: the capture's one, and a copy of it, so that the
+  // second shows the replay going on in a fresh process after the crash.
+  {
+    auto twice = hc::read_capture_file(path).value();
+    size_t at = 0;
+    ASSERT_NE(first_call(twice, hc::CallKind::kExecute, &at), nullptr);
+    twice.calls.insert(twice.calls.begin() + static_cast<std::ptrdiff_t>(at) + 1, twice.calls[at]);
+    ASSERT_TRUE(hc::write_capture_file(twice, path).ok());
+  }
   auto c = hc::read_capture_file(path).value();
   size_t execute_index = 0;
   ASSERT_NE(first_call(c, hc::CallKind::kExecute, &execute_index), nullptr);
@@ -356,6 +365,11 @@ TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {
   EXPECT_EQ(call.outcome, "crashed") << call.detail;
   EXPECT_EQ(call.call, execute_index);
   EXPECT_FALSE(report->passed());
+  // The next execution ran in a fresh process (which crashed again: the
+  // option is the plugin's), reported against its own call.
+  ASSERT_EQ(report->calls.size(), 2u);
+  EXPECT_EQ(report->calls[1].call, execute_index + 1);
+  EXPECT_EQ(report->calls[1].outcome, "crashed") << report->calls[1].detail;
 }
 
 // ---- the reader refuses bad input with one line naming what and where ----
