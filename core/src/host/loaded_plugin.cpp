@@ -300,6 +300,9 @@ void LoadedPlugin::start_recording(std::shared_ptr<CaptureRecorder> recorder,
   RecordedPluginFacts facts;
   facts.manifest = &manifest_;
   facts.abi_version = abi_version_;
+  // What negotiate() offered: the host's range within the manifest's.
+  facts.abi_min = std::max(options.abi_min, manifest_.abi_min);
+  facts.abi_max = std::min(options.abi_max, manifest_.abi_max);
   facts.loader_keys = &loader_keys_;
   facts.isolated = isolated();
   facts.devices = &devices_;

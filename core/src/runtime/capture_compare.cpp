@@ -293,6 +293,13 @@ Status dump_capture(const std::filesystem::path& path, std::ostream& out) {
     if (r.kind == hc::CallKind::kFenceWait) j["timeout_ns"] = r.timeout_ns;
     if (r.kind == hc::CallKind::kFenceQuery) j["signaled"] = r.flag;
     if (r.kind == hc::CallKind::kNegotiate || r.kind == hc::CallKind::kEstimate) j["value"] = r.value;
+    if (r.kind == hc::CallKind::kNegotiate) {
+      auto version = [](uint32_t v) {
+        return std::to_string(v >> 16) + "." + std::to_string(v & 0xffff);
+      };
+      j["abi_chosen"] = version(static_cast<uint32_t>(r.value));
+      if (r.abi_max != 0) j["abi_offered"] = version(r.abi_min) + "-" + version(r.abi_max);
+    }
     out << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   }
   if (!out) return data_loss("writing the dump of " + path.string() + " failed");

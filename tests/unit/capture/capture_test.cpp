@@ -120,6 +120,11 @@ void expect_relu_capture(const hc::Capture& c, bool isolated) {
       << "equal inputs are one payload";
   EXPECT_NE(executions[0]->inputs[0].payload, executions[2]->inputs[0].payload);
   EXPECT_NE(first_call(c, hc::CallKind::kExecutableDestroy), nullptr);
+  const hc::CallRecord* negotiate = first_call(c, hc::CallKind::kNegotiate);
+  ASSERT_NE(negotiate, nullptr);
+  EXPECT_EQ(negotiate->abi_min, 0x10000u);  // 1.0
+  EXPECT_GE(negotiate->abi_max, negotiate->value);
+  EXPECT_GE(negotiate->value, negotiate->abi_min);
 }
 
 TEST(CaptureRecording, InProcessRecordsLoadsAndExecutionsWithTheirBytes) {

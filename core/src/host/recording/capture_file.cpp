@@ -139,6 +139,8 @@ std::vector<uint8_t> encode_capture(const Capture& c) {
     cb.add_flag(r.flag);
     cb.add_value(r.value);
     cb.add_result_payload(r.result_payload);
+    cb.add_abi_min(r.abi_min);
+    cb.add_abi_max(r.abi_max);
     calls.push_back(cb.Finish());
   }
   auto root = fb::CreateCapture(b, c.schema_version, b.CreateString(c.loom_version),
@@ -344,6 +346,8 @@ Result<Capture> decode_capture(std::span<const std::byte> bytes, std::string_vie
       e.flag = r->flag();
       e.value = r->value();
       e.result_payload = r->result_payload();
+      e.abi_min = r->abi_min();
+      e.abi_max = r->abi_max();
       LOOM_RETURN_IF_ERROR(check_payload_index(e.result_payload, c, at, "result_payload"));
       if (e.kind == CallKind::kExecutableLoad && e.status_code == 0 && e.payload < 0) {
         return data_loss(at + ": executable_load without its blob");

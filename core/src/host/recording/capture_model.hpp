@@ -107,6 +107,7 @@ struct CallRecord {
   bool flag = false;
   uint64_t value = 0;
   int64_t result_payload = -1;
+  uint32_t abi_min = 0, abi_max = 0;  // negotiate: the range offered
 };
 
 struct Payload {

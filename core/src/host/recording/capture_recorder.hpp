@@ -83,6 +83,7 @@ using RecordingPluginPtr = std::unique_ptr<RecordingPlugin, RecordingPluginDelet
 struct RecordedPluginFacts {
   const PluginManifest* manifest = nullptr;
   uint32_t abi_version = 0;
+  uint32_t abi_min = 0, abi_max = 0;  // the range the host offered
   const std::vector<LoadedPlugin::LoaderKeyRange>* loader_keys = nullptr;
   bool isolated = false;
   const std::vector<DeviceInfo>* devices = nullptr;

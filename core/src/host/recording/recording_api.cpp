@@ -596,6 +596,8 @@ RecordingPluginPtr wrap_for_recording(std::shared_ptr<CaptureRecorder> recorder,
   // What happened before the table was in place, recorded as it happened.
   CallRecord negotiate = rec_begin(plugin.get(), CallKind::kNegotiate);
   negotiate.value = facts.abi_version;
+  negotiate.abi_min = facts.abi_min;
+  negotiate.abi_max = facts.abi_max;
   plugin->recorder->add_call(std::move(negotiate));
   CallRecord create = rec_begin(plugin.get(), CallKind::kPluginCreate);
   if (facts.plugin_options != nullptr) create.options = *facts.plugin_options;
