@@ -13,7 +13,9 @@
 #include <sstream>
 
 #include "fake_sum_program.hpp"
+#include "host/handles.hpp"
 #include "host/recording/capture_model.hpp"
+#include "host/recording/capture_recorder.hpp"
 #include "loom/capture.hpp"
 #include "loom/runtime.hpp"
 
@@ -338,6 +340,93 @@ TEST(CaptureRecording, AsynchronousExecutionIsRecordedWhenItsFenceCompletes) {
   // with the device's 20 ms in its duration.
   EXPECT_EQ(execute_index + 1, wait_index);
   EXPECT_GE(e->duration_ns, 20'000'000u);
+}
+
+TEST(CaptureRecording, InputsBehindAWaitFenceAreRecordedOnceWritten) {
+  // add (a + b -> sum) signals f1 after 30 ms; copy (sum -> out) waits for
+  // f1 and signals f2; the host waits for f2 only. The copy's recorded input
+  // must be the sum, not the buffer as it was when copy was submitted.
+  const fs::path path = capture_scratch("chained.loomcap");
+  {
+    host::HostOptions options;
+    options.search_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+    options.use_environment = false;
+    options.use_default_folder = false;
+    options.use_user_folder = false;
+    options.plugin_options = {{"fake.async", "1"}, {"fake.separate_memory", "1"},
+                              {"fake.async_delay_ms", "30"}};
+    options.recorder = host::CaptureRecorder::create(path).value();
+    auto plugin_host = host::PluginHost::create(options).value();
+    auto plugin = plugin_host->load("fake").value();
+    auto blob = [](std::string_view text) {
+      return std::as_bytes(std::span<const char>(text.data(), text.size()));
+    };
+    auto add = host::Executable::load(plugin, 0, "fake", 1, blob("fake:add"), {}).value();
+    auto copy = host::Executable::load(plugin, 0, "fake", 1, blob("fake:copy"), {}).value();
+    std::vector<std::unique_ptr<host::DeviceBuffer>> buffers;
+    for (int i = 0; i < 4; ++i) buffers.push_back(host::DeviceBuffer::allocate(plugin, 0, 24).value());
+    const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 10, 10, 10, 10, 10};
+    ASSERT_TRUE(buffers[0]->copy_from_host(0, a, 24).ok());
+    ASSERT_TRUE(buffers[1]->copy_from_host(0, b, 24).ok());
+    auto f1 = host::Fence::create(plugin, 0).value();
+    auto f2 = host::Fence::create(plugin, 0).value();
+    const int64_t shape[2] = {2, 3};
+    auto tensor = [&](const host::DeviceBuffer& buffer) {
+      loom_tensor_t t{};
+      t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+      t.dtype = LOOM_DTYPE_F32;
+      t.rank = 2;
+      t.shape = shape;
+      t.buffer = buffer.handle();
+      t.byte_size = 24;
+      return t;
+    };
+    loom_tensor_t ta = tensor(*buffers[0]), tb = tensor(*buffers[1]), tsum = tensor(*buffers[2]),
+                  tout = tensor(*buffers[3]);
+    const loom_tensor_t* add_in[] = {&ta, &tb};
+    const loom_tensor_t* add_out[] = {&tsum};
+    const loom_tensor_t* copy_in[] = {&tsum};
+    const loom_tensor_t* copy_out[] = {&tout};
+    loom_fence_t* waits[] = {f1->handle()};
+    loom_execute_args_t first{};
+    first.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    first.executable = add->handle();
+    first.input_count = 2;
+    first.inputs = add_in;
+    first.output_count = 1;
+    first.outputs = add_out;
+    first.signal_fence = f1->handle();
+    ASSERT_TRUE(plugin->take(plugin->api().execute(&first)).ok());
+    loom_execute_args_t second = first;
+    second.executable = copy->handle();
+    second.input_count = 1;
+    second.inputs = copy_in;
+    second.outputs = copy_out;
+    second.wait_fence_count = 1;
+    second.wait_fences = waits;
+    second.signal_fence = f2->handle();
+    ASSERT_TRUE(plugin->take(plugin->api().execute(&second)).ok());
+    ASSERT_TRUE(f2->wait(UINT64_MAX).ok());
+    float out[6] = {};
+    ASSERT_TRUE(buffers[3]->copy_to_host(0, out, 24).ok());
+    EXPECT_EQ(out[5], 16.0f);
+  }
+  auto c = hc::read_capture_file(path);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto executions = calls_of(*c, hc::CallKind::kExecute);
+  ASSERT_EQ(executions.size(), 2u);
+  // Records appear as executions complete: add first, then copy.
+  const hc::CallRecord& add_call = *executions[0];
+  const hc::CallRecord& copy_call = *executions[1];
+  ASSERT_EQ(add_call.outputs.size(), 1u);
+  ASSERT_GE(add_call.outputs[0].payload, 0) << "add's outputs are read when copy waits for them";
+  ASSERT_EQ(copy_call.inputs.size(), 1u);
+  ASSERT_GE(copy_call.inputs[0].payload, 0);
+  EXPECT_EQ(copy_call.inputs[0].payload, add_call.outputs[0].payload);
+  std::vector<float> sum(6);
+  std::memcpy(sum.data(), c->payloads[copy_call.inputs[0].payload].bytes.data(), 24);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sum[i], 11.0f + static_cast<float>(i)) << i;
+  EXPECT_EQ(copy_call.wait_fences, (std::vector<int64_t>{add_call.signal_fence}));
 }
 
 TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {

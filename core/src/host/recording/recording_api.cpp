@@ -63,6 +63,10 @@ struct RecFence {
 
 namespace {
 
+// How long recording waits for an execution's wait fences before reading
+// its inputs.
+constexpr uint64_t kRecordWaitFenceNs = 10'000'000'000;
+
 struct RecStatus {
   loom_status_code_t code;
   std::string message;
@@ -278,6 +282,23 @@ loom_status_t* r_execute(loom_execute_args_t* args) {
   RecordingPlugin* owner = exe->owner;
   CallRecord call = rec_begin(owner, CallKind::kExecute);
   call.object = exe->id;
+  // Inputs behind wait fences may still be being written by an earlier
+  // asynchronous execution: the recording waits for those fences (which
+  // also completes the earlier execution's record) before reading them. A
+  // fence that does not complete in time leaves the inputs unrecorded (the
+  // replay then skips this execution) rather than recording stale bytes.
+  bool inputs_ready = true;
+  for (size_t i = 0; args->wait_fences != nullptr && i < args->wait_fence_count; ++i) {
+    RecFence* f = args->wait_fences[i] != nullptr ? rec_of(args->wait_fences[i]) : nullptr;
+    if (f == nullptr) continue;
+    loom_status_t* waited = owner->real->fence_wait(f->real, kRecordWaitFenceNs);
+    if (waited == nullptr) {
+      rec_finish_pending(f, true, 0, "");
+    } else {
+      owner->real->status_destroy(waited);
+      inputs_ready = false;
+    }
+  }
   // The plugin sees its own handles: tensors whose buffers are unwrapped.
   const size_t n_in = args->inputs != nullptr ? args->input_count : 0;
   const size_t n_out = args->outputs != nullptr ? args->output_count : 0;
@@ -292,7 +313,7 @@ loom_status_t* r_execute(loom_execute_args_t* args) {
     std::memcpy(&tensors[i], t, std::min(sizeof(loom_tensor_t), t->struct_size));
     if (t->buffer != nullptr) tensors[i].buffer = rec_of(t->buffer)->real;
     pointers[i] = &tensors[i];
-    if (i < n_in) call.inputs.push_back(rec_tensor(owner, *t, true));
+    if (i < n_in) call.inputs.push_back(rec_tensor(owner, *t, inputs_ready));
   }
   std::vector<loom_fence_t*> waits;
   for (size_t i = 0; args->wait_fences != nullptr && i < args->wait_fence_count; ++i) {
