@@ -13,9 +13,18 @@
 // the tensor's size. BM_SessionRun/N/1 is the whole run with cpu-simd
 // isolated: the session then also copies inputs into and outputs out of the
 // shared buffers.
+//
+// Recording (core/src/host/recording/capture_recorder.hpp): BM_SessionRun's
+// third argument 1 runs the same session with RuntimeOptions::record_path
+// set, so every execute goes through the recording table, which hashes the
+// input and output bytes and appends a call record; the difference with
+// third argument 0 is the recording overhead per execute. Fixed iteration
+// counts keep the capture (written at the end, into the temporary folder)
+// small.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "host/handles.hpp"
@@ -33,9 +42,13 @@ struct Fixture {
   std::vector<float> input;
 };
 
-bool setup(Fixture& f, int64_t n, benchmark::State& state, bool isolated = false) {
+bool setup(Fixture& f, int64_t n, benchmark::State& state, bool isolated = false,
+           bool recorded = false) {
   loom::RuntimeOptions options;
   if (isolated) options.isolated_plugins = {"cpu-simd"};
+  if (recorded) {
+    options.record_path = std::filesystem::temp_directory_path() / "loom_session_overhead.loomcap";
+  }
   auto runtime = loom::Runtime::create(options);
   // Compiled by cpu-simd in this process, whichever way the timed runtime
   // loads it.
@@ -63,7 +76,7 @@ bool setup(Fixture& f, int64_t n, benchmark::State& state, bool isolated = false
 
 void BM_SessionRun(benchmark::State& state) {
   Fixture f;
-  if (!setup(f, state.range(0), state, state.range(1) != 0)) return;
+  if (!setup(f, state.range(0), state, state.range(1) != 0, state.range(2) != 0)) return;
   for (auto _ : state) {
     loom::Status st = f.session->run();
     if (!st.ok()) {
@@ -177,7 +190,21 @@ void BM_BufferExecute(benchmark::State& state) {
 }
 
 BENCHMARK(BM_DirectExecute)->Arg(16)->Arg(4096);
-BENCHMARK(BM_SessionRun)->ArgNames({"n", "isolated"})->Args({16, 0})->Args({4096, 0})->Args({16, 1})->Args({4096, 1});
+BENCHMARK(BM_SessionRun)
+    ->ArgNames({"n", "isolated", "recorded"})
+    ->Args({16, 0, 0})
+    ->Args({4096, 0, 0})
+    ->Args({16, 1, 0})
+    ->Args({4096, 1, 0});
+BENCHMARK(BM_SessionRun)
+    ->ArgNames({"n", "isolated", "recorded"})
+    ->Args({16, 0, 0})
+    ->Args({16, 0, 1})
+    ->Args({4096, 0, 0})
+    ->Args({4096, 0, 1})
+    ->Args({1 << 20, 0, 0})
+    ->Args({1 << 20, 0, 1})
+    ->Iterations(5000);
 BENCHMARK(BM_BufferExecute)
     ->ArgNames({"n", "isolated"})
     ->Args({16, 0})

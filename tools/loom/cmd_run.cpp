@@ -357,6 +357,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   LOOM_RETURN_IF_ERROR(add_plugin_options(args.plugin_options, &options));
   add_isolated_plugins(args.isolate, &options);
   options.require_conformance = args.require_conformance;
+  options.record_path = args.record;
   if (args.verbose) {
     options.log_sink = [](LogLevel level, std::string_view line) {
       if (level == LogLevel::kDebug) return;

@@ -62,6 +62,29 @@ struct RunArgs {
   bool profile = false;                     // print time per delegate and op
   bool verbose = false;                     // print plugins' info lines on stderr
   bool fallback = false;                    // move a delegate off a failed device
+  std::string record;                       // --record FILE: capture every plugin call
+};
+
+// `loom replay` (cmd_replay.cpp).
+struct ReplayArgs {
+  std::string capture;
+  std::string plugin;                       // --plugin NAME|MANIFEST
+  std::string device;                       // --device URI
+  std::vector<std::string> tolerances;      // --tolerance [DTYPE=]BOUND[,BOUND]
+  std::string report;                       // --report R.json
+  std::string junit;                        // --junit J.xml
+  std::vector<std::string> plugin_paths;    // --plugin-path DIR
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  uint32_t threads = 0;
+  bool in_process = false;                  // --in-process: no child process
+  bool json = false;
+};
+
+// `loom capture info|dump` (cmd_capture.cpp).
+struct CaptureArgs {
+  std::string action;  // info | dump
+  std::string capture;
+  bool json = false;   // info --json
 };
 
 // `loom estimate` (cmd_estimate.cpp).
@@ -153,6 +176,8 @@ int run_inspect(const InspectArgs& args);
 int run_doctor(const DoctorArgs& args);
 int run_run(const RunArgs& args);
 int run_estimate(const EstimateArgs& args);
+int run_replay(const ReplayArgs& args);
+int run_capture(const CaptureArgs& args);
 int run_demo(const DemoArgs& args);
 // The demo on ONNX models under `data_root` (demo_onnx.cpp; with the compiler).
 int run_onnx_demo(const DemoArgs& args, const std::filesystem::path& data_root);

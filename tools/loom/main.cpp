@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
   cmd_run->add_option("--plugin-option", run.plugin_options,
                       "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);
+  cmd_run->add_option("--record", run.record,
+                      "Record every call loom makes into its plugins (loads with their blobs, "
+                      "executions with their inputs and outputs, copies, fences, statuses) "
+                      "into this capture file; replay it with loom replay");
   cmd_run->add_option("--isolate", run.isolate,
                       "NAME[,NAME]: run these plugins each in a process of its own ('*': all); "
                       "a crash there loses the device, not this process")
@@ -246,6 +250,44 @@ int main(int argc, char** argv) {
                           "KEY=VALUE handed to every plugin when it is created")
       ->allow_extra_args(false);
 
+  loom::cli::ReplayArgs replay;
+  auto* cmd_replay = app.add_subcommand(
+      "replay", "Replay the executions of a capture (loom run --record) against a plugin, each "
+                "output compared with the recorded one; exit 1 when one differs or fails");
+  cmd_replay->add_option("CAPTURE", replay.capture, "Capture file")->required();
+  cmd_replay->add_option("--plugin", replay.plugin,
+                         "Plugin to replay against: a name or a manifest (*.loom-plugin.json); "
+                         "default: the recorded one. Another plugin compiles the recorded graph");
+  cmd_replay->add_option("--device", replay.device,
+                         "Device URI of that plugin (default: the recorded device's index)");
+  cmd_replay->add_option("--tolerance", replay.tolerances,
+                         "[DTYPE=]BOUND[,BOUND]: DTYPE f32, f16, bf16 or f64 (default: all "
+                         "floats), BOUND ulps:N, rel:X, abs:X or exact (the default); integers "
+                         "are always exact")
+      ->allow_extra_args(false);
+  cmd_replay->add_option("--report", replay.report, "Write the report as JSON");
+  cmd_replay->add_option("--junit", replay.junit, "Write the report as JUnit XML");
+  cmd_replay->add_option("--plugin-path", replay.plugin_paths, "Also search DIR for plugins")
+      ->allow_extra_args(false);
+  cmd_replay->add_option("--plugin-option", replay.plugin_options,
+                         "KEY=VALUE handed to the plugin when it is created")
+      ->allow_extra_args(false);
+  cmd_replay->add_option("--threads", replay.threads, "Cap the plugin's worker threads");
+  cmd_replay->add_flag("--in-process", replay.in_process,
+                       "Load the plugin into this process instead of a child process");
+  cmd_replay->add_flag("--json", replay.json, "Print the report as JSON");
+
+  loom::cli::CaptureArgs capture;
+  auto* cmd_capture = app.add_subcommand("capture", "Summarize a capture or dump its calls");
+  cmd_capture->require_subcommand(1);
+  auto* cmd_capture_info = cmd_capture->add_subcommand(
+      "info", "Plugins, devices, payloads and calls by kind of a capture");
+  cmd_capture_info->add_option("CAPTURE", capture.capture, "Capture file")->required();
+  cmd_capture_info->add_flag("--json", capture.json, "Print JSON");
+  auto* cmd_capture_dump = cmd_capture->add_subcommand(
+      "dump", "Write the capture's header and then each call as one JSON object per line");
+  cmd_capture_dump->add_option("CAPTURE", capture.capture, "Capture file")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -260,6 +302,11 @@ int main(int argc, char** argv) {
   if (*cmd_inspect) return loom::cli::run_inspect(inspect);
   if (*cmd_run) return loom::cli::run_run(run);
   if (*cmd_estimate) return loom::cli::run_estimate(estimate);
+  if (*cmd_replay) return loom::cli::run_replay(replay);
+  if (*cmd_capture) {
+    capture.action = *cmd_capture_info ? "info" : "dump";
+    return loom::cli::run_capture(capture);
+  }
   if (*cmd_demo) return loom::cli::run_demo(demo);
   if (*cmd_params) return loom::cli::run_params(params);
   if (*cmd_compile) return loom::cli::run_compile(compile);

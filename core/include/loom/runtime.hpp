@@ -98,6 +98,13 @@ struct RuntimeOptions {
   // stamp is for another library build or version, or records a failed check
   // is listed as rejected with the reason and never loaded.
   bool require_conformance = false;
+  // Record every call this runtime makes into its plugins (their loading,
+  // allocations, copies, executable loads with their blobs, executions with
+  // their input and output tensors, fences, statuses) into a capture file
+  // at this path, written when the runtime and every object it made are
+  // gone (`loom run --record`; replay it with `loom replay`). Empty: no
+  // recording. create() fails when the file cannot be created.
+  std::filesystem::path record_path;
 };
 
 struct PlacementExplanation;

@@ -28,6 +28,7 @@
 #include "host/isolation/log_channel.hpp"
 #include "host/plugin_host.hpp"
 #include "host/isolation/remote_plugin.hpp"
+#include "host/recording/capture_recorder.hpp"
 
 namespace loom::host {
 
@@ -263,6 +264,9 @@ LoadedPlugin::~LoadedPlugin() {
   if (instance_ != nullptr) api_->plugin_destroy(instance_);
   instance_ = nullptr;
   api_ = nullptr;
+  // The recording table (whose destroy entry just ran) goes before the
+  // plugin it forwards to.
+  recording_.reset();
   // An isolated plugin's process is told to leave (and reaped).
   remote_.reset();
   // The services must stay valid until the library is gone, so the library
@@ -288,6 +292,23 @@ Status LoadedPlugin::check_available() const {
   std::lock_guard<std::mutex> lock(availability_mutex_);
   unavailable_reason_ = status.ok() ? std::string() : status.message();
   return status;
+}
+
+void LoadedPlugin::start_recording(std::shared_ptr<CaptureRecorder> recorder,
+                                   const HostOptions& options) {
+  if (recorder == nullptr || recording_ != nullptr) return;
+  RecordedPluginFacts facts;
+  facts.manifest = &manifest_;
+  facts.abi_version = abi_version_;
+  // What negotiate() offered: the host's range within the manifest's.
+  facts.abi_min = std::max(options.abi_min, manifest_.abi_min);
+  facts.abi_max = std::min(options.abi_max, manifest_.abi_max);
+  facts.loader_keys = &loader_keys_;
+  facts.isolated = isolated();
+  facts.devices = &devices_;
+  facts.plugin_options = &options.plugin_options;
+  recording_ = wrap_for_recording(std::move(recorder), facts, api_, instance_, device_handles_,
+                                  &api_, &instance_, &device_handles_);
 }
 
 std::string LoadedPlugin::unavailable_reason() const {

@@ -250,9 +250,15 @@ Status PluginHost::probe_entry(Entry& entry) {
 
 Result<std::shared_ptr<LoadedPlugin>> PluginHost::open_plugin(Entry& entry) {
   const PluginManifest& manifest = *entry.manifest;
-  if (isolates(manifest)) return LoadedPlugin::open_isolated(manifest, options_, log_);
-  if (options_.probe) LOOM_RETURN_IF_ERROR(probe_entry(entry));
-  return LoadedPlugin::open(manifest, options_, log_);
+  std::shared_ptr<LoadedPlugin> plugin;
+  if (isolates(manifest)) {
+    LOOM_ASSIGN_OR_RETURN(plugin, LoadedPlugin::open_isolated(manifest, options_, log_));
+  } else {
+    if (options_.probe) LOOM_RETURN_IF_ERROR(probe_entry(entry));
+    LOOM_ASSIGN_OR_RETURN(plugin, LoadedPlugin::open(manifest, options_, log_));
+  }
+  if (options_.recorder != nullptr) plugin->start_recording(options_.recorder, options_);
+  return plugin;
 }
 
 Result<std::shared_ptr<LoadedPlugin>> PluginHost::load(std::string_view name) {

@@ -83,6 +83,11 @@ class RemotePlugin;
 struct RemotePluginDeleter {
   void operator()(RemotePlugin* remote) const;
 };
+class CaptureRecorder;  // host/recording/capture_recorder.hpp
+class RecordingPlugin;
+struct RecordingPluginDeleter {
+  void operator()(RecordingPlugin* plugin) const;
+};
 
 // One loaded, negotiated, created plugin. Shared by every object that the
 // plugin made, so the library outlives all of them. Thread-safe after
@@ -151,6 +156,12 @@ class LoadedPlugin {
   // Asks the plugin again whether it can run here (plugin_check_available);
   // availability can change after loading, e.g. when a device is lost.
   Status check_available() const;
+  // Puts the recording table (host/recording/capture_recorder.hpp) between
+  // the host and the plugin: every later call is recorded into `recorder`.
+  // Called once, right after loading, before any object is made.
+  void start_recording(std::shared_ptr<CaptureRecorder> recorder, const HostOptions& options);
+  // Whether calls are recorded.
+  bool recording() const { return recording_ != nullptr; }
   // The reason the last check_available() failed; empty while available.
   // Plugins unavailable at load time are rejected and never handed out.
   std::string unavailable_reason() const;
@@ -181,6 +192,7 @@ class LoadedPlugin {
   uint64_t capabilities_ = 0;  // LOOM_PLUGIN_CAP_* (ABI 1.2)
   std::vector<LoaderKeyRange> loader_keys_;
   std::unique_ptr<RemotePlugin, RemotePluginDeleter> remote_;  // when isolated
+  std::unique_ptr<RecordingPlugin, RecordingPluginDeleter> recording_;  // when recording
   int process_id_ = 0;
   std::vector<DeviceInfo> devices_;
   std::vector<loom_device_t*> device_handles_;
@@ -242,6 +254,9 @@ struct HostOptions {
   // library or version, or recording a failed check. Such a plugin is listed
   // as rejected with the reason and never loaded.
   bool require_conformance = false;
+  // When set, every plugin loaded is recorded into it (`loom run --record`,
+  // RuntimeOptions::record_path): host/recording/capture_recorder.hpp.
+  std::shared_ptr<CaptureRecorder> recorder;
 };
 
 // Scans manifests at creation; loads a library only when asked for it (its

@@ -10,6 +10,7 @@
 
 #include "host/discovery/doctor.hpp"
 #include "host/isolation/log_channel.hpp"
+#include "host/recording/capture_recorder.hpp"
 #include "host/discovery/probe_cache.hpp"
 #include "runtime/open_function.hpp"
 #include "runtime/placement.hpp"
@@ -57,6 +58,9 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
     host_options.log_sink = [sink = options.log_sink](auto level, std::string_view line) {
       sink(static_cast<LogLevel>(std::clamp(static_cast<int>(level), 0, 3)), line);
     };
+  }
+  if (!options.record_path.empty()) {
+    LOOM_ASSIGN_OR_RETURN(host_options.recorder, host::CaptureRecorder::create(options.record_path));
   }
   LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
   std::unique_ptr<Runtime> runtime(new Runtime());

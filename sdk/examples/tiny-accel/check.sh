@@ -3,7 +3,8 @@
 # compiles a small ONNX model for tiny-accel with `loom compile`, runs it on
 # tiny-accel://0 with `loom run`, compares the result with the same model
 # compiled for Loom's reference kernels, and runs `loom conformance` on the
-# plugin (JSON, JUnit and Markdown reports in <build-dir>/check). Prints "PASS" and exits 0, or says
+# plugin (JSON, JUnit and Markdown reports in <build-dir>/check), and
+# records the run and replays it as an upgrade gate. Prints "PASS" and exits 0, or says
 # what failed and exits 1.
 #
 # Usage: check.sh <prefix> <build-dir>
@@ -63,6 +64,20 @@ print(f"shapes {a.shape} and {b.shape}, max |tiny-accel - reference| = {diff}")
 sys.exit(0 if diff <= 1e-5 else 1)
 PY
 echo "ok: results match the reference ($(cat "$dir/out"))"
+# The upgrade gate (docs/plugin-guide.md, "Recording and replaying"): a
+# capture of the run, in a folder with an expectations file for this plugin,
+# replayed against the plugin's build by one command. A vendor records the
+# captures once with the build it trusts and commits them with the
+# expectations; here the capture is made in the same run, so the gate shows
+# the mechanics (and that replay reproduces the run bit for bit).
+mkdir -p "$dir/captures"
+step "record the run" "delegate tiny-accel_0 -> tiny-accel://0" \
+  "$loom" run "$dir/accel.loom" --device tiny-accel://0 --input "x=$dir/x.npy" \
+  --record "$dir/captures/mlp.loomcap"
+printf '{"tiny-accel://0": {"mlp.loomcap": "exact"}}\n' >"$dir/captures/tiny-accel.expectations.json"
+step "replay gate" "0 failed, 0 skipped" \
+  "$loom" replay "$dir/captures" --plugin "$build/plugins/tiny-accel.loom-plugin.json" \
+  --junit "$dir/replay.xml"
 # The conformance suite, with its three reports: every check must pass.
 step "loom conformance" " 0 failed" \
   "$loom" conformance "$build/plugins/tiny-accel.loom-plugin.json" \

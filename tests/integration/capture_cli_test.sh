@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `loom run --record`, `loom replay` and `loom capture` end to end (CTest
+# loom_capture_cli): a capture of ONNX's HardSigmoid (alpha 0.5) on cpu-simd
+# replays exactly on cpu-simd and catches cpu-simd-broken (HardSigmoid wrong
+# for a non-default alpha); a capture of pytorch-converted/test_Conv2d
+# replays within tolerance on fpga-stub and vulkan-compute, which compile
+# the recorded graph; info and dump summarize; bad input is a one-line error.
+# The upgrade gate: tests/captures replayed by one command per plugin under
+# its expectations file (SKIP where it has none for a capture).
+# Usage: capture_cli_test.sh <loom> <onnx test data> <cpu-simd-broken manifest> <fixture>
+#        <captures folder> <scratch>
+set -u
+loom="$1" data="$2" broken="$3" fixture="$4" captures="$5" dir="$6"
+rm -rf "$dir" && mkdir -p "$dir"
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cli_checks.sh"
+
+hs="$data/node/test_hardsigmoid"
+conv="$data/pytorch-converted/test_Conv2d"
+
+# --- record on cpu-simd
+expect_ok "run --record" "delegate .* -> cpu-simd://0" \
+  "$loom" run "$hs/model.onnx" --device cpu-simd --input "x=$hs/test_data_set_0/input_0.pb" \
+  --record "$dir/hs.loomcap"
+[ -s "$dir/hs.loomcap" ] || fail "run --record wrote no capture"
+expect_ok "capture info counts the execution" "^calls: .*executions: 1$" \
+  "$loom" capture info "$dir/hs.loomcap"
+expect_ok "capture info lists the plugin" "^plugin cpu-simd " "$loom" capture info "$dir/hs.loomcap"
+expect_ok "capture info --json" '"executions": 1' "$loom" capture info "$dir/hs.loomcap" --json
+expect_ok "capture dump has the execute with its tensors" \
+  '"kind":"execute".*"shape":\[3,4,5\]' "$loom" capture dump "$dir/hs.loomcap"
+calls=$("$loom" capture info "$dir/hs.loomcap" --json | sed -n 's/^  "calls": \([0-9]*\),$/\1/p')
+lines=$("$loom" capture dump "$dir/hs.loomcap" | wc -l)
+[ -n "$calls" ] && [ "$lines" -eq $((calls + 1)) ] ||
+  fail "capture dump: $lines lines for $calls calls (one header line, one per call)"
+
+# --- replay: exact on cpu-simd, in a child process and in this one
+expect_ok "replay on cpu-simd matches" "1 executions, 1 matched, 0 differ" \
+  "$loom" replay "$dir/hs.loomcap"
+expect_ok "replay --in-process matches" "1 matched" "$loom" replay "$dir/hs.loomcap" --in-process
+
+# --- a broken build of the plugin is caught
+expect_exit "replay on cpu-simd-broken differs" 1 \
+  "^first difference: call [0-9]* (execute, executable 0): differs: output 0 (f32, 60 elements): .* worst at index [0-9]*: recorded" \
+  "$loom" replay "$dir/hs.loomcap" --plugin "$broken" --report "$dir/r.json" --junit "$dir/j.xml"
+grep -q '"first_difference": {' "$dir/r.json" || fail "--report has no first_difference: $(head -c 400 "$dir/r.json")"
+grep -q '"device": "cpu-simd-broken://0"' "$dir/r.json" || fail "--report does not name the device"
+grep -q '<failure message="output 0' "$dir/j.xml" || fail "--junit has no failure: $(cat "$dir/j.xml")"
+
+# --- another plugin compiles the recorded graph
+expect_ok "record the convolution" "delegate .* -> cpu-simd://0" \
+  "$loom" run "$conv/model.onnx" --device cpu-simd --input "0=$conv/test_data_set_0/input_0.pb" \
+  --record "$dir/conv.loomcap"
+expect_exit "fpga-stub is not bit-exact" 1 "differs" "$loom" replay "$dir/conv.loomcap" --plugin fpga-stub
+expect_ok "fpga-stub within tolerance" "1 matched" \
+  "$loom" replay "$dir/conv.loomcap" --plugin fpga-stub --tolerance f32=rel:1e-4,abs:1e-6
+if "$loom" devices | grep -q "device vulkan-compute://0"; then
+  expect_ok "vulkan-compute within tolerance" "on vulkan-compute://0: 1 executions, 1 matched" \
+    "$loom" replay "$dir/conv.loomcap" --plugin vulkan-compute --tolerance rel:1e-4,abs:1e-6
+else
+  skip "replay on vulkan-compute" "no Vulkan device (lavapipe: mesa-vulkan-drivers)"
+fi
+expect_exit "a plugin that cannot compile the graph fails the load" 1 \
+  "first difference: call [0-9]* (executable_load.*HardSigmoid" \
+  "$loom" replay "$dir/hs.loomcap" --plugin fpga-stub
+
+# --- the frozen fixture
+expect_ok "the v1 fixture replays on cpu-simd" "1 matched" "$loom" replay "$fixture"
+
+# --- the upgrade gate: a folder of captures, expectations per plugin and device
+expect_ok "gate on cpu-simd" "gate .* on cpu-simd://0: 2 passed, 0 failed, 0 skipped" \
+  "$loom" replay "$captures" --plugin cpu-simd
+expect_ok "gate on fpga-stub skips what it cannot run" "^SKIP hardsigmoid.loomcap: skip: " \
+  "$loom" replay "$captures" --plugin fpga-stub
+mkdir -p "$dir/gate"
+cp "$captures"/*.loomcap "$dir/gate/"
+printf '{"cpu-simd-broken://0": {"hardsigmoid.loomcap": "exact"}}\n' \
+  >"$dir/gate/cpu-simd-broken.expectations.json"
+expect_exit "gate catches the broken build" 1 \
+  "^FAIL hardsigmoid.loomcap: call [0-9]* (execute): differs: output 0" \
+  "$loom" replay "$dir/gate" --plugin "$broken" --junit "$dir/gate.xml"
+grep -q "^SKIP conv2d.loomcap: no expectation for cpu-simd-broken://0" "$dir/stdout" ||
+  fail "gate: a capture without an expectation is not a SKIP: $(cat "$dir/stdout")"
+grep -q '<failure message="call' "$dir/gate.xml" || fail "gate --junit has no failure"
+expect_error "gate without expectations for the plugin" "cpu-simd.expectations.json is missing" \
+  "$loom" replay "$dir/gate" --plugin cpu-simd
+printf '[1, 2]' >"$dir/gate/cpu-simd.expectations.json"
+expect_error "gate with a malformed expectations file" "not a JSON object keyed by device URI" \
+  "$loom" replay "$dir/gate" --plugin cpu-simd
+
+# --- bad input
+expect_error "missing capture" "cannot open capture" "$loom" replay "$dir/absent.loomcap"
+printf 'not a capture' >"$dir/junk.loomcap"
+expect_error "foreign file" "not a Loom capture" "$loom" capture info "$dir/junk.loomcap"
+head -c 600 "$dir/hs.loomcap" >"$dir/cut.loomcap"
+expect_error "truncated capture" "fails verification" "$loom" capture dump "$dir/cut.loomcap"
+expect_error "bad tolerance" "unknown dtype 'i8'" "$loom" replay "$dir/hs.loomcap" --tolerance i8=exact
+expect_error "unknown device" "device cpu-simd://7 is not one of" \
+  "$loom" replay "$dir/hs.loomcap" --device cpu-simd://7
+expect_error "unwritable --record" "cannot create capture file" \
+  "$loom" run "$hs/model.onnx" --device cpu-simd --input "x=$hs/test_data_set_0/input_0.pb" \
+  --record "$dir/no/such/folder/x.loomcap"
+
+[ "$failures" -eq 0 ] && echo "capture CLI: all checks passed"

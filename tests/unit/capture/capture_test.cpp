@@ -1,0 +1,614 @@
+// Captures of plugin calls (issue 29): recording through the recording
+// table (in process and isolated), the reader's validation, the frozen v1
+// fixture, tensor comparison under tolerances, and replay.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "fake_sum_program.hpp"
+#include "host/handles.hpp"
+#include "host/recording/capture_model.hpp"
+#include "host/recording/capture_recorder.hpp"
+#include "loom/capture.hpp"
+#include "loom/runtime.hpp"
+
+namespace loom {
+namespace {
+
+namespace fs = std::filesystem;
+namespace hc = host::capture;
+
+fs::path capture_scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("loom_capture_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+fs::path relu_program() {
+  // tests/fixtures/README.md: Relu on f32[3, 4, 5], a cpu-simd variant.
+  return fs::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_1_variants.loom";
+}
+
+NamedTensor relu_input(float shift) {
+  std::vector<float> values(60);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - shift;
+  return {"x", Tensor::copy_of(DType::kF32, {3, 4, 5},
+                               std::as_bytes(std::span<const float>(values)))
+                   .value()};
+}
+
+// Runs the Relu program on cpu-simd with recording on: two inputs, the
+// first one twice.
+void record_relu_runs(const fs::path& capture, bool isolated) {
+  RuntimeOptions options;
+  options.record_path = capture;
+  if (isolated) options.isolated_plugins = {"cpu-simd"};
+  auto runtime = Runtime::create(options);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().to_string();
+  LoadOptions load;
+  load.device = "cpu-simd";
+  auto program = (*runtime)->load_program(relu_program(), load);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  for (float shift : {30.5f, 30.5f, 10.25f}) {
+    NamedTensor x = relu_input(shift);
+    auto out = (*program)->run("main", {&x, 1});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+  }
+}
+
+const hc::CallRecord* first_call(const hc::Capture& c, hc::CallKind kind, size_t* index = nullptr) {
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    if (c.calls[i].kind == kind) {
+      if (index != nullptr) *index = i;
+      return &c.calls[i];
+    }
+  }
+  return nullptr;
+}
+
+std::vector<const hc::CallRecord*> calls_of(const hc::Capture& c, hc::CallKind kind) {
+  std::vector<const hc::CallRecord*> out;
+  for (const auto& r : c.calls) {
+    if (r.kind == kind) out.push_back(&r);
+  }
+  return out;
+}
+
+// The recorded bytes of each execution are the ones sent and the Relu of
+// them; handles are ids; equal inputs are stored once.
+void expect_relu_capture(const hc::Capture& c, bool isolated) {
+  ASSERT_FALSE(c.plugins.empty());
+  size_t cpu = c.plugins.size();
+  for (size_t i = 0; i < c.plugins.size(); ++i) {
+    if (c.plugins[i].name == "cpu-simd") cpu = i;
+  }
+  ASSERT_LT(cpu, c.plugins.size());
+  EXPECT_EQ(c.plugins[cpu].isolated, isolated);
+  const hc::CallRecord* load = first_call(c, hc::CallKind::kExecutableLoad);
+  ASSERT_NE(load, nullptr);
+  EXPECT_EQ(load->loader_key, "cpu-simd");
+  EXPECT_GE(load->object, 0);
+  ASSERT_GE(load->payload, 0);
+  EXPECT_FALSE(c.payloads[load->payload].bytes.empty());
+  const auto executions = calls_of(c, hc::CallKind::kExecute);
+  ASSERT_EQ(executions.size(), 3u);
+  for (size_t run = 0; run < 3; ++run) {
+    const hc::CallRecord& e = *executions[run];
+    EXPECT_EQ(e.object, load->object);
+    EXPECT_EQ(e.status_code, 0u);
+    ASSERT_EQ(e.inputs.size(), 1u);
+    ASSERT_EQ(e.outputs.size(), 1u);
+    EXPECT_EQ(e.inputs[0].shape, (std::vector<int64_t>{3, 4, 5}));
+    EXPECT_EQ(e.inputs[0].in_buffer, isolated);
+    ASSERT_GE(e.inputs[0].payload, 0);
+    ASSERT_GE(e.outputs[0].payload, 0);
+    const float shift = run == 2 ? 10.25f : 30.5f;
+    std::vector<float> in(60), out(60);
+    std::memcpy(in.data(), c.payloads[e.inputs[0].payload].bytes.data(), 240);
+    std::memcpy(out.data(), c.payloads[e.outputs[0].payload].bytes.data(), 240);
+    for (size_t i = 0; i < 60; ++i) {
+      EXPECT_EQ(in[i], static_cast<float>(i) - shift) << "run " << run << " element " << i;
+      EXPECT_EQ(out[i], std::max(0.0f, in[i])) << "run " << run << " element " << i;
+    }
+  }
+  EXPECT_EQ(executions[0]->inputs[0].payload, executions[1]->inputs[0].payload)
+      << "equal inputs are one payload";
+  EXPECT_NE(executions[0]->inputs[0].payload, executions[2]->inputs[0].payload);
+  EXPECT_NE(first_call(c, hc::CallKind::kExecutableDestroy), nullptr);
+  const hc::CallRecord* negotiate = first_call(c, hc::CallKind::kNegotiate);
+  ASSERT_NE(negotiate, nullptr);
+  EXPECT_EQ(negotiate->abi_min, 0x10000u);  // 1.0
+  EXPECT_GE(negotiate->abi_max, negotiate->value);
+  EXPECT_GE(negotiate->value, negotiate->abi_min);
+}
+
+TEST(CaptureRecording, InProcessRecordsLoadsAndExecutionsWithTheirBytes) {
+  const fs::path path = capture_scratch("in_process.loomcap");
+  record_relu_runs(path, false);
+  auto capture = hc::read_capture_file(path);
+  ASSERT_TRUE(capture.ok()) << capture.status().to_string();
+  expect_relu_capture(*capture, false);
+}
+
+TEST(CaptureRecording, IsolatedPluginRecordsTensorsInItsBuffers) {
+  const fs::path path = capture_scratch("isolated.loomcap");
+  record_relu_runs(path, true);
+  auto capture = hc::read_capture_file(path);
+  ASSERT_TRUE(capture.ok()) << capture.status().to_string();
+  expect_relu_capture(*capture, true);
+  // The session copied the input into a buffer: that copy is recorded too.
+  const hc::CallRecord* copy = first_call(*capture, hc::CallKind::kCopyFromHost);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_GE(copy->payload, 0);
+}
+
+TEST(CaptureReplay, SamePluginReplaysEveryExecutionExactly) {
+  const fs::path path = capture_scratch("replay_same.loomcap");
+  record_relu_runs(path, false);
+  for (bool isolate : {false, true}) {
+    ReplayOptions options;
+    options.isolate = isolate;
+    auto report = replay_capture(path, options);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_EQ(report->plugin, "cpu-simd");
+    EXPECT_EQ(report->device, "cpu-simd://0");
+    EXPECT_EQ(report->executions, 3u);
+    EXPECT_EQ(report->matched, 3u);
+    EXPECT_TRUE(report->passed());
+    EXPECT_FALSE(report->first_difference.has_value());
+  }
+}
+
+// Rewrites one recorded output element, as a plugin that once computed
+// something else would have recorded it.
+void tamper_output(const fs::path& path, size_t execution, size_t element, float value) {
+  auto capture = hc::read_capture_file(path);
+  ASSERT_TRUE(capture.ok()) << capture.status().to_string();
+  auto executions = calls_of(*capture, hc::CallKind::kExecute);
+  ASSERT_GT(executions.size(), execution);
+  ASSERT_GE(executions[execution]->outputs.size(), 1u);
+  ASSERT_GE(executions[execution]->outputs[0].payload, 0);
+  // A payload of its own, so that other executions keep theirs.
+  hc::Payload p = capture->payloads[executions[execution]->outputs[0].payload];
+  std::memcpy(p.bytes.data() + element * 4, &value, 4);
+  p.hash = hc::payload_hash(p.bytes);
+  capture->payloads.push_back(std::move(p));
+  const_cast<hc::CallRecord*>(executions[execution])->outputs[0].payload =
+      static_cast<int64_t>(capture->payloads.size() - 1);
+  ASSERT_TRUE(hc::write_capture_file(*capture, path).ok());
+}
+
+TEST(CaptureReplay, ReportNamesTheFirstDifferingCallTensorAndWorstElement) {
+  const fs::path path = capture_scratch("replay_differs.loomcap");
+  record_relu_runs(path, false);
+  // Execution 2's input is i - 10.25: element 17 is 6.75, element 40 is 29.75.
+  tamper_output(path, 2, 17, 6.5f);
+  tamper_output(path, 2, 40, 30.75f);
+  ReplayOptions options;
+  options.isolate = false;
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->matched, 2u);
+  EXPECT_EQ(report->differed, 1u);
+  EXPECT_FALSE(report->passed());
+  ASSERT_TRUE(report->first_difference.has_value());
+  const ReplayedCall& call = report->calls[*report->first_difference];
+  auto capture = hc::read_capture_file(path).value();
+  size_t index = 0;
+  size_t seen = 0;
+  for (size_t i = 0; i < capture.calls.size(); ++i) {
+    if (capture.calls[i].kind == hc::CallKind::kExecute && seen++ == 2) index = i;
+  }
+  EXPECT_EQ(call.call, index);
+  EXPECT_EQ(call.outcome, "differs");
+  ASSERT_TRUE(call.difference.has_value());
+  EXPECT_EQ(call.difference->output, 0u);
+  EXPECT_EQ(call.difference->index, 40u);  // |diff| 1 beats 0.25
+  EXPECT_EQ(call.difference->elements_differing, 2u);
+  EXPECT_EQ(call.difference->recorded, 30.75);
+  EXPECT_EQ(call.difference->replayed, 29.75);
+  // Within a tolerance that covers both, it passes.
+  options.tolerances[DType::kF32] = FloatTolerance{0, 0.05, 0};
+  auto loose = replay_capture(path, options);
+  ASSERT_TRUE(loose.ok());
+  EXPECT_TRUE(loose->passed()) << replay_report_json(*loose);
+  EXPECT_NE(replay_report_junit(*report).find("<failure message=\"output 0"), std::string::npos);
+}
+
+TEST(CaptureReplay, AnExecutionWithoutRecordedOutputsIsSkippedNotMatched) {
+  const fs::path path = capture_scratch("replay_no_outputs.loomcap");
+  record_relu_runs(path, false);
+  auto capture = hc::read_capture_file(path).value();
+  for (auto& r : capture.calls) {
+    if (r.kind == hc::CallKind::kExecute) r.outputs[0].payload = -1;
+  }
+  ASSERT_TRUE(hc::write_capture_file(capture, path).ok());
+  ReplayOptions options;
+  options.isolate = false;
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->matched, 0u);
+  EXPECT_EQ(report->skipped, 3u);
+  EXPECT_FALSE(report->passed());
+}
+
+TEST(CaptureReplay, AnotherPluginCompilesTheRecordedGraphWhenTheCaptureHasIt) {
+  // The frozen fixture recorded ONNX's pytorch-converted/test_Conv2d
+  // compiled for cpu-simd (tests/fixtures/README.md).
+  const fs::path path = fs::path(LOOM_FIXTURE_DIR) / "capture" / "v1.loomcap";
+  ReplayOptions options;
+  options.isolate = false;
+  options.plugin = "fpga-stub";
+  options.tolerances[DType::kF32] = FloatTolerance{0, 1e-4, 1e-6};
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->device, "fpga-stub://0");
+  EXPECT_EQ(report->matched, 1u) << replay_report_json(*report);
+}
+
+TEST(CaptureFixture, FrozenV1CaptureStillReads) {
+  // Written by the v1 recorder (tests/fixtures/README.md); never regenerate.
+  const fs::path path = fs::path(LOOM_FIXTURE_DIR) / "capture" / "v1.loomcap";
+  auto capture = hc::read_capture_file(path);
+  ASSERT_TRUE(capture.ok()) << capture.status().to_string();
+  EXPECT_EQ(capture->schema_version, 1u);
+  EXPECT_EQ(capture->calls.size(), 18u);
+  size_t load_index = 0;
+  const hc::CallRecord* load = first_call(*capture, hc::CallKind::kExecutableLoad, &load_index);
+  ASSERT_NE(load, nullptr);
+  EXPECT_EQ(load_index, 12u);
+  EXPECT_EQ(capture->plugins[load->plugin].name, "cpu-simd");
+  const hc::CallRecord* compile = first_call(*capture, hc::CallKind::kCompile);
+  ASSERT_NE(compile, nullptr);
+  EXPECT_EQ(capture->payloads[compile->result_payload].hash, capture->payloads[load->payload].hash);
+  const hc::CallRecord* execute = first_call(*capture, hc::CallKind::kExecute);
+  ASSERT_NE(execute, nullptr);
+  ASSERT_EQ(execute->inputs.size(), 1u);
+  EXPECT_EQ(execute->inputs[0].shape, (std::vector<int64_t>{2, 3, 7, 5}));
+  EXPECT_EQ(execute->outputs[0].shape, (std::vector<int64_t>{2, 4, 5, 4}));
+  EXPECT_EQ(capture->payloads[execute->outputs[0].payload].hash,
+            "xxh3-128:df7e3e8b9a7d91d64e4ed378ebc31919");
+  auto summary = summarize_capture(path);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->executions, 1u);
+  std::ostringstream dump;
+  ASSERT_TRUE(dump_capture(path, dump).ok());
+  size_t lines = 0;
+  for (char ch : dump.str()) lines += ch == '\n';
+  EXPECT_EQ(lines, 19u);  // the header, then one line per call
+}
+
+// The fake plugin's sum program (a + b on f32[2, 3]) recorded on the fake
+// plugin with `options`, run once with a = 1..6, b = 10.
+fs::path record_fake_sum(const std::string& name,
+                         std::vector<std::pair<std::string, std::string>> options) {
+  const fs::path path = capture_scratch(name);
+  RuntimeOptions o;
+  o.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  o.use_environment = false;
+  o.use_default_folder = false;
+  o.use_user_folder = false;
+  o.plugin_options = std::move(options);
+  o.record_path = path;
+  auto runtime = Runtime::create(o);
+  EXPECT_TRUE(runtime.ok()) << runtime.status().to_string();
+  if (!runtime.ok()) return path;
+  const auto bytes = testing::sum_program({{"fake", "fake:add"}});
+  auto program = (*runtime)->load_program(bytes);
+  EXPECT_TRUE(program.ok()) << program.status().to_string();
+  if (!program.ok()) return path;
+  auto session = (*program)->create_session("main").value();
+  Tensor a = Tensor::zeros(DType::kF32, {2, 3}).value(), b = a;
+  for (int i = 0; i < 6; ++i) {
+    a.data_as<float>()[i] = 1.0f + static_cast<float>(i);
+    b.data_as<float>()[i] = 10.0f;
+  }
+  EXPECT_TRUE(session->set_input(0, a).ok());
+  EXPECT_TRUE(session->set_input(1, b).ok());
+  Status st = session->run();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return path;
+}
+
+TEST(CaptureRecording, AsynchronousExecutionIsRecordedWhenItsFenceCompletes) {
+  const fs::path path = record_fake_sum("async.loomcap", {{"fake.async", "1"},
+                                                         {"fake.separate_memory", "1"},
+                                                         {"fake.async_delay_ms", "20"}});
+  auto c = hc::read_capture_file(path);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  size_t execute_index = 0, wait_index = 0;
+  const hc::CallRecord* e = first_call(*c, hc::CallKind::kExecute, &execute_index);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(first_call(*c, hc::CallKind::kFenceWait, &wait_index), nullptr);
+  EXPECT_GE(e->signal_fence, 0);
+  // Outputs read after the 20 ms the device took: a + b, not the buffer's
+  // state at submission.
+  ASSERT_EQ(e->outputs.size(), 1u);
+  ASSERT_GE(e->outputs[0].payload, 0);
+  EXPECT_TRUE(e->outputs[0].in_buffer);
+  std::vector<float> y(6);
+  std::memcpy(y.data(), c->payloads[e->outputs[0].payload].bytes.data(), 24);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], 11.0f + static_cast<float>(i)) << i;
+  // Recorded when the wait saw it complete, just before the wait itself,
+  // with the device's 20 ms in its duration.
+  EXPECT_EQ(execute_index + 1, wait_index);
+  EXPECT_GE(e->duration_ns, 20'000'000u);
+}
+
+TEST(CaptureRecording, InputsBehindAWaitFenceAreRecordedOnceWritten) {
+  // add (a + b -> sum) signals f1 after 30 ms; copy (sum -> out) waits for
+  // f1 and signals f2; the host waits for f2 only. The copy's recorded input
+  // must be the sum, not the buffer as it was when copy was submitted.
+  const fs::path path = capture_scratch("chained.loomcap");
+  {
+    host::HostOptions options;
+    options.search_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+    options.use_environment = false;
+    options.use_default_folder = false;
+    options.use_user_folder = false;
+    options.plugin_options = {{"fake.async", "1"}, {"fake.separate_memory", "1"},
+                              {"fake.async_delay_ms", "30"}};
+    options.recorder = host::CaptureRecorder::create(path).value();
+    auto plugin_host = host::PluginHost::create(options).value();
+    auto plugin = plugin_host->load("fake").value();
+    auto blob = [](std::string_view text) {
+      return std::as_bytes(std::span<const char>(text.data(), text.size()));
+    };
+    auto add = host::Executable::load(plugin, 0, "fake", 1, blob("fake:add"), {}).value();
+    auto copy = host::Executable::load(plugin, 0, "fake", 1, blob("fake:copy"), {}).value();
+    std::vector<std::unique_ptr<host::DeviceBuffer>> buffers;
+    for (int i = 0; i < 4; ++i) buffers.push_back(host::DeviceBuffer::allocate(plugin, 0, 24).value());
+    const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {10, 10, 10, 10, 10, 10};
+    ASSERT_TRUE(buffers[0]->copy_from_host(0, a, 24).ok());
+    ASSERT_TRUE(buffers[1]->copy_from_host(0, b, 24).ok());
+    auto f1 = host::Fence::create(plugin, 0).value();
+    auto f2 = host::Fence::create(plugin, 0).value();
+    const int64_t shape[2] = {2, 3};
+    auto tensor = [&](const host::DeviceBuffer& buffer) {
+      loom_tensor_t t{};
+      t.struct_size = LOOM_TENSOR_STRUCT_SIZE;
+      t.dtype = LOOM_DTYPE_F32;
+      t.rank = 2;
+      t.shape = shape;
+      t.buffer = buffer.handle();
+      t.byte_size = 24;
+      return t;
+    };
+    loom_tensor_t ta = tensor(*buffers[0]), tb = tensor(*buffers[1]), tsum = tensor(*buffers[2]),
+                  tout = tensor(*buffers[3]);
+    const loom_tensor_t* add_in[] = {&ta, &tb};
+    const loom_tensor_t* add_out[] = {&tsum};
+    const loom_tensor_t* copy_in[] = {&tsum};
+    const loom_tensor_t* copy_out[] = {&tout};
+    loom_fence_t* waits[] = {f1->handle()};
+    loom_execute_args_t first{};
+    first.struct_size = LOOM_EXECUTE_ARGS_STRUCT_SIZE;
+    first.executable = add->handle();
+    first.input_count = 2;
+    first.inputs = add_in;
+    first.output_count = 1;
+    first.outputs = add_out;
+    first.signal_fence = f1->handle();
+    ASSERT_TRUE(plugin->take(plugin->api().execute(&first)).ok());
+    loom_execute_args_t second = first;
+    second.executable = copy->handle();
+    second.input_count = 1;
+    second.inputs = copy_in;
+    second.outputs = copy_out;
+    second.wait_fence_count = 1;
+    second.wait_fences = waits;
+    second.signal_fence = f2->handle();
+    ASSERT_TRUE(plugin->take(plugin->api().execute(&second)).ok());
+    ASSERT_TRUE(f2->wait(UINT64_MAX).ok());
+    float out[6] = {};
+    ASSERT_TRUE(buffers[3]->copy_to_host(0, out, 24).ok());
+    EXPECT_EQ(out[5], 16.0f);
+  }
+  auto c = hc::read_capture_file(path);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  auto executions = calls_of(*c, hc::CallKind::kExecute);
+  ASSERT_EQ(executions.size(), 2u);
+  // Records appear as executions complete: add first, then copy.
+  const hc::CallRecord& add_call = *executions[0];
+  const hc::CallRecord& copy_call = *executions[1];
+  ASSERT_EQ(add_call.outputs.size(), 1u);
+  ASSERT_GE(add_call.outputs[0].payload, 0) << "add's outputs are read when copy waits for them";
+  ASSERT_EQ(copy_call.inputs.size(), 1u);
+  ASSERT_GE(copy_call.inputs[0].payload, 0);
+  EXPECT_EQ(copy_call.inputs[0].payload, add_call.outputs[0].payload);
+  std::vector<float> sum(6);
+  std::memcpy(sum.data(), c->payloads[copy_call.inputs[0].payload].bytes.data(), 24);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(sum[i], 11.0f + static_cast<float>(i)) << i;
+  EXPECT_EQ(copy_call.wait_fences, (std::vector<int64_t>{add_call.signal_fence}));
+}
+
+TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {
+  const fs::path path = record_fake_sum("crash.loomcap", {});
+  // Two executions: the capture's one, and a copy of it, so that the
+  // second shows the replay going on in a fresh process after the crash.
+  {
+    auto twice = hc::read_capture_file(path).value();
+    size_t at = 0;
+    ASSERT_NE(first_call(twice, hc::CallKind::kExecute, &at), nullptr);
+    twice.calls.insert(twice.calls.begin() + static_cast<std::ptrdiff_t>(at) + 1, twice.calls[at]);
+    ASSERT_TRUE(hc::write_capture_file(twice, path).ok());
+  }
+  auto c = hc::read_capture_file(path).value();
+  size_t execute_index = 0;
+  ASSERT_NE(first_call(c, hc::CallKind::kExecute, &execute_index), nullptr);
+  ReplayOptions options;
+  options.runtime.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  options.runtime.use_environment = false;
+  options.runtime.use_default_folder = false;
+  options.runtime.use_user_folder = false;
+  auto good = replay_capture(path, options);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_TRUE(good->passed()) << replay_report_json(*good);
+  options.runtime.plugin_options = {{"fake.misbehave", "execute_segv"}};
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_TRUE(report->first_difference.has_value());
+  const ReplayedCall& call = report->calls[*report->first_difference];
+  EXPECT_EQ(call.outcome, "crashed") << call.detail;
+  EXPECT_EQ(call.call, execute_index);
+  EXPECT_FALSE(report->passed());
+  // The next execution ran in a fresh process (which crashed again: the
+  // option is the plugin's), reported against its own call.
+  ASSERT_EQ(report->calls.size(), 2u);
+  EXPECT_EQ(report->calls[1].call, execute_index + 1);
+  EXPECT_EQ(report->calls[1].outcome, "crashed") << report->calls[1].detail;
+}
+
+// ---- the reader refuses bad input with one line naming what and where ----
+
+hc::Capture small_capture() {
+  hc::Capture c;
+  c.loom_version = "test";
+  c.plugins.push_back({"p", "1", "", 0x10000, "", {"k"}, false});
+  c.devices.push_back({0, "p://0", "dev", 0, 0, 0, 0});
+  std::vector<std::byte> four(4, std::byte{1});
+  c.payloads.push_back({hc::payload_hash(four), four});
+  hc::CallRecord r;
+  r.kind = hc::CallKind::kExecute;
+  r.device = 0;
+  hc::TensorRecord t;
+  t.dtype = 1;
+  t.shape = {1};
+  t.byte_size = 4;
+  t.payload = 0;
+  r.inputs.push_back(t);
+  c.calls.push_back(r);
+  return c;
+}
+
+Status decode_status(const hc::Capture& c) {
+  std::vector<uint8_t> bytes = hc::encode_capture(c);
+  return hc::decode_capture(std::as_bytes(std::span<const uint8_t>(bytes)), "t").status();
+}
+
+TEST(CaptureReader, WellFormedCaptureRoundTrips) {
+  hc::Capture c = small_capture();
+  std::vector<uint8_t> bytes = hc::encode_capture(c);
+  auto back = hc::decode_capture(std::as_bytes(std::span<const uint8_t>(bytes)), "t");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->calls[0].inputs[0].payload, 0);
+  EXPECT_EQ(back->devices[0].uri, "p://0");
+}
+
+TEST(CaptureReader, TruncatedFileFailsVerification) {
+  std::vector<uint8_t> bytes = hc::encode_capture(small_capture());
+  bytes.resize(bytes.size() / 2);
+  Status st = hc::decode_capture(std::as_bytes(std::span<const uint8_t>(bytes)), "t").status();
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("fails verification"), std::string::npos) << st.message();
+}
+
+TEST(CaptureReader, ForeignFileIsNotACapture) {
+  const std::string text = "not a capture at all";
+  Status st = hc::decode_capture(std::as_bytes(std::span<const char>(text)), "t").status();
+  EXPECT_NE(st.message().find("not a Loom capture"), std::string::npos) << st.message();
+}
+
+TEST(CaptureReader, IndexOutOfRangeNamesTheCall) {
+  hc::Capture c = small_capture();
+  c.calls[0].device = 3;
+  Status st = decode_status(c);
+  EXPECT_EQ(st.message(), "t: call 0: device 3 out of range (1 devices)");
+  c = small_capture();
+  c.calls[0].inputs[0].payload = 9;
+  EXPECT_NE(decode_status(c).message().find("call 0 input 0: payload 9 out of range"),
+            std::string::npos);
+  c = small_capture();
+  c.devices[0].plugin = 2;
+  EXPECT_NE(decode_status(c).message().find("device 0 names plugin 2"), std::string::npos);
+}
+
+TEST(CaptureReader, TensorSizeMustMatchShapeAndPayload) {
+  hc::Capture c = small_capture();
+  c.calls[0].inputs[0].shape = {2};
+  EXPECT_NE(decode_status(c).message().find("does not match its shape"), std::string::npos);
+  c = small_capture();
+  c.calls[0].inputs[0].dtype = 99;
+  EXPECT_NE(decode_status(c).message().find("unknown dtype 99"), std::string::npos);
+  c = small_capture();
+  c.calls[0].inputs[0].shape = {-1};
+  EXPECT_NE(decode_status(c).message().find("negative dimension"), std::string::npos);
+}
+
+TEST(CaptureReader, PayloadWhoseHashDiffersIsDataLoss) {
+  hc::Capture c = small_capture();
+  c.payloads[0].bytes[0] = std::byte{7};
+  Status st = decode_status(c);
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("payload 0 has hash"), std::string::npos) << st.message();
+}
+
+TEST(CaptureReader, NewerSchemaVersionIsRefused) {
+  hc::Capture c = small_capture();
+  c.schema_version = hc::kCaptureSchemaVersion + 1;
+  Status st = decode_status(c);
+  EXPECT_EQ(st.code(), StatusCode::kIncompatible);
+  EXPECT_NE(st.message().find("schema version 2"), std::string::npos) << st.message();
+}
+
+TEST(CaptureReader, MissingFileAndDirectoryAreOneLineErrors) {
+  Status missing = hc::read_capture_file(capture_scratch("absent.loomcap")).status();
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  Status dir = hc::read_capture_file(fs::temp_directory_path()).status();
+  EXPECT_NE(dir.message().find("not a regular file"), std::string::npos);
+  ReplayOptions options;
+  EXPECT_FALSE(replay_capture(capture_scratch("absent.loomcap"), options).ok());
+}
+
+// ---- comparison and tolerances ----
+
+TEST(CaptureCompare, IntegersAreExactAndTheWorstElementIsNamed) {
+  const int32_t a[] = {1, 2, 3, 4};
+  const int32_t b[] = {1, 3, 3, -6};
+  auto d = compare_tensor(DType::kI32, a, b, sizeof a, FloatTolerance{100, 1, 1});
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->index, 3u);
+  EXPECT_EQ(d->elements_differing, 2u);
+  EXPECT_EQ(d->recorded, 4);
+  EXPECT_EQ(d->replayed, -6);
+  EXPECT_FALSE(compare_tensor(DType::kI32, a, a, sizeof a, {}).has_value());
+}
+
+TEST(CaptureCompare, FloatBoundsUlpsRelativeAndAbsolute) {
+  const float a[] = {1.0f, 100.0f};
+  const float b[] = {std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f), 100.01f};
+  EXPECT_TRUE(compare_tensor(DType::kF32, a, b, sizeof a, {}).has_value());  // exact by default
+  auto ulps = compare_tensor(DType::kF32, a, b, 4, FloatTolerance{1, 0, 0});
+  ASSERT_TRUE(ulps.has_value());
+  EXPECT_EQ(ulps->ulps, 2u);
+  EXPECT_FALSE(compare_tensor(DType::kF32, a, b, 4, FloatTolerance{2, 0, 0}).has_value());
+  EXPECT_FALSE(compare_tensor(DType::kF32, a, b, sizeof a, FloatTolerance{2, 2e-4, 0}).has_value());
+  EXPECT_TRUE(compare_tensor(DType::kF32, a, b, sizeof a, FloatTolerance{2, 1e-5, 0}).has_value());
+  EXPECT_FALSE(compare_tensor(DType::kF32, a, b, sizeof a, FloatTolerance{0, 0, 0.011}).has_value());
+  const float nan[] = {std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_FALSE(compare_tensor(DType::kF32, nan, nan, 4, {}).has_value());
+  EXPECT_TRUE(compare_tensor(DType::kF32, nan, a, 4, FloatTolerance{0, 1, 1}).has_value());
+}
+
+TEST(CaptureCompare, ToleranceOptionsParseOrSayWhatIsWrong) {
+  std::map<DType, FloatTolerance> t;
+  ASSERT_TRUE(parse_tolerance("f32=ulps:4,abs:1e-6", &t).ok());
+  EXPECT_EQ(t[DType::kF32].ulps, 4u);
+  EXPECT_EQ(t[DType::kF32].abs, 1e-6);
+  EXPECT_EQ(t.count(DType::kF16), 0u);
+  ASSERT_TRUE(parse_tolerance("rel:0.01", &t).ok());
+  EXPECT_EQ(t[DType::kBF16].rel, 0.01);
+  EXPECT_NE(parse_tolerance("i32=exact", &t).message().find("unknown dtype 'i32'"), std::string::npos);
+  EXPECT_NE(parse_tolerance("f32=ulps:-1", &t).message().find("non-negative"), std::string::npos);
+  EXPECT_NE(parse_tolerance("f32=wide:3", &t).message().find("unknown bound 'wide'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom
