@@ -68,7 +68,10 @@ expect_exit "a plugin that cannot compile the graph fails the load" 1 \
 expect_ok "the v1 fixture replays on cpu-simd" "1 matched" "$loom" replay "$fixture"
 
 # --- the upgrade gate: a folder of captures, expectations per plugin and device
-expect_ok "gate on cpu-simd" "gate .* on cpu-simd://0: 2 passed, 0 failed, 0 skipped" \
+expect_ok "gate on cpu-simd" "gate .* on cpu-simd://0: 3 passed, 0 failed, 0 skipped" \
+  "$loom" replay "$captures" --plugin cpu-simd
+# The zoo's text encoder, recorded on cpu-simd, replays exactly there.
+expect_ok "the zoo's text encoder in the gate" "^PASS text_encoder.loomcap: 1 executions matched" \
   "$loom" replay "$captures" --plugin cpu-simd
 expect_ok "gate on fpga-stub skips what it cannot run" "^SKIP hardsigmoid.loomcap: skip: " \
   "$loom" replay "$captures" --plugin fpga-stub
