@@ -9,12 +9,14 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -27,6 +29,28 @@
 
 namespace loom::host {
 namespace {
+
+// A copy of wire bytes at an 8-byte aligned address. A payload sits at any
+// offset of its message, while what plugins read in place expects the
+// alignment the in-process host gives them (malloc's): graph.fbs buffers and
+// flatbuffer blobs hold 8-byte fields (UBSan caught fpga-stub reading a
+// graph's int64 dimensions misaligned when a replay compiled through here).
+class AlignedCopy {
+ public:
+  explicit AlignedCopy(std::span<const std::byte> bytes)
+      : words_((bytes.size() + 7) / 8), size_(bytes.size()) {
+    if (size_ != 0) std::memcpy(words_.data(), bytes.data(), size_);
+  }
+  std::span<const std::byte> span() const {
+    return {reinterpret_cast<const std::byte*>(words_.data()), size_};
+  }
+  const std::byte* data() const { return span().data(); }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t size_;
+};
 
 using wire::Op;
 using wire::WireReader;
@@ -149,10 +173,10 @@ class Server {
         LOOM_ASSIGN_OR_RETURN(size_t dev, device(in));
         std::string key = in.str("loader key");
         uint32_t format = in.u32("format version");
-        auto blob = in.bytes("blob");
+        const AlignedCopy blob(in.bytes("blob"));
         LOOM_RETURN_IF_ERROR(in.finish("executable check"));
-        if (op == Op::kExecutableCheck) return check_blob(*plugin_, dev, key, format, blob);
-        LOOM_ASSIGN_OR_RETURN(uint64_t ns, estimate_blob(*plugin_, dev, key, format, blob));
+        if (op == Op::kExecutableCheck) return check_blob(*plugin_, dev, key, format, blob.span());
+        LOOM_ASSIGN_OR_RETURN(uint64_t ns, estimate_blob(*plugin_, dev, key, format, blob.span()));
         body.u64(ns);
         return Status();
       }
@@ -331,7 +355,7 @@ class Server {
   }
 
   Status compile_supported(WireReader& in, WireWriter& body) {
-    auto graph = in.bytes("graph");
+    const AlignedCopy graph(in.bytes("graph"));
     uint64_t nodes = in.u64("node count");
     LOOM_RETURN_IF_ERROR(in.finish("compile_supported"));
     if (nodes > (uint64_t{1} << 24)) return invalid_argument("node count " + std::to_string(nodes));
@@ -352,7 +376,7 @@ class Server {
   }
 
   Status compile(WireReader& in, WireWriter& body) {
-    auto graph = in.bytes("graph");
+    const AlignedCopy graph(in.bytes("graph"));
     std::vector<std::pair<std::string, std::string>> options(in.count("option count", 4096, 16));
     for (auto& [k, v] : options) {
       k = in.str("option key");
