@@ -366,6 +366,15 @@ loom_status_t* r_execute(loom_execute_args_t* args) {
   return st;
 }
 
+// The host's handle for a buffer the plugin made (allocated or imported):
+// a RecBuffer with a fresh id, which the call records.
+void hand_out_buffer(RecordingPlugin* owner, loom_buffer_t* real, uint64_t size, CallRecord* call,
+                     loom_buffer_t** out) {
+  auto* b = new RecBuffer{owner, real, owner->recorder->new_id(CaptureRecorder::ObjectKind::kBuffer), size};
+  call->object = b->id;
+  *out = reinterpret_cast<loom_buffer_t*>(b);
+}
+
 loom_status_t* r_buffer_allocate(loom_buffer_allocate_args_t* args) {
   RecDevice* dev = rec_of(args->device);
   RecordingPlugin* owner = dev->owner;
@@ -378,10 +387,7 @@ loom_status_t* r_buffer_allocate(loom_buffer_allocate_args_t* args) {
   real.out_buffer = nullptr;
   loom_status_t* st = rec_take(owner, owner->real->buffer_allocate(&real), &call);
   if (st == nullptr && real.out_buffer != nullptr) {
-    auto* b = new RecBuffer{owner, real.out_buffer,
-                            owner->recorder->new_id(CaptureRecorder::ObjectKind::kBuffer), args->size};
-    call.object = b->id;
-    args->out_buffer = reinterpret_cast<loom_buffer_t*>(b);
+    hand_out_buffer(owner, real.out_buffer, args->size, &call, &args->out_buffer);
   }
   rec_end(owner, std::move(call));
   return st;
@@ -398,10 +404,7 @@ loom_status_t* r_buffer_import(loom_buffer_import_args_t* args) {
   real.out_buffer = nullptr;
   loom_status_t* st = rec_take(owner, owner->real->buffer_import_host(&real), &call);
   if (st == nullptr && real.out_buffer != nullptr) {
-    auto* b = new RecBuffer{owner, real.out_buffer,
-                            owner->recorder->new_id(CaptureRecorder::ObjectKind::kBuffer), args->size};
-    call.object = b->id;
-    args->out_buffer = reinterpret_cast<loom_buffer_t*>(b);
+    hand_out_buffer(owner, real.out_buffer, args->size, &call, &args->out_buffer);
   }
   rec_end(owner, std::move(call));
   return st;
