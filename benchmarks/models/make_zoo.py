@@ -2,11 +2,12 @@
 """Builds Loom's model zoo: six ONNX models with random weights, written the
 way framework exporters write them, plus one random input per model.
 
-usage: python3 benchmarks/models/make_zoo.py OUTDIR
+usage: python3 benchmarks/models/make_zoo.py OUTDIR [--only NAME,...]
 
 Writes OUTDIR/<name>.onnx, OUTDIR/<name>_input.npy and OUTDIR/zoo.json (the
 list the benchmark script reads: file, input name, bound shape, opset,
-outputs). Needs python3-onnx and python3-numpy (Debian). Everything is
+outputs). `--only` writes the named models alone (the same bytes as in a full
+run; tests use it to make the small ones). Needs python3-onnx and python3-numpy (Debian). Everything is
 deterministic: each model has its own fixed seed.
 
 What makes the models look exported rather than hand-made:
@@ -400,13 +401,25 @@ MODELS = [("mobilenetv3_small", mobilenetv3_small), ("resnet18", resnet18),
 
 
 def main(argv):
-    if len(argv) != 2 or argv[1].startswith("-"):
-        print("usage: make_zoo.py OUTDIR", file=sys.stderr)
+    args = argv[1:]
+    only = None
+    if len(args) == 3 and args[1] == "--only":
+        only = args[2].split(",")
+        unknown = [n for n in only if n not in dict(MODELS)]
+        if unknown:
+            print(f"make_zoo.py: --only: no zoo model {unknown[0]!r} (the zoo has "
+                  f"{', '.join(n for n, _ in MODELS)})", file=sys.stderr)
+            return 2
+        args = args[:1]
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: make_zoo.py OUTDIR [--only NAME,...]", file=sys.stderr)
         return 2
-    out = argv[1]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
     entries = []
     for seed, (name, build) in enumerate(MODELS, start=100):
+        if only is not None and name not in only:
+            continue  # the same seed as in a full run: the same weights and input
         model, dims = build()
         onnx.save(model, os.path.join(out, f"{name}.onnx"))
         shape = [1, *dims]
