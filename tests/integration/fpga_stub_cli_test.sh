@@ -69,15 +69,28 @@ expect_ok "multi-variant program on cpu-simd alone" "delegate fpga-stub_0 -> cpu
   "$loom" run "$dir/all.loom" --device cpu-simd --input "x=$dir/input.npy" --output "probs=$dir/v_cpu.npy"
 expect_ok "multi-variant program on fpga-stub alone" "delegate cpu-simd_0 -> reference (loom.reference)" \
   "$loom" run "$dir/all.loom" --device fpga-stub --input "x=$dir/input.npy" --output "probs=$dir/v_fpga.npy"
-# policy:fastest asks fpga-stub for its estimate (ABI 1.1 executable_estimate,
-# from its timing model) and shows it; slowing the simulated clock raises it.
-expect_ok "policy:fastest shows fpga-stub's estimate" \
-  "chosen    variant 0 'fpga-stub' on fpga-stub://0 \[policy:fastest, score 3, estimate [0-9.]* us\]" \
+# policy:fastest asks fpga-stub for its estimate (ABI 1.1 executable_estimate)
+# and shows it. By default that is what its simulator costs on this host,
+# which cpu-simd's native int8 beats; with fpga.estimate=device it is the
+# simulated accelerator's timing model, which beats cpu-simd, and slowing
+# the simulated clock raises it.
+expect_ok "policy:fastest ranks fpga-stub by its host cost" \
+  "chosen    variant 1 'cpu-simd' on cpu-simd://0 \[policy:fastest, score 1, estimate [0-9.]* us\]" \
   "$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --explain
-fast_us=$("$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --json |
+expect_ok "policy:fastest shows fpga-stub's host estimate" \
+  "not tried variant 0 'fpga-stub' on fpga-stub://0 \[policy:fastest, score 3, estimate [0-9.]* us\]" \
+  "$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --explain
+expect_ok "policy:fastest with fpga-stub's timing model" \
+  "chosen    variant 0 'fpga-stub' on fpga-stub://0 \[policy:fastest, score 3, estimate [0-9.]* us\]" \
+  "$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --explain \
+  --plugin-option fpga.estimate=device
+expect_error "a bad fpga.estimate" 'fpga.estimate="fast" is not host or device' \
+  "$loom" run "$dir/all.loom" --device fpga-stub --input "x=$dir/input.npy" --plugin-option fpga.estimate=fast
+fast_us=$("$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --json \
+  --plugin-option fpga.estimate=device |
   /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["placement"]["delegates"][0]["candidates"][0]["estimate_ns"])')
 slow_us=$("$loom" run "$dir/all.loom" --device policy:fastest --input "x=$dir/input.npy" --json \
-  --plugin-option fpga.clock_mhz=10 |
+  --plugin-option fpga.estimate=device --plugin-option fpga.clock_mhz=10 |
   /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["placement"]["delegates"][0]["candidates"][0]["estimate_ns"])')
 if ! [ "${fast_us:-0}" -gt 0 ] 2>/dev/null || ! [ "${slow_us:-0}" -gt "$fast_us" ] 2>/dev/null; then
   fail "fpga-stub's estimate does not follow its clock (${fast_us:-none} ns, at 10 MHz ${slow_us:-none} ns)"

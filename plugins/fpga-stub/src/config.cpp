@@ -15,7 +15,8 @@ bool known_key(const char* key) {
       "fpga.dma_mbps",      "fpga.dma_latency_ns", "fpga.mac_array",    "fpga.clock_mhz",
       "fpga.f32_divisor",   "fpga.launch_ns",      "fpga.fault.slow",   "fpga.fault.init",
       "fpga.fault.enumerate", "fpga.fault.reject_blob", "fpga.fault.device", "fpga.fault.alloc",
-      "fpga.fault.dma",     "fpga.fault.bit_flip", "fpga.fault.hang",   "fpga.fault.lost"};
+      "fpga.fault.dma",     "fpga.fault.bit_flip", "fpga.fault.hang",   "fpga.fault.lost",
+      "fpga.estimate"};
   for (const char* k : kKeys) {
     if (std::strcmp(k, key) == 0) return true;
   }
@@ -66,6 +67,16 @@ Status Config::parse(const sdk::Options& o, Config* out) {
   LOOM_SDK_RETURN_IF_ERROR(get_positive(o, "fpga.memory_mb", 256, kMaxMemoryMb, &mb));
   c.memory_bytes = mb << 20;
   LOOM_SDK_RETURN_IF_ERROR(get_bool(o, "fpga.realtime", &c.realtime));
+  if (const char* e = o.find("fpga.estimate"); e != nullptr) {
+    if (std::strcmp(e, "host") == 0) {
+      c.estimate = Estimate::kHost;
+    } else if (std::strcmp(e, "device") == 0) {
+      c.estimate = Estimate::kDevice;
+    } else {
+      return sdk::invalid_argument(std::string("option fpga.estimate=\"") + e +
+                                   "\" is not host or device");
+    }
+  }
   LOOM_SDK_RETURN_IF_ERROR(get_positive(o, "fpga.sync_timeout_ms", 10000, 86400000, &c.sync_timeout_ms));
   Timing& t = c.timing;
   LOOM_SDK_RETURN_IF_ERROR(get_positive(o, "fpga.dma_mbps", 8000, 1u << 30, &t.dma_bytes_per_us));

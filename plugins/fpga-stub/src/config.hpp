@@ -43,10 +43,18 @@ struct Faults {
   uint64_t lost = 0;            // fpga.fault.lost=N: the device is lost at the Nth launch
 };
 
+// What executable_estimate answers (fpga.estimate).
+enum class Estimate {
+  kHost,    // host: what an execute costs on this host (the simulator's
+            // kernels, plus the device's time when fpga.realtime=1)
+  kDevice,  // device: the simulated device's time alone (the timing model)
+};
+
 struct Config {
   uint64_t devices = 1;                          // fpga.devices
   uint64_t memory_bytes = uint64_t{256} << 20;   // fpga.memory_mb (MiB)
   bool realtime = false;                         // fpga.realtime=1
+  Estimate estimate = Estimate::kHost;           // fpga.estimate=host|device
   uint64_t sync_timeout_ms = 10000;              // fpga.sync_timeout_ms
   Timing timing;
   Faults faults;

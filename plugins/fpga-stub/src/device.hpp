@@ -17,6 +17,7 @@
 
 #include "bitstream.hpp"
 #include "config.hpp"
+#include "host_cost.hpp"
 
 namespace loom::fpga_stub {
 
@@ -113,6 +114,8 @@ class Device {
   bool faulty() const { return index_ == config_.faults.device; }
   const Config& config() const { return config_; }
   HandleTable* handles() const { return handles_; }
+  // What its executions cost on the host (executable_estimate).
+  HostCost& host_cost() { return host_cost_; }
 
   // DEVICE_LOST once the device is lost, naming `entry`.
   Status check_alive(const char* entry);
@@ -142,6 +145,7 @@ class Device {
 
   const size_t index_;
   const Config config_;
+  HostCost host_cost_;
   const loom_host_services_t* host_;
   HandleTable* const handles_;
   const std::string uri_;

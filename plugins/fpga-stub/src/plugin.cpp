@@ -177,9 +177,12 @@ loom_status_t* executable_check(loom_executable_check_args_t* args) {
   });
 }
 
-// ABI 1.1: the device's timing model applied to the bitstream, without
-// loading it: a DMA for each input and output plus the kernel's MACs and
-// float operations (fpga.clock_mhz, fpga.macs and the rest shape it).
+// ABI 1.1: what an execute of the bitstream costs, without loading it. With
+// fpga.estimate=device, the device's timing model: a DMA for each input and
+// output plus the kernel's MACs and float operations (fpga.clock_mhz,
+// fpga.mac_array and the rest shape it). With fpga.estimate=host (the
+// default), the simulator's time on this host (host_cost.hpp), plus the
+// model's when fpga.realtime=1 spends it as wall time.
 loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
   return guard("executable_estimate", [&]() -> Status {
     if (args == nullptr) return sdk::invalid_argument("executable_estimate: args is NULL");
@@ -206,6 +209,13 @@ loom_status_t* executable_estimate(loom_executable_estimate_args_t* args) {
       cost.f32_ops += nc.f32_ops;
     }
     ns += timing.kernel_ns(cost.int8_macs, cost.f32_ops);
+    if (d->config().estimate == Estimate::kHost) {
+      // The simulator computes on the host: without fpga.realtime the
+      // device's time is only traced, with it both are spent.
+      uint64_t host_ns = 0;
+      LOOM_SDK_RETURN_IF_ERROR(d->host_cost().estimate(bs, &host_ns));
+      ns = d->config().realtime ? ns + host_ns : host_ns;
+    }
     args->out_time_ns = ns == 0 ? 1 : ns;
     return Status();
   });

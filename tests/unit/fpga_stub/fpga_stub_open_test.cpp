@@ -3,7 +3,12 @@
 // its simulated kernel time follows the bound shapes, bindings that do not
 // fit fail with one line naming the input, dimension and values, and the
 // decoder refuses malformed open bitstreams.
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <random>
 
 #include "harness.hpp"
@@ -176,6 +181,71 @@ TEST_F(FpgaStubOpen, EstimateOfAnOpenBitstreamIsLeftToTheBinding) {
   a.out_time_ns = 7;
   ASSERT_EQ(take(h_.api(), h_.api()->executable_estimate(&a)), "ok");
   EXPECT_EQ(a.out_time_ns, 0u);
+}
+
+// executable_estimate of a static bitstream under `options` ("ok" or the
+// error in *error).
+uint64_t estimate_with(const std::map<std::string, std::string>& options, const Bitstream& bs,
+                       std::string* error) {
+  Harness h;
+  *error = h.create(options);
+  if (*error != "ok") return 0;
+  const std::vector<std::byte> blob = encode(bs);
+  loom_executable_estimate_args_t a{};
+  a.struct_size = LOOM_EXECUTABLE_ESTIMATE_ARGS_STRUCT_SIZE;
+  a.device = h.device(0);
+  a.loader_key = kLoaderKey;
+  a.format_version = kStaticFormatVersion;
+  a.blob = blob.data();
+  a.blob_size = blob.size();
+  *error = take(h.api(), h.api()->executable_estimate(&a));
+  return a.out_time_ns;
+}
+
+// fpga.estimate=host (the default) answers what an execute costs on this
+// host, the simulator's kernels measured once and cached; device answers
+// the timing model; realtime spends both, so it estimates their sum.
+TEST(FpgaStubEstimate, HostEstimateIsTheSimulatorsCostAndDeviceTheModel) {
+  const std::string dir = ::testing::TempDir() + "fpga_stub_estimate_models";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(setenv("LOOM_DEVICE_MODEL_DIR", dir.c_str(), 1), 0);
+  const Bitstream small = conv_relu_pool({1, 3, 16, 16}), large = conv_relu_pool({1, 3, 64, 64});
+  std::string error;
+  const uint64_t host_small = estimate_with({}, small, &error);
+  ASSERT_EQ(error, "ok");
+  // Measured once, then kept under the host's CPU and the plugin version.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(files[0].find("/fpga-stub-"), std::string::npos) << files[0];
+  std::ifstream in(files[0]);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("plugin fpga-stub"), std::string::npos) << text;
+  EXPECT_NE(text.find("conv_f32_ops_per_s "), std::string::npos) << text;
+
+  const uint64_t host_large = estimate_with({{"fpga.estimate", "host"}}, large, &error);
+  ASSERT_EQ(error, "ok");
+  const uint64_t device_large = estimate_with({{"fpga.estimate", "device"}}, large, &error);
+  ASSERT_EQ(error, "ok");
+  const uint64_t realtime_large = estimate_with({{"fpga.realtime", "1"}}, large, &error);
+  ASSERT_EQ(error, "ok");
+  // 16 times the pixels: the host estimate follows the work.
+  EXPECT_GT(host_large, 4 * host_small);
+  // The simulator computes on the host, far slower than the 4096-MAC device
+  // it models; the device estimate is the model alone.
+  EXPECT_GT(host_large, device_large);
+  EXPECT_EQ(device_large, estimate_with({{"fpga.estimate", "device"}, {"fpga.clock_mhz", "250"}}, large, &error));
+  EXPECT_GT(estimate_with({{"fpga.estimate", "device"}, {"fpga.clock_mhz", "10"}}, large, &error), device_large);
+  // From the cached model now: realtime adds the device's time exactly.
+  const uint64_t host_again = estimate_with({}, large, &error);
+  EXPECT_EQ(realtime_large, host_again + device_large);
+  // The host estimate does not follow the simulated clock.
+  EXPECT_EQ(estimate_with({{"fpga.clock_mhz", "10"}}, large, &error), host_again);
+
+  estimate_with({{"fpga.estimate", "fast"}}, large, &error);
+  EXPECT_NE(error.find("fpga.estimate=\"fast\" is not host or device"), std::string::npos) << error;
+  unsetenv("LOOM_DEVICE_MODEL_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 // A blob re-encoded after `edit`; decode's verdict.
