@@ -394,6 +394,7 @@ Result<std::shared_ptr<LoadedPlugin>> LoadedPlugin::open_isolated(const PluginMa
                                                              &plugin->api_, &plugin->instance_));
   plugin->abi_version_ = facts.abi_version;
   plugin->loader_keys_ = std::move(facts.loader_keys);
+  plugin->capabilities_ = facts.capabilities;
   plugin->process_id_ = facts.pid;
   // The child checked what its plugin said; what the child says is checked
   // again here, through the forwarding table, as for any plugin.

@@ -137,9 +137,11 @@ class LoadedPlugin {
   }
   // ABI 1.2: whether its compile entries take graphs with open dimensions
   // and its executables the shapes of each execution
-  // (LOOM_PLUGIN_CAP_OPEN_SHAPES). Always false for an isolated plugin: the
-  // child process does not forward its capabilities.
+  // (LOOM_PLUGIN_CAP_OPEN_SHAPES). An isolated plugin's process forwards
+  // what its plugin declared.
   bool serves_open_shapes() const { return (capabilities_ & LOOM_PLUGIN_CAP_OPEN_SHAPES) != 0; }
+  // Its LOOM_PLUGIN_CAP_* bits (ABI 1.2; 0 below).
+  uint64_t capabilities() const { return capabilities_; }
   // Whether the plugin makes buffers over host memory (buffer_import_host).
   bool imports_host_memory() const { return api_->buffer_import_host != nullptr; }
   // Whether a fence handed to execute is re-armed by each execution (ABI

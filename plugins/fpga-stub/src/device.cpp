@@ -16,6 +16,8 @@ uint64_t now_ns() {
                                    .count());
 }
 
+}  // namespace
+
 uint64_t checksum_of(const std::byte* p, uint64_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (uint64_t i = 0; i < n; ++i) {
@@ -24,8 +26,6 @@ uint64_t checksum_of(const std::byte* p, uint64_t n) {
   }
   return h;
 }
-
-}  // namespace
 
 // ------------------------------------------------------------------ FenceState
 

@@ -24,6 +24,10 @@ namespace loom::fpga_stub {
 class Device;
 class HandleTable;
 
+// The checksum the device keeps over each allocation (FNV-1a, 64 bits):
+// taken after every write and checked before every read.
+uint64_t checksum_of(const std::byte* p, uint64_t n);
+
 // A completion flag with the error of the work that was to set it. Shared by
 // the host's fence handle and the submissions that signal it, so either may
 // go first.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <vector>
 
+#include "device.hpp"
 #include "kernels.hpp"
 #include "node_check.hpp"
 
@@ -103,6 +104,15 @@ Bitstream matmul_case(int64_t n, bool int8) {
                   Op::kMatMul, {0, 1});
 }
 
+// [4, 512] x [512, 512] in f32: a layer's matrix product, whose weights (1
+// MiB) the kernel walks column by column out of the caches, as a model's do.
+Bitstream wide_matmul_case() {
+  return one_node({host_tensor(LOOM_DTYPE_F32, {4, 512}),
+                   host_tensor(LOOM_DTYPE_F32, {512, 512}, Storage::kConst),
+                   host_tensor(LOOM_DTYPE_F32, {4, 512})},
+                  Op::kMatMul, {0, 1});
+}
+
 // A 3x3 convolution, c -> c channels on hw x hw, padded to keep the size.
 Bitstream conv_case(int64_t c, int64_t hw) {
   return one_node({host_tensor(LOOM_DTYPE_F32, {1, c, hw, hw}),
@@ -163,13 +173,13 @@ Status HostCost::ensure_model() {
   sdk::DeviceModelValues v;
   bool cached = sdk::read_device_model(path, identity_, &v);
   for (const char* name : {"conv_f32_ops_per_s", "matmul_f32_ops_per_s", "int8_macs_per_s",
-                           "elements_per_s", "node_ns", "copy_bytes_per_s"}) {
+                           "elements_per_s", "node_ns", "copy_bytes_per_s", "checksum_bytes_per_s"}) {
     cached = cached && v.count(name) != 0;
   }
   if (!cached) {
     v.clear();
     const auto start = std::chrono::steady_clock::now();
-    LOOM_SDK_RETURN_IF_ERROR(fit(matmul_case(16, false), matmul_case(64, false), "matmul_f32_ops_per_s", &v));
+    LOOM_SDK_RETURN_IF_ERROR(fit(matmul_case(16, false), wide_matmul_case(), "matmul_f32_ops_per_s", &v));
     LOOM_SDK_RETURN_IF_ERROR(fit(conv_case(4, 8), conv_case(16, 16), "conv_f32_ops_per_s", &v));
     LOOM_SDK_RETURN_IF_ERROR(fit(matmul_case(16, true), matmul_case(64, true), "int8_macs_per_s", &v));
     LOOM_SDK_RETURN_IF_ERROR(fit(add_case(1024), add_case(1 << 16), "elements_per_s", &v));
@@ -186,6 +196,14 @@ Status HostCost::ensure_model() {
       return Status();
     }, &copy_ns));
     v["copy_bytes_per_s"] = static_cast<double>(a.size()) / (copy_ns * 1e-9);
+    const size_t hashed = size_t{256} << 10;
+    volatile uint64_t sink = 0;  // keeps the checksums from being optimized away
+    double hash_ns = 0;
+    LOOM_SDK_RETURN_IF_ERROR(sdk::time_fastest_run(kHostTiming, [&] {
+      sink = sink ^ checksum_of(a.data(), hashed);
+      return Status();
+    }, &hash_ns));
+    v["checksum_bytes_per_s"] = static_cast<double>(hashed) / (hash_ns * 1e-9);
     v["calibration_ms"] = std::max(
         1e-3, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     (void)sdk::write_device_model(path, identity_, v);  // a failed write: measured again next time
@@ -212,6 +230,8 @@ Status HostCost::estimate(const Bitstream& bs, uint64_t* out_ns) {
     for (uint32_t t : *list) io_bytes += bs.tensors[t].bytes;
   }
   ns += 1e9 * static_cast<double>(io_bytes) / value_of(v, "copy_bytes_per_s");
+  const uint64_t hashed = bs.weights.size() + 2 * io_bytes;
+  ns += 1e9 * static_cast<double>(hashed) / value_of(v, "checksum_bytes_per_s");
   for (const BsNode& node : bs.nodes) {
     const NodeCost c = node_cost(bs, node);
     const double rate = value_of(v, rate_name(host_kind(node.op)));

@@ -22,13 +22,15 @@ namespace loom::fpga_stub {
 class HostCost {
  public:
   // The version of what is measured; part of the cache identity.
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
 
   HostCost();
   HostCost(const HostCost&) = delete;
   HostCost& operator=(const HostCost&) = delete;
 
-  // Host nanoseconds to run `bs` (static shapes): its DMA copies and every
+  // Host nanoseconds to run `bs` (static shapes): its DMA copies, the
+  // checksums the device takes and checks (the weights and every input on
+  // each launch, inputs and outputs again around their DMAs) and every
   // node on the simulator's kernels. Measures the host on first use.
   Status estimate(const Bitstream& bs, uint64_t* out_ns);
   // The measured values (measuring them first if needed), for tests.

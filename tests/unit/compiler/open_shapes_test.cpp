@@ -578,6 +578,52 @@ TEST(NativeOpenShapes, FpgaStubCompiledOnceRunsEveryBindingOnTheDevice) {
   }
 }
 
+// A plugin run in a process of its own keeps its capabilities: the child
+// forwards cpu-simd's LOOM_PLUGIN_CAP_OPEN_SHAPES, so the program is still
+// compiled once and every binding runs the one executable in the child.
+TEST(NativeOpenShapes, AnIsolatedPluginIsStillCompiledOnce) {
+  RuntimeOptions o;
+  o.isolated_plugins = {"cpu-simd"};
+  auto created = Runtime::create(o);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  std::unique_ptr<Runtime> runtime = std::move(*created);
+  auto plugin = runtime->plugin_host().load("cpu-simd");
+  ASSERT_TRUE(plugin.ok()) << plugin.status().to_string();
+  EXPECT_TRUE((*plugin)->isolated());
+  EXPECT_TRUE((*plugin)->serves_open_shapes());
+  CompileOptions simd;
+  simd.targets = {"cpu-simd"};
+  auto report = compile_pooled(*runtime, "pooled_isolated", simd);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
+  auto program = runtime->load_program(scratch() / "pooled_isolated.loom").value();
+  auto session = program->create_session().value();
+  auto reference = make_runtime();
+  ASSERT_NE(reference, nullptr);
+  CompileOptions none;
+  none.targets = {};
+  for (auto [n, h, w] : {std::tuple{1, 8, 8}, {2, 5, 9}, {1, 8, 8}}) {
+    const Tensor x = pattern({n, 3, h, w}, n + h);
+    ASSERT_TRUE(session->set_input("x", x).ok());
+    const Status ran = session->run();
+    ASSERT_TRUE(ran.ok()) << ran.to_string();
+    EXPECT_EQ(session->output(0).shape(), (Shape{n, 4}));
+    EXPECT_EQ(session->bound_program(), nullptr);  // compiled once
+    bool on_cpu_simd = false;
+    for (const DelegateTransfers& t : session->transfers()) on_cpu_simd |= t.device == "cpu-simd://0";
+    EXPECT_TRUE(on_cpu_simd);
+    // Against the reference kernels at this binding.
+    CompileOptions fixed = none;
+    fixed.input_shapes = {{"x", {n, 3, h, w}}};
+    ASSERT_TRUE(compile_pooled(*reference, "pooled_isolated_ref", fixed).ok());
+    auto oracle = reference->load_program(scratch() / "pooled_isolated_ref.loom").value();
+    auto want = oracle->create_session().value();
+    ASSERT_TRUE(want->set_input("x", x).ok());
+    ASSERT_TRUE(want->run().ok());
+    EXPECT_LE(max_diff(session->output(0), want->output(0)), 1e-5f) << n << "x3x" << h << "x" << w;
+  }
+}
+
 TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
   graph::Graph a;
   a.tensors.push_back({"x", DType::kF32, {2, 3}, nullptr});

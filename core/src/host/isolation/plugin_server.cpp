@@ -425,6 +425,7 @@ void write_hello(WireWriter& out, const LoadedPlugin& plugin) {
   out.u32(plugin.abi_version());
   out.boolean(plugin.api().compile != nullptr);
   out.boolean(plugin.estimate_entry() != nullptr);
+  out.u64(plugin.capabilities());
   out.u64(plugin.loader_key_ranges().size());
   for (const auto& key : plugin.loader_key_ranges()) {
     out.str(key.key);

@@ -269,6 +269,9 @@ Status read_hello(RemotePlugin& r, WireReader& in, const PluginManifest& manifes
   facts->abi_version = in.u32("abi version");
   r.has_compile_ = in.boolean("has compile");
   r.has_estimate_ = in.boolean("has estimate");
+  // LOOM_PLUGIN_CAP_* of the plugin as its process negotiated it (0 below
+  // ABI 1.2); bits this host does not know are dropped.
+  facts->capabilities = in.u64("plugin capabilities") & LOOM_PLUGIN_CAP_OPEN_SHAPES;
   const uint64_t keys = in.count("loader key count", 64, 16);
   for (uint64_t i = 0; i < keys && in.ok(); ++i) {
     LoadedPlugin::LoaderKeyRange key;

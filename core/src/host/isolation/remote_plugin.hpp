@@ -36,6 +36,7 @@ using RemotePluginPtr = std::unique_ptr<RemotePlugin, RemotePluginDeleter>;
 struct RemoteFacts {
   uint32_t abi_version = 0;
   std::vector<LoadedPlugin::LoaderKeyRange> loader_keys;
+  uint64_t capabilities = 0;  // LOOM_PLUGIN_CAP_* (ABI 1.2)
   int pid = 0;
 };
 
