@@ -1,12 +1,15 @@
 // The capture reader (decode_capture: identifier, Verifier, schema version,
 // every index and tensor size, payload hashes). Whatever it accepts must be
 // self-consistent (indexes in range, tensor sizes matching their payloads)
-// and encode back to bytes that decode to the same counts.
+// and encode back to bytes that decode to the same counts. The calls mode of
+// replay checks an accepted capture's calls (check_all_calls): it refuses
+// with one line or accepts, never crashes.
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz_support.hpp"
 #include "host/recording/capture_model.hpp"
+#include "runtime/capture_replay.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom;
@@ -27,6 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           fuzz::fail("a tensor whose payload differs from its size");
         }
       }
+    }
+  }
+  for (uint32_t p = 0; p < c.plugins.size() && p < 4; ++p) {
+    if (Status st = runtime::check_all_calls(c, p, "fuzz"); !st.ok()) {
+      fuzz::check_refusal(st);
+      if (st.message().find('\n') != std::string::npos) fuzz::fail("a refusal of more than one line");
     }
   }
   const std::vector<uint8_t> again = hc::encode_capture(c);

@@ -4,8 +4,10 @@
 # replays exactly on cpu-simd and catches cpu-simd-broken (HardSigmoid wrong
 # for a non-default alpha); a capture of pytorch-converted/test_Conv2d
 # replays within tolerance on fpga-stub and vulkan-compute, which compile
-# the recorded graph, as they do for the benchmark zoo's MLP; info and dump
-# summarize; bad input is a one-line error.
+# the recorded graph, as they do for the benchmark zoo's MLP; --calls all
+# replays every recorded call in order (on fpga-stub's and vulkan-compute's
+# buffers, copies and fences too); info and dump summarize; bad input is a
+# one-line error.
 # The upgrade gate: tests/captures replayed by one command per plugin under
 # its expectations file (SKIP where it has none for a capture).
 # Usage: capture_cli_test.sh <loom> <onnx test data> <cpu-simd-broken manifest> <fixture>
@@ -83,6 +85,45 @@ fi
 expect_exit "a plugin that cannot compile the graph fails the load" 1 \
   "first difference: call [0-9]* (executable_load.*HardSigmoid" \
   "$loom" replay "$dir/hs.loomcap" --plugin fpga-stub
+
+# --- --calls all: every recorded call again, in order
+expect_ok "replay --calls all on cpu-simd" \
+  "on cpu-simd://0: [0-9]* calls (1 executions), [0-9]* matched, 0 differ, 0 failed, 0 skipped" \
+  "$loom" replay "$dir/hs.loomcap" --calls all
+expect_exit "--calls all catches the broken build at the execution" 1 \
+  "^first difference: call [0-9]* (execute, executable 0): differs: output 0 (f32, 60 elements)" \
+  "$loom" replay "$dir/hs.loomcap" --calls all --plugin "$broken" --junit "$dir/calls.xml"
+grep -q 'name="call [0-9]* executable_load executable 0"' "$dir/calls.xml" ||
+  fail "--calls all --junit lacks the load: $(head -c 600 "$dir/calls.xml")"
+# fpga-stub keeps tensors in its own memory: buffers, copies, fences.
+expect_ok "record the convolution on fpga-stub" "delegate .* -> fpga-stub://0" \
+  "$loom" run "$conv/model.onnx" --device fpga-stub --input "0=$conv/test_data_set_0/input_0.pb" \
+  --record "$dir/fpga.loomcap"
+expect_ok "the fpga-stub capture copies to the host" '"buffer_copy_to_host": [1-9]' \
+  "$loom" capture info "$dir/fpga.loomcap" --json
+expect_ok "--calls all replays fpga-stub's buffers, copies and fences" \
+  "on fpga-stub://0: [0-9]* calls (1 executions), [0-9]* matched, 0 differ, 0 failed, 0 skipped" \
+  "$loom" replay "$dir/fpga.loomcap" --calls all --report "$dir/calls.json"
+for kind in buffer_allocate buffer_copy_from_host buffer_copy_to_host fence_wait execute; do
+  grep -A3 "\"kind\": \"$kind\"" "$dir/calls.json" | grep -q '"outcome": "match"' ||
+    fail "--calls all --report has no matched $kind: $(head -c 600 "$dir/calls.json")"
+done
+grep -q '"mode": "calls"' "$dir/calls.json" || fail "--calls all --report does not say its mode"
+expect_ok "--calls all on another plugin: cpu-simd compiles the graph" "0 differ, 0 failed" \
+  "$loom" replay "$dir/fpga.loomcap" --calls all --plugin cpu-simd --tolerance f32=rel:1e-4,abs:1e-6
+if "$loom" devices | grep -q "device vulkan-compute://0"; then
+  expect_ok "record the convolution on vulkan-compute" "delegate .* -> vulkan-compute://0" \
+    "$loom" run "$conv/model.onnx" --device vulkan-compute \
+    --input "0=$conv/test_data_set_0/input_0.pb" --record "$dir/vk.loomcap"
+  expect_ok "--calls all on vulkan-compute, isolated" "0 differ, 0 failed, 0 skipped" \
+    "$loom" replay "$dir/vk.loomcap" --calls all
+  expect_ok "--calls all on vulkan-compute, in process" "0 differ, 0 failed, 0 skipped" \
+    "$loom" replay "$dir/vk.loomcap" --calls all --in-process
+else
+  skip "--calls all on vulkan-compute" "no Vulkan device (lavapipe: mesa-vulkan-drivers)"
+fi
+expect_error "--calls with an unknown mode" "--calls some: expected 'executions' (the default) or 'all'" \
+  "$loom" replay "$dir/hs.loomcap" --calls some
 
 # --- the frozen fixture
 # Recorded on an AVX-512 machine: where oneDNN runs AVX2 kernels, which sum

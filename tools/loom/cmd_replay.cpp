@@ -1,6 +1,7 @@
 // `loom replay CAPTURE`: a thin front end over loom::replay_capture
-// (loom/capture.hpp): replays the recorded executions against a plugin and
-// prints the first call that differs, with the tensor and its worst element.
+// (loom/capture.hpp): replays the recorded executions (or, with --calls
+// all, every recorded call) against a plugin and prints the first call that
+// differs, with the tensor and its worst element.
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +28,12 @@ int run_replay(const ReplayArgs& args) {
   options.plugin = args.plugin;
   options.device = args.device;
   options.isolate = !args.in_process;
+  if (args.calls == "all") {
+    options.all_calls = true;
+  } else if (args.calls != "executions") {
+    return fail(invalid_argument("--calls " + args.calls + ": expected 'executions' (the "
+                                 "default) or 'all'"));
+  }
   options.runtime.threads = args.threads;
   for (const auto& dir : args.plugin_paths) options.runtime.plugin_paths.emplace_back(dir);
   if (Status st = add_plugin_options(args.plugin_options, &options.runtime); !st.ok()) {
@@ -80,13 +87,28 @@ int run_replay(const ReplayArgs& args) {
     std::cout << replay_report_json(*report);
   } else {
     std::cout << "replayed " << report->capture << " (recorded on " << report->recorded_plugin
-              << ") on " << report->device << ": " << report->executions << " executions, "
-              << report->matched << " matched, " << report->differed << " differ, "
+              << ") on " << report->device << ": ";
+    if (report->all_calls) {
+      std::cout << report->replayed_calls << " calls (" << report->executions << " executions), ";
+    } else {
+      std::cout << report->executions << " executions, ";
+    }
+    std::cout << report->matched << " matched, " << report->differed << " differ, "
               << report->failed << " failed, " << report->skipped << " skipped\n";
     if (report->first_difference) {
       const ReplayedCall& c = report->calls[*report->first_difference];
-      std::cout << "first difference: call " << c.call << " (" << c.kind << ", executable "
-                << c.object << "): " << c.outcome << ": " << c.detail << "\n";
+      std::cout << "first difference: call " << c.call << " (" << c.kind << ", "
+                << replay_object_noun(c.kind) << " " << c.object << "): " << c.outcome << ": "
+                << c.detail << "\n";
+    }
+    if (report->all_calls) {
+      // Skips are no difference, but the replay did not pass: say the first.
+      for (const ReplayedCall& c : report->calls) {
+        if (c.outcome != "skipped") continue;
+        std::cout << "first skipped: call " << c.call << " (" << c.kind << ", "
+                  << replay_object_noun(c.kind) << " " << c.object << "): " << c.detail << "\n";
+        break;
+      }
     }
   }
   return report->passed() ? 0 : 1;

@@ -78,6 +78,7 @@ struct ReplayArgs {
   uint32_t threads = 0;
   bool in_process = false;                  // --in-process: no child process
   bool json = false;
+  std::string calls = "executions";         // --calls executions|all
 };
 
 // `loom capture info|dump` (cmd_capture.cpp).

@@ -253,7 +253,8 @@ int main(int argc, char** argv) {
   loom::cli::ReplayArgs replay;
   auto* cmd_replay = app.add_subcommand(
       "replay", "Replay the executions of a capture (loom run --record) against a plugin, each "
-                "output compared with the recorded one; exit 1 when one differs or fails");
+                "output compared with the recorded one, or with --calls all every recorded call "
+                "in order; exit 1 when one differs or fails");
   cmd_replay->add_option("CAPTURE", replay.capture, "Capture file")->required();
   cmd_replay->add_option("--plugin", replay.plugin,
                          "Plugin to replay against: a name or a manifest (*.loom-plugin.json); "
@@ -276,6 +277,14 @@ int main(int argc, char** argv) {
   cmd_replay->add_flag("--in-process", replay.in_process,
                        "Load the plugin into this process instead of a child process");
   cmd_replay->add_flag("--json", replay.json, "Print the report as JSON");
+  cmd_replay->add_option("--calls", replay.calls,
+                         "executions (default): each recorded execution on fresh buffers with its "
+                         "recorded inputs. all: every recorded call of the plugin in order: "
+                         "buffers allocated and imported again, copies, maps, fences, executions "
+                         "on those buffers; copies to the host and outputs compared (a copy as "
+                         "the dtype of the output that last wrote it), statuses compared; serial "
+                         "(each execution waited for at once); after a crash, calls on the lost "
+                         "buffers and fences are skipped");
 
   loom::cli::CaptureArgs capture;
   auto* cmd_capture = app.add_subcommand("capture", "Summarize a capture or dump its calls");

@@ -7,8 +7,10 @@
 // on a plugin (the same build, another build, or another plugin, which then
 // compiles the recorded graph itself), runs each recorded execution on the
 // recorded inputs and compares every output with the recorded one under
-// per-dtype tolerances. This is how a vendor gates a release and how a
-// customer's failure reaches the vendor.
+// per-dtype tolerances; or, in the calls mode, replays every recorded call
+// in order (buffers, copies, maps, fences, executions on those buffers).
+// This is how a vendor gates a release and how a customer's failure reaches
+// the vendor.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loom/runtime.hpp"
@@ -102,13 +105,34 @@ struct ReplayOptions {
   // is reported against the call that caused it, and the next execution
   // runs in a fresh process (up to 8 restarts); on by default.
   bool isolate = true;
+  // The calls mode: replay every recorded call of the plugin in the
+  // capture's order instead of each execution on its own. Buffers are
+  // allocated and imported again with their recorded sizes (an import over
+  // memory the replay owns; allocated instead, and said so, where the
+  // plugin cannot import, as an isolated one cannot), copies from the host
+  // write the recorded bytes, copies to the host are compared with the
+  // recorded bytes (as the dtype of the execution output that last wrote
+  // that range, else exactly), maps, unmaps and fences are replayed, and
+  // executions run on the replay's buffers at the recorded offsets (inputs
+  // in imported or mapped memory get their recorded bytes first: what the
+  // host wrote there was no call). Each status is compared with the
+  // recorded one; a fence query's answer and a timed-out wait are timing
+  // and are not. Serial: an execution with a signal fence is waited for at
+  // once, so the fences later executions wait for are signaled by then.
+  // Creation, negotiation, device listing, blob checks, estimates and
+  // compiles are not replayed as calls. Everything runs on one device.
+  // After a crash the plugin starts again; the buffers and fences it held
+  // are gone with their contents, so calls on them are skipped with that
+  // reason, while executables are loaded again and objects made after the
+  // restart replay normally.
+  bool all_calls = false;
 };
 
 // The outcome of one replayed call.
 struct ReplayedCall {
   uint64_t call = 0;       // index in the capture
-  std::string kind;        // "execute", "executable_load"
-  int64_t object = -1;     // the executable's id
+  std::string kind;        // the ABI entry: "execute", "buffer_copy_to_host", ...
+  int64_t object = -1;     // the id of the executable, buffer or fence it is on
   // "match", "differs", "failed" (the replay's status differs from the
   // recorded one), "crashed" (the plugin's process died in this call),
   // "skipped" (with the reason in detail).
@@ -124,14 +148,22 @@ struct ReplayReport {
   std::string plugin;      // replayed against
   std::string recorded_plugin;
   std::string device;
+  bool all_calls = false;  // the calls mode (ReplayOptions::all_calls)
+  uint64_t replayed_calls = 0;  // the calls mode: calls replayed (all kinds)
   uint64_t executions = 0, matched = 0, differed = 0, failed = 0, skipped = 0;
   std::optional<size_t> first_difference;  // index into calls
   std::vector<ReplayedCall> calls;
-  // Every execution matched (none differed, failed or was skipped).
-  bool passed() const { return executions > 0 && matched == executions; }
+  // Every execution matched (none differed, failed or was skipped); in the
+  // calls mode, every replayed call did too.
+  bool passed() const {
+    return executions > 0 && (all_calls ? matched == calls.size() : matched == executions);
+  }
 };
 
-// Replays the executions of a capture (see the top of this file).
+// Replays the executions of a capture, or all its calls (see the top of
+// this file and ReplayOptions::all_calls). Errors: the capture cannot be
+// read, or (calls mode) a call is on a buffer or fence no earlier call
+// made, or copies outside its buffer; the plugin cannot be loaded.
 Result<ReplayReport> replay_capture(const std::filesystem::path& capture,
                                     const ReplayOptions& options);
 // An upgrade gate: every capture (*.loomcap) of a folder replayed against
@@ -160,6 +192,10 @@ struct GateReport {
 Result<GateReport> replay_folder(const std::filesystem::path& folder, const ReplayOptions& options);
 std::string gate_report_json(const GateReport& report);
 std::string gate_report_junit(const GateReport& report);
+
+// What a replayed call's object id names: "executable", "buffer" or
+// "fence", by its kind.
+std::string_view replay_object_noun(std::string_view kind);
 
 // The report as JSON, and as a JUnit XML test suite (one case per call).
 std::string replay_report_json(const ReplayReport& report);

@@ -152,21 +152,28 @@ void PreparedCall::place_in_buffer(size_t index, const DeviceBuffer& buffer, uin
   t.offset = offset;
 }
 
-Status PreparedCall::execute(Fence* signal) {
+Status PreparedCall::execute(Fence* signal, std::span<Fence* const> waits) {
   args_.signal_fence = signal != nullptr ? signal->handle() : nullptr;
+  waits_.clear();
+  for (Fence* f : waits) {
+    if (f != nullptr) waits_.push_back(f->handle());
+  }
+  args_.wait_fence_count = waits_.size();
+  args_.wait_fences = waits_.empty() ? nullptr : waits_.data();
   const LoadedPlugin& plugin = executable_->plugin();
   return plugin.take(plugin.api().execute(&args_));
 }
 
 Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::allocate(std::shared_ptr<LoadedPlugin> plugin,
-                                                             size_t device_index, uint64_t bytes) {
+                                                             size_t device_index, uint64_t bytes,
+                                                             uint32_t flags) {
   LOOM_RETURN_IF_ERROR(check_plugin(plugin, device_index));
   loom_buffer_allocate_args_t args{};
   args.struct_size = LOOM_BUFFER_ALLOCATE_ARGS_STRUCT_SIZE;
   args.device = plugin->device_handle(device_index);
   args.size = bytes;
   args.alignment = 0;
-  args.flags = LOOM_BUFFER_DEVICE_LOCAL;
+  args.flags = flags;
   const std::string where = "allocating " + std::to_string(bytes) + " bytes on " +
                             plugin->devices()[device_index].uri;
   LOOM_RETURN_IF_ERROR(plugin->take(plugin->api().buffer_allocate(&args)).with_context(where));
@@ -247,6 +254,18 @@ Status DeviceBuffer::copy_to_host(uint64_t offset, void* dst, uint64_t bytes) co
   args.size = bytes;
   return plugin_->take(plugin_->api().buffer_copy_to_host(&args));
 }
+
+Result<void*> DeviceBuffer::map() {
+  void* pointer = nullptr;
+  LOOM_RETURN_IF_ERROR(plugin_->take(plugin_->api().buffer_map(handle_, &pointer))
+                           .with_context("mapping a buffer of " + std::to_string(size_) + " bytes"));
+  if (pointer == nullptr && size_ != 0) {
+    return internal_error("buffer_map succeeded but returned no pointer");
+  }
+  return pointer;
+}
+
+void DeviceBuffer::unmap() { plugin_->api().buffer_unmap(handle_); }
 
 Result<std::unique_ptr<Fence>> Fence::create(std::shared_ptr<LoadedPlugin> plugin,
                                              size_t device_index) {

@@ -63,8 +63,11 @@ class Executable {
 // bounds-checked against size().
 class DeviceBuffer {
  public:
+  // `flags`: loom_buffer_flags_t bits (LOOM_BUFFER_HOST_VISIBLE for a buffer
+  // to map).
   static Result<std::unique_ptr<DeviceBuffer>> allocate(std::shared_ptr<LoadedPlugin> plugin,
-                                                        size_t device_index, uint64_t bytes);
+                                                        size_t device_index, uint64_t bytes,
+                                                        uint32_t flags = LOOM_BUFFER_DEVICE_LOCAL);
   // buffer_import_host: a buffer over `bytes` of host memory at `host`,
   // which must outlive the buffer.
   static Result<std::unique_ptr<DeviceBuffer>> import_host(std::shared_ptr<LoadedPlugin> plugin,
@@ -80,6 +83,10 @@ class DeviceBuffer {
   Status copy_from_host(uint64_t offset, const void* src, uint64_t bytes);
   // Copies [offset, offset + bytes) of the buffer to `dst`.
   Status copy_to_host(uint64_t offset, void* dst, uint64_t bytes) const;
+  // buffer_map: the buffer's bytes in host memory, valid until unmap().
+  Result<void*> map();
+  // buffer_unmap of a buffer map() mapped.
+  void unmap();
 
  private:
   DeviceBuffer() = default;
@@ -154,8 +161,9 @@ class PreparedCall {
 
   // Runs the executable on the operands as placed. `signal`: null for a
   // synchronous call, else the fence the device signals when it is done.
-  // Errors are the plugin's.
-  Status execute(Fence* signal);
+  // `waits`: fences the device waits for before it starts (each must
+  // outlive the execution). Errors are the plugin's.
+  Status execute(Fence* signal, std::span<Fence* const> waits = {});
 
  private:
   PreparedCall() = default;
@@ -163,6 +171,7 @@ class PreparedCall {
   std::vector<int64_t> shapes_;  // every operand's shape, back to back
   std::vector<loom_tensor_t> tensors_;
   std::vector<const loom_tensor_t*> pointers_;  // inputs, then outputs
+  std::vector<loom_fence_t*> waits_;  // borrowed by the plugin until it starts
   loom_execute_args_t args_{};
 };
 

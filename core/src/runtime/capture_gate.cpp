@@ -125,13 +125,23 @@ Result<GateReport> replay_folder(const std::filesystem::path& folder, const Repl
       e.detail = replayed.status().to_string();
     } else if (replayed->passed()) {
       e.outcome = "PASS";
-      e.detail = std::to_string(replayed->matched) + " executions matched";
+      e.detail = replayed->all_calls
+                     ? std::to_string(replayed->matched) + " calls matched (" +
+                           std::to_string(replayed->executions) + " executions)"
+                     : std::to_string(replayed->matched) + " executions matched";
     } else {
       e.outcome = "FAIL";
+      const ReplayedCall* first = nullptr;
       if (replayed->first_difference) {
-        const ReplayedCall& c = replayed->calls[*replayed->first_difference];
-        e.detail = "call " + std::to_string(c.call) + " (" + c.kind + "): " + c.outcome + ": " +
-                   c.detail;
+        first = &replayed->calls[*replayed->first_difference];
+      } else {
+        for (const ReplayedCall& c : replayed->calls) {
+          if (c.outcome != "match" && first == nullptr) first = &c;
+        }
+      }
+      if (first != nullptr) {
+        e.detail = "call " + std::to_string(first->call) + " (" + first->kind + "): " +
+                   first->outcome + ": " + first->detail;
       } else {
         e.detail = "no execution was replayed";
       }

@@ -11,21 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "host/compile_entries.hpp"
-#include "host/handles.hpp"
-#include "host/plugin_host.hpp"
-#include "host/recording/capture_model.hpp"
-#include "loom/capture.hpp"
+#include "runtime/capture_replay.hpp"
 
 namespace loom {
 
-namespace {
+namespace runtime {
 
 namespace hc = host::capture;
 
-// How often a replay starts the plugin again after it crashed.
-constexpr int kReplayMaxRestarts = 8;
-
-// Which recorded plugin made the executions: the one with the most.
 uint32_t replay_source_plugin(const hc::Capture& c) {
   std::vector<uint64_t> counts(c.plugins.size());
   for (const auto& r : c.calls) {
@@ -38,16 +31,96 @@ uint32_t replay_source_plugin(const hc::Capture& c) {
   return best;
 }
 
+namespace {
+
 std::string replay_device_index_text(const std::string& uri) {
   const size_t at = uri.rfind("://");
   return at == std::string::npos ? std::string() : uri.substr(at + 3);
 }
 
-// The executable of a recorded load, on the plugin replayed against.
-struct ReplayLoaded {
-  std::unique_ptr<host::Executable> executable;
-  std::string error;  // why it could not be loaded (calls on it are skipped)
-};
+}  // namespace
+
+Result<ReplayTarget> open_replay_target(const hc::Capture& c, uint32_t source,
+                                        const ReplayOptions& options, ReplayReport* report) {
+  host::HostOptions host_options;
+  host_options.search_paths = options.runtime.plugin_paths;
+  host_options.use_environment = options.runtime.use_environment;
+  host_options.use_default_folder = options.runtime.use_default_folder;
+  host_options.use_user_folder = options.runtime.use_user_folder;
+  host_options.plugin_options = options.runtime.plugin_options;
+  if (options.runtime.threads != 0) {
+    host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
+                                             std::to_string(options.runtime.threads));
+  }
+  std::string name = options.plugin.empty() ? c.plugins[source].name : options.plugin;
+  if (host::is_manifest_file_name(std::filesystem::path(name).filename().string()) ||
+      name.find('/') != std::string::npos) {
+    LOOM_ASSIGN_OR_RETURN(host::PluginManifest manifest, host::parse_manifest(name));
+    host_options.search_paths.insert(host_options.search_paths.begin(),
+                                     manifest.manifest_path.parent_path());
+    name = manifest.name;
+  }
+  report->plugin = name;
+  if (options.isolate) host_options.isolated_plugins = {name};
+  ReplayTarget target;
+  target.name = name;
+  target.restart_options = host_options;
+  LOOM_ASSIGN_OR_RETURN(target.host, host::PluginHost::create(std::move(host_options)));
+  LOOM_ASSIGN_OR_RETURN(target.plugin, target.host->load(name));
+  const auto& devices = target.plugin->devices();
+  if (devices.empty()) return unavailable("plugin '" + name + "' has no device to replay on");
+
+  // The device: the one asked for, else the recorded device's index.
+  if (!options.device.empty()) {
+    bool found = false;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].uri == options.device) {
+        target.device_index = i;
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string list;
+      for (const auto& d : devices) list += (list.empty() ? "" : ", ") + d.uri;
+      return not_found("device " + options.device + " is not one of plugin '" + name + "' (" +
+                       list + ")");
+    }
+  } else {
+    for (const auto& r : c.calls) {
+      if (r.kind != hc::CallKind::kExecutableLoad || r.plugin != source || r.device < 0) continue;
+      const std::string index = replay_device_index_text(c.devices[r.device].uri);
+      for (size_t i = 0; i < devices.size(); ++i) {
+        if (replay_device_index_text(devices[i].uri) == index) target.device_index = i;
+      }
+      break;
+    }
+  }
+  report->device = devices[target.device_index].uri;
+  return target;
+}
+
+Status restart_replay_target(ReplayTarget* target) {
+  if (target->restarts >= kReplayMaxRestarts) {
+    return unavailable("not started again: " + std::to_string(kReplayMaxRestarts) +
+                       " restarts already");
+  }
+  ++target->restarts;
+  target->plugin.reset();
+  auto fresh_host = host::PluginHost::create(target->restart_options);
+  if (!fresh_host.ok()) {
+    target->restarts = kReplayMaxRestarts;
+    return fresh_host.status().with_context("restarting it failed");
+  }
+  auto fresh = (*fresh_host)->load(target->name);
+  if (!fresh.ok() || target->device_index >= (*fresh)->devices().size()) {
+    target->restarts = kReplayMaxRestarts;
+    return unavailable("restarting it failed: " +
+                       (fresh.ok() ? std::string("device missing") : fresh.status().to_string()));
+  }
+  target->host = std::move(*fresh_host);
+  target->plugin = std::move(*fresh);
+  return Status();
+}
 
 Result<std::unique_ptr<host::Executable>> replay_load(
     const hc::Capture& c, const hc::CallRecord& r, const std::shared_ptr<host::LoadedPlugin>& plugin,
@@ -79,6 +152,60 @@ Result<std::unique_ptr<host::Executable>> replay_load(
                              r.loader_key + "' and the capture holds no graph that compiled to "
                              "this blob (record the compile too: loom run MODEL.onnx --record)");
 }
+
+bool replay_compare(DType dtype, const void* recorded, const void* replayed, uint64_t byte_size,
+                    const ReplayOptions& options, std::string_view what, size_t output,
+                    ReplayedCall* out) {
+  const auto tol = options.tolerances.find(dtype);
+  auto diff = compare_tensor(dtype, recorded, replayed, byte_size,
+                             tol != options.tolerances.end() ? tol->second : FloatTolerance{});
+  if (!diff) return false;
+  diff->output = output;
+  out->outcome = "differs";
+  out->dtype = std::string(dtype_name(dtype));
+  std::ostringstream text;
+  text.precision(9);
+  text << what << " (" << out->dtype << ", " << byte_size / dtype_size(dtype)
+       << " elements): " << diff->elements_differing << " differ; worst at index " << diff->index
+       << ": recorded " << diff->recorded << ", replayed " << diff->replayed << " (|diff| "
+       << diff->abs_diff;
+  if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+      dtype == DType::kF64) {
+    text << ", " << diff->ulps << " ulps";
+  }
+  text << ")";
+  out->detail = text.str();
+  out->difference = diff;
+  return true;
+}
+
+void replay_add(ReplayReport* report, ReplayedCall&& out) {
+  if (out.outcome == "match") {
+    ++report->matched;
+  } else if (out.outcome == "differs") {
+    ++report->differed;
+  } else if (out.outcome == "skipped") {
+    ++report->skipped;
+  } else {
+    ++report->failed;
+  }
+  if (out.outcome != "match" && out.outcome != "skipped" && !report->first_difference) {
+    report->first_difference = report->calls.size();
+  }
+  report->calls.push_back(std::move(out));
+}
+
+}  // namespace runtime
+
+namespace {
+
+namespace hc = host::capture;
+
+// The executable of a recorded load, on the plugin replayed against.
+struct ReplayLoaded {
+  std::unique_ptr<host::Executable> executable;
+  std::string error;  // why it could not be loaded (calls on it are skipped)
+};
 
 // Runs one recorded execution; fills `out` with the outcome.
 void replay_execute(const hc::Capture& c, const hc::CallRecord& r, host::Executable& exe,
@@ -146,118 +273,22 @@ void replay_execute(const hc::Capture& c, const hc::CallRecord& r, host::Executa
     if (Status copy = buffers[n_in + o]->copy_to_host(0, got.data(), got.size()); !copy.ok()) {
       return fail(copy);
     }
-    const DType dtype = static_cast<DType>(t.dtype);
-    const auto tol = options.tolerances.find(dtype);
-    auto diff = compare_tensor(dtype, c.payloads[t.payload].bytes.data(), got.data(), t.byte_size,
-                               tol != options.tolerances.end() ? tol->second : FloatTolerance{});
-    if (diff) {
-      diff->output = o;
-      out->outcome = "differs";
-      out->dtype = std::string(dtype_name(dtype));
-      std::ostringstream text;
-      text.precision(9);
-      text << "output " << o << " (" << out->dtype << ", " << t.byte_size / dtype_size(dtype)
-           << " elements): " << diff->elements_differing << " differ; worst at index "
-           << diff->index << ": recorded " << diff->recorded << ", replayed " << diff->replayed
-           << " (|diff| " << diff->abs_diff;
-      if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
-          dtype == DType::kF64) {
-        text << ", " << diff->ulps << " ulps";
-      }
-      text << ")";
-      out->detail = text.str();
-      out->difference = diff;
+    if (runtime::replay_compare(static_cast<DType>(t.dtype), c.payloads[t.payload].bytes.data(),
+                                got.data(), t.byte_size, options, "output " + std::to_string(o), o,
+                                out)) {
       return;
     }
   }
 }
 
-}  // namespace
-
-Result<ReplayReport> replay_capture(const std::filesystem::path& path,
-                                    const ReplayOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(hc::Capture c, hc::read_capture_file(path));
-  ReplayReport report;
-  report.capture = path.string();
-  if (c.plugins.empty()) return invalid_argument("capture " + path.string() + " records no plugin");
-  const uint32_t source = replay_source_plugin(c);
-  report.recorded_plugin = c.plugins[source].name;
-
-  host::HostOptions host_options;
-  host_options.search_paths = options.runtime.plugin_paths;
-  host_options.use_environment = options.runtime.use_environment;
-  host_options.use_default_folder = options.runtime.use_default_folder;
-  host_options.use_user_folder = options.runtime.use_user_folder;
-  host_options.plugin_options = options.runtime.plugin_options;
-  if (options.runtime.threads != 0) {
-    host_options.plugin_options.emplace_back(LOOM_OPTION_THREADS,
-                                             std::to_string(options.runtime.threads));
-  }
-  std::string name = options.plugin.empty() ? report.recorded_plugin : options.plugin;
-  if (host::is_manifest_file_name(std::filesystem::path(name).filename().string()) ||
-      name.find('/') != std::string::npos) {
-    LOOM_ASSIGN_OR_RETURN(host::PluginManifest manifest, host::parse_manifest(name));
-    host_options.search_paths.insert(host_options.search_paths.begin(),
-                                     manifest.manifest_path.parent_path());
-    name = manifest.name;
-  }
-  report.plugin = name;
-  if (options.isolate) host_options.isolated_plugins = {name};
-  const host::HostOptions restart_options = host_options;
-  LOOM_ASSIGN_OR_RETURN(auto host, host::PluginHost::create(std::move(host_options)));
-  LOOM_ASSIGN_OR_RETURN(auto plugin, host->load(name));
-  if (plugin->devices().empty()) {
-    return unavailable("plugin '" + name + "' has no device to replay on");
-  }
-
-  // The device: the one asked for, else the recorded device's index.
-  size_t device_index = 0;
-  if (!options.device.empty()) {
-    bool found = false;
-    for (size_t i = 0; i < plugin->devices().size(); ++i) {
-      if (plugin->devices()[i].uri == options.device) {
-        device_index = i;
-        found = true;
-      }
-    }
-    if (!found) {
-      std::string list;
-      for (const auto& d : plugin->devices()) list += (list.empty() ? "" : ", ") + d.uri;
-      return not_found("device " + options.device + " is not one of plugin '" + name +
-                       "' (" + list + ")");
-    }
-  } else {
-    for (const auto& r : c.calls) {
-      if (r.kind != hc::CallKind::kExecutableLoad || r.plugin != source || r.device < 0) continue;
-      const std::string index = replay_device_index_text(c.devices[r.device].uri);
-      for (size_t i = 0; i < plugin->devices().size(); ++i) {
-        if (replay_device_index_text(plugin->devices()[i].uri) == index) device_index = i;
-      }
-      break;
-    }
-  }
-  report.device = plugin->devices()[device_index].uri;
-
+// The executions mode: each recorded execution on fresh buffers.
+void replay_executions(const hc::Capture& c, uint32_t source, runtime::ReplayTarget& target,
+                       const ReplayOptions& options, ReplayReport* report) {
   std::unordered_map<int64_t, ReplayLoaded> executables;
   std::unordered_map<int64_t, size_t> load_calls;  // executable id -> its load call
   // Set when the plugin's process died; the next execution starts a fresh
   // one (at most kReplayMaxRestarts times) and loads again what it needs.
   std::string lost;
-  int restarts = 0;
-  auto count = [&report](const ReplayedCall& out) {
-    if (out.outcome == "match") {
-      ++report.matched;
-    } else if (out.outcome == "differs") {
-      ++report.differed;
-    } else if (out.outcome == "skipped") {
-      ++report.skipped;
-    } else {
-      ++report.failed;
-    }
-    if (out.outcome != "match" && out.outcome != "skipped" && !report.first_difference) {
-      report.first_difference = report.calls.size();
-    }
-  };
   for (size_t i = 0; i < c.calls.size(); ++i) {
     const hc::CallRecord& r = c.calls[i];
     if (r.plugin != source) continue;
@@ -265,7 +296,7 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
       load_calls[r.object] = i;
       if (!lost.empty()) continue;  // loaded when an execution needs it
       ReplayLoaded& slot = executables[r.object];
-      auto loaded = replay_load(c, r, plugin, device_index);
+      auto loaded = runtime::replay_load(c, r, target.plugin, target.device_index);
       if (loaded.ok()) {
         slot.executable = std::move(*loaded);
         continue;  // a load that works is not reported on its own
@@ -278,39 +309,29 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
       out.outcome = loaded.status().code() == StatusCode::kDeviceLost ? "crashed" : "failed";
       out.detail = loaded.status().to_string();
       if (out.outcome == "crashed") lost = "the plugin was lost at call " + std::to_string(i);
-      count(out);
-      report.calls.push_back(std::move(out));
+      runtime::replay_add(report, std::move(out));
     } else if (r.kind == hc::CallKind::kExecutableDestroy) {
       executables.erase(r.object);
       load_calls.erase(r.object);
     } else if (r.kind == hc::CallKind::kExecute) {
-      ++report.executions;
+      ++report->executions;
       ReplayedCall out;
       out.call = i;
       out.kind = "execute";
       out.object = r.object;
-      if (!lost.empty() && restarts < kReplayMaxRestarts) {
+      if (!lost.empty() && target.restarts < runtime::kReplayMaxRestarts) {
         // A fresh plugin (a new child process when isolated).
         executables.clear();
-        plugin.reset();
-        auto fresh_host = host::PluginHost::create(restart_options);
-        auto fresh = fresh_host.ok() ? (*fresh_host)->load(name)
-                                     : Result<std::shared_ptr<host::LoadedPlugin>>(fresh_host.status());
-        ++restarts;
-        if (fresh.ok() && device_index < (*fresh)->devices().size()) {
-          host = std::move(*fresh_host);
-          plugin = std::move(*fresh);
+        if (Status st = runtime::restart_replay_target(&target); st.ok()) {
           lost.clear();
         } else {
-          lost += "; restarting it failed: " +
-                  (fresh.ok() ? std::string("device missing") : fresh.status().to_string());
-          restarts = kReplayMaxRestarts;
+          lost += "; " + st.message();
         }
       }
       auto it = executables.find(r.object);
       if (lost.empty() && it == executables.end() && load_calls.count(r.object) != 0) {
         const size_t load_index = load_calls[r.object];
-        auto loaded = replay_load(c, c.calls[load_index], plugin, device_index);
+        auto loaded = runtime::replay_load(c, c.calls[load_index], target.plugin, target.device_index);
         ReplayLoaded& slot = executables[r.object];
         if (loaded.ok()) {
           slot.executable = std::move(*loaded);
@@ -328,15 +349,44 @@ Result<ReplayReport> replay_capture(const std::filesystem::path& path,
         out.detail = "executable " + std::to_string(r.object) + " is not loaded" +
                      (it != executables.end() ? ": " + it->second.error : std::string());
       } else {
-        replay_execute(c, r, *it->second.executable, plugin, device_index, options, &out);
+        replay_execute(c, r, *it->second.executable, target.plugin, target.device_index, options,
+                       &out);
         if (out.outcome == "crashed") lost = "the plugin was lost at call " + std::to_string(i);
       }
-      count(out);
-      report.calls.push_back(std::move(out));
+      runtime::replay_add(report, std::move(out));
     }
   }
-  executables.clear();
+}
+
+}  // namespace
+
+Result<ReplayReport> replay_capture(const std::filesystem::path& path,
+                                    const ReplayOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(hc::Capture c, hc::read_capture_file(path));
+  ReplayReport report;
+  report.capture = path.string();
+  report.all_calls = options.all_calls;
+  if (c.plugins.empty()) return invalid_argument("capture " + path.string() + " records no plugin");
+  const uint32_t source = runtime::replay_source_plugin(c);
+  report.recorded_plugin = c.plugins[source].name;
+  if (options.all_calls) {
+    // Bad input is found before the plugin is started.
+    LOOM_RETURN_IF_ERROR(runtime::check_all_calls(c, source, "capture " + path.string()));
+  }
+  LOOM_ASSIGN_OR_RETURN(runtime::ReplayTarget target,
+                        runtime::open_replay_target(c, source, options, &report));
+  if (options.all_calls) {
+    LOOM_RETURN_IF_ERROR(runtime::replay_all_calls(c, source, target, options, &report));
+  } else {
+    replay_executions(c, source, target, options, &report);
+  }
   return report;
+}
+
+std::string_view replay_object_noun(std::string_view kind) {
+  if (kind.starts_with("fence")) return "fence";
+  if (kind.starts_with("buffer") || kind.starts_with("copy")) return "buffer";
+  return "executable";
 }
 
 std::string replay_report_json(const ReplayReport& report) {
@@ -346,6 +396,8 @@ std::string replay_report_json(const ReplayReport& report) {
   j["plugin"] = report.plugin;
   j["recorded_plugin"] = report.recorded_plugin;
   j["device"] = report.device;
+  j["mode"] = report.all_calls ? "calls" : "executions";
+  if (report.all_calls) j["replayed_calls"] = report.replayed_calls;
   j["executions"] = report.executions;
   j["matched"] = report.matched;
   j["differed"] = report.differed;
@@ -405,7 +457,8 @@ std::string replay_report_junit(const ReplayReport& report) {
     << report.skipped << "\">\n";
   for (const ReplayedCall& c : report.calls) {
     x << "  <testcase classname=\"" << replay_xml_escape(report.plugin) << "\" name=\"call "
-      << c.call << " " << c.kind << " executable " << c.object << "\" time=\"" << c.seconds
+      << c.call << " " << c.kind << " " << replay_object_noun(c.kind) << " " << c.object
+      << "\" time=\"" << c.seconds
       << "\">";
     if (c.outcome == "differs") {
       x << "<failure message=\"" << replay_xml_escape(c.detail) << "\"/>";

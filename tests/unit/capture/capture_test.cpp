@@ -1,14 +1,17 @@
 // Captures of plugin calls (issue 29): recording through the recording
 // table (in process and isolated), the reader's validation, the frozen v1
-// fixture, tensor comparison under tolerances, and replay.
+// fixture, tensor comparison under tolerances, and replay (each execution,
+// or every call in order).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -342,11 +345,10 @@ TEST(CaptureRecording, AsynchronousExecutionIsRecordedWhenItsFenceCompletes) {
   EXPECT_GE(e->duration_ns, 20'000'000u);
 }
 
-TEST(CaptureRecording, InputsBehindAWaitFenceAreRecordedOnceWritten) {
-  // add (a + b -> sum) signals f1 after 30 ms; copy (sum -> out) waits for
-  // f1 and signals f2; the host waits for f2 only. The copy's recorded input
-  // must be the sum, not the buffer as it was when copy was submitted.
-  const fs::path path = capture_scratch("chained.loomcap");
+// Records on the fake plugin (asynchronous, separate memory, 30 ms per
+// execution): add (a + b -> sum) signals f1; copy (sum -> out) waits for f1
+// and signals f2; the host waits for f2 only, then reads out.
+void record_chained(const fs::path& path) {
   {
     host::HostOptions options;
     options.search_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
@@ -411,6 +413,13 @@ TEST(CaptureRecording, InputsBehindAWaitFenceAreRecordedOnceWritten) {
     ASSERT_TRUE(buffers[3]->copy_to_host(0, out, 24).ok());
     EXPECT_EQ(out[5], 16.0f);
   }
+}
+
+TEST(CaptureRecording, InputsBehindAWaitFenceAreRecordedOnceWritten) {
+  // The copy's recorded input must be the sum, not the buffer as it was
+  // when copy was submitted.
+  const fs::path path = capture_scratch("chained.loomcap");
+  record_chained(path);
   auto c = hc::read_capture_file(path);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   auto executions = calls_of(*c, hc::CallKind::kExecute);
@@ -464,6 +473,329 @@ TEST(CaptureReplay, ACrashInTheReplayedPluginIsReportedAgainstItsCall) {
   ASSERT_EQ(report->calls.size(), 2u);
   EXPECT_EQ(report->calls[1].call, execute_index + 1);
   EXPECT_EQ(report->calls[1].outcome, "crashed") << report->calls[1].detail;
+}
+
+// ---- the calls mode: every recorded call again, in order ----
+
+ReplayOptions fake_calls_options(bool isolate) {
+  ReplayOptions options;
+  options.runtime.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  options.runtime.use_environment = false;
+  options.runtime.use_default_folder = false;
+  options.runtime.use_user_folder = false;
+  options.isolate = isolate;
+  options.all_calls = true;
+  return options;
+}
+
+// The replayed calls of a kind, from a calls-mode report.
+std::vector<const ReplayedCall*> replayed_of(const ReplayReport& report, std::string_view kind) {
+  std::vector<const ReplayedCall*> out;
+  for (const ReplayedCall& c : report.calls) {
+    if (c.kind == kind) out.push_back(&c);
+  }
+  return out;
+}
+
+// The fake sum program staged through buffers on an asynchronous device:
+// allocations, copies in and out, a fence, an execution on the buffers.
+fs::path record_staged_sum(const std::string& name) {
+  return record_fake_sum(name, {{"fake.async", "1"},
+                                {"fake.separate_memory", "1"},
+                                {"fake.async_delay_ms", "5"}});
+}
+
+TEST(CaptureReplayCalls, EveryCallOfAStagedAsynchronousRunMatches) {
+  const fs::path path = record_staged_sum("calls_staged.loomcap");
+  const hc::Capture c = hc::read_capture_file(path).value();
+  size_t replayable = 0;
+  for (const auto& r : c.calls) {
+    switch (r.kind) {
+      case hc::CallKind::kExecutableLoad: case hc::CallKind::kExecutableDestroy:
+      case hc::CallKind::kExecute: case hc::CallKind::kBufferAllocate:
+      case hc::CallKind::kBufferImport: case hc::CallKind::kBufferFree:
+      case hc::CallKind::kCopyFromHost: case hc::CallKind::kCopyToHost:
+      case hc::CallKind::kBufferMap: case hc::CallKind::kBufferUnmap:
+      case hc::CallKind::kFenceCreate: case hc::CallKind::kFenceDestroy:
+      case hc::CallKind::kFenceSignal: case hc::CallKind::kFenceWait:
+      case hc::CallKind::kFenceQuery:
+        ++replayable;
+        break;
+      default:
+        break;
+    }
+  }
+  for (bool isolate : {false, true}) {
+    auto report = replay_capture(path, fake_calls_options(isolate));
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    EXPECT_TRUE(report->all_calls);
+    EXPECT_TRUE(report->passed()) << replay_report_json(*report);
+    EXPECT_EQ(report->executions, 1u);
+    EXPECT_EQ(report->replayed_calls, replayable);
+    EXPECT_EQ(report->calls.size(), replayable);
+    for (const char* kind : {"buffer_allocate", "buffer_copy_from_host", "fence_create", "execute",
+                             "fence_wait", "buffer_copy_to_host", "buffer_free"}) {
+      const auto calls = replayed_of(*report, kind);
+      ASSERT_FALSE(calls.empty()) << kind << " is not replayed: " << replay_report_json(*report);
+      for (const ReplayedCall* call : calls) EXPECT_EQ(call->outcome, "match") << kind;
+    }
+    // The execution ran on the replay's buffers: its outputs were compared.
+    EXPECT_GE(replayed_of(*report, "execute")[0]->object, 0);
+  }
+}
+
+// Gives call `index` (a copy to the host) a payload of its own with f32
+// element `element` changed by `delta`.
+void tamper_copy(const fs::path& path, size_t index, size_t element, float delta) {
+  auto c = hc::read_capture_file(path).value();
+  hc::CallRecord& r = c.calls[index];
+  ASSERT_EQ(r.kind, hc::CallKind::kCopyToHost);
+  ASSERT_GE(r.payload, 0);
+  hc::Payload p = c.payloads[r.payload];
+  float v = 0;
+  std::memcpy(&v, p.bytes.data() + element * 4, 4);
+  v += delta;
+  std::memcpy(p.bytes.data() + element * 4, &v, 4);
+  p.hash = hc::payload_hash(p.bytes);
+  c.payloads.push_back(std::move(p));
+  r.payload = static_cast<int64_t>(c.payloads.size() - 1);
+  ASSERT_TRUE(hc::write_capture_file(c, path).ok());
+}
+
+TEST(CaptureReplayCalls, ACorruptedCopyToTheHostIsCaughtAtThatCall) {
+  const fs::path path = record_staged_sum("calls_tampered.loomcap");
+  size_t copy_index = 0;
+  const hc::Capture c = hc::read_capture_file(path).value();
+  ASSERT_NE(first_call(c, hc::CallKind::kCopyToHost, &copy_index), nullptr);
+  tamper_copy(path, copy_index, 4, 0.5f);  // 15 recorded as 15.5
+  auto report = replay_capture(path, fake_calls_options(false));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_FALSE(report->passed());
+  EXPECT_EQ(report->differed, 1u);
+  ASSERT_TRUE(report->first_difference.has_value());
+  const ReplayedCall& call = report->calls[*report->first_difference];
+  EXPECT_EQ(call.call, copy_index);
+  EXPECT_EQ(call.kind, "buffer_copy_to_host");
+  EXPECT_EQ(call.outcome, "differs");
+  // Compared as the f32 output that wrote those bytes, not as bytes.
+  EXPECT_EQ(call.dtype, "f32");
+  EXPECT_NE(call.detail.find(", output 0 of call "), std::string::npos) << call.detail;
+  ASSERT_TRUE(call.difference.has_value());
+  EXPECT_EQ(call.difference->index, 4u);
+  EXPECT_EQ(call.difference->recorded, 15.5);
+  EXPECT_EQ(call.difference->replayed, 15.0);
+  for (const ReplayedCall* e : replayed_of(*report, "execute")) EXPECT_EQ(e->outcome, "match");
+  // The output's dtype brings its tolerance with it.
+  ReplayOptions loose = fake_calls_options(false);
+  loose.tolerances[DType::kF32] = FloatTolerance{0, 0, 0.75};
+  auto within = replay_capture(path, loose);
+  ASSERT_TRUE(within.ok());
+  EXPECT_TRUE(within->passed()) << replay_report_json(*within);
+  EXPECT_NE(replay_report_junit(*report).find("buffer_copy_to_host buffer "), std::string::npos);
+}
+
+// A recording host on the fake plugin with `plugin_options`, the add
+// executable loaded; `body` makes the calls.
+void record_on_fake(const fs::path& path,
+                    std::vector<std::pair<std::string, std::string>> plugin_options,
+                    const std::function<void(const std::shared_ptr<host::LoadedPlugin>&,
+                                             const host::Executable&)>& body) {
+  host::HostOptions options;
+  options.search_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  options.use_environment = false;
+  options.use_default_folder = false;
+  options.use_user_folder = false;
+  options.plugin_options = std::move(plugin_options);
+  options.recorder = host::CaptureRecorder::create(path).value();
+  auto plugin_host = host::PluginHost::create(options).value();
+  auto plugin = plugin_host->load("fake").value();
+  const std::string_view text = "fake:add";
+  auto add = host::Executable::load(plugin, 0, "fake", 1,
+                                    std::as_bytes(std::span<const char>(text.data(), text.size())),
+                                    {})
+                 .value();
+  body(plugin, *add);
+}
+
+TEST(CaptureReplayCalls, AnImportIsReplayedOverOwnMemoryOrAnAllocationWhenIsolated) {
+  // The host imports a page, writes a and b into it, runs add (a + b at
+  // offsets 0, 24 -> sum at 48) asynchronously and reads the sum from the
+  // page: only the execution's recorded tensors hold those bytes.
+  const fs::path path = capture_scratch("calls_import.loomcap");
+  record_on_fake(path, {{"fake.import", "1"}, {"fake.separate_memory", "1"}, {"fake.async", "1"}},
+                 [](const auto& plugin, const host::Executable& add) {
+    auto page = static_cast<float*>(std::aligned_alloc(4096, 4096));
+    ASSERT_NE(page, nullptr);
+    for (int k = 0; k < 12; ++k) page[k] = static_cast<float>(k);
+    {
+      auto buffer = host::DeviceBuffer::import_host(plugin, 0, page, 4096);
+      ASSERT_TRUE(buffer.ok()) << buffer.status().to_string();
+      auto fence = host::Fence::create(plugin, 0).value();
+      const int64_t shape[2] = {2, 3};
+      std::vector<host::PreparedCall::Operand> operands(3, {"t", DType::kF32, shape, 24});
+      auto call = host::PreparedCall::make(add, operands, 2).value();
+      for (size_t i = 0; i < 3; ++i) call->place_in_buffer(i, **buffer, 24 * i);
+      ASSERT_TRUE(call->execute(fence.get()).ok());
+      ASSERT_TRUE(fence->wait(UINT64_MAX).ok());
+      EXPECT_EQ(page[12 + 5], 5.0f + 11.0f);
+    }
+    std::free(page);
+  });
+  const hc::Capture c = hc::read_capture_file(path).value();
+  ASSERT_NE(first_call(c, hc::CallKind::kBufferImport), nullptr);
+  for (bool isolate : {false, true}) {
+    ReplayOptions options = fake_calls_options(isolate);
+    options.runtime.plugin_options = {{"fake.import", "1"}, {"fake.separate_memory", "1"},
+                                      {"fake.async", "1"}};
+    auto report = replay_capture(path, options);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    // The recorded inputs, written into the imported memory before the
+    // execution, make the output match: the host's writes were no calls.
+    EXPECT_TRUE(report->passed()) << replay_report_json(*report);
+    const auto imports = replayed_of(*report, "buffer_import_host");
+    ASSERT_EQ(imports.size(), 1u);
+    EXPECT_EQ(imports[0]->outcome, "match");
+    EXPECT_EQ(imports[0]->detail.find("replayed as buffer_allocate") != std::string::npos, isolate)
+        << imports[0]->detail;
+    EXPECT_EQ(replayed_of(*report, "execute").size(), 1u);
+  }
+  // A plugin in this process that cannot import fails the import; the
+  // calls on the buffer it was to make are skipped, saying why.
+  auto refused = replay_capture(path, fake_calls_options(false));
+  ASSERT_TRUE(refused.ok()) << refused.status().to_string();
+  EXPECT_FALSE(refused->passed());
+  ASSERT_TRUE(refused->first_difference.has_value());
+  const ReplayedCall& import = refused->calls[*refused->first_difference];
+  EXPECT_EQ(import.kind, "buffer_import_host");
+  EXPECT_EQ(import.outcome, "failed");
+  EXPECT_NE(import.detail.find("recorded ok, replayed unimplemented"), std::string::npos)
+      << import.detail;
+  const auto executions = replayed_of(*refused, "execute");
+  ASSERT_EQ(executions.size(), 1u);
+  EXPECT_EQ(executions[0]->outcome, "skipped");
+  EXPECT_EQ(executions[0]->detail, "input 0: buffer 0 does not exist on the replayed plugin: making "
+                                   "it (call " + std::to_string(import.call) + ") failed");
+  const auto waits = replayed_of(*refused, "fence_wait");
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0]->outcome, "skipped");
+  EXPECT_NE(waits[0]->detail.find("was not submitted"), std::string::npos) << waits[0]->detail;
+}
+
+TEST(CaptureReplayCalls, MappedBuffersAndChainedFencesReplay) {
+  // The host writes a and b through maps, runs add synchronously, reads
+  // the sum with a copy.
+  const fs::path mapped = capture_scratch("calls_mapped.loomcap");
+  record_on_fake(mapped, {},  // host-visible memory
+                 [](const auto& plugin, const host::Executable& add) {
+    std::vector<std::unique_ptr<host::DeviceBuffer>> buffers;
+    for (int i = 0; i < 3; ++i) {
+      buffers.push_back(host::DeviceBuffer::allocate(plugin, 0, 24, LOOM_BUFFER_HOST_VISIBLE).value());
+    }
+    for (int i = 0; i < 2; ++i) {
+      auto p = buffers[i]->map();
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      for (int k = 0; k < 6; ++k) static_cast<float*>(*p)[k] = static_cast<float>(i * 10 + k);
+      buffers[i]->unmap();
+    }
+    const int64_t shape[2] = {2, 3};
+    std::vector<host::PreparedCall::Operand> operands(3, {"t", DType::kF32, shape, 24});
+    auto call = host::PreparedCall::make(add, operands, 2).value();
+    for (size_t i = 0; i < 3; ++i) call->place_in_buffer(i, *buffers[i]);
+    ASSERT_TRUE(call->execute(nullptr).ok());
+    float sum[6] = {};
+    ASSERT_TRUE(buffers[2]->copy_to_host(0, sum, 24).ok());
+    EXPECT_EQ(sum[5], 20.0f);
+  });
+  auto report = replay_capture(mapped, fake_calls_options(false));
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->passed()) << replay_report_json(*report);
+  EXPECT_EQ(replayed_of(*report, "buffer_map").size(), 2u);
+  EXPECT_EQ(replayed_of(*report, "buffer_unmap").size(), 2u);
+  EXPECT_EQ(replayed_of(*report, "buffer_copy_to_host").size(), 1u);
+
+  // add signals f1, copy waits for f1: replayed in the capture's order.
+  const fs::path chained = capture_scratch("calls_chained.loomcap");
+  record_chained(chained);
+  ReplayOptions options = fake_calls_options(true);
+  options.runtime.plugin_options = {{"fake.async", "1"}, {"fake.separate_memory", "1"}};
+  auto again = replay_capture(chained, options);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(again->passed()) << replay_report_json(*again);
+  EXPECT_EQ(again->executions, 2u);
+  EXPECT_EQ(replayed_of(*again, "fence_wait").size(), 1u);
+}
+
+TEST(CaptureReplayCalls, BadCallsAreOneLineErrorsNamingTheCall) {
+  const fs::path path = record_staged_sum("calls_bad.loomcap");
+  const hc::Capture good = hc::read_capture_file(path).value();
+  size_t copy = 0, execute = 0;
+  ASSERT_NE(first_call(good, hc::CallKind::kCopyFromHost, &copy), nullptr);
+  ASSERT_NE(first_call(good, hc::CallKind::kExecute, &execute), nullptr);
+  auto expect_error = [&](const hc::Capture& c, const std::string& name, const std::string& text) {
+    const fs::path bad = capture_scratch(name);
+    ASSERT_TRUE(hc::write_capture_file(c, bad).ok());
+    auto report = replay_capture(bad, fake_calls_options(false));
+    ASSERT_FALSE(report.ok()) << name;
+    const std::string message = report.status().to_string();
+    EXPECT_NE(message.find(text), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    // The executions mode does not read those calls.
+    ReplayOptions executions = fake_calls_options(false);
+    executions.all_calls = false;
+    EXPECT_TRUE(replay_capture(bad, executions).ok()) << name;
+  };
+  {
+    hc::Capture c = good;
+    c.calls[copy].offset = 8;  // 24 bytes at 8 of a 24-byte buffer
+    expect_error(c, "calls_bad_range.loomcap",
+                 "call " + std::to_string(copy) + " (buffer_copy_from_host): copies 24 bytes at offset 8 "
+                 "of buffer " + std::to_string(c.calls[copy].object) + ", which has 24 bytes");
+  }
+  {
+    hc::Capture c = good;
+    c.calls[copy].object = 99;
+    expect_error(c, "calls_bad_id.loomcap",
+                 "(buffer_copy_from_host): buffer 99 was not made by an earlier call, or was freed");
+  }
+  {
+    hc::Capture c = good;
+    c.calls[execute].inputs[0].offset = 1;
+    expect_error(c, "calls_bad_tensor.loomcap",
+                 "call " + std::to_string(execute) + " (execute): input 0 (24 bytes at offset 1) "
+                 "lies outside buffer");
+  }
+  {
+    hc::Capture c = good;
+    c.calls[execute].signal_fence = 7;
+    expect_error(c, "calls_bad_fence.loomcap", "(execute): fence 7 was not made by an earlier call");
+  }
+}
+
+TEST(CaptureReplayCalls, AfterACrashTheLostBuffersAreSkippedWithTheReason) {
+  const fs::path path = record_fake_sum("calls_crash.loomcap", {{"fake.separate_memory", "1"}});
+  const hc::Capture c = hc::read_capture_file(path).value();
+  size_t execute = 0, copy_out = 0;
+  ASSERT_NE(first_call(c, hc::CallKind::kExecute, &execute), nullptr);
+  ASSERT_NE(first_call(c, hc::CallKind::kCopyToHost, &copy_out), nullptr);
+  ASSERT_GT(copy_out, execute);
+  ReplayOptions options = fake_calls_options(true);
+  options.runtime.plugin_options = {{"fake.misbehave", "execute_segv"}};
+  auto report = replay_capture(path, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_FALSE(report->passed());
+  ASSERT_TRUE(report->first_difference.has_value());
+  const ReplayedCall& crashed = report->calls[*report->first_difference];
+  EXPECT_EQ(crashed.call, execute);
+  EXPECT_EQ(crashed.outcome, "crashed") << crashed.detail;
+  // The fresh process has none of the old buffers: the copy out is skipped.
+  const auto copies = replayed_of(*report, "buffer_copy_to_host");
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0]->call, copy_out);
+  EXPECT_EQ(copies[0]->outcome, "skipped");
+  EXPECT_NE(copies[0]->detail.find("the plugin was lost at call " + std::to_string(execute) +
+                                   ": its contents are gone"),
+            std::string::npos)
+      << copies[0]->detail;
 }
 
 // ---- the reader refuses bad input with one line naming what and where ----
