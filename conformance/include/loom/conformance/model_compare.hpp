@@ -59,14 +59,21 @@ struct ValueComparison {
 
 // One step of the program compiled for the device, compared.
 struct StepComparison {
+  // On a program run as it is, `plugin` is the loader key of the variant
+  // that ran, `nodes` and `op_types` those of its reference function (empty
+  // without one).
   compiler::SubgraphReport step;
+  // The instruction of the program's first function (a program run as it
+  // is); -1 otherwise.
+  int instruction = -1;
   std::string ran_on;  // the device URI of its delegate, or "reference kernels"
   std::vector<ValueComparison> outputs;
   // Every value it reads (model inputs, earlier steps' outputs) is within
   // the tolerance.
   bool inputs_within = true;
   bool within() const;
-  // "node 'hs' (HardSigmoid)" or "delegate cpu-simd_0 (3 nodes: a (Conv), ...)".
+  // "node 'hs' (HardSigmoid)", "delegate cpu-simd_0 (3 nodes: a (Conv), ...)"
+  // or, without nodes known, "delegate cpu-simd_0".
   std::string describe() const;
 };
 
@@ -75,6 +82,7 @@ struct ModelComparison {
   std::string reference;  // the reference's name: "reference kernels" or its selector
   Tolerance tolerance;
   bool split_delegates = false;
+  bool program = false;  // the source was a program file (.loom)
   std::vector<StepComparison> steps;  // in execution order
   // Index into `steps` of the first divergent step; -1: every value is within.
   int first_divergent = -1;
@@ -84,14 +92,19 @@ struct ModelComparison {
   const Tensor* reference_value(std::string_view name) const;
 };
 
-// Compares `model` (an ONNX file) run on options.device with the reference,
-// on `inputs` (by the model's input names; they also bind its dimensions).
+// Compares `model` (an ONNX file, or a program file when is_program_path)
+// run on options.device with the reference, on `inputs` (by the model's
+// input names; they also bind an ONNX model's dimensions).
 // `scratch` is a folder it may write its programs into. Errors name the
 // model, the input or the device.
 Result<ModelComparison> compare_model(Runtime& runtime, const std::filesystem::path& model,
                                       std::span<const NamedTensor> inputs,
                                       const ModelCompareOptions& options,
                                       const std::filesystem::path& scratch);
+
+// Whether compare_model takes `path` for a program file: its extension is
+// ".loom".
+bool is_program_path(const std::filesystem::path& path);
 
 // The plugins of the devices `selector` picks, in its order, each once: the
 // targets to compile a model for so that it runs there. An empty selector
@@ -100,7 +113,7 @@ Result<std::vector<std::string>> compile_targets_for(Runtime& runtime, std::stri
 
 // What write_reproducer wrote.
 struct Reproducer {
-  std::filesystem::path model;                                   // OUT/model.onnx
+  std::filesystem::path model;                                   // OUT/model.onnx or OUT/model.loom
   std::vector<std::pair<std::string, std::filesystem::path>> inputs;    // (value, .npy)
   std::vector<std::pair<std::string, std::filesystem::path>> expected;  // (value, .npy)
   size_t nodes = 0;  // nodes in the written model
