@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
   cmd_compare->add_option("MODEL", compare.model,
                           "ONNX model (.onnx), or a program (.loom): its instructions are compared as "
                           "compiled, each delegate against its loom.reference variant (loom compile "
-                          "--variants all, the default)")
+                          "--variants all, the default without --target)")
       ->required();
   cmd_compare->add_option("--device", compare.device, "The device under test (a selector, as "
                                                       "for loom run)")->required();
