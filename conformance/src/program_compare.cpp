@@ -19,6 +19,7 @@
 #include "loom/file_type.hpp"
 #include "loom/npy.hpp"
 #include "loom/program.hpp"
+#include "lowering/open_shapes.hpp"
 #include "model_compare_detail.hpp"
 #include "program_file/function_layout.hpp"
 #include "runtime/parameter_store.hpp"
@@ -81,11 +82,6 @@ Result<ProgramUnderTest> open_program_under_test(const fs::path& path) {
   p.def = p.reader->program();
   if (p.def.functions.empty()) return invalid_argument(path.string() + ": the program has no functions");
   FunctionDef& main = p.def.functions.front();
-  if (main.graph_artifact >= 0) {
-    return unimplemented(path.string() + ": function '" + main.name +
-                         "' has open shapes, bound per run: loom compare on a program needs fixed shapes "
-                         "(compile it with --input-shape for every open input, or compare the ONNX model)");
-  }
   // Results are looked up by name: every tensor value gets one of its own
   // (inputs keep theirs, which the caller binds by).
   std::set<std::string> taken;
@@ -373,13 +369,16 @@ class ProgramGraphBuilder {
 
 }  // namespace
 
-Result<ModelComparison> compare_program(Runtime& runtime, const fs::path& path, std::span<const NamedTensor> inputs,
-                                        const ModelCompareOptions& options, const fs::path& scratch) {
-  LOOM_ASSIGN_OR_RETURN(ProgramUnderTest p, open_program_under_test(path));
-  if (!options.split_delegates) return compare_program_as_is(runtime, p, inputs, options, scratch);
-  auto params = runtime::ParameterStore::open(*p.reader, path.parent_path(), {});
-  if (!params.ok()) return params.status().with_context(path.string());
-  LOOM_ASSIGN_OR_RETURN(graph::Graph whole, ProgramGraphBuilder(p, *params).build());
+namespace {
+
+// A graph of the program compared as an ONNX model is: compiled anew for the
+// device's plugins (node by node with split_delegates) and the reference.
+// `frozen`: inputs the graph took as constants.
+Result<ModelComparison> compare_program_graph(Runtime& runtime, const graph::Graph& whole,
+                                              const std::vector<std::string>& frozen, bool bound,
+                                              const fs::path& path,
+                                              std::span<const NamedTensor> inputs,
+                                              const ModelCompareOptions& options, const fs::path& scratch) {
   CompileSource source = [&](const std::vector<std::string>& observed, const fs::path& out,
                              const std::vector<std::string>& targets, bool split) -> Result<compiler::CompileReport> {
     graph::Graph g = whole;
@@ -393,11 +392,87 @@ Result<ModelComparison> compare_program(Runtime& runtime, const fs::path& path, 
     compiler::CompileOptions compile;
     compile.targets = targets;
     compile.one_node_per_subgraph = split;
-    return compiler::compile_graph_file(runtime.plugin_host(), g, out, compile);
+    auto report = compiler::compile_graph_file(runtime.plugin_host(), g, out, compile);
+    if (report.ok()) report->frozen_inputs = frozen;
+    return report;
   };
   LOOM_ASSIGN_OR_RETURN(ModelComparison out, compare_source(runtime, source, path.string(), inputs, options, scratch));
   out.program = true;
+  out.bound_graph = bound;
   return out;
+}
+
+// An open-shape function: its graph artifact bound to the inputs' shapes
+// (and values, where they decide shapes), as the runtime binds it per run.
+Result<graph::Graph> bound_program_graph(const ProgramUnderTest& p, const runtime::ParameterStore& params,
+                                         std::span<const NamedTensor> inputs, std::vector<std::string>* frozen) {
+  const FunctionDef& main = p.def.functions.front();
+  const ProgramDef& program = p.reader->program();
+  const auto a = static_cast<uint32_t>(main.graph_artifact);
+  if (a >= program.artifacts.size()) {
+    return invalid_argument(p.path.string() + ": function '" + main.name + "': graph artifact " +
+                            std::to_string(a) + " out of range");
+  }
+  auto parameter = [&](const std::string& name) -> Result<graph::ConstantBytes> {
+    for (uint32_t i = 0; i < program.parameters.size(); ++i) {
+      if (program.parameters[i].name != name) continue;
+      const std::span<const std::byte> bytes = params.bytes(i);
+      return std::make_shared<const std::vector<std::byte>>(bytes.begin(), bytes.end());
+    }
+    return invalid_argument("graph IR names parameter '" + name + "', which the program does not have");
+  };
+  LOOM_ASSIGN_OR_RETURN(std::span<const std::byte> bytes, p.reader->artifact_content(a));
+  auto open = lowering::decode_open_graph(bytes, program.artifacts[a].metadata, main.inputs.size(), parameter);
+  if (!open.ok()) return open.status().with_context(p.path.string() + ": function '" + main.name + "'");
+  lowering::OpenSignature signature;
+  std::vector<Shape> shapes;
+  std::vector<std::span<const std::byte>> values;
+  for (const NamedTensor& in : inputs) {
+    if (std::none_of(main.inputs.begin(), main.inputs.end(),
+                     [&](uint32_t v) { return v < main.values.size() && main.values[v].name == in.name; })) {
+      return not_found("the program has no input '" + in.name + "'");
+    }
+  }
+  for (uint32_t v : main.inputs) {
+    const ValueDef& def = p.reader->program().functions.front().values[v];
+    signature.inputs.push_back(def);
+    auto it = std::find_if(inputs.begin(), inputs.end(), [&](const NamedTensor& in) { return in.name == def.name; });
+    if (it == inputs.end()) {
+      return invalid_argument("input '" + def.name + "' (" + std::string(dtype_name(def.dtype)) + ") is not given");
+    }
+    if (it->tensor.dtype() != def.dtype) {
+      return invalid_argument("input '" + def.name + "' is " + std::string(dtype_name(it->tensor.dtype())) +
+                              ", the program takes " + std::string(dtype_name(def.dtype)));
+    }
+    shapes.push_back(it->tensor.shape());
+    values.push_back(it->tensor.bytes());
+  }
+  for (uint32_t v : main.outputs) signature.outputs.push_back(p.reader->program().functions.front().values[v]);
+  LOOM_RETURN_IF_ERROR(lowering::check_binding(signature, shapes));
+  const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
+  LOOM_ASSIGN_OR_RETURN(lowering::BoundGraph bound,
+                        lowering::bind_open_graph(*open, shapes, kernels, UINT64_MAX, values));
+  for (size_t k : bound.frozen_inputs) frozen->push_back(signature.inputs[k].name);
+  return std::move(bound.graph);
+}
+
+}  // namespace
+
+Result<ModelComparison> compare_program(Runtime& runtime, const fs::path& path, std::span<const NamedTensor> inputs,
+                                        const ModelCompareOptions& options, const fs::path& scratch) {
+  LOOM_ASSIGN_OR_RETURN(ProgramUnderTest p, open_program_under_test(path));
+  const bool open = p.def.functions.front().graph_artifact >= 0;
+  if (!open && !options.split_delegates) return compare_program_as_is(runtime, p, inputs, options, scratch);
+  auto params = runtime::ParameterStore::open(*p.reader, path.parent_path(), {});
+  if (!params.ok()) return params.status().with_context(path.string());
+  std::vector<std::string> frozen;
+  graph::Graph whole;
+  if (open) {
+    LOOM_ASSIGN_OR_RETURN(whole, bound_program_graph(p, *params, inputs, &frozen));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(whole, ProgramGraphBuilder(p, *params).build());
+  }
+  return compare_program_graph(runtime, whole, frozen, open, path, inputs, options, scratch);
 }
 
 Result<Reproducer> write_program_reproducer(const fs::path& path, const ModelComparison& comparison, size_t step,
@@ -406,6 +481,11 @@ Result<Reproducer> write_program_reproducer(const fs::path& path, const ModelCom
     return invalid_argument("step " + std::to_string(step) + " of " + std::to_string(comparison.steps.size()));
   }
   const StepComparison& s = comparison.steps[step];
+  if (s.instruction < 0 && comparison.bound_graph) {
+    return failed_precondition(path.string() + " has open shapes: it is compiled per binding, so step " +
+                               std::to_string(step) + " (" + s.describe() +
+                               ") is no instruction of it to cut out; bisect the ONNX model");
+  }
   if (s.instruction < 0) {
     return failed_precondition("step " + std::to_string(step) + " (" + s.describe() +
                                ") is a node of the program's rebuilt graph, not an instruction of " +

@@ -154,11 +154,24 @@ expect_error "--split-delegates on it" \
 expect_error "--bisect of a --split-delegates comparison of a program" \
   "--bisect: step 6 (node 'gate' (HardSigmoid)) is a node of the program's rebuilt graph, not an instruction" \
   "$loom" compare "$prog" --device $broken --input "$x" --split-delegates --bisect "$dir/prog_bisect_split"
+# an open-shape program: its graph artifact bound to x's shape, as a run does
+# (the graph keeps the model's node names)
 open="$dir/se_open.loom"
-"$loom" compile "$model" -o "$open" --target cpu-simd --input-shape "x=1,3,?,?" >"$dir/compile.txt" 2>&1 ||
+"$loom" compile "$model" -o "$open" --target cpu-simd-broken --input-shape "x=1,3,?,?" >"$dir/compile.txt" 2>&1 ||
   fail "compiling $open: $(cat "$dir/compile.txt")"
-expect_error "an open-shape program" "se_open.loom: function 'main' has open shapes, bound per run: loom compare on a program needs fixed shapes" \
+expect_error "an open-shape program on the broken device" \
+  "se_open.loom on $broken diverges from the reference kernels first at delegate cpu-simd-broken_0 (10 nodes: conv1 (Conv), " \
+  "$loom" compare "$open" --device $broken --input "$x"
+expect_error "and node by node" "se_open.loom on $broken diverges from the reference kernels first at node 'se_gate' (HardSigmoid)" \
+  "$loom" compare "$open" --device $broken --input "$x" --split-delegates
+expect_ok "an open-shape program on cpu-simd" "^all 1 values of 1 steps are within the tolerance" \
   "$loom" compare "$open" --device $good --input "$x"
+expect_error "--bisect of an open-shape program" "--bisect: .*se_open.loom has open shapes: it is compiled per binding" \
+  "$loom" compare "$open" --device $broken --input "$x" --bisect "$dir/open_bisect"
+expect_error "an input of the wrong shape for the open-shape program" "input 'x' dimension 1 is fixed at 3 by the program, got 8" \
+  "$loom" compare "$open" --device $good --input "x=$dir/x_wrong_shape.npy"
+expect_error "an input the open-shape program lacks" "the program has no input 'y'" \
+  "$loom" compare "$open" --device $good --input "y=$dir/x.npy"
 head -c 3000 "$prog" >"$dir/truncated.loom"
 expect_error "a truncated program" "truncated.loom: " "$loom" compare "$dir/truncated.loom" --device $good --input "$x"
 expect_error "the program on an unknown device" "no device 'cpu-simd://7'; did you mean 'cpu-simd://0'?" \

@@ -47,6 +47,10 @@ std::string compare_number(double v) {
 }
 
 const char* comparison_mode(const cf::ModelComparison& c) {
+  if (c.bound_graph) {
+    return c.split_delegates ? "an open-shape program bound to the inputs' shapes, every plugin node compiled on its own"
+                             : "an open-shape program bound to the inputs' shapes and compiled, as a run does";
+  }
   if (c.program) {
     return c.split_delegates ? "every plugin node compiled on its own, from the program's reference variants"
                              : "the program as compiled, instruction by instruction";
@@ -197,7 +201,9 @@ Status bisect(Runtime& runtime, const CompareArgs& args, const std::vector<Named
   const cf::ModelComparison* use = &found;
   cf::ModelComparison narrowed;
   const cf::StepComparison& step = found.steps[static_cast<size_t>(found.first_divergent)];
-  if (step.step.nodes.size() > 1 && !found.split_delegates) {
+  // An open-shape program has no instruction to cut out: write_reproducer
+  // says so.
+  if (step.step.nodes.size() > 1 && !found.split_delegates && !found.bound_graph) {
     // A program is cut at its instructions: the node found inside the
     // delegate is told, the whole delegate call is written.
     Result<cf::ModelComparison> split = compare_once(runtime, args, inputs, true);

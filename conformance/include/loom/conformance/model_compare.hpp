@@ -83,6 +83,9 @@ struct ModelComparison {
   Tolerance tolerance;
   bool split_delegates = false;
   bool program = false;  // the source was a program file (.loom)
+  // A program with open shapes: its graph artifact bound to the inputs'
+  // shapes and compiled anew for the device, as a run specializes it.
+  bool bound_graph = false;
   std::vector<StepComparison> steps;  // in execution order
   // Index into `steps` of the first divergent step; -1: every value is within.
   int first_divergent = -1;
