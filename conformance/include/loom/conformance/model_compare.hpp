@@ -12,10 +12,28 @@
 // the first whose outputs leave the tolerance while every value it reads is
 // still within it.
 //
+// On a program file (.loom) with fixed shapes the steps are the
+// instructions of its first function, delegate calls and kernel calls, and
+// the program runs as it is: a copy that also returns every value those
+// instructions write runs on the device, and on the reference a copy whose
+// delegates are narrowed to their "loom.reference" variant (their nodes as
+// reference-kernel calls, which `loom compile --variants all` writes), or on
+// a second device. A delegate without one, with no reference device, is
+// FAILED_PRECONDITION naming it and `--variants all`. A program keeps no
+// node names: a node is named by the first value it writes. With
+// split_delegates the function is rebuilt as a graph from the reference
+// variants (the same precondition) and compiled node by node as an ONNX
+// model is. A function with open shapes ("loom.graph" artifact) is compared
+// as a run specializes it: its graph bound to the inputs' shapes, compiled
+// for the device's plugins and for the reference like an ONNX model (a
+// native open-shape program, format 1.4, runs its own blobs instead: it is
+// compared through its graph all the same).
+//
 // write_reproducer cuts that step out of the ONNX model as a model of its own
 // (its inputs are the values the step read, taken from the reference run),
 // with the inputs and the reference's outputs as .npy files beside it, for
-// `loom run` and a bug report.
+// `loom run` and a bug report; on a program, the step's instruction as a
+// program of its own (a comparison of the program as it is).
 //
 // Library: loom_conformance (links the runtime and the compiler).
 #pragma once
@@ -129,7 +147,11 @@ struct Reproducer {
 // outputs its outputs, the reference's values written as
 // OUT/expected_<value>.npy. Initializers stored as external data are
 // written inline. Characters of value names other than letters, digits,
-// '.', '-', '_' become '_' in file names.
+// '.', '-', '_' become '_' in file names. For a program file
+// (is_program_path): OUT/model.loom, the program with the step's instruction
+// as its first function (its other functions and every variant of the
+// delegate kept, external weights inline); FAILED_PRECONDITION for a step
+// that is no instruction (split_delegates, or an open-shape program).
 Result<Reproducer> write_reproducer(const std::filesystem::path& model,
                                     const ModelComparison& comparison, size_t step,
                                     const std::filesystem::path& out_dir);
