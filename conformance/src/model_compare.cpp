@@ -1,12 +1,15 @@
-// compare_model (loom/conformance/model_compare.hpp): compile the model once
-// to learn its steps, once more with every value crossing between steps as
-// a model output, for the device and for the reference, run both, compare.
+// compare_model (loom/conformance/model_compare.hpp) on an ONNX model, and
+// the part shared with a program's comparison (program_compare.cpp):
+// compile the source once to learn its steps, once more with every value
+// crossing between steps as an output, for the device and for the
+// reference, run both, compare step by step.
 #include "loom/conformance/model_compare.hpp"
 
 #include <algorithm>
 #include <set>
 
 #include "loom/device.hpp"
+#include "model_compare_detail.hpp"
 #include "model_compare_onnx.hpp"
 
 namespace loom::conformance {
@@ -15,28 +18,18 @@ namespace fs = std::filesystem;
 
 namespace model_compare_detail {
 
-// The outputs of one compiled program's single function after a run, by name.
-struct RunValues {
-  std::vector<NamedTensor> values;
-  std::vector<DelegatePlacement> placements;
-  const Tensor* find(std::string_view name) const {
-    for (const NamedTensor& v : values) {
-      if (v.name == name) return &v.tensor;
-    }
-    return nullptr;
-  }
-};
-
 Result<RunValues> run_compiled(Runtime& runtime, const fs::path& program_path, const std::string& device,
                                std::span<const NamedTensor> inputs,
                                const std::vector<std::string>& frozen,
-                               const ModelCompareOptions& options, std::string_view side) {
+                               const ModelCompareOptions& options, std::string_view side,
+                               const ParameterArchives& archives) {
   auto where = [&](const Status& s) {
     return s.with_context(std::string(side) + (device.empty() ? std::string() : " on " + device));
   };
   LoadOptions load;
   load.device = device;
   load.run_timeout = options.run_timeout;
+  load.parameter_archives = archives;
   auto program = runtime.load_program(program_path, load);
   if (!program.ok()) return where(program.status());
   auto session = (*program)->create_session();
@@ -107,6 +100,7 @@ bool StepComparison::within() const {
 }
 
 std::string StepComparison::describe() const {
+  if (step.nodes.empty()) return step.delegate.empty() ? "a step" : "delegate " + step.delegate;
   if (step.nodes.size() == 1) {
     return "node '" + step.nodes[0] + "' (" + step.op_types[0] + ")";
   }
@@ -150,6 +144,52 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
                             std::to_string(options.tolerance.rtol) + ", atol " +
                             std::to_string(options.tolerance.atol) + ")");
   }
+  if (is_program_path(model)) return detail::compare_program(runtime, model, inputs, options, scratch);
+  // The ONNX model, with the values in `observed` as further outputs.
+  detail::CompileSource source = [&](const std::vector<std::string>& observed, const fs::path& out,
+                                     const std::vector<std::string>& targets,
+                                     bool split) -> Result<compiler::CompileReport> {
+    if (observed.empty()) return detail::compile_for(runtime, model, out, targets, inputs, split);
+    const fs::path observed_model = scratch / "observed.onnx";
+    if (!fs::exists(observed_model)) {
+      LOOM_RETURN_IF_ERROR(write_observing_model(model, observed, observed_model));
+    }
+    return detail::compile_for(runtime, observed_model, out, targets, inputs, split);
+  };
+  return detail::compare_source(runtime, source, model.string(), inputs, options, scratch);
+}
+
+bool is_program_path(const fs::path& path) { return path.extension() == ".loom"; }
+
+namespace model_compare_detail {
+
+Status append_step(ModelComparison& out, StepComparison c, const ValueLookup& got, const ValueLookup& expected,
+                   std::set<std::string>& outside) {
+  for (const std::string& in : c.step.inputs) c.inputs_within = c.inputs_within && !outside.count(in);
+  for (const std::string& v : c.step.outputs) {
+    const Tensor* a = got(v);
+    const Tensor* e = expected(v);
+    if (a == nullptr || e == nullptr) {
+      return internal_error("value '" + v + "' is missing from the " +
+                            std::string(a == nullptr ? "device's" : "reference's") + " results");
+    }
+    ValueComparison vc;
+    vc.value = v;
+    vc.difference = measure_difference(*a, *e, out.tolerance);
+    vc.detail = describe_difference(vc.difference, *a, *e);
+    if (!vc.difference.within()) outside.insert(v);
+    c.outputs.push_back(std::move(vc));
+  }
+  if (out.first_divergent < 0 && c.inputs_within && !c.within()) {
+    out.first_divergent = static_cast<int>(out.steps.size());
+  }
+  out.steps.push_back(std::move(c));
+  return Status();
+}
+
+Result<ModelComparison> compare_source(Runtime& runtime, const CompileSource& source, const std::string& what,
+                                       std::span<const NamedTensor> inputs, const ModelCompareOptions& options,
+                                       const fs::path& scratch) {
   LOOM_ASSIGN_OR_RETURN(std::vector<std::string> targets, compile_targets_for(runtime, options.device));
   LOOM_ASSIGN_OR_RETURN(std::vector<std::string> reference_targets,
                         compile_targets_for(runtime, options.reference_device));
@@ -159,7 +199,7 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
     const bool under_test = targets.empty();
     const std::string& selector = under_test ? options.device : options.reference_device;
     const fs::path probe_path = scratch / "probe.loom";
-    LOOM_RETURN_IF_ERROR(detail::compile_for(runtime, model, probe_path, {}, inputs, false).status());
+    LOOM_RETURN_IF_ERROR(source({}, probe_path, {}, false).status());
     LoadOptions load;
     load.device = selector;
     auto program = runtime.load_program(probe_path, load);
@@ -175,8 +215,7 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
 
   // 1. The steps of the program as the device runs it.
   LOOM_ASSIGN_OR_RETURN(compiler::CompileReport plan,
-                        detail::compile_for(runtime, model, scratch / "plan.loom", targets, inputs,
-                                            options.split_delegates));
+                        source({}, scratch / "plan.loom", targets, options.split_delegates));
   // 2. The same model with every value crossing between steps as an output.
   std::vector<std::string> observed;
   for (const compiler::SubgraphReport& s : plan.subgraphs) {
@@ -184,24 +223,20 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
       if (std::find(observed.begin(), observed.end(), v) == observed.end()) observed.push_back(v);
     }
   }
-  const fs::path observed_model = scratch / "observed.onnx";
-  LOOM_RETURN_IF_ERROR(write_observing_model(model, observed, observed_model));
-  auto device_report = detail::compile_for(runtime, observed_model, scratch / "device.loom", targets,
-                                           inputs, options.split_delegates);
-  if (!device_report.ok()) return device_report.status().with_context(model.string());
-  auto reference_report = detail::compile_for(runtime, observed_model, scratch / "reference.loom",
-                                              reference_targets, inputs, false);
+  auto device_report = source(observed, scratch / "device.loom", targets, options.split_delegates);
+  if (!device_report.ok()) return device_report.status().with_context(what);
+  auto reference_report = source(observed, scratch / "reference.loom", reference_targets, false);
   if (!reference_report.ok()) {
-    return reference_report.status().with_context(model.string() + " (compiled for the reference)");
+    return reference_report.status().with_context(what + " (compiled for the reference)");
   }
   // 3. Both runs.
-  LOOM_ASSIGN_OR_RETURN(detail::RunValues got,
-                        detail::run_compiled(runtime, scratch / "device.loom", options.device, inputs,
-                                             device_report->frozen_inputs, options, "the device's run"));
+  LOOM_ASSIGN_OR_RETURN(RunValues got,
+                        run_compiled(runtime, scratch / "device.loom", options.device, inputs,
+                                     device_report->frozen_inputs, options, "the device's run", {}));
   LOOM_ASSIGN_OR_RETURN(
-      detail::RunValues expected,
-      detail::run_compiled(runtime, scratch / "reference.loom", options.reference_device, inputs,
-                           reference_report->frozen_inputs, options, "the reference run"));
+      RunValues expected,
+      run_compiled(runtime, scratch / "reference.loom", options.reference_device, inputs,
+                   reference_report->frozen_inputs, options, "the reference run", {}));
 
   ModelComparison out;
   out.device = options.device;
@@ -214,6 +249,8 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
   }
   // 4. Step by step, in execution order.
   std::set<std::string> outside;  // values found outside the tolerance
+  const ValueLookup got_value = [&](const std::string& v) { return got.find(v); };
+  const ValueLookup expected_value = [&](const std::string& v) { return expected.find(v); };
   for (const compiler::SubgraphReport& s : device_report->subgraphs) {
     StepComparison c;
     c.step = s;
@@ -221,27 +258,11 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
     for (const DelegatePlacement& p : got.placements) {
       if (!s.delegate.empty() && p.delegate == s.delegate) c.ran_on = p.device;
     }
-    for (const std::string& in : s.inputs) c.inputs_within = c.inputs_within && !outside.count(in);
-    for (const std::string& v : s.outputs) {
-      const Tensor* a = got.find(v);
-      const Tensor* e = expected.find(v);
-      if (a == nullptr || e == nullptr) {
-        return internal_error("value '" + v + "' is missing from the " +
-                              std::string(a == nullptr ? "device's" : "reference's") + " results");
-      }
-      ValueComparison vc;
-      vc.value = v;
-      vc.difference = measure_difference(*a, *e, options.tolerance);
-      vc.detail = describe_difference(vc.difference, *a, *e);
-      if (!vc.difference.within()) outside.insert(v);
-      c.outputs.push_back(std::move(vc));
-    }
-    if (out.first_divergent < 0 && c.inputs_within && !c.within()) {
-      out.first_divergent = static_cast<int>(out.steps.size());
-    }
-    out.steps.push_back(std::move(c));
+    LOOM_RETURN_IF_ERROR(append_step(out, std::move(c), got_value, expected_value, outside));
   }
   return out;
 }
+
+}  // namespace model_compare_detail
 
 }  // namespace loom::conformance

@@ -2,6 +2,8 @@
 // values as outputs, and a divergent step cut out as a model of its own.
 #include "model_compare_onnx.hpp"
 
+#include "model_compare_detail.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <map>
@@ -86,6 +88,9 @@ Status write_observing_model(const fs::path& model, const std::vector<std::strin
 Result<Reproducer> write_reproducer(const fs::path& model, const ModelComparison& comparison, size_t step,
                                     const fs::path& out_dir) {
   namespace detail = model_compare_onnx_detail;
+  if (is_program_path(model)) {
+    return model_compare_detail::write_program_reproducer(model, comparison, step, out_dir);
+  }
   if (step >= comparison.steps.size()) {
     return invalid_argument("step " + std::to_string(step) + " of " + std::to_string(comparison.steps.size()));
   }

@@ -1,8 +1,8 @@
-// `loom compare`: runs an ONNX model on a device and on the reference with
-// every value between the program's steps observed, reports each step's
-// worst error, names the first step that diverges, and with --bisect writes
-// that step as a model of its own; a front end to
-// loom/conformance/model_compare.hpp.
+// `loom compare`: runs an ONNX model or a compiled program (.loom) on a
+// device and on the reference with every value between the program's steps
+// observed, reports each step's worst error (as text or --json), names the
+// first step that diverges, and with --bisect writes that step as a model or
+// program of its own; a front end to loom/conformance/model_compare.hpp.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +11,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "loom/conformance/model_compare.hpp"
@@ -44,16 +46,27 @@ std::string compare_number(double v) {
   return buf;
 }
 
+const char* comparison_mode(const cf::ModelComparison& c) {
+  if (c.bound_graph) {
+    return c.split_delegates ? "an open-shape program bound to the inputs' shapes, every plugin node compiled on its own"
+                             : "an open-shape program bound to the inputs' shapes and compiled, as a run does";
+  }
+  if (c.program) {
+    return c.split_delegates ? "every plugin node compiled on its own, from the program's reference variants"
+                             : "the program as compiled, instruction by instruction";
+  }
+  return c.split_delegates ? "every plugin node compiled on its own" : "delegates compared at their outputs";
+}
+
 void print_comparison(const std::string& model, const cf::ModelComparison& c) {
   std::cout << "compare " << model << ": " << c.device << " against the " << c.reference
             << " (rtol " << compare_number(c.tolerance.rtol) << ", atol "
-            << compare_number(c.tolerance.atol) << "; "
-            << (c.split_delegates ? "every plugin node compiled on its own"
-                                  : "delegates compared at their outputs")
-            << ")\n";
+            << compare_number(c.tolerance.atol) << "; " << comparison_mode(c) << ")\n";
   for (size_t i = 0; i < c.steps.size(); ++i) {
     const cf::StepComparison& s = c.steps[i];
-    std::cout << "step " << i << ": " << s.describe() << " on " << s.ran_on << "\n";
+    std::cout << "step " << i << ": " << s.describe();
+    if (s.instruction >= 0) std::cout << " (instruction " << s.instruction << ")";
+    std::cout << " on " << s.ran_on << "\n";
     for (const cf::ValueComparison& v : s.outputs) {
       std::cout << "  " << v.value << ": ";
       if (!v.difference.mismatch.empty()) {
@@ -88,6 +101,50 @@ std::string divergence_text(const std::string& model, const cf::ModelComparison&
             " nodes: --split-delegates compares each node)";
   }
   return text;
+}
+
+// A number JSON can hold: infinities and NaN become strings.
+nlohmann::json compare_json_number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+nlohmann::json comparison_json(const std::string& model, const cf::ModelComparison& c) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const cf::StepComparison& s : c.steps) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (size_t n = 0; n < s.step.nodes.size(); ++n) {
+      nodes.push_back({{"name", s.step.nodes[n]}, {"op_type", s.step.op_types[n]}});
+    }
+    nlohmann::json values = nlohmann::json::array();
+    for (const cf::ValueComparison& v : s.outputs) {
+      values.push_back({{"value", v.value},
+                        {"within", v.difference.within()},
+                        {"max_abs_diff", compare_json_number(v.difference.max_abs_diff)},
+                        {"elements", v.difference.elements},
+                        {"outside", v.difference.outside},
+                        {"detail", v.detail}});
+    }
+    nlohmann::json step = {{"describe", s.describe()},
+                           {"delegate", s.step.delegate},
+                           {"ran_on", s.ran_on},
+                           {"nodes", nodes},
+                           {"inputs", s.step.inputs},
+                           {"inputs_within", s.inputs_within},
+                           {"within", s.within()},
+                           {"outputs", values}};
+    if (s.instruction >= 0) step["instruction"] = s.instruction;
+    steps.push_back(std::move(step));
+  }
+  return {{"model", model},
+          {"kind", c.program ? "program" : "onnx"},
+          {"device", c.device},
+          {"reference", c.reference},
+          {"rtol", c.tolerance.rtol},
+          {"atol", c.tolerance.atol},
+          {"split_delegates", c.split_delegates},
+          {"first_divergent", c.first_divergent},
+          {"steps", steps}};
 }
 
 Result<std::vector<NamedTensor>> read_compare_inputs(const std::vector<std::string>& texts) {
@@ -144,12 +201,23 @@ Status bisect(Runtime& runtime, const CompareArgs& args, const std::vector<Named
   const cf::ModelComparison* use = &found;
   cf::ModelComparison narrowed;
   const cf::StepComparison& step = found.steps[static_cast<size_t>(found.first_divergent)];
-  if (step.step.nodes.size() > 1 && !found.split_delegates) {
-    LOOM_ASSIGN_OR_RETURN(narrowed, compare_once(runtime, args, inputs, true));
-    if (narrowed.first_divergent >= 0) {
-      use = &narrowed;
+  // An open-shape program has no instruction to cut out: write_reproducer
+  // says so.
+  if (step.step.nodes.size() > 1 && !found.split_delegates && !found.bound_graph) {
+    // A program is cut at its instructions: the node found inside the
+    // delegate is told, the whole delegate call is written.
+    Result<cf::ModelComparison> split = compare_once(runtime, args, inputs, true);
+    if (!split.ok() && !found.program) return split.status();
+    if (!split.ok()) {
+      std::cout << "bisect: not narrowed inside the delegate: " << escape_control(split.status().message())
+                << "\n";
+    } else if (split->first_divergent >= 0) {
+      narrowed = std::move(*split);
       std::cout << "bisect: with every node compiled on its own, the first to diverge is "
-                << narrowed.steps[static_cast<size_t>(narrowed.first_divergent)].describe() << "\n";
+                << narrowed.steps[static_cast<size_t>(narrowed.first_divergent)].describe()
+                << (found.program ? "; a program is cut at its instructions: writing the delegate call" : "")
+                << "\n";
+      if (!found.program) use = &narrowed;
     } else {
       std::cout << "bisect: compiled node by node, every value is within the tolerance: the "
                    "divergence needs the nodes fused; keeping the whole delegate\n";
@@ -169,9 +237,8 @@ Status bisect(Runtime& runtime, const CompareArgs& args, const std::vector<Named
 }  // namespace
 
 int run_compare(const CompareArgs& args) {
-  if (args.model.size() >= 5 && args.model.compare(args.model.size() - 5, 5, ".loom") == 0) {
-    return fail(unimplemented(args.model + ": loom compare needs the ONNX model (a .loom program "
-                              "keeps no graph to observe intermediate values in)"));
+  if (args.json && !args.bisect.empty()) {
+    return fail(invalid_argument("--json and --bisect do not go together (--bisect reports in text)"));
   }
   for (const auto& [text, option] : {std::pair{&args.rtol, "--rtol"}, std::pair{&args.atol, "--atol"}}) {
     if (auto t = parse_tolerance(*text, option); !t.ok()) return fail(t.status());
@@ -185,8 +252,13 @@ int run_compare(const CompareArgs& args) {
   if (!inputs.ok()) return fail(inputs.status());
   auto found = compare_once(**runtime, args, *inputs, args.split_delegates);
   if (!found.ok()) return fail(found.status());
-  print_comparison(args.model, *found);
+  if (args.json) {
+    std::cout << comparison_json(args.model, *found).dump(2) << "\n";
+  } else {
+    print_comparison(args.model, *found);
+  }
   if (found->first_divergent < 0) {
+    if (args.json) return 0;
     size_t values = 0;
     for (const cf::StepComparison& s : found->steps) values += s.outputs.size();
     std::cout << "all " << values << " values of " << found->steps.size()

@@ -157,7 +157,7 @@ struct CompileArgs {
 
 // `loom compare` (cmd_compare.cpp; built when loom has the compiler).
 struct CompareArgs {
-  std::string model;                        // MODEL.onnx
+  std::string model;                        // MODEL.onnx or PROGRAM.loom
   std::string device;                       // --device: the device under test
   std::string reference;                    // --reference: a second device; empty: reference kernels
   std::vector<std::string> inputs;          // NAME=PATH.npy | NAME=PATH.pb
@@ -165,6 +165,7 @@ struct CompareArgs {
   std::string atol = "1e-4";                // --atol
   bool split_delegates = false;             // every plugin node compiled on its own
   std::string bisect;                       // --bisect DIR: write the divergent step there
+  bool json = false;                        // --json: the report as one JSON document
   uint32_t threads = 0;
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };

@@ -189,10 +189,15 @@ int main(int argc, char** argv) {
 
   loom::cli::CompareArgs compare;
   auto* cmd_compare = app.add_subcommand(
-      "compare", "Run an ONNX model on a device and on the reference kernels (or a second "
-                 "device) with every value between its steps observed; report each step's worst "
-                 "error and name the first step that leaves the tolerance; exit 1 when one does");
-  cmd_compare->add_option("MODEL", compare.model, "ONNX model (.onnx)")->required();
+      "compare", "Run an ONNX model or a compiled program (.loom) on a device and on the reference "
+                 "kernels (or a second device) with every value between its steps observed; report "
+                 "each step's worst error and name the first step that leaves the tolerance; exit 1 "
+                 "when one does");
+  cmd_compare->add_option("MODEL", compare.model,
+                          "ONNX model (.onnx), or a program (.loom): its instructions are compared as "
+                          "compiled, each delegate against its loom.reference variant (loom compile "
+                          "--variants all, the default without --target)")
+      ->required();
   cmd_compare->add_option("--device", compare.device, "The device under test (a selector, as "
                                                       "for loom run)")->required();
   cmd_compare->add_option("--reference", compare.reference,
@@ -205,10 +210,15 @@ int main(int argc, char** argv) {
   cmd_compare->add_option("--atol", compare.atol, "Absolute tolerance (default 1e-4)");
   cmd_compare->add_flag("--split-delegates", compare.split_delegates,
                         "Compile every node a plugin takes as a delegate of its own, to compare "
-                        "inside delegates (fusion across nodes is then off)");
+                        "inside delegates (fusion across nodes is then off); a program's delegates "
+                        "are rebuilt from their loom.reference variants");
   cmd_compare->add_option("--bisect", compare.bisect,
-                          "DIR: write the first divergent step as DIR/model.onnx with its inputs "
-                          "(from the reference run) and expected outputs as .npy files");
+                          "DIR: write the first divergent step as DIR/model.onnx (a program: "
+                          "DIR/model.loom, that one instruction) with its inputs (from the reference "
+                          "run) and expected outputs as .npy files");
+  cmd_compare->add_flag("--json", compare.json,
+                        "Print the comparison as one JSON document (every step, every value) instead "
+                        "of text; the exit status is the same");
   cmd_compare->add_option("--threads", compare.threads, "Cap on plugin worker threads");
   cmd_compare->add_option("--plugin-option", compare.plugin_options,
                           "KEY=VALUE handed to every plugin when it is created")

@@ -5,6 +5,7 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "compiler/compile_graph_file.hpp"
 #include "compiler/import.hpp"
 #include "lowering/driver.hpp"
 #include "lowering/open_shapes.hpp"
@@ -253,6 +254,49 @@ std::vector<SubgraphReport> describe_steps(const graph::Graph& graph,
   return steps;
 }
 
+// The fixed-shape half of compiling: partition and compile `graph` for
+// `targets`, write the program (and its archive) to `out`, report. `what`
+// names the source in errors ("model.onnx", "graph 'main'").
+Result<CompileReport> compile_fixed_graph(const graph::Graph& graph,
+                                          const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets,
+                                          const EmitOptions& emit, const CompileOptions& options,
+                                          const std::filesystem::path& out, const std::string& what,
+                                          const kernels::KernelRegistry& kernels) {
+  auto fail = [&](const Status& st) { return st.with_context(what); };
+  auto result = lowering::compile_graph(graph, targets, emit, options.progress, 0.3, 0.9);
+  if (!result.ok()) return fail(result.status());
+  // A node kept because a plugin claimed its op, that no plugin then took.
+  for (const Group& group : result->partition.groups) {
+    if (group.target != kReferenceTarget) continue;
+    for (size_t n : group.nodes) {
+      const graph::Node& node = graph.nodes[n];
+      if (kernels.find(node.op_type) == nullptr) {
+        return fail(Status(StatusCode::kUnimplemented,
+                           graph::describe_node(graph, n) + " (opset " + std::to_string(node.opset) +
+                               "): no target plugin takes it and there is no reference kernel for it"));
+      }
+    }
+  }
+
+  if (options.progress) options.progress("write", 0.9);
+  CompileReport report;
+  report.targets = result->targets;
+  report.reference_nodes = result->reference_nodes;
+  report.reference_op_types = result->reference_op_types;
+  report.reference_variants = result->reference_variants;
+  report.subgraphs = describe_steps(graph, *result, targets);
+  if (result->program.archive != nullptr) {
+    LOOM_RETURN_IF_ERROR(write_archive(result->program, options));
+    report.params_bytes = result->program.params_bytes;
+  }
+  LOOM_RETURN_IF_ERROR(result->program.writer.write_file(out).with_context("writing '" + out.string() + "'"));
+  std::error_code ec;
+  report.program_bytes = std::filesystem::file_size(out, ec);
+  if (ec) report.program_bytes = 0;
+  if (options.progress) options.progress("write", 1);
+  return report;
+}
+
 }  // namespace
 
 Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
@@ -261,7 +305,6 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   auto progress = [&](std::string_view stage, double f) {
     if (options.progress) options.progress(stage, f);
   };
-  auto fail = [&](const Status& st) { return st.with_context(model.string()); };
   progress("import", 0);
   auto targets = lowering::load_targets(plugins, options.targets);
   if (!targets.ok()) return targets.status();
@@ -292,44 +335,36 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   if (imported->open) {
     return write_open_program(*imported, *targets, emit, options, out, model);
   }
-  auto result = lowering::compile_graph(imported->graph, *targets, emit, options.progress, 0.3, 0.9);
-  if (!result.ok()) return fail(result.status());
-  // A node kept because a plugin claimed its op, that no plugin then took.
-  for (const Group& group : result->partition.groups) {
-    if (group.target != kReferenceTarget) continue;
-    for (size_t n : group.nodes) {
-      const graph::Node& node = imported->graph.nodes[n];
-      if (kernels.find(node.op_type) == nullptr) {
-        return fail(Status(StatusCode::kUnimplemented,
-                           graph::describe_node(imported->graph, n) + " (opset " + std::to_string(node.opset) +
-                               "): no target plugin takes it and there is no reference kernel for it"));
-      }
-    }
-  }
-
-  progress("write", 0.9);
-  CompileReport report;
+  auto report = compile_fixed_graph(imported->graph, *targets, emit, options, out, model.string(), kernels);
+  if (!report.ok()) return report.status();
   const ImportStats& stats = imported->stats;
-  report.opset = stats.opset;
-  report.model_nodes = stats.model_nodes;
-  report.folded_nodes = stats.folded_nodes;
-  report.fused_nodes = stats.fused_nodes;
-  report.dead_nodes = stats.dead_nodes;
-  report.frozen_inputs = stats.frozen_inputs;
-  report.targets = result->targets;
-  report.reference_nodes = result->reference_nodes;
-  report.reference_op_types = result->reference_op_types;
-  report.reference_variants = result->reference_variants;
-  report.subgraphs = describe_steps(imported->graph, *result, *targets);
-  if (result->program.archive != nullptr) {
-    LOOM_RETURN_IF_ERROR(write_archive(result->program, options));
-    report.params_bytes = result->program.params_bytes;
+  report->opset = stats.opset;
+  report->model_nodes = stats.model_nodes;
+  report->folded_nodes = stats.folded_nodes;
+  report->fused_nodes = stats.fused_nodes;
+  report->dead_nodes = stats.dead_nodes;
+  report->frozen_inputs = stats.frozen_inputs;
+  return report;
+}
+
+Result<CompileReport> compile_graph_file(host::PluginHost& plugins, const graph::Graph& graph,
+                                         const std::filesystem::path& out, const CompileOptions& options) {
+  auto targets = lowering::load_targets(plugins, options.targets);
+  if (!targets.ok()) return targets.status();
+  LOOM_RETURN_IF_ERROR(graph::validate(graph).with_context("graph '" + graph.name + "'"));
+  EmitOptions emit;
+  emit.params_scope = options.params_scope;
+  emit.all_variants = options.variants == CompileOptions::Variants::kAll;
+  emit.one_node_per_subgraph = options.one_node_per_subgraph;
+  if (!options.params_out.empty()) {
+    auto rel = archive_path_for(out, options.params_out);
+    if (!rel.ok()) return rel.status();
+    emit.archive_path = *rel;
   }
-  LOOM_RETURN_IF_ERROR(result->program.writer.write_file(out).with_context("writing '" + out.string() + "'"));
-  std::error_code ec;
-  report.program_bytes = std::filesystem::file_size(out, ec);
-  if (ec) report.program_bytes = 0;
-  progress("write", 1);
+  const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
+  auto report = compile_fixed_graph(graph, *targets, emit, options, out, "graph '" + graph.name + "'", kernels);
+  if (!report.ok()) return report.status();
+  report->model_nodes = graph.nodes.size();
   return report;
 }
 
