@@ -59,8 +59,13 @@ struct Int8Step {
   // position its taps' input offsets within one channel (-1: in the pad).
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
   std::vector<int64_t> taps;  // O x K
-  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D).
+  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D);
+  // trans_b: B is given as [N, K] (format 7), transposed when packed.
   int64_t rows = 0, inner_k = 0, cols = 0, batches = 1, b_batches = 1;
+  bool trans_b = false;
+  // Format 7's output clamp (a fused Relu or Clip), in output units.
+  bool clamp = false;
+  int32_t clamp_lo = 0, clamp_hi = 0;
 
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
@@ -183,7 +188,8 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
 
 sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
   const std::vector<int64_t>& a = ro.in_shapes[0];
-  const std::vector<int64_t>& b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
+  std::vector<int64_t> b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
+  if (ro.trans_b) std::swap(b[0], b[1]);  // validate() made B 2-D
   s->inner_k = a.back();
   s->cols = b.back();
   memory::dims ad, bd, yd;
@@ -225,6 +231,16 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
                           ? static_cast<int32_t>(static_cast<const uint8_t*>(w)[i]) - s.shift
                           : static_cast<int32_t>(static_cast<const int8_t*>(w)[i]);
     shifted[static_cast<size_t>(i)] = static_cast<int8_t>(v);
+  }
+  if (s.trans_b) {
+    // [N, K] -> [K, N]: everything below reads B as [K, N].
+    std::vector<int8_t> kn(shifted.size());
+    for (int64_t j = 0; j < s.cols; ++j) {
+      for (int64_t kk = 0; kk < s.inner_k; ++kk) {
+        kn[static_cast<size_t>(kk * s.cols + j)] = shifted[static_cast<size_t>(j * s.inner_k + kk)];
+      }
+    }
+    shifted.swap(kn);
   }
   dnnl::engine& eng = cpu_engine();
   dnnl::stream st(eng);
@@ -309,6 +325,12 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
   s->out_shape = g.tensors[node.outputs[0]].shape;
   s->out_dtype = g.tensors[node.outputs[0]].dtype;
   s->out_count = count_of(s->out_shape);
+  s->trans_b = node.op == Op::kQLinearMatMul && node.trans_b == 1;
+  if (node.floats.size() == 2) {
+    s->clamp = true;
+    s->clamp_lo = static_cast<int32_t>(node.floats[0]);
+    s->clamp_hi = static_cast<int32_t>(node.floats[1]);
+  }
   try {
     switch (node.op) {
       case Op::kQuantizeLinear:
@@ -448,7 +470,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       return;
     }
     const int64_t with_bias = int64_t{wrapped} + (bias != nullptr ? bias[ch] : 0);
-    const int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    if (s.clamp) v = std::min(std::max(v, s.clamp_lo), s.clamp_hi);
     if (y_unsigned) {
       static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);
     } else {
