@@ -89,6 +89,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
   }
   fold_hard_swish(&blob);
   fuse_qdq(&blob);
+  fold_constant_dequantize(&blob);
   std::string error;
   if (!validate(blob, &error)) {
     return sdk::invalid_argument("compile: the cpu-simd graph is invalid: " + error);

@@ -61,4 +61,10 @@ size_t fold_hard_swish(BlobGraph* g);
 // groups were fused. (compile_rewrite.cpp)
 size_t fuse_qdq(BlobGraph* g);
 
+// A DequantizeLinear whose operands are all blob constants (a weight the
+// host left unfolded for fuse_qdq, in a group that did not fuse) becomes the
+// f32 constant it computes, so its reader packs it once as before. Returns
+// how many were folded. (compile_rewrite.cpp)
+size_t fold_constant_dequantize(BlobGraph* g);
+
 }  // namespace loom::cpu_simd

@@ -350,6 +350,40 @@ size_t fuse_qdq(BlobGraph* g) {
   return fused;
 }
 
+size_t fold_constant_dequantize(BlobGraph* g) {
+  size_t folded = 0;
+  std::vector<bool> is_output(g->tensors.size(), false);
+  for (uint32_t t : g->outputs) is_output[t] = true;
+  for (size_t i = 0; i < g->nodes.size(); ++i) {
+    const BlobNode& n = g->nodes[i];
+    if (n.op != Op::kDequantizeLinear || is_output[n.outputs[0]]) continue;
+    std::vector<int64_t> x, zero;
+    std::vector<float> scale;
+    if (!qdq_ints(*g, n.inputs[0], &x) || !qdq_floats(*g, n.inputs[1], &scale) || !qdq_zero_points(*g, n, &zero)) {
+      continue;
+    }
+    // As the DequantizeLinear step computes it: float(x - zero) * scale.
+    BlobTensor& out = g->tensors[n.outputs[0]];
+    const std::vector<int64_t>& shape = out.shape;
+    int64_t inner = 1;
+    if (scale.size() > 1) {
+      for (size_t d = static_cast<size_t>(n.axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+    }
+    out.data.resize(x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      const size_t ch = scale.size() == 1 ? 0 : static_cast<size_t>((static_cast<int64_t>(e) / inner) %
+                                                                     static_cast<int64_t>(scale.size()));
+      out.data[e] = static_cast<float>(x[e] - zero[zero.size() == 1 ? 0 : ch]) * scale[ch];
+    }
+    out.constant = true;
+    g->nodes.erase(g->nodes.begin() + static_cast<std::ptrdiff_t>(i));
+    --i;
+    ++folded;
+  }
+  if (folded > 0) drop_unused_tensors(g);
+  return folded;
+}
+
 size_t fold_hard_swish(BlobGraph* g) {
   size_t folded = 0;
   for (size_t i = 0; i < g->nodes.size(); ++i) {

@@ -55,6 +55,13 @@ struct Int8Step {
   bool split = false;
   dnnl::primitive prim;
   memory::desc src_md, wei_md, dst_md, user_wei_md;
+  // Conv: oneDNN's optimized int8 convolutions read and write channels-last
+  // (its plain-layout int8 convolution is the reference loop, 100x slower),
+  // so with `nhwc` (u8 x) x is reordered from plain into src_md and the s32
+  // result is channels-last.
+  memory::desc user_src_md;
+  dnnl::primitive src_reorder;
+  bool nhwc = false;
   // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
   // position its taps' input offsets within one channel (-1: in the pad).
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
@@ -173,8 +180,15 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
     wdims.push_back(w.kernel[d]);
   }
   const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
-  s->src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
-  s->dst_md = memory::desc(dims_of(y), DType::s32, plain_tag(y.size()));
+  // Channels-last for u8 sources only: with s8 sources oneDNN 2.6's AVX2
+  // kernels returned zeros in the tests (its s8 compensation path), so those
+  // keep the plain layout and oneDNN's reference convolution.
+  s->nhwc = src_dt == DType::u8;
+  const Tag nhwc = !s->nhwc ? plain_tag(x.size()) : x.size() == 3 ? Tag::acb : x.size() == 4 ? Tag::acdb : Tag::acdeb;
+  s->user_src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
+  s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
+  s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
+  if (s->nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -434,9 +448,16 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   std::vector<int32_t> acc(static_cast<size_t>(s.out_count));
   {
     dnnl::engine& eng = cpu_engine();
-    memory src(s.src_md, eng, const_cast<void*>(ins[0]));
-    memory dst(s.dst_md, eng, acc.data());
     dnnl::stream st(eng);
+    memory src(s.nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
+    std::vector<uint8_t> nhwc_x;
+    if (s.nhwc) {
+      nhwc_x.resize(s.src_md.get_size());
+      memory reordered(s.src_md, eng, nhwc_x.data());
+      s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
+      src = reordered;
+    }
+    memory dst(s.dst_md, eng, acc.data());
     s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}});
     st.wait();
     if (s.split) {
@@ -510,7 +531,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
         const int64_t corr = s.shift - wz(mm);
         for (int64_t op = 0; op < s.o; ++op) {
           const int64_t i = (b * s.m + mm) * s.o + op;
-          int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
+          const int64_t at = s.nhwc ? (b * s.o + op) * s.m + mm : i;
+          int64_t total = acc[static_cast<size_t>(at)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
           if (corr != 0) {
             total += corr * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
           }
