@@ -70,9 +70,12 @@ bool any_target_takes(const std::vector<std::shared_ptr<host::LoadedPlugin>>& ta
   return false;
 }
 
-// Whether a target plugin claims DequantizeLinear of an i8 weight (opset 13,
-// per tensor): then the weights of QDQ groups are left unfolded for it.
-bool any_target_takes_dequantize(const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets) {
+// Whether the most preferred target plugin claims DequantizeLinear of an i8
+// weight (opset 13, per tensor): then the weights of QDQ groups are left
+// unfolded for it (a group's Conv goes to the first target that takes it; when
+// that one does not take DequantizeLinear, an unfolded weight would only be
+// dequantized on every run elsewhere).
+bool first_target_takes_dequantize(const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets) {
   if (targets.empty()) return false;
   graph::Graph probe;
   probe.name = "probe";
@@ -101,11 +104,8 @@ bool any_target_takes_dequantize(const std::vector<std::shared_ptr<host::LoadedP
   probe.outputs = {2};
   auto encoded = graph::encode_graph(probe);
   if (!encoded.ok()) return false;
-  for (const auto& plugin : targets) {
-    auto answer = host::compile_supported(*plugin, *encoded, 1);
-    if (answer.ok() && (*answer)[0]) return true;
-  }
-  return false;
+  auto answer = host::compile_supported(*targets.front(), *encoded, 1);
+  return answer.ok() && (*answer)[0];
 }
 
 Status write_archive(const lowering::EmittedProgram& program, const CompileOptions& options) {
@@ -323,7 +323,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   import_options.plugin_takes = [&](std::string_view domain, std::string_view op_type, int64_t opset) {
     return any_target_takes(*targets, domain, op_type, opset);
   };
-  import_options.keep_qdq_weights = any_target_takes_dequantize(*targets);
+  import_options.keep_qdq_weights = first_target_takes_dequantize(*targets);
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   auto imported = import_onnx(**loaded, import_options, kernels);
   if (!imported.ok()) return imported.status();

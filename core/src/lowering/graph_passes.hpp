@@ -61,7 +61,8 @@ struct InferOptions {
   // feeds a QDQ group (DequantizeLinear of the activation -> Conv, MatMul or
   // Gemm -> optionally Relu or Clip -> QuantizeLinear), so that a plugin
   // that runs such groups in int8 sees the quantized weight (cpu-simd's QDQ
-  // fusion). The driver sets it when a target plugin takes DequantizeLinear.
+  // fusion). The driver sets it when the most preferred target plugin takes
+  // DequantizeLinear.
   bool keep_qdq_weights = false;
 };
 

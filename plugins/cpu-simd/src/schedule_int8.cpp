@@ -26,6 +26,7 @@ struct PackedInt8 {
   memory mem;
   memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
   std::vector<int64_t> tw;
+  std::vector<int64_t> tw_t;  // conv with nhwc: Tw as [O, M]
 };
 
 }  // namespace
@@ -115,8 +116,18 @@ int64_t param_count(const Int8Step& s, int i) {
 }
 
 // ONNX's requantization as the reference kernels compute it.
+// Round half to even as nearbyint does in the default rounding mode, without
+// the library call: adding and subtracting 1.5 * 2^52 leaves the nearest
+// integer (ties to even) for |v| < 2^51; larger values, infinities included,
+// stay beyond the output range and saturate below.
+inline double round_half_even(double v) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  if (!(std::fabs(v) < 2251799813685248.0)) return v;  // 2^51
+  return (v + kMagic) - kMagic;  // not reassociated without -ffast-math
+}
+
 int32_t requantize(float scaled, double zero, bool is_unsigned) {
-  double r = std::nearbyint(static_cast<double>(scaled) + zero);
+  double r = round_half_even(static_cast<double>(scaled) + zero);
   const double lo = is_unsigned ? 0.0 : -128.0;
   const double hi = is_unsigned ? 255.0 : 127.0;
   if (!(r >= lo)) r = lo;
@@ -294,6 +305,14 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
           if (s.taps[static_cast<size_t>(op * s.k + t)] >= 0) sum += wk[static_cast<size_t>(mm * s.k + t)];
         }
         p->tw[static_cast<size_t>(mm * s.o + op)] = sum;
+      }
+    }
+    if (s.nhwc) {
+      p->tw_t.resize(p->tw.size());
+      for (int64_t mm = 0; mm < s.m; ++mm) {
+        for (int64_t op = 0; op < s.o; ++op) {
+          p->tw_t[static_cast<size_t>(op * s.m + mm)] = p->tw[static_cast<size_t>(mm * s.o + op)];
+        }
       }
     }
   } else {
@@ -525,16 +544,32 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       for (int64_t t = 0; t < s.k; ++t) cnt[static_cast<size_t>(op)] += s.taps[static_cast<size_t>(op * s.k + t)] >= 0;
       cnt[static_cast<size_t>(op)] *= cnt_per_tap;
     }
-    for (int64_t b = 0; b < s.n; ++b) {
+    std::vector<int64_t> corr(static_cast<size_t>(s.m));
+    for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
+    // Channels-last accumulators are walked in their own order.
+    for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
+      for (int64_t op = 0; op < s.o; ++op) {
+        const int32_t* a = acc.data() + (b * s.o + op) * s.m;
+        const int64_t* tw = packed->tw_t.data() + op * s.m;
+        for (int64_t mm = 0; mm < s.m; ++mm) {
+          int64_t total = a[mm] - xz * tw[mm];
+          const int64_t c = corr[static_cast<size_t>(mm)];
+          if (c != 0) {
+            total += c * (r[static_cast<size_t>((b * s.group + mm / s.mg) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
+          }
+          emit((b * s.m + mm) * s.o + op, mm, total);
+        }
+      }
+    }
+    for (int64_t b = 0; !s.nhwc && b < s.n; ++b) {
       for (int64_t mm = 0; mm < s.m; ++mm) {
         const int64_t gi = mm / s.mg;
-        const int64_t corr = s.shift - wz(mm);
+        const int64_t c = corr[static_cast<size_t>(mm)];
         for (int64_t op = 0; op < s.o; ++op) {
           const int64_t i = (b * s.m + mm) * s.o + op;
-          const int64_t at = s.nhwc ? (b * s.o + op) * s.m + mm : i;
-          int64_t total = acc[static_cast<size_t>(at)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
-          if (corr != 0) {
-            total += corr * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
+          int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
+          if (c != 0) {
+            total += c * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
           }
           emit(i, mm, total);
         }
