@@ -481,9 +481,15 @@ class CpuSimdQdq : public CpuSimdInt8 {
       EXPECT_EQ(g.nodes[0].floats.size(), c.act != 0 ? 2u : 0u);
       EXPECT_EQ(compiled.format_version, needs7 ? 7u : 6u);
     } else {
-      size_t quant = 0;
-      for (const BlobNode& n : g.nodes) quant += n.op == Op::kQLinearConv || n.op == Op::kQLinearMatMul;
+      size_t quant = 0, dequantize = 0;
+      for (const BlobNode& n : g.nodes) {
+        quant += n.op == Op::kQLinearConv || n.op == Op::kQLinearMatMul;
+        dequantize += n.op == Op::kDequantizeLinear;
+      }
       EXPECT_EQ(quant, 0u) << "the group's f32 result is a graph output: not fused";
+      // The DequantizeLinear of a constant weight or bias that did not fuse
+      // is folded into an f32 constant; x's (and a parameter weight's) stay.
+      EXPECT_EQ(dequantize, c.w_parameter ? 2u : 1u);
     }
     loom_executable_t* exe = load(compiled.bytes, &error, compiled.format_version);
     EXPECT_NE(exe, nullptr) << error;
