@@ -115,7 +115,6 @@ int64_t param_count(const Int8Step& s, int i) {
   return i < 0 ? 0 : count_of(s.in_shapes[static_cast<size_t>(i)]);
 }
 
-// ONNX's requantization as the reference kernels compute it.
 // Round half to even as nearbyint does in the default rounding mode, without
 // the library call: adding and subtracting 1.5 * 2^52 leaves the nearest
 // integer (ties to even) for |v| < 2^51; larger values, infinities included,
@@ -126,6 +125,7 @@ inline double round_half_even(double v) {
   return (v + kMagic) - kMagic;  // not reassociated without -ffast-math
 }
 
+// ONNX's requantization as the reference kernels compute it.
 int32_t requantize(float scaled, double zero, bool is_unsigned) {
   double r = round_half_even(static_cast<double>(scaled) + zero);
   const double lo = is_unsigned ? 0.0 : -128.0;
@@ -192,7 +192,7 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   }
   const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
   // Channels-last for u8 sources only: with s8 sources oneDNN 2.6's AVX2
-  // kernels returned zeros in the tests (its s8 compensation path), so those
+  // primitive returned zeros in the tests (cause not investigated), so those
   // keep the plain layout and oneDNN's reference convolution.
   s->nhwc = src_dt == DType::u8;
   const Tag nhwc = !s->nhwc ? plain_tag(x.size()) : x.size() == 3 ? Tag::acb : x.size() == 4 ? Tag::acdb : Tag::acdeb;
