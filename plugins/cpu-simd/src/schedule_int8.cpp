@@ -546,7 +546,18 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
     std::vector<int64_t> corr(static_cast<size_t>(s.m));
     for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
-    // Channels-last accumulators are walked in their own order.
+    // Channels-last accumulators are walked in their own order, one output
+    // position's channels at a time, in a loop without calls: the same
+    // arithmetic as emit(), saturation and the clamp as one range (the value
+    // is bounded first, so 1.5 * 2^52 rounds it half to even exactly).
+    std::vector<int64_t> bias_row(static_cast<size_t>(s.m), 0);
+    for (int64_t mm = 0; bias != nullptr && mm < s.m; ++mm) bias_row[static_cast<size_t>(mm)] = bias[mm];
+    double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
+    if (s.clamp) {
+      lo = std::max(lo, static_cast<double>(s.clamp_lo));
+      hi = std::min(hi, static_cast<double>(s.clamp_hi));
+    }
+    std::vector<int32_t> row(static_cast<size_t>(s.m));
     for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
       for (int64_t op = 0; op < s.o; ++op) {
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
@@ -557,7 +568,26 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           if (c != 0) {
             total += c * (r[static_cast<size_t>((b * s.group + mm / s.mg) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
           }
-          emit((b * s.m + mm) * s.o + op, mm, total);
+          const int32_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(total)));
+          if (!qlinear) {
+            static_cast<int32_t*>(out)[(b * s.m + mm) * s.o + op] = wrapped;
+            continue;
+          }
+          const float scaled = static_cast<float>(int64_t{wrapped} + bias_row[static_cast<size_t>(mm)]) *
+                               mult[static_cast<size_t>(mm)];
+          double v = static_cast<double>(scaled) + y_zero;
+          v = std::min(v >= lo - 1.0 ? v : lo - 1.0, hi + 1.0);  // NaN to lo, as requantize()
+          v = (v + 6755399441055744.0) - 6755399441055744.0;
+          row[static_cast<size_t>(mm)] = static_cast<int32_t>(std::min(std::max(v, lo), hi));
+        }
+        if (!qlinear) continue;
+        for (int64_t mm = 0; mm < s.m; ++mm) {
+          const int64_t i = (b * s.m + mm) * s.o + op;
+          if (y_unsigned) {
+            static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
+          } else {
+            static_cast<int8_t*>(out)[i] = static_cast<int8_t>(row[static_cast<size_t>(mm)]);
+          }
         }
       }
     }
