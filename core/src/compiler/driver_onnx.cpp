@@ -1,6 +1,7 @@
 // compile_onnx_file: load, import, then the pipeline of driver.cpp, then
 // write the program (and its parameter archive).
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <system_error>
 #include <unordered_map>
@@ -68,6 +69,44 @@ bool any_target_takes(const std::vector<std::shared_ptr<host::LoadedPlugin>>& ta
     if (answer.ok() && (*answer)[0]) return true;
   }
   return false;
+}
+
+// Whether the most preferred target plugin claims DequantizeLinear of an i8
+// weight (opset 13, per tensor): then the weights of QDQ groups are left
+// unfolded for it (a group's Conv goes to the first target that takes it; when
+// that one does not take DequantizeLinear, an unfolded weight would only be
+// dequantized on every run elsewhere).
+bool first_target_takes_dequantize(const std::vector<std::shared_ptr<host::LoadedPlugin>>& targets) {
+  if (targets.empty()) return false;
+  graph::Graph probe;
+  probe.name = "probe";
+  graph::Tensor w, scale, out;
+  w.name = "w";
+  w.dtype = DType::kI8;
+  w.shape = {2};
+  scale.name = "scale";
+  scale.dtype = DType::kF32;
+  scale.shape = {};
+  const float half = 0.5f;
+  std::vector<std::byte> bytes(sizeof half);
+  std::memcpy(bytes.data(), &half, sizeof half);
+  scale.data = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
+  out.name = "out";
+  out.dtype = DType::kF32;
+  out.shape = {2};
+  probe.tensors = {w, scale, out};
+  probe.inputs = {0};
+  graph::Node node;
+  node.op_type = "DequantizeLinear";
+  node.opset = 13;
+  node.inputs = {0, 1};
+  node.outputs = {2};
+  probe.nodes.push_back(node);
+  probe.outputs = {2};
+  auto encoded = graph::encode_graph(probe);
+  if (!encoded.ok()) return false;
+  auto answer = host::compile_supported(*targets.front(), *encoded, 1);
+  return answer.ok() && (*answer)[0];
 }
 
 Status write_archive(const lowering::EmittedProgram& program, const CompileOptions& options) {
@@ -327,6 +366,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   import_options.plugin_takes = [&](std::string_view domain, std::string_view op_type, int64_t opset) {
     return any_target_takes(*targets, domain, op_type, opset);
   };
+  import_options.keep_qdq_weights = first_target_takes_dequantize(*targets);
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   auto imported = import_onnx(**loaded, import_options, kernels);
   if (!imported.ok()) return imported.status();

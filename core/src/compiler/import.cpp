@@ -582,6 +582,7 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
     std::optional<passes::NeedsValue> needs;
     passes::InferOptions infer;
     infer.plugin_takes = options.plugin_takes;
+    infer.keep_qdq_weights = options.keep_qdq_weights;
     LOOM_RETURN_IF_ERROR(passes::infer_and_fold(g, read.declared, kernels, infer,
                                                 options.fold_constants, infer_stats, needs));
     if (!needs) {

@@ -54,6 +54,8 @@ struct ImportOptions {
   // of failing. Empty: every op needs a reference kernel.
   std::function<bool(std::string_view domain, std::string_view op_type, int64_t opset)>
       plugin_takes;
+  // See passes::InferOptions::keep_qdq_weights.
+  bool keep_qdq_weights = false;
   // Turn passes off (tests, debugging).
   bool fold_constants = true;
   bool fold_batch_norm = true;

@@ -164,6 +164,40 @@ Result<bool> fold_node(graph::Graph& g, const graph::Node& node, const kernels::
   return true;
 }
 
+// Whether node `n` is the DequantizeLinear of a constant weight or bias of a
+// QDQ group (see InferOptions::keep_qdq_weights): its output is read as
+// input 1 or 2 of a Conv, MatMul or Gemm whose input 0 a DequantizeLinear
+// writes and whose output, alone or through one Relu or Clip, only a
+// QuantizeLinear reads.
+bool is_qdq_weight(const graph::Graph& g, size_t n, const std::vector<std::vector<size_t>>& readers,
+                   const std::vector<int64_t>& producer) {
+  const graph::Node& dq = g.nodes[n];
+  auto onnx = [](const graph::Node& node, std::string_view op) {
+    return (node.domain.empty() || node.domain == "ai.onnx") && node.op_type == op;
+  };
+  if (!onnx(dq, "DequantizeLinear") || dq.outputs.size() != 1) return false;
+  auto only_reader = [&](int32_t t) -> const graph::Node* {
+    if (t == graph::kNoTensor || readers[t].size() != 1) return nullptr;
+    for (int32_t o : g.outputs) {
+      if (o == t) return nullptr;
+    }
+    return &g.nodes[readers[t][0]];
+  };
+  for (size_t r : readers[dq.outputs[0]]) {
+    const graph::Node& core = g.nodes[r];
+    if (!onnx(core, "Conv") && !onnx(core, "MatMul") && !onnx(core, "Gemm")) continue;
+    if (core.inputs.size() < 2 || core.outputs.size() != 1 || core.inputs[0] == dq.outputs[0]) continue;
+    const int32_t x = core.inputs[0];
+    if (x == graph::kNoTensor || producer[x] < 0 || !onnx(g.nodes[producer[x]], "DequantizeLinear")) continue;
+    const graph::Node* next = only_reader(core.outputs[0]);
+    if (next != nullptr && (onnx(*next, "Relu") || onnx(*next, "Clip")) && next->outputs.size() == 1) {
+      next = only_reader(next->outputs[0]);
+    }
+    if (next != nullptr && onnx(*next, "QuantizeLinear")) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
@@ -171,6 +205,20 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
                       bool fold, InferStats& stats, std::optional<NeedsValue>& needs) {
   needs.reset();
   std::vector<bool> folded(g.nodes.size(), false);
+  std::vector<std::vector<size_t>> readers;
+  std::vector<int64_t> producer;
+  if (options.keep_qdq_weights) {
+    readers.resize(g.tensors.size());
+    producer.assign(g.tensors.size(), -1);
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+      for (int32_t t : g.nodes[n].inputs) {
+        if (t != graph::kNoTensor) readers[t].push_back(n);
+      }
+      for (int32_t t : g.nodes[n].outputs) {
+        if (t != graph::kNoTensor) producer[t] = static_cast<int64_t>(n);
+      }
+    }
+  }
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const graph::Node& node = g.nodes[n];
     const bool onnx_op = node.domain.empty();
@@ -254,7 +302,8 @@ Status infer_and_fold(graph::Graph& g, std::span<const DeclaredType> declared,
         LOOM_RETURN_IF_ERROR(check_declared(g, t, declared[t], node));
       }
     }
-    if (fold && all_constant && !is_random(node.op_type) && k->run != nullptr) {
+    if (fold && all_constant && !is_random(node.op_type) && k->run != nullptr &&
+        !(options.keep_qdq_weights && is_qdq_weight(g, n, readers, producer))) {
       LOOM_ASSIGN_OR_RETURN(bool done, fold_node(g, node, *k, refs));
       if (done) {
         folded[n] = true;

@@ -88,6 +88,8 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
     blob.outputs.push_back(map[static_cast<size_t>(t.index())]);
   }
   fold_hard_swish(&blob);
+  fuse_qdq(&blob);
+  fold_constant_dequantize(&blob);
   std::string error;
   if (!validate(blob, &error)) {
     return sdk::invalid_argument("compile: the cpu-simd graph is invalid: " + error);

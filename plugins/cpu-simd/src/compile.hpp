@@ -43,4 +43,28 @@ sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out);
 // folded. (compile_rewrite.cpp)
 size_t fold_hard_swish(BlobGraph* g);
 
+// QDQ fusion: DequantizeLinear (u8 / i8 activation, per tensor) and
+// DequantizeLinear (u8 / i8 weight, per tensor or per output channel) into
+// Conv, MatMul (2-D weight) or Gemm (alpha 1, beta 1, no transA), an
+// optional bias (an f32 constant, or a DequantizeLinear of i32), an optional
+// Relu or Clip, then QuantizeLinear (per tensor): the group becomes one
+// QLinearConv or QLinearMatMul (format 7 where it needs the output clamp, a
+// matmul bias or trans_b), which computes what that QLinear operator with the
+// same scales computes, then clamps to the activation's bounds quantized
+// (exact, as QuantizeLinear is monotonic). Every intermediate must be read by
+// the next member alone; the DequantizeLinear nodes stay while something else
+// reads them. A bias becomes i32 in accumulator units: as it is when it is a
+// DequantizeLinear of i32 with zero point 0 and scale x_scale * w_scale[m]
+// (f32 product), else nearbyint(bias / (x_scale * w_scale[m])) (needs constant
+// scales and a constant bias; a group whose bias leaves i32 is not fused).
+// The clamp needs a constant output scale and zero point. Returns how many
+// groups were fused. (compile_rewrite.cpp)
+size_t fuse_qdq(BlobGraph* g);
+
+// A DequantizeLinear whose operands are all blob constants (a weight the
+// host left unfolded for fuse_qdq, in a group that did not fuse) becomes the
+// f32 constant it computes, so its reader packs it once as before. Returns
+// how many were folded. (compile_rewrite.cpp)
+size_t fold_constant_dequantize(BlobGraph* g);
+
 }  // namespace loom::cpu_simd

@@ -26,6 +26,7 @@ struct PackedInt8 {
   memory mem;
   memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
   std::vector<int64_t> tw;
+  std::vector<int64_t> tw_t;  // conv with nhwc: Tw as [O, M]
 };
 
 }  // namespace
@@ -55,12 +56,24 @@ struct Int8Step {
   bool split = false;
   dnnl::primitive prim;
   memory::desc src_md, wei_md, dst_md, user_wei_md;
+  // Conv: oneDNN's optimized int8 convolutions read and write channels-last
+  // (its plain-layout int8 convolution is the reference loop, 100x slower),
+  // so with `nhwc` (u8 x) x is reordered from plain into src_md and the s32
+  // result is channels-last.
+  memory::desc user_src_md;
+  dnnl::primitive src_reorder;
+  bool nhwc = false;
   // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
   // position its taps' input offsets within one channel (-1: in the pad).
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
   std::vector<int64_t> taps;  // O x K
-  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D).
+  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D);
+  // trans_b: B is given as [N, K] (format 7), transposed when packed.
   int64_t rows = 0, inner_k = 0, cols = 0, batches = 1, b_batches = 1;
+  bool trans_b = false;
+  // Format 7's output clamp (a fused Relu or Clip), in output units.
+  bool clamp = false;
+  int32_t clamp_lo = 0, clamp_hi = 0;
 
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
@@ -102,9 +115,19 @@ int64_t param_count(const Int8Step& s, int i) {
   return i < 0 ? 0 : count_of(s.in_shapes[static_cast<size_t>(i)]);
 }
 
+// Round half to even as nearbyint does in the default rounding mode, without
+// the library call: adding and subtracting 1.5 * 2^52 leaves the nearest
+// integer (ties to even) for |v| < 2^51; larger values, infinities included,
+// stay beyond the output range and saturate below.
+inline double round_half_even(double v) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  if (!(std::fabs(v) < 2251799813685248.0)) return v;  // 2^51
+  return (v + kMagic) - kMagic;  // not reassociated without -ffast-math
+}
+
 // ONNX's requantization as the reference kernels compute it.
 int32_t requantize(float scaled, double zero, bool is_unsigned) {
-  double r = std::nearbyint(static_cast<double>(scaled) + zero);
+  double r = round_half_even(static_cast<double>(scaled) + zero);
   const double lo = is_unsigned ? 0.0 : -128.0;
   const double hi = is_unsigned ? 255.0 : 127.0;
   if (!(r >= lo)) r = lo;
@@ -168,8 +191,15 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
     wdims.push_back(w.kernel[d]);
   }
   const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
-  s->src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
-  s->dst_md = memory::desc(dims_of(y), DType::s32, plain_tag(y.size()));
+  // Channels-last for u8 sources only: with s8 sources oneDNN 2.6's AVX2
+  // primitive returned zeros in the tests (cause not investigated), so those
+  // keep the plain layout and oneDNN's reference convolution.
+  s->nhwc = src_dt == DType::u8;
+  const Tag nhwc = !s->nhwc ? plain_tag(x.size()) : x.size() == 3 ? Tag::acb : x.size() == 4 ? Tag::acdb : Tag::acdeb;
+  s->user_src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
+  s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
+  s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
+  if (s->nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -183,7 +213,8 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
 
 sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
   const std::vector<int64_t>& a = ro.in_shapes[0];
-  const std::vector<int64_t>& b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
+  std::vector<int64_t> b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
+  if (ro.trans_b) std::swap(b[0], b[1]);  // validate() made B 2-D
   s->inner_k = a.back();
   s->cols = b.back();
   memory::dims ad, bd, yd;
@@ -226,6 +257,16 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
                           : static_cast<int32_t>(static_cast<const int8_t*>(w)[i]);
     shifted[static_cast<size_t>(i)] = static_cast<int8_t>(v);
   }
+  if (s.trans_b) {
+    // [N, K] -> [K, N]: everything below reads B as [K, N].
+    std::vector<int8_t> kn(shifted.size());
+    for (int64_t j = 0; j < s.cols; ++j) {
+      for (int64_t kk = 0; kk < s.inner_k; ++kk) {
+        kn[static_cast<size_t>(kk * s.cols + j)] = shifted[static_cast<size_t>(j * s.inner_k + kk)];
+      }
+    }
+    shifted.swap(kn);
+  }
   dnnl::engine& eng = cpu_engine();
   dnnl::stream st(eng);
   auto reorder_in = [&](std::vector<int8_t>& plain, memory* into) {
@@ -264,6 +305,14 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
           if (s.taps[static_cast<size_t>(op * s.k + t)] >= 0) sum += wk[static_cast<size_t>(mm * s.k + t)];
         }
         p->tw[static_cast<size_t>(mm * s.o + op)] = sum;
+      }
+    }
+    if (s.nhwc) {
+      p->tw_t.resize(p->tw.size());
+      for (int64_t mm = 0; mm < s.m; ++mm) {
+        for (int64_t op = 0; op < s.o; ++op) {
+          p->tw_t[static_cast<size_t>(op * s.m + mm)] = p->tw[static_cast<size_t>(mm * s.o + op)];
+        }
       }
     }
   } else {
@@ -309,6 +358,12 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
   s->out_shape = g.tensors[node.outputs[0]].shape;
   s->out_dtype = g.tensors[node.outputs[0]].dtype;
   s->out_count = count_of(s->out_shape);
+  s->trans_b = node.op == Op::kQLinearMatMul && node.trans_b == 1;
+  if (node.floats.size() == 2) {
+    s->clamp = true;
+    s->clamp_lo = static_cast<int32_t>(node.floats[0]);
+    s->clamp_hi = static_cast<int32_t>(node.floats[1]);
+  }
   try {
     switch (node.op) {
       case Op::kQuantizeLinear:
@@ -412,9 +467,16 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   std::vector<int32_t> acc(static_cast<size_t>(s.out_count));
   {
     dnnl::engine& eng = cpu_engine();
-    memory src(s.src_md, eng, const_cast<void*>(ins[0]));
-    memory dst(s.dst_md, eng, acc.data());
     dnnl::stream st(eng);
+    memory src(s.nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
+    std::vector<uint8_t> nhwc_x;
+    if (s.nhwc) {
+      nhwc_x.resize(s.src_md.get_size());
+      memory reordered(s.src_md, eng, nhwc_x.data());
+      s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
+      src = reordered;
+    }
+    memory dst(s.dst_md, eng, acc.data());
     s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}});
     st.wait();
     if (s.split) {
@@ -448,7 +510,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       return;
     }
     const int64_t with_bias = int64_t{wrapped} + (bias != nullptr ? bias[ch] : 0);
-    const int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    if (s.clamp) v = std::min(std::max(v, s.clamp_lo), s.clamp_hi);
     if (y_unsigned) {
       static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);
     } else {
@@ -481,15 +544,62 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       for (int64_t t = 0; t < s.k; ++t) cnt[static_cast<size_t>(op)] += s.taps[static_cast<size_t>(op * s.k + t)] >= 0;
       cnt[static_cast<size_t>(op)] *= cnt_per_tap;
     }
-    for (int64_t b = 0; b < s.n; ++b) {
+    std::vector<int64_t> corr(static_cast<size_t>(s.m));
+    for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
+    // Channels-last accumulators are walked in their own order, one output
+    // position's channels at a time, in a loop without calls: the same
+    // arithmetic as emit(), saturation and the clamp as one range (the value
+    // is bounded first, so 1.5 * 2^52 rounds it half to even exactly).
+    std::vector<int64_t> bias_row(static_cast<size_t>(s.m), 0);
+    for (int64_t mm = 0; bias != nullptr && mm < s.m; ++mm) bias_row[static_cast<size_t>(mm)] = bias[mm];
+    double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
+    if (s.clamp) {
+      lo = std::max(lo, static_cast<double>(s.clamp_lo));
+      hi = std::min(hi, static_cast<double>(s.clamp_hi));
+    }
+    std::vector<int32_t> row(static_cast<size_t>(s.m));
+    for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
+      for (int64_t op = 0; op < s.o; ++op) {
+        const int32_t* a = acc.data() + (b * s.o + op) * s.m;
+        const int64_t* tw = packed->tw_t.data() + op * s.m;
+        for (int64_t mm = 0; mm < s.m; ++mm) {
+          int64_t total = a[mm] - xz * tw[mm];
+          const int64_t c = corr[static_cast<size_t>(mm)];
+          if (c != 0) {
+            total += c * (r[static_cast<size_t>((b * s.group + mm / s.mg) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
+          }
+          const int32_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(total)));
+          if (!qlinear) {
+            static_cast<int32_t*>(out)[(b * s.m + mm) * s.o + op] = wrapped;
+            continue;
+          }
+          const float scaled = static_cast<float>(int64_t{wrapped} + bias_row[static_cast<size_t>(mm)]) *
+                               mult[static_cast<size_t>(mm)];
+          double v = static_cast<double>(scaled) + y_zero;
+          v = std::min(v >= lo - 1.0 ? v : lo - 1.0, hi + 1.0);  // NaN to lo, as requantize()
+          v = (v + 6755399441055744.0) - 6755399441055744.0;
+          row[static_cast<size_t>(mm)] = static_cast<int32_t>(std::min(std::max(v, lo), hi));
+        }
+        if (!qlinear) continue;
+        for (int64_t mm = 0; mm < s.m; ++mm) {
+          const int64_t i = (b * s.m + mm) * s.o + op;
+          if (y_unsigned) {
+            static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
+          } else {
+            static_cast<int8_t*>(out)[i] = static_cast<int8_t>(row[static_cast<size_t>(mm)]);
+          }
+        }
+      }
+    }
+    for (int64_t b = 0; !s.nhwc && b < s.n; ++b) {
       for (int64_t mm = 0; mm < s.m; ++mm) {
         const int64_t gi = mm / s.mg;
-        const int64_t corr = s.shift - wz(mm);
+        const int64_t c = corr[static_cast<size_t>(mm)];
         for (int64_t op = 0; op < s.o; ++op) {
           const int64_t i = (b * s.m + mm) * s.o + op;
           int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(mm * s.o + op)];
-          if (corr != 0) {
-            total += corr * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
+          if (c != 0) {
+            total += c * (r[static_cast<size_t>((b * s.group + gi) * s.o + op)] - xz * cnt[static_cast<size_t>(op)]);
           }
           emit(i, mm, total);
         }

@@ -247,5 +247,49 @@ TEST(ImportPassesTest, UnsupportedOperator) {
   EXPECT_NE(r.status().message().find("'com.acme.Fancy'"), std::string::npos);
 }
 
+
+// x (u8) -> DequantizeLinear -> Conv (DequantizeLinear of an i8 weight) ->
+// Relu -> [QuantizeLinear] -> y: a QDQ group when `quantized_output`.
+::onnx::ModelProto qdq_conv_model(bool quantized_output) {
+  auto m = fx::empty_model();
+  set_opset(m, 13);
+  add_input(m, "x", TP::UINT8, {1, 2, 3, 3});
+  init_f32(m, "s", {}, {0.5f});
+  const std::vector<int8_t> w = {1, -2, 3, -4};
+  const std::vector<uint8_t> zero = {7};
+  fx::set_raw(fx::add_initializer(m, "w", TP::INT8, {2, 2, 1, 1}), fx::bytes_of(w));
+  fx::set_raw(fx::add_initializer(m, "z", TP::UINT8, {}), fx::bytes_of(zero));
+  add_node(m, "DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq_x");
+  add_node(m, "DequantizeLinear", {"w", "s"}, {"wf"}, "dq_w");
+  add_node(m, "Conv", {"xf", "wf"}, {"c"}, "conv");
+  add_node(m, "Relu", {"c"}, {quantized_output ? "r" : "y"}, "relu");
+  if (quantized_output) {
+    add_node(m, "QuantizeLinear", {"r", "s", "z"}, {"y"}, "q");
+    add_output(m, "y", TP::UINT8, {1, 2, 3, 3});
+  } else {
+    add_output(m, "y", TP::FLOAT, {1, 2, 3, 3});
+  }
+  return m;
+}
+
+size_t dequantize_nodes(const graph::Graph& g) {
+  size_t n = 0;
+  for (const graph::Node& node : g.nodes) n += node.op_type == "DequantizeLinear";
+  return n;
+}
+
+TEST(ImportPassesTest, QdqWeightsStayUnfoldedOnlyInAQdqGroupAndWhenAsked) {
+  ImportOptions keep;
+  keep.keep_qdq_weights = true;
+  auto r = import(qdq_conv_model(true), keep);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(dequantize_nodes(r->graph), 2u) << "the weight's DequantizeLinear stays for the plugin";
+  r = import(qdq_conv_model(true));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(dequantize_nodes(r->graph), 1u) << "folded when no target asks";
+  r = import(qdq_conv_model(false), keep);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(dequantize_nodes(r->graph), 1u) << "no QuantizeLinear after the Conv: not a group, folded";
+}
 }  // namespace
 }  // namespace loom::compiler::testing

@@ -152,5 +152,61 @@ TEST(BlobFormatV6, EveryMutatedByteIsRefusedByNameOrDecodesSound) {
   EXPECT_GT(testing::expect_every_mutation_refused_by_name_or_sound(encode(quant_graph())), 0u);
 }
 
+
+// Format 7: the fused steps' output clamp, QLinearMatMul's bias and trans_b;
+// format 6 readers' bytes refuse them by name, and bad clamps are refused.
+TEST(BlobFormatV7, FusedQuantizedStepsNeedFormatSevenAndAreChecked) {
+  BlobGraph g = quant_graph();
+  EXPECT_EQ(format_version_for(g), 6u);
+  g.nodes[1].floats = {5, 200};  // QLinearConv clamped to [5, 200]
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 7u);
+  BlobGraph d;
+  const std::vector<std::byte> bytes = encode(g);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  EXPECT_EQ(d.nodes[1].floats, (std::vector<float>{5, 200}));
+  EXPECT_NE(decode_error(encode(g, 6)).find("node 1 (QLinearConv): a fused quantized step (an output clamp, a "
+                                            "QLinearMatMul bias or trans_b) needs format 7, the blob is format 6"),
+            std::string::npos);
+  auto refused = [](BlobGraph bad, const std::string& want) {
+    std::string e;
+    EXPECT_FALSE(validate(bad, &e)) << want;
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  BlobGraph bad = g;
+  bad.nodes[1].floats = {5, 256};
+  refused(bad, "node 1 (QLinearConv): QLinearConv: the output clamp [5.000000, 256.000000] must be whole numbers");
+  bad.nodes[1].floats = {9, 3};
+  refused(bad, "the output clamp [9.000000, 3.000000]");
+  bad.nodes[1].floats = {1.5f, 3};
+  refused(bad, "the output clamp [1.500000, 3.000000]");
+  bad.nodes[1].floats = {1};
+  refused(bad, "QLinearConv: unexpected floats (1), expected none or an output clamp [lo, hi]");
+
+  // QLinearMatMul(a [2, 3] u8, b [4, 3] i8 given as [N, K], bias [4] i32) -> [2, 4].
+  Builder b;
+  const uint32_t a = b.t({2, 3}, LOOM_DTYPE_U8), w = b.t({4, 3}, LOOM_DTYPE_I8);
+  const uint32_t s = b.constant({}, {0.1f}), za = int_constant(b, {}, LOOM_DTYPE_U8, {3});
+  const uint32_t zw = int_constant(b, {}, LOOM_DTYPE_I8, {0});
+  const uint32_t bias = int_constant(b, {4}, LOOM_DTYPE_I32, std::vector<uint8_t>(16, 1));
+  const uint32_t y = b.t({2, 4}, LOOM_DTYPE_U8);
+  b.g.inputs = {a, w};
+  b.g.outputs = {y};
+  b.node(Op::kQLinearMatMul, {a, s, za, w, s, zw, s, za, bias}, y).trans_b = 1;
+  ASSERT_TRUE(validate(b.g, &error)) << error;
+  EXPECT_EQ(format_version_for(b.g), 7u);
+  EXPECT_NE(decode_error(encode(b.g, 6)).find("needs format 7"), std::string::npos);
+  bad = b.g;
+  bad.nodes[0].trans_b = 0;  // B [4, 3] as [K, N] does not fit A [2, 3]
+  refused(bad, "node 0 (QLinearMatMul)");
+  bad = b.g;
+  bad.tensors[bias].shape = {3};
+  bad.tensors[bias].bytes.resize(12);
+  refused(bad, "QLinearMatMul: the bias [3] must have shape [4]");
+  bad = b.g;
+  bad.nodes[0].trans_b = 2;
+  refused(bad, "QLinearMatMul: trans_b must be 0 or 1, got 2");
+}
 }  // namespace
 }  // namespace loom::cpu_simd

@@ -29,7 +29,11 @@
 // reading or writing an open shape must. Version 6 adds the u8 and i8
 // dtypes, constants of dtype u8, i8 and i32 (their elements little-endian in
 // the dtype's width instead of f32 values) and the quantized operators 53 to
-// 58 (blob_quant_rules.hpp). encode() writes the oldest version
+// 58 (blob_quant_rules.hpp). Version 7 is version 6 plus the fused
+// quantized steps that compile writes for QDQ groups (blob_quant_rules.hpp,
+// uses_format7): QLinearConv and QLinearMatMul with an output clamp in
+// `floats`, QLinearMatMul with an i32 bias (a 9th input) and with a
+// transposed B (trans_b 1). encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -59,7 +63,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -194,6 +198,9 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (uses_format7(n)) return 7;
+  }
   for (const BlobTensor& t : g.tensors) {
     if (quant_dtype_code(t.dtype) || (t.constant && t.dtype == LOOM_DTYPE_I32)) return 6;
   }
@@ -564,7 +571,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = 0) {
   return out;
 }
 
-// Parses and validates a blob of format 1 to 6. Returns false and fills
+// Parses and validates a blob of format 1 to 7. Returns false and fills
 // `*error` (naming the byte offset or the graph element) on bad input;
 // bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
@@ -742,6 +749,12 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     }
     for (uint32_t& o : node.outputs) {
       if (!r.u32("node output", &o, error)) return false;
+    }
+    if (version < 7 && uses_format7(node)) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
+               "): a fused quantized step (an output clamp, a QLinearMatMul bias or trans_b) needs format 7, "
+               "the blob is format " + std::to_string(version);
+      return false;
     }
   }
   if (r.remaining() != 0) {

@@ -71,7 +71,9 @@ enum class Op : uint32_t {
   kDequantizeLinear = 54,  // x (u8, i8, i32), scale[, zero point]; axis as above
   kQLinearConv = 55,       // x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B (i32)];
                            //   ints as kConv
-  kQLinearMatMul = 56,     // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+  kQLinearMatMul = 56,     // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp[, B (i32), format 7];
+                           //   format 7: trans_b 1 (B 2-D, as [N, K]); both QLinear forms
+                           //   may carry floats = [lo, hi], an output clamp
   kConvInteger = 57,       // x, w[, x_zp][, w_zp]; ints as kConv; trans_a = present mask
                            //   (bit 0: x_zp, bit 1: w_zp); i32 output
   kMatMulInteger = 58,     // a, b[, a_zp][, b_zp]; trans_a = present mask as above

@@ -12,6 +12,14 @@
 // its scale's shape and its data operand's dtype. Per-row zero points and
 // scales of A (ONNX allows [M] for the MatMul forms) are not blob operands:
 // the compiler leaves such nodes to the reference kernels.
+//
+// Format 7 (the fused steps compile writes for QDQ groups): QLinearConv and
+// QLinearMatMul may carry `floats = [lo, hi]`, whole numbers within the
+// output type's range with lo <= hi: the requantized output is clamped to
+// [lo, hi] (a Relu or Clip that stood before the QuantizeLinear). QLinearMatMul
+// may take a 9th input, an i32 bias of N entries added to the accumulator as
+// QLinearConv's, and trans_b 1: B is then 2-D and given as [N, K] (a Gemm's
+// transB), per-column scales and zero points still having N entries.
 #pragma once
 
 #include <string>
@@ -74,6 +82,12 @@ inline bool operands_of(const BlobNode& node, QuantOperands* q, std::string* err
 
 }  // namespace quant
 
+// Whether `node` uses what format 7 added (see the header comment).
+inline bool uses_format7(const BlobNode& node) {
+  if (node.op != Op::kQLinearConv && node.op != Op::kQLinearMatMul) return false;
+  return !node.floats.empty() || (node.op == Op::kQLinearMatMul && (node.inputs.size() > 8 || node.trans_b != 0));
+}
+
 // The output shape of a quantized node (see infer_output_shape).
 inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in,
                               std::vector<int64_t>* out, std::string* error) {
@@ -87,16 +101,20 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
     *error = op + ": unexpected ints (" + std::to_string(node.ints.size()) + ")";
     return false;
   }
-  if (!node.floats.empty()) {
-    *error = op + ": unexpected floats (" + std::to_string(node.floats.size()) + ")";
+  const bool qlinear = node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul;
+  if (!node.floats.empty() && !(qlinear && node.floats.size() == 2)) {
+    *error = op + ": unexpected floats (" + std::to_string(node.floats.size()) + ")" +
+             (qlinear ? ", expected none or an output clamp [lo, hi]" : "");
     return false;
   }
   if (node.op != Op::kConvInteger && node.op != Op::kMatMulInteger && node.trans_a != 0) {
     *error = op + ": trans_a must be 0, got " + std::to_string(node.trans_a);
     return false;
   }
-  if (node.trans_b != 0) {
-    *error = op + ": trans_b must be 0, got " + std::to_string(node.trans_b);
+  const bool trans_b = node.op == Op::kQLinearMatMul && node.trans_b == 1;
+  if (node.trans_b != 0 && !trans_b) {
+    *error = op + ": trans_b must be 0" + (node.op == Op::kQLinearMatMul ? " or 1" : "") + ", got " +
+             std::to_string(node.trans_b);
     return false;
   }
   auto shape = [&](int i) -> const std::vector<int64_t>& { return *in[static_cast<size_t>(i)]; };
@@ -138,14 +156,23 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
   BlobNode core;
   core.op = conv ? Op::kConv : Op::kMatMul;
   core.ints = node.ints;
-  std::vector<const std::vector<int64_t>*> core_in = {in[0], in[static_cast<size_t>(q.weight)]};
-  if (q.bias >= 0) core_in.push_back(in[static_cast<size_t>(q.bias)]);
+  std::vector<int64_t> b_kn;  // B as [K, N] when given transposed
+  if (trans_b) {
+    const std::vector<int64_t>& b = shape(q.weight);
+    if (b.size() != 2) {
+      *error = op + ": B " + shape_string(b) + " with trans_b must be 2-D";
+      return false;
+    }
+    b_kn = {b[1], b[0]};
+  }
+  std::vector<const std::vector<int64_t>*> core_in = {in[0], trans_b ? &b_kn : in[static_cast<size_t>(q.weight)]};
+  if (q.bias >= 0 && conv) core_in.push_back(in[static_cast<size_t>(q.bias)]);
   std::string why;
   if (!infer_output_shape(core, core_in, out, &why)) {
     *error = op + ": " + why;
     return false;
   }
-  const std::vector<int64_t>& w = shape(q.weight);
+  const std::vector<int64_t>& w = trans_b ? b_kn : shape(q.weight);
   int64_t channels = 0;
   if (conv) channels = w[0];
   if (matmul) {
@@ -154,6 +181,11 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
       return false;
     }
     channels = w.back();
+    if (q.bias >= 0 && shape(q.bias) != std::vector<int64_t>{channels}) {
+      *error = op + ": the bias " + shape_string(shape(q.bias)) + " must have shape [" + std::to_string(channels) +
+               "]";
+      return false;
+    }
   }
   return check_param(q.x_scale, "x scale", 0) && check_param(q.x_zp, "x zero point", 0) &&
          check_param(q.w_scale, "w scale", channels) && check_param(q.w_zp, "w zero point", channels) &&
@@ -202,7 +234,19 @@ inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtyp
   if (q.bias >= 0 && at(q.bias) != LOOM_DTYPE_I32) return bad("the bias", at(q.bias), "i32");
   if (q.y_zp >= 0) {
     if (!is8(at(q.y_zp))) return bad("the y zero point", at(q.y_zp), "u8 or i8");
-    return out == at(q.y_zp) || bad("the output", out, dtype_name(at(q.y_zp)));
+    if (out != at(q.y_zp)) return bad("the output", out, dtype_name(at(q.y_zp)));
+    if (node.floats.size() == 2) {
+      // The output clamp: whole numbers in the output type's range, lo <= hi.
+      const float lo = out == LOOM_DTYPE_U8 ? 0.0f : -128.0f, hi = out == LOOM_DTYPE_U8 ? 255.0f : 127.0f;
+      const float a = node.floats[0], b = node.floats[1];
+      if (!(a >= lo && b <= hi && a <= b) || a != static_cast<float>(static_cast<int>(a)) ||
+          b != static_cast<float>(static_cast<int>(b))) {
+        *error = op + ": the output clamp [" + std::to_string(a) + ", " + std::to_string(b) +
+                 "] must be whole numbers lo <= hi within " + dtype_name(out) + "'s range";
+        return false;
+      }
+    }
+    return true;
   }
   return out == LOOM_DTYPE_I32 || bad("the output", out, "i32");
 }

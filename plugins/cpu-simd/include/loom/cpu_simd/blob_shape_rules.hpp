@@ -236,7 +236,8 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
     *min_in = 8;
     *max_in = 9;
   } else if (op == Op::kQLinearMatMul) {
-    *min_in = *max_in = 8;
+    *min_in = 8;
+    *max_in = 9;  // format 7: an i32 bias
   } else if (op == Op::kConvInteger || op == Op::kMatMulInteger) {
     *min_in = 2;
     *max_in = 4;
