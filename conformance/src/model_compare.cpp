@@ -146,13 +146,17 @@ Result<ModelComparison> compare_model(Runtime& runtime, const fs::path& model,
   }
   if (is_program_path(model)) return detail::compare_program(runtime, model, inputs, options, scratch);
   // The ONNX model, with the values in `observed` as further outputs.
+  // Written once per comparison (a scratch folder may hold another
+  // model's from an earlier call).
+  bool observed_written = false;
   detail::CompileSource source = [&](const std::vector<std::string>& observed, const fs::path& out,
                                      const std::vector<std::string>& targets,
                                      bool split) -> Result<compiler::CompileReport> {
     if (observed.empty()) return detail::compile_for(runtime, model, out, targets, inputs, split);
     const fs::path observed_model = scratch / "observed.onnx";
-    if (!fs::exists(observed_model)) {
+    if (!observed_written) {
       LOOM_RETURN_IF_ERROR(write_observing_model(model, observed, observed_model));
+      observed_written = true;
     }
     return detail::compile_for(runtime, observed_model, out, targets, inputs, split);
   };

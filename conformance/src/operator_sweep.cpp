@@ -450,7 +450,7 @@ std::string sweep_report_json(const SweepReport& report) {
                      {"message", r.message}, {"plugin_us", r.plugin_us}, {"reference_us", r.reference_us}});
   }
   j["cases"] = std::move(cases);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace loom::conformance

@@ -23,6 +23,7 @@
 #include "model_compare_detail.hpp"
 #include "program_file/function_layout.hpp"
 #include "runtime/parameter_store.hpp"
+#include "runtime/tensor_limits.hpp"
 
 namespace loom::conformance::model_compare_detail {
 
@@ -451,7 +452,8 @@ Result<graph::Graph> bound_program_graph(const ProgramUnderTest& p, const runtim
   LOOM_RETURN_IF_ERROR(lowering::check_binding(signature, shapes));
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   LOOM_ASSIGN_OR_RETURN(lowering::BoundGraph bound,
-                        lowering::bind_open_graph(*open, shapes, kernels, UINT64_MAX, values));
+                        lowering::bind_open_graph(*open, shapes, kernels,
+                                                  default_max_tensor_bytes(), values));
   for (size_t k : bound.frozen_inputs) frozen->push_back(signature.inputs[k].name);
   return std::move(bound.graph);
 }

@@ -109,6 +109,11 @@ for kind in buffer_allocate buffer_copy_from_host buffer_copy_to_host fence_wait
     fail "--calls all --report has no matched $kind: $(head -c 600 "$dir/calls.json")"
 done
 grep -q '"mode": "calls"' "$dir/calls.json" || fail "--calls all --report does not say its mode"
+# An execution that never signals (fpga-stub's hang fault) fails after
+# --timeout; the plugin's process is started again for what follows.
+expect_exit "--calls all: a hung execution fails after --timeout" 1 \
+  "did not signal its fence [0-9]* within 300 ms; the plugin's process is started again" \
+  "$loom" replay "$dir/fpga.loomcap" --calls all --timeout 300 --plugin-option fpga.fault.hang=1
 expect_ok "--calls all on another plugin: cpu-simd compiles the graph" "0 differ, 0 failed" \
   "$loom" replay "$dir/fpga.loomcap" --calls all --plugin cpu-simd --tolerance f32=rel:1e-4,abs:1e-6
 if "$loom" devices | grep -q "device vulkan-compute://0"; then

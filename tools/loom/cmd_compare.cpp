@@ -253,7 +253,7 @@ int run_compare(const CompareArgs& args) {
   auto found = compare_once(**runtime, args, *inputs, args.split_delegates);
   if (!found.ok()) return fail(found.status());
   if (args.json) {
-    std::cout << comparison_json(args.model, *found).dump(2) << "\n";
+    std::cout << comparison_json(args.model, *found).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     print_comparison(args.model, *found);
   }

@@ -34,6 +34,8 @@ int run_replay(const ReplayArgs& args) {
     return fail(invalid_argument("--calls " + args.calls + ": expected 'executions' (the "
                                  "default) or 'all'"));
   }
+  if (args.timeout_ms == 0) return fail(invalid_argument("--timeout 0: give at least 1 ms"));
+  options.execution_timeout = std::chrono::milliseconds(args.timeout_ms);
   options.runtime.threads = args.threads;
   for (const auto& dir : args.plugin_paths) options.runtime.plugin_paths.emplace_back(dir);
   if (Status st = add_plugin_options(args.plugin_options, &options.runtime); !st.ok()) {

@@ -79,6 +79,7 @@ struct ReplayArgs {
   bool in_process = false;                  // --in-process: no child process
   bool json = false;
   std::string calls = "executions";         // --calls executions|all
+  uint64_t timeout_ms = 60'000;             // --timeout MS (calls mode)
 };
 
 // `loom capture info|dump` (cmd_capture.cpp).

@@ -296,6 +296,12 @@ int main(int argc, char** argv) {
                          "(each execution waited for at once); after a crash, calls on the lost "
                          "buffers and fences are skipped");
 
+  cmd_replay->add_option("--timeout", replay.timeout_ms,
+                         "With --calls all: how long to wait for an execution to signal its "
+                         "fence, in ms (default 60000); one that does not is failed, and the "
+                         "plugin's process started again")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{86'400'000}));
+
   loom::cli::CaptureArgs capture;
   auto* cmd_capture = app.add_subcommand("capture", "Summarize a capture or dump its calls");
   cmd_capture->require_subcommand(1);

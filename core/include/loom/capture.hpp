@@ -13,6 +13,7 @@
 // the vendor.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -126,6 +127,11 @@ struct ReplayOptions {
   // reason, while executables are loaded again and objects made after the
   // restart replay normally.
   bool all_calls = false;
+  // The calls mode: how long an execution with a signal fence is waited
+  // for. One that does not signal in time is reported failed; in a child
+  // process the plugin is then started again, in this process the rest of
+  // the replay is skipped and nothing the execution may still use is freed.
+  std::chrono::milliseconds execution_timeout{60'000};
 };
 
 // The outcome of one replayed call.

@@ -28,7 +28,6 @@ namespace {
 
 // How long the replay waits for an execution it just submitted (finite, so
 // that a plugin that never signals is reported, not waited on forever).
-constexpr uint64_t kCallsExecutionWaitNs = 60'000'000'000;
 // How long a recorded fence_wait is replayed for: nothing replayed is in
 // flight by then (see the top of this file), so a fence that is not
 // signaled will not be.
@@ -64,6 +63,9 @@ struct CallsBuffer {
 struct CallsFence {
   std::unique_ptr<host::Fence> fence;
   std::string error;
+  // An execution was handed it: under ABI 1.0 a fence signals once, so the
+  // next execution that signals it gets a fresh one.
+  bool used = false;
   // Set when the execution that was to signal it last was not submitted:
   // waits and queries on it are skipped rather than left to time out.
   std::string not_submitted;
@@ -80,6 +82,10 @@ struct CallsState {
   std::unordered_map<int64_t, CallsFence> fences;
   std::unordered_map<int64_t, CallsExecutable> executables;
   std::unordered_map<int64_t, size_t> load_calls;  // executable id -> its load call
+  // Set when an execution did not finish in time inside this process: the
+  // plugin may still be running it on buffers and fences of this state, so
+  // nothing of it is freed and the rest of the replay is skipped.
+  std::string abandoned;
 };
 
 std::string calls_status_text(uint32_t code) {
@@ -244,6 +250,20 @@ bool calls_execute(const hc::Capture& c, const hc::CallRecord& r, size_t index, 
   if (r.signal_fence >= 0) {
     CallsFence* f = calls_fence(s, r.signal_fence, out);
     if (f == nullptr) return false;
+    if (f->used && !t.plugin->rearms_fences()) {
+      // Recorded on a plugin that re-arms fences (ABI 1.1), replayed on one
+      // whose fences signal once: a fresh fence stands for the recorded one
+      // (the last execution on the old one was waited for).
+      auto fresh = host::Fence::create(t.plugin, t.device_index);
+      if (!fresh.ok()) {
+        out->outcome = fresh.status().code() == StatusCode::kDeviceLost ? "crashed" : "failed";
+        out->detail = "a fresh fence for fence " + std::to_string(r.signal_fence) +
+                      " (this plugin's fences signal once): " + fresh.status().to_string();
+        return false;
+      }
+      f->fence = std::move(*fresh);
+    }
+    f->used = true;
     signal = f->fence.get();
   }
   auto fail = [&](const Status& st) {
@@ -294,11 +314,30 @@ bool calls_execute(const hc::Capture& c, const hc::CallRecord& r, size_t index, 
   const auto start = std::chrono::steady_clock::now();
   Status st = (*call)->execute(signal, waits);
   if (st.ok() && signal != nullptr) {
-    st = signal->wait(kCallsExecutionWaitNs);
+    const auto limit = std::max<int64_t>(1, options.execution_timeout.count());
+    st = signal->wait(static_cast<uint64_t>(limit) * 1'000'000);
     if (st.code() == StatusCode::kDeadlineExceeded) {
-      st = deadline_exceeded("the execution did not signal its fence " +
-                             std::to_string(r.signal_fence) + " within " +
-                             std::to_string(kCallsExecutionWaitNs / 1'000'000'000) + " s");
+      const std::string late = "the execution did not signal its fence " +
+                               std::to_string(r.signal_fence) + " within " +
+                               std::to_string(limit) + " ms";
+      if (t.plugin->isolated()) {
+        // Its process is let go: the restart ends it, and its work with it
+        // (what is freed meanwhile is freed in that process).
+        out->outcome = "crashed";
+        out->detail = late + "; the plugin's process is started again";
+      } else {
+        // It may still be running in this process on these buffers: never
+        // free them under it (a deliberate leak).
+        for (auto& b : own) (void)b.release();
+        (void)call->release();
+        out->outcome = "failed";
+        out->detail = late + "; the rest of the replay is skipped (in this process nothing the "
+                             "execution may still use can be freed)";
+        s.abandoned = "call " + std::to_string(index) + " did not finish: " + late;
+      }
+      out->seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return true;
     }
   }
   out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -354,7 +393,13 @@ void calls_copy(const hc::Capture& c, const hc::CallRecord& r, size_t index, Cal
   }
   std::vector<std::byte> got(r.size);
   Status st = b->buffer->copy_to_host(r.offset, got.data(), r.size);
-  if (!calls_same_status(r, st, out) || !st.ok() || r.payload < 0) return;
+  if (!calls_same_status(r, st, out) || !st.ok()) return;
+  if (r.payload < 0) {
+    // It ran, but nothing to compare is not a match.
+    out->outcome = "skipped";
+    out->detail = "copied; its bytes were not recorded to compare";
+    return;
+  }
   const std::string range = "bytes " + std::to_string(r.offset) + ".." +
                             std::to_string(r.offset + r.size) + " of buffer " +
                             std::to_string(r.object);
@@ -575,7 +620,11 @@ Status replay_all_calls(const hc::Capture& c, uint32_t source, ReplayTarget& tar
         lost += "; " + st.message();
       }
     }
-    if (!lost.empty()) {
+    if (!state.abandoned.empty()) {
+      if (r.kind == hc::CallKind::kExecute) ++report->executions;
+      out.outcome = "skipped";
+      out.detail = state.abandoned;
+    } else if (!lost.empty()) {
       if (r.kind == hc::CallKind::kExecute) ++report->executions;
       out.outcome = "skipped";
       out.detail = lost;
@@ -585,6 +634,15 @@ Status replay_all_calls(const hc::Capture& c, uint32_t source, ReplayTarget& tar
     }
     ++report->replayed_calls;
     replay_add(report, std::move(out));
+  }
+  if (!state.abandoned.empty()) {
+    // An execution may still be running in this process on the state's
+    // buffers and fences, inside the plugin: keep all of them alive (a
+    // deliberate leak; the process is about to report and exit).
+    (void)new CallsState(std::move(state));
+    (void)new std::shared_ptr<host::LoadedPlugin>(target.plugin);
+    (void)target.host.release();
+    return Status();
   }
   // Handles go before the plugin they came from.
   state = CallsState();

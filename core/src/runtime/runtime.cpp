@@ -15,21 +15,18 @@
 #include "runtime/open_function.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
+#include "runtime/tensor_limits.hpp"
 
 namespace loom {
-namespace {
 
-// LoadOptions::max_tensor_bytes when left at zero: half of the physical
-// memory, so that one declared tensor cannot take the whole machine (1 TiB
-// where the memory size is unknown).
+// tensor_limits.hpp: half of the physical memory, so that one declared
+// tensor cannot take the whole machine.
 uint64_t default_max_tensor_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return uint64_t{1} << 40;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) {
   host::HostOptions host_options;

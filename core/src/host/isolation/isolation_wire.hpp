@@ -48,6 +48,12 @@ enum class Op : uint32_t {
 };
 
 // Messages up to this size travel inline; larger ones in a memfd.
+// The layout of the plugin process's report after loading (plugin_server.cpp
+// write_hello, remote_plugin.cpp read_hello): its first field, so that a
+// loom-plugin-host from another build is refused by name rather than
+// misread. 2: the plugin's capabilities follow its estimate flag.
+inline constexpr uint32_t kHelloVersion = 2;
+
 inline constexpr size_t kInlineMessageBytes = 64 * 1024;
 // The largest message either side accepts (a compiled blob or a graph with
 // its weights): 4 GiB.

@@ -422,6 +422,7 @@ class Server {
 };
 
 void write_hello(WireWriter& out, const LoadedPlugin& plugin) {
+  out.u32(wire::kHelloVersion);
   out.u32(plugin.abi_version());
   out.boolean(plugin.api().compile != nullptr);
   out.boolean(plugin.estimate_entry() != nullptr);

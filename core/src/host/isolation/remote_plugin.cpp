@@ -266,6 +266,12 @@ Result<std::filesystem::path> find_plugin_host_program(const HostOptions& option
 namespace {
 
 Status read_hello(RemotePlugin& r, WireReader& in, const PluginManifest& manifest, RemoteFacts* facts) {
+  const uint32_t hello = in.u32("report version");
+  if (in.ok() && hello != wire::kHelloVersion) {
+    return incompatible("the plugin process (loom-plugin-host) reports in layout " + std::to_string(hello) +
+                        ", this host reads layout " + std::to_string(wire::kHelloVersion) +
+                        ": it is from another Loom build (check $LOOM_PLUGIN_HOST)");
+  }
   facts->abi_version = in.u32("abi version");
   r.has_compile_ = in.boolean("has compile");
   r.has_estimate_ = in.boolean("has estimate");
