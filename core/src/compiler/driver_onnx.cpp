@@ -336,6 +336,20 @@ Result<CompileReport> compile_fixed_graph(const graph::Graph& graph,
   return report;
 }
 
+// How a program for `options` is written to `out`.
+Result<EmitOptions> emit_options_for(const CompileOptions& options, const std::filesystem::path& out) {
+  EmitOptions emit;
+  emit.params_scope = options.params_scope;
+  emit.all_variants = options.variants == CompileOptions::Variants::kAll;
+  emit.one_node_per_subgraph = options.one_node_per_subgraph;
+  if (!options.params_out.empty()) {
+    auto rel = archive_path_for(out, options.params_out);
+    if (!rel.ok()) return rel.status();
+    emit.archive_path = *rel;
+  }
+  return emit;
+}
+
 }  // namespace
 
 Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::filesystem::path& model,
@@ -347,15 +361,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   progress("import", 0);
   auto targets = lowering::load_targets(plugins, options.targets);
   if (!targets.ok()) return targets.status();
-  EmitOptions emit;
-  emit.params_scope = options.params_scope;
-  emit.all_variants = options.variants == CompileOptions::Variants::kAll;
-  emit.one_node_per_subgraph = options.one_node_per_subgraph;
-  if (!options.params_out.empty()) {
-    auto rel = archive_path_for(out, options.params_out);
-    if (!rel.ok()) return rel.status();
-    emit.archive_path = *rel;
-  }
+  LOOM_ASSIGN_OR_RETURN(EmitOptions emit, emit_options_for(options, out));
 
   auto loaded = onnx_io::Model::load_file(model);
   if (!loaded.ok()) return loaded.status();
@@ -392,15 +398,7 @@ Result<CompileReport> compile_graph_file(host::PluginHost& plugins, const graph:
   auto targets = lowering::load_targets(plugins, options.targets);
   if (!targets.ok()) return targets.status();
   LOOM_RETURN_IF_ERROR(graph::validate(graph).with_context("graph '" + graph.name + "'"));
-  EmitOptions emit;
-  emit.params_scope = options.params_scope;
-  emit.all_variants = options.variants == CompileOptions::Variants::kAll;
-  emit.one_node_per_subgraph = options.one_node_per_subgraph;
-  if (!options.params_out.empty()) {
-    auto rel = archive_path_for(out, options.params_out);
-    if (!rel.ok()) return rel.status();
-    emit.archive_path = *rel;
-  }
+  LOOM_ASSIGN_OR_RETURN(EmitOptions emit, emit_options_for(options, out));
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   auto report = compile_fixed_graph(graph, *targets, emit, options, out, "graph '" + graph.name + "'", kernels);
   if (!report.ok()) return report.status();
