@@ -542,7 +542,11 @@ void calls_replay_one(const hc::Capture& c, const hc::CallRecord& r, size_t i, R
         if (r.object >= 0) s.fences[r.object].error = "making it (call " + std::to_string(i) + ") failed";
         return;
       }
-      if (fence.ok() && r.object >= 0) s.fences[r.object] = {std::move(*fence), "", ""};
+      if (fence.ok() && r.object >= 0) {
+        CallsFence made;
+        made.fence = std::move(*fence);
+        s.fences[r.object] = std::move(made);
+      }
       return;
     }
     case hc::CallKind::kFenceDestroy:

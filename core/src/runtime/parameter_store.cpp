@@ -73,7 +73,10 @@ uint64_t physical_memory() {
 Status check_overrides(const ProgramDef& program,
                        std::span<const std::pair<std::string, std::filesystem::path>> overrides) {
   for (size_t i = 0; i < overrides.size(); ++i) {
-    const auto& [scope, path] = overrides[i];
+    // Named references, not a structured binding: the lambda below
+    // captures `scope` (clang before 16 refuses to capture a binding).
+    const std::string& scope = overrides[i].first;
+    const std::filesystem::path& path = overrides[i].second;
     for (size_t j = 0; j < i; ++j) {
       if (overrides[j].first == scope) {
         return invalid_argument("parameter archives: scope '" + scope + "' is given twice (" +

@@ -20,6 +20,15 @@ namespace fb = ::loom::capfb;
 
 namespace {
 
+// The elements of an int64 vector. The flatbuffers Verifier (2.0) checks a
+// vector's 4-byte alignment, not its elements': in a crafted file the int64s
+// may sit at an address that is not a multiple of 8, so they are copied as
+// bytes, not loaded as int64 (UBSan caught it in the capture fuzzer).
+void copy_int64s(const flatbuffers::Vector<int64_t>& v, std::vector<int64_t>* out) {
+  out->resize(v.size());
+  if (v.size() != 0) std::memcpy(out->data(), v.Data(), v.size() * sizeof(int64_t));
+}
+
 constexpr size_t kCaptureMaxTables = 50'000'000;
 constexpr size_t kCaptureMaxDepth = 16;
 
@@ -164,7 +173,7 @@ Status decode_tensor(const fb::Tensor* t, const Capture& c, const std::string& w
     if (t->shape()->size() > 8) {
       return data_loss(where + ": rank " + std::to_string(t->shape()->size()) + " exceeds 8");
     }
-    out->shape.assign(t->shape()->begin(), t->shape()->end());
+    copy_int64s(*t->shape(), &out->shape);
   }
   uint64_t count = 1;
   for (int64_t d : out->shape) {
@@ -337,7 +346,7 @@ Result<Capture> decode_capture(std::span<const std::byte> bytes, std::string_vie
         }
       }
       if (r->wait_fences() != nullptr) {
-        e.wait_fences.assign(r->wait_fences()->begin(), r->wait_fences()->end());
+        copy_int64s(*r->wait_fences(), &e.wait_fences);
       }
       e.signal_fence = r->signal_fence();
       e.size = r->size();
