@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -177,6 +178,14 @@ Status finish_native_open_program(EmittedProgram& compiled, const graph::Graph& 
       v.dim_symbols = want.dim_symbols;
       v.dim_min = want.dim_min;
       v.dim_max = want.dim_max;
+      // A dimension the binding fixes (the model's 'N' of an output, with
+      // --input-shape input=1,3,?,?) keeps no symbol or bounds: it is a size.
+      for (size_t d = 0; d < v.shape.size(); ++d) {
+        if (v.shape[d] < 0) continue;
+        if (d < v.dim_symbols.size()) v.dim_symbols[d].clear();
+        if (d < v.dim_min.size()) v.dim_min[d] = 0;
+        if (d < v.dim_max.size()) v.dim_max[d] = 0;
+      }
     }
   }
   f.reflection = function_reflection(f);
@@ -251,10 +260,9 @@ std::optional<Shape> resolve_reshape(const Shape& x, const std::vector<int64_t>&
   return out;
 }
 
-// Reshape nodes of `g` whose target is a constant of this Reshape alone
-// (the folded end of a Shape/Gather/Concat chain), with allowzero 0:
-// (node index, target tensor index).
-std::vector<std::pair<size_t, int32_t>> reshape_targets(const graph::Graph& g) {
+// How many times each tensor of `g` is read (node operands and graph
+// outputs).
+std::vector<size_t> tensor_uses(const graph::Graph& g) {
   std::vector<size_t> uses(g.tensors.size(), 0);
   for (const graph::Node& n : g.nodes) {
     for (int32_t t : n.inputs) {
@@ -262,6 +270,14 @@ std::vector<std::pair<size_t, int32_t>> reshape_targets(const graph::Graph& g) {
     }
   }
   for (int32_t t : g.outputs) ++uses[static_cast<size_t>(t)];
+  return uses;
+}
+
+// Reshape nodes of `g` whose target is a constant of this Reshape alone
+// (the folded end of a Shape/Gather/Concat chain), with allowzero 0:
+// (node index, target tensor index).
+std::vector<std::pair<size_t, int32_t>> reshape_targets(const graph::Graph& g) {
+  const std::vector<size_t> uses = tensor_uses(g);
   std::vector<std::pair<size_t, int32_t>> out;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const graph::Node& node = g.nodes[n];
@@ -280,7 +296,113 @@ std::vector<std::pair<size_t, int32_t>> reshape_targets(const graph::Graph& g) {
   return out;
 }
 
+// Resize nodes (opset 11 and later, every axis, "stretch") whose 'sizes' is
+// a constant of this node alone (F.interpolate(x, size=y.shape[-2:]) folded)
+// and whose 'scales' is left out or empty: (node index, sizes tensor index).
+std::vector<std::pair<size_t, int32_t>> resize_sizes(const graph::Graph& g) {
+  const std::vector<size_t> uses = tensor_uses(g);
+  std::vector<std::pair<size_t, int32_t>> out;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const graph::Node& node = g.nodes[n];
+    if (node.op_type != "Resize" || !node.domain.empty() || node.opset < 11 || node.inputs.size() != 4 ||
+        node.outputs.size() != 1 || node.inputs[0] < 0 || node.inputs[3] < 0) {
+      continue;
+    }
+    bool plain = true;
+    for (const AttributeDef& a : node.attributes) {
+      plain = plain && a.name != "axes" && !(a.name == "keep_aspect_ratio_policy" && a.s != "stretch");
+    }
+    const int32_t scales = node.inputs[2];
+    if (scales >= 0 && (!g.tensors[static_cast<size_t>(scales)].is_constant() ||
+                        !g.tensors[static_cast<size_t>(scales)].data->empty())) {
+      continue;
+    }
+    const int32_t sizes = node.inputs[3];
+    if (!plain || uses[static_cast<size_t>(sizes)] != 1 || !g.tensors[static_cast<size_t>(sizes)].is_constant()) {
+      continue;
+    }
+    out.emplace_back(n, sizes);
+  }
+  return out;
+}
+
+// The scales that make Resize give data shaped `x` exactly `sizes`, sampling
+// exactly as with `sizes` (the reference reads sizes as the scale
+// sizes/x in double precision): per axis, sizes/x must be a float and
+// floor(x * it) must give sizes back. nullopt otherwise.
+std::optional<std::vector<float>> exact_scales(const Shape& x, const std::vector<int64_t>& sizes) {
+  if (x.size() != sizes.size()) return std::nullopt;
+  std::vector<float> out(x.size());
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] <= 0 || sizes[d] <= 0) return std::nullopt;
+    const double r = static_cast<double>(sizes[d]) / static_cast<double>(x[d]);
+    const float f = static_cast<float>(r);
+    if (static_cast<double>(f) != r || std::floor(static_cast<double>(x[d]) * r) != static_cast<double>(sizes[d])) {
+      return std::nullopt;
+    }
+    out[d] = f;
+  }
+  return out;
+}
+
+// Resize node `n` of `g` reads `scales` (the bytes of an f32 vector) from
+// its former 'sizes' tensor, in the 'scales' position: (X, roi, scales).
+void resize_by_scales(graph::Graph& g, size_t n, int32_t sizes, graph::ConstantBytes scales) {
+  graph::Tensor& t = g.tensors[static_cast<size_t>(sizes)];
+  t.dtype = DType::kF32;
+  t.data = std::move(scales);
+  graph::Node& node = g.nodes[n];
+  node.inputs[2] = sizes;
+  node.inputs.resize(3);
+}
+
 }  // namespace
+
+void unify_shape_targets(graph::Graph& a, graph::Graph& b) {
+  unify_reshape_targets(a, b);
+  if (a.nodes.size() != b.nodes.size() || a.tensors.size() != b.tensors.size()) return;
+  // A Resize to sizes that are the same multiple of its input at both
+  // bindings (an FPN's upsampling to the next level's size) reads that
+  // multiple as its scales instead.
+  for (const auto& [n, sizes] : resize_sizes(a)) {
+    const graph::Node& na = a.nodes[n];
+    const graph::Node& nb = b.nodes[n];
+    if (nb.op_type != "Resize" || nb.inputs != na.inputs || nb.outputs != na.outputs) continue;
+    auto va = i64_values(a.tensors[static_cast<size_t>(sizes)]);
+    auto vb = i64_values(b.tensors[static_cast<size_t>(sizes)]);
+    if (!va || !vb || *va == *vb) continue;
+    auto sa = exact_scales(a.tensors[static_cast<size_t>(na.inputs[0])].shape, *va);
+    auto sb = exact_scales(b.tensors[static_cast<size_t>(nb.inputs[0])].shape, *vb);
+    if (!sa || !sb || *sa != *sb) continue;
+    auto bytes = std::make_shared<std::vector<std::byte>>(sa->size() * sizeof(float));
+    std::memcpy(bytes->data(), sa->data(), bytes->size());
+    resize_by_scales(a, n, sizes, bytes);
+    resize_by_scales(b, n, sizes, std::move(bytes));
+  }
+}
+
+void adopt_shape_targets(const graph::Graph& reference, graph::Graph& bound) {
+  adopt_reshape_targets(reference, bound);
+  if (reference.nodes.size() != bound.nodes.size() || reference.tensors.size() != bound.tensors.size()) return;
+  for (const auto& [n, sizes] : resize_sizes(bound)) {
+    const graph::Node& nr = reference.nodes[n];
+    const graph::Node& nb = bound.nodes[n];
+    if (nr.op_type != "Resize" || nr.inputs.size() != 3 || nr.inputs[2] != sizes || nr.inputs[0] != nb.inputs[0] ||
+        nr.outputs != nb.outputs) {
+      continue;
+    }
+    const graph::Tensor& tr = reference.tensors[static_cast<size_t>(sizes)];
+    if (tr.dtype != DType::kF32 || !tr.is_constant()) continue;
+    auto own = i64_values(bound.tensors[static_cast<size_t>(sizes)]);
+    if (!own) continue;
+    auto want = exact_scales(bound.tensors[static_cast<size_t>(nb.inputs[0])].shape, *own);
+    if (!want || want->size() * sizeof(float) != tr.data->size() ||
+        std::memcmp(want->data(), tr.data->data(), tr.data->size()) != 0) {
+      continue;
+    }
+    resize_by_scales(bound, n, sizes, tr.data);
+  }
+}
 
 void unify_reshape_targets(graph::Graph& a, graph::Graph& b) {
   if (a.nodes.size() != b.nodes.size() || a.tensors.size() != b.tensors.size()) return;
@@ -391,7 +513,7 @@ Result<graph::Graph> typed_open_graph(const OpenGraph& open, const OpenSignature
     }
     bound.push_back(std::move(b->graph));
   }
-  unify_reshape_targets(bound[0], bound[1]);
+  unify_shape_targets(bound[0], bound[1]);
   const std::string differs = compare_bindings(bound[0], bound[1]);
   if (!differs.empty()) return unimplemented("the graph's structure follows the binding: " + differs);
   graph::Graph merged = std::move(bound[0]);

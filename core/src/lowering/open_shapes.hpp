@@ -162,6 +162,21 @@ void unify_reshape_targets(graph::Graph& a, graph::Graph& b);
 // shape stays, and the binding is compiled on its own.
 void adopt_reshape_targets(const graph::Graph& reference, graph::Graph& bound);
 
+// Every spelling above and the Resize one, in that order: what the
+// compiler and the runtime call. A Resize (opset 11+) to a constant 'sizes'
+// used by it alone (F.interpolate(x, size=y.shape[-2:]) as exporters write
+// it), differing between `a` and `b`, reads instead, at both, the 'scales'
+// sizes/X of every axis when they are the same at both bindings, exactly
+// representable as floats, and give back the sizes (floor(X * scale)): the
+// same sampling, as the scale of a Resize to sizes is sizes/X.
+void unify_shape_targets(graph::Graph& a, graph::Graph& b);
+
+// The run-time side of unify_shape_targets: adopt_reshape_targets, and a
+// Resize that `reference` reads by scales reads them at `bound` too when
+// they give `bound`'s X exactly `bound`'s own sizes with the same sampling;
+// otherwise it keeps its sizes, and the binding is compiled on its own.
+void adopt_shape_targets(const graph::Graph& reference, graph::Graph& bound);
+
 // "" when `a` and `b`, two bindings of one open graph, have the same
 // structure: the same nodes (op, attributes, operands), the same tensors
 // (names, dtypes, ranks) and the same constant values, differing in

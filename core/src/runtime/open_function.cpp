@@ -134,8 +134,9 @@ Status OpenFunction::enable_native(const ProgramReader& reader, const ParameterS
   native->kernels = &kernels;
   native->delegate_count = delegate_count;
   const std::vector<std::vector<Shape>> probes = lowering::probe_bindings(signature_);
-  // Both probes, as the compiler bound them: the Reshape targets it spelled
-  // for every binding (lowering::unify_reshape_targets) are in the reference.
+  // Both probes, as the compiler bound them: the Reshape targets and Resize
+  // scales it spelled for every binding (lowering::unify_shape_targets) are
+  // in the reference.
   std::vector<graph::Graph> probed;
   for (const std::vector<Shape>& shapes : probes) {
     auto bound = lowering::bind_open_graph(graph_, shapes, kernels_, UINT64_MAX);
@@ -145,7 +146,7 @@ Status OpenFunction::enable_native(const ProgramReader& reader, const ParameterS
     }
     probed.push_back(std::move(bound->graph));
   }
-  lowering::unify_reshape_targets(probed[0], probed[1]);
+  lowering::unify_shape_targets(probed[0], probed[1]);
   native->reference = std::move(probed[0]);
   native_ = std::move(native);
   return Status();
@@ -155,7 +156,7 @@ Status OpenFunction::native_plan(std::span<const Shape> shapes, Specialized* out
   LOOM_ASSIGN_OR_RETURN(lowering::BoundGraph bound,
                         lowering::bind_open_graph(graph_, shapes, kernels_, max_tensor_bytes_));
   if (!bound.frozen_inputs.empty()) return unimplemented("input values decide shapes at this binding");
-  lowering::adopt_reshape_targets(native_->reference, bound.graph);
+  lowering::adopt_shape_targets(native_->reference, bound.graph);
   const std::string differs = lowering::compare_bindings(native_->reference, bound.graph);
   if (!differs.empty()) return unimplemented("the graph's structure differs from the compiled one: " + differs);
   std::unordered_map<std::string_view, size_t> by_name;
