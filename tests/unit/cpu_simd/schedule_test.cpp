@@ -413,8 +413,9 @@ TEST_F(Schedule, FoldedBatchNormByHand) {
   expect_near(out[0], {1, 2, 0, 0});
 }
 
-// An FPN top-down path: ConvTranspose (oneDNN deconvolution, its residual
-// Add and Relu fused) next to a grouped one with output_padding, Resize
+// An FPN top-down path: ConvTranspose (oneDNN deconvolution; its residual
+// Add and the Relu after it are steps of their own, as a sum post-op slows
+// oneDNN's deconvolution down several times) next to a grouped one with output_padding, Resize
 // nearest and linear, ReduceMean over the last axis and Gather with
 // constant indices; the plain kernels run the same graph.
 TEST_F(Schedule, UpsamplingReductionsAndGatherMatchThePlainKernels) {
