@@ -362,6 +362,18 @@ bool lower_conv_transpose(Lowering& l) {
   }
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return l.fail("auto_pad " + auto_pad + " is unknown");
+  if ((same || !out_shape.empty()) && l.binding()) {
+    // The padding's parity, which decides whether the node is claimed,
+    // would follow the binding.
+    const Shape declared = l.declared_of(0);
+    for (size_t d = 2; d < declared.size(); ++d) {
+      if (declared[d] < 0) {
+        return l.fail(std::string(same ? "auto_pad " + auto_pad : std::string("output_shape")) +
+                      " over an input with open spatial dimensions " + shape_text(declared) +
+                      " (whether its padding is even follows the binding)");
+      }
+    }
+  }
   Shape want = {x[0], w[1] * group};
   for (size_t i = 0; i < spatial; ++i) {
     if (!kernel.empty() && kernel[i] != w[2 + i]) return l.fail("kernel_shape differs from W");

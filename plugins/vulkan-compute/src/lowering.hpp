@@ -60,6 +60,8 @@ class Lowering {
   size_t input_count() const { return node_.input_count(); }
   bool present(size_t i) const { return node_.has_input(i); }
   int32_t input(size_t i) const { return node_.input_index(i); }
+  // Input i's shape as the graph declares it (-1 where open).
+  Shape declared_of(size_t i) const { return node_.input(i).shape(); }
   Shape shape_of(size_t i) const {
     return bound_ != nullptr ? (*bound_)[static_cast<size_t>(input(i))] : node_.input(i).shape();
   }

@@ -99,7 +99,9 @@ TEST_F(VulkanOpen, AnOpenGraphIsClaimedWhereItsRulesHoldAtEveryBinding) {
   EXPECT_EQ(supported(g), std::vector<bool>(10, true));
   // A Reshape whose target is computed (not a constant) cannot be bound per
   // execution; a pool window larger than the probe's open extent fails its
-  // rule at compile time, not at execute.
+  // rule at compile time, not at execute; a ConvTranspose with SAME padding
+  // over an open map is even at some bindings only (odd padding is
+  // declined), so it is declined too, while over a fixed map it is claimed.
   GraphBuilder h;
   const int x = h.input({-1, 8});
   const int shape = h.input({2}, gfb::DType::i64);
@@ -107,9 +109,16 @@ TEST_F(VulkanOpen, AnOpenGraphIsClaimedWhereItsRulesHoldAtEveryBinding) {
   h.node("Reshape", {x, shape}, {r});
   h.node("MaxPool", {q}, {pooled}, {attr_ints("kernel_shape", {100, 1})});
   h.node("Relu", {x}, {h.tensor({-1, 8})});
+  const int wt = h.constant_f32({1, 1, 3, 3}, random_values(9, 15));
+  const int fixed = h.input({-1, 1, 4, 4});
+  h.node("ConvTranspose", {q, wt}, {h.tensor({1, 1, -1, -1})},
+         {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})});
+  const int wt4 = h.constant_f32({1, 1, 4, 4}, random_values(16, 16));  // padding 2: even
+  h.node("ConvTranspose", {fixed, wt4}, {h.tensor({-1, 1, 8, 8})},
+         {attr_s("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2})});
   h.output(r);
   h.output(pooled);
-  EXPECT_EQ(supported(h), (std::vector<bool>{false, false, true}));
+  EXPECT_EQ(supported(h), (std::vector<bool>{false, false, true, false, true}));
 }
 
 TEST_F(VulkanOpen, CompiledOnceRunsThreeBindingsLikeTheStaticCompile) {
