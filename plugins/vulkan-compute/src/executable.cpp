@@ -436,9 +436,21 @@ Status VulkanExecutable::prepare_binding(const std::vector<Shape>& inputs, OpenB
   return Status();
 }
 
+namespace {
+
+// Whether `t` has shape `s` (no allocation: the steady state of an open
+// executable compares shapes per call).
+bool has_shape(const loom_tensor_t& t, const Shape& s) {
+  if (t.rank != s.size()) return false;
+  for (uint32_t d = 0; d < t.rank; ++d) {
+    if (t.shape[d] != s[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
-  std::vector<Shape> inputs;
-  LOOM_SDK_RETURN_IF_ERROR(open_->input_shapes(call.inputs, call.input_count, &inputs));
   if (call.output_count != open_->graph().output_count()) {
     return sdk::invalid_argument("execute: the executable takes " + std::to_string(open_->graph().output_count()) +
                                  " outputs, got " + std::to_string(call.output_count));
@@ -448,9 +460,16 @@ Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
     std::lock_guard<std::mutex> lock(mu_);
     OpenBinding* binding = nullptr;
     for (OpenBinding& b : bindings_) {
-      if (b.inputs == inputs) binding = &b;
+      bool same = call.input_count == b.inputs.size();
+      for (size_t i = 0; same && i < call.input_count; ++i) same = has_shape(*call.inputs[i], b.inputs[i]);
+      if (same) {
+        binding = &b;
+        break;
+      }
     }
     if (binding == nullptr) {
+      std::vector<Shape> inputs;
+      LOOM_SDK_RETURN_IF_ERROR(open_->input_shapes(call.inputs, call.input_count, &inputs));
       OpenBinding made;
       LOOM_SDK_RETURN_IF_ERROR(prepare_binding(inputs, &made));
       if (bindings_.size() >= kMaxOpenBindings) {
@@ -473,12 +492,12 @@ Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
     binding->last_use = ++uses_;
     for (size_t i = 0; i < call.output_count; ++i) {
       const loom_tensor_t& t = *call.outputs[i];
-      const Shape given(t.shape, t.shape + t.rank);
-      if (given != binding->outputs[i]) {
+      if (!has_shape(t, binding->outputs[i])) {
         return sdk::invalid_argument("execute: output " + std::to_string(i) + " (" +
-                                     open_->graph().output(i).name() + ") has shape " + shape_text(given) +
+                                     open_->graph().output(i).name() + ") has shape " +
+                                     shape_text(Shape(t.shape, t.shape + t.rank)) +
                                      ", but vulkan-compute's shape rules give " + shape_text(binding->outputs[i]) +
-                                     " at binding " + open_->binding_text(inputs));
+                                     " at binding " + open_->binding_text(binding->inputs));
       }
     }
     exe = binding->exe;
