@@ -471,7 +471,9 @@ Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
       std::vector<Shape> inputs;
       LOOM_SDK_RETURN_IF_ERROR(open_->input_shapes(call.inputs, call.input_count, &inputs));
       OpenBinding made;
+      const auto start = std::chrono::steady_clock::now();
       LOOM_SDK_RETURN_IF_ERROR(prepare_binding(inputs, &made));
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (bindings_.size() >= kMaxOpenBindings) {
         // The least recently used goes; an execution still running on it
         // holds its executable until it returns.
@@ -481,8 +483,8 @@ Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
       }
       ++bindings_prepared_;
       device_->instance()->log(LOOM_LOG_DEBUG, "vulkan-compute: open executable: prepared binding " +
-                                                   open_->binding_text(inputs) + " (" +
-                                                   std::to_string(made.exe->program_.dispatches.size()) +
+                                                   open_->binding_text(inputs) + " in " + std::to_string(ms) +
+                                                   " ms (" + std::to_string(made.exe->program_.dispatches.size()) +
                                                    " dispatches; " + std::to_string(bindings_.size() + 1) + " of " +
                                                    std::to_string(kMaxOpenBindings) + " kept, " +
                                                    std::to_string(bindings_prepared_) + " prepared in all)");
