@@ -266,6 +266,9 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     *error = std::move(m);
     return false;
   };
+  if (blob_version(blob, size) == kOpenFormatVersion) {
+    return fail("format version 3 carries an open graph, not a program (decode_open reads it)");
+  }
   if (blob == nullptr || size < kHeadBytes) {
     return fail("blob of " + std::to_string(size) + " bytes is shorter than the " +
                 std::to_string(kHeadBytes) + "-byte head");
@@ -275,9 +278,6 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
   Reader r(p + 4, size - 4);
   BlobProgram prog;
   const uint32_t version = r.u32();
-  if (version == kOpenFormatVersion) {
-    return fail("format version 3 carries an open graph, not a program (decode_open reads it)");
-  }
   if (version < kMinFormatVersion || version > kFormatVersion) {
     return fail("format version " + std::to_string(version) + ", this plugin reads " +
                 std::to_string(kMinFormatVersion) + " to " + std::to_string(kFormatVersion));
