@@ -255,6 +255,53 @@ void vulkan_seeds(const fs::path& dir) {
     p.dispatches.push_back(make_softmax(s, y, 2, 3, 1, false));
     write(dir, "add_softmax.blob", encode(p));
   }
+  {
+    // Format 3: an open graph (batch and spatial size open), Conv, Relu,
+    // MaxPool, Reshape [0, -1] and Softmax, as compile writes it.
+    using namespace loom::graph;
+    using loom::DType;
+    Graph g;
+    g.name = "open_cnn";
+    auto tensor = [&](std::string name, loom::Shape shape, loom::graph::ConstantBytes data = nullptr,
+                      DType dtype = DType::kF32) {
+      return g.add_tensor(Tensor{std::move(name), dtype, std::move(shape), std::move(data)});
+    };
+    auto bytes_of = [](const auto& v) {
+      auto b = std::make_shared<std::vector<std::byte>>(v.size() * sizeof(v[0]));
+      std::memcpy(b->data(), v.data(), b->size());
+      return b;
+    };
+    const int32_t x = tensor("x", {-1, 1, -1, -1});
+    const int32_t w = tensor("w", {2, 1, 3, 3}, bytes_of(std::vector<float>(18, 0.5f)));
+    const int32_t target = tensor("target", {2}, bytes_of(std::vector<int64_t>{0, -1}), DType::kI64);
+    const int32_t c = tensor("c", {-1, 2, -1, -1}), r = tensor("r", {-1, 2, -1, -1});
+    const int32_t m = tensor("m", {-1, 2, -1, -1}), f = tensor("f", {-1, -1}), y = tensor("y", {-1, -1});
+    g.inputs = {x};
+    g.outputs = {y};
+    loom::AttributeDef pads;
+    pads.name = "pads";
+    pads.kind = loom::AttributeKind::kInts;
+    pads.ints = {1, 1, 1, 1};
+    loom::AttributeDef kernel;
+    kernel.name = "kernel_shape";
+    kernel.kind = loom::AttributeKind::kInts;
+    kernel.ints = {2, 2};
+    loom::AttributeDef strides = kernel;
+    strides.name = "strides";
+    g.nodes.push_back(Node{"conv", "Conv", "", 13, {pads}, {x, w}, {c}});
+    g.nodes.push_back(Node{"relu", "Relu", "", 13, {}, {c}, {r}});
+    g.nodes.push_back(Node{"pool", "MaxPool", "", 13, {kernel, strides}, {r}, {m}});
+    g.nodes.push_back(Node{"flat", "Reshape", "", 13, {}, {m, target}, {f}});
+    g.nodes.push_back(Node{"softmax", "Softmax", "", 13, {}, {f}, {y}});
+    EncodeOptions open;
+    open.open = true;  // open dimensions (-1), as plugins serving open shapes get them
+    auto bytes = encode_graph(g, open);
+    if (bytes.ok()) {
+      write(dir, "open_cnn_v3.blob", encode_open(bytes->data(), bytes->size()));
+    } else {
+      std::fprintf(stderr, "vulkan seed open_cnn_v3: %s\n", bytes.status().message().c_str());
+    }
+  }
 }
 
 void fpga_seeds(const fs::path& dir) {

@@ -4,17 +4,65 @@
 // the plugin runs before it creates a buffer or a pipeline; then
 // executable_estimate's work count (blob_work.hpp) on what decoded: finite,
 // non-negative FLOPs and bytes, executed FLOPs at least the useful ones.
+// A format-3 blob (an open graph) goes through the plugin's own reader
+// (OpenGraph::make: head, graph.fbs verification, every node at the probe
+// binding) and is then bound at two bindings (every open dimension 1, then
+// 7), as execute would: each binding either fails with a message or gives a
+// program that encodes and decodes.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "fuzz_support.hpp"
 #include "loom/vulkan_compute/blob_format.hpp"
 #include "loom/vulkan_compute/blob_work.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
+#include "open_graph.hpp"
+
+namespace {
+
+void open_blob(const uint8_t* data, size_t size) {
+  using namespace loom::vulkan;
+  std::unique_ptr<OpenGraph> graph;
+  const loom::sdk::Status s = OpenGraph::make(data, size, &graph);
+  if (!s.ok()) {
+    if (s.message().empty()) loom::fuzz::fail("a refused open blob without a message");
+    return;
+  }
+  for (int64_t v : {1, 7}) {
+    std::vector<Shape> inputs;
+    for (size_t i = 0; i < graph->graph().input_count(); ++i) {
+      Shape shape = graph->graph().input(i).shape();
+      for (int64_t& d : shape) d = d < 0 ? v : d;
+      inputs.push_back(shape);
+    }
+    BlobProgram program;
+    std::vector<Shape> outputs;
+    const loom::sdk::Status b = graph->bind(inputs, &program, &outputs);
+    if (!b.ok()) {
+      if (b.message().empty()) loom::fuzz::fail("a refused binding without a message");
+      continue;
+    }
+    if (outputs.size() != graph->graph().output_count()) loom::fuzz::fail("a binding lost an output's shape");
+    const auto bytes = encode(program);
+    BlobProgram again;
+    std::string error;
+    if (!decode(bytes.data(), bytes.size(), &again, &error)) {
+      loom::fuzz::fail("a bound program is refused by decode: " + error);
+    }
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace loom::vulkan;
+  if (blob_version(data, size) == kOpenFormatVersion) {
+    open_blob(data, size);
+    return 0;
+  }
   BlobProgram program;
   std::string error;
   if (!decode(data, size, &program, &error)) {

@@ -7,10 +7,34 @@
 namespace loom::vulkan {
 namespace {
 
+// Open dimensions take this size when compile_supported and compile check
+// an open graph's nodes (each node on its own: its operands' open
+// dimensions at the probe, its output by the operator's rule). Large
+// enough for any window a model slides over a map whose size is left open.
+constexpr int64_t kOpenProbe = 64;
+
+// The declared shape of every tensor of `g`, open dimensions at the probe.
+std::vector<Shape> probe_shapes(const sdk::GraphView& g) {
+  std::vector<Shape> shapes(g.tensor_count());
+  for (size_t t = 0; t < shapes.size(); ++t) {
+    shapes[t] = g.tensor(t).shape();
+    for (int64_t& d : shapes[t]) d = d < 0 ? kOpenProbe : d;
+  }
+  return shapes;
+}
+
+// How the builder treats shapes.
+enum class ShapeMode {
+  kStatic,  // the graph's own (a static graph)
+  kBound,   // `bound`: the graph inputs' concrete, nodes' outputs by their rules (one binding)
+  kProbe,   // `bound` = probe_shapes(); each node checked on its own at the probe, no program kept
+};
+
 // Builds the blob program node by node.
 class Builder {
  public:
-  explicit Builder(const sdk::GraphView& g) : g_(g), map_(g.tensor_count(), UINT32_MAX), readers_(g.tensor_count(), 0) {
+  Builder(const sdk::GraphView& g, ShapeMode mode = ShapeMode::kStatic, std::vector<Shape>* bound = nullptr)
+      : g_(g), mode_(mode), bound_(bound), map_(g.tensor_count(), UINT32_MAX), readers_(g.tensor_count(), 0) {
     for (size_t n = 0; n < g.node_count(); ++n) {
       const sdk::NodeView node = g.node(n);
       for (size_t i = 0; i < node.input_count(); ++i) {
@@ -43,9 +67,22 @@ class Builder {
     for (size_t n = 0; n < g_.node_count(); ++n) {
       Lowered node;
       std::string why;
-      if (!lower_node(g_, n, &node, &why)) {
-        return sdk::invalid_argument("compile: " + g_.node(n).label() + " is not supported by vulkan-compute: " +
-                                     why);
+      Shape declared_probe;
+      const sdk::NodeView gn = g_.node(n);
+      const int32_t out_index = gn.output_count() > 0 && gn.has_output(0) ? gn.output_index(0) : -1;
+      if (mode_ == ShapeMode::kProbe && out_index >= 0) declared_probe = (*bound_)[static_cast<size_t>(out_index)];
+      if (!lower_node(g_, n, &node, &why, mode_ == ShapeMode::kStatic ? nullptr : bound_)) {
+        if (mode_ == ShapeMode::kBound) {
+          return sdk::invalid_argument(gn.label() + " cannot run at this binding: " + why);
+        }
+        return sdk::invalid_argument("compile: " + gn.label() + " is not supported by vulkan-compute: " + why +
+                                     (mode_ == ShapeMode::kProbe ? probe_note() : std::string()));
+      }
+      // Each node on its own: the next reads the declared (probed) shape.
+      if (mode_ == ShapeMode::kProbe) (*bound_)[static_cast<size_t>(node.output)] = declared_probe;
+      if (mode_ == ShapeMode::kBound && map_[static_cast<size_t>(node.output)] != UINT32_MAX) {
+        // A graph output, added before its producer: its shape at this binding.
+        p_.tensors[map_[static_cast<size_t>(node.output)]].shape = (*bound_)[static_cast<size_t>(node.output)];
       }
       std::vector<uint32_t> operands;
       for (int32_t t : node.operands) {
@@ -74,6 +111,7 @@ class Builder {
                                      ") is not written by any node");
       }
     }
+    if (mode_ == ShapeMode::kProbe) return Status();  // a check: no program
     split_convolutions();
     // Intermediates a fusion left unused get no memory.
     std::vector<bool> used(p_.tensors.size(), false);
@@ -138,11 +176,15 @@ class Builder {
     p_.dispatches = std::move(out);
   }
 
+  static std::string probe_note() {
+    return " (open dimensions probed at " + std::to_string(kOpenProbe) + ")";
+  }
+
   uint32_t add(int32_t t, TensorKind kind) {
     BlobTensor bt;
     bt.kind = kind;
     const sdk::TensorView gt = g_.tensor(static_cast<size_t>(t));
-    bt.shape = gt.shape();
+    bt.shape = bound_ != nullptr ? (*bound_)[static_cast<size_t>(t)] : gt.shape();
     if (kind == TensorKind::kConstant) {
       bt.data_offset = p_.data.size();
       p_.data.insert(p_.data.end(), gt.data(), gt.data() + gt.data_size());
@@ -292,6 +334,8 @@ class Builder {
   }
 
   const sdk::GraphView& g_;
+  ShapeMode mode_;
+  std::vector<Shape>* bound_;  // kBound, kProbe: one shape per graph tensor
   std::vector<uint32_t> map_;
   std::vector<uint32_t> readers_;  // per graph tensor: node operands reading it
   BlobProgram p_;
@@ -301,16 +345,41 @@ class Builder {
 }  // namespace
 
 Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
+  std::vector<Shape> probe;
+  if (g.has_open_dims()) probe = probe_shapes(g);
   for (size_t n = 0; n < g.node_count(); ++n) {
-    Lowered ignored;
+    Lowered node;
     std::string why;
-    if (lower_node(g, n, &ignored, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    if (!g.has_open_dims()) {
+      if (lower_node(g, n, &node, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+      continue;
+    }
+    // An open graph: the node's rule must hold at the probe and give a shape
+    // that fits the declared one; each binding is checked again at execute.
+    const sdk::NodeView gn = g.node(n);
+    const int32_t out = gn.output_count() > 0 && gn.has_output(0) ? gn.output_index(0) : -1;
+    const Shape keep = out >= 0 ? probe[static_cast<size_t>(out)] : Shape();
+    const bool ok = lower_node(g, n, &node, &why, &probe);
+    if (out >= 0) probe[static_cast<size_t>(out)] = keep;
+    if (ok) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
   }
   return Status();
 }
 
 Status compile_graph(const sdk::GraphView& g, BlobProgram* out) {
   Builder b(g);
+  return b.build(out);
+}
+
+Status check_open_graph(const sdk::GraphView& g) {
+  std::vector<Shape> probe = probe_shapes(g);
+  Builder b(g, ShapeMode::kProbe, &probe);
+  BlobProgram ignored;
+  return b.build(&ignored);
+}
+
+Status bind_graph(const sdk::GraphView& g, std::vector<Shape>* shapes, BlobProgram* out) {
+  Builder b(g, ShapeMode::kBound, shapes);
   return b.build(out);
 }
 

@@ -11,7 +11,7 @@
 #include "loom/sdk/compile.hpp"
 #include "loom/sdk/graph.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
-#include "vk_loader.hpp"
+#include "lower.hpp"
 
 namespace loom::vulkan {
 
@@ -20,5 +20,22 @@ Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims);
 
 // compile: the blob program of the whole subgraph (every node must lower).
 Status compile_graph(const sdk::GraphView& graph, BlobProgram* out);
+
+// Open graphs (ABI 1.2, LOOM_PLUGIN_CAP_OPEN_SHAPES). compile_supported
+// claims a node of an open graph when its rule holds with its operands'
+// open dimensions at a probe size (64) and gives an output shape that fits
+// the declared one. check_open_graph: every node so, and the graph's
+// structure (f32 inputs, operands written before they are read, every
+// output written); INVALID_ARGUMENT naming the node otherwise.
+Status check_open_graph(const sdk::GraphView& graph);
+
+// One binding of an open graph: `shapes` holds one shape per graph tensor,
+// the graph inputs' concrete (constants' are static); each node's output
+// shape is computed by its rule, checked against the declared shape and
+// the kernels' limits, and written to `shapes`; then `*out` is the static
+// program for these shapes, exactly as compile_graph would make it for the
+// graph with these shapes. INVALID_ARGUMENT naming the node and why when a
+// rule fails at this binding.
+Status bind_graph(const sdk::GraphView& graph, std::vector<Shape>* shapes, BlobProgram* out);
 
 }  // namespace loom::vulkan

@@ -17,7 +17,7 @@ struct VulkanExecutable::BindingSet {
 
 VulkanExecutable::VulkanExecutable(Device* device) : device_(device) {}
 
-Status check_blob(const sdk::Blob& blob, BlobProgram* out) {
+Status check_blob(const sdk::Blob& blob, BlobProgram* out, std::unique_ptr<OpenGraph>* open) {
   if (std::strcmp(blob.loader_key, kLoaderKey) != 0) {
     return sdk::incompatible(std::string("vulkan-compute serves loader key \"") + kLoaderKey +
                              "\", not \"" + blob.loader_key + "\"");
@@ -28,6 +28,12 @@ Status check_blob(const sdk::Blob& blob, BlobProgram* out) {
                              std::to_string(kMinFormatVersion) + " to " +
                              std::to_string(kFormatVersion) + ", the program records format " +
                              std::to_string(blob.format_version));
+  }
+  if (blob_version(blob.data, blob.size) == kOpenFormatVersion) {
+    std::unique_ptr<OpenGraph> graph;
+    LOOM_SDK_RETURN_IF_ERROR(OpenGraph::make(blob.data, blob.size, &graph));
+    if (open != nullptr) *open = std::move(graph);
+    return Status();
   }
   std::string error;
   if (!decode(blob.data, blob.size, out, &error)) {
@@ -44,8 +50,18 @@ Status Device::check_executable(const sdk::Blob& blob) {
 Status Device::load_executable(const sdk::Blob& blob, const sdk::Options&,
                                std::unique_ptr<VulkanExecutable>* out) {
   BlobProgram program;
-  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program));
+  std::unique_ptr<OpenGraph> open;
+  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program, &open));
+  if (open) return VulkanExecutable::load_open(this, std::move(open), out);
   return VulkanExecutable::load(this, std::move(program), out);
+}
+
+Status VulkanExecutable::load_open(Device* device, std::unique_ptr<OpenGraph> graph,
+                                   std::unique_ptr<VulkanExecutable>* out) {
+  std::unique_ptr<VulkanExecutable> exe(new VulkanExecutable(device));
+  exe->open_ = std::move(graph);
+  *out = std::move(exe);
+  return Status();
 }
 
 Status VulkanExecutable::load(Device* device, BlobProgram program,
@@ -76,6 +92,7 @@ Status VulkanExecutable::load(Device* device, BlobProgram program,
   // The blob's bytes are not kept: only the structure is needed from here.
   program.data_view = nullptr;
   program.data_size = 0;
+  program.data.clear();
   exe->program_ = std::move(program);
   *out = std::move(exe);
   return Status();
@@ -339,6 +356,7 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
 }
 
 Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
+  if (open_) return execute_open(call);
   std::lock_guard<std::mutex> lock(mu_);
   LOOM_SDK_RETURN_IF_ERROR(check_call(call));
   for (size_t i = 0; i < call.wait_fence_count; ++i) {
@@ -399,6 +417,94 @@ Status VulkanExecutable::execute(const sdk::ExecuteCallT<Fence>& call) {
     return Status();
   }
   return slot.wait(serial, kInternalWaitNs);
+}
+
+}  // namespace loom::vulkan
+
+namespace loom::vulkan {
+
+Status VulkanExecutable::prepare_binding(const std::vector<Shape>& inputs, OpenBinding* out) {
+  BlobProgram program;
+  LOOM_SDK_RETURN_IF_ERROR(open_->bind(inputs, &program, &out->outputs));
+  program.data_view = program.data.data();
+  program.data_size = program.data.size();
+  std::unique_ptr<VulkanExecutable> exe;
+  Status s = load(device_, std::move(program), &exe);
+  if (!s.ok()) return {s.code(), "execute: at binding " + open_->binding_text(inputs) + ": " + s.message()};
+  out->inputs = inputs;
+  out->exe = std::move(exe);
+  return Status();
+}
+
+namespace {
+
+// Whether `t` has shape `s` (no allocation: the steady state of an open
+// executable compares shapes per call).
+bool has_shape(const loom_tensor_t& t, const Shape& s) {
+  if (t.rank != s.size()) return false;
+  for (uint32_t d = 0; d < t.rank; ++d) {
+    if (t.shape[d] != s[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status VulkanExecutable::execute_open(const sdk::ExecuteCallT<Fence>& call) {
+  if (call.output_count != open_->graph().output_count()) {
+    return sdk::invalid_argument("execute: the executable takes " + std::to_string(open_->graph().output_count()) +
+                                 " outputs, got " + std::to_string(call.output_count));
+  }
+  std::shared_ptr<VulkanExecutable> exe;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    OpenBinding* binding = nullptr;
+    for (OpenBinding& b : bindings_) {
+      bool same = call.input_count == b.inputs.size();
+      for (size_t i = 0; same && i < call.input_count; ++i) same = has_shape(*call.inputs[i], b.inputs[i]);
+      if (same) {
+        binding = &b;
+        break;
+      }
+    }
+    if (binding == nullptr) {
+      std::vector<Shape> inputs;
+      LOOM_SDK_RETURN_IF_ERROR(open_->input_shapes(call.inputs, call.input_count, &inputs));
+      OpenBinding made;
+      const auto start = std::chrono::steady_clock::now();
+      LOOM_SDK_RETURN_IF_ERROR(prepare_binding(inputs, &made));
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (bindings_.size() >= kMaxOpenBindings) {
+        // The least recently used goes; an execution still running on it
+        // holds its executable until it returns.
+        auto oldest = std::min_element(bindings_.begin(), bindings_.end(),
+                                       [](const OpenBinding& a, const OpenBinding& b) { return a.last_use < b.last_use; });
+        bindings_.erase(oldest);
+      }
+      ++bindings_prepared_;
+      device_->instance()->log(LOOM_LOG_DEBUG, "vulkan-compute: open executable: prepared binding " +
+                                                   open_->binding_text(inputs) + " in " + std::to_string(ms) +
+                                                   " ms (" + std::to_string(made.exe->program_.dispatches.size()) +
+                                                   " dispatches; " + std::to_string(bindings_.size() + 1) + " of " +
+                                                   std::to_string(kMaxOpenBindings) + " kept, " +
+                                                   std::to_string(bindings_prepared_) + " prepared in all)");
+      bindings_.push_back(std::move(made));
+      binding = &bindings_.back();
+    }
+    binding->last_use = ++uses_;
+    for (size_t i = 0; i < call.output_count; ++i) {
+      const loom_tensor_t& t = *call.outputs[i];
+      if (!has_shape(t, binding->outputs[i])) {
+        return sdk::invalid_argument("execute: output " + std::to_string(i) + " (" +
+                                     open_->graph().output(i).name() + ") has shape " +
+                                     shape_text(Shape(t.shape, t.shape + t.rank)) +
+                                     ", but vulkan-compute's shape rules give " + shape_text(binding->outputs[i]) +
+                                     " at binding " + open_->binding_text(binding->inputs));
+      }
+    }
+    exe = binding->exe;
+  }
+  return exe->execute(call);
 }
 
 }  // namespace loom::vulkan

@@ -46,7 +46,7 @@ constexpr BinaryEntry kBinaries[] = {
 namespace lowering {
 
 bool same_shape_out(Lowering& l) {
-  return l.output_shape() == l.shape_of(0) || l.fail("output shape differs from the input's");
+  return l.output_is(l.shape_of(0)) || l.fail("output shape differs from the input's");
 }
 
 }  // namespace lowering
@@ -169,9 +169,8 @@ bool lower_strided_copy(Lowering& l, bool transpose) {
   }
   if (!l.data(0) || !l.output()) return false;
   o.operands.push_back(o.operands[0]);  // b is bound to a and never read
-  const Shape x = l.shape_of(0), out = l.output_shape();
-  o.dims = out;
-  o.sb.assign(out.size(), 0);
+  const Shape x = l.shape_of(0);
+  Shape out;
   if (transpose) {
     if (perm.empty()) {
       for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
@@ -189,7 +188,8 @@ bool lower_strided_copy(Lowering& l, bool transpose) {
       want.push_back(x[static_cast<size_t>(p)]);
       o.sa.push_back(stride[static_cast<size_t>(p)]);
     }
-    if (want != out) return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+    if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+    out = want;
   } else {
     Shape spec;
     if (!l.constant_i64s(1, &spec)) return false;
@@ -200,10 +200,13 @@ bool lower_strided_copy(Lowering& l, bool transpose) {
       if (dx != ds && dx != 1 && ds != 1) return l.fail("the shape does not broadcast");
       want[want.size() - 1 - k] = dx == 1 ? ds : dx;
     }
-    if (want != out || !broadcast_strides(x, out, &o.sa)) {
-      return l.fail("output shape " + shape_text(out) + ", expected " + shape_text(want));
+    if (!l.output_is(want) || !broadcast_strides(x, want, &o.sa)) {
+      return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
     }
+    out = want;
   }
+  o.dims = out;
+  o.sb.assign(out.size(), 0);
   return coalesce(l);
 }
 
@@ -213,7 +216,7 @@ bool lower_binary(Lowering& l, const BinaryEntry& e) {
   o.kind = Lowered::Kind::kBinary;
   o.binary = e.op;
   if (!l.attributes({}) || !l.inputs(2, 2) || !l.data(0) || !l.data(1) || !l.output()) return false;
-  const Shape a = l.shape_of(0), b = l.shape_of(1), out = l.output_shape();
+  const Shape a = l.shape_of(0), b = l.shape_of(1);
   Shape want(std::max(a.size(), b.size()), 1);
   for (size_t k = 0; k < want.size(); ++k) {
     const int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
@@ -221,7 +224,10 @@ bool lower_binary(Lowering& l, const BinaryEntry& e) {
     if (da != db && da != 1 && db != 1) return l.fail("shapes " + shape_text(a) + " and " + shape_text(b) + " do not broadcast");
     want[want.size() - 1 - k] = da == 1 ? db : da;
   }
-  if (want != out) return l.fail("output shape " + shape_text(out) + " is not the broadcast " + shape_text(want));
+  if (!l.output_is(want)) {
+    return l.fail("output shape " + shape_text(l.output_shape()) + " is not the broadcast " + shape_text(want));
+  }
+  const Shape out = want;
   if (e.op == BinaryOp::kPRelu && a != out) return l.fail("the slope must broadcast to X");
   o.dims = out;
   broadcast_strides(a, out, &o.sa);
@@ -257,7 +263,7 @@ bool lower_matmul(Lowering& l) {
   Shape want = batch_dims;
   if (l.shape_of(0).size() != 1) want.push_back(m);
   if (l.shape_of(1).size() != 1) want.push_back(n);
-  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
   if (batch > 65535) return l.fail("batch " + std::to_string(batch) + " exceeds 65535");
   MatMulParams& p = o.mm;
   p.m = static_cast<uint32_t>(m);
@@ -298,7 +304,101 @@ bool lower_gemm(Lowering& l) {
     p.c_row = static_cast<uint32_t>(strides[0]);
     p.c_col = static_cast<uint32_t>(strides[1]);
   }
-  return l.output() && (l.output_shape() == Shape{m, n} || l.fail("output shape is not [M, N]"));
+  return l.output() && (l.output_is(Shape{m, n}) || l.fail("output shape is not [M, N]"));
+}
+
+// The output shape of the reshape family (Reshape with 0 and -1 entries
+// and allowzero, Flatten, Squeeze, Unsqueeze, Identity) for the input's
+// shape. Shape, axes and target operands must be constants. Used where the
+// output shape is not given (binding an open graph); a static graph's
+// declared output is checked by element count only.
+bool alias_shape(Lowering& l, const std::string& op, Shape* out) {
+  const Shape x = l.shape_of(0);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  uint64_t count = 1;
+  for (int64_t d : x) count *= static_cast<uint64_t>(d);  // below 2^31: data(0) checked it
+  if (op == "Identity") {
+    *out = x;
+    return true;
+  }
+  if (op == "Flatten") {
+    int64_t axis = 1;
+    if (!l.get_int("axis", 1, &axis)) return false;
+    if (axis < -rank || axis > rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
+    if (axis < 0) axis += rank;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x[static_cast<size_t>(d)];
+    *out = {outer, inner};
+    return true;
+  }
+  if (op == "Reshape") {
+    Shape target;
+    int64_t allowzero = 0;
+    if (!l.get_int("allowzero", 0, &allowzero)) return false;
+    if (!l.constant_i64s(1, &target)) {
+      return l.fail("the target shape is not a constant, so it cannot be bound per execution");
+    }
+    Shape want = target;
+    int64_t infer = -1;
+    uint64_t known = 1;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (want[i] == 0 && allowzero == 0) {
+        if (i >= x.size()) return l.fail("target entry " + std::to_string(i) + " copies a dimension X lacks");
+        want[i] = x[i];
+      }
+      if (want[i] == -1) {
+        if (infer >= 0) return l.fail("the target has more than one -1");
+        infer = static_cast<int64_t>(i);
+        continue;
+      }
+      if (want[i] < 0) return l.fail("target entry " + std::to_string(want[i]) + " is negative");
+      known *= static_cast<uint64_t>(want[i]);
+    }
+    if (infer >= 0) {
+      if (known == 0 || count % known != 0) {
+        return l.fail("X " + shape_text(x) + " does not reshape to " + shape_text(target));
+      }
+      want[static_cast<size_t>(infer)] = static_cast<int64_t>(count / known);
+    } else if (known != count) {
+      return l.fail("X " + shape_text(x) + " does not reshape to " + shape_text(target));
+    }
+    *out = want;
+    return true;
+  }
+  // Squeeze / Unsqueeze: axes from the attribute before opset 13, then from
+  // the optional constant input.
+  Shape axes;
+  if (l.opset() < 13) {
+    if (!l.get_ints("axes", &axes)) return false;
+  } else if (l.present(1) && !l.constant_i64s(1, &axes)) {
+    return l.fail("the axes are not a constant, so they cannot be bound per execution");
+  }
+  if (op == "Squeeze") {
+    std::vector<bool> drop(x.size(), false);
+    for (int64_t a : axes) {
+      if (a < -rank || a >= rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+      const size_t d = static_cast<size_t>(a < 0 ? a + rank : a);
+      if (x[d] != 1) return l.fail("axis " + std::to_string(a) + " has size " + std::to_string(x[d]) + ", not 1");
+      drop[d] = true;
+    }
+    out->clear();
+    for (size_t d = 0; d < x.size(); ++d) {
+      if (axes.empty() ? x[d] != 1 : !drop[d]) out->push_back(x[d]);
+    }
+    return true;
+  }
+  const int64_t out_rank = rank + static_cast<int64_t>(axes.size());
+  std::vector<bool> one(static_cast<size_t>(out_rank), false);
+  for (int64_t a : axes) {
+    if (a < -out_rank || a >= out_rank) return l.fail("axis " + std::to_string(a) + " is out of range");
+    const size_t d = static_cast<size_t>(a < 0 ? a + out_rank : a);
+    if (one[d]) return l.fail("axis " + std::to_string(a) + " is repeated");
+    one[d] = true;
+  }
+  out->clear();
+  size_t next = 0;
+  for (size_t d = 0; d < one.size(); ++d) out->push_back(one[d] ? 1 : x[next++]);
+  return true;
 }
 
 bool lower_alias(Lowering& l) {
@@ -316,6 +416,13 @@ bool lower_alias(Lowering& l) {
     return false;
   }
   if (!l.data(0) || !l.output()) return false;
+  if (l.binding()) {
+    // Binding an open graph: the output shape by the operator's rule.
+    Shape want;
+    return alias_shape(l, op, &want) &&
+           (l.output_is(want) || l.fail("output shape " + shape_text(l.output_shape()) + ", expected " +
+                                        shape_text(want)));
+  }
   uint64_t in = 0, out = 0;
   element_count(l.shape_of(0), &in);
   element_count(l.output_shape(), &out);
@@ -326,14 +433,14 @@ bool lower_alias(Lowering& l) {
 
 }  // namespace
 
-bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why) {
+bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound) {
   using namespace lowering;
   const sdk::NodeView node = g.node(n);
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     *why = "domain '" + node.domain() + "' is not supported";
     return false;
   }
-  Lowering l(g, n, out, why);
+  Lowering l(g, n, out, why, bound);
   const std::string op = node.op_type();
   for (const UnaryEntry& e : kUnaries) {
     if (op == e.name) return lower_unary(l, e);

@@ -12,10 +12,13 @@
 #include "loom/graph/graph_generated.h"
 #include "loom/sdk/graph.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
-#include "vk_loader.hpp"
+#include "loom/plugin.hpp"
 
 namespace loom::vulkan {
 
+// The compile side needs no Vulkan: it builds without the Vulkan headers
+// (the fuzz harness of format-3 blobs compiles it).
+using sdk::Status;
 namespace gfb = loom::graph::fb;
 using Shape = std::vector<int64_t>;
 
@@ -59,6 +62,12 @@ struct Lowered {
 bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* strides);
 
 // Lowers node `n`; false with `*why` when vulkan-compute does not claim it.
-bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why);
+// With `bound` (binding an open graph, ABI 1.2: one shape per graph tensor,
+// the node's operands' concrete) the operands' shapes are read from it and
+// the output's shape, by the operator's rule, is checked against the
+// declared one (rank, fixed dimensions) and the kernels' limits and written
+// to it (lowering.hpp, class Lowering).
+bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why,
+                std::vector<Shape>* bound = nullptr);
 
 }  // namespace loom::vulkan

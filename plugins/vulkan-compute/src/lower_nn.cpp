@@ -80,7 +80,7 @@ bool lower_conv(Lowering& l) {
       !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
     return false;
   }
-  const Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
+  const Shape x = l.shape_of(0), w = l.shape_of(1);
   if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
   if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
     return l.fail("group " + std::to_string(group) + " does not fit the channels");
@@ -90,6 +90,7 @@ bool lower_conv(Lowering& l) {
   if (dilations.empty()) dilations = {1, 1};
   if (pads.empty()) pads = {0, 0, 0, 0};
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  Shape want = {x[0], w[0], 0, 0};
   for (int i = 0; i < 2; ++i) {
     if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
     const int64_t in = x[2 + i], k = (w[2 + i] - 1) * dilations[i] + 1;
@@ -104,12 +105,16 @@ bool lower_conv(Lowering& l) {
       return l.fail("auto_pad " + auto_pad + " is not supported");
     }
     if (pads[i] < 0 || pads[i + 2] < 0) return l.fail("negative pads");
-    const int64_t out = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
-    if (in + pads[i] + pads[i + 2] < k || y.size() != 4 || y[2 + i] != out) {
-      return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+    if (in + pads[i] + pads[i + 2] < k) {
+      return l.fail("the kernel of " + std::to_string(k) + " is larger than the padded input along axis " +
+                    std::to_string(2 + i));
     }
+    want[2 + static_cast<size_t>(i)] = (in + pads[i] + pads[i + 2] - k) / strides[i] + 1;
   }
-  if (y[0] != x[0] || y[1] != w[0]) return l.fail("output shape " + shape_text(y) + " does not match the convolution");
+  if (!l.output_is(want)) {
+    return l.fail("output shape " + shape_text(l.output_shape()) + " does not match the convolution");
+  }
+  const Shape y = l.output_shape();
   if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
   ConvParams& p = o.conv;
   fill_conv(x, w, y, w[0], strides, dilations, pads, group, l.present(2), &p);
@@ -145,8 +150,8 @@ bool lower_pool(Lowering& l, const std::string& op) {
       !l.data(0) || !l.output()) {
     return false;
   }
-  const Shape x = l.shape_of(0), y = l.output_shape();
-  if (x.size() != 4 || y.size() != 4) return l.fail("only 2-D pooling (4-D tensors) is supported");
+  const Shape x = l.shape_of(0);
+  if (x.size() != 4) return l.fail("only 2-D pooling (4-D tensors) is supported");
   if (global) kernel = {x[2], x[3]};
   if (kernel.size() != 2) return l.fail("kernel_shape must have 2 entries");
   if (!max && ceil_mode != 0) return l.fail("AveragePool with ceil_mode is not supported");
@@ -154,6 +159,7 @@ bool lower_pool(Lowering& l, const std::string& op) {
   if (dilations.empty()) dilations = {1, 1};
   if (pads.empty()) pads = {0, 0, 0, 0};
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return l.fail("attribute sizes are not 2-D");
+  Shape want = {x[0], x[1], 0, 0};
   for (int i = 0; i < 2; ++i) {
     if (strides[i] < 1 || dilations[i] < 1 || kernel[i] < 1) return l.fail("strides, dilations and kernel must be >= 1");
     const int64_t in = x[2 + i], k = (kernel[i] - 1) * dilations[i] + 1;
@@ -176,9 +182,10 @@ bool lower_pool(Lowering& l, const std::string& op) {
       // The last window must start inside the input or its left padding.
       if ((out - 1) * strides[i] >= in + pads[i]) --out;
     }
-    if (y[2 + i] != out) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+    want[2 + static_cast<size_t>(i)] = out;
   }
-  if (y[0] != x[0] || y[1] != x[1]) return l.fail("output shape " + shape_text(y) + " does not match the pooling");
+  if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + " does not match the pooling");
+  const Shape y = l.output_shape();
   PoolParams& p = o.pool;
   p.planes = static_cast<uint32_t>(x[0] * x[1]);
   p.h = static_cast<uint32_t>(x[2]);
@@ -252,7 +259,7 @@ bool lower_reduce(Lowering& l, const std::string& op) {
       want.push_back(x[d]);
     }
   }
-  if (want != l.output_shape()) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
   if (o.n == 0 || o.inner == 0) return l.fail("empty reductions are not supported");
   return true;
 }
@@ -331,11 +338,11 @@ bool lower_conv_transpose(Lowering& l) {
       !l.output()) {
     return false;
   }
-  Shape x = l.shape_of(0), w = l.shape_of(1), y = l.output_shape();
-  if (x.size() != w.size() || x.size() != y.size() || (x.size() != 3 && x.size() != 4)) {
+  Shape x = l.shape_of(0), w = l.shape_of(1);
+  if (x.size() != w.size() || (x.size() != 3 && x.size() != 4)) {
     return l.fail("only 1-D and 2-D transposed convolutions (3-D or 4-D tensors) are supported");
   }
-  for (const Shape* s : {&x, &w, &y}) {
+  for (const Shape* s : {&x, &w}) {
     for (int64_t d : *s) {
       if (d < 1) return l.fail("empty tensors are not supported");
     }
@@ -355,6 +362,19 @@ bool lower_conv_transpose(Lowering& l) {
   }
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return l.fail("auto_pad " + auto_pad + " is unknown");
+  if ((same || !out_shape.empty()) && l.binding()) {
+    // The padding's parity, which decides whether the node is claimed,
+    // would follow the binding.
+    const Shape declared = l.declared_of(0);
+    for (size_t d = 2; d < declared.size(); ++d) {
+      if (declared[d] < 0) {
+        return l.fail(std::string(same ? "auto_pad " + auto_pad : std::string("output_shape")) +
+                      " over an input with open spatial dimensions " + shape_text(declared) +
+                      " (whether its padding is even follows the binding)");
+      }
+    }
+  }
+  Shape want = {x[0], w[1] * group};
   for (size_t i = 0; i < spatial; ++i) {
     if (!kernel.empty() && kernel[i] != w[2 + i]) return l.fail("kernel_shape differs from W");
     if (strides[i] < 1 || dilations[i] < 1) return l.fail("strides and dilations must be >= 1");
@@ -372,12 +392,14 @@ bool lower_conv_transpose(Lowering& l) {
       pads[i] = pads[i + spatial] = total / 2;
     }
     if (pads[i] < 0 || pads[i + spatial] < 0) return l.fail("negative pads");
-    if (natural - pads[i] - pads[i + spatial] != y[2 + i]) {
-      return l.fail("output shape " + shape_text(y) + " does not match the transposed convolution");
-    }
+    want.push_back(natural - pads[i] - pads[i + spatial]);
   }
-  if (y[0] != x[0] || y[1] != w[1] * group) {
-    return l.fail("output shape " + shape_text(y) + " does not match the transposed convolution");
+  if (!l.output_is(want)) {
+    return l.fail("output shape " + shape_text(l.output_shape()) + " does not match the transposed convolution");
+  }
+  Shape y = l.output_shape();
+  for (int64_t d : y) {
+    if (d < 1) return l.fail("empty tensors are not supported");
   }
   if (l.present(2) && l.shape_of(2) != Shape{y[1]}) return l.fail("B must have M elements");
   if (spatial == 1) {  // a 1-D convolution is a 2-D one of height 1

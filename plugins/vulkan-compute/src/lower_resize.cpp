@@ -97,11 +97,10 @@ bool lower_resize(Lowering& l) {
   if (policy != "stretch") return l.fail("keep_aspect_ratio_policy " + policy + " is not supported");
   if (!l.data(0) || !l.output()) return false;
 
-  const Shape x = l.shape_of(0), y = l.output_shape();
+  const Shape x = l.shape_of(0);
   const int64_t rank = static_cast<int64_t>(x.size());
-  if (rank == 0 || rank > static_cast<int64_t>(kBinaryMaxRank) || y.size() != x.size()) {
-    return l.fail("X has rank " + std::to_string(rank) + " and Y " + std::to_string(y.size()) +
-                  "; ranks 1 to 6 are supported");
+  if (rank == 0 || rank > static_cast<int64_t>(kBinaryMaxRank)) {
+    return l.fail("X has rank " + std::to_string(rank) + "; ranks 1 to 6 are supported");
   }
   for (int64_t d : x) {
     if (d < 1 || d > kMaxResizeInput) return l.fail("input shape " + shape_text(x) + " is empty or too large");
@@ -145,7 +144,13 @@ bool lower_resize(Lowering& l) {
       scale[a] = static_cast<double>(sizes[i]) / in;
     }
   }
-  if (want != y) return l.fail("output shape " + shape_text(y) + ", expected " + shape_text(want));
+  if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + ", expected " + shape_text(want));
+  const Shape y = want;
+  int64_t taps = 0;
+  for (int64_t d : y) taps += d;
+  if (taps > kMaxResizeInput) {
+    return l.fail("output shape " + shape_text(y) + " needs a tap table of more than 2^24 entries");
+  }
   for (size_t a = 0; a < x.size(); ++a) {
     const double length = scale[a] * static_cast<double>(x[a]);
     if (coord == Coord::kAlignCorners && std::fabs(length - static_cast<double>(y[a])) > 1e-9 * length) {

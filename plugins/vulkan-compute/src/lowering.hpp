@@ -16,15 +16,26 @@ namespace loom::vulkan::lowering {
 // Node reads go through sdk::NodeView (attributes, constant operands), the
 // checks vendors' plugins use too; Lowering adds vulkan-compute's rules (f32
 // only, rank and size limits) and the Lowered it fills.
+//
+// Two modes. Over a static graph (`bound` NULL) every shape is the graph's
+// and output_is() checks the declared output against the operator's rule.
+// Binding an open graph (`bound` set: one shape per graph tensor, those of
+// the node's operands concrete) the operands' shapes come from `bound`, and
+// output_is() makes the rule's shape the output's: it must fit the shape the
+// graph declares (rank, and every dimension the graph fixes) and the
+// kernels' limits, and is written to `bound` for the nodes that read it.
 class Lowering {
  public:
-  Lowering(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why)
-      : node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()) {}
+  Lowering(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound = nullptr)
+      : node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()), bound_(bound) {}
 
+  // Records why the node is refused (the first reason output_is gave, when
+  // it gave one) and returns false.
   bool fail(std::string why) {
-    *why_ = std::move(why);
+    if (!pinned_) *why_ = std::move(why);
     return false;
   }
+  bool binding() const { return bound_ != nullptr; }
   // True when `s` is OK; otherwise fail() with its message.
   bool ok(const Status& s) { return s.ok() || fail(s.message()); }
   int64_t opset() const { return opset_; }
@@ -49,7 +60,11 @@ class Lowering {
   size_t input_count() const { return node_.input_count(); }
   bool present(size_t i) const { return node_.has_input(i); }
   int32_t input(size_t i) const { return node_.input_index(i); }
-  Shape shape_of(size_t i) const { return node_.input(i).shape(); }
+  // Input i's shape as the graph declares it (-1 where open).
+  Shape declared_of(size_t i) const { return node_.input(i).shape(); }
+  Shape shape_of(size_t i) const {
+    return bound_ != nullptr ? (*bound_)[static_cast<size_t>(input(i))] : node_.input(i).shape();
+  }
 
   bool inputs(size_t min, size_t max) {
     const size_t n = input_count();
@@ -68,9 +83,10 @@ class Lowering {
       return fail("input " + std::to_string(i) + " is " + sdk::dtype_name(t.dtype()) +
                   "; vulkan-compute runs f32 only");
     }
+    const Shape s = shape_of(i);
     uint64_t n = 0;
-    if (!element_count(t.shape(), &n) || t.rank() > kMaxRank) {
-      return fail("input " + std::to_string(i) + " has shape " + shape_text(t.shape()) +
+    if (!element_count(s, &n) || s.size() > kMaxRank) {
+      return fail("input " + std::to_string(i) + " has shape " + shape_text(s) +
                   ", beyond vulkan-compute's limits");
     }
     out_->operands.push_back(t.index());
@@ -85,14 +101,39 @@ class Lowering {
     const sdk::TensorView t = node_.output(0);
     if (t.dtype() != LOOM_DTYPE_F32) return fail(std::string("output is ") + sdk::dtype_name(t.dtype()));
     if (t.is_constant() || t.is_graph_input()) return fail("output tensor is a constant or a graph input");
+    out_->output = t.index();
+    if (bound_ != nullptr) return true;  // output_is() gives the shape
     uint64_t n = 0;
     if (!element_count(t.shape(), &n) || t.rank() > kMaxRank) {
       return fail("output shape " + shape_text(t.shape()) + " is beyond vulkan-compute's limits");
     }
-    out_->output = t.index();
     output_shape_ = t.shape();
     return true;
   }
+  // The output shape is `want`, the operator's rule applied to the
+  // operands (see the modes above). False without a message of its own for
+  // a static graph whose declared output differs (the caller says how);
+  // binding, false with the reason the shape does not fit.
+  bool output_is(const Shape& want) {
+    if (bound_ == nullptr) return want == output_shape_;
+    const Shape declared = node_.output(0).shape();
+    bool fits = declared.size() == want.size();
+    for (size_t d = 0; fits && d < want.size(); ++d) fits = declared[d] < 0 || declared[d] == want[d];
+    uint64_t n = 0;
+    if (!fits) {
+      fail("output shape " + shape_text(want) + " by the operator's rule does not fit the declared " +
+           shape_text(declared));
+    } else if (!element_count(want, &n) || want.size() > kMaxRank) {
+      fail("output shape " + shape_text(want) + " is beyond vulkan-compute's limits (rank 8, 2^31 elements)");
+    } else {
+      output_shape_ = want;
+      (*bound_)[static_cast<size_t>(out_->output)] = want;
+      return true;
+    }
+    pinned_ = true;
+    return false;
+  }
+  // The output's shape: the declared one, or binding, the one output_is set.
   Shape output_shape() const { return output_shape_; }
   Lowered& out() { return *out_; }
 
@@ -101,6 +142,8 @@ class Lowering {
   Lowered* out_;
   std::string* why_;
   int64_t opset_;
+  std::vector<Shape>* bound_;
+  bool pinned_ = false;  // output_is gave the reason: later fail() calls keep it
   Shape output_shape_;
 };
 

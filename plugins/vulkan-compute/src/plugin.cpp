@@ -1,6 +1,8 @@
 // The vulkan-compute plugin: one device per Vulkan physical device with a
-// compute queue. The glue to the C ABI is loom/plugin.hpp (which also makes
-// buffer_import_host of Device::import_host, and the compile entries of
+// compute queue; open-shape graphs included (ABI 1.2,
+// LOOM_PLUGIN_CAP_OPEN_SHAPES: one format-3 blob for every binding, lowered
+// per binding at execute, executable.hpp). The glue to the C ABI is
+// loom/plugin.hpp (which also makes buffer_import_host of Device::import_host, and the compile entries of
 // VulkanPlugin's compile members).
 #include <memory>
 #include <string>
@@ -58,11 +60,20 @@ class VulkanPlugin {
     return vulkan::compile_supported(graph, claims);
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
+    if (graph.has_open_dims()) {
+      // Format 3 only for a graph with open dimensions: the graph itself,
+      // lowered per binding at execute. Static graphs stay format 2.
+      LOOM_SDK_RETURN_IF_ERROR(check_open_graph(graph));
+      out->bytes = encode_open(graph.buffer(), graph.buffer_size());
+      out->loader_key = kLoaderKey;
+      out->format_version = kOpenFormatVersion;
+      return Status();
+    }
     BlobProgram program;
     LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &program));
     out->bytes = encode(program);
     out->loader_key = kLoaderKey;
-    out->format_version = kFormatVersion;
+    out->format_version = kStaticFormatVersion;
     return Status();
   }
   // Validation messages so far (0 when validation is off).
@@ -153,7 +164,8 @@ struct VulkanCompute {
                                            kMinFormatVersion, kFormatVersion};
     static const loom_loader_key_t* const kKeys[] = {&kKey};
     static const loom_plugin_info_t kInfo = {LOOM_PLUGIN_INFO_STRUCT_SIZE, "vulkan-compute",
-                                             "Loom", LOOM_VULKAN_COMPUTE_VERSION, 1, kKeys, 0};
+                                             "Loom", LOOM_VULKAN_COMPUTE_VERSION, 1, kKeys,
+                                             LOOM_PLUGIN_CAP_OPEN_SHAPES};
     return &kInfo;
   }
   static Status create(const sdk::CreateContext& ctx, std::unique_ptr<Plugin>* out) {

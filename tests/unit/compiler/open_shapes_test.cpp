@@ -531,14 +531,18 @@ TEST(NativeOpenShapes, CompiledPerBindingWhenTheStructureOrATargetRequiresIt) {
   EXPECT_FALSE(report->open_native);
   EXPECT_NE(report->open_per_binding_why.find("the graph's structure follows the binding"), std::string::npos)
       << report->open_per_binding_why;
-  // A target that compiles fixed shapes only.
-  CompileOptions vulkan;
-  vulkan.targets = {"vulkan-compute"};
-  auto fixed_only = compile_pooled(*runtime, "pooled_vulkan", vulkan);
+  // A target that compiles fixed shapes only: the test's fake plugin.
+  RuntimeOptions with_fake;
+  with_fake.plugin_paths = {fs::path(LOOM_TEST_PLUGIN_DIR) / "fake"};
+  with_fake.plugin_options = {{"fake.compile_ops", "Relu"}};
+  auto fake_runtime = Runtime::create(with_fake);
+  ASSERT_TRUE(fake_runtime.ok()) << fake_runtime.status().to_string();
+  CompileOptions fake;
+  fake.targets = {"fake"};
+  auto fixed_only = compile_pooled(**fake_runtime, "pooled_fake", fake);
   ASSERT_TRUE(fixed_only.ok()) << fixed_only.status().to_string();
   EXPECT_FALSE(fixed_only->open_native);
-  EXPECT_EQ(fixed_only->open_per_binding_why,
-            "vulkan-compute compiles fixed shapes only (no open-shape executables, ABI 1.2)");
+  EXPECT_EQ(fixed_only->open_per_binding_why, "fake compiles fixed shapes only (no open-shape executables, ABI 1.2)");
 }
 
 // fpga-stub serves open shapes (format-2 bitstreams): the program is
@@ -571,6 +575,52 @@ TEST(NativeOpenShapes, FpgaStubCompiledOnceRunsEveryBindingOnTheDevice) {
     ASSERT_TRUE(ran.ok()) << ran.to_string();
     EXPECT_EQ(session->output(0).shape(), (Shape{n, 4}));
     EXPECT_LE(max_diff(session->output(0), want_session->output(0)), 1e-5f) << n << "x3x" << h << "x" << w;
+    EXPECT_EQ(session->bound_program(), nullptr);  // compiled once: no per-binding program
+    bool on_device = false;
+    for (const DelegateTransfers& t : session->transfers()) on_device |= t.device == load.device;
+    EXPECT_TRUE(on_device);
+  }
+}
+
+// vulkan-compute serves open shapes (format-3 blobs, lowered per binding):
+// compiled once, every binding runs that one blob on the device (lavapipe
+// here), against the model compiled for the binding alone on the reference
+// kernels.
+TEST(NativeOpenShapes, VulkanComputeCompiledOnceRunsEveryBindingOnTheDevice) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto plugin = runtime->plugin_host().load("vulkan-compute");
+  if (!plugin.ok()) GTEST_SKIP() << "vulkan-compute is not built: " << plugin.status().to_string();
+  EXPECT_TRUE((*plugin)->serves_open_shapes());
+  bool has_device = false;
+  for (const auto& d : runtime->devices()) has_device |= d.uri == "vulkan-compute://0";
+  CompileOptions vulkan;
+  vulkan.targets = {"vulkan-compute"};
+  auto report = compile_pooled(*runtime, "pooled_vulkan", vulkan);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_TRUE(report->open_native) << report->open_per_binding_why;
+  if (!has_device) GTEST_SKIP() << "no Vulkan device";
+  LoadOptions load;
+  load.device = "vulkan-compute://0";
+  auto program = runtime->load_program(scratch() / "pooled_vulkan.loom", load).value();
+  EXPECT_TRUE(program->function("main").value().open);
+  auto session = program->create_session().value();
+  CompileOptions none;
+  none.targets = {};
+  for (auto [n, h, w] : {std::tuple{1, 8, 8}, {2, 5, 9}, {3, 16, 4}, {2, 5, 9}}) {
+    CompileOptions fixed = none;
+    fixed.input_shapes = {{"x", {n, 3, h, w}}};
+    ASSERT_TRUE(compile_pooled(*runtime, "pooled_vulkan_ref", fixed).ok());
+    auto oracle = runtime->load_program(scratch() / "pooled_vulkan_ref.loom").value();
+    auto want = oracle->create_session().value();
+    const Tensor x = pattern({n, 3, h, w}, n + h);
+    ASSERT_TRUE(want->set_input("x", x).ok());
+    ASSERT_TRUE(want->run().ok());
+    ASSERT_TRUE(session->set_input("x", x).ok());
+    const Status ran = session->run();
+    ASSERT_TRUE(ran.ok()) << ran.to_string();
+    EXPECT_EQ(session->output(0).shape(), (Shape{n, 4}));
+    EXPECT_LE(max_diff(session->output(0), want->output(0)), 1e-4f) << n << "x3x" << h << "x" << w;
     EXPECT_EQ(session->bound_program(), nullptr);  // compiled once: no per-binding program
     bool on_device = false;
     for (const DelegateTransfers& t : session->transfers()) on_device |= t.device == load.device;

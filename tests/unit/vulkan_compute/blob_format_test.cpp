@@ -94,6 +94,39 @@ TEST(VulkanBlobFormat, HeadErrorsNameTheField) {
   EXPECT_NE(error_of(bad).find("its head describes"), std::string::npos);
 }
 
+TEST(VulkanBlobFormat, OpenBlobHeadsAreCheckedAndStaticBlobsStayFormatTwo) {
+  // encode() writes format 2 whatever the reader's newest format is.
+  const std::vector<uint8_t> fixed = encode(small_program());
+  EXPECT_EQ(blob_version(fixed.data(), fixed.size()), kStaticFormatVersion);
+  // Format 3 wraps a graph buffer (its bytes are checked by the plugin).
+  const std::vector<uint8_t> graph = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<uint8_t> open = encode_open(graph.data(), graph.size());
+  ASSERT_EQ(open.size(), kOpenHeadBytes + graph.size());
+  EXPECT_EQ(blob_version(open.data(), open.size()), kOpenFormatVersion);
+  const uint8_t* at = nullptr;
+  size_t size = 0;
+  std::string error;
+  ASSERT_TRUE(decode_open(open.data(), open.size(), &at, &size, &error)) << error;
+  EXPECT_EQ(std::vector<uint8_t>(at, at + size), graph);
+  BlobProgram p;
+  EXPECT_FALSE(decode(open.data(), open.size(), &p, &error));
+  EXPECT_EQ(error, "format version 3 carries an open graph, not a program (decode_open reads it)");
+  for (size_t n = 0; n < open.size(); ++n) {
+    EXPECT_FALSE(decode_open(open.data(), n, &at, &size, &error)) << n;
+    EXPECT_FALSE(error.empty());
+  }
+  std::vector<uint8_t> bad = open;
+  bad[8] = 1;
+  EXPECT_FALSE(decode_open(bad.data(), bad.size(), &at, &size, &error));
+  EXPECT_EQ(error, "format-3 head: reserved field is 1, not 0");
+  EXPECT_FALSE(decode_open(fixed.data(), fixed.size(), &at, &size, &error));
+  EXPECT_EQ(error, "format version 2 is not format 3 (an open graph)");
+  bad = open;
+  bad.push_back(0);
+  EXPECT_FALSE(decode_open(bad.data(), bad.size(), &at, &size, &error));
+  EXPECT_EQ(error, "format-3 blob of 26 bytes: its head names a graph of 9 bytes (want 10, at least 1)");
+}
+
 TEST(VulkanBlobFormat, LayerNormDispatchesAreCheckedAgainstTheirTensors) {
   BlobProgram p;
   auto add = [&](TensorKind kind, std::vector<int64_t> shape) { return add_tensor(&p, kind, std::move(shape)); };

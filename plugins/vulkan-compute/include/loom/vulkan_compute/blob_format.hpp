@@ -17,6 +17,16 @@
 // checks every count, index, range and each kernel's push constants against
 // the shapes of its bound tensors, so a blob that decodes runs without
 // touching memory outside its tensors.
+//
+// Format 3, written only for a graph with open dimensions (ABI 1.2,
+// LOOM_PLUGIN_CAP_OPEN_SHAPES), carries the graph itself, lowered per
+// binding at execute (static graphs are still written as format 2, byte for
+// byte as before):
+//   head      magic "LMVK", format version u32 (3), reserved u32 (0),
+//             graph bytes u32
+//   graph     the graph.fbs buffer compile received (open dimensions -1)
+// decode_open() checks the head and sizes; the plugin then verifies the
+// graph (sdk::GraphView::open) and checks every node at a probe binding.
 #pragma once
 
 #include <algorithm>
@@ -31,9 +41,18 @@ namespace loom::vulkan {
 inline constexpr const char* kLoaderKey = "vulkan-compute";
 // Format 2 (2026-11-27): split-K convolutions (an 18th conv push constant),
 // reduce op 3 (sum then Relu) and the direct_conv kernel; format 1 blobs
-// load unchanged.
-inline constexpr uint32_t kFormatVersion = 2;
+// load unchanged. encode() writes it.
+inline constexpr uint32_t kStaticFormatVersion = 2;
+// Format 3 (2026-11-27): an open graph (encode_open, decode_open).
+inline constexpr uint32_t kOpenFormatVersion = 3;
+// The newest format this plugin reads (the loader key's maximum).
+inline constexpr uint32_t kFormatVersion = kOpenFormatVersion;
 inline constexpr uint32_t kMinFormatVersion = 1;
+// Format 3's head: magic, version, reserved, graph bytes.
+inline constexpr size_t kOpenHeadBytes = 16;
+// The largest graph a format-3 blob carries (big weights are execute
+// inputs, not part of it).
+inline constexpr uint64_t kMaxOpenGraphBytes = uint64_t{1} << 30;
 inline constexpr char kMagic[4] = {'L', 'M', 'V', 'K'};
 inline constexpr uint32_t kMaxRank = 8;
 inline constexpr uint32_t kMaxBindings = 4;
@@ -147,7 +166,7 @@ inline std::vector<uint8_t> encode(const BlobProgram& program) {
   out.reserve(kHeadBytes + program.tensors.size() * kTensorBytes +
               program.dispatches.size() * kDispatchBytes + program.data.size() + 64);
   for (char c : kMagic) out.push_back(static_cast<uint8_t>(c));
-  put32(&out, kFormatVersion);
+  put32(&out, kStaticFormatVersion);
   put32(&out, static_cast<uint32_t>(program.tensors.size()));
   put32(&out, static_cast<uint32_t>(program.dispatches.size()));
   put32(&out, static_cast<uint32_t>(program.inputs.size()));
@@ -177,6 +196,64 @@ inline std::vector<uint8_t> encode(const BlobProgram& program) {
   return out;
 }
 
+// The format version a blob's head names (0 when it is too short or its
+// magic is wrong: decode() says why).
+inline uint32_t blob_version(const void* blob, size_t size) {
+  if (blob == nullptr || size < 8 || std::memcmp(blob, kMagic, 4) != 0) return 0;
+  blob_detail::Reader r(static_cast<const uint8_t*>(blob) + 4, 4);
+  return r.u32();
+}
+
+// A format-3 blob of the graph.fbs buffer `graph` (`size` bytes).
+inline std::vector<uint8_t> encode_open(const void* graph, size_t size) {
+  using namespace blob_detail;
+  std::vector<uint8_t> out;
+  out.reserve(kOpenHeadBytes + size);
+  for (char c : kMagic) out.push_back(static_cast<uint8_t>(c));
+  put32(&out, kOpenFormatVersion);
+  put32(&out, 0);
+  put32(&out, static_cast<uint32_t>(size));
+  const auto* p = static_cast<const uint8_t*>(graph);
+  out.insert(out.end(), p, p + size);
+  return out;
+}
+
+// Reads a format-3 blob's head: `*graph` and `*graph_size` locate the
+// graph.fbs buffer inside `blob` (not yet verified: sdk::GraphView::open
+// does that). False with `*error` ("format-3 blob of 20 bytes: its head
+// names a graph of 64 bytes") otherwise.
+inline bool decode_open(const void* blob, size_t size, const uint8_t** graph, size_t* graph_size,
+                        std::string* error) {
+  using namespace blob_detail;
+  if (blob == nullptr || size < kOpenHeadBytes) {
+    *error = "blob of " + std::to_string(size) + " bytes is shorter than the 16-byte head of format 3";
+    return false;
+  }
+  const uint8_t* p = static_cast<const uint8_t*>(blob);
+  if (std::memcmp(p, kMagic, 4) != 0) {
+    *error = "bad magic (want \"LMVK\")";
+    return false;
+  }
+  Reader r(p + 4, size - 4);
+  const uint32_t version = r.u32(), reserved = r.u32(), bytes = r.u32();
+  if (version != kOpenFormatVersion) {
+    *error = "format version " + std::to_string(version) + " is not format 3 (an open graph)";
+    return false;
+  }
+  if (reserved != 0) {
+    *error = "format-3 head: reserved field is " + std::to_string(reserved) + ", not 0";
+    return false;
+  }
+  if (bytes == 0 || bytes > kMaxOpenGraphBytes || bytes != size - kOpenHeadBytes) {
+    *error = "format-3 blob of " + std::to_string(size) + " bytes: its head names a graph of " +
+             std::to_string(bytes) + " bytes (want " + std::to_string(size - kOpenHeadBytes) + ", at least 1)";
+    return false;
+  }
+  *graph = p + kOpenHeadBytes;
+  *graph_size = bytes;
+  return true;
+}
+
 // Decodes the structure of a blob: head, counts, tensor records (ranks,
 // dims, f32 sizes, constant ranges, aliases), io lists and dispatch records
 // (kernel ids, binding indices, push counts). Kernel-specific checks of the
@@ -189,6 +266,9 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     *error = std::move(m);
     return false;
   };
+  if (blob_version(blob, size) == kOpenFormatVersion) {
+    return fail("format version 3 carries an open graph, not a program (decode_open reads it)");
+  }
   if (blob == nullptr || size < kHeadBytes) {
     return fail("blob of " + std::to_string(size) + " bytes is shorter than the " +
                 std::to_string(kHeadBytes) + "-byte head");
