@@ -217,6 +217,28 @@ void cpu_simd_seeds(const fs::path& dir) {
     node(Op::kMatMulInteger, {a, bm, bz}, m).trans_a = 2;
     write(dir, "qlinear_conv_matmul_integer_v6.blob", encode(g));
   }
+  {
+    // Format 8: the open form of Resize (nearest asymmetric/floor 2x and
+    // linear half_pixel 1.5x over an open map), taps made per binding.
+    BlobGraph g;
+    const uint32_t x = t(g, {-1, 2, -1, -1}), up = t(g, {-1, 2, -1, -1}), lin = t(g, {-1, 2, -1, -1});
+    g.inputs = {x};
+    g.outputs = {up, lin};
+    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
+      BlobNode n;
+      n.op = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      return g.nodes.emplace_back(std::move(n));
+    };
+    BlobNode& a = node(Op::kResize, {x}, up);
+    a.ints = {2, static_cast<int64_t>(ResizeCoordMode::kAsymmetric), static_cast<int64_t>(ResizeRounding::kFloor)};
+    a.floats = {1, 1, 2, 2};
+    BlobNode& b = node(Op::kResize, {x}, lin);
+    b.ints = {3, static_cast<int64_t>(ResizeCoordMode::kHalfPixel), 0};
+    b.floats = {1, 1, 1.5f, 1.5f};
+    write(dir, "open_resize_v8.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

@@ -433,14 +433,16 @@ Shape probe_shape(const Shape& s) {
 }  // namespace
 
 // Operators whose blob form fixes what an open dimension decides (Slice's,
-// Split's, Resize's and Gather's index tables, SAME padding, Pad's checks
-// against the input's extent) are refused when their data input is open; everything else is checked per node by
-// check_open_node.
+// Split's and Gather's index tables, SAME padding, Pad's checks against the
+// input's extent) are refused when their data input is open; everything
+// else is checked per node by check_open_node (a Resize by scales takes the
+// open form whose taps bind_shapes makes per binding; lower_resize refuses
+// one to sizes).
 bool open_shapes_ok(const sdk::GraphView&, const sdk::NodeView& node, std::string* why) {
   if (node.input_count() == 0 || !node.has_input(0) || !is_open(node.input(0).shape())) return true;
   const std::string op = node.op_type();
   const std::string x = detail::shape_string(node.input(0).shape());
-  if (op == "Slice" || op == "Split" || op == "Resize" || op == "Gather" || op == "Pad") {
+  if (op == "Slice" || op == "Split" || op == "Gather" || op == "Pad") {
     *why = op + " of an input with open dimensions " + x +
            " (its index tables are resolved at compile time)";
     return false;

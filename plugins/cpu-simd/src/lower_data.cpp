@@ -9,31 +9,6 @@
 #include "lowering.hpp"
 
 namespace loom::cpu_simd::lowering {
-namespace {
-
-enum class ResizeCoord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn };
-
-// Where output position `o` of an axis resized from `in` to `out` elements
-// (factor `scale`) samples the input, in input coordinates.
-double resize_source(ResizeCoord coord, double scale, int64_t in, int64_t out, int64_t o) {
-  const double p = static_cast<double>(o);
-  switch (coord) {
-    case ResizeCoord::kHalfPixel: return (p + 0.5) / scale - 0.5;
-    case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (p + 0.5) / scale - 0.5 : -0.5;
-    case ResizeCoord::kAlignCorners:
-      return out > 1 ? p * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-    case ResizeCoord::kAsymmetric: return p / scale;
-    case ResizeCoord::kTfHalfPixelForNn: return (p + 0.5) / scale;
-  }
-  return 0.0;
-}
-
-int64_t resize_clamp(double v, int64_t in) {
-  if (!(v > 0)) return 0;
-  return v >= static_cast<double>(in - 1) ? in - 1 : static_cast<int64_t>(v);
-}
-
-}  // namespace
 
 // ReduceMean, ReduceSum, ReduceMax, ReduceMin: axes from the attribute or,
 // from opset 13 (ReduceSum) / 18 (the others), from an inline constant
@@ -135,7 +110,7 @@ bool lower_resize(Lowering& l) {
   BlobNode& n = l.node();
   n.op = Op::kResize;
   if (l.opset() < 11) return l.fail("Resize before opset 11 is not supported");
-  std::string mode, coord_name, rounding, policy;
+  std::string mode, coord_name, rounding_name, policy;
   int64_t antialias = 0, exclude_outside = 0;
   float cubic_a = 0, extrapolation = 0;
   Shape axes;
@@ -145,7 +120,7 @@ bool lower_resize(Lowering& l) {
                            {"keep_aspect_ratio_policy", 18}}) ||
       !l.check_inputs(1, 4) || !l.get_string("mode", "nearest", &mode) ||
       !l.get_string("coordinate_transformation_mode", "half_pixel", &coord_name) ||
-      !l.get_string("nearest_mode", "round_prefer_floor", &rounding) ||
+      !l.get_string("nearest_mode", "round_prefer_floor", &rounding_name) ||
       !l.get_string("keep_aspect_ratio_policy", "stretch", &policy) ||
       !l.get_int("antialias", 0, &antialias) || !l.get_int("exclude_outside", 0, &exclude_outside) ||
       !l.get_float("cubic_coeff_a", -0.75f, &cubic_a) ||
@@ -154,17 +129,19 @@ bool lower_resize(Lowering& l) {
   }
   const bool linear = mode == "linear";
   if (!linear && mode != "nearest") return l.fail("mode " + mode + " is not supported (nearest and linear are)");
-  ResizeCoord coord;
-  if (coord_name == "half_pixel") coord = ResizeCoord::kHalfPixel;
-  else if (coord_name == "pytorch_half_pixel") coord = ResizeCoord::kPytorchHalfPixel;
-  else if (coord_name == "align_corners") coord = ResizeCoord::kAlignCorners;
-  else if (coord_name == "asymmetric") coord = ResizeCoord::kAsymmetric;
-  else if (coord_name == "tf_half_pixel_for_nn") coord = ResizeCoord::kTfHalfPixelForNn;
+  ResizeCoordMode coord;
+  if (coord_name == "half_pixel") coord = ResizeCoordMode::kHalfPixel;
+  else if (coord_name == "pytorch_half_pixel") coord = ResizeCoordMode::kPytorchHalfPixel;
+  else if (coord_name == "align_corners") coord = ResizeCoordMode::kAlignCorners;
+  else if (coord_name == "asymmetric") coord = ResizeCoordMode::kAsymmetric;
+  else if (coord_name == "tf_half_pixel_for_nn") coord = ResizeCoordMode::kTfHalfPixelForNn;
   else return l.fail("coordinate_transformation_mode " + coord_name + " is not supported");
-  if (rounding != "round_prefer_floor" && rounding != "round_prefer_ceil" && rounding != "floor" &&
-      rounding != "ceil") {
-    return l.fail("nearest_mode " + rounding + " is unknown");
-  }
+  ResizeRounding rounding;
+  if (rounding_name == "round_prefer_floor") rounding = ResizeRounding::kRoundPreferFloor;
+  else if (rounding_name == "round_prefer_ceil") rounding = ResizeRounding::kRoundPreferCeil;
+  else if (rounding_name == "floor") rounding = ResizeRounding::kFloor;
+  else if (rounding_name == "ceil") rounding = ResizeRounding::kCeil;
+  else return l.fail("nearest_mode " + rounding_name + " is unknown");
   if (antialias != 0) return l.fail("antialias is not supported");
   if (exclude_outside != 0) return l.fail("exclude_outside is not supported");
   if (policy != "stretch") return l.fail("keep_aspect_ratio_policy " + policy + " is not supported");
@@ -172,8 +149,11 @@ bool lower_resize(Lowering& l) {
   const Shape x = l.shape_of(0), y = l.output_shape();
   const int64_t rank = static_cast<int64_t>(x.size());
   if (rank == 0 || y.size() != x.size()) return l.fail("X and Y must have the same rank, at least 1");
+  const bool open = is_open(x);
   for (int64_t d : x) {
-    if (d < 1 || d > kMaxAttr) return l.fail("input shape " + detail::shape_string(x) + " has an empty or huge axis");
+    if ((d < 1 && !(open && d == -1)) || d > kMaxAttr) {
+      return l.fail("input shape " + detail::shape_string(x) + " has an empty or huge axis");
+    }
   }
   if (axes.empty()) {
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
@@ -194,6 +174,13 @@ bool lower_resize(Lowering& l) {
   if ((scales.empty() ? sizes.size() : scales.size()) != axes.size()) {
     return l.fail("scales or sizes do not name every resized axis once");
   }
+  if (open && scales.empty()) {
+    // The sampling of a Resize to sizes follows the input's extent, which
+    // this binding leaves open (the compiler reads a Resize to a multiple
+    // of its input as scales where it can: unify_shape_targets).
+    return l.fail("Resize to sizes of an input with open dimensions " + detail::shape_string(x) +
+                  " (by scales it is run per binding)");
+  }
   std::vector<double> scale(x.size(), 1.0);
   Shape want = x;
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -201,57 +188,34 @@ bool lower_resize(Lowering& l) {
     const double in = static_cast<double>(x[a]);
     if (!scales.empty()) {
       const double s = scales[i];
-      if (!(s > 0) || !std::isfinite(s) || in * s >= static_cast<double>(kMaxAttr)) {
+      if (!(s > 0) || !std::isfinite(s) || (x[a] > 0 && in * s >= static_cast<double>(kMaxAttr))) {
         return l.fail("scale " + std::to_string(s) + " is not a positive finite factor");
       }
       scale[a] = s;
-      want[a] = static_cast<int64_t>(std::floor(in * s));
+      want[a] = x[a] < 0 ? -1 : static_cast<int64_t>(std::floor(in * s));
     } else {
       if (sizes[i] < 1 || sizes[i] > kMaxAttr) return l.fail("size " + std::to_string(sizes[i]) + " is out of range");
       want[a] = sizes[i];
       scale[a] = static_cast<double>(sizes[i]) / in;
     }
   }
+  if (open) {
+    // The open form (format 8): the taps are made per binding by
+    // bind_shapes; the declared output is checked there too, and at a
+    // probe binding by check_open_node now.
+    n.ints = {linear ? 3 : 2, static_cast<int64_t>(coord), static_cast<int64_t>(rounding)};
+    n.floats.assign(scale.begin(), scale.end());
+    for (size_t a = 0; a < x.size(); ++a) {
+      if (static_cast<double>(n.floats[a]) != scale[a]) return l.fail("a scale is not an f32 value");
+    }
+    return true;
+  }
   if (want != y) {
     return l.fail("the output is declared " + detail::shape_string(y) + ", the scales give " +
                   detail::shape_string(want));
   }
-  uint64_t positions = 0;
-  for (int64_t d : y) positions += static_cast<uint64_t>(d);
-  if (positions > (uint64_t{1} << 24)) return l.fail("the output is too large for a tap table");
-  n.ints = {linear ? 1 : 0};
-  n.ints.insert(n.ints.end(), y.begin(), y.end());
-  for (size_t a = 0; a < x.size(); ++a) {
-    const double length = scale[a] * static_cast<double>(x[a]);
-    if (coord == ResizeCoord::kAlignCorners && std::fabs(length - static_cast<double>(y[a])) > 1e-9 * length) {
-      return l.fail("align_corners with scale " + std::to_string(scale[a]) + " on axis " + std::to_string(a) +
-                    " does not give a whole output length");
-    }
-    if ((coord == ResizeCoord::kAlignCorners || coord == ResizeCoord::kPytorchHalfPixel) && y[a] == 1 &&
-        x[a] != 1) {
-      return l.fail(coord_name + " shrinking axis " + std::to_string(a) + " to one element is not supported");
-    }
-    for (int64_t o = 0; o < y[a]; ++o) {
-      const double c = resize_source(coord, scale[a], x[a], y[a], o);
-      if (!std::isfinite(c)) return l.fail("a sampling position is not finite");
-      const double lo = std::floor(c), frac = c - lo;
-      if (linear) {
-        n.ints.push_back(resize_clamp(lo, x[a]));
-        n.ints.push_back(resize_clamp(lo + 1, x[a]));
-        n.floats.push_back(static_cast<float>(frac));
-      } else {
-        bool up = false;
-        if (frac != 0) {
-          if (rounding == "round_prefer_floor") up = frac > 0.5;
-          else if (rounding == "round_prefer_ceil") up = frac >= 0.5;
-          else up = rounding == "ceil";
-        }
-        const int64_t i = resize_clamp(up ? lo + 1 : lo, x[a]);
-        n.ints.push_back(i);
-        n.ints.push_back(i);
-      }
-    }
-  }
+  std::string error;
+  if (!resize_static_form(linear, coord, rounding, scale, x, y, &n.ints, &n.floats, &error)) return l.fail(error);
   return true;
 }
 

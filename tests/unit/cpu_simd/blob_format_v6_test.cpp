@@ -208,5 +208,75 @@ TEST(BlobFormatV7, FusedQuantizedStepsNeedFormatSevenAndAreChecked) {
   bad.nodes[0].trans_b = 2;
   refused(bad, "QLinearMatMul: trans_b must be 0 or 1, got 2");
 }
+
+// Format 8: a Resize of an open input in the open form (ints [2 + linear,
+// coordinate mode, rounding], floats the scales); bind_shapes makes the
+// static form's taps per binding.
+BlobGraph open_resize_graph() {
+  Builder b;
+  const uint32_t x = b.t({-1, 2, -1, -1}), y = b.t({-1, 2, -1, -1});
+  b.g.inputs = {x};
+  b.g.outputs = {y};
+  BlobNode& n = b.node(Op::kResize, {x}, y);
+  n.ints = {2, static_cast<int64_t>(ResizeCoordMode::kAsymmetric), static_cast<int64_t>(ResizeRounding::kFloor)};
+  n.floats = {1, 1, 2, 2};
+  return b.g;
+}
+
+TEST(BlobFormatV8, AnOpenResizeNeedsFormatEightAndBindsItsTapsPerBinding) {
+  const BlobGraph g = open_resize_graph();
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 8u);
+  BlobGraph d;
+  const std::vector<std::byte> bytes = encode(g);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  EXPECT_EQ(d.nodes[0].ints, g.nodes[0].ints);
+  EXPECT_EQ(d.nodes[0].floats, g.nodes[0].floats);
+  EXPECT_NE(decode_error(encode(g, 7)).find("node 0 (Resize): the open form (taps made per binding) needs format 8, "
+                                            "the blob is format 7"),
+            std::string::npos);
+  // Bound at [1, 2, 3, 4]: the static form, nearest, [1, 2, 6, 8], each
+  // output position reading input position floor(o / 2).
+  BlobGraph bound;
+  ASSERT_TRUE(bind_shapes(d, {{1, 2, 3, 4}}, &bound, &error)) << error;
+  EXPECT_EQ(bound.tensors[1].shape, (std::vector<int64_t>{1, 2, 6, 8}));
+  const std::vector<int64_t>& v = bound.nodes[0].ints;
+  ASSERT_EQ(v.size(), 1u + 4u + 2u * (1 + 2 + 6 + 8));
+  EXPECT_EQ(std::vector<int64_t>(v.begin(), v.begin() + 5), (std::vector<int64_t>{0, 1, 2, 6, 8}));
+  // Axis 2's taps start after axes 0 and 1 (1 + 2 positions, 2 ints each).
+  EXPECT_EQ(std::vector<int64_t>(v.begin() + 11, v.begin() + 23),
+            (std::vector<int64_t>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}));
+  // Malformed open forms and bindings the scales give nothing are refused
+  // at bind time, naming the node.
+  auto bind_refused = [&](const BlobGraph& bad, std::vector<int64_t> x, const std::string& want) {
+    BlobGraph out;
+    std::string e;
+    EXPECT_FALSE(bind_shapes(bad, {std::move(x)}, &out, &e)) << want;
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  BlobGraph bad = g;
+  bad.nodes[0].ints[1] = 5;
+  bind_refused(bad, {1, 2, 3, 4}, "node 0 (Resize): Resize: the open form needs ints [2 or 3, coordinate mode 0-4");
+  bad = g;
+  bad.nodes[0].floats = {1, 1, 2};
+  bind_refused(bad, {1, 2, 3, 4}, "one scale per axis of input [1, 2, 3, 4], got 3 ints and 3 scales");
+  bad = g;
+  bad.nodes[0].floats[3] = 0.25f;
+  bind_refused(bad, {1, 2, 3, 3}, "Resize: scale 0.250000 on axis 3 of input [1, 2, 3, 3] gives no output length");
+  bad = g;
+  bad.nodes[0].floats[2] = -1.0f;
+  bind_refused(bad, {1, 2, 3, 3}, "Resize: scale -1.000000 on axis 2 is not a positive finite factor");
+  EXPECT_NE(validate_error(bad).find("node 0 (Resize): Resize: scale -1.000000 on axis 2"), std::string::npos);
+  // The open form of a static input (the kernels would read it as taps).
+  bad = g;
+  bad.tensors[0].shape = {1, 2, 3, 4};
+  bad.tensors[1].shape = {1, 2, 6, 8};
+  EXPECT_NE(validate_error(bad).find("node 0 (Resize): the open form (scales, taps made per binding) needs an input with open dimensions"), std::string::npos);
+}
+
+TEST(BlobFormatV8, EveryMutatedByteIsRefusedByNameOrDecodesSound) {
+  EXPECT_GT(testing::expect_every_mutation_refused_by_name_or_sound(encode(open_resize_graph())), 0u);
+}
 }  // namespace
 }  // namespace loom::cpu_simd

@@ -4,6 +4,7 @@
 // problem is, or decode to a graph that passes structural_problem().
 #pragma once
 
+#include <cmath>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -189,7 +190,18 @@ inline std::string structural_problem(const BlobGraph& g) {
         if (v[j] < 0 || v[j] >= x[static_cast<size_t>(node.axis)]) return where + ": gather index";
       }
     }
-    if (op == 45) {  // Resize: [linear, dims, taps], weights in [0, 1]
+    if (op == 45 && !v.empty() && (v[0] == 2 || v[0] == 3)) {
+      // Resize's open form (format 8): [2 + linear, coordinate mode 0-4,
+      // rounding 0-3], a positive scale per axis, only of an open input.
+      bool open_x = false;
+      for (int64_t d : x) open_x = open_x || d == -1;
+      if (!open_x) return where + ": open-form resize of a static input";
+      if (v.size() != 3 || v[1] < 0 || v[1] > 4 || v[2] < 0 || v[2] > 3) return where + ": open resize ints";
+      if (node.floats.size() != x.size()) return where + ": open resize scales";
+      for (float f : node.floats) {
+        if (!(f > 0.0f) || !std::isfinite(f)) return where + ": open resize scale";
+      }
+    } else if (op == 45) {  // Resize: [linear, dims, taps], weights in [0, 1]
       if (rank == 0 || v.size() < 1 + x.size() || (v[0] != 0 && v[0] != 1)) return where + ": resize ints";
       uint64_t positions = 0;
       for (size_t a = 0; a < x.size(); ++a) {

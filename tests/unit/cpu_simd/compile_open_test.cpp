@@ -2,6 +2,7 @@
 // which nodes are claimed when dimensions are left open, the one format-5
 // blob compiled for all bindings, and its runs matching a graph compiled for
 // each binding.
+#include <cmath>
 #include <random>
 
 #include "compile_support.hpp"
@@ -120,6 +121,66 @@ TEST_F(CompileOpen, ConvTransposeFollowsTheBinding) {
     ASSERT_EQ(want.size(), 1u);
     expect_near(got[0], want[0]);
   }
+}
+
+// Resize by scales of an open input: the open form (format 8), whose taps
+// bind_shapes makes per binding, against the graph compiled for each
+// binding alone; nearest asymmetric/floor 2x (an FPN's upsampling) and
+// linear half_pixel at 1.5 and 0.5.
+GraphBuilder resize_graph(int64_t n, int64_t h, int64_t w) {
+  GraphBuilder b;
+  const int x = b.input({n, 2, h, w});
+  const int roi = b.constant_f32({0}, {});
+  const int up = b.constant_f32({4}, {1, 1, 2, 2}), odd = b.constant_f32({4}, {1, 1, 1.5f, 0.5f});
+  auto scaled = [](int64_t d, double s) { return d < 0 ? -1 : static_cast<int64_t>(std::floor(static_cast<double>(d) * s)); };
+  const int y1 = b.tensor({n, 2, scaled(h, 2), scaled(w, 2)});
+  const int y2 = b.tensor({n, 2, scaled(h, 1.5), scaled(w, 0.5)});
+  b.node("Resize", {x, roi, up}, {y1},
+         {attr_s("mode", "nearest"), attr_s("coordinate_transformation_mode", "asymmetric"),
+          attr_s("nearest_mode", "floor")}, 13);
+  b.node("Resize", {x, roi, odd}, {y2}, {attr_s("mode", "linear")}, 13);
+  b.output(y1);
+  b.output(y2);
+  return b;
+}
+
+TEST_F(CompileOpen, ResizeByScalesMakesItsTapsPerBinding) {
+  const GraphBuilder open = resize_graph(-1, -1, -1);
+  EXPECT_EQ(supported(open), std::vector<bool>(2, true));
+  std::vector<std::byte> blob;
+  ASSERT_EQ(compile(open.finish(), &blob), "ok");
+  ASSERT_GT(blob.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(blob[4]), 8u);
+  std::mt19937 rng(43);
+  for (const Dims& xs : {Dims{1, 2, 4, 6}, Dims{2, 2, 5, 3}, Dims{1, 2, 7, 2}}) {
+    SCOPED_TRACE(std::to_string(xs[0]) + "x2x" + std::to_string(xs[2]) + "x" + std::to_string(xs[3]));
+    const int64_t n = xs[0], h = xs[2], w = xs[3];
+    std::vector<HostTensor> in = {{xs, random_values(static_cast<size_t>(n * 2 * h * w), rng)}};
+    const std::vector<Dims> out_shapes = {{n, 2, 2 * h, 2 * w},
+                                          {n, 2, static_cast<int64_t>(std::floor(1.5 * static_cast<double>(h))), w / 2}};
+    std::vector<std::vector<float>> got = output_data(out_shapes);
+    ASSERT_EQ(load_and_execute(device_, blob, 5, f32_tensors(in, out_shapes, got), in.size()), "ok");
+    const std::vector<std::vector<float>> want = run(resize_graph(n, h, w), in, out_shapes);
+    ASSERT_EQ(want.size(), 2u);
+    EXPECT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[1], want[1]);
+    // Nearest 2x asymmetric/floor: input pixel (r, c) fills a 2x2 block.
+    EXPECT_EQ(got[0][static_cast<size_t>(2 * (2 * w) + 2)], in[0].data[static_cast<size_t>(w + 1)]);
+  }
+  // A binding the scale gives no output row: an error naming the Resize.
+  std::vector<HostTensor> in = {{{1, 2, 4, 1}, std::vector<float>(8, 1.0f)}};
+  const std::vector<Dims> out_shapes = {{1, 2, 8, 2}, {1, 2, 6, 0}};
+  std::vector<std::vector<float>> got = output_data(out_shapes);
+  const std::string s = load_and_execute(device_, blob, 5, f32_tensors(in, out_shapes, got), in.size());
+  EXPECT_NE(s.find("Resize: scale 0.5"), std::string::npos) << s;
+  // To sizes, an open input is refused: the sampling follows its extent.
+  GraphBuilder b;
+  const int x = b.input({-1, 2, -1, -1});
+  const int roi = b.constant_f32({0}, {}), none = b.constant_f32({0}, {}), sizes = b.constant_i64({4}, {1, 2, 8, 8});
+  const int y = b.tensor({1, 2, 8, 8});
+  b.node("Resize", {x, roi, none, sizes}, {y}, {attr_s("mode", "nearest")}, 13);
+  b.output(y);
+  EXPECT_EQ(supported(b), std::vector<bool>{false});
 }
 
 TEST_F(CompileOpen, StaticGraphsStillCompileToFormatFour) {

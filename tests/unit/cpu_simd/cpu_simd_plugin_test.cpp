@@ -154,7 +154,7 @@ TEST_F(CpuSimdPlugin, CheckRejectsAForeignKeyOrVersion) {
                 "cpu-simd serves loader key \"cpu-simd\", not \"vulkan-compute\"");
   EXPECT_EQ(check(blob, "cpu-simd", 9),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
-                "cpu-simd reads blob formats 1 to 7, the program records format 9");
+                "cpu-simd reads blob formats 1 to 8, the program records format 9");
 }
 
 TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {

@@ -33,7 +33,10 @@
 // quantized steps that compile writes for QDQ groups (blob_quant_rules.hpp,
 // uses_format7): QLinearConv and QLinearMatMul with an output clamp in
 // `floats`, QLinearMatMul with an i32 bias (a 9th input) and with a
-// transposed B (trans_b 1). encode() writes the oldest version
+// transposed B (trans_b 1). Version 8 is version 7 plus the open form of
+// Resize (ints [2 or 3, coordinate mode, rounding], floats the scales:
+// blob_shape_rules.hpp), written for a Resize of an input with open
+// dimensions; bind_shapes makes its taps per binding. encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -63,7 +66,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 7;
+inline constexpr uint32_t kFormatVersion = 8;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -198,6 +201,9 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (is_open_resize(n)) return 8;
+  }
   for (const BlobNode& n : g.nodes) {
     if (uses_format7(n)) return 7;
   }
@@ -383,6 +389,28 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     const std::vector<int64_t>& declared = g.tensors[o].shape;
     bool open_in = false;
     for (const std::vector<int64_t>* s : in_shapes) open_in = open_in || is_open(*s);
+    if (is_open_resize(node) && !is_open(*in_shapes[0])) {
+      // The kernels run the static form only; bind_shapes makes it per
+      // binding from the open one, which a static input never gets.
+      *error = where + ": the open form (scales, taps made per binding) needs an input with open dimensions; "
+               "input " + detail::shape_string(*in_shapes[0]) + " is static and takes the static form";
+      return false;
+    }
+    if (is_open_resize(node) && !check_open_resize_form(node, *in_shapes[0], &why)) {
+      *error = where + ": " + why;
+      return false;
+    }
+    if (node.op == Op::kResize && !is_open_resize(node) && is_open(*in_shapes[0])) {
+      *error = where + ": the static form (taps) needs a static input; input " +
+               detail::shape_string(*in_shapes[0]) + " is open and takes the open form";
+      return false;
+    }
+    // An operand known per binding only: the attribute lists' form now (the
+    // shape rule is applied per binding by bind_shapes).
+    if (open_in && !is_quant(node.op) && !attribute_lists_ok(node, &why)) {
+      *error = where + ": " + why;
+      return false;
+    }
     if (open_in || is_open(declared)) {
       if (!check_dtypes(node, in_dtypes, g.tensors[o].dtype, &why)) {
         *error = where + ": " + why;
@@ -503,7 +531,8 @@ inline bool bind_shapes(const BlobGraph& open, const std::vector<std::vector<int
     BlobTensor& o = g.tensors[node.outputs[0]];
     const std::string where = "node " + std::to_string(n) + " (" + op_name(node.op) + ")";
     std::string why;
-    if (!infer_output_shape(node, in_shapes, &inferred, &why)) {
+    if (!infer_output_shape(node, in_shapes, &inferred, &why) ||
+        (is_open_resize(node) && !bind_open_resize(&node, *in_shapes[0], &why))) {
       *error = where + ": " + why;
       return false;
     }
@@ -571,7 +600,7 @@ inline std::vector<std::byte> encode(const BlobGraph& g, uint32_t version = 0) {
   return out;
 }
 
-// Parses and validates a blob of format 1 to 7. Returns false and fills
+// Parses and validates a blob of format 1 to 8. Returns false and fills
 // `*error` (naming the byte offset or the graph element) on bad input;
 // bounded, never crashes.
 inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* error) {
@@ -754,6 +783,12 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
                "): a fused quantized step (an output clamp, a QLinearMatMul bias or trans_b) needs format 7, "
                "the blob is format " + std::to_string(version);
+      return false;
+    }
+    if (version < 8 && is_open_resize(node)) {
+      *error = at(start) + ": node " + std::to_string(n) +
+               " (Resize): the open form (taps made per binding) needs format 8, the blob is format " +
+               std::to_string(version);
       return false;
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -209,6 +210,172 @@ inline bool normalize_axis(int64_t axis, int64_t rank, int64_t* out) {
 
 }  // namespace detail
 
+// ---------------------------------------------------------------- Resize
+// A Resize node has one of two forms (ints[0]):
+// - static (0 nearest, 1 linear): [linear, output dims[rank], per axis and
+//   output position: i0, i1], floats = linear: the weight of i1 per axis and
+//   output position. Written for static inputs; the kernels run this form.
+// - open (2 nearest, 3 linear; format 8): [2 + linear, coordinate mode
+//   (ResizeCoordMode), nearest rounding (ResizeRounding)], floats = the
+//   scale of every axis. Written when the input has open dimensions;
+//   bind_shapes turns it into the static form for each binding
+//   (resize_static_form), with the output floor(input * scale).
+enum class ResizeCoordMode : int64_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn };
+enum class ResizeRounding : int64_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+inline constexpr int64_t kResizeCoordModes = 5;
+inline constexpr int64_t kResizeRoundings = 4;
+
+namespace detail {
+
+// Where output position `o` of an axis resized from `in` to `out` elements
+// (factor `scale`) samples the input, in input coordinates.
+inline double resize_source(ResizeCoordMode coord, double scale, int64_t in, int64_t out, int64_t o) {
+  const double p = static_cast<double>(o);
+  switch (coord) {
+    case ResizeCoordMode::kHalfPixel: return (p + 0.5) / scale - 0.5;
+    case ResizeCoordMode::kPytorchHalfPixel: return out > 1 ? (p + 0.5) / scale - 0.5 : -0.5;
+    case ResizeCoordMode::kAlignCorners:
+      return out > 1 ? p * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+    case ResizeCoordMode::kAsymmetric: return p / scale;
+    case ResizeCoordMode::kTfHalfPixelForNn: return (p + 0.5) / scale;
+  }
+  return 0.0;
+}
+
+inline int64_t resize_clamp(double v, int64_t in) {
+  if (!(v > 0)) return 0;
+  return v >= static_cast<double>(in - 1) ? in - 1 : static_cast<int64_t>(v);
+}
+
+}  // namespace detail
+
+// The static form of a Resize from `x` to `y` (same rank, no empty axis)
+// sampling axis a at factor scale[a]: fills `ints` and `floats` (see above).
+// False with `*error` when a mode does not hold at these shapes.
+inline bool resize_static_form(bool linear, ResizeCoordMode coord, ResizeRounding rounding,
+                               const std::vector<double>& scale, const std::vector<int64_t>& x,
+                               const std::vector<int64_t>& y, std::vector<int64_t>* ints,
+                               std::vector<float>* floats, std::string* error) {
+  using detail::shape_string;
+  uint64_t positions = 0;
+  for (size_t a = 0; a < y.size(); ++a) {
+    if (a >= x.size() || x[a] < 1 || y[a] < 1 || y[a] > kMaxAttr) {
+      *error = "Resize: input " + shape_string(x) + " or output " + shape_string(y) + " has an empty or huge axis";
+      return false;
+    }
+    positions += static_cast<uint64_t>(y[a]);
+  }
+  if (positions > (uint64_t{1} << 24)) {
+    *error = "Resize: the output " + shape_string(y) + " is too large for a tap table";
+    return false;
+  }
+  ints->assign(1, linear ? 1 : 0);
+  ints->insert(ints->end(), y.begin(), y.end());
+  floats->clear();
+  for (size_t a = 0; a < x.size(); ++a) {
+    const double length = scale[a] * static_cast<double>(x[a]);
+    if (coord == ResizeCoordMode::kAlignCorners && std::fabs(length - static_cast<double>(y[a])) > 1e-9 * length) {
+      *error = "Resize: align_corners with scale " + std::to_string(scale[a]) + " on axis " + std::to_string(a) +
+               " does not give a whole output length";
+      return false;
+    }
+    if ((coord == ResizeCoordMode::kAlignCorners || coord == ResizeCoordMode::kPytorchHalfPixel) && y[a] == 1 &&
+        x[a] != 1) {
+      *error = "Resize: shrinking axis " + std::to_string(a) + " to one element is not supported in this mode";
+      return false;
+    }
+    for (int64_t o = 0; o < y[a]; ++o) {
+      const double c = detail::resize_source(coord, scale[a], x[a], y[a], o);
+      if (!std::isfinite(c)) {
+        *error = "Resize: a sampling position is not finite";
+        return false;
+      }
+      const double lo = std::floor(c), frac = c - lo;
+      if (linear) {
+        ints->push_back(detail::resize_clamp(lo, x[a]));
+        ints->push_back(detail::resize_clamp(lo + 1, x[a]));
+        floats->push_back(static_cast<float>(frac));
+      } else {
+        bool up = false;
+        if (frac != 0) {
+          if (rounding == ResizeRounding::kRoundPreferFloor) up = frac > 0.5;
+          else if (rounding == ResizeRounding::kRoundPreferCeil) up = frac >= 0.5;
+          else up = rounding == ResizeRounding::kCeil;
+        }
+        const int64_t i = detail::resize_clamp(up ? lo + 1 : lo, x[a]);
+        ints->push_back(i);
+        ints->push_back(i);
+      }
+    }
+  }
+  return true;
+}
+
+// True when `node` is a Resize in the open form.
+inline bool is_open_resize(const BlobNode& node) {
+  return node.op == Op::kResize && !node.ints.empty() && (node.ints[0] == 2 || node.ints[0] == 3);
+}
+
+// The output of an open-form Resize of `x`, floor(x * scale) per axis;
+// false with `*error` when the form is malformed or the output is empty or
+// huge.
+// The open form's own fields for an input shaped `x` (open dimensions
+// allowed): ints, codes, one positive finite scale per axis.
+inline bool check_open_resize_form(const BlobNode& node, const std::vector<int64_t>& x, std::string* error) {
+  using detail::shape_string;
+  const std::vector<int64_t>& v = node.ints;
+  if (v.size() != 3 || v[1] < 0 || v[1] >= kResizeCoordModes || v[2] < 0 || v[2] >= kResizeRoundings ||
+      node.floats.size() != x.size() || x.empty()) {
+    *error = "Resize: the open form needs ints [2 or 3, coordinate mode 0-4, rounding 0-3] and one scale per axis "
+             "of input " + shape_string(x) + ", got " + std::to_string(v.size()) + " ints and " +
+             std::to_string(node.floats.size()) + " scales";
+    return false;
+  }
+  for (size_t a = 0; a < x.size(); ++a) {
+    const float s = node.floats[a];
+    if (!(s > 0) || !std::isfinite(s)) {
+      *error = "Resize: scale " + std::to_string(s) + " on axis " + std::to_string(a) + " is not a positive finite factor";
+      return false;
+    }
+  }
+  return true;
+}
+
+inline bool open_resize_shape(const BlobNode& node, const std::vector<int64_t>& x, std::vector<int64_t>* out,
+                              std::string* error) {
+  using detail::shape_string;
+  if (!check_open_resize_form(node, x, error)) return false;
+  out->resize(x.size());
+  for (size_t a = 0; a < x.size(); ++a) {
+    const double s = node.floats[a];
+    const double n = std::floor(static_cast<double>(x[a]) * s);
+    if (x[a] < 1 || n < 1 || n > static_cast<double>(kMaxAttr)) {
+      *error = "Resize: scale " + std::to_string(s) + " on axis " + std::to_string(a) + " of input " +
+               shape_string(x) + " gives no output length in 1 to 2^31";
+      return false;
+    }
+    (*out)[a] = static_cast<int64_t>(n);
+  }
+  return true;
+}
+
+// The static form of an open-form Resize at input `x` (bind_shapes).
+inline bool bind_open_resize(BlobNode* node, const std::vector<int64_t>& x, std::string* error) {
+  std::vector<int64_t> y;
+  if (!open_resize_shape(*node, x, &y, error)) return false;
+  const bool linear = node->ints[0] == 3;
+  const std::vector<double> scale(node->floats.begin(), node->floats.end());
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  if (!resize_static_form(linear, static_cast<ResizeCoordMode>(node->ints[1]),
+                          static_cast<ResizeRounding>(node->ints[2]), scale, x, y, &ints, &floats, error)) {
+    return false;
+  }
+  node->ints = std::move(ints);
+  node->floats = std::move(floats);
+  return true;
+}
+
 // Arity of an operator: [min_in, max_in] inputs (max 0 = unbounded).
 inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   if (is_binary(op) || op == Op::kMatMul) {
@@ -330,6 +497,23 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
 inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in, loom_dtype_t out,
                                std::string* error);
 
+// A plain (not quantized) operator carries ints and floats only where its
+// form has them; false with `*error` otherwise.
+inline bool attribute_lists_ok(const BlobNode& node, std::string* error) {
+  const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
+                            node.op == Op::kTranspose || node.op == Op::kConv ||
+                            node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
+                            (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose) ||
+                            node.op == Op::kSlice || node.op == Op::kPad || node.op == Op::kCast ||
+                            node.op == Op::kCopy;
+  if ((!ints_allowed && !node.ints.empty()) || (node.op != Op::kResize && !node.floats.empty())) {
+    *error = std::string(op_name(node.op)) + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
+             " ints, " + std::to_string(node.floats.size()) + " floats)";
+    return false;
+  }
+  return true;
+}
+
 // The output shape of `node` given its input shapes (ONNX rules), except for
 // kCopy without a shape spec, whose output shape is free (only its element
 // count is checked by validate). False with `*error` naming the operator and
@@ -340,18 +524,7 @@ inline bool infer_output_shape(const BlobNode& node,
   using detail::shape_string;
   if (is_quant(node.op)) return infer_quant_shape(node, in, out, error);
   const std::string op = op_name(node.op);
-  const bool ints_allowed = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax ||
-                            node.op == Op::kTranspose || node.op == Op::kConv ||
-                            node.op == Op::kMaxPool || node.op == Op::kAveragePool ||
-                            (node.op >= Op::kReduceMean && node.op <= Op::kConvTranspose) ||
-                            node.op == Op::kSlice || node.op == Op::kPad || node.op == Op::kCast ||
-                            node.op == Op::kCopy;
-  if ((!ints_allowed && !node.ints.empty()) ||
-      (node.op != Op::kResize && !node.floats.empty())) {
-    *error = op + ": unexpected attribute lists (" + std::to_string(node.ints.size()) +
-             " ints, " + std::to_string(node.floats.size()) + " floats)";
-    return false;
-  }
+  if (!attribute_lists_ok(node, error)) return false;
   if (is_binary(node.op)) {
     if (!broadcast_shapes(*in[0], *in[1], out)) {
       *error = op + ": shapes do not broadcast: A is " + shape_string(*in[0]) + ", B is " +
@@ -681,6 +854,7 @@ inline bool infer_output_shape(const BlobNode& node,
     }
     case Op::kResize: {
       const std::vector<int64_t>& x = *in[0];
+      if (is_open_resize(node)) return open_resize_shape(node, x, out, error);
       const std::vector<int64_t>& v = node.ints;
       const size_t rank = x.size();
       if (rank == 0 || v.size() < 1 + rank || (v[0] != 0 && v[0] != 1)) {
