@@ -287,9 +287,13 @@ np.save(sys.argv[1] + "/slow_conv_x.npy", rng.standard_normal((1, 48, 96, 96)).a
 PY
   expect_ok "compile the slow convolution for vulkan-compute" "vulkan-compute" \
     "$loom" compile "$dir/slow_conv.onnx" -o "$dir/slow_conv.loom" --target vulkan-compute
+  # When lavapipe is still not done one more --timeout later, the session is
+  # kept (see README, "Multi-variant programs and fallback"), and with it
+  # lavapipe's job in flight, which LeakSanitizer reports from the driver's
+  # own allocation (48 bytes): leaks are not checked here; the rest of ASan is.
   expect_error "vulkan-compute past --timeout: one line, a clean exit" \
     "delegate 'vulkan-compute_0' on vulkan-compute://0 did not finish within the run timeout of 1000 ms" \
-    "$loom" run "$dir/slow_conv.loom" --input "x=$dir/slow_conv_x.npy" --timeout 1
+    env ASAN_OPTIONS="${ASAN_OPTIONS}:detect_leaks=0" "$loom" run "$dir/slow_conv.loom" --input "x=$dir/slow_conv_x.npy" --timeout 1
   expect_error "vulkan-compute past --timeout, isolated" "did not finish within the run timeout of 1000 ms" \
     "$loom" run "$dir/slow_conv.loom" --input "x=$dir/slow_conv_x.npy" --timeout 1 --isolate vulkan-compute
 else
