@@ -278,12 +278,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 rng = np.random.default_rng(5)
-w = numpy_helper.from_array((rng.standard_normal((48, 48, 3, 3)) * 0.05).astype(np.float32), "w")
-g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "slow_conv",
-                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 48, 96, 96])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48, 96, 96])], [w])
+w = numpy_helper.from_array((rng.standard_normal((64, 64, 3, 3)) * 0.05).astype(np.float32), "w")
+convs = [helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]),
+         helper.make_node("Conv", ["h", "w"], ["y"], pads=[1, 1, 1, 1])]
+g = helper.make_graph(convs, "slow_conv",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 112, 112])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 112, 112])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1] + "/slow_conv.onnx")
-np.save(sys.argv[1] + "/slow_conv_x.npy", rng.standard_normal((1, 48, 96, 96)).astype(np.float32))
+np.save(sys.argv[1] + "/slow_conv_x.npy", rng.standard_normal((1, 64, 112, 112)).astype(np.float32))
 PY
   expect_ok "compile the slow convolution for vulkan-compute" "vulkan-compute" \
     "$loom" compile "$dir/slow_conv.onnx" -o "$dir/slow_conv.loom" --target vulkan-compute
