@@ -121,6 +121,50 @@ TEST(RunTimeout, ANeverSignalledFenceIsADeadlineNamingDeviceAndTimeout) {
   EXPECT_LT(waited, std::chrono::seconds(10));
 }
 
+// A slow device, not a hung one: its execution goes on after the run timed
+// out, reading the session's inputs and writing its output. The next run
+// waits for it (within the run timeout) before using the operands and the
+// fence again, and the session is destroyed only once the device is done
+// with them (before the fix it freed them at once: a crash on lavapipe, a
+// heap-use-after-free in the fake plugin's worker under ASan).
+TEST(RunTimeout, ATimedOutExecutionIsWaitedForBeforeItsOperandsAreReusedOrFreed) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.async_delay_ms", "800"}});
+  LoadOptions options;
+  options.run_timeout = std::chrono::milliseconds(300);
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  const auto start = std::chrono::steady_clock::now();
+  Status first = run_and_check(*session, 1);
+  EXPECT_EQ(first.code(), StatusCode::kDeadlineExceeded) << first.to_string();
+  // At ~300 ms: the first execution runs until ~800 ms, past this run's wait.
+  Status second = session->run();
+  EXPECT_EQ(second.code(), StatusCode::kDeadlineExceeded) << second.to_string();
+  EXPECT_NE(second.message().find("its execution of an earlier run (which timed out) is still "
+                                  "running after another run timeout of 300 ms"),
+            std::string::npos)
+      << second.message();
+  session.reset();  // at ~600 ms: waits for the execution (up to 300 ms)
+  const auto destroyed = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(destroyed, std::chrono::milliseconds(800));
+  EXPECT_LT(destroyed, std::chrono::seconds(10));
+}
+
+// A hung device never finishes: destroying the session gives up after one
+// more run timeout and keeps what the device may still use.
+TEST(RunTimeout, DestroyingASessionOfAHungDeviceDoesNotHang) {
+  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.hang", "0"}});
+  LoadOptions options;
+  options.run_timeout = std::chrono::milliseconds(100);
+  auto program = load(*runtime, options);
+  auto session = program->create_session().value();
+  EXPECT_EQ(run_and_check(*session, 1).code(), StatusCode::kDeadlineExceeded);
+  const auto start = std::chrono::steady_clock::now();
+  session.reset();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(100));
+  EXPECT_LT(waited, std::chrono::seconds(10));
+}
+
 TEST(Fallback, TheSelectorsOrderDecidesWhereTheDelegateGoes) {
   auto runtime = fake_runtime({{"fake.devices", "3"}, {"fake.lose", "2"}});
   LoadOptions options;

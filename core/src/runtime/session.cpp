@@ -10,6 +10,19 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define LOOM_KEEP_FOR_PROCESS(p) __lsan_ignore_object(p)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/lsan_interface.h>
+#define LOOM_KEEP_FOR_PROCESS(p) __lsan_ignore_object(p)
+#endif
+#endif
+#ifndef LOOM_KEEP_FOR_PROCESS
+#define LOOM_KEEP_FOR_PROCESS(p) (void)(p)
+#endif
+
 #include "host/isolation/log_channel.hpp"
 #include "runtime/session_state.hpp"
 
@@ -49,6 +62,12 @@ Session::~Session() {
     r.cv.notify_all();
     r.thread.join();  // after the run in flight, if any
   }
+  // A run that timed out (or failed) may have left an execution running on
+  // its device. Its buffers, fence, arena and executable are freed only once
+  // it finished; a device that never finishes it (hung) keeps this state,
+  // and with it the program and its plugins, for the rest of the process.
+  // (Kept on purpose: the leak checker is told so.)
+  if (state_ != nullptr && !runtime::drain_session(*state_)) LOOM_KEEP_FOR_PROCESS(state_.release());
 }
 
 Result<RunHandle> Session::run_async() {
@@ -348,6 +367,8 @@ Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_c
                              " ms (LoadOptions::run_timeout, Session::set_run_timeout; loom "
                              "run --timeout): " +
                              st.message());
+    } else {
+      call.in_flight = false;  // finished, or failed: the device is done with it
     }
     if (!st.ok()) return fail(st, "");
   }
@@ -406,6 +427,21 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
                              std::to_string(step.instruction) + ": delegate '" + d.name +
                              "' on " + d.device_uri + what);
     };
+    // An execution an earlier run left running (it timed out there) still
+    // uses the buffers and fence: wait for it before staging or executing.
+    if (call.in_flight) {
+      const auto limit = s.run_timeout;
+      Status prev = call.fence->wait(limit.count() == 0
+                                         ? UINT64_MAX
+                                         : static_cast<uint64_t>(limit.count()) * 1'000'000);
+      if (prev.code() == StatusCode::kDeadlineExceeded) {
+        return fail(deadline_exceeded("its execution of an earlier run (which timed out) is still "
+                                      "running after another run timeout of " +
+                                      std::to_string(limit.count()) + " ms"),
+                    "");
+      }
+      call.in_flight = false;  // that run's outcome was reported with it
+    }
     for (uint32_t t : call.stage_in) {
       Status st = call.buffers[t]->copy_from_host(0, call.host_pointers[t],
                                                   call.prepared->byte_size(t));
@@ -428,6 +464,7 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
     call.submitted_ns = start;
     Status st = call.prepared->execute(call.fence.get());
     if (!st.ok()) return fail(st, "");
+    call.in_flight = call.fence != nullptr;
     // An asynchronous call is completed when a later step needs what it
     // touches, or at the end: calls on different devices overlap.
     if (call.fence == nullptr) LOOM_RETURN_IF_ERROR(complete(s, static_cast<size_t>(index), trace, failed_call));
@@ -443,5 +480,31 @@ Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call) {
 }
 
 }  // namespace
+
+namespace runtime {
+
+bool drain_session(Session::State& s) {
+  const auto limit = s.run_timeout;
+  const uint64_t wait_ns =
+      limit.count() == 0 ? UINT64_MAX : static_cast<uint64_t>(limit.count()) * 1'000'000;
+  bool drained = true;
+  const auto drain = [&](std::vector<DelegateCall>& calls) {
+    for (DelegateCall& call : calls) {
+      if (call.nested != nullptr && !drain_session(*call.nested)) drained = false;
+      if (!call.in_flight || call.fence == nullptr) continue;
+      // Any answer but "still running" means the device is done with it.
+      if (call.fence->wait(wait_ns).code() == StatusCode::kDeadlineExceeded) {
+        drained = false;
+      } else {
+        call.in_flight = false;
+      }
+    }
+  };
+  drain(s.calls);
+  drain(s.retired);
+  return drained;
+}
+
+}  // namespace runtime
 
 }  // namespace loom

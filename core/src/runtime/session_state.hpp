@@ -37,6 +37,12 @@ struct DelegateCall {
   // The fence is made once, with the session, and re-armed by each execute
   // (the plugin speaks ABI 1.1); otherwise each run makes a new one.
   bool fence_reused = false;
+  // Executed with `fence` and not yet seen finished: a run that failed or
+  // timed out may leave it running on the device, still using `buffers`,
+  // the imported arena, the fence and the executable. Nothing it uses may be
+  // freed, nor the fence handed to execute again, until it finished
+  // (drain_session; plugin.h, "Lifetime of what an execution uses").
+  bool in_flight = false;
   uint64_t submitted_ns = 0;  // for its trace span
 };
 
@@ -92,6 +98,13 @@ namespace runtime {
 // Everything a run of `plan` touches, allocated and wired up once.
 Result<std::unique_ptr<Session::State>> make_session_state(std::shared_ptr<Program::State> program,
                                                            const FunctionPlan* plan);
+
+// Waits for every execution a failed or timed-out run left in flight (of
+// `s`, its retired calls and nested sessions), each up to the run timeout
+// (no limit when it is 0). False when one is still running after that: the
+// state must then be kept, never destroyed, since the device may still use
+// its buffers, arena, fences and executables.
+bool drain_session(Session::State& s);
 
 // Re-prepares the calls whose delegate a fallback moved since they were
 // prepared. The old calls are retired, not destroyed.

@@ -405,7 +405,15 @@ typedef struct loom_execute_args_t {
    * or failed, and nobody is waiting on it) may be handed to execute again;
    * execute re-arms it (unsignaled, no error) for this execution. A 1.1 host
    * keeps one fence per call site instead of making one per execution; a
-   * 1.0 host always passes a new fence. */
+   * 1.0 host always passes a new fence.
+   * Lifetime of what an execution uses: until its fence has signaled (or
+   * reported the execution's error), the host does not free its buffers or
+   * the host memory they import, destroy this fence or the executable, hand
+   * the fence to execute again, or destroy the plugin; a fence_wait that
+   * timed out does not end the execution. A host that gives up on a run
+   * (its run timeout) waits for the fence later, before reusing or freeing
+   * any of these; when it never signals (a hung device), the host keeps
+   * them, and the plugin, for the rest of its process. */
   loom_fence_t* signal_fence;
 } loom_execute_args_t;
 #define LOOM_EXECUTE_ARGS_V1_0_SIZE \
