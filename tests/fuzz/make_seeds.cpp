@@ -123,6 +123,16 @@ void graph_seeds(const fs::path& dir) {
   }
 }
 
+// Appends a cpu-simd node reading `in` and writing `out` to `g`.
+loom::cpu_simd::BlobNode& add_node(loom::cpu_simd::BlobGraph& g, loom::cpu_simd::Op op, std::vector<uint32_t> in,
+                                   uint32_t out) {
+  loom::cpu_simd::BlobNode n;
+  n.op = op;
+  n.inputs = std::move(in);
+  n.outputs = {out};
+  return g.nodes.emplace_back(std::move(n));
+}
+
 void cpu_simd_seeds(const fs::path& dir) {
   using namespace loom::cpu_simd;
   auto t = [](BlobGraph& g, std::vector<int64_t> shape, loom_dtype_t dtype = LOOM_DTYPE_F32) {
@@ -164,16 +174,9 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.tensors[w].parameter = true;
     g.inputs = {x, w};
     g.outputs = {y};
-    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
-      BlobNode n;
-      n.op = op;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      return g.nodes.emplace_back(std::move(n));
-    };
-    node(Op::kMatMul, {x, w}, h);
-    node(Op::kRelu, {h}, r);
-    node(Op::kCopy, {r}, y).ints = {-2, 2, -1};
+    add_node(g, Op::kMatMul, {x, w}, h);
+    add_node(g, Op::kRelu, {h}, r);
+    add_node(g, Op::kCopy, {r}, y).ints = {-2, 2, -1};
     write(dir, "open_matmul_copy_v5.blob", encode(g));
   }
   {
@@ -204,17 +207,10 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.tensors[w].parameter = true;
     g.inputs = {x, w, a, bm};
     g.outputs = {y, m};
-    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
-      BlobNode n;
-      n.op = op;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      return g.nodes.emplace_back(std::move(n));
-    };
-    node(Op::kQuantizeLinear, {x, s, z}, q);
-    node(Op::kQLinearConv, {q, s, z, w, ws, wz, s, z, bias}, c).ints = {2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
-    node(Op::kDequantizeLinear, {c, s, z}, y);
-    node(Op::kMatMulInteger, {a, bm, bz}, m).trans_a = 2;
+    add_node(g, Op::kQuantizeLinear, {x, s, z}, q);
+    add_node(g, Op::kQLinearConv, {q, s, z, w, ws, wz, s, z, bias}, c).ints = {2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+    add_node(g, Op::kDequantizeLinear, {c, s, z}, y);
+    add_node(g, Op::kMatMulInteger, {a, bm, bz}, m).trans_a = 2;
     write(dir, "qlinear_conv_matmul_integer_v6.blob", encode(g));
   }
   {
@@ -224,17 +220,10 @@ void cpu_simd_seeds(const fs::path& dir) {
     const uint32_t x = t(g, {-1, 2, -1, -1}), up = t(g, {-1, 2, -1, -1}), lin = t(g, {-1, 2, -1, -1});
     g.inputs = {x};
     g.outputs = {up, lin};
-    auto node = [&g](Op op, std::vector<uint32_t> in, uint32_t out) -> BlobNode& {
-      BlobNode n;
-      n.op = op;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      return g.nodes.emplace_back(std::move(n));
-    };
-    BlobNode& a = node(Op::kResize, {x}, up);
+    BlobNode& a = add_node(g, Op::kResize, {x}, up);
     a.ints = {2, static_cast<int64_t>(ResizeCoordMode::kAsymmetric), static_cast<int64_t>(ResizeRounding::kFloor)};
     a.floats = {1, 1, 2, 2};
-    BlobNode& b = node(Op::kResize, {x}, lin);
+    BlobNode& b = add_node(g, Op::kResize, {x}, lin);
     b.ints = {3, static_cast<int64_t>(ResizeCoordMode::kHalfPixel), 0};
     b.floats = {1, 1, 1.5f, 1.5f};
     write(dir, "open_resize_v8.blob", encode(g));
