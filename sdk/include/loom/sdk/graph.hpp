@@ -503,10 +503,14 @@ inline Status GraphView::open(const void* data, size_t size, GraphView* out, boo
   for (size_t i = 0; i < tensors; ++i) {
     const graph_fb::Tensor& t = *g.graph_->tensors()->Get(static_cast<flatbuffers::uoffset_t>(i));
     const std::string where = "graph.fbs: tensor " + std::to_string(i) + " (" + t.name()->str() + ")";
-    const auto dtype = static_cast<loom_dtype_t>(t.dtype());
-    if (dtype_size(dtype) == 0) {
-      return invalid_argument(where + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
+    // The raw value is checked before it becomes a loom_dtype_t: a value
+    // outside the enumeration is not one (UBSan: invalid enum load).
+    const int64_t raw_dtype = static_cast<int64_t>(t.dtype());
+    if (raw_dtype < 0 || raw_dtype > LOOM_DTYPE_BOOL ||
+        dtype_size(static_cast<loom_dtype_t>(raw_dtype)) == 0) {
+      return invalid_argument(where + ": unknown dtype " + std::to_string(raw_dtype));
     }
+    const auto dtype = static_cast<loom_dtype_t>(raw_dtype);
     uint64_t count = 1;
     const size_t rank = t.shape() == nullptr ? 0 : t.shape()->size();
     const bool constant = t.data() != nullptr || t.parameter() != nullptr;
