@@ -74,9 +74,9 @@ bool lower_conv(Lowering& l) {
   int64_t group = 1;
   std::string auto_pad;
   if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
-      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
-      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) ||
-      !l.get_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+      !l.inputs(2, 3) || !l.get_window_ints("strides", &strides) || !l.get_window_ints("dilations", &dilations) ||
+      !l.get_window_ints("pads", &pads) || !l.get_window_ints("kernel_shape", &kernel) ||
+      !l.get_window_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
       !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
     return false;
   }
@@ -137,7 +137,7 @@ bool lower_pool(Lowering& l, const std::string& op) {
   } else if (max) {
     if (!l.attributes({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}) ||
         !l.get_int("ceil_mode", 0, &ceil_mode) || !l.get_int("storage_order", 0, &storage_order) ||
-        !l.get_ints("dilations", &dilations) || !l.inputs(1, 1)) {
+        !l.get_window_ints("dilations", &dilations) || !l.inputs(1, 1)) {
       return false;
     }
   } else if (!l.attributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) ||
@@ -145,8 +145,8 @@ bool lower_pool(Lowering& l, const std::string& op) {
              !l.inputs(1, 1)) {
     return false;
   }
-  if (!l.get_ints("strides", &strides) || !l.get_ints("pads", &pads) ||
-      !l.get_ints("kernel_shape", &kernel) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
+  if (!l.get_window_ints("strides", &strides) || !l.get_window_ints("pads", &pads) ||
+      !l.get_window_ints("kernel_shape", &kernel) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
       !l.data(0) || !l.output()) {
     return false;
   }
@@ -331,9 +331,10 @@ bool lower_conv_transpose(Lowering& l) {
   std::string auto_pad;
   if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
                      "strides"}) ||
-      !l.inputs(2, 3) || !l.get_ints("strides", &strides) || !l.get_ints("dilations", &dilations) ||
-      !l.get_ints("pads", &pads) || !l.get_ints("kernel_shape", &kernel) || !l.get_ints("output_padding", &out_pad) ||
-      !l.get_ints("output_shape", &out_shape) || !l.get_int("group", 1, &group) ||
+      !l.inputs(2, 3) || !l.get_window_ints("strides", &strides) || !l.get_window_ints("dilations", &dilations) ||
+      !l.get_window_ints("pads", &pads) || !l.get_window_ints("kernel_shape", &kernel) ||
+      !l.get_window_ints("output_padding", &out_pad) ||
+      !l.get_window_ints("output_shape", &out_shape) || !l.get_window_int("group", 1, &group) ||
       !l.get_string("auto_pad", "NOTSET", &auto_pad) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) ||
       !l.output()) {
     return false;

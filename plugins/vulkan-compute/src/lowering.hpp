@@ -35,6 +35,10 @@ class Lowering {
     if (!pinned_) *why_ = std::move(why);
     return false;
   }
+  bool window_fail(const char* name, int64_t x) {
+    return fail(std::string("attribute ") + name + " value " + std::to_string(x) +
+                " is beyond the kernels' 32-bit indexing");
+  }
   bool binding() const { return bound_ != nullptr; }
   // True when `s` is OK; otherwise fail() with its message.
   bool ok(const Status& s) { return s.ok() || fail(s.message()); }
@@ -48,6 +52,22 @@ class Lowering {
   bool get_float(const char* name, float def, float* v) { return ok(node_.get_float(name, def, v)); }
   bool get_int(const char* name, int64_t def, int64_t* v) { return ok(node_.get_int(name, def, v)); }
   bool get_ints(const char* name, Shape* v) { return ok(node_.get_ints(name, v)); }
+  // A window attribute (strides, pads, kernel_shape, group, ...): the
+  // kernels index in 32 bits, and the shape rules add and multiply these
+  // with dimensions (< 2^31), so values beyond +-2^30 are refused before
+  // any arithmetic can overflow.
+  static constexpr int64_t kWindowBound = int64_t{1} << 30;
+  bool get_window_ints(const char* name, Shape* v) {
+    if (!get_ints(name, v)) return false;
+    for (int64_t x : *v) {
+      if (x < -kWindowBound || x > kWindowBound) return window_fail(name, x);
+    }
+    return true;
+  }
+  bool get_window_int(const char* name, int64_t def, int64_t* v) {
+    if (!get_int(name, def, v)) return false;
+    return (*v >= -kWindowBound && *v <= kWindowBound) || window_fail(name, *v);
+  }
   bool get_string(const char* name, const char* def, std::string* v) {
     return ok(node_.get_string(name, def, v));
   }

@@ -479,5 +479,43 @@ TEST_F(VulkanCompile, MalformedGraphsAndUnsupportedNodesAreInvalidArguments) {
   EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << s;
 }
 
+// Window attributes far beyond any real model (the vulkan_blob fuzzer's
+// pads of 2^62 overflowed the shape rule: UB) are refused by name before
+// any arithmetic, for Conv, the pools and ConvTranspose.
+TEST_F(VulkanCompile, WindowAttributesBeyondThirtyTwoBitsAreRefusedByName) {
+  const int64_t huge = int64_t{1} << 62;
+  struct Case {
+    const char* op;
+    std::vector<Attr> attrs;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {"Conv", {attr_ints("pads", {0, 0, huge, huge})}, "attribute pads value 4611686018427387904"},
+      {"Conv", {attr_ints("dilations", {huge, 1})}, "attribute dilations value"},
+      {"Conv", {attr_i("group", huge)}, "attribute group value"},
+      {"MaxPool",
+       {attr_ints("kernel_shape", {3, 3}), attr_ints("strides", {1, -huge})},
+       "attribute strides value"},
+      {"AveragePool", {attr_ints("kernel_shape", {huge, 3})}, "attribute kernel_shape value"},
+      {"ConvTranspose", {attr_ints("output_padding", {huge, 0})}, "attribute output_padding value"},
+  };
+  for (const Case& c : cases) {
+    GraphBuilder g;
+    const int x = g.input({1, 1, 4, 4});
+    std::vector<int> in = {x};
+    if (std::string(c.op).find("Conv") != std::string::npos)
+      in.push_back(g.constant_f32({1, 1, 3, 3}, std::vector<float>(9, 1.f)));
+    const int y = g.tensor({1, 1, 2, 2});
+    g.node(c.op, in, {y}, c.attrs, 11);
+    g.output(y);
+    EXPECT_EQ(supported(g), std::vector<bool>{false}) << c.op;
+    std::vector<uint8_t> blob;
+    const std::string s = compile(g.finish(), &blob);
+    EXPECT_TRUE(starts_with(s, code_prefix(LOOM_STATUS_INVALID_ARGUMENT))) << s;
+    EXPECT_NE(s.find(c.named), std::string::npos) << c.op << ": " << s;
+    EXPECT_NE(s.find("beyond the kernels' 32-bit indexing"), std::string::npos) << s;
+  }
+}
+
 }  // namespace
 }  // namespace loom::vulkan::test

@@ -11,7 +11,9 @@
 // What the compiler guarantees (graph.fbs's header comment is the contract)
 // and what GraphView::open verifies again, so that the accessors below can
 // be used without further checks on a view that opened:
-//   - the buffer passes the flatbuffers verifier (bounded depth and tables);
+//   - the buffer passes the flatbuffers verifier (bounded depth and tables),
+//     starts on an 8-byte boundary and holds every int64 vector (shapes,
+//     ints, t_shape) 8-byte aligned, so 64-bit reads in place are sound;
 //   - every tensor index (graph inputs and outputs, node operands) is in
 //     range; a node operand of -1 is an optional operand left out;
 //   - every tensor has a known dtype and a static shape (no dimension < 0,
@@ -486,6 +488,22 @@ inline Status GraphView::open(const void* data, size_t size, GraphView* out, boo
     return invalid_argument("graph.fbs: the buffer of " + std::to_string(size) +
                             " bytes fails flatbuffers verification");
   }
+  // The verifier checks a vector's alignment only to 4 bytes (its length
+  // field) and a scalar's relative to the buffer's start: 64-bit fields are
+  // read in place, so the buffer must start 8-byte aligned and every int64
+  // vector must be too (a hostile buffer can put one at 4 mod 8: UB on read).
+  if (reinterpret_cast<uintptr_t>(data) % alignof(int64_t) != 0) {
+    return invalid_argument("graph.fbs: the buffer does not start on an 8-byte boundary");
+  }
+  auto misaligned = [data](const flatbuffers::Vector<int64_t>* v) {
+    // (An empty vector has nothing to read; builders may leave it at 4 mod 8.)
+    return v != nullptr && v->size() != 0 && (reinterpret_cast<uintptr_t>(v->Data()) -
+                            reinterpret_cast<uintptr_t>(data)) % alignof(int64_t) != 0;
+  };
+  auto offset_of = [data](const flatbuffers::Vector<int64_t>* v) {
+    return std::to_string(reinterpret_cast<uintptr_t>(v->Data()) -
+                          reinterpret_cast<uintptr_t>(data));
+  };
   GraphView g;
   g.graph_ = graph_fb::GetGraph(data);
   g.buffer_ = data;
@@ -511,6 +529,10 @@ inline Status GraphView::open(const void* data, size_t size, GraphView* out, boo
       return invalid_argument(where + ": unknown dtype " + std::to_string(raw_dtype));
     }
     const auto dtype = static_cast<loom_dtype_t>(raw_dtype);
+    if (misaligned(t.shape())) {
+      return invalid_argument(where + ": the shape's int64 elements at byte " +
+                              offset_of(t.shape()) + " are not 8-byte aligned");
+    }
     uint64_t count = 1;
     const size_t rank = t.shape() == nullptr ? 0 : t.shape()->size();
     const bool constant = t.data() != nullptr || t.parameter() != nullptr;
@@ -580,6 +602,13 @@ inline Status GraphView::open(const void* data, size_t size, GraphView* out, boo
         return invalid_argument("graph.fbs: " + where + " (" + node.op_type()->str() +
                                 "): attribute " + attr.name()->str() + " has unknown kind " +
                                 std::to_string(static_cast<int>(attr.kind())));
+      }
+      for (const flatbuffers::Vector<int64_t>* v : {attr.ints(), attr.t_shape()}) {
+        if (misaligned(v)) {
+          return invalid_argument("graph.fbs: " + where + " (" + node.op_type()->str() +
+                                  "): attribute " + attr.name()->str() + ": int64 elements at byte " +
+                                  offset_of(v) + " are not 8-byte aligned");
+        }
       }
     }
   }
