@@ -99,21 +99,29 @@ TEST(Fallback, AHungDeviceTimesOutAndMoves) {
   EXPECT_EQ(program->placements()[0].device, "fake://1");
 }
 
+// A session on the fake plugin's async device 0 that never signals its
+// fence (fake.hang), loaded with a run timeout of 100 ms.
+struct HungDevice {
+  std::unique_ptr<Runtime> runtime = fake_runtime({{"fake.async", "1"}, {"fake.hang", "0"}});
+  std::shared_ptr<Program> program = load(*runtime, [] {
+    LoadOptions options;
+    options.run_timeout = std::chrono::milliseconds(100);
+    return options;
+  }());
+  std::unique_ptr<Session> session = program->create_session().value();
+};
+
 // A plugin that advertises async and never signals its fence: run() gives
 // up after the run timeout (finite by default) with DEADLINE_EXCEEDED naming
 // the delegate, the device and the timeout, instead of waiting forever.
 TEST(RunTimeout, ANeverSignalledFenceIsADeadlineNamingDeviceAndTimeout) {
   EXPECT_EQ(LoadOptions{}.run_timeout, std::chrono::seconds(60));
-  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.hang", "0"}});
-  LoadOptions options;
-  options.run_timeout = std::chrono::milliseconds(100);
-  auto program = load(*runtime, options);
-  auto session = program->create_session().value();
+  HungDevice hung;
   const auto start = std::chrono::steady_clock::now();
-  Status st = run_and_check(*session, 1);
+  Status st = run_and_check(*hung.session, 1);
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.to_string();
-  EXPECT_NE(st.message().find("delegate 'sum' on fake://0 did not finish within the run timeout "
+  EXPECT_NE(st.message().find("instruction 0: delegate 'sum' on fake://0: did not finish within the run timeout "
                               "of 100 ms"),
             std::string::npos)
       << st.message();
@@ -152,14 +160,10 @@ TEST(RunTimeout, ATimedOutExecutionIsWaitedForBeforeItsOperandsAreReusedOrFreed)
 // A hung device never finishes: destroying the session gives up after one
 // more run timeout and keeps what the device may still use.
 TEST(RunTimeout, DestroyingASessionOfAHungDeviceDoesNotHang) {
-  auto runtime = fake_runtime({{"fake.async", "1"}, {"fake.hang", "0"}});
-  LoadOptions options;
-  options.run_timeout = std::chrono::milliseconds(100);
-  auto program = load(*runtime, options);
-  auto session = program->create_session().value();
-  EXPECT_EQ(run_and_check(*session, 1).code(), StatusCode::kDeadlineExceeded);
+  HungDevice hung;
+  EXPECT_EQ(run_and_check(*hung.session, 1).code(), StatusCode::kDeadlineExceeded);
   const auto start = std::chrono::steady_clock::now();
-  session.reset();
+  hung.session.reset();
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_GE(waited, std::chrono::milliseconds(100));
   EXPECT_LT(waited, std::chrono::seconds(10));

@@ -294,7 +294,7 @@ PY
   # lavapipe's job in flight, which LeakSanitizer reports from the driver's
   # own allocation (48 bytes): leaks are not checked here; the rest of ASan is.
   expect_error "vulkan-compute past --timeout: one line, a clean exit" \
-    "delegate 'vulkan-compute_0' on vulkan-compute://0 did not finish within the run timeout of 1000 ms" \
+    "delegate 'vulkan-compute_0' on vulkan-compute://0: did not finish within the run timeout of 1000 ms" \
     env ASAN_OPTIONS="${ASAN_OPTIONS}:detect_leaks=0" "$loom" run "$dir/slow_conv.loom" --input "x=$dir/slow_conv_x.npy" --timeout 1
   expect_error "vulkan-compute past --timeout, isolated" "did not finish within the run timeout of 1000 ms" \
     "$loom" run "$dir/slow_conv.loom" --input "x=$dir/slow_conv_x.npy" --timeout 1 --isolate vulkan-compute

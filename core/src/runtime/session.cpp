@@ -361,8 +361,8 @@ Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_c
                                      ? UINT64_MAX
                                      : static_cast<uint64_t>(limit.count()) * 1'000'000);
     if (st.code() == StatusCode::kDeadlineExceeded) {
-      st = deadline_exceeded("delegate '" + d.name + "' on " + d.device_uri +
-                             " did not finish within the run timeout of " +
+      // fail() names the function, instruction, delegate and device.
+      st = deadline_exceeded("did not finish within the run timeout of " +
                              std::to_string(limit.count()) +
                              " ms (LoadOptions::run_timeout, Session::set_run_timeout; loom "
                              "run --timeout): " +
