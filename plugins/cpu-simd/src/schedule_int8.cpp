@@ -2,8 +2,11 @@
 // equals the reference kernels exactly.
 #include "schedule_int8.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -25,8 +28,21 @@ struct PackedInt8 {
   const void* from = nullptr;
   memory mem;
   memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
+  // Split only when the weights can saturate oneDNN's 16-bit pairs
+  // (pairs_cannot_saturate below): otherwise one pass, exactly.
+  bool two_pass = false;
   std::vector<int64_t> tw;
-  std::vector<int64_t> tw_t;  // conv with nhwc: Tw as [O, M]
+  // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
+  // to i32 in the end, so its low 32 bits are all that matter).
+  std::vector<int32_t> tw_t;
+};
+
+// A run's buffers (the s32 accumulators, the split's second product, the
+// channels-last x), kept by the step for the next run so that a steady
+// state allocates nothing here.
+struct Int8Scratch {
+  std::vector<int32_t> acc, low;
+  std::vector<uint8_t> x, y;
 };
 
 }  // namespace
@@ -62,6 +78,10 @@ struct Int8Step {
   // result is channels-last.
   memory::desc user_src_md;
   dnnl::primitive src_reorder;
+  // QLinearConv with nhwc: the requantized u8 / s8 result is written
+  // channels-last (contiguous rows) and reordered into the plain output.
+  memory::desc y_nhwc_md, y_plain_md;
+  dnnl::primitive y_reorder;
   bool nhwc = false;
   // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
   // position its taps' input offsets within one channel (-1: in the pad).
@@ -75,8 +95,16 @@ struct Int8Step {
   bool clamp = false;
   int32_t clamp_lo = 0, clamp_hi = 0;
 
+  // Conv: per output position, the count of its taps inside the input
+  // times the group's input channels (Cnt).
+  std::vector<int64_t> cnt;
+  // The requantization of channels-last QLinearConv results on AVX2
+  // (CPUID, checked when planned).
+  bool avx2 = false;
+
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
+  std::vector<std::unique_ptr<Int8Scratch>> scratch;  // free buffers, under mutex
 };
 
 namespace {
@@ -182,6 +210,12 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
       s->taps[static_cast<size_t>(op * s->k + t)] = inside ? offset : -1;
     }
   }
+  s->cnt.assign(static_cast<size_t>(s->o), 0);
+  for (int64_t op = 0; op < s->o; ++op) {
+    int64_t inside = 0;
+    for (int64_t t = 0; t < s->k; ++t) inside += s->taps[static_cast<size_t>(op * s->k + t)] >= 0;
+    s->cnt[static_cast<size_t>(op)] = inside * s->cg;
+  }
   memory::dims strides, dilates, pad_l, pad_r, wdims = {s->group, s->mg, s->cg};
   for (size_t d = 0; d < k; ++d) {
     strides.push_back(w.stride[d]);
@@ -200,6 +234,12 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
   s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
   if (s->nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
+  if (s->nhwc && s->op == Op::kQLinearConv) {
+    const DType y_dt = is_u8(s->out_dtype) ? DType::u8 : DType::s8;
+    s->y_nhwc_md = memory::desc(dims_of(y), y_dt, nhwc);
+    s->y_plain_md = memory::desc(dims_of(y), y_dt, plain_tag(y.size()));
+    s->y_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
+  }
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -244,6 +284,38 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
   return sdk::Status();
 }
 
+// Whether oneDNN's kernels without VNNI multiply x by these weights (ws,
+// shifted into s8, in the plain layout: conv [M, Cg, taps], matmul [batches,
+// K, N]) exactly in one pass. vpmaddubsw adds two u8 x s8 products of one
+// output channel into 16 bits; with x <= 255 the pair stays within s16 when
+// |w_a| + |w_b| <= 128 (255 * 128 = 32640). Which two weights oneDNN pairs
+// depends on its packed layout, so the check takes the two largest
+// magnitudes of each output channel over its whole reduction: true for
+// weights in [-64, 64] (7-bit weights, as quantizers write them with
+// `reduce_range` for such CPUs), rarely for full 8-bit weights. u8 x only
+// (s8 x goes through oneDNN's sign shift and keeps the split).
+bool pairs_cannot_saturate(const Int8Step& s, const std::vector<int8_t>& ws) {
+  if (!is_u8(s.in_dtypes[0])) return false;
+  const int64_t outs = s.conv ? s.m : s.b_batches * s.cols;
+  const int64_t reduce = s.conv ? s.cg * s.k : s.inner_k;
+  for (int64_t ch = 0; ch < outs; ++ch) {
+    int first = 0, second = 0;
+    for (int64_t r = 0; r < reduce; ++r) {
+      // conv: [M, Cg * taps] rows; matmul: column j of batch b in [K, N].
+      const int64_t i = s.conv ? ch * reduce + r : ((ch / s.cols) * s.inner_k + r) * s.cols + ch % s.cols;
+      const int v = std::abs(static_cast<int>(ws[static_cast<size_t>(i)]));
+      if (v > first) {
+        second = first;
+        first = v;
+      } else if (v > second) {
+        second = v;
+      }
+    }
+    if (first + second > 128) return false;
+  }
+  return true;
+}
+
 // Shifts the weights into s8, reorders them for the primitive and sums
 // them per output position (Tw).
 std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
@@ -275,7 +347,8 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
     dnnl::reorder(user, *into).execute(st, user, *into);
     st.wait();
   };
-  if (s.split) {
+  p->two_pass = s.split && !pairs_cannot_saturate(s, shifted);
+  if (p->two_pass) {
     std::vector<int8_t> hi(shifted.size()), lo(shifted.size());
     for (size_t i = 0; i < shifted.size(); ++i) {
       const int v = shifted[i];
@@ -311,7 +384,8 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
       p->tw_t.resize(p->tw.size());
       for (int64_t mm = 0; mm < s.m; ++mm) {
         for (int64_t op = 0; op < s.o; ++op) {
-          p->tw_t[static_cast<size_t>(op * s.m + mm)] = p->tw[static_cast<size_t>(mm * s.o + op)];
+          p->tw_t[static_cast<size_t>(op * s.m + mm)] =
+              static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(p->tw[static_cast<size_t>(mm * s.o + op)])));
         }
       }
     }
@@ -325,6 +399,42 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
     }
   }
   return p;
+}
+
+// requantize_row_avx2's operands: per channel the multiplier and the bias
+// (as double), the x zero point, the output zero point and range.
+struct RequantRow {
+  const float* mult;
+  const double* bias;
+  int32_t xz;
+  double y_zero, lo, hi;
+  int64_t channels;  // a multiple of 4
+};
+
+// One output position of a channels-last QLinearConv without the R term:
+// row[m] = the requantized (acc[m] - xz * tw[m]) wrapped to i32, exactly as
+// the scalar loop in run_int8_step: the wrapped sum plus the bias is exact
+// in double, rounded once to float (as the int64 -> float conversion),
+// multiplied in float, widened, offset by the zero point, bounded (NaN to
+// lo - 1), rounded half to even and clamped.
+__attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, const int32_t* acc,
+                                                         const int32_t* tw, int32_t* row) {
+  const __m128i xz = _mm_set1_epi32(q.xz);
+  const __m256d zero = _mm256_set1_pd(q.y_zero);
+  const __m256d below = _mm256_set1_pd(q.lo - 1.0), above = _mm256_set1_pd(q.hi + 1.0);
+  const __m256d lo = _mm256_set1_pd(q.lo), hi = _mm256_set1_pd(q.hi);
+  for (int64_t m = 0; m < q.channels; m += 4) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tw + m));
+    const __m128i wrapped = _mm_sub_epi32(a, _mm_mullo_epi32(t, xz));
+    const __m256d with_bias = _mm256_add_pd(_mm256_cvtepi32_pd(wrapped), _mm256_loadu_pd(q.bias + m));
+    const __m128 scaled = _mm_mul_ps(_mm256_cvtpd_ps(with_bias), _mm_loadu_ps(q.mult + m));
+    __m256d v = _mm256_add_pd(_mm256_cvtps_pd(scaled), zero);
+    v = _mm256_min_pd(_mm256_max_pd(v, below), above);  // max_pd gives `below` for NaN
+    v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + m), _mm256_cvtpd_epi32(v));
+  }
 }
 
 template <typename Q>
@@ -394,6 +504,8 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     s->weight_fixed = fixed[wt];
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
     const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    __builtin_cpu_init();
+    s->avx2 = __builtin_cpu_supports("avx2");
     s->split = !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
                  isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
   }
@@ -463,24 +575,44 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     packed = pack(s, w);
   }
 
+  // The run's buffers: a free set of the step's, or new ones (kept after).
+  std::unique_ptr<Int8Scratch> buffers;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.scratch.empty()) {
+      buffers = std::move(s.scratch.back());
+      s.scratch.pop_back();
+    }
+  }
+  if (buffers == nullptr) buffers = std::make_unique<Int8Scratch>();
+  struct GiveBack {
+    Int8Step& step;
+    std::unique_ptr<Int8Scratch>& held;
+    ~GiveBack() {
+      std::lock_guard<std::mutex> lock(step.mutex);
+      step.scratch.push_back(std::move(held));
+    }
+  } give_back{s, buffers};
+
   // P = x * ws in s32.
-  std::vector<int32_t> acc(static_cast<size_t>(s.out_count));
+  std::vector<int32_t>& acc = buffers->acc;
+  acc.resize(static_cast<size_t>(s.out_count));
   {
     dnnl::engine& eng = cpu_engine();
     dnnl::stream st(eng);
     memory src(s.nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
-    std::vector<uint8_t> nhwc_x;
     if (s.nhwc) {
-      nhwc_x.resize(s.src_md.get_size());
-      memory reordered(s.src_md, eng, nhwc_x.data());
+      buffers->x.resize(s.src_md.get_size());
+      memory reordered(s.src_md, eng, buffers->x.data());
       s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
       src = reordered;
     }
     memory dst(s.dst_md, eng, acc.data());
     s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}});
     st.wait();
-    if (s.split) {
-      std::vector<int32_t> low(acc.size());
+    if (packed->two_pass) {
+      std::vector<int32_t>& low = buffers->low;
+      low.resize(acc.size());
       memory low_dst(s.dst_md, eng, low.data());
       s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
       st.wait();
@@ -522,8 +654,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   if (s.conv) {
     // R: per image, group and output position, the sum of x over the taps.
     std::vector<int64_t> r;
-    if (need_r || xz != 0) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
-    const int64_t cnt_per_tap = s.cg;
+    if (need_r) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
     for (int64_t b = 0; need_r && b < s.n; ++b) {
       for (int64_t gi = 0; gi < s.group; ++gi) {
         for (int64_t op = 0; op < s.o; ++op) {
@@ -539,11 +670,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
         }
       }
     }
-    std::vector<int64_t> cnt(static_cast<size_t>(s.o), 0);
-    for (int64_t op = 0; op < s.o; ++op) {
-      for (int64_t t = 0; t < s.k; ++t) cnt[static_cast<size_t>(op)] += s.taps[static_cast<size_t>(op * s.k + t)] >= 0;
-      cnt[static_cast<size_t>(op)] *= cnt_per_tap;
-    }
+    const std::vector<int64_t>& cnt = s.cnt;
     std::vector<int64_t> corr(static_cast<size_t>(s.m));
     for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
     // Channels-last accumulators are walked in their own order, one output
@@ -558,11 +685,20 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       hi = std::min(hi, static_cast<double>(s.clamp_hi));
     }
     std::vector<int32_t> row(static_cast<size_t>(s.m));
+    if (s.nhwc && qlinear) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
+    // Without the R term (s8 weights with zero point 0, as quantizers
+    // write them) the first s.m rounded down to 4 channels of a row take
+    // requantize_row_avx2, the same arithmetic four at a time.
+    const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
+    std::vector<double> bias_wide(static_cast<size_t>(wide));
+    for (int64_t mm = 0; mm < wide; ++mm) bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
+    const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), y_zero, lo, hi, wide};
     for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
       for (int64_t op = 0; op < s.o; ++op) {
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
-        const int64_t* tw = packed->tw_t.data() + op * s.m;
-        for (int64_t mm = 0; mm < s.m; ++mm) {
+        const int32_t* tw = packed->tw_t.data() + op * s.m;
+        if (wide > 0) requantize_row_avx2(rq, a, tw, row.data());
+        for (int64_t mm = wide; mm < s.m; ++mm) {
           int64_t total = a[mm] - xz * tw[mm];
           const int64_t c = corr[static_cast<size_t>(mm)];
           if (c != 0) {
@@ -581,15 +717,18 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           row[static_cast<size_t>(mm)] = static_cast<int32_t>(std::min(std::max(v, lo), hi));
         }
         if (!qlinear) continue;
-        for (int64_t mm = 0; mm < s.m; ++mm) {
-          const int64_t i = (b * s.m + mm) * s.o + op;
-          if (y_unsigned) {
-            static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
-          } else {
-            static_cast<int8_t*>(out)[i] = static_cast<int8_t>(row[static_cast<size_t>(mm)]);
-          }
-        }
+        // The row's bytes, channels-last (u8 and s8 alike: the low byte).
+        uint8_t* y = buffers->y.data() + (b * s.o + op) * s.m;
+        for (int64_t mm = 0; mm < s.m; ++mm) y[mm] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
       }
+    }
+    if (s.nhwc && qlinear) {
+      dnnl::engine& eng = cpu_engine();
+      dnnl::stream st(eng);
+      memory from(s.y_nhwc_md, eng, buffers->y.data());
+      memory to(s.y_plain_md, eng, out);
+      s.y_reorder.execute(st, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+      st.wait();
     }
     for (int64_t b = 0; !s.nhwc && b < s.n; ++b) {
       for (int64_t mm = 0; mm < s.m; ++mm) {

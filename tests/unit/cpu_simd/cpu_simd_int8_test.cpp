@@ -264,6 +264,51 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
   return t;
 }
 
+// Where oneDNN lacks VNNI (this CPU without AVX-512 VNNI / AVX-VNNI, or
+// cpu.isa capped below it) a u8 x s8 product saturates when two weights of
+// one output channel paired by vpmaddubsw sum to more than 128 in
+// magnitude. Weights whose two largest magnitudes per output channel stay
+// within 128 (7-bit weights) take one oneDNN pass; others keep the exact
+// two-pass split. Both must equal the reference kernel bit for bit, with x
+// near 255 so that any saturating pair would show. s8 weights with zero
+// point 0 take the vectorized requantization (AVX2) on full groups of 4
+// channels, the scalar loop on the rest (14 channels: 12 + 2).
+TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSaturation) {
+  std::mt19937 rng(271);
+  for (int full_range = 0; full_range < 2; ++full_range) {
+    SCOPED_TRACE(::testing::Message() << (full_range ? "full-range weights" : "7-bit weights"));
+    const int64_t m = 14, c = 6;
+    QTensor x = make({1, c, 8, 8}, LOOM_DTYPE_U8, rng);
+    std::uniform_int_distribution<int> high(230, 255);
+    for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
+    QTensor w = make({m, c, 3, 3}, LOOM_DTYPE_I8, rng);
+    std::uniform_int_distribution<int> seven(-64, 64);
+    for (size_t i = 0; i < w.bytes.size(); ++i) {
+      // Full range: +127 on even taps, -128 on odd ones (every pair of
+      // channels oneDNN can pair saturates, both ways, at x = 255); 7-bit:
+      // random in [-64, 64] with the extremes present.
+      int v = full_range ? (i % 9 % 2 == 0 ? 127 : -128) : seven(rng);
+      if (!full_range && i % 17 == 0) v = (i / 17) % 2 ? 64 : -64;
+      w.bytes[i] = static_cast<uint8_t>(v & 0xff);
+    }
+    QTensor ws = scales({m}, rng);
+    for (int64_t j = 0; j < m; ++j) {
+      const float v = 0.0005f + 0.00005f * static_cast<float>(j);
+      std::memcpy(ws.bytes.data() + 4 * j, &v, 4);
+    }
+    std::vector<QTensor> ins = {x, exact({}, LOOM_DTYPE_F32, {1.0f}), exact({}, LOOM_DTYPE_U8, {3}), w, ws,
+                                exact({m}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(m), 0.0f)),
+                                exact({}, LOOM_DTYPE_F32, {full_range ? 2.0f : 1.0f}), exact({}, LOOM_DTYPE_U8, {128}),
+                                make({m}, LOOM_DTYPE_I32, rng, -20000, 20000)};
+    compare(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), ins, {1, m, 8, 8},
+            LOOM_DTYPE_U8, "QLinearConv", conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {3});
+    // Without requantization: the raw i32 sums.
+    compare(Op::kConvInteger, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3),
+            {ins[0], ins[3], ins[2], ins[5]}, {1, m, 8, 8}, LOOM_DTYPE_I32, "ConvInteger",
+            conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {1});
+  }
+}
+
 // Requantization ties: every accumulator is odd and y_scale is 2, so each
 // output is exactly k + 0.5 before rounding. ONNX rounds half to even
 // (0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 3.5 -> 4, -0.5 -> 0, -1.5 -> -2); rounding
