@@ -412,19 +412,24 @@ struct RequantRow {
 };
 
 // One output position of a channels-last QLinearConv without the R term:
-// row[m] = the requantized (acc[m] - xz * tw[m]) wrapped to i32, exactly as
-// the scalar loop in run_int8_step: the wrapped sum plus the bias is exact
-// in double, rounded once to float (as the int64 -> float conversion),
-// multiplied in float, widened, offset by the zero point, bounded (NaN to
-// lo - 1), rounded half to even and clamped.
+// y[m] = the requantized (acc[m] - xz * tw[m]) wrapped to i32, as bytes
+// (u8 or s8), exactly as the scalar loop in run_int8_step: acc is first
+// 2 * acc + low where the product took two passes (low not null); the
+// wrapped sum plus the bias is exact in double, rounded once to float (as
+// the int64 -> float conversion), multiplied in float, widened, offset by
+// the zero point, bounded (NaN to lo - 1), rounded half to even and clamped.
 __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, const int32_t* acc,
-                                                         const int32_t* tw, int32_t* row) {
+                                                         const int32_t* low, const int32_t* tw, bool y_unsigned,
+                                                         uint8_t* y) {
   const __m128i xz = _mm_set1_epi32(q.xz);
   const __m256d zero = _mm256_set1_pd(q.y_zero);
   const __m256d below = _mm256_set1_pd(q.lo - 1.0), above = _mm256_set1_pd(q.hi + 1.0);
   const __m256d lo = _mm256_set1_pd(q.lo), hi = _mm256_set1_pd(q.hi);
   for (int64_t m = 0; m < q.channels; m += 4) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
+    if (low != nullptr) {
+      a = _mm_add_epi32(_mm_slli_epi32(a, 1), _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + m)));
+    }
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tw + m));
     const __m128i wrapped = _mm_sub_epi32(a, _mm_mullo_epi32(t, xz));
     const __m256d with_bias = _mm256_add_pd(_mm256_cvtepi32_pd(wrapped), _mm256_loadu_pd(q.bias + m));
@@ -433,7 +438,10 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
     v = _mm256_min_pd(_mm256_max_pd(v, below), above);  // max_pd gives `below` for NaN
     v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + m), _mm256_cvtpd_epi32(v));
+    const __m128i r = _mm256_cvtpd_epi32(v);  // within [lo, hi], so the packs below do not saturate
+    const __m128i bytes = y_unsigned ? _mm_packus_epi16(_mm_packus_epi32(r, r), r) : _mm_packs_epi16(_mm_packs_epi32(r, r), r);
+    const int32_t four = _mm_cvtsi128_si32(bytes);
+    std::memcpy(y + m, &four, 4);
   }
 }
 
@@ -538,6 +546,21 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
     float* y = static_cast<float*>(out);
     const loom_dtype_t xd = s.in_dtypes[0];
+    if (s.channels == 1 && xd != LOOM_DTYPE_I32) {
+      // Per tensor, 8 bits: the same arithmetic in a loop the compiler
+      // vectorizes (the difference is exact in i32).
+      const int32_t z = static_cast<int32_t>(zp_at(zp, xd, 0));
+      const float sc = scale[0];
+      const int64_t count = s.out_count;
+      if (xd == LOOM_DTYPE_U8) {
+        const uint8_t* x = static_cast<const uint8_t*>(ins[0]);
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+      } else {
+        const int8_t* x = static_cast<const int8_t*>(ins[0]);
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+      }
+      return sdk::Status();
+    }
     for (int64_t i = 0; i < s.out_count; ++i) {
       const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
       const int64_t diff = zp_at(ins[0], xd, i) - zp_at(zp, xd, ch);
@@ -616,10 +639,17 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       memory low_dst(s.dst_md, eng, low.data());
       s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
       st.wait();
-      for (size_t i = 0; i < acc.size(); ++i) {
-        acc[i] = static_cast<int32_t>(2 * static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(low[i]));
-      }
     }
+  }
+  // The two passes' sum 2 * acc + low: in requantize_row_avx2 where it
+  // takes every channel, else here.
+  const bool all_wide = s.avx2 && s.conv && s.nhwc && qlinear && !need_r && s.m % 4 == 0;
+  const int32_t* low = packed->two_pass && all_wide ? buffers->low.data() : nullptr;
+  if (packed->two_pass && !all_wide) {
+    uint32_t* a = reinterpret_cast<uint32_t*>(acc.data());
+    const uint32_t* l = reinterpret_cast<const uint32_t*>(buffers->low.data());
+    const size_t count = acc.size();
+    for (size_t i = 0; i < count; ++i) a[i] = 2 * a[i] + l[i];
   }
 
   const bool x_unsigned = is_u8(s.in_dtypes[0]);
@@ -684,7 +714,6 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       lo = std::max(lo, static_cast<double>(s.clamp_lo));
       hi = std::min(hi, static_cast<double>(s.clamp_hi));
     }
-    std::vector<int32_t> row(static_cast<size_t>(s.m));
     if (s.nhwc && qlinear) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
     // Without the R term (s8 weights with zero point 0, as quantizers
     // write them) the first s.m rounded down to 4 channels of a row take
@@ -697,7 +726,11 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       for (int64_t op = 0; op < s.o; ++op) {
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
         const int32_t* tw = packed->tw_t.data() + op * s.m;
-        if (wide > 0) requantize_row_avx2(rq, a, tw, row.data());
+        // The row's bytes, channels-last (u8 and s8 alike: the low byte).
+        uint8_t* y = qlinear ? buffers->y.data() + (b * s.o + op) * s.m : nullptr;
+        if (wide > 0) {
+          requantize_row_avx2(rq, a, low == nullptr ? nullptr : low + (b * s.o + op) * s.m, tw, y_unsigned, y);
+        }
         for (int64_t mm = wide; mm < s.m; ++mm) {
           int64_t total = a[mm] - xz * tw[mm];
           const int64_t c = corr[static_cast<size_t>(mm)];
@@ -714,12 +747,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           double v = static_cast<double>(scaled) + y_zero;
           v = std::min(v >= lo - 1.0 ? v : lo - 1.0, hi + 1.0);  // NaN to lo, as requantize()
           v = (v + 6755399441055744.0) - 6755399441055744.0;
-          row[static_cast<size_t>(mm)] = static_cast<int32_t>(std::min(std::max(v, lo), hi));
+          y[mm] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
         }
-        if (!qlinear) continue;
-        // The row's bytes, channels-last (u8 and s8 alike: the low byte).
-        uint8_t* y = buffers->y.data() + (b * s.o + op) * s.m;
-        for (int64_t mm = 0; mm < s.m; ++mm) y[mm] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
       }
     }
     if (s.nhwc && qlinear) {

@@ -241,6 +241,8 @@ TEST_F(CpuSimdInt8, QuantizeAndDequantizeEqualTheReferenceKernels) {
             {int_attr("axis", 1)});
     compare(Op::kDequantizeLinear, axis, {make({2, 3, 4}, q, rng), scales({3}, rng), make({3}, q, rng)}, {2, 3, 4},
             LOOM_DTYPE_F32, "DequantizeLinear", {int_attr("axis", 1)});
+    compare(Op::kDequantizeLinear, BlobNode{}, {make({2, 3, 7}, q, rng), scales({}, rng), make({}, q, rng)},
+            {2, 3, 7}, LOOM_DTYPE_F32, "DequantizeLinear", {});
   }
   compare(Op::kDequantizeLinear, BlobNode{}, {make({5}, LOOM_DTYPE_I32, rng), scales({}, rng)}, {5}, LOOM_DTYPE_F32,
           "DequantizeLinear", {});
@@ -272,12 +274,15 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
 // two-pass split. Both must equal the reference kernel bit for bit, with x
 // near 255 so that any saturating pair would show. s8 weights with zero
 // point 0 take the vectorized requantization (AVX2) on full groups of 4
-// channels, the scalar loop on the rest (14 channels: 12 + 2).
+// channels, the scalar loop on the rest (14 channels: 12 + 2; 16: all
+// four at a time, the two passes summed there too).
 TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSaturation) {
   std::mt19937 rng(271);
-  for (int full_range = 0; full_range < 2; ++full_range) {
-    SCOPED_TRACE(::testing::Message() << (full_range ? "full-range weights" : "7-bit weights"));
-    const int64_t m = 14, c = 6;
+  for (int variant = 0; variant < 4; ++variant) {
+    const int full_range = variant % 2;
+    const int64_t m = variant < 2 ? 14 : 16, c = 6;
+    SCOPED_TRACE(::testing::Message() << (full_range ? "full-range weights, " : "7-bit weights, ") << m
+                                      << " channels");
     QTensor x = make({1, c, 8, 8}, LOOM_DTYPE_U8, rng);
     std::uniform_int_distribution<int> high(230, 255);
     for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
