@@ -565,7 +565,7 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
         case StepKind::kInt8: {
           std::vector<const void*> ins(st.ins.size());
           for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
-          LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out]));
+          LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out], pool));
           continue;
         }
         case StepKind::kLayerNorm:

@@ -527,7 +527,7 @@ uint64_t int8_packed_bytes(const Int8Step& step) {
   return s.packed != nullptr ? s.wei_md.get_size() : 0;
 }
 
-sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out) {
+sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
   const quant::QuantOperands& q = s.q;
   auto ptr = [&](int i) { return i < 0 ? nullptr : ins[static_cast<size_t>(i)]; };
   auto dt = [&](int i) { return i < 0 ? LOOM_DTYPE_U8 : s.in_dtypes[static_cast<size_t>(i)]; };
@@ -722,8 +722,11 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     std::vector<double> bias_wide(static_cast<size_t>(wide));
     for (int64_t mm = 0; mm < wide; ++mm) bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
     const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), y_zero, lo, hi, wide};
-    for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
-      for (int64_t op = 0; op < s.o; ++op) {
+    // One output position at a time, positions split among the threads
+    // (each writes its own row of y, or its own outputs of ConvInteger).
+    auto positions = [&](size_t begin, size_t end) {
+      for (size_t pi = begin; pi < end; ++pi) {
+        const int64_t b = static_cast<int64_t>(pi) / s.o, op = static_cast<int64_t>(pi) % s.o;
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
         const int32_t* tw = packed->tw_t.data() + op * s.m;
         // The row's bytes, channels-last (u8 and s8 alike: the low byte).
@@ -750,7 +753,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           y[mm] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
         }
       }
-    }
+    };
+    if (s.nhwc) pool.parallel_for(static_cast<size_t>(s.n * s.o), 64, positions);
     if (s.nhwc && qlinear) {
       dnnl::engine& eng = cpu_engine();
       dnnl::stream st(eng);

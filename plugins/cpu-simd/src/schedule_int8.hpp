@@ -50,8 +50,10 @@ sdk::Status make_int8_step(const BlobGraph& graph, size_t index, const std::vect
 // Runs the step: `ins[i]` is the data of the node's input i, `out` its
 // output. Scales and zero points are read here and checked (a scale that is
 // not positive and finite is INVALID_ARGUMENT naming the node). Safe to call
-// from several threads at once on one step.
-sdk::Status run_int8_step(Int8Step& step, const std::vector<const void*>& ins, void* out);
+// from several threads at once on one step. The requantization of
+// channels-last QLinearConv / ConvInteger results is split among `pool`'s
+// threads by output position.
+sdk::Status run_int8_step(Int8Step& step, const std::vector<const void*>& ins, void* out, ThreadPool& pool);
 
 // Bytes of packed weights the step holds (0 before its first run).
 uint64_t int8_packed_bytes(const Int8Step& step);

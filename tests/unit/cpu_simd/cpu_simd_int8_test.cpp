@@ -275,15 +275,17 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
 // near 255 so that any saturating pair would show. s8 weights with zero
 // point 0 take the vectorized requantization (AVX2) on full groups of 4
 // channels, the scalar loop on the rest (14 channels: 12 + 2; 16: all
-// four at a time, the two passes summed there too).
+// four at a time, the two passes summed there too, on enough output
+// positions that the requantization is split among the threads).
 TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSaturation) {
   std::mt19937 rng(271);
   for (int variant = 0; variant < 4; ++variant) {
     const int full_range = variant % 2;
-    const int64_t m = variant < 2 ? 14 : 16, c = 6;
+    // 16 channels on 24 x 24: 576 output positions, split among threads.
+    const int64_t m = variant < 2 ? 14 : 16, c = 6, side = variant < 2 ? 8 : 24;
     SCOPED_TRACE(::testing::Message() << (full_range ? "full-range weights, " : "7-bit weights, ") << m
                                       << " channels");
-    QTensor x = make({1, c, 8, 8}, LOOM_DTYPE_U8, rng);
+    QTensor x = make({1, c, side, side}, LOOM_DTYPE_U8, rng);
     std::uniform_int_distribution<int> high(230, 255);
     for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
     QTensor w = make({m, c, 3, 3}, LOOM_DTYPE_I8, rng);
@@ -305,11 +307,11 @@ TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSatura
                                 exact({m}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(m), 0.0f)),
                                 exact({}, LOOM_DTYPE_F32, {full_range ? 2.0f : 1.0f}), exact({}, LOOM_DTYPE_U8, {128}),
                                 make({m}, LOOM_DTYPE_I32, rng, -20000, 20000)};
-    compare(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), ins, {1, m, 8, 8},
+    compare(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), ins, {1, m, side, side},
             LOOM_DTYPE_U8, "QLinearConv", conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {3});
     // Without requantization: the raw i32 sums.
     compare(Op::kConvInteger, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3),
-            {ins[0], ins[3], ins[2], ins[5]}, {1, m, 8, 8}, LOOM_DTYPE_I32, "ConvInteger",
+            {ins[0], ins[3], ins[2], ins[5]}, {1, m, side, side}, LOOM_DTYPE_I32, "ConvInteger",
             conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {1});
   }
 }
