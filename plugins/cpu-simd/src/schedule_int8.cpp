@@ -68,7 +68,8 @@ struct Int8Step {
   // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose pairwise
   // sums saturate at 16 bits (2 x 255 x 128 does not fit): the weights are
   // then split into ws = 2 * hi + lo, hi in [-64, 63] and lo in {0, 1}, and
-  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact.
+  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact;
+  // one where the weights cannot saturate (pairs_cannot_saturate).
   bool split = false;
   dnnl::primitive prim;
   memory::desc src_md, wei_md, dst_md, user_wei_md;

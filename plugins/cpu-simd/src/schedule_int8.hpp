@@ -23,8 +23,10 @@
 // (nearbyint in the default rounding mode) and saturated to the output type.
 // Results therefore equal the reference kernels bit for bit. Where oneDNN's
 // kernels lack VNNI their u8 x s8 products saturate in 16-bit pairs, so
-// there the weights are split in two halves of 7 and 1 bits and P takes two
-// passes (Int8Step::split). Format 7's fused QDQ steps add an output clamp
+// there, unless the weights are small enough that no pair can (u8 x, the
+// two largest magnitudes of each output channel summing to at most 128),
+// the weights are split in two halves of 7 and 1 bits and P takes two
+// passes (Int8Step::split, PackedInt8::two_pass). Format 7's fused QDQ steps add an output clamp
 // (floats [lo, hi], applied after the saturation), a QLinearMatMul bias (as
 // QLinearConv's) and a transposed B (trans_b: transposed when packed).
 #pragma once
