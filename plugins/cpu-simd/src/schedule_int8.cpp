@@ -29,8 +29,13 @@ struct PackedInt8 {
   memory mem;
   memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
   // Split only when the weights can saturate oneDNN's 16-bit pairs
-  // (pairs_cannot_saturate below): otherwise one pass, exactly.
+  // (pairs_cannot_saturate below): otherwise one pass, exactly. Two passes
+  // give P = (first << low_shift) + second: the 7 + 1 bit split (shift 1,
+  // `low` the 1-bit part, the same primitive), or the even-channel split
+  // (shift 0, `low` the residual, Int8Step::half_prim; see split_even).
   bool two_pass = false;
+  bool half = false;
+  int low_shift = 1;
   std::vector<int64_t> tw;
   // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
   // to i32 in the end, so its low 32 bits are all that matter).
@@ -42,7 +47,7 @@ struct PackedInt8 {
 // state allocates nothing here.
 struct Int8Scratch {
   std::vector<int32_t> acc, low;
-  std::vector<uint8_t> x, y;
+  std::vector<uint8_t> x, y, x_half;
 };
 
 }  // namespace
@@ -84,6 +89,15 @@ struct Int8Step {
   memory::desc y_nhwc_md, y_plain_md;
   dnnl::primitive y_reorder;
   bool nhwc = false;
+  // Conv, u8 x, group 1, an even C, without VNNI, where oneDNN's weight
+  // layout pairs adjacent input channels (its innermost block is along C,
+  // of even size): the even-channel split. The weights become a main part
+  // whose channel pairs (2j, 2j + 1) cannot saturate and a residual on the
+  // even channels only, multiplied with x's even channels by a convolution
+  // of C / 2 input channels (half the second pass of the 7 + 1 bit split).
+  bool half_possible = false;
+  memory::desc half_view_md, half_src_md, half_wei_md, half_user_wei_md;
+  dnnl::primitive half_prim, half_reorder;
   // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
   // position its taps' input offsets within one channel (-1: in the pad).
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
@@ -162,6 +176,24 @@ int32_t requantize(float scaled, double zero, bool is_unsigned) {
   if (!(r >= lo)) r = lo;
   if (r > hi) r = hi;
   return static_cast<int32_t>(r);
+}
+
+// Whether oneDNN's int8 kernels run without VNNI (pairs of u8 x s8
+// products added in 16 bits).
+bool lacks_vnni() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
+}
+
+// Whether a grouped conv weight layout ([G, O, I, taps]) has its innermost
+// block along I, of even size: then the bytes vpmaddubsw pairs are input
+// channels 2j and 2j + 1 of one output channel and tap.
+bool pairs_along_c(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return false;
+  const auto& b = d.format_desc.blocking;
+  return b.inner_nblks > 0 && b.inner_idxs[b.inner_nblks - 1] == 2 && b.inner_blks[b.inner_nblks - 1] % 2 == 0;
 }
 
 sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
@@ -249,6 +281,33 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->wei_md = pd.weights_desc();
   s->prim = dnnl::convolution_forward(pd);
   (void)g;
+  if (s->nhwc && s->group == 1 && s->c % 2 == 0 && lacks_vnni() && pairs_along_c(s->wei_md)) {
+    // x's even channels: a strided view of the plain x, reordered dense.
+    memory::dims hd = dims_of(x), view_strides(x.size());
+    hd[1] = s->c / 2;
+    int64_t stride = 1;
+    for (size_t d = x.size(); d-- > 0;) {
+      view_strides[d] = stride;
+      stride *= x[d];
+    }
+    view_strides[1] *= 2;
+    s->half_view_md = memory::desc(hd, src_dt, view_strides);
+    s->half_src_md = memory::desc(hd, src_dt, nhwc);
+    s->half_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->half_view_md, cpu_engine(), s->half_src_md));
+    memory::dims hw = wdims;
+    hw[2] = s->c / 2;
+    s->half_user_wei_md = memory::desc(hw, DType::s8, plain_tag(hw.size()));
+    dnnl::convolution_forward::desc hdesc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          s->half_src_md, memory::desc(hw, DType::s8, Tag::any), s->dst_md, strides,
+                                          dilates, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc hpd(hdesc, cpu_engine());
+    if (pairs_along_c(hpd.weights_desc())) {
+      s->half_wei_md = hpd.weights_desc();
+      s->half_prim = dnnl::convolution_forward(hpd);
+      s->half_possible = true;
+    }
+  }
   return sdk::Status();
 }
 
@@ -317,6 +376,43 @@ bool pairs_cannot_saturate(const Int8Step& s, const std::vector<int8_t>& ws) {
   return true;
 }
 
+// The even-channel split of conv weights ws [M, C, taps] (Int8Step::
+// half_possible): where a channel pair (2j, 2j + 1) at one output channel
+// and tap has |a| + |b| > 128, the even one keeps a' = sign(a) (128 - |b|)
+// and the residual a - a' goes to `residual` [M, C / 2, taps]; elsewhere
+// the residual is 0. Exact: ws = main + residual on the even channels.
+// The residual's own pairs (channels 4i and 4i + 2 of ws) must not
+// saturate either; where one would, false (the 7 + 1 bit split instead).
+bool split_even(const Int8Step& s, const std::vector<int8_t>& ws, std::vector<int8_t>* main_part,
+                std::vector<int8_t>* residual) {
+  const int64_t half = s.c / 2;
+  *main_part = ws;
+  residual->assign(static_cast<size_t>(s.m * half * s.k), 0);
+  for (int64_t mm = 0; mm < s.m; ++mm) {
+    for (int64_t j = 0; j < half; ++j) {
+      for (int64_t t = 0; t < s.k; ++t) {
+        const size_t ia = static_cast<size_t>((mm * s.c + 2 * j) * s.k + t), ib = ia + static_cast<size_t>(s.k);
+        const int a = ws[ia], b = ws[ib];
+        if (std::abs(a) + std::abs(b) <= 128) continue;
+        const int kept = (a < 0 ? -1 : 1) * (128 - std::abs(b));
+        (*main_part)[ia] = static_cast<int8_t>(kept);
+        (*residual)[static_cast<size_t>((mm * half + j) * s.k + t)] = static_cast<int8_t>(a - kept);
+      }
+    }
+  }
+  for (int64_t mm = 0; mm < s.m; ++mm) {
+    for (int64_t j = 0; j + 1 < half; j += 2) {
+      for (int64_t t = 0; t < s.k; ++t) {
+        const size_t i = static_cast<size_t>((mm * half + j) * s.k + t);
+        if (std::abs(int{(*residual)[i]}) + std::abs(int{(*residual)[i + static_cast<size_t>(s.k)]}) > 128) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
 // Shifts the weights into s8, reorders them for the primitive and sums
 // them per output position (Tw).
 std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
@@ -349,7 +445,16 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
     st.wait();
   };
   p->two_pass = s.split && !pairs_cannot_saturate(s, shifted);
-  if (p->two_pass) {
+  std::vector<int8_t> main_part, residual;
+  if (p->two_pass && s.half_possible && split_even(s, shifted, &main_part, &residual)) {
+    p->half = true;
+    p->low_shift = 0;
+    reorder_in(main_part, &p->mem);
+    memory user(s.half_user_wei_md, eng, residual.data());
+    p->low = memory(s.half_wei_md, eng);
+    dnnl::reorder(user, p->low).execute(st, user, p->low);
+    st.wait();
+  } else if (p->two_pass) {
     std::vector<int8_t> hi(shifted.size()), lo(shifted.size());
     for (size_t i = 0; i < shifted.size(); ++i) {
       const int v = shifted[i];
@@ -408,6 +513,7 @@ struct RequantRow {
   const float* mult;
   const double* bias;
   int32_t xz;
+  int32_t low_shift;  // the two passes: (acc << low_shift) + low
   double y_zero, lo, hi;
   int64_t channels;  // a multiple of 4
 };
@@ -415,7 +521,8 @@ struct RequantRow {
 // One output position of a channels-last QLinearConv without the R term:
 // y[m] = the requantized (acc[m] - xz * tw[m]) wrapped to i32, as bytes
 // (u8 or s8), exactly as the scalar loop in run_int8_step: acc is first
-// 2 * acc + low where the product took two passes (low not null); the
+// (acc << low_shift) + low where the product took two passes (low not
+// null); the
 // wrapped sum plus the bias is exact in double, rounded once to float (as
 // the int64 -> float conversion), multiplied in float, widened, offset by
 // the zero point, bounded (NaN to lo - 1), rounded half to even and clamped.
@@ -423,13 +530,14 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
                                                          const int32_t* low, const int32_t* tw, bool y_unsigned,
                                                          uint8_t* y) {
   const __m128i xz = _mm_set1_epi32(q.xz);
+  const __m128i shift = _mm_cvtsi32_si128(q.low_shift);
   const __m256d zero = _mm256_set1_pd(q.y_zero);
   const __m256d below = _mm256_set1_pd(q.lo - 1.0), above = _mm256_set1_pd(q.hi + 1.0);
   const __m256d lo = _mm256_set1_pd(q.lo), hi = _mm256_set1_pd(q.hi);
   for (int64_t m = 0; m < q.channels; m += 4) {
     __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
     if (low != nullptr) {
-      a = _mm_add_epi32(_mm_slli_epi32(a, 1), _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + m)));
+      a = _mm_add_epi32(_mm_sll_epi32(a, shift), _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + m)));
     }
     const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tw + m));
     const __m128i wrapped = _mm_sub_epi32(a, _mm_mullo_epi32(t, xz));
@@ -512,11 +620,9 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
     __builtin_cpu_init();
     s->avx2 = __builtin_cpu_supports("avx2");
-    s->split = !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                 isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
+    s->split = lacks_vnni();
   }
   *out = std::move(s);
   return sdk::Status();
@@ -638,19 +744,28 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       std::vector<int32_t>& low = buffers->low;
       low.resize(acc.size());
       memory low_dst(s.dst_md, eng, low.data());
-      s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
+      if (packed->half) {
+        buffers->x_half.resize(s.half_src_md.get_size());
+        memory view(s.half_view_md, eng, const_cast<void*>(ins[0]));
+        memory evens(s.half_src_md, eng, buffers->x_half.data());
+        s.half_reorder.execute(st, {{DNNL_ARG_FROM, view}, {DNNL_ARG_TO, evens}});
+        s.half_prim.execute(st, {{DNNL_ARG_SRC, evens}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
+      } else {
+        s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
+      }
       st.wait();
     }
   }
-  // The two passes' sum 2 * acc + low: in requantize_row_avx2 where it
-  // takes every channel, else here.
+  // The two passes' sum (acc << low_shift) + low: in requantize_row_avx2
+  // where it takes every channel, else here.
   const bool all_wide = s.avx2 && s.conv && s.nhwc && qlinear && !need_r && s.m % 4 == 0;
   const int32_t* low = packed->two_pass && all_wide ? buffers->low.data() : nullptr;
   if (packed->two_pass && !all_wide) {
     uint32_t* a = reinterpret_cast<uint32_t*>(acc.data());
     const uint32_t* l = reinterpret_cast<const uint32_t*>(buffers->low.data());
     const size_t count = acc.size();
-    for (size_t i = 0; i < count; ++i) a[i] = 2 * a[i] + l[i];
+    const int shift = packed->low_shift;
+    for (size_t i = 0; i < count; ++i) a[i] = (a[i] << shift) + l[i];
   }
 
   const bool x_unsigned = is_u8(s.in_dtypes[0]);
@@ -722,7 +837,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
     std::vector<double> bias_wide(static_cast<size_t>(wide));
     for (int64_t mm = 0; mm < wide; ++mm) bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
-    const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), y_zero, lo, hi, wide};
+    const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), packed->low_shift,
+                        y_zero,      lo,               hi,                       wide};
     // One output position at a time, positions split among the threads
     // (each writes its own row of y, or its own outputs of ConvInteger).
     auto positions = [&](size_t begin, size_t end) {

@@ -8,6 +8,8 @@
 // Gemm -> Relu / Clip -> QuantizeLinear) compiled through the plugin's
 // compile entries become one quantized step that equals the QLinear form on
 // the reference kernels exactly and the unfused graph within 1 unit.
+#include <algorithm>
+
 #include "cpu_simd_plugin_fixture.hpp"
 #include "graph_builder.hpp"
 
@@ -270,8 +272,10 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
 // cpu.isa capped below it) a u8 x s8 product saturates when two weights of
 // one output channel paired by vpmaddubsw sum to more than 128 in
 // magnitude. Weights whose two largest magnitudes per output channel stay
-// within 128 (7-bit weights) take one oneDNN pass; others keep the exact
-// two-pass split. Both must equal the reference kernel bit for bit, with x
+// within 128 (7-bit weights) take one oneDNN pass; others keep an exact
+// two-pass split: the even-channel split where its residual cannot
+// saturate either (8-bit weights as quantizers write them, an even number
+// of input channels), else the 7 + 1 bit split (the +-127 weights). Both must equal the reference kernel bit for bit, with x
 // near 255 so that any saturating pair would show. s8 weights with zero
 // point 0 take the vectorized requantization (AVX2) on full groups of 4
 // channels, the scalar loop on the rest (14 channels: 12 + 2; 16: all
@@ -279,18 +283,28 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
 // positions that the requantization is split among the threads).
 TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSaturation) {
   std::mt19937 rng(271);
-  for (int variant = 0; variant < 4; ++variant) {
-    const int full_range = variant % 2;
+  for (int variant = 0; variant < 5; ++variant) {
+    // Variant 4: 8-bit weights as a quantizer writes them (normal, the
+    // largest of each output channel 127), 16 input channels: the
+    // even-channel split.
+    const bool normal = variant == 4;
+    const int full_range = normal ? 1 : variant % 2;
     // 16 channels on 24 x 24: 576 output positions, split among threads.
-    const int64_t m = variant < 2 ? 14 : 16, c = 6, side = variant < 2 ? 8 : 24;
-    SCOPED_TRACE(::testing::Message() << (full_range ? "full-range weights, " : "7-bit weights, ") << m
-                                      << " channels");
+    const int64_t m = variant < 2 ? 14 : 16, c = normal ? 16 : 6, side = variant < 2 ? 8 : normal ? 12 : 24;
+    SCOPED_TRACE(::testing::Message() << (normal ? "8-bit weights, " : full_range ? "full-range weights, " : "7-bit weights, ")
+                                      << m << " channels");
     QTensor x = make({1, c, side, side}, LOOM_DTYPE_U8, rng);
     std::uniform_int_distribution<int> high(230, 255);
     for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
     QTensor w = make({m, c, 3, 3}, LOOM_DTYPE_I8, rng);
     std::uniform_int_distribution<int> seven(-64, 64);
+    std::normal_distribution<double> spread(0.0, 41.0);
     for (size_t i = 0; i < w.bytes.size(); ++i) {
+      if (normal) {
+        const int v = i % static_cast<size_t>(c * 9) == 0 ? 127 : std::clamp(static_cast<int>(std::lround(spread(rng))), -127, 127);
+        w.bytes[i] = static_cast<uint8_t>(v & 0xff);
+        continue;
+      }
       // Full range: +127 on even taps, -128 on odd ones (every pair of
       // channels oneDNN can pair saturates, both ways, at x = 255); 7-bit:
       // random in [-64, 64] with the extremes present.
