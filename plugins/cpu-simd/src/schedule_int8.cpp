@@ -271,7 +271,8 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
     const DType y_dt = is_u8(s->out_dtype) ? DType::u8 : DType::s8;
     s->y_nhwc_md = memory::desc(dims_of(y), y_dt, nhwc);
     s->y_plain_md = memory::desc(dims_of(y), y_dt, plain_tag(y.size()));
-    s->y_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
+    s->y_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
   }
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
@@ -490,8 +491,8 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
       p->tw_t.resize(p->tw.size());
       for (int64_t mm = 0; mm < s.m; ++mm) {
         for (int64_t op = 0; op < s.o; ++op) {
-          p->tw_t[static_cast<size_t>(op * s.m + mm)] =
-              static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(p->tw[static_cast<size_t>(mm * s.o + op)])));
+          const uint64_t tw = static_cast<uint64_t>(p->tw[static_cast<size_t>(mm * s.o + op)]);
+          p->tw_t[static_cast<size_t>(op * s.m + mm)] = static_cast<int32_t>(static_cast<uint32_t>(tw));
         }
       }
     }
@@ -548,7 +549,8 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
     v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
     const __m128i r = _mm256_cvtpd_epi32(v);  // within [lo, hi], so the packs below do not saturate
-    const __m128i bytes = y_unsigned ? _mm_packus_epi16(_mm_packus_epi32(r, r), r) : _mm_packs_epi16(_mm_packs_epi32(r, r), r);
+    const __m128i bytes =
+        y_unsigned ? _mm_packus_epi16(_mm_packus_epi32(r, r), r) : _mm_packs_epi16(_mm_packs_epi32(r, r), r);
     const int32_t four = _mm_cvtsi128_si32(bytes);
     std::memcpy(y + m, &four, 4);
   }
@@ -836,7 +838,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     // requantize_row_avx2, the same arithmetic four at a time.
     const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
     std::vector<double> bias_wide(static_cast<size_t>(wide));
-    for (int64_t mm = 0; mm < wide; ++mm) bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
+    for (int64_t mm = 0; mm < wide; ++mm) {
+      bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
+    }
     const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), packed->low_shift,
                         y_zero,      lo,               hi,                       wide};
     // One output position at a time, positions split among the threads

@@ -275,8 +275,9 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
 // within 128 (7-bit weights) take one oneDNN pass; others keep an exact
 // two-pass split: the even-channel split where its residual cannot
 // saturate either (8-bit weights as quantizers write them, an even number
-// of input channels), else the 7 + 1 bit split (the +-127 weights). Both must equal the reference kernel bit for bit, with x
-// near 255 so that any saturating pair would show. s8 weights with zero
+// of input channels), else the 7 + 1 bit split (the +-127 weights). All
+// must equal the reference kernel bit for bit, with x near 255 so that any
+// saturating pair would show. s8 weights with zero
 // point 0 take the vectorized requantization (AVX2) on full groups of 4
 // channels, the scalar loop on the rest (14 channels: 12 + 2; 16: all
 // four at a time, the two passes summed there too, on enough output
@@ -291,8 +292,8 @@ TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSatura
     const int full_range = normal ? 1 : variant % 2;
     // 16 channels on 24 x 24: 576 output positions, split among threads.
     const int64_t m = variant < 2 ? 14 : 16, c = normal ? 16 : 6, side = variant < 2 ? 8 : normal ? 12 : 24;
-    SCOPED_TRACE(::testing::Message() << (normal ? "8-bit weights, " : full_range ? "full-range weights, " : "7-bit weights, ")
-                                      << m << " channels");
+    const char* kind = normal ? "8-bit weights, " : full_range ? "full-range weights, " : "7-bit weights, ";
+    SCOPED_TRACE(::testing::Message() << kind << m << " channels");
     QTensor x = make({1, c, side, side}, LOOM_DTYPE_U8, rng);
     std::uniform_int_distribution<int> high(230, 255);
     for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
@@ -301,7 +302,8 @@ TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSatura
     std::normal_distribution<double> spread(0.0, 41.0);
     for (size_t i = 0; i < w.bytes.size(); ++i) {
       if (normal) {
-        const int v = i % static_cast<size_t>(c * 9) == 0 ? 127 : std::clamp(static_cast<int>(std::lround(spread(rng))), -127, 127);
+        const int drawn = std::clamp(static_cast<int>(std::lround(spread(rng))), -127, 127);
+        const int v = i % static_cast<size_t>(c * 9) == 0 ? 127 : drawn;
         w.bytes[i] = static_cast<uint8_t>(v & 0xff);
         continue;
       }
