@@ -152,7 +152,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     step.nodes = {i};
     for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
     step.out = p.define(node.outputs[0], Layout::kPlain);
-    sdk::Status made = make_int8_step(graph, i, p.fixed, &step.int8);
+    sdk::Status made = make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, &step.int8);
     if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
     s->steps_.push_back(std::move(step));
     p.finish(node.outputs[0]);

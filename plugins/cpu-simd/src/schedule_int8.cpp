@@ -113,8 +113,8 @@ struct Int8Step {
   // Conv: per output position, the count of its taps inside the input
   // times the group's input channels (Cnt).
   std::vector<int64_t> cnt;
-  // The requantization of channels-last QLinearConv results on AVX2
-  // (CPUID, checked when planned).
+  // The requantization of channels-last QLinearConv results on AVX2 (the
+  // plain kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
   bool avx2 = false;
 
   std::mutex mutex;
@@ -572,7 +572,7 @@ void quantize_loop(const Int8Step& s, const float* x, const float* scale, const 
 
 }  // namespace
 
-sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed,
+sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed, bool avx2,
                            std::shared_ptr<Int8Step>* out) {
   const BlobNode& node = g.nodes[index];
   auto s = std::make_shared<Int8Step>();
@@ -622,8 +622,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
-    __builtin_cpu_init();
-    s->avx2 = __builtin_cpu_supports("avx2");
+    s->avx2 = avx2;
     s->split = lacks_vnni();
   }
   *out = std::move(s);
