@@ -16,11 +16,8 @@
 
 namespace loom::cpu_simd {
 
-namespace {
-
-using plan::cpu_engine;
-using plan::dims_of;
-using plan::plain_tag;
+// PackedInt8 and Int8Scratch are members' types of Int8Step, so outside
+// the anonymous namespace (GCC's -Wsubobject-linkage in unity builds).
 
 // Weights shifted into s8 and reordered into the primitive's layout, with
 // the per-position weight sums Tw (conv: [M, O]; matmul: [batches, N]).
@@ -50,7 +47,6 @@ struct Int8Scratch {
   std::vector<uint8_t> x, y, x_half;
 };
 
-}  // namespace
 
 struct Int8Step {
   Op op = Op::kQuantizeLinear;
@@ -123,6 +119,10 @@ struct Int8Step {
 };
 
 namespace {
+
+using plan::cpu_engine;
+using plan::dims_of;
+using plan::plain_tag;
 
 bool is_u8(loom_dtype_t d) { return d == LOOM_DTYPE_U8; }
 
