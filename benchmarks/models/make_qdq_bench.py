@@ -9,8 +9,10 @@ f32 model with the same (dequantized) weights and one input as .npy:
 
 Activation scales are calibrated on random inputs with a numpy forward pass.
 
-Usage: make_qdq_bench.py OUT_DIR [--size S] [--channels C] [--depth DEPTH]
+Usage: make_qdq_bench.py OUT_DIR [--size S] [--channels C] [--depth DEPTH] [--reduce-range]
   (writes qdq_bench.onnx, f32_bench.onnx, input.npy; input name "x")
+  --reduce-range: 7-bit weights in [-64, 64], as ONNX Runtime's quantizer
+  writes them with reduce_range=True (its advice for CPUs without VNNI)
 
 Run with Debian's /usr/bin/python3 (python3-onnx, python3-numpy)."""
 import argparse
@@ -39,13 +41,13 @@ def act_params(values):
     return scale, np.uint8(np.clip(round(-lo / float(scale)), 0, 255))
 
 
-def weights(shape, axis):
+def weights(shape, axis, qmax=127):
     w = RNG.normal(0.0, (2.0 / np.prod(shape[1:])) ** 0.5, size=shape).astype(np.float32)
     red = tuple(i for i in range(len(shape)) if i != axis)
-    scale = (np.abs(w).max(axis=red) / 127.0).astype(np.float32)
+    scale = (np.abs(w).max(axis=red) / float(qmax)).astype(np.float32)
     bshape = [1] * len(shape)
     bshape[axis] = -1
-    q = np.clip(np.round(w / scale.reshape(bshape)), -127, 127).astype(np.int8)
+    q = np.clip(np.round(w / scale.reshape(bshape)), -qmax, qmax).astype(np.int8)
     return q, scale, q.astype(np.float32) * scale.reshape(bshape)
 
 
@@ -55,12 +57,14 @@ def main():
     ap.add_argument("--size", type=int, default=56)
     ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--reduce-range", action="store_true")
     a = ap.parse_args()
+    qmax = 64 if a.reduce_range else 127
     os.makedirs(a.out, exist_ok=True)
     c = a.channels
-    layers = [weights((c, 3, 3, 3), 0)] + [weights((c, c, 3, 3), 0) for _ in range(a.depth)]
+    layers = [weights((c, 3, 3, 3), 0, qmax)] + [weights((c, c, 3, 3), 0, qmax) for _ in range(a.depth)]
     biases = [RNG.normal(0, 0.05, c).astype(np.float32) for _ in layers]
-    fcq, fcs, fc = weights((10, c), 0)
+    fcq, fcs, fc = weights((10, c), 0, qmax)
     bfc = RNG.normal(0, 0.05, 10).astype(np.float32)
 
     calib = RNG.uniform(-1, 1, size=(2, 3, a.size, a.size)).astype(np.float32)

@@ -152,7 +152,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     step.nodes = {i};
     for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
     step.out = p.define(node.outputs[0], Layout::kPlain);
-    sdk::Status made = make_int8_step(graph, i, p.fixed, &step.int8);
+    sdk::Status made = make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, &step.int8);
     if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
     s->steps_.push_back(std::move(step));
     p.finish(node.outputs[0]);
@@ -565,7 +565,7 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
         case StepKind::kInt8: {
           std::vector<const void*> ins(st.ins.size());
           for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
-          LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out]));
+          LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out], pool));
           continue;
         }
         case StepKind::kLayerNorm:

@@ -2,8 +2,11 @@
 // equals the reference kernels exactly.
 #include "schedule_int8.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -13,11 +16,8 @@
 
 namespace loom::cpu_simd {
 
-namespace {
-
-using plan::cpu_engine;
-using plan::dims_of;
-using plan::plain_tag;
+// PackedInt8 and Int8Scratch are members' types of Int8Step, so outside
+// the anonymous namespace (GCC's -Wsubobject-linkage in unity builds).
 
 // Weights shifted into s8 and reordered into the primitive's layout, with
 // the per-position weight sums Tw (conv: [M, O]; matmul: [batches, N]).
@@ -25,11 +25,28 @@ struct PackedInt8 {
   const void* from = nullptr;
   memory mem;
   memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
+  // Split only when the weights can saturate oneDNN's 16-bit pairs
+  // (pairs_cannot_saturate below): otherwise one pass, exactly. Two passes
+  // give P = (first << low_shift) + second: the 7 + 1 bit split (shift 1,
+  // `low` the 1-bit part, the same primitive), or the even-channel split
+  // (shift 0, `low` the residual, Int8Step::half_prim; see split_even).
+  bool two_pass = false;
+  bool half = false;
+  int low_shift = 1;
   std::vector<int64_t> tw;
-  std::vector<int64_t> tw_t;  // conv with nhwc: Tw as [O, M]
+  // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
+  // to i32 in the end, so its low 32 bits are all that matter).
+  std::vector<int32_t> tw_t;
 };
 
-}  // namespace
+// A run's buffers (the s32 accumulators, the split's second product, the
+// channels-last x), kept by the step for the next run so that a steady
+// state allocates nothing here.
+struct Int8Scratch {
+  std::vector<int32_t> acc, low;
+  std::vector<uint8_t> x, y, x_half;
+};
+
 
 struct Int8Step {
   Op op = Op::kQuantizeLinear;
@@ -52,7 +69,8 @@ struct Int8Step {
   // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose pairwise
   // sums saturate at 16 bits (2 x 255 x 128 does not fit): the weights are
   // then split into ws = 2 * hi + lo, hi in [-64, 63] and lo in {0, 1}, and
-  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact.
+  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact;
+  // one where the weights cannot saturate (pairs_cannot_saturate).
   bool split = false;
   dnnl::primitive prim;
   memory::desc src_md, wei_md, dst_md, user_wei_md;
@@ -62,7 +80,20 @@ struct Int8Step {
   // result is channels-last.
   memory::desc user_src_md;
   dnnl::primitive src_reorder;
+  // QLinearConv with nhwc: the requantized u8 / s8 result is written
+  // channels-last (contiguous rows) and reordered into the plain output.
+  memory::desc y_nhwc_md, y_plain_md;
+  dnnl::primitive y_reorder;
   bool nhwc = false;
+  // Conv, u8 x, group 1, an even C, without VNNI, where oneDNN's weight
+  // layout pairs adjacent input channels (its innermost block is along C,
+  // of even size): the even-channel split. The weights become a main part
+  // whose channel pairs (2j, 2j + 1) cannot saturate and a residual on the
+  // even channels only, multiplied with x's even channels by a convolution
+  // of C / 2 input channels (half the second pass of the 7 + 1 bit split).
+  bool half_possible = false;
+  memory::desc half_view_md, half_src_md, half_wei_md, half_user_wei_md;
+  dnnl::primitive half_prim, half_reorder;
   // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
   // position its taps' input offsets within one channel (-1: in the pad).
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
@@ -75,11 +106,23 @@ struct Int8Step {
   bool clamp = false;
   int32_t clamp_lo = 0, clamp_hi = 0;
 
+  // Conv: per output position, the count of its taps inside the input
+  // times the group's input channels (Cnt).
+  std::vector<int64_t> cnt;
+  // The requantization of channels-last QLinearConv results on AVX2 (the
+  // plain kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
+  bool avx2 = false;
+
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
+  std::vector<std::unique_ptr<Int8Scratch>> scratch;  // free buffers, under mutex
 };
 
 namespace {
+
+using plan::cpu_engine;
+using plan::dims_of;
+using plan::plain_tag;
 
 bool is_u8(loom_dtype_t d) { return d == LOOM_DTYPE_U8; }
 
@@ -135,6 +178,24 @@ int32_t requantize(float scaled, double zero, bool is_unsigned) {
   return static_cast<int32_t>(r);
 }
 
+// Whether oneDNN's int8 kernels run without VNNI (pairs of u8 x s8
+// products added in 16 bits).
+bool lacks_vnni() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
+}
+
+// Whether a grouped conv weight layout ([G, O, I, taps]) has its innermost
+// block along I, of even size: then the bytes vpmaddubsw pairs are input
+// channels 2j and 2j + 1 of one output channel and tap.
+bool pairs_along_c(const memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked) return false;
+  const auto& b = d.format_desc.blocking;
+  return b.inner_nblks > 0 && b.inner_idxs[b.inner_nblks - 1] == 2 && b.inner_blks[b.inner_nblks - 1] % 2 == 0;
+}
+
 sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   Window w;
   std::string why;
@@ -182,6 +243,12 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
       s->taps[static_cast<size_t>(op * s->k + t)] = inside ? offset : -1;
     }
   }
+  s->cnt.assign(static_cast<size_t>(s->o), 0);
+  for (int64_t op = 0; op < s->o; ++op) {
+    int64_t inside = 0;
+    for (int64_t t = 0; t < s->k; ++t) inside += s->taps[static_cast<size_t>(op * s->k + t)] >= 0;
+    s->cnt[static_cast<size_t>(op)] = inside * s->cg;
+  }
   memory::dims strides, dilates, pad_l, pad_r, wdims = {s->group, s->mg, s->cg};
   for (size_t d = 0; d < k; ++d) {
     strides.push_back(w.stride[d]);
@@ -200,6 +267,13 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
   s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
   if (s->nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
+  if (s->nhwc && s->op == Op::kQLinearConv) {
+    const DType y_dt = is_u8(s->out_dtype) ? DType::u8 : DType::s8;
+    s->y_nhwc_md = memory::desc(dims_of(y), y_dt, nhwc);
+    s->y_plain_md = memory::desc(dims_of(y), y_dt, plain_tag(y.size()));
+    s->y_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
+  }
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
@@ -208,6 +282,33 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->wei_md = pd.weights_desc();
   s->prim = dnnl::convolution_forward(pd);
   (void)g;
+  if (s->nhwc && s->group == 1 && s->c % 2 == 0 && lacks_vnni() && pairs_along_c(s->wei_md)) {
+    // x's even channels: a strided view of the plain x, reordered dense.
+    memory::dims hd = dims_of(x), view_strides(x.size());
+    hd[1] = s->c / 2;
+    int64_t stride = 1;
+    for (size_t d = x.size(); d-- > 0;) {
+      view_strides[d] = stride;
+      stride *= x[d];
+    }
+    view_strides[1] *= 2;
+    s->half_view_md = memory::desc(hd, src_dt, view_strides);
+    s->half_src_md = memory::desc(hd, src_dt, nhwc);
+    s->half_reorder =
+        dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->half_view_md, cpu_engine(), s->half_src_md));
+    memory::dims hw = wdims;
+    hw[2] = s->c / 2;
+    s->half_user_wei_md = memory::desc(hw, DType::s8, plain_tag(hw.size()));
+    dnnl::convolution_forward::desc hdesc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          s->half_src_md, memory::desc(hw, DType::s8, Tag::any), s->dst_md, strides,
+                                          dilates, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc hpd(hdesc, cpu_engine());
+    if (pairs_along_c(hpd.weights_desc())) {
+      s->half_wei_md = hpd.weights_desc();
+      s->half_prim = dnnl::convolution_forward(hpd);
+      s->half_possible = true;
+    }
+  }
   return sdk::Status();
 }
 
@@ -244,6 +345,75 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
   return sdk::Status();
 }
 
+// Whether oneDNN's kernels without VNNI multiply x by these weights (ws,
+// shifted into s8, in the plain layout: conv [M, Cg, taps], matmul [batches,
+// K, N]) exactly in one pass. vpmaddubsw adds two u8 x s8 products of one
+// output channel into 16 bits; with x <= 255 the pair stays within s16 when
+// |w_a| + |w_b| <= 128 (255 * 128 = 32640). Which two weights oneDNN pairs
+// depends on its packed layout, so the check takes the two largest
+// magnitudes of each output channel over its whole reduction: true for
+// weights in [-64, 64] (7-bit weights, as quantizers write them with
+// `reduce_range` for such CPUs), rarely for full 8-bit weights. u8 x only
+// (s8 x goes through oneDNN's sign shift and keeps the split).
+bool pairs_cannot_saturate(const Int8Step& s, const std::vector<int8_t>& ws) {
+  if (!is_u8(s.in_dtypes[0])) return false;
+  const int64_t outs = s.conv ? s.m : s.b_batches * s.cols;
+  const int64_t reduce = s.conv ? s.cg * s.k : s.inner_k;
+  for (int64_t ch = 0; ch < outs; ++ch) {
+    int first = 0, second = 0;
+    for (int64_t r = 0; r < reduce; ++r) {
+      // conv: [M, Cg * taps] rows; matmul: column j of batch b in [K, N].
+      const int64_t i = s.conv ? ch * reduce + r : ((ch / s.cols) * s.inner_k + r) * s.cols + ch % s.cols;
+      const int v = std::abs(static_cast<int>(ws[static_cast<size_t>(i)]));
+      if (v > first) {
+        second = first;
+        first = v;
+      } else if (v > second) {
+        second = v;
+      }
+    }
+    if (first + second > 128) return false;
+  }
+  return true;
+}
+
+// The even-channel split of conv weights ws [M, C, taps] (Int8Step::
+// half_possible): where a channel pair (2j, 2j + 1) at one output channel
+// and tap has |a| + |b| > 128, the even one keeps a' = sign(a) (128 - |b|)
+// and the residual a - a' goes to `residual` [M, C / 2, taps]; elsewhere
+// the residual is 0. Exact: ws = main + residual on the even channels.
+// The residual's own pairs (channels 4i and 4i + 2 of ws) must not
+// saturate either; where one would, false (the 7 + 1 bit split instead).
+bool split_even(const Int8Step& s, const std::vector<int8_t>& ws, std::vector<int8_t>* main_part,
+                std::vector<int8_t>* residual) {
+  const int64_t half = s.c / 2;
+  *main_part = ws;
+  residual->assign(static_cast<size_t>(s.m * half * s.k), 0);
+  for (int64_t mm = 0; mm < s.m; ++mm) {
+    for (int64_t j = 0; j < half; ++j) {
+      for (int64_t t = 0; t < s.k; ++t) {
+        const size_t ia = static_cast<size_t>((mm * s.c + 2 * j) * s.k + t), ib = ia + static_cast<size_t>(s.k);
+        const int a = ws[ia], b = ws[ib];
+        if (std::abs(a) + std::abs(b) <= 128) continue;
+        const int kept = (a < 0 ? -1 : 1) * (128 - std::abs(b));
+        (*main_part)[ia] = static_cast<int8_t>(kept);
+        (*residual)[static_cast<size_t>((mm * half + j) * s.k + t)] = static_cast<int8_t>(a - kept);
+      }
+    }
+  }
+  for (int64_t mm = 0; mm < s.m; ++mm) {
+    for (int64_t j = 0; j + 1 < half; j += 2) {
+      for (int64_t t = 0; t < s.k; ++t) {
+        const size_t i = static_cast<size_t>((mm * half + j) * s.k + t);
+        if (std::abs(int{(*residual)[i]}) + std::abs(int{(*residual)[i + static_cast<size_t>(s.k)]}) > 128) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
 // Shifts the weights into s8, reorders them for the primitive and sums
 // them per output position (Tw).
 std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
@@ -275,7 +445,17 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
     dnnl::reorder(user, *into).execute(st, user, *into);
     st.wait();
   };
-  if (s.split) {
+  p->two_pass = s.split && !pairs_cannot_saturate(s, shifted);
+  std::vector<int8_t> main_part, residual;
+  if (p->two_pass && s.half_possible && split_even(s, shifted, &main_part, &residual)) {
+    p->half = true;
+    p->low_shift = 0;
+    reorder_in(main_part, &p->mem);
+    memory user(s.half_user_wei_md, eng, residual.data());
+    p->low = memory(s.half_wei_md, eng);
+    dnnl::reorder(user, p->low).execute(st, user, p->low);
+    st.wait();
+  } else if (p->two_pass) {
     std::vector<int8_t> hi(shifted.size()), lo(shifted.size());
     for (size_t i = 0; i < shifted.size(); ++i) {
       const int v = shifted[i];
@@ -311,7 +491,8 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
       p->tw_t.resize(p->tw.size());
       for (int64_t mm = 0; mm < s.m; ++mm) {
         for (int64_t op = 0; op < s.o; ++op) {
-          p->tw_t[static_cast<size_t>(op * s.m + mm)] = p->tw[static_cast<size_t>(mm * s.o + op)];
+          const uint64_t tw = static_cast<uint64_t>(p->tw[static_cast<size_t>(mm * s.o + op)]);
+          p->tw_t[static_cast<size_t>(op * s.m + mm)] = static_cast<int32_t>(static_cast<uint32_t>(tw));
         }
       }
     }
@@ -325,6 +506,54 @@ std::shared_ptr<PackedInt8> pack(const Int8Step& s, const void* w) {
     }
   }
   return p;
+}
+
+// requantize_row_avx2's operands: per channel the multiplier and the bias
+// (as double), the x zero point, the output zero point and range.
+struct RequantRow {
+  const float* mult;
+  const double* bias;
+  int32_t xz;
+  int32_t low_shift;  // the two passes: (acc << low_shift) + low
+  double y_zero, lo, hi;
+  int64_t channels;  // a multiple of 4
+};
+
+// One output position of a channels-last QLinearConv without the R term:
+// y[m] = the requantized (acc[m] - xz * tw[m]) wrapped to i32, as bytes
+// (u8 or s8), exactly as the scalar loop in run_int8_step: acc is first
+// (acc << low_shift) + low where the product took two passes (low not
+// null); the
+// wrapped sum plus the bias is exact in double, rounded once to float (as
+// the int64 -> float conversion), multiplied in float, widened, offset by
+// the zero point, bounded (NaN to lo - 1), rounded half to even and clamped.
+__attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, const int32_t* acc,
+                                                         const int32_t* low, const int32_t* tw, bool y_unsigned,
+                                                         uint8_t* y) {
+  const __m128i xz = _mm_set1_epi32(q.xz);
+  const __m128i shift = _mm_cvtsi32_si128(q.low_shift);
+  const __m256d zero = _mm256_set1_pd(q.y_zero);
+  const __m256d below = _mm256_set1_pd(q.lo - 1.0), above = _mm256_set1_pd(q.hi + 1.0);
+  const __m256d lo = _mm256_set1_pd(q.lo), hi = _mm256_set1_pd(q.hi);
+  for (int64_t m = 0; m < q.channels; m += 4) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
+    if (low != nullptr) {
+      a = _mm_add_epi32(_mm_sll_epi32(a, shift), _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + m)));
+    }
+    const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tw + m));
+    const __m128i wrapped = _mm_sub_epi32(a, _mm_mullo_epi32(t, xz));
+    const __m256d with_bias = _mm256_add_pd(_mm256_cvtepi32_pd(wrapped), _mm256_loadu_pd(q.bias + m));
+    const __m128 scaled = _mm_mul_ps(_mm256_cvtpd_ps(with_bias), _mm_loadu_ps(q.mult + m));
+    __m256d v = _mm256_add_pd(_mm256_cvtps_pd(scaled), zero);
+    v = _mm256_min_pd(_mm256_max_pd(v, below), above);  // max_pd gives `below` for NaN
+    v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
+    const __m128i r = _mm256_cvtpd_epi32(v);  // within [lo, hi], so the packs below do not saturate
+    const __m128i bytes =
+        y_unsigned ? _mm_packus_epi16(_mm_packus_epi32(r, r), r) : _mm_packs_epi16(_mm_packs_epi32(r, r), r);
+    const int32_t four = _mm_cvtsi128_si32(bytes);
+    std::memcpy(y + m, &four, 4);
+  }
 }
 
 template <typename Q>
@@ -343,7 +572,7 @@ void quantize_loop(const Int8Step& s, const float* x, const float* scale, const 
 
 }  // namespace
 
-sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed,
+sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed, bool avx2,
                            std::shared_ptr<Int8Step>* out) {
   const BlobNode& node = g.nodes[index];
   auto s = std::make_shared<Int8Step>();
@@ -393,9 +622,8 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    s->split = !(isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                 isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni);
+    s->avx2 = avx2;
+    s->split = lacks_vnni();
   }
   *out = std::move(s);
   return sdk::Status();
@@ -407,7 +635,7 @@ uint64_t int8_packed_bytes(const Int8Step& step) {
   return s.packed != nullptr ? s.wei_md.get_size() : 0;
 }
 
-sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out) {
+sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
   const quant::QuantOperands& q = s.q;
   auto ptr = [&](int i) { return i < 0 ? nullptr : ins[static_cast<size_t>(i)]; };
   auto dt = [&](int i) { return i < 0 ? LOOM_DTYPE_U8 : s.in_dtypes[static_cast<size_t>(i)]; };
@@ -426,6 +654,21 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
     float* y = static_cast<float*>(out);
     const loom_dtype_t xd = s.in_dtypes[0];
+    if (s.channels == 1 && xd != LOOM_DTYPE_I32) {
+      // Per tensor, 8 bits: the same arithmetic in a loop the compiler
+      // vectorizes (the difference is exact in i32).
+      const int32_t z = static_cast<int32_t>(zp_at(zp, xd, 0));
+      const float sc = scale[0];
+      const int64_t count = s.out_count;
+      if (xd == LOOM_DTYPE_U8) {
+        const uint8_t* x = static_cast<const uint8_t*>(ins[0]);
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+      } else {
+        const int8_t* x = static_cast<const int8_t*>(ins[0]);
+        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+      }
+      return sdk::Status();
+    }
     for (int64_t i = 0; i < s.out_count; ++i) {
       const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
       const int64_t diff = zp_at(ins[0], xd, i) - zp_at(zp, xd, ch);
@@ -463,31 +706,67 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     packed = pack(s, w);
   }
 
+  // The run's buffers: a free set of the step's, or new ones (kept after).
+  std::unique_ptr<Int8Scratch> buffers;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.scratch.empty()) {
+      buffers = std::move(s.scratch.back());
+      s.scratch.pop_back();
+    }
+  }
+  if (buffers == nullptr) buffers = std::make_unique<Int8Scratch>();
+  struct GiveBack {
+    Int8Step& step;
+    std::unique_ptr<Int8Scratch>& held;
+    ~GiveBack() {
+      std::lock_guard<std::mutex> lock(step.mutex);
+      step.scratch.push_back(std::move(held));
+    }
+  } give_back{s, buffers};
+
   // P = x * ws in s32.
-  std::vector<int32_t> acc(static_cast<size_t>(s.out_count));
+  std::vector<int32_t>& acc = buffers->acc;
+  acc.resize(static_cast<size_t>(s.out_count));
   {
     dnnl::engine& eng = cpu_engine();
     dnnl::stream st(eng);
     memory src(s.nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
-    std::vector<uint8_t> nhwc_x;
     if (s.nhwc) {
-      nhwc_x.resize(s.src_md.get_size());
-      memory reordered(s.src_md, eng, nhwc_x.data());
+      buffers->x.resize(s.src_md.get_size());
+      memory reordered(s.src_md, eng, buffers->x.data());
       s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
       src = reordered;
     }
     memory dst(s.dst_md, eng, acc.data());
     s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}});
     st.wait();
-    if (s.split) {
-      std::vector<int32_t> low(acc.size());
+    if (packed->two_pass) {
+      std::vector<int32_t>& low = buffers->low;
+      low.resize(acc.size());
       memory low_dst(s.dst_md, eng, low.data());
-      s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
-      st.wait();
-      for (size_t i = 0; i < acc.size(); ++i) {
-        acc[i] = static_cast<int32_t>(2 * static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(low[i]));
+      if (packed->half) {
+        buffers->x_half.resize(s.half_src_md.get_size());
+        memory view(s.half_view_md, eng, const_cast<void*>(ins[0]));
+        memory evens(s.half_src_md, eng, buffers->x_half.data());
+        s.half_reorder.execute(st, {{DNNL_ARG_FROM, view}, {DNNL_ARG_TO, evens}});
+        s.half_prim.execute(st, {{DNNL_ARG_SRC, evens}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
+      } else {
+        s.prim.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->low}, {DNNL_ARG_DST, low_dst}});
       }
+      st.wait();
     }
+  }
+  // The two passes' sum (acc << low_shift) + low: in requantize_row_avx2
+  // where it takes every channel, else here.
+  const bool all_wide = s.avx2 && s.conv && s.nhwc && qlinear && !need_r && s.m % 4 == 0;
+  const int32_t* low = packed->two_pass && all_wide ? buffers->low.data() : nullptr;
+  if (packed->two_pass && !all_wide) {
+    uint32_t* a = reinterpret_cast<uint32_t*>(acc.data());
+    const uint32_t* l = reinterpret_cast<const uint32_t*>(buffers->low.data());
+    const size_t count = acc.size();
+    const int shift = packed->low_shift;
+    for (size_t i = 0; i < count; ++i) a[i] = (a[i] << shift) + l[i];
   }
 
   const bool x_unsigned = is_u8(s.in_dtypes[0]);
@@ -522,8 +801,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   if (s.conv) {
     // R: per image, group and output position, the sum of x over the taps.
     std::vector<int64_t> r;
-    if (need_r || xz != 0) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
-    const int64_t cnt_per_tap = s.cg;
+    if (need_r) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
     for (int64_t b = 0; need_r && b < s.n; ++b) {
       for (int64_t gi = 0; gi < s.group; ++gi) {
         for (int64_t op = 0; op < s.o; ++op) {
@@ -539,11 +817,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
         }
       }
     }
-    std::vector<int64_t> cnt(static_cast<size_t>(s.o), 0);
-    for (int64_t op = 0; op < s.o; ++op) {
-      for (int64_t t = 0; t < s.k; ++t) cnt[static_cast<size_t>(op)] += s.taps[static_cast<size_t>(op * s.k + t)] >= 0;
-      cnt[static_cast<size_t>(op)] *= cnt_per_tap;
-    }
+    const std::vector<int64_t>& cnt = s.cnt;
     std::vector<int64_t> corr(static_cast<size_t>(s.m));
     for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
     // Channels-last accumulators are walked in their own order, one output
@@ -557,12 +831,30 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       lo = std::max(lo, static_cast<double>(s.clamp_lo));
       hi = std::min(hi, static_cast<double>(s.clamp_hi));
     }
-    std::vector<int32_t> row(static_cast<size_t>(s.m));
-    for (int64_t b = 0; s.nhwc && b < s.n; ++b) {
-      for (int64_t op = 0; op < s.o; ++op) {
+    if (s.nhwc && qlinear) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
+    // Without the R term (s8 weights with zero point 0, as quantizers
+    // write them) the first s.m rounded down to 4 channels of a row take
+    // requantize_row_avx2, the same arithmetic four at a time.
+    const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
+    std::vector<double> bias_wide(static_cast<size_t>(wide));
+    for (int64_t mm = 0; mm < wide; ++mm) {
+      bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
+    }
+    const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), packed->low_shift,
+                        y_zero,      lo,               hi,                       wide};
+    // One output position at a time, positions split among the threads
+    // (each writes its own row of y, or its own outputs of ConvInteger).
+    auto positions = [&](size_t begin, size_t end) {
+      for (size_t pi = begin; pi < end; ++pi) {
+        const int64_t b = static_cast<int64_t>(pi) / s.o, op = static_cast<int64_t>(pi) % s.o;
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
-        const int64_t* tw = packed->tw_t.data() + op * s.m;
-        for (int64_t mm = 0; mm < s.m; ++mm) {
+        const int32_t* tw = packed->tw_t.data() + op * s.m;
+        // The row's bytes, channels-last (u8 and s8 alike: the low byte).
+        uint8_t* y = qlinear ? buffers->y.data() + (b * s.o + op) * s.m : nullptr;
+        if (wide > 0) {
+          requantize_row_avx2(rq, a, low == nullptr ? nullptr : low + (b * s.o + op) * s.m, tw, y_unsigned, y);
+        }
+        for (int64_t mm = wide; mm < s.m; ++mm) {
           int64_t total = a[mm] - xz * tw[mm];
           const int64_t c = corr[static_cast<size_t>(mm)];
           if (c != 0) {
@@ -578,18 +870,18 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           double v = static_cast<double>(scaled) + y_zero;
           v = std::min(v >= lo - 1.0 ? v : lo - 1.0, hi + 1.0);  // NaN to lo, as requantize()
           v = (v + 6755399441055744.0) - 6755399441055744.0;
-          row[static_cast<size_t>(mm)] = static_cast<int32_t>(std::min(std::max(v, lo), hi));
-        }
-        if (!qlinear) continue;
-        for (int64_t mm = 0; mm < s.m; ++mm) {
-          const int64_t i = (b * s.m + mm) * s.o + op;
-          if (y_unsigned) {
-            static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(row[static_cast<size_t>(mm)]);
-          } else {
-            static_cast<int8_t*>(out)[i] = static_cast<int8_t>(row[static_cast<size_t>(mm)]);
-          }
+          y[mm] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
         }
       }
+    };
+    if (s.nhwc) pool.parallel_for(static_cast<size_t>(s.n * s.o), 64, positions);
+    if (s.nhwc && qlinear) {
+      dnnl::engine& eng = cpu_engine();
+      dnnl::stream st(eng);
+      memory from(s.y_nhwc_md, eng, buffers->y.data());
+      memory to(s.y_plain_md, eng, out);
+      s.y_reorder.execute(st, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+      st.wait();
     }
     for (int64_t b = 0; !s.nhwc && b < s.n; ++b) {
       for (int64_t mm = 0; mm < s.m; ++mm) {

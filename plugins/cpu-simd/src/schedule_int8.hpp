@@ -23,8 +23,10 @@
 // (nearbyint in the default rounding mode) and saturated to the output type.
 // Results therefore equal the reference kernels bit for bit. Where oneDNN's
 // kernels lack VNNI their u8 x s8 products saturate in 16-bit pairs, so
-// there the weights are split in two halves of 7 and 1 bits and P takes two
-// passes (Int8Step::split). Format 7's fused QDQ steps add an output clamp
+// there, unless the weights are small enough that no pair can (u8 x, the
+// two largest magnitudes of each output channel summing to at most 128),
+// the weights are split in two halves of 7 and 1 bits and P takes two
+// passes (Int8Step::split, PackedInt8::two_pass). Format 7's fused QDQ steps add an output clamp
 // (floats [lo, hi], applied after the saturation), a QLinearMatMul bias (as
 // QLinearConv's) and a transposed B (trans_b: transposed when packed).
 #pragma once
@@ -42,16 +44,19 @@ struct Int8Step;
 
 // Plans node `index` of `graph` (a quantized operator that validate()
 // accepted). `fixed[t]`: tensor t is a constant or a parameter, so a weight
-// read from it is packed once. Fails with a message naming the node when
-// oneDNN has no primitive for its shapes.
-sdk::Status make_int8_step(const BlobGraph& graph, size_t index, const std::vector<bool>& fixed,
+// read from it is packed once. `avx2`: the plain kernels run AVX2 (or
+// wider), so the requantization may too. Fails with a message naming the
+// node when oneDNN has no primitive for its shapes.
+sdk::Status make_int8_step(const BlobGraph& graph, size_t index, const std::vector<bool>& fixed, bool avx2,
                            std::shared_ptr<Int8Step>* out);
 
 // Runs the step: `ins[i]` is the data of the node's input i, `out` its
 // output. Scales and zero points are read here and checked (a scale that is
 // not positive and finite is INVALID_ARGUMENT naming the node). Safe to call
-// from several threads at once on one step.
-sdk::Status run_int8_step(Int8Step& step, const std::vector<const void*>& ins, void* out);
+// from several threads at once on one step. The requantization of
+// channels-last QLinearConv / ConvInteger results is split among `pool`'s
+// threads by output position.
+sdk::Status run_int8_step(Int8Step& step, const std::vector<const void*>& ins, void* out, ThreadPool& pool);
 
 // Bytes of packed weights the step holds (0 before its first run).
 uint64_t int8_packed_bytes(const Int8Step& step);

@@ -8,6 +8,8 @@
 // Gemm -> Relu / Clip -> QuantizeLinear) compiled through the plugin's
 // compile entries become one quantized step that equals the QLinear form on
 // the reference kernels exactly and the unfused graph within 1 unit.
+#include <algorithm>
+
 #include "cpu_simd_plugin_fixture.hpp"
 #include "graph_builder.hpp"
 
@@ -241,6 +243,8 @@ TEST_F(CpuSimdInt8, QuantizeAndDequantizeEqualTheReferenceKernels) {
             {int_attr("axis", 1)});
     compare(Op::kDequantizeLinear, axis, {make({2, 3, 4}, q, rng), scales({3}, rng), make({3}, q, rng)}, {2, 3, 4},
             LOOM_DTYPE_F32, "DequantizeLinear", {int_attr("axis", 1)});
+    compare(Op::kDequantizeLinear, BlobNode{}, {make({2, 3, 7}, q, rng), scales({}, rng), make({}, q, rng)},
+            {2, 3, 7}, LOOM_DTYPE_F32, "DequantizeLinear", {});
   }
   compare(Op::kDequantizeLinear, BlobNode{}, {make({5}, LOOM_DTYPE_I32, rng), scales({}, rng)}, {5}, LOOM_DTYPE_F32,
           "DequantizeLinear", {});
@@ -262,6 +266,70 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
     }
   }
   return t;
+}
+
+// Where oneDNN lacks VNNI (this CPU without AVX-512 VNNI / AVX-VNNI, or
+// cpu.isa capped below it) a u8 x s8 product saturates when two weights of
+// one output channel paired by vpmaddubsw sum to more than 128 in
+// magnitude. Weights whose two largest magnitudes per output channel stay
+// within 128 (7-bit weights) take one oneDNN pass; others keep an exact
+// two-pass split: the even-channel split where its residual cannot
+// saturate either (8-bit weights as quantizers write them, an even number
+// of input channels), else the 7 + 1 bit split (the +-127 weights). All
+// must equal the reference kernel bit for bit, with x near 255 so that any
+// saturating pair would show. s8 weights with zero
+// point 0 take the vectorized requantization (AVX2) on full groups of 4
+// channels, the scalar loop on the rest (14 channels: 12 + 2; 16: all
+// four at a time, the two passes summed there too, on enough output
+// positions that the requantization is split among the threads).
+TEST_F(CpuSimdInt8, SevenBitAndFullRangeWeightsEqualTheReferenceKernelNearSaturation) {
+  std::mt19937 rng(271);
+  for (int variant = 0; variant < 5; ++variant) {
+    // Variant 4: 8-bit weights as a quantizer writes them (normal, the
+    // largest of each output channel 127), 16 input channels: the
+    // even-channel split.
+    const bool normal = variant == 4;
+    const int full_range = normal ? 1 : variant % 2;
+    // 16 channels on 24 x 24: 576 output positions, split among threads.
+    const int64_t m = variant < 2 ? 14 : 16, c = normal ? 16 : 6, side = variant < 2 ? 8 : normal ? 12 : 24;
+    const char* kind = normal ? "8-bit weights, " : full_range ? "full-range weights, " : "7-bit weights, ";
+    SCOPED_TRACE(::testing::Message() << kind << m << " channels");
+    QTensor x = make({1, c, side, side}, LOOM_DTYPE_U8, rng);
+    std::uniform_int_distribution<int> high(230, 255);
+    for (uint8_t& v : x.bytes) v = static_cast<uint8_t>(high(rng));
+    QTensor w = make({m, c, 3, 3}, LOOM_DTYPE_I8, rng);
+    std::uniform_int_distribution<int> seven(-64, 64);
+    std::normal_distribution<double> spread(0.0, 41.0);
+    for (size_t i = 0; i < w.bytes.size(); ++i) {
+      if (normal) {
+        const int drawn = std::clamp(static_cast<int>(std::lround(spread(rng))), -127, 127);
+        const int v = i % static_cast<size_t>(c * 9) == 0 ? 127 : drawn;
+        w.bytes[i] = static_cast<uint8_t>(v & 0xff);
+        continue;
+      }
+      // Full range: +127 on even taps, -128 on odd ones (every pair of
+      // channels oneDNN can pair saturates, both ways, at x = 255); 7-bit:
+      // random in [-64, 64] with the extremes present.
+      int v = full_range ? (i % 9 % 2 == 0 ? 127 : -128) : seven(rng);
+      if (!full_range && i % 17 == 0) v = (i / 17) % 2 ? 64 : -64;
+      w.bytes[i] = static_cast<uint8_t>(v & 0xff);
+    }
+    QTensor ws = scales({m}, rng);
+    for (int64_t j = 0; j < m; ++j) {
+      const float v = 0.0005f + 0.00005f * static_cast<float>(j);
+      std::memcpy(ws.bytes.data() + 4 * j, &v, 4);
+    }
+    std::vector<QTensor> ins = {x, exact({}, LOOM_DTYPE_F32, {1.0f}), exact({}, LOOM_DTYPE_U8, {3}), w, ws,
+                                exact({m}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(m), 0.0f)),
+                                exact({}, LOOM_DTYPE_F32, {full_range ? 2.0f : 1.0f}), exact({}, LOOM_DTYPE_U8, {128}),
+                                make({m}, LOOM_DTYPE_I32, rng, -20000, 20000)};
+    compare(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), ins, {1, m, side, side},
+            LOOM_DTYPE_U8, "QLinearConv", conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {3});
+    // Without requantization: the raw i32 sums.
+    compare(Op::kConvInteger, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3),
+            {ins[0], ins[3], ins[2], ins[5]}, {1, m, side, side}, LOOM_DTYPE_I32, "ConvInteger",
+            conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), {}, {1});
+  }
 }
 
 // Requantization ties: every accumulator is odd and y_scale is 2, so each
