@@ -445,7 +445,7 @@ std::string Schedule::describe() const {
       case StepKind::kGlobalAverageNhwc: out += "gap"; break;
       case StepKind::kLayerNorm: out += "layernorm"; break;
       case StepKind::kInt8: out += "int8"; break;
-      case StepKind::kRnn: out += "rnn"; break;
+      case StepKind::kRnn: out += st.rnn != nullptr && st.rnn->onednn != nullptr ? "rnn-onednn" : "rnn"; break;
     }
     if (!st.nodes.empty()) {
       out += " nodes";
