@@ -247,6 +247,23 @@ void cpu_simd_seeds(const fs::path& dir) {
     add_node(g, Op::kCopy, {hs}, yh);
     write(dir, "lstm_bidirectional_v9.blob", encode(g));
   }
+  {
+    // Format 9: a reverse GRU (linear_before_reset 1, layout 1, B and
+    // initial_h; X [2, 3, 4], hidden 2) and an RNN on its Y_h.
+    BlobGraph g;
+    const uint32_t x = t(g, {2, 3, 4}), w = t(g, {1, 6, 4}), r = t(g, {1, 6, 2}), b = t(g, {1, 12}), h0 = t(g, {2, 1, 2});
+    const uint32_t packed = t(g, {2, 4, 1, 2}), hs = t(g, {2, 1, 1, 2}), yh = t(g, {2, 1, 2});
+    const uint32_t w2 = t(g, {1, 2, 2}), r2 = t(g, {1, 2, 2}), packed2 = t(g, {3, 1, 1, 2});
+    g.inputs = {x, w, r, b, h0, w2, r2};
+    g.outputs = {packed2};
+    BlobNode& gru = add_node(g, Op::kGru, {x, w, r, b, h0}, packed);
+    gru.trans_a = 5;
+    gru.ints = {1, 1, 2, 1};
+    add_node(g, Op::kSlice, {packed}, hs).ints = {0, 3, 0, 0, 1, 1, 1, 1, 2, 1, 1, 2};
+    add_node(g, Op::kCopy, {hs}, yh);
+    add_node(g, Op::kRnn, {yh, w2, r2}, packed2).ints = {0, 0, 2, 0};
+    write(dir, "gru_rnn_v9.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

@@ -591,7 +591,9 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "QLinearMatMul") return lower_qlinear_matmul(l);
   if (op == "ConvInteger") return lower_conv_integer(l);
   if (op == "MatMulInteger") return lower_matmul_integer(l);
-  if (op == "LSTM") return lower_lstm(l);
+  if (op == "LSTM") return lower_recurrent(l, Op::kLstm);
+  if (op == "GRU") return lower_recurrent(l, Op::kGru);
+  if (op == "RNN") return lower_recurrent(l, Op::kRnn);
   return l.fail("operator " + op + " is not implemented by cpu-simd");
 }
 

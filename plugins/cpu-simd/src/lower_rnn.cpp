@@ -1,10 +1,12 @@
-// Lowering of the recurrent operators (blob format 9): ONNX LSTM becomes one
-// kLstm node writing a packed tensor (blob_rnn_rules.hpp) and the Slice /
-// Copy nodes that read Y, Y_h and Y_c out of it.
+// Lowering of the recurrent operators (blob format 9): ONNX LSTM, GRU and
+// RNN each become one kLstm / kGru / kRnn node writing a packed tensor
+// (blob_rnn_rules.hpp) and the Slice / Copy nodes that read Y, Y_h (and
+// LSTM's Y_c) out of it.
 //
 // Declined (the node runs elsewhere, with the reason): opsets before 7
-// (output_sequence), activations other than ONNX's defaults (Sigmoid, Tanh,
-// Tanh) or with alpha / beta, graphs with open dimensions. Bad input that no
+// (output_sequence), activations other than ONNX's defaults (LSTM Sigmoid,
+// Tanh, Tanh; GRU Sigmoid, Tanh; RNN Tanh) or with alpha / beta, graphs with
+// open dimensions. Bad input that no
 // kernel runs (W, R, B, sequence_lens, initial_h/c or P of the wrong shape,
 // hidden_size that disagrees with W and R, an unknown direction, a clip that
 // is not positive, sequence_lens outside [0, seq] given inline) is claimed
@@ -55,19 +57,26 @@ bool add_rnn_part(Lowering& l, size_t output, const Shape& packed, int64_t time_
 
 }  // namespace
 
-bool lower_lstm(Lowering& l) {
+bool lower_recurrent(Lowering& l, Op op) {
+  const bool lstm = op == Op::kLstm, gru = op == Op::kGru;
+  const std::string name = op_name(op);
   if (l.opset() < 7) return l.fail("opset " + std::to_string(l.opset()) + " (output_sequence) is not supported");
-  if (!l.check_attributes({{"activation_alpha", 7}, {"activation_beta", 7}, {"activations", 7}, {"clip", 7},
-                           {"direction", 7}, {"hidden_size", 7}, {"input_forget", 7}, {"layout", 14}}) ||
-      !l.check_inputs(3, 8)) {
-    return false;
-  }
-  if (l.open_graph()) return l.fail("the graph has open dimensions; cpu-simd runs LSTM on static shapes only");
+  const bool attrs_ok =
+      lstm ? l.check_attributes({{"activation_alpha", 7}, {"activation_beta", 7}, {"activations", 7}, {"clip", 7},
+                                 {"direction", 7}, {"hidden_size", 7}, {"input_forget", 7}, {"layout", 14}})
+      : gru ? l.check_attributes({{"activation_alpha", 7}, {"activation_beta", 7}, {"activations", 7}, {"clip", 7},
+                                  {"direction", 7}, {"hidden_size", 7}, {"linear_before_reset", 7}, {"layout", 14}})
+            : l.check_attributes({{"activation_alpha", 7}, {"activation_beta", 7}, {"activations", 7}, {"clip", 7},
+                                  {"direction", 7}, {"hidden_size", 7}, {"layout", 14}});
+  const size_t max_inputs = lstm ? 8 : 6;
+  if (!attrs_ok || !l.check_inputs(3, max_inputs)) return false;
+  if (l.open_graph()) return l.fail("the graph has open dimensions; cpu-simd runs " + name + " on static shapes only");
   std::string direction;
   int64_t hidden = -1, input_forget = 0, layout = 0;
   float clip = 0;
+  const char* flag = lstm ? "input_forget" : "linear_before_reset";
   if (!l.get_string("direction", "forward", &direction) || !l.get_int("hidden_size", -1, &hidden) ||
-      !l.get_int("input_forget", 0, &input_forget) || !l.get_int("layout", 0, &layout)) {
+      !l.get_int(flag, 0, &input_forget) || !l.get_int("layout", 0, &layout)) {
     return false;
   }
   int64_t dir_code = 0;
@@ -82,7 +91,7 @@ bool lower_lstm(Lowering& l) {
   }
   const int64_t dirs = dir_code == 2 ? 2 : 1;
   if (input_forget != 0 && input_forget != 1) {
-    return l.invalid("attribute 'input_forget' is " + std::to_string(input_forget) + ", expected 0 or 1");
+    return l.invalid(std::string("attribute '") + flag + "' is " + std::to_string(input_forget) + ", expected 0 or 1");
   }
   if (layout != 0 && layout != 1) return l.invalid("attribute 'layout' is " + std::to_string(layout) + ", expected 0 or 1");
   const bool has_clip = l.has("clip");
@@ -97,17 +106,22 @@ bool lower_lstm(Lowering& l) {
     if (a->kind() != gfb::AttributeKind::strings || a->strings() == nullptr) {
       return l.invalid("attribute 'activations' is not a list of strings");
     }
-    const char* defaults[3] = {"Sigmoid", "Tanh", "Tanh"};
+    const std::vector<std::string> defaults = lstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                              : gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                    : std::vector<std::string>{"Tanh"};
+    const size_t per_dir = defaults.size();
     const size_t n = a->strings()->size();
-    if (n != 3 && n != static_cast<size_t>(3 * dirs)) {
-      return l.invalid("attribute 'activations' has " + std::to_string(n) + " entries, expected 3 or " +
-                       std::to_string(3 * dirs));
+    if (n != per_dir && n != per_dir * static_cast<size_t>(dirs)) {
+      return l.invalid("attribute 'activations' has " + std::to_string(n) + " entries, expected " +
+                       std::to_string(per_dir) + " or " + std::to_string(per_dir * static_cast<size_t>(dirs)));
     }
     for (size_t i = 0; i < n; ++i) {
-      const std::string name = a->strings()->Get(static_cast<flatbuffers::uoffset_t>(i))->str();
-      if (name != defaults[i % 3]) {
-        return l.fail("activation '" + name + "' at " + std::to_string(i) +
-                      ": cpu-simd runs the default activations (Sigmoid, Tanh, Tanh) only");
+      const std::string act = a->strings()->Get(static_cast<flatbuffers::uoffset_t>(i))->str();
+      if (act != defaults[i % per_dir]) {
+        std::string list;
+        for (const std::string& d : defaults) list += (list.empty() ? "" : ", ") + d;
+        return l.fail("activation '" + act + "' at " + std::to_string(i) + ": cpu-simd runs the default activations (" +
+                      list + ") only");
       }
     }
   }
@@ -115,7 +129,7 @@ bool lower_lstm(Lowering& l) {
   // Operands: X, W, R and the optional ones that are present.
   if (!l.data(0) || !l.data(1) || !l.data(2)) return false;
   int mask = 0;
-  for (size_t i = 3; i < l.input_count() && i < 8; ++i) {
+  for (size_t i = 3; i < l.input_count() && i < max_inputs; ++i) {
     if (!l.present(i)) continue;
     mask |= 1 << (i - 3);
     if (i != 4) {
@@ -131,16 +145,17 @@ bool lower_lstm(Lowering& l) {
   }
   const Shape x = l.shape_of(0), r = l.shape_of(2);
   if (hidden < 0) {
-    // hidden_size is optional: R is [dirs, 4 * hidden, hidden].
+    // hidden_size is optional: R is [dirs, gates * hidden, hidden].
     if (r.size() != 3) return l.invalid("R is " + detail::shape_string(r) + ", expected rank 3");
     hidden = r[2];
   } else if (r.size() == 3 && r[2] != hidden) {
+    const int64_t gates = lstm ? 4 : gru ? 3 : 1;
     return l.invalid("attribute 'hidden_size' is " + std::to_string(hidden) + " but R is " + detail::shape_string(r) +
-                     " (expected [" + std::to_string(dirs) + ", " + std::to_string(4 * hidden) + ", " +
+                     " (expected [" + std::to_string(dirs) + ", " + std::to_string(gates * hidden) + ", " +
                      std::to_string(hidden) + "])");
   }
   BlobNode& n = l.node();
-  n.op = Op::kLstm;
+  n.op = op;
   n.trans_a = mask;
   n.ints = {dir_code, layout, hidden, input_forget};
   if (has_clip) n.floats = {clip};
@@ -174,7 +189,10 @@ bool lower_lstm(Lowering& l) {
   bool any_output = false;
   for (size_t o = 0; o < l.output_count(); ++o) any_output = any_output || l.has_output(o);
   if (!any_output) return l.fail("has no output");
-  if (l.output_count() > 3) return l.fail("has " + std::to_string(l.output_count()) + " outputs, expected at most 3");
+  const size_t max_outputs = lstm ? 3 : 2;
+  if (l.output_count() > max_outputs) {
+    return l.fail("has " + std::to_string(l.output_count()) + " outputs, expected at most " + std::to_string(max_outputs));
+  }
   const int64_t t_axis = layout == 0 ? 0 : 1;
   const Shape y_want = layout == 0 ? Shape{form.seq, dirs, form.batch, hidden} : Shape{form.batch, form.seq, dirs, hidden};
   const Shape state_want = layout == 0 ? Shape{dirs, form.batch, hidden} : Shape{form.batch, dirs, hidden};

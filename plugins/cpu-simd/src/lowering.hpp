@@ -228,8 +228,8 @@ bool lower_where(Lowering& l);
 bool lower_equal(Lowering& l);
 bool lower_cast(Lowering& l);
 
-// Format-9 recurrent operators (lower_rnn.cpp).
-bool lower_lstm(Lowering& l);
+// Format-9 recurrent operators (lower_rnn.cpp): op kLstm, kGru or kRnn.
+bool lower_recurrent(Lowering& l, Op op);
 
 // Format-6 quantized operators (lower_quant.cpp).
 bool lower_quantize(Lowering& l);

@@ -167,7 +167,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     step.nodes = {i};
     for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
     step.out = p.define(node.outputs[0], Layout::kPlain);
-    sdk::Status made = make_rnn_step(graph, i, onednn, p.fixed, &step.rnn);
+    sdk::Status made = make_rnn_step(graph, i, onednn, kernels.isa != KernelIsa::kBaseline, p.fixed, &step.rnn);
     if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
     s->steps_.push_back(std::move(step));
     p.finish(node.outputs[0]);
@@ -176,7 +176,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   auto emit_plain = [&](size_t i) {
     const BlobNode& node = graph.nodes[i];
     if (is_quant(node.op)) return emit_int8(i);
-    if (node.op == Op::kLstm) return emit_rnn(i);
+    if (is_recurrent(node.op)) return emit_rnn(i);
     Step step;
     step.plan = plan_node(graph, i);
     step.nodes = {i};
@@ -189,7 +189,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   };
 
   auto emit_node = [&](size_t i) {
-    if (!onednn || is_quant(graph.nodes[i].op) || graph.nodes[i].op == Op::kLstm) return emit_plain(i);
+    if (!onednn || is_quant(graph.nodes[i].op) || is_recurrent(graph.nodes[i].op)) return emit_plain(i);
     const BlobNode& node = graph.nodes[i];
     const uint32_t y = node.outputs[0];
     const bool y_sensitive = layout_sensitive(graph.tensors[y].shape);

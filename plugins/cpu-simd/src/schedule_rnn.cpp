@@ -260,10 +260,59 @@ void lstm_gates_base(bool input_forget, LOOM_RNN_GATES_ARGS) {
 }
 #undef LOOM_RNN_GATES_ARGS
 
+// GRU (gates z, r, h in ONNX's order), one batch row. First z and r from
+// gx (input projection), gr (h R^T for z and r), bw / br (input and
+// recurrent biases, 3H each).
+inline __attribute__((always_inline)) void gru_zr_body(const float* __restrict gx, const float* __restrict gr,
+                                                       const float* __restrict bw, const float* __restrict br,
+                                                       float clip, int64_t hn, float* __restrict z,
+                                                       float* __restrict r) {
+  for (int64_t j = 0; j < hn; ++j) {
+    const float gz = std::min(std::max(gx[j] + gr[j] + bw[j] + br[j], -clip), clip);
+    const float g_r = std::min(std::max(gx[hn + j] + gr[hn + j] + bw[hn + j] + br[hn + j], -clip), clip);
+    z[j] = rnn_sigmoid(gz);
+    r[j] = rnn_sigmoid(g_r);
+  }
+}
+// Then the candidate and the new h: grh is the h gate's recurrent product
+// ((r * h) R_h^T when linear_before_reset is 0, h R_h^T when 1); rmul is r
+// (linear_before_reset 1: r * (h R_h^T + Rb_h)) or ones.
+inline __attribute__((always_inline)) void gru_h_body(const float* __restrict gxh, const float* __restrict grh,
+                                                      const float* __restrict bwh, const float* __restrict brh,
+                                                      const float* __restrict z, const float* __restrict rmul,
+                                                      float clip, int64_t hn, float* __restrict h) {
+  for (int64_t j = 0; j < hn; ++j) {
+    const float g = std::min(std::max(gxh[j] + rmul[j] * (grh[j] + brh[j]) + bwh[j], -clip), clip);
+    const float cand = rnn_tanh(g);
+    h[j] = (1.0f - z[j]) * cand + z[j] * h[j];
+  }
+}
+// RNN: h = tanh(x W^T + h R^T + Wb + Rb), one batch row.
+inline __attribute__((always_inline)) void rnn_h_body(const float* __restrict gx, const float* __restrict gr,
+                                                      const float* __restrict bias, float clip, int64_t hn,
+                                                      float* __restrict h) {
+  for (int64_t j = 0; j < hn; ++j) h[j] = rnn_tanh(std::min(std::max(gx[j] + gr[j] + bias[j], -clip), clip));
+}
+
+#define LOOM_RNN_ISA_PAIR(name, params, args)                             \
+  __attribute__((target("avx2,fma"))) void name##_avx2 params { name##_body args; } \
+  void name##_base params { name##_body args; }
+LOOM_RNN_ISA_PAIR(gru_zr,
+                  (const float* gx, const float* gr, const float* bw, const float* br, float clip, int64_t hn,
+                   float* z, float* r),
+                  (gx, gr, bw, br, clip, hn, z, r))
+LOOM_RNN_ISA_PAIR(gru_h,
+                  (const float* gxh, const float* grh, const float* bwh, const float* brh, const float* z,
+                   const float* rmul, float clip, int64_t hn, float* h),
+                  (gxh, grh, bwh, brh, z, rmul, clip, hn, h))
+LOOM_RNN_ISA_PAIR(rnn_h, (const float* gx, const float* gr, const float* bias, float clip, int64_t hn, float* h),
+                  (gx, gr, bias, clip, hn, h))
+#undef LOOM_RNN_ISA_PAIR
+
 }  // namespace
 
-sdk::Status make_rnn_step(const BlobGraph& g, size_t index, bool onednn, const std::vector<bool>& fixed,
-                          std::shared_ptr<RnnStep>* out) {
+sdk::Status make_rnn_step(const BlobGraph& g, size_t index, bool onednn, bool wide,
+                          const std::vector<bool>& fixed, std::shared_ptr<RnnStep>* out) {
   const BlobNode& node = g.nodes[index];
   auto s = std::make_shared<RnnStep>();
   s->where = "node " + std::to_string(index) + " (" + op_name(node.op) + ")";
@@ -272,9 +321,9 @@ sdk::Status make_rnn_step(const BlobGraph& g, size_t index, bool onednn, const s
   std::vector<int64_t> packed;
   std::string why;
   if (!rnn_form(node, in, &s->form, &packed, &why)) return sdk::invalid_argument("cpu-simd: " + s->where + ": " + why);
-  s->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  s->avx2 = wide && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const RnnForm& f = s->form;
-  const bool onednn_form = f.direction != 2 && f.layout == 0 && !f.has_clip && f.input_forget == 0 &&
+  const bool onednn_form = f.op == Op::kLstm && f.direction != 2 && f.layout == 0 && !f.has_clip && f.input_forget == 0 &&
                            f.at[1] < 0 && f.at[4] < 0 && f.seq > 0 && f.batch > 0 && f.input > 0;
   if (onednn && onednn_form && fixed[node.inputs[1]] && fixed[node.inputs[2]]) {
     try {
@@ -289,7 +338,9 @@ sdk::Status make_rnn_step(const BlobGraph& g, size_t index, bool onednn, const s
 
 sdk::Status run_rnn_step(const RnnStep& s, const std::vector<const void*>& ins, float* out) {
   const RnnForm& f = s.form;
-  const int64_t tn = f.seq, bn = f.batch, in_n = f.input, hn = f.hidden, dn = f.dirs, gn = 4 * hn;
+  const int64_t tn = f.seq, bn = f.batch, in_n = f.input, hn = f.hidden, dn = f.dirs, gn = f.gates * hn;
+  const bool lstm = f.op == Op::kLstm, gru = f.op == Op::kGru;
+  const int64_t rows = tn + (lstm ? 2 : 1);  // of the packed output
   auto opt = [&](int k) { return f.at[k] >= 0 ? ins[static_cast<size_t>(f.at[k])] : nullptr; };
   const auto* x = static_cast<const float*>(ins[0]);
   const auto* w = static_cast<const float*>(ins[1]);
@@ -313,9 +364,9 @@ sdk::Status run_rnn_step(const RnnStep& s, const std::vector<const void*>& ins, 
     }
   }
   const bool l0 = f.layout == 0;
-  // Packed output: layout 0 [T + 2, D, B, H], layout 1 [B, T + 2, D, H].
+  // Packed output: layout 0 [rows, D, B, H], layout 1 [B, rows, D, H].
   auto at = [&](int64_t t, int64_t d, int64_t bi) {
-    return l0 ? ((t * dn + d) * bn + bi) * hn : ((bi * (tn + 2) + t) * dn + d) * hn;
+    return l0 ? ((t * dn + d) * bn + bi) * hn : ((bi * rows + t) * dn + d) * hn;
   };
   auto state_at = [&](int64_t d, int64_t bi) { return l0 ? (d * bn + bi) * hn : (bi * dn + d) * hn; };
   if (lens != nullptr) {
@@ -328,13 +379,21 @@ sdk::Status run_rnn_step(const RnnStep& s, const std::vector<const void*>& ins, 
   }
   std::vector<float> gx(static_cast<size_t>(tn * bn * gn)), gr(static_cast<size_t>(bn * gn));
   std::vector<float> h(static_cast<size_t>(bn * hn)), c(static_cast<size_t>(bn * hn));
-  std::vector<float> bias(static_cast<size_t>(gn)), zeros(static_cast<size_t>(hn), 0.0f);
+  // bias: Wb + Rb (GRU: Wb in bw, Rb in br, as its h gate needs them apart).
+  std::vector<float> bias(static_cast<size_t>(gn)), bw(static_cast<size_t>(gn)), br(static_cast<size_t>(gn));
+  std::vector<float> zeros(static_cast<size_t>(hn), 0.0f), ones(static_cast<size_t>(hn), 1.0f);
+  // GRU: z, r, r * h and the h gate's recurrent product, per batch row.
+  std::vector<float> z(gru ? static_cast<size_t>(bn * hn) : 0), rg(z.size()), rh(z.size()), grh(z.size());
   const float clip = f.has_clip ? f.clip : FLT_MAX;
   for (int64_t d = 0; d < dn; ++d) {
     const bool backwards = f.direction == 1 || d == 1;
     const float* wd = w + d * gn * in_n;
     const float* rd = r + d * gn * hn;
-    for (int64_t k = 0; k < gn; ++k) bias[k] = b != nullptr ? b[d * 2 * gn + k] + b[d * 2 * gn + gn + k] : 0.0f;
+    for (int64_t k = 0; k < gn; ++k) {
+      bw[k] = b != nullptr ? b[d * 2 * gn + k] : 0.0f;
+      br[k] = b != nullptr ? b[d * 2 * gn + gn + k] : 0.0f;
+      bias[k] = bw[k] + br[k];
+    }
     const float* p_i = p != nullptr ? p + d * 3 * hn : zeros.data();
     const float* p_o = p != nullptr ? p + d * 3 * hn + hn : zeros.data();
     const float* p_f = p != nullptr ? p + d * 3 * hn + 2 * hn : zeros.data();
@@ -346,23 +405,54 @@ sdk::Status run_rnn_step(const RnnStep& s, const std::vector<const void*>& ins, 
         c[bi * hn + j] = c0 != nullptr ? c0[state_at(d, bi) + j] : 0.0f;
       }
     }
+    auto active = [&](int64_t step, int64_t bi, int64_t* t) {
+      const int64_t len = lens != nullptr ? lens[bi] : tn;
+      *t = backwards ? len - 1 - step : step;
+      return step < len;
+    };
+    auto gx_at = [&](int64_t t, int64_t bi) { return gx.data() + (l0 ? t * bn + bi : bi * tn + t) * gn; };
     for (int64_t step = 0; step < max_len; ++step) {
+      int64_t t = 0;
+      if (gru) {
+        // z and r, then the h gate's product, then h.
+        LOOM_SDK_RETURN_IF_ERROR(rnn_gemm(s.avx2, bn, 2 * hn, hn, h.data(), rd, gr.data()));
+        for (int64_t bi = 0; bi < bn; ++bi) {
+          if (!active(step, bi, &t)) continue;
+          (s.avx2 ? gru_zr_avx2 : gru_zr_base)(gx_at(t, bi), gr.data() + bi * 2 * hn, bw.data(), br.data(), clip, hn,
+                                              z.data() + bi * hn, rg.data() + bi * hn);
+        }
+        const float* hr_in = h.data();
+        if (f.input_forget == 0) {  // linear_before_reset 0: (r * h) R_h^T
+          for (int64_t k = 0; k < bn * hn; ++k) rh[k] = rg[k] * h[k];
+          hr_in = rh.data();
+        }
+        LOOM_SDK_RETURN_IF_ERROR(rnn_gemm(s.avx2, bn, hn, hn, hr_in, rd + 2 * hn * hn, grh.data()));
+        for (int64_t bi = 0; bi < bn; ++bi) {
+          if (!active(step, bi, &t)) continue;
+          (s.avx2 ? gru_h_avx2 : gru_h_base)(gx_at(t, bi) + 2 * hn, grh.data() + bi * hn, bw.data() + 2 * hn,
+                                            br.data() + 2 * hn, z.data() + bi * hn,
+                                            f.input_forget != 0 ? rg.data() + bi * hn : ones.data(), clip, hn,
+                                            h.data() + bi * hn);
+          std::memcpy(out + at(t, d, bi), h.data() + bi * hn, static_cast<size_t>(hn) * sizeof(float));
+        }
+        continue;
+      }
       LOOM_SDK_RETURN_IF_ERROR(rnn_gemm(s.avx2, bn, gn, hn, h.data(), rd, gr.data()));
       for (int64_t bi = 0; bi < bn; ++bi) {
-        const int64_t len = lens != nullptr ? lens[bi] : tn;
-        if (step >= len) continue;
-        const int64_t t = backwards ? len - 1 - step : step;
-        const float* gxt = gx.data() + (l0 ? t * bn + bi : bi * tn + t) * gn;
+        if (!active(step, bi, &t)) continue;
         float* hb = h.data() + bi * hn;
-        float* cb = c.data() + bi * hn;
-        (s.avx2 ? lstm_gates_avx2 : lstm_gates_base)(f.input_forget != 0, gxt, gr.data() + bi * gn, bias.data(),
-                                                      p_i, p_o, p_f, clip, hn, hb, cb);
+        if (lstm) {
+          (s.avx2 ? lstm_gates_avx2 : lstm_gates_base)(f.input_forget != 0, gx_at(t, bi), gr.data() + bi * gn,
+                                                        bias.data(), p_i, p_o, p_f, clip, hn, hb, c.data() + bi * hn);
+        } else {
+          (s.avx2 ? rnn_h_avx2 : rnn_h_base)(gx_at(t, bi), gr.data() + bi * gn, bias.data(), clip, hn, hb);
+        }
         std::memcpy(out + at(t, d, bi), hb, static_cast<size_t>(hn) * sizeof(float));
       }
     }
     for (int64_t bi = 0; bi < bn; ++bi) {
       std::memcpy(out + at(tn, d, bi), h.data() + bi * hn, static_cast<size_t>(hn) * sizeof(float));
-      std::memcpy(out + at(tn + 1, d, bi), c.data() + bi * hn, static_cast<size_t>(hn) * sizeof(float));
+      if (lstm) std::memcpy(out + at(tn + 1, d, bi), c.data() + bi * hn, static_cast<size_t>(hn) * sizeof(float));
     }
   }
   return sdk::Status();

@@ -30,9 +30,11 @@ struct RnnStep {
 // clip, input_forget, sequence_lens or peepholes, and with at least one step
 // runs on oneDNN's lstm_forward (faster on the development machine:
 // benchmarks/README.md); its weights are reordered into oneDNN's gate order
-// and layout once (again when bound at another address).
-sdk::Status make_rnn_step(const BlobGraph& graph, size_t index, bool onednn, const std::vector<bool>& fixed,
-                          std::shared_ptr<RnnStep>* out);
+// and layout once (again when bound at another address). `wide`: the plugin's
+// kernels may use more than baseline x86-64 (cpu.isa), so the own loops take
+// their AVX2+FMA build where the CPU has it.
+sdk::Status make_rnn_step(const BlobGraph& graph, size_t index, bool onednn, bool wide,
+                          const std::vector<bool>& fixed, std::shared_ptr<RnnStep>* out);
 
 // Runs it: `ins` are the node's inputs in blob order, `out` the packed
 // output. INVALID_ARGUMENT naming the node when sequence_lens holds a length

@@ -31,6 +31,7 @@ using ::loom::testing::attr_s;
 using ::loom::testing::attr_strings;
 
 struct LstmCase {
+  Op cell = Op::kLstm;  // kLstm, kGru or kRnn (GRU: input_forget is linear_before_reset)
   int direction = 0;  // 0 forward, 1 reverse, 2 bidirectional
   int layout = 0;
   bool bias = false, lens = false, init_h = false, init_c = false, peep = false, clip = false,
@@ -44,14 +45,14 @@ struct LstmCase {
 
 std::string describe_lstm(const LstmCase& c) {
   const char* dirs[] = {"forward", "reverse", "bidirectional"};
-  std::string s = std::string(dirs[c.direction]) + " layout " + std::to_string(c.layout);
+  std::string s = std::string(op_name(c.cell)) + " " + dirs[c.direction] + " layout " + std::to_string(c.layout);
   if (c.bias) s += " B";
   if (c.lens) s += " sequence_lens";
   if (c.init_h) s += " initial_h";
   if (c.init_c) s += " initial_c";
   if (c.peep) s += " P";
   if (c.clip) s += " clip";
-  if (c.input_forget) s += " input_forget";
+  if (c.input_forget) s += c.cell == Op::kGru ? " linear_before_reset" : " input_forget";
   if (c.constant_weights) s += " constant weights";
   s += std::string(" outputs") + (c.y ? " Y" : "") + (c.y_h ? " Y_h" : "") + (c.y_c ? " Y_c" : "");
   return s;
@@ -80,6 +81,8 @@ class CpuSimdLstm : public CpuSimdPlugin {
   Built build(const LstmCase& c, std::mt19937& rng) {
     Built b;
     const int64_t d = c.direction == 2 ? 2 : 1, h = c.hidden;
+    const int64_t gates = c.cell == Op::kLstm ? 4 : c.cell == Op::kGru ? 3 : 1;
+    const bool lstm = c.cell == Op::kLstm;
     const Dims x_shape = c.layout == 0 ? Dims{c.seq, c.batch, c.input} : Dims{c.batch, c.seq, c.input};
     b.y_shape = c.layout == 0 ? Dims{c.seq, d, c.batch, h} : Dims{c.batch, c.seq, d, h};
     b.state_shape = c.layout == 0 ? Dims{d, c.batch, h} : Dims{c.batch, d, h};
@@ -96,10 +99,10 @@ class CpuSimdLstm : public CpuSimdPlugin {
       }
     };
     add(x_shape, 1.0f);
-    add({d, 4 * h, c.input}, 0.4f, c.constant_weights);
-    add({d, 4 * h, h}, 0.4f, c.constant_weights);
+    add({d, gates * h, c.input}, 0.4f, c.constant_weights);
+    add({d, gates * h, h}, 0.4f, c.constant_weights);
     const int32_t none = -1;
-    if (c.bias) add({d, 8 * h}, 0.5f, c.constant_weights); else ins.push_back(none);
+    if (c.bias) add({d, 2 * gates * h}, 0.5f, c.constant_weights); else ins.push_back(none);
     if (c.lens) {
       b.order.push_back(-1);
       ins.push_back(g.input({c.batch}, ::loom::graph::fb::DType::i32));
@@ -109,18 +112,18 @@ class CpuSimdLstm : public CpuSimdPlugin {
       ins.push_back(none);
     }
     if (c.init_h) add(b.state_shape, 1.0f); else ins.push_back(none);
-    if (c.init_c) add(b.state_shape, 1.0f); else ins.push_back(none);
-    if (c.peep) add({d, 3 * h}, 0.5f); else ins.push_back(none);
+    if (lstm && c.init_c) add(b.state_shape, 1.0f); else ins.push_back(none);
+    if (lstm && c.peep) add({d, 3 * h}, 0.5f); else ins.push_back(none);
     while (!ins.empty() && ins.back() == none) ins.pop_back();
     std::vector<int32_t> outs = {c.y ? g.tensor(b.y_shape) : none, c.y_h ? g.tensor(b.state_shape) : none,
-                                 c.y_c ? g.tensor(b.state_shape) : none};
+                                 lstm && c.y_c ? g.tensor(b.state_shape) : none};
     while (outs.back() == none) outs.pop_back();
     const char* dirs[] = {"forward", "reverse", "bidirectional"};
     std::vector<::loom::testing::Attr> attrs = {attr_i("hidden_size", h), attr_s("direction", dirs[c.direction]),
                                                 attr_i("layout", c.layout)};
     if (c.clip) attrs.push_back(attr_f("clip", 0.7f));
-    if (c.input_forget) attrs.push_back(attr_i("input_forget", 1));
-    g.node("LSTM", ins, outs, attrs, 14);
+    if (c.input_forget) attrs.push_back(attr_i(c.cell == Op::kGru ? "linear_before_reset" : "input_forget", 1));
+    g.node(op_name(c.cell), ins, outs, attrs, 14);
     for (int32_t o : outs) {
       if (o != none) g.output(o);
     }
@@ -147,11 +150,12 @@ class CpuSimdLstm : public CpuSimdPlugin {
     }
     if (c.input_forget) {
       AttributeDef a;
-      a.name = "input_forget";
+      a.name = c.cell == Op::kGru ? "linear_before_reset" : "input_forget";
       a.i = 1;
       attrs.push_back(a);
     }
-    std::vector<kernels::TensorRef> refs(8);
+    const bool lstm = c.cell == Op::kLstm;
+    std::vector<kernels::TensorRef> refs(lstm ? 8 : 6);
     size_t k = 0;
     refs[0] = b.values[k++].ref();
     refs[1] = b.values[k++].ref();
@@ -160,12 +164,13 @@ class CpuSimdLstm : public CpuSimdPlugin {
     const Dims lens_shape = {c.batch};
     if (c.lens) refs[4] = kernels::TensorRef{DType::kI32, lens_shape, b.lens.data(), b.lens.size() * 4};
     if (c.init_h) refs[5] = b.values[k++].ref();
-    if (c.init_c) refs[6] = b.values[k++].ref();
-    if (c.peep) refs[7] = b.values[k++].ref();
+    if (lstm && c.init_c) refs[6] = b.values[k++].ref();
+    if (lstm && c.peep) refs[7] = b.values[k++].ref();
     std::vector<Tensor> want = {zero_tensor(b.y_shape), zero_tensor(b.state_shape), zero_tensor(b.state_shape)};
-    std::vector<kernels::TensorRef> outs = {want[0].ref(), want[1].ref(), want[2].ref()};
+    std::vector<kernels::TensorRef> outs = {want[0].ref(), want[1].ref()};
+    if (lstm) outs.push_back(want[2].ref());
     const auto registry = kernels::KernelRegistry::reference();
-    Status s = registry.find("LSTM")->run(refs, outs, kernels::Attributes(attrs, 14));
+    Status s = registry.find(op_name(c.cell))->run(refs, outs, kernels::Attributes(attrs, 14));
     EXPECT_TRUE(s.ok()) << s.to_string();
     return want;
   }
@@ -180,9 +185,9 @@ class CpuSimdLstm : public CpuSimdPlugin {
     std::string error;
     EXPECT_TRUE(decode(compiled.bytes.data(), compiled.bytes.size(), &g, &error)) << error;
     EXPECT_EQ(compiled.format_version, 9u);
-    size_t lstm = 0;
-    for (const BlobNode& n : g.nodes) lstm += n.op == Op::kLstm;
-    EXPECT_EQ(lstm, 1u);
+    size_t cells = 0;
+    for (const BlobNode& n : g.nodes) cells += n.op == c.cell;
+    EXPECT_EQ(cells, 1u);
     loom_executable_t* exe = load(compiled.bytes, &error, compiled.format_version);
     EXPECT_NE(exe, nullptr) << error;
     if (exe == nullptr) return "load: " + error;
@@ -200,7 +205,7 @@ class CpuSimdLstm : public CpuSimdPlugin {
     }
     got->clear();
     std::vector<const loom_tensor_t*> outs;
-    const bool present[3] = {c.y, c.y_h, c.y_c};
+    const bool present[3] = {c.y, c.y_h, c.y_c && c.cell == Op::kLstm};
     for (int o = 0; o < 3; ++o) {
       Tensor t(o == 0 ? b.y_shape : b.state_shape,
                std::vector<float>(count_of(o == 0 ? b.y_shape : b.state_shape), 1234.5f));
@@ -222,7 +227,7 @@ class CpuSimdLstm : public CpuSimdPlugin {
     std::vector<Tensor> want = reference(c, b);
     std::vector<Tensor> got;
     ASSERT_EQ(compile_and_run(c, b, &got), "ok");
-    const bool present[3] = {c.y, c.y_h, c.y_c};
+    const bool present[3] = {c.y, c.y_h, c.y_c && c.cell == Op::kLstm};
     const char* names[3] = {"Y", "Y_h", "Y_c"};
     for (int o = 0; o < 3; ++o) {
       if (!present[o]) continue;
@@ -311,6 +316,41 @@ TEST_F(CpuSimdLstm, EveryDirectionLayoutAndOptionMatchesTheReferenceKernel) {
   std::cout << "LSTM: largest difference from the reference kernel " << max_error_ << "\n";
 }
 
+TEST_F(CpuSimdLstm, GruAndRnnMatchTheReferenceKernel) {
+  uint32_t seed = 500;
+  for (Op cell : {Op::kGru, Op::kRnn}) {
+    for (int direction = 0; direction < 3; ++direction) {
+      for (int layout = 0; layout < 2; ++layout) {
+        LstmCase plain;
+        plain.cell = cell;
+        plain.direction = direction;
+        plain.layout = layout;
+        check(plain, seed++);
+        LstmCase all = plain;
+        all.bias = all.lens = all.init_h = true;
+        check(all, seed++);
+        all.clip = true;
+        all.input_forget = cell == Op::kGru;  // linear_before_reset
+        check(all, seed++);
+        all.lens = false;
+        all.constant_weights = true;
+        check(all, seed++);
+      }
+    }
+    for (int mask = 1; mask < 4; ++mask) {
+      LstmCase c;
+      c.cell = cell;
+      c.y = mask & 1;
+      c.y_h = mask & 2;
+      c.init_h = c.bias = true;
+      c.seq = 1;
+      c.batch = 1;
+      check(c, seed++);
+    }
+  }
+  std::cout << "GRU, RNN: largest difference from the reference kernel " << max_error_ << "\n";
+}
+
 TEST_F(CpuSimdLstm, OtherActivationsAreDeclinedTheDefaultsSpelledOutAreNot) {
   std::mt19937 rng(7);
   auto claimed = [&](std::vector<::loom::testing::Attr> extra) {
@@ -329,6 +369,20 @@ TEST_F(CpuSimdLstm, OtherActivationsAreDeclinedTheDefaultsSpelledOutAreNot) {
   EXPECT_FALSE(claimed({attr_strings("activations", {"Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Tanh"})}));
   auto alpha = attr_f("activation_alpha", 0.5f);
   EXPECT_FALSE(claimed({alpha}));
+  // GRU's defaults are Sigmoid, Tanh; RNN's Tanh.
+  auto claimed_cell = [&](Op cell, std::vector<std::string> acts) {
+    LstmCase c;
+    c.cell = cell;
+    Built b = build(c, rng);
+    b.graph.nodes[0].attrs.push_back(attr_strings("activations", std::move(acts)));
+    std::vector<bool> flags;
+    EXPECT_EQ(harness_.supported(plugin_, b.graph.finish(), 1, &flags), "ok");
+    return !flags.empty() && flags[0];
+  };
+  EXPECT_TRUE(claimed_cell(Op::kGru, {"Sigmoid", "Tanh"}));
+  EXPECT_FALSE(claimed_cell(Op::kGru, {"Sigmoid", "Relu"}));
+  EXPECT_TRUE(claimed_cell(Op::kRnn, {"Tanh"}));
+  EXPECT_FALSE(claimed_cell(Op::kRnn, {"Relu"}));
 }
 
 TEST_F(CpuSimdLstm, BadShapesAndAttributesAreOneCompileErrorNamingTheNode) {
@@ -355,6 +409,13 @@ TEST_F(CpuSimdLstm, BadShapesAndAttributesAreOneCompileErrorNamingTheNode) {
   EXPECT_NE(s.find(prefix + "LSTM: P is [1, 9], expected [1, 27]"), std::string::npos) << s;
   s = compile_error([](Built& b) { b.graph.nodes[0].attrs[1] = attr_s("direction", "sideways"); });
   EXPECT_NE(s.find(prefix + "attribute 'direction' is 'sideways'"), std::string::npos) << s;
+  s = compile_error([](Built& b) {
+    b.graph.nodes[0].op = "GRU";  // W is [1, 36, 7], an LSTM's
+    b.graph.nodes[0].inputs.resize(3);
+  });
+  EXPECT_NE(s.find("node n0 (GRU) is not supported by cpu-simd: GRU: W is [1, 36, 7], expected [1, 27, 7]"),
+            std::string::npos)
+      << s;
   s = compile_error([](Built& b) { b.graph.nodes[0].attrs.push_back(attr_f("clip", -1.0f)); });
   EXPECT_NE(s.find(prefix + "attribute 'clip' is -1.000000"), std::string::npos) << s;
   // One line each.
@@ -421,6 +482,29 @@ TEST_F(CpuSimdLstm, TheBlobChecksEveryLstmField) {
   refused([](BlobGraph& b) { b.tensors[3].shape = {3, 1, 1, 2}; }, "but the operator produces [4, 1, 1, 2]");
   refused([](BlobGraph& b) { b.tensors[2].shape = {1, 8, 3}; }, "LSTM: R is [1, 8, 3], expected [1, 8, 2]");
   refused([](BlobGraph& b) { b.tensors[0].dtype = LOOM_DTYPE_I32; }, "LSTM: input 0 is i32, expected f32");
+  // The same X as a GRU (W [1, 6, 3], R [1, 6, 2], output [3, 1, 1, 2]) and
+  // as an RNN.
+  BlobGraph gru = g;
+  gru.nodes[0].op = Op::kGru;
+  gru.tensors[1].shape = {1, 6, 3};
+  gru.tensors[2].shape = {1, 6, 2};
+  gru.tensors[3].shape = {3, 1, 1, 2};
+  ASSERT_TRUE(validate(gru, &error)) << error;
+  gru.nodes[0].ints[3] = 1;  // linear_before_reset
+  ASSERT_TRUE(validate(gru, &error)) << error;
+  gru.nodes[0].trans_a = 8;
+  EXPECT_FALSE(validate(gru, &error));
+  EXPECT_NE(error.find("GRU: present mask (trans_a) 8 is not in [0, 7]"), std::string::npos) << error;
+  gru.nodes[0].trans_a = 0;
+  gru.nodes[0].op = Op::kRnn;
+  EXPECT_FALSE(validate(gru, &error));
+  EXPECT_NE(error.find("RNN: ints[3] 1 is not 0"), std::string::npos) << error;
+  gru.nodes[0].ints[3] = 0;
+  EXPECT_FALSE(validate(gru, &error));
+  EXPECT_NE(error.find("RNN: W is [1, 6, 3], expected [1, 2, 3]"), std::string::npos) << error;
+  gru.tensors[1].shape = {1, 2, 3};
+  gru.tensors[2].shape = {1, 2, 2};
+  EXPECT_TRUE(validate(gru, &error)) << error;
 }
 
 }  // namespace

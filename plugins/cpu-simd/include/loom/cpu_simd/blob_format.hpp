@@ -37,8 +37,9 @@
 // Resize (ints [2 or 3, coordinate mode, rounding], floats the scales:
 // blob_shape_rules.hpp), written for a Resize of an input with open
 // dimensions; bind_shapes makes its taps per binding. Version 9 is version 8
-// plus the recurrent operator LSTM (59, blob_rnn_rules.hpp: static shapes
-// only, one output that packs Y, Y_h and Y_c). encode() writes the oldest version
+// plus the recurrent operators LSTM, GRU and RNN (59 to 61,
+// blob_rnn_rules.hpp: static shapes only, one output that packs Y, Y_h and,
+// for LSTM, Y_c). encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -394,8 +395,9 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     const std::vector<int64_t>& declared = g.tensors[o].shape;
     bool open_in = false;
     for (const std::vector<int64_t>* s : in_shapes) open_in = open_in || is_open(*s);
-    if (node.op == Op::kLstm && (open_in || is_open(g.tensors[o].shape))) {
-      *error = where + ": reads or writes a tensor with open dimensions; LSTM takes static shapes only";
+    if (is_recurrent(node.op) && (open_in || is_open(g.tensors[o].shape))) {
+      *error = where + ": reads or writes a tensor with open dimensions; " + op_name(node.op) +
+               " takes static shapes only";
       return false;
     }
     if (is_open_resize(node) && !is_open(*in_shapes[0])) {

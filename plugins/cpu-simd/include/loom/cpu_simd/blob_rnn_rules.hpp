@@ -1,5 +1,14 @@
-// The recurrent operators of blob format 9: the LSTM node's operands,
-// attributes, output shape and dtypes. Included by blob_shape_rules.hpp.
+// The recurrent operators of blob format 9: the LSTM, GRU and RNN nodes'
+// operands, attributes, output shapes and dtypes. Included by
+// blob_shape_rules.hpp.
+//
+// kGru and kRnn read X, W, R and the optional B, sequence_lens and
+// initial_h that are present (mask bits 0 to 2 as kLstm's); ints =
+// [direction, layout, hidden_size, linear_before_reset (GRU: 0 or 1; RNN:
+// 0)]; floats as kLstm's; ONNX's default activations (GRU Sigmoid, Tanh;
+// RNN Tanh). W is [D, G H, I], R [D, G H, H], B [D, 2 G H] with G = 3
+// (GRU: z, r, h) or 1 (RNN); the one output packs Y and Y_h: [T + 1, D, B,
+// H] (layout 0) or [B, T + 1, D, H].
 //
 // kLstm reads X, W, R and the optional B, sequence_lens, initial_h,
 // initial_c and P that are present (trans_a is the mask of those: bit 0 B,
@@ -20,13 +29,16 @@
 
 namespace loom::cpu_simd {
 
-// kLstm's optional inputs, in mask-bit order.
+// The optional inputs, in mask-bit order (GRU and RNN: the first three).
 inline constexpr int kRnnOptionalCount = 5;
 inline constexpr const char* kRnnOptionalNames[kRnnOptionalCount] = {"B", "sequence_lens", "initial_h",
                                                                      "initial_c", "P"};
 
 // The decoded attributes and dimensions of a kLstm node.
 struct RnnForm {
+  Op op = Op::kLstm;
+  int64_t gates = 4;  // 4 LSTM, 3 GRU, 1 RNN
+  // ints[3]: LSTM input_forget, GRU linear_before_reset, RNN 0.
   int64_t direction = 0, layout = 0, hidden = 0, input_forget = 0;
   bool has_clip = false;
   float clip = 0;
@@ -36,7 +48,7 @@ struct RnnForm {
   int64_t seq = 0, batch = 0, input = 0, dirs = 1;
 };
 
-inline bool uses_format9(const BlobNode& node) { return node.op == Op::kLstm; }
+inline bool uses_format9(const BlobNode& node) { return is_recurrent(node.op); }
 
 // Checks the attributes and operand shapes of a kLstm node and fills
 // `form` and the packed output shape; false with `*error` naming the field.
@@ -45,8 +57,12 @@ inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<i
   using detail::shape_string;
   const std::string op = op_name(node.op);
   RnnForm f;
+  f.op = node.op;
+  const bool lstm = node.op == Op::kLstm;
+  f.gates = lstm ? 4 : node.op == Op::kGru ? 3 : 1;
+  const char* flag = lstm ? "input_forget" : node.op == Op::kGru ? "linear_before_reset" : "ints[3]";
   if (node.ints.size() != 4) {
-    *error = op + ": ints must be [direction, layout, hidden_size, input_forget], got " +
+    *error = op + ": ints must be [direction, layout, hidden_size, " + flag + "], got " +
              std::to_string(node.ints.size()) + " values";
     return false;
   }
@@ -66,8 +82,9 @@ inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<i
     *error = op + ": hidden_size " + std::to_string(f.hidden) + " is not in [1, 2^20]";
     return false;
   }
-  if (f.input_forget != 0 && f.input_forget != 1) {
-    *error = op + ": input_forget " + std::to_string(f.input_forget) + " is not 0 or 1";
+  if (f.input_forget != 0 && (f.input_forget != 1 || node.op == Op::kRnn)) {
+    *error = op + ": " + flag + " " + std::to_string(f.input_forget) + " is not " +
+             (node.op == Op::kRnn ? "0" : "0 or 1");
     return false;
   }
   if (node.floats.size() > 1) {
@@ -82,9 +99,10 @@ inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<i
       return false;
     }
   }
-  if (node.trans_a < 0 || node.trans_a >= (1 << kRnnOptionalCount) || node.trans_b != 0) {
-    *error = op + ": present mask (trans_a) " + std::to_string(node.trans_a) + " is not in [0, 31] or trans_b " +
-             std::to_string(node.trans_b) + " is not 0";
+  const int optional = lstm ? kRnnOptionalCount : 3;
+  if (node.trans_a < 0 || node.trans_a >= (1 << optional) || node.trans_b != 0) {
+    *error = op + ": present mask (trans_a) " + std::to_string(node.trans_a) + " is not in [0, " +
+             std::to_string((1 << optional) - 1) + "] or trans_b " + std::to_string(node.trans_b) + " is not 0";
     return false;
   }
   f.mask = node.trans_a;
@@ -110,27 +128,27 @@ inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<i
     *error = op + ": X " + shape_string(x) + " has an open dimension; LSTM needs static shapes";
     return false;
   }
-  const int64_t h = f.hidden, d = f.dirs;
+  const int64_t h = f.hidden, d = f.dirs, g = f.gates;
   auto want_shape = [&](size_t i, const char* name, const std::vector<int64_t>& s) {
     if (*in[i] == s) return true;
     *error = op + ": " + name + " is " + shape_string(*in[i]) + ", expected " + shape_string(s);
     return false;
   };
-  if (!want_shape(1, "W", {d, 4 * h, f.input}) || !want_shape(2, "R", {d, 4 * h, h})) return false;
+  if (!want_shape(1, "W", {d, g * h, f.input}) || !want_shape(2, "R", {d, g * h, h})) return false;
   const std::vector<int64_t> state =
       f.layout == 0 ? std::vector<int64_t>{d, f.batch, h} : std::vector<int64_t>{f.batch, d, h};
-  if (f.at[0] >= 0 && !want_shape(static_cast<size_t>(f.at[0]), "B", {d, 8 * h})) return false;
+  if (f.at[0] >= 0 && !want_shape(static_cast<size_t>(f.at[0]), "B", {d, 2 * g * h})) return false;
   if (f.at[1] >= 0 && !want_shape(static_cast<size_t>(f.at[1]), "sequence_lens", {f.batch})) return false;
   if (f.at[2] >= 0 && !want_shape(static_cast<size_t>(f.at[2]), "initial_h", state)) return false;
   if (f.at[3] >= 0 && !want_shape(static_cast<size_t>(f.at[3]), "initial_c", state)) return false;
   if (f.at[4] >= 0 && !want_shape(static_cast<size_t>(f.at[4]), "P", {d, 3 * h})) return false;
-  *out = f.layout == 0 ? std::vector<int64_t>{f.seq + 2, d, f.batch, h}
-                       : std::vector<int64_t>{f.batch, f.seq + 2, d, h};
+  const int64_t rows = f.seq + (lstm ? 2 : 1);
+  *out = f.layout == 0 ? std::vector<int64_t>{rows, d, f.batch, h} : std::vector<int64_t>{f.batch, rows, d, h};
   if (form != nullptr) *form = f;
   return true;
 }
 
-// kLstm's dtypes: sequence_lens i32, everything else f32.
+// The recurrent operators' dtypes: sequence_lens i32, everything else f32.
 inline bool check_rnn_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in, loom_dtype_t out,
                              std::string* error) {
   const std::string op = op_name(node.op);

@@ -411,6 +411,9 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   } else if (op == Op::kLstm) {
     *min_in = 3;
     *max_in = 8;
+  } else if (op == Op::kGru || op == Op::kRnn) {
+    *min_in = 3;
+    *max_in = 6;
   } else {
     *min_in = *max_in = 1;
   }
@@ -529,7 +532,7 @@ inline bool infer_output_shape(const BlobNode& node,
                                std::vector<int64_t>* out, std::string* error) {
   using detail::shape_string;
   if (is_quant(node.op)) return infer_quant_shape(node, in, out, error);
-  if (node.op == Op::kLstm) return rnn_form(node, in, nullptr, out, error);
+  if (is_recurrent(node.op)) return rnn_form(node, in, nullptr, out, error);
   const std::string op = op_name(node.op);
   if (!attribute_lists_ok(node, error)) return false;
   if (is_binary(node.op)) {
