@@ -136,7 +136,7 @@ inline __attribute__((always_inline)) RnnV8 rnn_load8(const float* p) {
   return v;
 }
 
-inline __attribute__((always_inline)) float rnn_sum8(RnnV8 v) {
+inline __attribute__((always_inline)) float rnn_sum8(const RnnV8& v) {
   return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
 
