@@ -228,6 +228,42 @@ void cpu_simd_seeds(const fs::path& dir) {
     b.floats = {1, 1, 1.5f, 1.5f};
     write(dir, "open_resize_v8.blob", encode(g));
   }
+  {
+    // Format 9: a bidirectional LSTM with every optional input and clip
+    // (X [3, 2, 4], hidden 2), its packed output read by the Slice (Y) and
+    // Slice + Copy (Y_h) nodes that compile writes.
+    BlobGraph g;
+    const uint32_t x = t(g, {3, 2, 4}), w = t(g, {2, 8, 4}), r = t(g, {2, 8, 2}), b = t(g, {2, 16});
+    const uint32_t lens = t(g, {2}, LOOM_DTYPE_I32), h0 = t(g, {2, 2, 2}), c0 = t(g, {2, 2, 2}), p = t(g, {2, 6});
+    const uint32_t packed = t(g, {5, 2, 2, 2}), y = t(g, {3, 2, 2, 2}), hs = t(g, {1, 2, 2, 2}), yh = t(g, {2, 2, 2});
+    g.inputs = {x, w, r, b, lens, h0, c0, p};
+    g.outputs = {y, yh};
+    BlobNode& l = add_node(g, Op::kLstm, {x, w, r, b, lens, h0, c0, p}, packed);
+    l.trans_a = 31;
+    l.ints = {2, 0, 2, 0};
+    l.floats = {3.0f};
+    add_node(g, Op::kSlice, {packed}, y).ints = {0, 0, 0, 0, 1, 1, 1, 1, 3, 2, 2, 2};
+    add_node(g, Op::kSlice, {packed}, hs).ints = {3, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2};
+    add_node(g, Op::kCopy, {hs}, yh);
+    write(dir, "lstm_bidirectional_v9.blob", encode(g));
+  }
+  {
+    // Format 9: a reverse GRU (linear_before_reset 1, layout 1, B and
+    // initial_h; X [2, 3, 4], hidden 2) and an RNN on its Y_h.
+    BlobGraph g;
+    const uint32_t x = t(g, {2, 3, 4}), w = t(g, {1, 6, 4}), r = t(g, {1, 6, 2}), b = t(g, {1, 12}), h0 = t(g, {2, 1, 2});
+    const uint32_t packed = t(g, {2, 4, 1, 2}), hs = t(g, {2, 1, 1, 2}), yh = t(g, {2, 1, 2});
+    const uint32_t w2 = t(g, {1, 2, 2}), r2 = t(g, {1, 2, 2}), packed2 = t(g, {3, 1, 1, 2});
+    g.inputs = {x, w, r, b, h0, w2, r2};
+    g.outputs = {packed2};
+    BlobNode& gru = add_node(g, Op::kGru, {x, w, r, b, h0}, packed);
+    gru.trans_a = 5;
+    gru.ints = {1, 1, 2, 1};
+    add_node(g, Op::kSlice, {packed}, hs).ints = {0, 3, 0, 0, 1, 1, 1, 1, 2, 1, 1, 2};
+    add_node(g, Op::kCopy, {hs}, yh);
+    add_node(g, Op::kRnn, {yh, w2, r2}, packed2).ints = {0, 0, 2, 0};
+    write(dir, "gru_rnn_v9.blob", encode(g));
+  }
 }
 
 void vulkan_seeds(const fs::path& dir) {

@@ -1,5 +1,6 @@
 #include "compile.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::cpu_simd {
@@ -48,8 +49,17 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
     if (!lower_node(g, n, &lowered, &why)) {
       return sdk::invalid_argument("compile: " + g.node(n).label() + " is not supported by cpu-simd: " + why);
     }
+    // This node's scratch tensors (kScratchTensor + k) -> blob tensors.
+    std::vector<uint32_t> scratch;
     for (BlobNode& node : lowered) {
       for (uint32_t& operand : node.inputs) {
+        if (operand >= kScratchTensor) {
+          if (operand - kScratchTensor >= scratch.size()) {
+            return sdk::invalid_argument("compile: " + g.node(n).label() + " reads a scratch tensor before writing it");
+          }
+          operand = scratch[operand - kScratchTensor];
+          continue;
+        }
         if (map[operand] == UINT32_MAX) {
           const sdk::TensorView t = g.tensor(operand);
           if (!t.has_data()) {
@@ -69,6 +79,21 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
           }
         }
         operand = map[operand];
+      }
+      if (node.outputs[0] >= kScratchTensor) {
+        std::vector<const std::vector<int64_t>*> in;
+        for (uint32_t t : node.inputs) in.push_back(&blob.tensors[t].shape);
+        BlobTensor bt;
+        std::string error;
+        if (!infer_output_shape(node, in, &bt.shape, &error)) {
+          return sdk::invalid_argument("compile: " + g.node(n).label() + ": " + error);
+        }
+        scratch.resize(std::max<size_t>(scratch.size(), node.outputs[0] - kScratchTensor + 1));
+        scratch[node.outputs[0] - kScratchTensor] = static_cast<uint32_t>(blob.tensors.size());
+        node.outputs[0] = static_cast<uint32_t>(blob.tensors.size());
+        blob.tensors.push_back(std::move(bt));
+        blob.nodes.push_back(std::move(node));
+        continue;
       }
       const sdk::TensorView o = g.tensor(node.outputs[0]);
       if (map[node.outputs[0]] != UINT32_MAX) {

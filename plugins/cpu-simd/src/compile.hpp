@@ -26,6 +26,11 @@ namespace gfb = loom::graph::fb;
 // `*invalid` (when given) says whether the node is bad input that no kernel
 // runs correctly (a zero scale, a mismatched zero point), which compile
 // reports rather than leaving the node to another device.
+//
+// A lowering may write and read tensors of its own (LSTM's packed output):
+// operand ids kScratchTensor + k, which compile_graph turns into new blob
+// tensors of the shape the writing node's rule gives.
+inline constexpr uint32_t kScratchTensor = 0xFFFFFF00u;
 bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* out, std::string* why,
                 bool* invalid = nullptr);
 

@@ -591,6 +591,9 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "QLinearMatMul") return lower_qlinear_matmul(l);
   if (op == "ConvInteger") return lower_conv_integer(l);
   if (op == "MatMulInteger") return lower_matmul_integer(l);
+  if (op == "LSTM") return lower_recurrent(l, Op::kLstm);
+  if (op == "GRU") return lower_recurrent(l, Op::kGru);
+  if (op == "RNN") return lower_recurrent(l, Op::kRnn);
   return l.fail("operator " + op + " is not implemented by cpu-simd");
 }
 
@@ -621,18 +624,37 @@ bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* ou
   // The output shape the operator's rule gives must be the declared one
   // (kCopy's shapes were checked by its lowering), and the dtypes must
   // follow the operator's dtype rule.
+  // Scratch tensors (kScratchTensor + k) are f32 of the shape their
+  // writer's rule gives.
+  std::vector<Shape> scratch;
   for (const BlobNode& blob_node : *out) {
     std::vector<Shape> shapes;
     std::vector<loom_dtype_t> dtypes;
     for (uint32_t t : blob_node.inputs) {
-      shapes.push_back(g.tensor(t).shape());
-      dtypes.push_back(g.tensor(t).dtype());
+      const bool own = t >= kScratchTensor;
+      if (own && t - kScratchTensor >= scratch.size()) {
+        *why = "reads scratch tensor " + std::to_string(t - kScratchTensor) + " before it is written";
+        return false;
+      }
+      shapes.push_back(own ? scratch[t - kScratchTensor] : g.tensor(t).shape());
+      dtypes.push_back(own ? LOOM_DTYPE_F32 : g.tensor(t).dtype());
     }
     std::vector<const Shape*> in;
     for (const Shape& s : shapes) in.push_back(&s);
     Shape inferred;
     std::string error;
-    const int32_t y = static_cast<int32_t>(blob_node.outputs[0]);
+    const uint32_t y_id = blob_node.outputs[0];
+    if (y_id >= kScratchTensor) {
+      if (!infer_output_shape(blob_node, in, &inferred, &error) ||
+          !check_dtypes(blob_node, dtypes, LOOM_DTYPE_F32, &error)) {
+        *why = error;
+        return false;
+      }
+      scratch.resize(std::max<size_t>(scratch.size(), y_id - kScratchTensor + 1));
+      scratch[y_id - kScratchTensor] = inferred;
+      continue;
+    }
+    const int32_t y = static_cast<int32_t>(y_id);
     if (!infer_output_shape(blob_node, in, &inferred, &error) ||
         !check_dtypes(blob_node, dtypes, g.tensor(static_cast<size_t>(y)).dtype(), &error)) {
       *why = error;

@@ -45,6 +45,10 @@ class Lowering {
   }
 
   int64_t opset() const { return opset_; }
+  // The node as the SDK sees it (attribute kinds the helpers below lack).
+  const sdk::NodeView& view() const { return node_; }
+  // Whether any tensor of the graph has an open dimension.
+  bool open_graph() const { return open_graph_; }
   // Whether input 0 or output 0 has an open dimension (ABI 1.2 open graphs):
   // then a Copy's lowering writes a shape spec instead of checking shapes.
   bool open_shapes() const {
@@ -192,6 +196,7 @@ class Lowering {
     return shape_ok(t.shape(), what);
   }
   size_t output_count() const { return node_.output_count(); }
+  bool has_output(size_t i) const { return node_.has_output(i); }
   int32_t output_index(size_t i) const { return node_.output_index(i); }
   Shape output_shape(size_t i = 0) const { return node_.output(i).shape(); }
 
@@ -222,6 +227,9 @@ bool lower_pad(Lowering& l);
 bool lower_where(Lowering& l);
 bool lower_equal(Lowering& l);
 bool lower_cast(Lowering& l);
+
+// Format-9 recurrent operators (lower_rnn.cpp): op kLstm, kGru or kRnn.
+bool lower_recurrent(Lowering& l, Op op);
 
 // Format-6 quantized operators (lower_quant.cpp).
 bool lower_quantize(Lowering& l);

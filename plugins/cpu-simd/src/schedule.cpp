@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "schedule_int8.hpp"
+#include "schedule_rnn.hpp"
 #include "schedule_plan.hpp"
 
 namespace loom::cpu_simd {
@@ -158,9 +159,24 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     p.finish(node.outputs[0]);
   };
 
+  // Recurrent operators (format 9): one step each on schedule_rnn.cpp.
+  auto emit_rnn = [&](size_t i) {
+    const BlobNode& node = graph.nodes[i];
+    Step step;
+    step.kind = StepKind::kRnn;
+    step.nodes = {i};
+    for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
+    step.out = p.define(node.outputs[0], Layout::kPlain);
+    sdk::Status made = make_rnn_step(graph, i, onednn, kernels.isa != KernelIsa::kBaseline, p.fixed, &step.rnn);
+    if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
+    s->steps_.push_back(std::move(step));
+    p.finish(node.outputs[0]);
+  };
+
   auto emit_plain = [&](size_t i) {
     const BlobNode& node = graph.nodes[i];
     if (is_quant(node.op)) return emit_int8(i);
+    if (is_recurrent(node.op)) return emit_rnn(i);
     Step step;
     step.plan = plan_node(graph, i);
     step.nodes = {i};
@@ -173,7 +189,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   };
 
   auto emit_node = [&](size_t i) {
-    if (!onednn || is_quant(graph.nodes[i].op)) return emit_plain(i);
+    if (!onednn || is_quant(graph.nodes[i].op) || is_recurrent(graph.nodes[i].op)) return emit_plain(i);
     const BlobNode& node = graph.nodes[i];
     const uint32_t y = node.outputs[0];
     const bool y_sensitive = layout_sensitive(graph.tensors[y].shape);
@@ -429,6 +445,7 @@ std::string Schedule::describe() const {
       case StepKind::kGlobalAverageNhwc: out += "gap"; break;
       case StepKind::kLayerNorm: out += "layernorm"; break;
       case StepKind::kInt8: out += "int8"; break;
+      case StepKind::kRnn: out += st.rnn != nullptr && st.rnn->onednn != nullptr ? "rnn-onednn" : "rnn"; break;
     }
     if (!st.nodes.empty()) {
       out += " nodes";
@@ -566,6 +583,12 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
           std::vector<const void*> ins(st.ins.size());
           for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
           LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out], pool));
+          continue;
+        }
+        case StepKind::kRnn: {
+          std::vector<const void*> ins(st.ins.size());
+          for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
+          LOOM_SDK_RETURN_IF_ERROR(run_rnn_step(*st.rnn, ins, slots[st.out]));
           continue;
         }
         case StepKind::kLayerNorm:

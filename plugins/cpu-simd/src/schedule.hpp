@@ -59,10 +59,12 @@ struct DnnlArena;
 
 enum class StepKind : uint8_t {
   kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc, kLayerNorm,
-  kInt8  // a quantized operator (schedule_int8.hpp)
+  kInt8,  // a quantized operator (schedule_int8.hpp)
+  kRnn    // a recurrent operator (schedule_rnn.hpp)
 };
 
 struct Int8Step;
+struct RnnStep;
 
 struct Step {
   StepKind kind = StepKind::kNode;
@@ -72,6 +74,7 @@ struct Step {
   std::vector<size_t> nodes;   // blob nodes this step computes
   std::shared_ptr<DnnlStep> dnnl;
   std::shared_ptr<Int8Step> int8;  // kInt8
+  std::shared_ptr<RnnStep> rnn;    // kRnn
   // kLayerNorm: rows x n, epsilon, and whether ins[1] / ins[2] hold gamma
   // and beta.
   int64_t rows = 0, n = 0;

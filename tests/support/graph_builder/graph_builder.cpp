@@ -27,6 +27,14 @@ Attr attr_ints(std::string name, std::vector<int64_t> values) {
   return a;
 }
 
+Attr attr_strings(std::string name, std::vector<std::string> values) {
+  Attr a;
+  a.name = std::move(name);
+  a.kind = gfb::AttributeKind::strings;
+  a.strings = std::move(values);
+  return a;
+}
+
 Attr attr_s(std::string name, std::string value) {
   Attr a;
   a.name = std::move(name);
@@ -111,8 +119,10 @@ std::vector<uint8_t> GraphBuilder::finish() const {
     const NodeEntry& n = nodes[i];
     std::vector<flatbuffers::Offset<gfb::Attribute>> attrs;
     for (const Attr& a : n.attrs) {
+      std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
+      for (const std::string& v : a.strings) strings.push_back(fbb.CreateString(v));
       attrs.push_back(gfb::CreateAttributeDirect(fbb, a.name.c_str(), a.kind, a.i, a.f, &a.ints, nullptr,
-                                                 a.s.c_str()));
+                                                 a.s.c_str(), a.strings.empty() ? nullptr : &strings));
     }
     nodes_out.push_back(gfb::CreateNodeDirect(fbb, n.name.empty() ? nullptr : n.name.c_str(), n.op.c_str(),
                                               n.domain.c_str(), n.opset, &attrs, &n.inputs, &n.outputs));

@@ -23,11 +23,13 @@ struct Attr {
   float f = 0;
   std::vector<int64_t> ints;
   std::string s;
+  std::vector<std::string> strings;
 };
 Attr attr_i(std::string name, int64_t value);
 Attr attr_f(std::string name, float value);
 Attr attr_ints(std::string name, std::vector<int64_t> values);
 Attr attr_s(std::string name, std::string value);
+Attr attr_strings(std::string name, std::vector<std::string> values);
 
 // Builds one graph. Tensors are named t0, t1, ... and nodes n0, n1, ... in
 // the order they are added; indices returned are tensor indices. The entries

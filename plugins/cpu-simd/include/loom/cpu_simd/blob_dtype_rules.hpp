@@ -27,6 +27,7 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
   };
   auto operand = [](size_t i) { return "input " + std::to_string(i); };
   if (is_quant(node.op)) return check_quant_dtypes(node, in, out, error);
+  if (is_recurrent(node.op)) return check_rnn_dtypes(node, in, out, error);
   switch (node.op) {
     case Op::kEqual:
       if (in[1] != in[0]) return bad(operand(1), in[1], dtype_name(in[0]));

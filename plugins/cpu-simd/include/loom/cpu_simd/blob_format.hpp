@@ -36,7 +36,10 @@
 // transposed B (trans_b 1). Version 8 is version 7 plus the open form of
 // Resize (ints [2 or 3, coordinate mode, rounding], floats the scales:
 // blob_shape_rules.hpp), written for a Resize of an input with open
-// dimensions; bind_shapes makes its taps per binding. encode() writes the oldest version
+// dimensions; bind_shapes makes its taps per binding. Version 9 is version 8
+// plus the recurrent operators LSTM, GRU and RNN (59 to 61,
+// blob_rnn_rules.hpp: static shapes only, one output that packs Y, Y_h and,
+// for LSTM, Y_c). encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -66,7 +69,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 8;
+inline constexpr uint32_t kFormatVersion = 9;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -201,6 +204,9 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (uses_format9(n)) return 9;
+  }
   for (const BlobNode& n : g.nodes) {
     if (is_open_resize(n)) return 8;
   }
@@ -389,6 +395,11 @@ inline bool validate(const BlobGraph& g, std::string* error) {
     const std::vector<int64_t>& declared = g.tensors[o].shape;
     bool open_in = false;
     for (const std::vector<int64_t>* s : in_shapes) open_in = open_in || is_open(*s);
+    if (is_recurrent(node.op) && (open_in || is_open(g.tensors[o].shape))) {
+      *error = where + ": reads or writes a tensor with open dimensions; " + op_name(node.op) +
+               " takes static shapes only";
+      return false;
+    }
     if (is_open_resize(node) && !is_open(*in_shapes[0])) {
       // The kernels run the static form only; bind_shapes makes it per
       // binding from the open one, which a static input never gets.

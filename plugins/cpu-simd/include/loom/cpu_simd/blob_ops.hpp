@@ -77,12 +77,20 @@ enum class Op : uint32_t {
   kConvInteger = 57,       // x, w[, x_zp][, w_zp]; ints as kConv; trans_a = present mask
                            //   (bit 0: x_zp, bit 1: w_zp); i32 output
   kMatMulInteger = 58,     // a, b[, a_zp][, b_zp]; trans_a = present mask as above
+  // Format 9: recurrent layers (blob_rnn_rules.hpp).
+  kLstm = 59,  // X, W, R[, B][, sequence_lens (i32)][, initial_h][, initial_c][, P]; trans_a =
+               //   present mask (bit 0 B ... bit 4 P); ints = [direction, layout, hidden_size,
+               //   input_forget]; floats = [] or [clip]; one output packing Y, Y_h and Y_c
+  kGru = 60,   // X, W, R[, B][, sequence_lens][, initial_h]; mask bits 0 to 2 as above; ints =
+               //   [direction, layout, hidden_size, linear_before_reset]; output packs Y, Y_h
+  kRnn = 61,   // as kGru, ints[3] 0 (Tanh)
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
 inline constexpr uint32_t kLastOpV3 = 48;
 inline constexpr uint32_t kLastOpV5 = 52;
-inline constexpr uint32_t kLastOp = 58;
+inline constexpr uint32_t kLastOpV8 = 58;
+inline constexpr uint32_t kLastOp = 61;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
@@ -90,6 +98,7 @@ inline uint32_t last_op(uint32_t version) {
          : version == 2 ? kLastOpV2
          : version == 3 ? kLastOpV3
          : version <= 5 ? kLastOpV5
+         : version <= 8 ? kLastOpV8
                         : kLastOp;
 }
 
@@ -155,7 +164,7 @@ inline const char* op_name(Op op) {
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
       "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice", "Pad",
       "Where", "Equal", "Cast", "QuantizeLinear", "DequantizeLinear", "QLinearConv",
-      "QLinearMatMul", "ConvInteger", "MatMulInteger"};
+      "QLinearMatMul", "ConvInteger", "MatMulInteger", "LSTM", "GRU", "RNN"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -166,6 +175,8 @@ inline bool is_binary(Op op) {
 inline bool is_unary(Op op) {
   return op == Op::kRelu || (op >= Op::kLeakyRelu && op <= Op::kCeil);
 }
+// The recurrent operators of format 9.
+inline bool is_recurrent(Op op) { return op >= Op::kLstm && op <= Op::kRnn; }
 inline bool is_reduce(Op op) { return op >= Op::kReduceMean && op <= Op::kReduceMin; }
 
 struct BlobTensor {

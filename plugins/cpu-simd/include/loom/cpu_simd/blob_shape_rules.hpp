@@ -243,6 +243,12 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   } else if (op == Op::kConvInteger || op == Op::kMatMulInteger) {
     *min_in = 2;
     *max_in = 4;
+  } else if (op == Op::kLstm) {
+    *min_in = 3;
+    *max_in = 8;
+  } else if (op == Op::kGru || op == Op::kRnn) {
+    *min_in = 3;
+    *max_in = 6;
   } else {
     *min_in = *max_in = 1;
   }
@@ -331,6 +337,9 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
                               std::vector<int64_t>* out, std::string* error);
 inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in, loom_dtype_t out,
                                std::string* error);
+struct RnnForm;
+inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in, RnnForm* form,
+                     std::vector<int64_t>* out, std::string* error);
 
 // A plain (not quantized) operator carries ints and floats only where its
 // form has them; false with `*error` otherwise.
@@ -358,6 +367,7 @@ inline bool infer_output_shape(const BlobNode& node,
                                std::vector<int64_t>* out, std::string* error) {
   using detail::shape_string;
   if (is_quant(node.op)) return infer_quant_shape(node, in, out, error);
+  if (is_recurrent(node.op)) return rnn_form(node, in, nullptr, out, error);
   const std::string op = op_name(node.op);
   if (!attribute_lists_ok(node, error)) return false;
   if (is_binary(node.op)) {
@@ -770,3 +780,4 @@ inline bool infer_output_shape(const BlobNode& node,
 }  // namespace loom::cpu_simd
 
 #include "loom/cpu_simd/blob_quant_rules.hpp"
+#include "loom/cpu_simd/blob_rnn_rules.hpp"

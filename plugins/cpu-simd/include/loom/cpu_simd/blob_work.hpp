@@ -128,6 +128,15 @@ inline NodeWork node_work(const BlobGraph& g, size_t index) {
     case Op::kLayerNormalization:
       w.flops = 8 * out;
       break;
+    case Op::kLstm:
+    case Op::kGru:
+    case Op::kRnn: {
+      // Per time step and batch row: W's and R's multiply-adds.
+      const std::vector<int64_t>& x = in0.shape;
+      const double steps = x.size() == 3 ? static_cast<double>(x[0]) * static_cast<double>(x[1]) : 0.0;
+      w.flops = 2 * steps * (elements(g.tensors[node.inputs[1]]) + elements(g.tensors[node.inputs[2]]));
+      break;
+    }
     case Op::kCopy:
     case Op::kConcat:
     case Op::kTranspose:
