@@ -1,0 +1,125 @@
+// The state of one quantized step (schedule_int8.hpp has the arithmetic),
+// shared by schedule_int8.cpp (planning, running, requantizing) and
+// schedule_int8_pack.cpp (the weights shifted, split and packed once).
+// Private to the plugin.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "schedule_int8.hpp"
+#include "schedule_plan.hpp"
+
+namespace loom::cpu_simd {
+
+// PackedInt8 and Int8Scratch are members' types of Int8Step, so outside
+// the anonymous namespace (GCC's -Wsubobject-linkage in unity builds).
+
+// Weights shifted into s8 and reordered into the primitive's layout, with
+// the per-position weight sums Tw (conv: [M, O]; matmul: [batches, N]).
+struct PackedInt8 {
+  const void* from = nullptr;
+  memory mem;
+  memory low;  // split weights: ws = 2 * mem + low (see Int8Step::split)
+  // Split only when the weights can saturate oneDNN's 16-bit pairs
+  // (pairs_cannot_saturate below): otherwise one pass, exactly. Two passes
+  // give P = (first << low_shift) + second: the 7 + 1 bit split (shift 1,
+  // `low` the 1-bit part, the same primitive), or the even-channel split
+  // (shift 0, `low` the residual, Int8Step::half_prim; see split_even).
+  bool two_pass = false;
+  bool half = false;
+  int low_shift = 1;
+  std::vector<int64_t> tw;
+  // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
+  // to i32 in the end, so its low 32 bits are all that matter).
+  std::vector<int32_t> tw_t;
+};
+
+// A run's buffers (the s32 accumulators, the split's second product, the
+// channels-last x), kept by the step for the next run so that a steady
+// state allocates nothing here.
+struct Int8Scratch {
+  std::vector<int32_t> acc, low;
+  std::vector<uint8_t> x, y, x_half;
+};
+
+
+struct Int8Step {
+  Op op = Op::kQuantizeLinear;
+  std::string where;  // "node 3 (QLinearConv)"
+  quant::QuantOperands q;
+  std::vector<std::vector<int64_t>> in_shapes;
+  std::vector<loom_dtype_t> in_dtypes;
+  std::vector<int64_t> out_shape;
+  loom_dtype_t out_dtype = LOOM_DTYPE_F32;
+  int64_t out_count = 0;
+
+  // Quantize / Dequantize: channels along the axis (1: per tensor) and the
+  // elements per step along it.
+  int64_t channels = 1, inner = 1;
+
+  // Conv and MatMul.
+  bool conv = false;
+  bool weight_fixed = false;
+  int32_t shift = 0;  // c: 128 for u8 weights, 0 for s8
+  // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose pairwise
+  // sums saturate at 16 bits (2 x 255 x 128 does not fit): the weights are
+  // then split into ws = 2 * hi + lo, hi in [-64, 63] and lo in {0, 1}, and
+  // P = 2 * (x * hi) + x * lo, each product within range. Two passes, exact;
+  // one where the weights cannot saturate (pairs_cannot_saturate).
+  bool split = false;
+  dnnl::primitive prim;
+  memory::desc src_md, wei_md, dst_md, user_wei_md;
+  // Conv: oneDNN's optimized int8 convolutions read and write channels-last
+  // (its plain-layout int8 convolution is the reference loop, 100x slower),
+  // so with `nhwc` (u8 x) x is reordered from plain into src_md and the s32
+  // result is channels-last.
+  memory::desc user_src_md;
+  dnnl::primitive src_reorder;
+  // QLinearConv with nhwc: the requantized u8 / s8 result is written
+  // channels-last (contiguous rows) and reordered into the plain output.
+  memory::desc y_nhwc_md, y_plain_md;
+  dnnl::primitive y_reorder;
+  bool nhwc = false;
+  // Conv, u8 x, group 1, an even C, without VNNI, where oneDNN's weight
+  // layout pairs adjacent input channels (its innermost block is along C,
+  // of even size): the even-channel split. The weights become a main part
+  // whose channel pairs (2j, 2j + 1) cannot saturate and a residual on the
+  // even channels only, multiplied with x's even channels by a convolution
+  // of C / 2 input channels (half the second pass of the 7 + 1 bit split).
+  bool half_possible = false;
+  memory::desc half_view_md, half_src_md, half_wei_md, half_user_wei_md;
+  dnnl::primitive half_prim, half_reorder;
+  // Conv: N, C, M, group, Cg, Mg, output positions O, taps K, and per output
+  // position its taps' input offsets within one channel (-1: in the pad).
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, o = 0, k = 0, in_sp = 0;
+  std::vector<int64_t> taps;  // O x K
+  // MatMul: rows (per batch), K, N, batches of A and B (B's 1 when 2-D);
+  // trans_b: B is given as [N, K] (format 7), transposed when packed.
+  int64_t rows = 0, inner_k = 0, cols = 0, batches = 1, b_batches = 1;
+  bool trans_b = false;
+  // Format 7's output clamp (a fused Relu or Clip), in output units.
+  bool clamp = false;
+  int32_t clamp_lo = 0, clamp_hi = 0;
+
+  // Conv: per output position, the count of its taps inside the input
+  // times the group's input channels (Cnt).
+  std::vector<int64_t> cnt;
+  // The requantization of channels-last QLinearConv results on AVX2 (the
+  // plain kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
+  bool avx2 = false;
+
+  std::mutex mutex;
+  std::shared_ptr<const PackedInt8> packed;
+  std::vector<std::unique_ptr<Int8Scratch>> scratch;  // free buffers, under mutex
+};
+
+// Shifts the weight `w` (the data of the step's weight input) into s8,
+// splits it where oneDNN's 16-bit pairs could saturate (7 + 1 bits, or the
+// even-channel split), reorders it into the primitive's layout and sums Tw.
+std::shared_ptr<PackedInt8> pack_int8_weights(const Int8Step& s, const void* w);
+
+}  // namespace loom::cpu_simd
