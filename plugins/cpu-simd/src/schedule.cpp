@@ -143,40 +143,31 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     }
   }
 
-  // Quantized operators (format 6): one step each on schedule_int8.cpp,
-  // with or without `onednn` (their integer products are oneDNN's).
-  sdk::Status int8_error;
-  auto emit_int8 = [&](size_t i) {
+  // Quantized operators (format 6) and recurrent ones (format 9): one step
+  // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain
+  // tensors, with or without `onednn` (int8 products are oneDNN's; an RNN
+  // step uses it where it may). The first planning error is returned once
+  // the plan is built.
+  sdk::Status own_step_error;
+  auto emit_own_step = [&](size_t i) {
     const BlobNode& node = graph.nodes[i];
     Step step;
-    step.kind = StepKind::kInt8;
+    step.kind = is_quant(node.op) ? StepKind::kInt8 : StepKind::kRnn;
     step.nodes = {i};
     for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
     step.out = p.define(node.outputs[0], Layout::kPlain);
-    sdk::Status made = make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, &step.int8);
-    if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
-    s->steps_.push_back(std::move(step));
-    p.finish(node.outputs[0]);
-  };
-
-  // Recurrent operators (format 9): one step each on schedule_rnn.cpp.
-  auto emit_rnn = [&](size_t i) {
-    const BlobNode& node = graph.nodes[i];
-    Step step;
-    step.kind = StepKind::kRnn;
-    step.nodes = {i};
-    for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
-    step.out = p.define(node.outputs[0], Layout::kPlain);
-    sdk::Status made = make_rnn_step(graph, i, onednn, kernels.isa != KernelIsa::kBaseline, p.fixed, &step.rnn);
-    if (!made.ok() && int8_error.ok()) int8_error = std::move(made);
+    sdk::Status made =
+        step.kind == StepKind::kInt8
+            ? make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, &step.int8)
+            : make_rnn_step(graph, i, onednn, kernels.isa != KernelIsa::kBaseline, p.fixed, &step.rnn);
+    if (!made.ok() && own_step_error.ok()) own_step_error = std::move(made);
     s->steps_.push_back(std::move(step));
     p.finish(node.outputs[0]);
   };
 
   auto emit_plain = [&](size_t i) {
     const BlobNode& node = graph.nodes[i];
-    if (is_quant(node.op)) return emit_int8(i);
-    if (is_recurrent(node.op)) return emit_rnn(i);
+    if (is_quant(node.op) || is_recurrent(node.op)) return emit_own_step(i);
     Step step;
     step.plan = plan_node(graph, i);
     step.nodes = {i};
@@ -359,7 +350,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   // Graph outputs a step never wrote in plain form (an input passed
   // straight through is already plain).
   for (uint32_t t : graph.outputs) p.finish(t);
-  LOOM_SDK_RETURN_IF_ERROR(int8_error);
+  LOOM_SDK_RETURN_IF_ERROR(own_step_error);
 
   // Lifetimes: an internal slot lives from the step that writes it to the
   // last step that reads it; first fit in one arena.
