@@ -38,6 +38,11 @@ packages=(
   # the libFuzzer harnesses (tests/fuzz, scripts/fuzz.sh, test.sh's fuzz
   # step): clang and its fuzzer/sanitizer runtimes
   clang libclang-rt-14-dev
+  # loom serve (serve/): cpp-httplib for REST; gRPC C++, protoc and its gRPC
+  # plugin for the gRPC service; curl and the Python gRPC client (stubs made
+  # with grpc_tools at test time) are the protocol tests' clients
+  libcpp-httplib-dev libgrpc++-dev protobuf-compiler protobuf-compiler-grpc curl
+  python3-grpcio python3-grpc-tools
 )
 
 missing=()
