@@ -106,3 +106,50 @@ model([helper.make_node("Constant", [], ["dims"], value=numpy_helper.from_array(
        helper.make_node("Identity", ["m"], ["y"]),
        helper.make_node("Sigmoid", ["x"], ["unused"])],
       [x2], [helper.make_tensor_value_info("y", f32, [2, 2])], [], "constant_matmul")
+
+
+# loom serve's gRPC requests (serve_grpc): inference.ModelInferRequest
+# messages, typed and raw, built with stubs that grpc_tools (python3-grpc-tools)
+# generates from serve/grpc_predict_v2.proto into a temporary folder.
+def serve_grpc_seeds():
+    import tempfile
+    from grpc_tools import protoc
+    serve_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "serve")
+    with tempfile.TemporaryDirectory() as out:
+        if protoc.main(["protoc", "-I" + serve_dir, "--python_out=" + out,
+                        os.path.join(serve_dir, "grpc_predict_v2.proto")]) != 0:
+            raise SystemExit("make_seeds.py: protoc failed on serve/grpc_predict_v2.proto")
+        sys.path.insert(0, out)
+        import grpc_predict_v2_pb2 as pb
+        sys.path.pop(0)
+
+    def seed(name, request):
+        save("serve_grpc", name, request.SerializeToString())
+
+    r = pb.ModelInferRequest(model_name="add", id="1")
+    r.inputs.add(name="x", datatype="FP32", shape=[2, 3]).contents.fp32_contents.extend([1, 2, 3, 4, 5, 6])
+    r.outputs.add(name="y")
+    seed("typed_fp32", r)
+    r = pb.ModelInferRequest(model_name="m", model_version="1")
+    r.inputs.add(name="a", datatype="INT8", shape=[3]).contents.int_contents.extend([-128, 0, 127])
+    r.inputs.add(name="b", datatype="UINT16", shape=[1, 2]).contents.uint_contents.extend([0, 65535])
+    r.inputs.add(name="c", datatype="BOOL", shape=[2]).contents.bool_contents.extend([True, False])
+    r.inputs.add(name="d", datatype="INT64", shape=[1]).contents.int64_contents.append(-(1 << 40))
+    r.inputs.add(name="e", datatype="FP64", shape=[]).contents.fp64_contents.append(0.5)
+    r.inputs.add(name="f", datatype="UINT64", shape=[1]).contents.uint64_contents.append(1 << 63)
+    r.parameters["priority"].int64_param = 1
+    seed("typed_mixed", r)
+    r = pb.ModelInferRequest(model_name="m")
+    r.inputs.add(name="h", datatype="FP16", shape=[2])
+    r.inputs.add(name="i", datatype="INT32", shape=[2, 2])
+    r.inputs.add(name="z", datatype="BF16", shape=[0, 4])
+    r.raw_input_contents.extend([np.array([1, -2], np.float16).tobytes(),
+                                 np.arange(4, dtype=np.int32).tobytes(), b""])
+    r.outputs.add(name="y").parameters["binary_data"].bool_param = True
+    seed("raw_mixed", r)
+    r = pb.ModelInferRequest(model_name="m")
+    r.inputs.add(name="x", datatype="FP32", shape=[2, 3]).contents.fp32_contents.extend([1, 2, 3, 4, 5])
+    seed("count_mismatch", r)
+
+
+serve_grpc_seeds()
