@@ -171,6 +171,32 @@ struct CompareArgs {
   std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
 };
 
+// `loom serve` (cmd_serve.cpp; built with LOOM_WITH_SERVE).
+struct ServeArgs {
+  std::vector<std::string> models;          // --model NAME=PATH (.loom or .onnx)
+  std::vector<std::string> model_devices;   // --model-device NAME=SELECTOR
+  std::string device;                       // --device: every model's default selector
+  std::string host = "0.0.0.0";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  bool no_http = false, no_grpc = false;
+  uint32_t instances = 1;                   // sessions per model
+  uint32_t max_batch = 1;                   // 1: no dynamic batching
+  uint64_t batch_delay_us = 0;
+  uint32_t threads = 0;                     // plugin worker threads; 0: all cores
+  uint32_t http_threads = 32;
+  uint32_t timeout_s = 60;                  // per delegate wait; 0: none
+  uint64_t max_request_bytes = 64ull << 20;
+  uint32_t max_queue = 1024;                // waiting requests per model
+  uint32_t drain_timeout_s = 30;            // SIGTERM: longest wait for requests in flight
+  bool fallback = false;
+  std::vector<std::string> plugin_options;  // --plugin-option KEY=VALUE
+  std::vector<std::string> isolate;         // --isolate NAME[,NAME]
+  bool require_conformance = false;
+};
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& args);
+int run_serve(const ServeArgs& args);
+
 // Registers `params` and its actions on `app`, filling `args` when parsed.
 CLI::App* add_params_command(CLI::App& app, ParamsArgs& args);
 

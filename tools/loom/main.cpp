@@ -313,6 +313,11 @@ int main(int argc, char** argv) {
       "dump", "Write the capture's header and then each call as one JSON object per line");
   cmd_capture_dump->add_option("CAPTURE", capture.capture, "Capture file")->required();
 
+#if LOOM_HAVE_SERVE
+  loom::cli::ServeArgs serve;
+  auto* cmd_serve = loom::cli::add_serve_command(app, serve);
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -335,6 +340,9 @@ int main(int argc, char** argv) {
   if (*cmd_demo) return loom::cli::run_demo(demo);
   if (*cmd_params) return loom::cli::run_params(params);
   if (*cmd_compile) return loom::cli::run_compile(compile);
+#if LOOM_HAVE_SERVE
+  if (*cmd_serve) return loom::cli::run_serve(serve);
+#endif
 #if LOOM_HAVE_COMPILER
   if (*cmd_test_onnx) return loom::cli::run_test_onnx(test_onnx);
   if (*cmd_conformance) return loom::cli::run_conformance(conformance);
