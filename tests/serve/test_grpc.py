@@ -1,0 +1,343 @@
+"""loom serve's gRPC front end (inference.GRPCInferenceService) from
+Python's gRPC client, as KServe's and Triton's clients talk to it. The
+client's stubs are generated at test time from serve/grpc_predict_v2.proto
+with grpc_tools (python3-grpc-tools), so the test checks the file the server
+was built from. Every response is checked against NumPy."""
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import grpc  # python3-grpcio
+import numpy as np
+import onnx
+import pytest
+from grpc_tools import protoc  # python3-grpc-tools
+from onnx import TensorProto, helper
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# The datatypes a typed request carries: (protocol name, NumPy dtype, ONNX
+# element type, InferTensorContents field).
+TYPED = [
+    ("BOOL", np.bool_, TensorProto.BOOL, "bool_contents"),
+    ("INT8", np.int8, TensorProto.INT8, "int_contents"),
+    ("INT16", np.int16, TensorProto.INT16, "int_contents"),
+    ("INT32", np.int32, TensorProto.INT32, "int_contents"),
+    ("INT64", np.int64, TensorProto.INT64, "int64_contents"),
+    ("UINT8", np.uint8, TensorProto.UINT8, "uint_contents"),
+    ("UINT16", np.uint16, TensorProto.UINT16, "uint_contents"),
+    ("UINT32", np.uint32, TensorProto.UINT32, "uint_contents"),
+    ("UINT64", np.uint64, TensorProto.UINT64, "uint64_contents"),
+    ("FP32", np.float32, TensorProto.FLOAT, "fp32_contents"),
+    ("FP64", np.float64, TensorProto.DOUBLE, "fp64_contents"),
+]
+NP_DTYPE = {name: dt for name, dt, _, _ in TYPED}
+NP_DTYPE["FP16"] = np.float16
+FIELD = {name: field for name, _, _, field in TYPED}
+SHAPE = [2, 3]  # of dtypes' inputs: N = 2
+HALF_SHAPE = [2, 2]
+
+
+@pytest.fixture(scope="module")
+def pb(tmp_path_factory):
+    """The protocol's messages and stubs, generated from our .proto."""
+    out = str(tmp_path_factory.mktemp("grpc_stubs"))
+    serve_dir = os.path.join(REPO, "serve")
+    rc = protoc.main(["protoc", "-I" + serve_dir, "--python_out=" + out, "--grpc_python_out=" + out,
+                      os.path.join(serve_dir, "grpc_predict_v2.proto")])
+    assert rc == 0, "grpc_tools.protoc failed on serve/grpc_predict_v2.proto"
+    sys.path.insert(0, out)
+    try:
+        import grpc_predict_v2_pb2 as messages
+        import grpc_predict_v2_pb2_grpc as services
+    finally:
+        sys.path.remove(out)
+    return messages, services
+
+
+def make_models(folder):
+    """The serve tests' models (tests/serve/make_models.py): `dtypes` takes
+    in_T [N, 3] for each typed datatype T and returns out_T = in_T + in_T
+    (Not for BOOL); `half` takes h: FP16 [2, 2] and returns h2 = h + h."""
+    subprocess.run([sys.executable, os.path.join(REPO, "tests", "serve", "make_models.py"), str(folder)],
+                   check=True)
+    return {"dtypes": folder / "dtypes.onnx", "half": folder / "half.onnx"}
+
+
+def loom_cli():
+    return os.environ.get("LOOM_CLI", os.path.join(REPO, "build", "bin", "loom"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`loom serve` with the two models on free ports; yields the gRPC
+    address."""
+    models = make_models(tmp_path_factory.mktemp("models"))
+    cmd = [loom_cli(), "serve", "--http-port", "0", "--grpc-port", "0"]
+    for name, path in models.items():
+        cmd += ["--model", f"{name}={path}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    address, lines = None, []
+    timer = threading.Timer(120, proc.kill)  # a server that never says ready
+    timer.start()
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            m = re.match(r"loom serve: gRPC on (\S+):(\d+)", line)
+            if m:
+                address = f"127.0.0.1:{m.group(2)}"
+            if line.startswith("loom serve: ready"):
+                break
+    finally:
+        timer.cancel()
+    if address is None or proc.poll() is not None:
+        proc.kill()
+        pytest.fail("loom serve did not start:\n" + "".join(lines))
+    # Keep reading its output so that it never blocks on a full pipe.
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    yield address
+    proc.terminate()
+    try:
+        assert proc.wait(timeout=30) == 0, "loom serve did not exit cleanly on SIGTERM"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def stub(server, pb):
+    messages, services = pb
+    channel = grpc.insecure_channel(server, options=[("grpc.max_send_message_length", 128 << 20),
+                                                     ("grpc.max_receive_message_length", 128 << 20)])
+    grpc.channel_ready_future(channel).result(timeout=30)
+    yield services.GRPCInferenceServiceStub(channel)
+    channel.close()
+
+
+def sample(name, rng):
+    dt = NP_DTYPE[name]
+    if name == "BOOL":
+        return rng.integers(0, 2, SHAPE).astype(np.bool_)
+    if name.startswith("FP"):
+        return (rng.integers(-1000, 1000, SHAPE) / 8).astype(dt)
+    info = np.iinfo(dt)
+    # Halfway to the type's limits, so that x + x does not overflow.
+    return rng.integers(max(info.min // 2, -(1 << 40)), min(info.max // 2, 1 << 40), SHAPE, dtype=dt)
+
+
+def expected(name, x):
+    return np.logical_not(x) if name == "BOOL" else x + x
+
+
+def dtypes_request(pb, arrays, raw, **kw):
+    messages, _ = pb
+    request = messages.ModelInferRequest(model_name="dtypes", **kw)
+    for name, x in arrays.items():
+        tensor = request.inputs.add(name="in_" + name, datatype=name, shape=list(x.shape))
+        if raw:
+            request.raw_input_contents.append(x.tobytes())
+        else:
+            getattr(tensor.contents, FIELD[name]).extend(x.flatten().tolist())
+    return request
+
+
+def output_array(response, index):
+    out = response.outputs[index]
+    dt = NP_DTYPE[out.datatype]
+    if response.raw_output_contents:
+        data = np.frombuffer(response.raw_output_contents[index], dtype=dt)
+    else:
+        data = np.array(getattr(out.contents, FIELD[out.datatype]), dtype=dt)
+    return data.reshape(list(out.shape))
+
+
+def check_dtypes_response(response, arrays, raw):
+    assert bool(response.raw_output_contents) == raw
+    names = [o.name for o in response.outputs]
+    assert sorted(names) == sorted("out_" + n for n in arrays)
+    for i, out in enumerate(response.outputs):
+        name = out.name[len("out_"):]
+        assert out.datatype == name
+        assert list(out.shape) == SHAPE
+        np.testing.assert_array_equal(output_array(response, i), expected(name, arrays[name]), err_msg=name)
+
+
+def rpc_error(call, *args, **kw):
+    with pytest.raises(grpc.RpcError) as info:
+        call(*args, **kw)
+    return info.value
+
+
+def test_live_ready_and_model_ready(stub, pb):
+    messages, _ = pb
+    assert stub.ServerLive(messages.ServerLiveRequest()).live
+    assert stub.ServerReady(messages.ServerReadyRequest()).ready
+    assert stub.ModelReady(messages.ModelReadyRequest(name="dtypes")).ready
+    assert stub.ModelReady(messages.ModelReadyRequest(name="half")).ready
+
+
+def test_server_metadata(stub, pb):
+    messages, _ = pb
+    meta = stub.ServerMetadata(messages.ServerMetadataRequest())
+    assert meta.name
+    assert meta.version
+
+
+def test_model_metadata_lists_inputs_and_outputs(stub, pb):
+    messages, _ = pb
+    meta = stub.ModelMetadata(messages.ModelMetadataRequest(name="dtypes"))
+    assert meta.name == "dtypes"
+    assert meta.versions
+    assert meta.platform
+    assert {(t.name, t.datatype, tuple(t.shape)) for t in meta.inputs} == \
+        {("in_" + n, n, (-1, 3)) for n, _, _, _ in TYPED}
+    assert {(t.name, t.datatype) for t in meta.outputs} == {("out_" + n, n) for n, _, _, _ in TYPED}
+    half = stub.ModelMetadata(messages.ModelMetadataRequest(name="half"))
+    assert [(t.name, t.datatype, list(t.shape)) for t in half.inputs] == [("h", "FP16", HALF_SHAPE)]
+
+
+def test_unknown_model_or_version_is_not_found(stub, pb):
+    messages, _ = pb
+    for call, request in [
+        (stub.ModelReady, messages.ModelReadyRequest(name="nope")),
+        (stub.ModelMetadata, messages.ModelMetadataRequest(name="nope")),
+        (stub.ModelReady, messages.ModelReadyRequest(name="dtypes", version="999")),
+        (stub.ModelMetadata, messages.ModelMetadataRequest(name="dtypes", version="999")),
+        (stub.ModelInfer, messages.ModelInferRequest(model_name="nope")),
+        (stub.ModelInfer, messages.ModelInferRequest(model_name="dtypes", model_version="999")),
+    ]:
+        err = rpc_error(call, request)
+        assert err.code() == grpc.StatusCode.NOT_FOUND, (request, err.details())
+
+
+def test_infer_typed_every_dtype(stub, pb):
+    rng = np.random.default_rng(1)
+    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    response = stub.ModelInfer(dtypes_request(pb, arrays, raw=False, id="typed-1"))
+    assert response.model_name == "dtypes"
+    assert response.id == "typed-1"
+    check_dtypes_response(response, arrays, raw=False)
+
+
+def test_infer_raw_every_dtype_and_fp16(stub, pb):
+    messages, _ = pb
+    rng = np.random.default_rng(2)
+    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    check_dtypes_response(stub.ModelInfer(dtypes_request(pb, arrays, raw=True)), arrays, raw=True)
+    x = (rng.integers(-1000, 1000, HALF_SHAPE) / 8).astype(np.float16)
+    request = messages.ModelInferRequest(model_name="half")
+    request.inputs.add(name="h", datatype="FP16", shape=HALF_SHAPE)
+    request.raw_input_contents.append(x.tobytes())
+    response = stub.ModelInfer(request)
+    assert (response.outputs[0].name, response.outputs[0].datatype) == ("h2", "FP16")
+    np.testing.assert_array_equal(output_array(response, 0), x + x)
+    # FP16 has no typed field: a typed request is refused with the way out.
+    typed = messages.ModelInferRequest(model_name="half")
+    typed.inputs.add(name="h", datatype="FP16", shape=HALF_SHAPE).contents.fp32_contents.extend([1] * 4)
+    err = rpc_error(stub.ModelInfer, typed)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "raw_input_contents" in err.details()
+
+
+def test_infer_requested_output(stub, pb):
+    messages, _ = pb
+    rng = np.random.default_rng(3)
+    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    request = dtypes_request(pb, arrays, raw=False)
+    request.outputs.add(name="out_INT16")
+    response = stub.ModelInfer(request)
+    assert [o.name for o in response.outputs] == ["out_INT16"]
+    np.testing.assert_array_equal(output_array(response, 0), arrays["INT16"] * 2)
+    request.outputs.add(name="out_nope")
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "out_nope" in err.details()
+
+
+def test_shape_errors(stub, pb):
+    rng = np.random.default_rng(4)
+    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    # Fewer elements than the shape says.
+    request = dtypes_request(pb, arrays, raw=False)
+    del request.inputs[9].contents.fp32_contents[-1]
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_FP32" in err.details() and "5 elements" in err.details() and "6" in err.details()
+    # A raw entry shorter than shape x element size.
+    request = dtypes_request(pb, arrays, raw=True)
+    request.raw_input_contents[4] = request.raw_input_contents[4][:-8]
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_INT64" in err.details() and "48 bytes" in err.details() and "40" in err.details()
+    # Consistent in itself, but not the model's shape.
+    request = dtypes_request(pb, arrays, raw=False)
+    request.inputs[3].shape[:] = [3, 2]
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_INT32" in err.details()
+    # A negative dimension.
+    request = dtypes_request(pb, arrays, raw=False)
+    request.inputs[0].shape[:] = [-2, -3]
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_BOOL" in err.details() and "-2" in err.details()
+
+
+def test_wrong_or_unknown_dtype(stub, pb):
+    rng = np.random.default_rng(5)
+    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    # FP64 where the model takes FP32: refused by the model server.
+    request = dtypes_request(pb, arrays, raw=True)
+    request.inputs[9].datatype = "FP64"
+    request.raw_input_contents[9] = arrays["FP32"].astype(np.float64).tobytes()
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_FP32" in err.details()
+    # Contents in another datatype's field, an unknown name, BYTES.
+    request = dtypes_request(pb, arrays, raw=False)
+    request.inputs[4].contents.ClearField("int64_contents")
+    request.inputs[4].contents.int_contents.extend([1] * 6)
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "in_INT64" in err.details() and "int_contents" in err.details()
+    for datatype in ["FLOAT", "BYTES"]:
+        request = dtypes_request(pb, arrays, raw=False)
+        request.inputs[9].datatype = datatype
+        err = rpc_error(stub.ModelInfer, request)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert datatype in err.details()
+
+
+def test_too_large_requests_are_resource_exhausted(stub, pb):
+    messages, _ = pb
+    # Over the server's 64 MiB message limit: refused by gRPC itself.
+    request = messages.ModelInferRequest(model_name="dtypes")
+    request.inputs.add(name="in_UINT8", datatype="UINT8", shape=[65 << 20])
+    request.raw_input_contents.append(bytes(65 << 20))
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # A small message declaring a huge tensor: refused before allocating.
+    request = messages.ModelInferRequest(model_name="dtypes")
+    request.inputs.add(name="in_FP32", datatype="FP32", shape=[1 << 20, 1 << 20])
+    request.raw_input_contents.append(b"")
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "in_FP32" in err.details()
+
+
+def test_concurrent_requests_from_threads(stub, pb):
+    def worker(seed):
+        rng = np.random.default_rng(100 + seed)
+        for i in range(12):
+            arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+            raw = (seed + i) % 2 == 0
+            response = stub.ModelInfer(dtypes_request(pb, arrays, raw=raw, id=f"{seed}-{i}"))
+            assert response.id == f"{seed}-{i}"
+            check_dtypes_response(response, arrays, raw=raw)
+        return seed
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        assert sorted(pool.map(worker, range(8))) == list(range(8))
