@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import urllib.request
 
 import grpc  # python3-grpcio
 import numpy as np
@@ -74,13 +75,13 @@ def loom_cli():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`loom serve` with the two models on free ports; yields the gRPC
-    address."""
+    address and the REST port."""
     models = make_models(tmp_path_factory.mktemp("models"))
     cmd = [loom_cli(), "serve", "--http-port", "0", "--grpc-port", "0"]
     for name, path in models.items():
         cmd += ["--model", f"{name}={path}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    address, lines = None, []
+    address, rest_port, lines = None, None, []
     timer = threading.Timer(120, proc.kill)  # a server that never says ready
     timer.start()
     try:
@@ -89,6 +90,9 @@ def server(tmp_path_factory):
             m = re.match(r"loom serve: gRPC on (\S+):(\d+)", line)
             if m:
                 address = f"127.0.0.1:{m.group(2)}"
+            m = re.match(r"loom serve: REST on http://(\S+):(\d+)", line)
+            if m:
+                rest_port = int(m.group(2))
             if line.startswith("loom serve: ready"):
                 break
     finally:
@@ -98,7 +102,7 @@ def server(tmp_path_factory):
         pytest.fail("loom serve did not start:\n" + "".join(lines))
     # Keep reading its output so that it never blocks on a full pipe.
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-    yield address
+    yield {"grpc": address, "rest_port": rest_port}
     proc.terminate()
     try:
         assert proc.wait(timeout=30) == 0, "loom serve did not exit cleanly on SIGTERM"
@@ -110,7 +114,7 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stub(server, pb):
     messages, services = pb
-    channel = grpc.insecure_channel(server, options=[("grpc.max_send_message_length", 128 << 20),
+    channel = grpc.insecure_channel(server["grpc"], options=[("grpc.max_send_message_length", 128 << 20),
                                                      ("grpc.max_receive_message_length", 128 << 20)])
     grpc.channel_ready_future(channel).result(timeout=30)
     yield services.GRPCInferenceServiceStub(channel)
@@ -182,16 +186,17 @@ def test_live_ready_and_model_ready(stub, pb):
 def test_server_metadata(stub, pb):
     messages, _ = pb
     meta = stub.ServerMetadata(messages.ServerMetadataRequest())
-    assert meta.name
-    assert meta.version
+    assert meta.name == "loom"
+    assert re.match(r"\d+\.\d+", meta.version)
+    assert "binary_tensor_data" in meta.extensions
 
 
 def test_model_metadata_lists_inputs_and_outputs(stub, pb):
     messages, _ = pb
     meta = stub.ModelMetadata(messages.ModelMetadataRequest(name="dtypes"))
     assert meta.name == "dtypes"
-    assert meta.versions
-    assert meta.platform
+    assert list(meta.versions) == ["1"]
+    assert meta.platform == "loom"
     assert {(t.name, t.datatype, tuple(t.shape)) for t in meta.inputs} == \
         {("in_" + n, n, (-1, 3)) for n, _, _, _ in TYPED}
     assert {(t.name, t.datatype) for t in meta.outputs} == {("out_" + n, n) for n, _, _, _ in TYPED}
@@ -341,3 +346,21 @@ def test_concurrent_requests_from_threads(stub, pb):
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         assert sorted(pool.map(worker, range(8))) == list(range(8))
+
+
+def rejected_grpc_requests(rest_port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/metrics", timeout=30) as reply:
+        text = reply.read().decode()
+    m = re.search(r'^loom_serve_rejected_requests_total\{protocol="grpc"\} (\d+)$', text, re.M)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_malformed_requests_are_counted_as_rejected(server, stub, pb):
+    messages, _ = pb
+    before = rejected_grpc_requests(server["rest_port"])
+    request = messages.ModelInferRequest(model_name="dtypes")
+    request.inputs.add(name="in_FP32", datatype="FP32", shape=[2, 3]).contents.fp32_contents.extend([1, 2])
+    for _ in range(3):
+        assert rpc_error(stub.ModelInfer, request).code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert rejected_grpc_requests(server["rest_port"]) == before + 3
