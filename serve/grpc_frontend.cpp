@@ -30,9 +30,14 @@ void fill_tensor_metadata(const TensorMetadata& from, inference::ModelMetadataRe
   for (int64_t d : from.shape) to->add_shape(d);
 }
 
-class InferenceService final : public inference::GRPCInferenceService::Service {
+}  // namespace
+
+// The service's handlers. Outside the anonymous namespace because
+// GrpcFrontend::Impl holds one (a member of internal type in a class of
+// external linkage draws -Wsubobject-linkage in unity builds).
+class GrpcServiceHandlers final : public inference::GRPCInferenceService::Service {
  public:
-  InferenceService(ModelServer* server, uint64_t max_request_bytes)
+  GrpcServiceHandlers(ModelServer* server, uint64_t max_request_bytes)
       : server_(server), max_request_bytes_(max_request_bytes) {
     for (std::string& name : server->model_names()) models_.insert(std::move(name));
   }
@@ -97,11 +102,9 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
   std::set<std::string, std::less<>> models_;  // fixed for the server's life
 };
 
-}  // namespace
-
 struct GrpcFrontend::Impl {
   Impl(ModelServer* server, uint64_t max_request_bytes) : service(server, max_request_bytes) {}
-  InferenceService service;
+  GrpcServiceHandlers service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::once_flag shut_down;

@@ -364,3 +364,27 @@ def test_malformed_requests_are_counted_as_rejected(server, stub, pb):
     for _ in range(3):
         assert rpc_error(stub.ModelInfer, request).code() == grpc.StatusCode.INVALID_ARGUMENT
     assert rejected_grpc_requests(server["rest_port"]) == before + 3
+
+
+def test_busy_grpc_port_is_an_error(server, tmp_path):
+    """A second server on the first one's gRPC port fails at start: gRPC
+    would otherwise share the port (SO_REUSEPORT) and split the calls."""
+    models = make_models(tmp_path)
+    port = server["grpc"].rsplit(":", 1)[1]
+    proc = subprocess.Popen([loom_cli(), "serve", "--no-http", "--grpc-port", port,
+                             "--model", f"half={models['half']}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:
+            if line.startswith("loom serve: ready"):
+                proc.kill()
+                pytest.fail("a second loom serve took the busy gRPC port " + port)
+        stderr = proc.stderr.read()
+        assert proc.wait() == 1, stderr
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    assert f"loom: error: unavailable: gRPC front end cannot listen on '0.0.0.0:{port}'" in stderr
