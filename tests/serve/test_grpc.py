@@ -101,11 +101,17 @@ def server(tmp_path_factory):
         proc.kill()
         pytest.fail("loom serve did not start:\n" + "".join(lines))
     # Keep reading its output so that it never blocks on a full pipe.
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
     yield {"grpc": address, "rest_port": rest_port}
     proc.terminate()
     try:
-        assert proc.wait(timeout=30) == 0, "loom serve did not exit cleanly on SIGTERM"
+        rc = proc.wait(timeout=30)
+        reader.join(timeout=10)
+        output = "".join(lines)
+        assert rc == 0, "loom serve did not exit cleanly on SIGTERM:\n" + output
+        assert "Sanitizer" not in output and "runtime error" not in output, output
+        assert "loom serve: stopped" in output, output
     finally:
         if proc.poll() is None:
             proc.kill()
