@@ -573,7 +573,7 @@ Result<int64_t> check_request(const ModelServer::Model& m, const InferRequest& r
     if (!fits) {
       return invalid_argument(where + "input '" + in.name + "' has shape " + shape_to_string(shape) +
                               "; the model takes " + shape_to_string(arg->shape) +
-                              " (-1: any size within the bounds)");
+                              " (?: any size within its bounds)");
     }
     bytes += in.tensor.byte_size();
     const int64_t r = shape.empty() ? -1 : shape[0];
