@@ -412,3 +412,60 @@ def test_sigterm_drains_in_flight_requests(models):
         assert "SIGTERM: draining" in out and "loom serve: stopped\n" in out, out
     finally:
         s.kill()
+
+
+def test_trace_on_demand(server):
+    x = np.ones((1, 4), np.float32)
+    result = {}
+
+    def record():
+        result["reply"] = curl(server.url + "/v2/loom/trace?ms=1500")
+
+    t = threading.Thread(target=record)
+    t.start()
+    time.sleep(0.3)
+    for _ in range(5):
+        infer(server, "add", {"inputs": [tensor("x", x, "FP32"), tensor("y", x, "FP32")]})
+    t.join(scaled(30))
+    status, _, body = result["reply"]
+    assert status == 200, body
+    events = json.loads(body)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    assert len(events) >= 5, events[:3]
+    status, _, body = curl(server.url + "/v2/loom/trace?ms=0")
+    assert status == 400 and "1 to 60000 ms" in json.loads(body)["error"]
+    status, _, body = curl(server.url + "/v2/loom/trace?ms=abc")
+    assert status == 400 and "not a whole number" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "a=/nonexistent/model.onnx"], "/nonexistent/model.onnx"),
+    (["--model", "a"], "--model 'a' is not NAME=VALUE"),
+    (["--model", "bad/name=MODEL"], "model name 'bad/name' is not 1 to 128 letters"),
+    (["--model", "a=MODEL", "--model", "a=MODEL"], "model 'a' is given twice"),
+    (["--model", "a=MODEL", "--model-device", "b=cpu-simd"], "--model-device names model 'b'"),
+    (["--model", "a=MODEL", "--device", "no-such-plugin"], "no-such-plugin"),
+])
+def test_bad_command_lines_fail_with_one_line(models, args, message):
+    from conftest import LOOM
+    args = [a.replace("MODEL", models["add"]) for a in args]
+    out = subprocess.run([LOOM, "serve", "--http-port", "0", "--grpc-port", "0"] + args,
+                         capture_output=True, text=True, timeout=scaled(120))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "loom: error:" in out.stderr and message in out.stderr, out.stderr
+
+
+def test_model_device_selects_per_model(models):
+    s = Server({"add": models["add"], "slow": models["slow"]},
+               ["--device", "cpu-simd", "--model-device", "slow=fpga-stub", "--no-grpc"])
+    try:
+        x = np.ones((1, 4), np.float32)
+        assert infer(s, "add", {"inputs": [tensor("x", x, "FP32"), tensor("y", x, "FP32")]})[0] == 200
+        x = np.ones((1, 256), np.float32)
+        assert infer(s, "slow", {"inputs": [tensor("x", x, "FP32")]})[0] == 200
+        text = curl(s.url + "/metrics")[2].decode()
+        assert 'loom_serve_requests_total{model="add",device="cpu-simd://0",outcome="success"} 1' in text, text
+        # fpga-stub takes the MatMuls; the Tanh nodes run on the reference kernels.
+        assert 'loom_serve_requests_total{model="slow",device="fpga-stub://0",outcome="success"} 1' in text, text
+    finally:
+        assert s.stop() == 0

@@ -117,6 +117,7 @@ Status serve(const ServeArgs& args) {
     serve::ModelConfig model;
     std::string path;
     LOOM_RETURN_IF_ERROR(parse_model_option(text, "--model", &model.name, &path));
+    LOOM_RETURN_IF_ERROR(serve::check_model_name(model.name));
     for (const std::string& d : args.model_devices) {
       std::string name, selector;
       LOOM_RETURN_IF_ERROR(parse_model_option(d, "--model-device", &name, &selector));
