@@ -100,6 +100,11 @@ std::string_view kserve_datatype(DType dtype) {
   return {};
 }
 
+Status check_model_name(std::string_view name) {
+  if (valid_model_name(name)) return Status();
+  return invalid_argument("model name '" + std::string(name) + "' is not 1 to 128 letters, digits, '_', '-' or '.'");
+}
+
 DType dtype_from_kserve(std::string_view datatype) {
   for (const DatatypeName& d : kDatatypes) {
     if (d.name == datatype) return d.dtype;
@@ -405,10 +410,7 @@ Result<std::unique_ptr<ModelServer>> ModelServer::create(Runtime* runtime, const
   server->runtime_ = runtime;
   server->options_ = options;
   for (const ModelConfig& config : options.models) {
-    if (!valid_model_name(config.name)) {
-      return invalid_argument("model name '" + config.name +
-                              "' is not 1 to 128 letters, digits, '_', '-' or '.'");
-    }
+    LOOM_RETURN_IF_ERROR(check_model_name(config.name));
     if (server->find(config.name) != nullptr) {
       return invalid_argument("model '" + config.name + "' is given twice");
     }
@@ -573,7 +575,7 @@ Result<int64_t> check_request(const ModelServer::Model& m, const InferRequest& r
     if (!fits) {
       return invalid_argument(where + "input '" + in.name + "' has shape " + shape_to_string(shape) +
                               "; the model takes " + shape_to_string(arg->shape) +
-                              " (-1: any size within the bounds)");
+                              " (?: any size within its bounds)");
     }
     bytes += in.tensor.byte_size();
     const int64_t r = shape.empty() ? -1 : shape[0];

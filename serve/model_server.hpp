@@ -31,6 +31,10 @@ std::string_view kserve_datatype(DType dtype);
 // "BYTES", which no Loom program takes.
 DType dtype_from_kserve(std::string_view datatype);
 
+// INVALID_ARGUMENT unless `name` is 1 to 128 letters, digits, '_', '-' or
+// '.': model names appear in URLs, metric labels and file names.
+Status check_model_name(std::string_view name);
+
 // One model to serve, as `--model NAME=PATH` gives it.
 struct ModelConfig {
   std::string name;

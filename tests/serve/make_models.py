@@ -7,12 +7,15 @@ usage: make_models.py OUTDIR
   dtypes.onnx  for every dtype the protocol and Loom share except FP16/BF16,
                in_<T>: [N, 3] -> out_<T> = in_<T> + in_<T> (BOOL: Not)
   half.onnx    h: FP16 [2, 2] -> h2 = h + h (fixed shape: does not batch)
+  slow.onnx    x: FP32 [N, 256] -> y: 64 chained MatMul + Tanh (about 8 MFLOP a
+               row), for requests that stay in flight a while
 """
 import os
 import sys
 
+import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 DTYPES = {
     "FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE,
@@ -55,6 +58,18 @@ def main():
     h2 = helper.make_tensor_value_info("h2", TensorProto.FLOAT16, [2, 2])
     save(helper.make_graph([helper.make_node("Add", ["h", "h"], ["h2"])], "half", [h], [h2]),
          os.path.join(out, "half.onnx"))
+
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    nodes, value = [], "x"
+    for i in range(64):
+        nodes.append(helper.make_node("MatMul", [value, "w"], [f"m{i}"]))
+        nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}" if i < 63 else "y"]))
+        value = f"t{i}"
+    sx = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 256])
+    sy = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 256])
+    save(helper.make_graph(nodes, "slow", [sx], [sy], [numpy_helper.from_array(w, "w")]),
+         os.path.join(out, "slow.onnx"))
 
 
 if __name__ == "__main__":

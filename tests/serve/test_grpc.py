@@ -2,7 +2,9 @@
 Python's gRPC client, as KServe's and Triton's clients talk to it. The
 client's stubs are generated at test time from serve/grpc_predict_v2.proto
 with grpc_tools (python3-grpc-tools), so the test checks the file the server
-was built from. Every response is checked against NumPy."""
+was built from. Every response is checked against NumPy. The server is
+conftest.py's (add, dtypes and half on cpu-simd, --max-request-bytes
+1000000)."""
 import concurrent.futures
 import os
 import re
@@ -13,40 +15,37 @@ import urllib.request
 
 import grpc  # python3-grpcio
 import numpy as np
-import onnx
 import pytest
+from conftest import LOOM, SOURCE, scaled
 from grpc_tools import protoc  # python3-grpc-tools
-from onnx import TensorProto, helper
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-# The datatypes a typed request carries: (protocol name, NumPy dtype, ONNX
-# element type, InferTensorContents field).
+# The datatypes a typed request carries: (protocol name, NumPy dtype,
+# InferTensorContents field).
 TYPED = [
-    ("BOOL", np.bool_, TensorProto.BOOL, "bool_contents"),
-    ("INT8", np.int8, TensorProto.INT8, "int_contents"),
-    ("INT16", np.int16, TensorProto.INT16, "int_contents"),
-    ("INT32", np.int32, TensorProto.INT32, "int_contents"),
-    ("INT64", np.int64, TensorProto.INT64, "int64_contents"),
-    ("UINT8", np.uint8, TensorProto.UINT8, "uint_contents"),
-    ("UINT16", np.uint16, TensorProto.UINT16, "uint_contents"),
-    ("UINT32", np.uint32, TensorProto.UINT32, "uint_contents"),
-    ("UINT64", np.uint64, TensorProto.UINT64, "uint64_contents"),
-    ("FP32", np.float32, TensorProto.FLOAT, "fp32_contents"),
-    ("FP64", np.float64, TensorProto.DOUBLE, "fp64_contents"),
+    ("BOOL", np.bool_, "bool_contents"),
+    ("INT8", np.int8, "int_contents"),
+    ("INT16", np.int16, "int_contents"),
+    ("INT32", np.int32, "int_contents"),
+    ("INT64", np.int64, "int64_contents"),
+    ("UINT8", np.uint8, "uint_contents"),
+    ("UINT16", np.uint16, "uint_contents"),
+    ("UINT32", np.uint32, "uint_contents"),
+    ("UINT64", np.uint64, "uint64_contents"),
+    ("FP32", np.float32, "fp32_contents"),
+    ("FP64", np.float64, "fp64_contents"),
 ]
-NP_DTYPE = {name: dt for name, dt, _, _ in TYPED}
+NP_DTYPE = {name: dt for name, dt, _ in TYPED}
 NP_DTYPE["FP16"] = np.float16
-FIELD = {name: field for name, _, _, field in TYPED}
+FIELD = {name: field for name, _, field in TYPED}
 SHAPE = [2, 3]  # of dtypes' inputs: N = 2
 HALF_SHAPE = [2, 2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pb(tmp_path_factory):
     """The protocol's messages and stubs, generated from our .proto."""
     out = str(tmp_path_factory.mktemp("grpc_stubs"))
-    serve_dir = os.path.join(REPO, "serve")
+    serve_dir = os.path.join(SOURCE, "serve")
     rc = protoc.main(["protoc", "-I" + serve_dir, "--python_out=" + out, "--grpc_python_out=" + out,
                       os.path.join(serve_dir, "grpc_predict_v2.proto")])
     assert rc == 0, "grpc_tools.protoc failed on serve/grpc_predict_v2.proto"
@@ -59,70 +58,12 @@ def pb(tmp_path_factory):
     return messages, services
 
 
-def make_models(folder):
-    """The serve tests' models (tests/serve/make_models.py): `dtypes` takes
-    in_T [N, 3] for each typed datatype T and returns out_T = in_T + in_T
-    (Not for BOOL); `half` takes h: FP16 [2, 2] and returns h2 = h + h."""
-    subprocess.run([sys.executable, os.path.join(REPO, "tests", "serve", "make_models.py"), str(folder)],
-                   check=True)
-    return {"dtypes": folder / "dtypes.onnx", "half": folder / "half.onnx"}
-
-
-def loom_cli():
-    return os.environ.get("LOOM_CLI", os.path.join(REPO, "build", "bin", "loom"))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`loom serve` with the two models on free ports; yields the gRPC
-    address and the REST port."""
-    models = make_models(tmp_path_factory.mktemp("models"))
-    cmd = [loom_cli(), "serve", "--http-port", "0", "--grpc-port", "0"]
-    for name, path in models.items():
-        cmd += ["--model", f"{name}={path}"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    address, rest_port, lines = None, None, []
-    timer = threading.Timer(120, proc.kill)  # a server that never says ready
-    timer.start()
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            m = re.match(r"loom serve: gRPC on (\S+):(\d+)", line)
-            if m:
-                address = f"127.0.0.1:{m.group(2)}"
-            m = re.match(r"loom serve: REST on http://(\S+):(\d+)", line)
-            if m:
-                rest_port = int(m.group(2))
-            if line.startswith("loom serve: ready"):
-                break
-    finally:
-        timer.cancel()
-    if address is None or proc.poll() is not None:
-        proc.kill()
-        pytest.fail("loom serve did not start:\n" + "".join(lines))
-    # Keep reading its output so that it never blocks on a full pipe.
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-    reader.start()
-    yield {"grpc": address, "rest_port": rest_port}
-    proc.terminate()
-    try:
-        rc = proc.wait(timeout=30)
-        reader.join(timeout=10)
-        output = "".join(lines)
-        assert rc == 0, "loom serve did not exit cleanly on SIGTERM:\n" + output
-        assert "Sanitizer" not in output and "runtime error" not in output, output
-        assert "loom serve: stopped" in output, output
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-
-
 @pytest.fixture(scope="module")
 def stub(server, pb):
     messages, services = pb
-    channel = grpc.insecure_channel(server["grpc"], options=[("grpc.max_send_message_length", 128 << 20),
-                                                     ("grpc.max_receive_message_length", 128 << 20)])
-    grpc.channel_ready_future(channel).result(timeout=30)
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}",
+                                    options=[("grpc.max_send_message_length", 64 << 20)])
+    grpc.channel_ready_future(channel).result(timeout=scaled(30))
     yield services.GRPCInferenceServiceStub(channel)
     channel.close()
 
@@ -204,8 +145,8 @@ def test_model_metadata_lists_inputs_and_outputs(stub, pb):
     assert list(meta.versions) == ["1"]
     assert meta.platform == "loom"
     assert {(t.name, t.datatype, tuple(t.shape)) for t in meta.inputs} == \
-        {("in_" + n, n, (-1, 3)) for n, _, _, _ in TYPED}
-    assert {(t.name, t.datatype) for t in meta.outputs} == {("out_" + n, n) for n, _, _, _ in TYPED}
+        {("in_" + n, n, (-1, 3)) for n, _, _ in TYPED}
+    assert {(t.name, t.datatype) for t in meta.outputs} == {("out_" + n, n) for n, _, _ in TYPED}
     half = stub.ModelMetadata(messages.ModelMetadataRequest(name="half"))
     assert [(t.name, t.datatype, list(t.shape)) for t in half.inputs] == [("h", "FP16", HALF_SHAPE)]
 
@@ -226,7 +167,7 @@ def test_unknown_model_or_version_is_not_found(stub, pb):
 
 def test_infer_typed_every_dtype(stub, pb):
     rng = np.random.default_rng(1)
-    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    arrays = {name: sample(name, rng) for name, _, _ in TYPED}
     response = stub.ModelInfer(dtypes_request(pb, arrays, raw=False, id="typed-1"))
     assert response.model_name == "dtypes"
     assert response.id == "typed-1"
@@ -236,7 +177,7 @@ def test_infer_typed_every_dtype(stub, pb):
 def test_infer_raw_every_dtype_and_fp16(stub, pb):
     messages, _ = pb
     rng = np.random.default_rng(2)
-    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    arrays = {name: sample(name, rng) for name, _, _ in TYPED}
     check_dtypes_response(stub.ModelInfer(dtypes_request(pb, arrays, raw=True)), arrays, raw=True)
     x = (rng.integers(-1000, 1000, HALF_SHAPE) / 8).astype(np.float16)
     request = messages.ModelInferRequest(model_name="half")
@@ -256,7 +197,7 @@ def test_infer_raw_every_dtype_and_fp16(stub, pb):
 def test_infer_requested_output(stub, pb):
     messages, _ = pb
     rng = np.random.default_rng(3)
-    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    arrays = {name: sample(name, rng) for name, _, _ in TYPED}
     request = dtypes_request(pb, arrays, raw=False)
     request.outputs.add(name="out_INT16")
     response = stub.ModelInfer(request)
@@ -270,7 +211,7 @@ def test_infer_requested_output(stub, pb):
 
 def test_shape_errors(stub, pb):
     rng = np.random.default_rng(4)
-    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    arrays = {name: sample(name, rng) for name, _, _ in TYPED}
     # Fewer elements than the shape says.
     request = dtypes_request(pb, arrays, raw=False)
     del request.inputs[9].contents.fp32_contents[-1]
@@ -299,7 +240,7 @@ def test_shape_errors(stub, pb):
 
 def test_wrong_or_unknown_dtype(stub, pb):
     rng = np.random.default_rng(5)
-    arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+    arrays = {name: sample(name, rng) for name, _, _ in TYPED}
     # FP64 where the model takes FP32: refused by the model server.
     request = dtypes_request(pb, arrays, raw=True)
     request.inputs[9].datatype = "FP64"
@@ -324,12 +265,22 @@ def test_wrong_or_unknown_dtype(stub, pb):
 
 def test_too_large_requests_are_resource_exhausted(stub, pb):
     messages, _ = pb
-    # Over the server's 64 MiB message limit: refused by gRPC itself.
+    # Over the server's message limit (--max-request-bytes 1000000): refused
+    # by gRPC itself.
     request = messages.ModelInferRequest(model_name="dtypes")
-    request.inputs.add(name="in_UINT8", datatype="UINT8", shape=[65 << 20])
-    request.raw_input_contents.append(bytes(65 << 20))
+    request.inputs.add(name="in_UINT8", datatype="UINT8", shape=[1100000])
+    request.raw_input_contents.append(bytes(1100000))
     err = rpc_error(stub.ModelInfer, request)
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # A message under the limit whose typed contents decode to more: 200000
+    # INT64 ones are 200 kB on the wire and 1.6 MB as a tensor.
+    request = messages.ModelInferRequest(model_name="dtypes")
+    request.inputs.add(name="in_INT64", datatype="INT64", shape=[200000, 1]).contents.int64_contents.extend(
+        [1] * 200000)
+    assert request.ByteSize() < 1000000
+    err = rpc_error(stub.ModelInfer, request)
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "in_INT64" in err.details() and "1600000 bytes" in err.details() and "1000000" in err.details()
     # A small message declaring a huge tensor: refused before allocating.
     request = messages.ModelInferRequest(model_name="dtypes")
     request.inputs.add(name="in_FP32", datatype="FP32", shape=[1 << 20, 1 << 20])
@@ -343,7 +294,7 @@ def test_concurrent_requests_from_threads(stub, pb):
     def worker(seed):
         rng = np.random.default_rng(100 + seed)
         for i in range(12):
-            arrays = {name: sample(name, rng) for name, _, _, _ in TYPED}
+            arrays = {name: sample(name, rng) for name, _, _ in TYPED}
             raw = (seed + i) % 2 == 0
             response = stub.ModelInfer(dtypes_request(pb, arrays, raw=raw, id=f"{seed}-{i}"))
             assert response.id == f"{seed}-{i}"
@@ -354,8 +305,8 @@ def test_concurrent_requests_from_threads(stub, pb):
         assert sorted(pool.map(worker, range(8))) == list(range(8))
 
 
-def rejected_grpc_requests(rest_port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/metrics", timeout=30) as reply:
+def rejected_grpc_requests(url):
+    with urllib.request.urlopen(f"{url}/metrics", timeout=scaled(30)) as reply:
         text = reply.read().decode()
     m = re.search(r'^loom_serve_rejected_requests_total\{protocol="grpc"\} (\d+)$', text, re.M)
     assert m, text
@@ -364,23 +315,22 @@ def rejected_grpc_requests(rest_port):
 
 def test_malformed_requests_are_counted_as_rejected(server, stub, pb):
     messages, _ = pb
-    before = rejected_grpc_requests(server["rest_port"])
+    before = rejected_grpc_requests(server.url)
     request = messages.ModelInferRequest(model_name="dtypes")
     request.inputs.add(name="in_FP32", datatype="FP32", shape=[2, 3]).contents.fp32_contents.extend([1, 2])
     for _ in range(3):
         assert rpc_error(stub.ModelInfer, request).code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert rejected_grpc_requests(server["rest_port"]) == before + 3
+    assert rejected_grpc_requests(server.url) == before + 3
 
 
-def test_busy_grpc_port_is_an_error(server, tmp_path):
+def test_busy_grpc_port_is_an_error(server, models):
     """A second server on the first one's gRPC port fails at start: gRPC
     would otherwise share the port (SO_REUSEPORT) and split the calls."""
-    models = make_models(tmp_path)
-    port = server["grpc"].rsplit(":", 1)[1]
-    proc = subprocess.Popen([loom_cli(), "serve", "--no-http", "--grpc-port", port,
+    port = str(server.grpc_port)
+    proc = subprocess.Popen([LOOM, "serve", "--host", "127.0.0.1", "--no-http", "--grpc-port", port,
                              "--model", f"half={models['half']}"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    timer = threading.Timer(120, proc.kill)
+    timer = threading.Timer(scaled(120), proc.kill)
     timer.start()
     try:
         for line in proc.stdout:
@@ -393,4 +343,4 @@ def test_busy_grpc_port_is_an_error(server, tmp_path):
         timer.cancel()
         if proc.poll() is None:
             proc.kill()
-    assert f"loom: error: unavailable: gRPC front end cannot listen on '0.0.0.0:{port}'" in stderr
+    assert f"loom: error: unavailable: gRPC front end cannot listen on '127.0.0.1:{port}'" in stderr

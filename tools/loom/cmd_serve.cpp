@@ -117,6 +117,7 @@ Status serve(const ServeArgs& args) {
     serve::ModelConfig model;
     std::string path;
     LOOM_RETURN_IF_ERROR(parse_model_option(text, "--model", &model.name, &path));
+    LOOM_RETURN_IF_ERROR(serve::check_model_name(model.name));
     for (const std::string& d : args.model_devices) {
       std::string name, selector;
       LOOM_RETURN_IF_ERROR(parse_model_option(d, "--model-device", &name, &selector));
@@ -150,6 +151,8 @@ Status serve(const ServeArgs& args) {
     http_options.host = args.host;
     http_options.port = args.http_port;
     http_options.threads = args.http_threads;
+    http_options.max_pending_connections = args.http_max_waiting;
+    http_options.read_timeout_s = args.http_read_timeout_s;
     http_options.max_body_bytes = args.max_request_bytes;
     LOOM_ASSIGN_OR_RETURN(http, serve::HttpFrontend::start(server.get(), http_options));
     std::printf("loom serve: REST on http://%s:%d\n", args.host.c_str(), http->port());
@@ -231,6 +234,12 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   cmd->add_option("--threads", args.threads, "Cap on each plugin's worker threads (default: all cores)");
   cmd->add_option("--http-threads", args.http_threads, "Threads serving REST connections (default 32)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--http-max-waiting", args.http_max_waiting,
+                  "Connections waiting for a REST thread beyond which new ones get 503 at once (default 256)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--http-read-timeout", args.http_read_timeout_s,
+                  "Seconds a REST client may stay silent mid-request before it is dropped (default 10)")
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--timeout", args.timeout_s, "Seconds a delegate may take per run; 0: no limit (default 60)");
   cmd->add_option("--max-request-bytes", args.max_request_bytes,
                   "Largest request body and sum of input tensors (default 64 MiB)")

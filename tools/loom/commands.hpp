@@ -185,6 +185,8 @@ struct ServeArgs {
   uint64_t batch_delay_us = 0;
   uint32_t threads = 0;                     // plugin worker threads; 0: all cores
   uint32_t http_threads = 32;
+  uint32_t http_max_waiting = 256;          // connections waiting for a thread
+  uint32_t http_read_timeout_s = 10;        // a silent client is dropped after this
   uint32_t timeout_s = 60;                  // per delegate wait; 0: none
   uint64_t max_request_bytes = 64ull << 20;
   uint32_t max_queue = 1024;                // waiting requests per model
