@@ -168,9 +168,8 @@ def test_unknown_model_or_version_is_not_found(stub, pb):
 def test_infer_typed_every_dtype(stub, pb):
     rng = np.random.default_rng(1)
     arrays = {name: sample(name, rng) for name, _, _ in TYPED}
-    response = stub.ModelInfer(dtypes_request(pb, arrays, raw=False, id="typed-1"))
-    assert response.model_name == "dtypes"
-    assert response.id == "typed-1"
+    response = stub.ModelInfer(dtypes_request(pb, arrays, raw=False, id="typed-1", model_version="1"))
+    assert (response.model_name, response.model_version, response.id) == ("dtypes", "1", "typed-1")
     check_dtypes_response(response, arrays, raw=False)
 
 
