@@ -57,7 +57,9 @@ class ConnectionPool : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard lock(mu_);
-      (jobs_.size() < max_pending_ ? jobs_ : overflow_).push_back(std::move(fn));
+      // Connections that idle threads are about to take do not count as
+      // waiting: a burst must not overflow while threads are free.
+      (jobs_.size() < idle_ + max_pending_ ? jobs_ : overflow_).push_back(std::move(fn));
     }
     cv_.notify_all();
   }
@@ -76,11 +78,14 @@ class ConnectionPool : public httplib::TaskQueue {
 
  private:
   void work(std::deque<std::function<void()>>& queue) {
+    const bool counted = &queue == &jobs_;
     for (;;) {
       std::function<void()> fn;
       {
         std::unique_lock lock(mu_);
+        if (counted) ++idle_;
         cv_.wait(lock, [&] { return stopping_ || !queue.empty(); });
+        if (counted) --idle_;
         if (queue.empty()) return;
         fn = std::move(queue.front());
         queue.pop_front();
@@ -95,6 +100,7 @@ class ConnectionPool : public httplib::TaskQueue {
   std::deque<std::function<void()>> jobs_;
   std::deque<std::function<void()>> overflow_;
   bool stopping_ = false;
+  size_t idle_ = 0;  // connection threads waiting for a job
   std::vector<std::thread> workers_;
   std::thread overflow_thread_;
   std::thread::id overflow_id_;
