@@ -11,12 +11,13 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 import grpc  # python3-grpcio
 import numpy as np
 import pytest
-from conftest import LOOM, SOURCE, scaled
+from conftest import LOOM, SOURCE, Server, scaled
 from grpc_tools import protoc  # python3-grpc-tools
 
 # The datatypes a typed request carries: (protocol name, NumPy dtype,
@@ -343,3 +344,43 @@ def test_busy_grpc_port_is_an_error(server, models):
         if proc.poll() is None:
             proc.kill()
     assert f"loom: error: unavailable: gRPC front end cannot listen on '127.0.0.1:{port}'" in stderr
+
+
+def test_sigterm_drains_in_flight_calls(models, pb):
+    """Three slow calls on one session; SIGTERM while they run: ServerReady
+    turns false, a new call gets UNAVAILABLE, the three finish with their
+    answers, the process exits 0."""
+    messages, services = pb
+    s = Server({"slow": models["slow"]}, ["--device", "cpu-simd", "--no-http", "--threads", "1"])
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}")
+        stub = services.GRPCInferenceServiceStub(channel)
+        x = np.random.default_rng(6).standard_normal((512, 256)).astype(np.float32)
+        request = messages.ModelInferRequest(model_name="slow")
+        request.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        request.raw_input_contents.append(x.tobytes())
+        start = time.monotonic()
+        expect = stub.ModelInfer(request, timeout=scaled(120)).raw_output_contents[0]
+        one_run = time.monotonic() - start
+        results = []
+        clients = [threading.Thread(target=lambda: results.append(stub.ModelInfer(request, timeout=scaled(120))))
+                   for _ in range(3)]
+        for t in clients:
+            t.start()
+        time.sleep(min(0.3, one_run / 2))
+        s.proc.send_signal(15)
+        time.sleep(min(0.1, one_run / 4))
+        assert not stub.ServerReady(messages.ServerReadyRequest()).ready
+        err = rpc_error(stub.ModelInfer, request)
+        assert err.code() == grpc.StatusCode.UNAVAILABLE
+        for t in clients:
+            t.join(scaled(120))
+        assert len(results) == 3
+        for response in results:
+            assert response.raw_output_contents[0] == expect
+        assert s.proc.wait(timeout=scaled(60)) == 0
+        out = "".join(s.stdout)
+        assert "SIGTERM: draining" in out and "loom serve: stopped\n" in out, out
+        channel.close()
+    finally:
+        s.kill()
