@@ -258,6 +258,10 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(ModelServer* server, c
   s->http.set_read_timeout(options.read_timeout_s, 0);
   s->http.set_write_timeout(options.read_timeout_s, 0);
   s->http.set_keep_alive_timeout(options.keep_alive_timeout_s);
+  // httplib closes a kept-alive connection after 5 requests by default: a
+  // client would reconnect every 5th request. The idle timeout above is
+  // what ends a kept-alive connection.
+  s->http.set_keep_alive_max_count(1u << 30);
   s->http.set_tcp_nodelay(true);
   if (options.port == 0) {
     s->port = s->http.bind_to_any_port(options.host);

@@ -71,7 +71,10 @@ std::string label_value(std::string_view v) {
   return out;
 }
 
-// A request waiting for its model's pool.
+}  // namespace
+
+// What ModelServer::Model holds (outside the anonymous namespace, as the
+// model has external linkage). A request waiting for its model's pool:
 struct Pending {
   InferRequest request;
   std::promise<Result<InferResponse>> done;
@@ -90,8 +93,6 @@ struct DeviceCounters {
   uint64_t batches = 0;
   uint64_t batch_rows = 0;
 };
-
-}  // namespace
 
 std::string_view kserve_datatype(DType dtype) {
   for (const DatatypeName& d : kDatatypes) {
@@ -112,6 +113,8 @@ DType dtype_from_kserve(std::string_view datatype) {
   return DType::kInvalid;
 }
 
+class Worker;
+
 struct ModelServer::Model {
   ModelConfig config;
   std::shared_ptr<Program> program;
@@ -122,9 +125,15 @@ struct ModelServer::Model {
 
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::unique_ptr<Pending>> queue;
+  std::deque<std::unique_ptr<Pending>> queue;  // batching: requests for the worker threads
   bool stopping = false;
-  std::vector<std::thread> workers;
+  std::vector<std::thread> workers;             // batching: one per instance
+  // Without batching there are no threads of its own: the thread that takes
+  // a request runs it on an idle instance (no hand-over between threads),
+  // waiting for one when all are busy.
+  std::vector<std::shared_ptr<Worker>> instances;
+  std::vector<Worker*> idle;
+  size_t waiting = 0;  // callers waiting for an idle instance
 
   mutable std::mutex metrics_mu;
   std::map<std::string, DeviceCounters> counters;  // by device label
@@ -161,7 +170,10 @@ std::string devices_label(const Program& program) {
   return out.empty() ? "reference" : out;
 }
 
-// Runs requests on one session of `model`; owns the session.
+}  // namespace
+
+// Runs requests on one session of `model`; owns the session. With batching,
+// loop() is its thread; without, callers run run_batch() on it in turn.
 class Worker {
  public:
   Worker(ModelServer* server, ModelServer::Model* model, std::unique_ptr<Session> session)
@@ -174,6 +186,10 @@ class Worker {
       run_batch(batch);
     }
   }
+
+  // Runs the requests of `batch` as one run when there are several and every
+  // output comes back batch-major; otherwise one by one. Answers each.
+  void run_batch(std::vector<std::unique_ptr<Pending>>& batch);
 
  private:
   // The next requests to run together: the oldest one, and, when the model
@@ -255,9 +271,7 @@ class Worker {
     return out;
   }
 
-  // Runs the requests of `batch` as one run when there are several and every
-  // output comes back batch-major; otherwise one by one.
-  void run_batch(std::vector<std::unique_ptr<Pending>>& batch) {
+  void run_batch_impl(std::vector<std::unique_ptr<Pending>>& batch) {
     const Clock::time_point start = Clock::now();
     std::vector<Result<std::vector<InferTensor>>> results;
     uint64_t runs = 0;
@@ -382,6 +396,10 @@ class Worker {
   size_t fallbacks_seen_ = 0;
 };
 
+void Worker::run_batch(std::vector<std::unique_ptr<Pending>>& batch) { run_batch_impl(batch); }
+
+namespace {
+
 // Why `function` cannot batch along dimension 0; empty when it can.
 std::string batch_refusal(const FunctionInfo& function) {
   std::string symbol;
@@ -469,7 +487,12 @@ Result<std::unique_ptr<ModelServer>> ModelServer::create(Runtime* runtime, const
     server->models_.push_back(std::move(model));
     for (auto& session : sessions) {
       auto worker = std::make_shared<Worker>(server.get(), raw, std::move(session));
-      raw->workers.emplace_back([worker] { worker->loop(); });
+      raw->instances.push_back(worker);
+      if (raw->batching) {
+        raw->workers.emplace_back([worker] { worker->loop(); });
+      } else {
+        raw->idle.push_back(worker.get());
+      }
     }
   }
   return server;
@@ -483,6 +506,10 @@ ModelServer::~ModelServer() {
     }
     model->cv.notify_all();
     for (std::thread& t : model->workers) t.join();
+    // Callers running on an instance finish their run first.
+    std::unique_lock lock(model->mu);
+    model->cv.wait(lock, [&] { return model->idle.size() == model->instances.size() || model->batching; });
+    lock.unlock();
     for (auto& p : model->queue) p->done.set_value(unavailable("the server stopped before the request ran"));
     model->queue.clear();
   }
@@ -640,6 +667,33 @@ Result<InferResponse> ModelServer::infer(InferRequest request) {
   pending->rows = *rows;
   pending->enqueued = Clock::now();
   std::future<Result<InferResponse>> future = pending->done.get_future();
+  if (!m->batching) {
+    Worker* instance = nullptr;
+    {
+      std::unique_lock lock(m->mu);
+      if (m->idle.empty()) {
+        if (m->waiting >= options_.max_queue) {
+          return fail(unavailable("model '" + m->config.name + "': " + std::to_string(m->waiting) +
+                                  " requests are waiting already (--max-queue); retry later"));
+        }
+        ++m->waiting;
+        m->cv.wait(lock, [&] { return m->stopping || !m->idle.empty(); });
+        --m->waiting;
+      }
+      if (m->idle.empty()) return fail(unavailable("the server is stopping"));
+      instance = m->idle.back();
+      m->idle.pop_back();
+    }
+    std::vector<std::unique_ptr<Pending>> one;
+    one.push_back(std::move(pending));
+    instance->run_batch(one);
+    {
+      std::lock_guard lock(m->mu);
+      m->idle.push_back(instance);
+    }
+    m->cv.notify_all();
+    return future.get();
+  }
   {
     std::lock_guard lock(m->mu);
     if (m->stopping) return fail(unavailable("the server is stopping"));
@@ -719,7 +773,7 @@ std::string ModelServer::metrics_text() const {
                            m->latency_sum, m->latency_count});
     }
     std::lock_guard lock(m->mu);
-    depths.emplace_back(m->config.name, m->queue.size());
+    depths.emplace_back(m->config.name, m->queue.size() + m->waiting);
   }
   auto labels = [](const Row& r) {
     return "{model=\"" + label_value(r.model) + "\",device=\"" + label_value(r.device.empty() ? "none" : r.device) + "\"";

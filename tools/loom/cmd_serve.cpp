@@ -161,7 +161,9 @@ Status serve(const ServeArgs& args) {
   std::unique_ptr<serve::GrpcFrontend> grpc;
   if (!args.no_grpc) {
     serve::GrpcOptions grpc_options;
-    grpc_options.address = args.host + ":" + std::to_string(args.grpc_port);
+    // An IPv6 host goes in brackets ("[::]:8001").
+    const bool v6 = args.host.find(':') != std::string::npos && args.host.front() != '[';
+    grpc_options.address = (v6 ? "[" + args.host + "]" : args.host) + ":" + std::to_string(args.grpc_port);
     grpc_options.max_message_bytes = args.max_request_bytes;
     LOOM_ASSIGN_OR_RETURN(grpc, serve::GrpcFrontend::start(server.get(), grpc_options));
     std::printf("loom serve: gRPC on %s:%d\n", args.host.c_str(), grpc->port());
