@@ -1,25 +1,18 @@
+// ModelServer: loading the models, their metadata, checking and taking
+// requests, draining. The sessions at work are in model_pool.cpp, the
+// metrics in model_metrics.cpp.
 #include "model_server.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
-#include <future>
 #include <iostream>
-#include <map>
-#include <optional>
-#include <mutex>
-#include <thread>
 
 #include "loom/version.hpp"
+#include "model_state.hpp"
 
 namespace loom::serve {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct DatatypeName {
   DType dtype;
@@ -32,12 +25,6 @@ constexpr DatatypeName kDatatypes[] = {
     {DType::kF16, "FP16"},   {DType::kF32, "FP32"},   {DType::kF64, "FP64"},
     {DType::kBF16, "BF16"},
 };
-
-// Upper bounds (seconds) of the request-latency histogram's buckets.
-constexpr double kLatencyBuckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                      0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-                                      5,      10};
-constexpr size_t kBucketCount = sizeof(kLatencyBuckets) / sizeof(kLatencyBuckets[0]);
 
 // Model names appear in URLs and metric labels: the characters KServe allows
 // in a name, and a few more.
@@ -57,42 +44,7 @@ std::string join_names(const std::vector<ArgumentInfo>& args) {
   return out;
 }
 
-// A Prometheus label value: backslash, quote and newline escaped.
-std::string label_value(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace
-
-// What ModelServer::Model holds (outside the anonymous namespace, as the
-// model has external linkage). A request waiting for its model's pool:
-struct Pending {
-  InferRequest request;
-  std::promise<Result<InferResponse>> done;
-  Clock::time_point enqueued;
-  // Dimension 0 of every input when they all agree on it and the model
-  // batches; -1: the request runs alone.
-  int64_t rows = -1;
-};
-
-// Counters of one model on one device ("" before any run got there).
-struct DeviceCounters {
-  uint64_t success = 0;
-  uint64_t failure = 0;
-  double queue_seconds = 0;
-  double compute_seconds = 0;
-  uint64_t batches = 0;
-  uint64_t batch_rows = 0;
-};
 
 std::string_view kserve_datatype(DType dtype) {
   for (const DatatypeName& d : kDatatypes) {
@@ -113,290 +65,7 @@ DType dtype_from_kserve(std::string_view datatype) {
   return DType::kInvalid;
 }
 
-class Worker;
 
-struct ModelServer::Model {
-  ModelConfig config;
-  std::shared_ptr<Program> program;
-  FunctionInfo function;
-  bool batching = false;      // requests may be run together
-  int64_t batch_rows = 1;     // the most rows of one batched run
-  std::atomic<bool> batching_broken{false};  // an output is not batch-major
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::unique_ptr<Pending>> queue;  // batching: requests for the worker threads
-  bool stopping = false;
-  std::vector<std::thread> workers;             // batching: one per instance
-  // Without batching there are no threads of its own: the thread that takes
-  // a request runs it on an idle instance (no hand-over between threads),
-  // waiting for one when all are busy.
-  std::vector<std::shared_ptr<Worker>> instances;
-  std::vector<Worker*> idle;
-  size_t waiting = 0;  // callers waiting for an idle instance
-
-  mutable std::mutex metrics_mu;
-  std::map<std::string, DeviceCounters> counters;  // by device label
-  uint64_t latency_buckets[kBucketCount + 1] = {};  // the last: +Inf
-  double latency_sum = 0;
-  uint64_t latency_count = 0;
-};
-
-namespace {
-
-// Whether two requests can share a run: same inputs in the same order with
-// the same shapes except dimension 0.
-bool batch_compatible(const Pending& a, const Pending& b) {
-  if (a.rows < 0 || b.rows < 0 || a.request.inputs.size() != b.request.inputs.size()) return false;
-  for (size_t i = 0; i < a.request.inputs.size(); ++i) {
-    const Tensor& x = a.request.inputs[i].tensor;
-    const Tensor& y = b.request.inputs[i].tensor;
-    if (a.request.inputs[i].name != b.request.inputs[i].name || x.dtype() != y.dtype() ||
-        x.rank() != y.rank() || !std::equal(x.shape().begin() + 1, x.shape().end(), y.shape().begin() + 1)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-std::string devices_label(const Program& program) {
-  std::vector<std::string> devices;
-  for (const DelegatePlacement& p : program.placements()) {
-    if (std::find(devices.begin(), devices.end(), p.device) == devices.end()) devices.push_back(p.device);
-  }
-  std::sort(devices.begin(), devices.end());
-  std::string out;
-  for (const std::string& d : devices) out += (out.empty() ? "" : ",") + d;
-  return out.empty() ? "reference" : out;
-}
-
-}  // namespace
-
-// Runs requests on one session of `model`; owns the session. With batching,
-// loop() is its thread; without, callers run run_batch() on it in turn.
-class Worker {
- public:
-  Worker(ModelServer* server, ModelServer::Model* model, std::unique_ptr<Session> session)
-      : server_(server), model_(model), session_(std::move(session)) {}
-
-  void loop() {
-    for (;;) {
-      std::vector<std::unique_ptr<Pending>> batch = next_batch();
-      if (batch.empty()) return;
-      run_batch(batch);
-    }
-  }
-
-  // Runs the requests of `batch` as one run when there are several and every
-  // output comes back batch-major; otherwise one by one. Answers each.
-  void run_batch(std::vector<std::unique_ptr<Pending>>& batch);
-
- private:
-  // The next requests to run together: the oldest one, and, when the model
-  // batches, others that fit with it, gathered until the batch is full, the
-  // oldest has waited batch_delay, or the server drains. Empty: stop.
-  std::vector<std::unique_ptr<Pending>> next_batch() {
-    std::vector<std::unique_ptr<Pending>> batch;
-    std::unique_lock lock(model_->mu);
-    model_->cv.wait(lock, [&] { return model_->stopping || !model_->queue.empty(); });
-    if (model_->queue.empty()) return batch;
-    batch.push_back(std::move(model_->queue.front()));
-    model_->queue.pop_front();
-    if (!model_->batching || model_->batching_broken.load() || batch[0]->rows < 0) return batch;
-    int64_t rows = batch[0]->rows;
-    const Clock::time_point deadline = batch[0]->enqueued + model_->config.batch_delay;
-    for (;;) {
-      for (auto it = model_->queue.begin(); it != model_->queue.end() && rows < model_->batch_rows;) {
-        if (batch_compatible(*batch[0], **it) && rows + (*it)->rows <= model_->batch_rows) {
-          rows += (*it)->rows;
-          batch.push_back(std::move(*it));
-          it = model_->queue.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (rows >= model_->batch_rows || model_->stopping || server_->draining() ||
-          Clock::now() >= deadline) {
-        return batch;
-      }
-      model_->cv.wait_until(lock, deadline);
-    }
-  }
-
-  // Sets the inputs, runs, and copies the asked-for outputs of `request`.
-  Result<std::vector<InferTensor>> run_one(const std::vector<InferTensor>& inputs,
-                                           const InferRequest& request) {
-    for (const InferTensor& in : inputs) LOOM_RETURN_IF_ERROR(session_->set_input(in.name, in.tensor));
-    LOOM_RETURN_IF_ERROR(run_session());
-    return collect(request, /*row_begin=*/0, /*rows=*/-1);
-  }
-
-  Status run_session() {
-    Status status = session_->run();
-    if (status.code() == StatusCode::kDeadlineExceeded) {
-      // The session must not run again after a deadline (its device may
-      // still be busy with it): the next request gets a new one.
-      auto fresh = model_->program->create_session(model_->function.name);
-      if (fresh.ok()) session_ = std::move(*fresh);
-    }
-    return status;
-  }
-
-  // The outputs `request` asked for, or rows [row_begin, row_begin + rows)
-  // of each when the run was a batch (rows < 0: the whole tensors).
-  Result<std::vector<InferTensor>> collect(const InferRequest& request, int64_t row_begin, int64_t rows) {
-    std::vector<InferTensor> out;
-    auto add = [&](size_t index, bool binary) -> Status {
-      const Tensor& t = session_->output(index);
-      Shape shape = t.shape();
-      std::span<const std::byte> bytes = t.bytes();
-      if (rows >= 0) {
-        const size_t row_bytes = shape[0] == 0 ? 0 : t.byte_size() / static_cast<size_t>(shape[0]);
-        bytes = bytes.subspan(static_cast<size_t>(row_begin) * row_bytes, static_cast<size_t>(rows) * row_bytes);
-        shape[0] = rows;
-      }
-      LOOM_ASSIGN_OR_RETURN(Tensor copy, Tensor::copy_of(t.dtype(), shape, bytes));
-      out.push_back({model_->function.outputs[index].name, std::move(copy), binary || request.all_binary});
-      return Status();
-    };
-    if (request.outputs.empty()) {
-      for (size_t i = 0; i < session_->output_count(); ++i) LOOM_RETURN_IF_ERROR(add(i, false));
-      return out;
-    }
-    for (const RequestedOutput& want : request.outputs) {
-      for (size_t i = 0; i < model_->function.outputs.size(); ++i) {
-        if (model_->function.outputs[i].name == want.name) LOOM_RETURN_IF_ERROR(add(i, want.binary));
-      }
-    }
-    return out;
-  }
-
-  void run_batch_impl(std::vector<std::unique_ptr<Pending>>& batch) {
-    const Clock::time_point start = Clock::now();
-    std::vector<Result<std::vector<InferTensor>>> results;
-    uint64_t runs = 0;
-    if (batch.size() > 1) {
-      if (auto merged = run_merged(batch); merged.has_value()) {
-        results = std::move(*merged);
-        runs = 1;
-      }
-    }
-    if (results.empty()) {
-      for (const auto& p : batch) {
-        results.push_back(run_one(p->request.inputs, p->request));
-        ++runs;
-      }
-    }
-    const Clock::time_point end = Clock::now();
-    const std::string device = device_label();
-    const double compute = std::chrono::duration<double>(end - start).count();
-    {
-      std::lock_guard lock(model_->metrics_mu);
-      DeviceCounters& c = model_->counters[device];
-      c.batches += runs;
-      for (size_t i = 0; i < batch.size(); ++i) {
-        (results[i].ok() ? c.success : c.failure) += 1;
-        c.queue_seconds += std::chrono::duration<double>(start - batch[i]->enqueued).count();
-        c.compute_seconds += compute / static_cast<double>(batch.size());
-        c.batch_rows += batch[i]->rows > 0 ? static_cast<uint64_t>(batch[i]->rows) : 1;
-        const double latency = std::chrono::duration<double>(end - batch[i]->enqueued).count();
-        size_t b = 0;
-        while (b < kBucketCount && latency > kLatencyBuckets[b]) ++b;
-        model_->latency_buckets[b] += 1;
-        model_->latency_sum += latency;
-        model_->latency_count += 1;
-      }
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      Pending& p = *batch[i];
-      if (!results[i].ok()) {
-        p.done.set_value(results[i].status());
-        continue;
-      }
-      InferResponse response;
-      response.model = model_->config.name;
-      response.version = "1";
-      response.id = p.request.id;
-      response.outputs = std::move(*results[i]);
-      p.done.set_value(std::move(response));
-    }
-  }
-
-  // One run of every request of `batch` concatenated along dimension 0.
-  // Nothing (the caller runs them one by one) when the run is refused as
-  // an argument error (so that one request cannot fail the others) or an
-  // output's dimension 0 is not the batch's rows.
-  std::optional<std::vector<Result<std::vector<InferTensor>>>> run_merged(
-      const std::vector<std::unique_ptr<Pending>>& batch) {
-    int64_t total = 0;
-    for (const auto& p : batch) total += p->rows;
-    const std::vector<InferTensor>& first = batch[0]->request.inputs;
-    for (size_t i = 0; i < first.size(); ++i) {
-      Shape shape = first[i].tensor.shape();
-      shape[0] = total;
-      auto merged = Tensor::zeros(first[i].tensor.dtype(), shape);
-      if (!merged.ok()) return std::nullopt;
-      std::byte* dst = static_cast<std::byte*>(merged->data());
-      for (const auto& p : batch) {
-        const Tensor& part = p->request.inputs[i].tensor;
-        if (part.byte_size() != 0) std::memcpy(dst, part.data(), part.byte_size());
-        dst += part.byte_size();
-      }
-      if (!session_->set_input(first[i].name, *merged).ok()) return std::nullopt;
-    }
-    Status status = run_session();
-    if (status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kOutOfRange) {
-      return std::nullopt;
-    }
-    std::vector<Result<std::vector<InferTensor>>> results;
-    if (!status.ok()) {
-      for (size_t i = 0; i < batch.size(); ++i) results.push_back(status);
-      return results;
-    }
-    for (size_t o = 0; o < session_->output_count(); ++o) {
-      const Tensor& t = session_->output(o);
-      if (t.rank() == 0 || t.shape()[0] != total) {
-        if (!model_->batching_broken.exchange(true)) {
-          std::cerr << "loom serve: warning: model '" << model_->config.name << "': output '"
-                    << model_->function.outputs[o].name << "' has shape " << shape_to_string(t.shape())
-                    << " for a batch of " << total
-                    << " rows, so its rows cannot be split among requests; batching is off for "
-                       "this model\n";
-        }
-        return std::nullopt;
-      }
-    }
-    int64_t row = 0;
-    for (const auto& p : batch) {
-      results.push_back(collect(p->request, row, p->rows));
-      row += p->rows;
-    }
-    return results;
-  }
-
-  // The devices the last run used; recomputed when the program changes (an
-  // open-shape binding) or a delegate fell back.
-  std::string device_label() {
-    std::shared_ptr<Program> bound = session_->bound_program();
-    const Program* now = bound ? bound.get() : model_->program.get();
-    const size_t fallbacks = model_->program->fallbacks().size();
-    if (now != labelled_ || fallbacks != fallbacks_seen_ || label_.empty()) {
-      label_ = devices_label(*now);
-      labelled_ = now;
-      fallbacks_seen_ = fallbacks;
-    }
-    return label_;
-  }
-
-  ModelServer* server_;
-  ModelServer::Model* model_;
-  std::unique_ptr<Session> session_;
-  std::string label_;
-  const Program* labelled_ = nullptr;
-  size_t fallbacks_seen_ = 0;
-};
-
-void Worker::run_batch(std::vector<std::unique_ptr<Pending>>& batch) { run_batch_impl(batch); }
 
 namespace {
 
@@ -486,10 +155,10 @@ Result<std::unique_ptr<ModelServer>> ModelServer::create(Runtime* runtime, const
     Model* raw = model.get();
     server->models_.push_back(std::move(model));
     for (auto& session : sessions) {
-      auto worker = std::make_shared<Worker>(server.get(), raw, std::move(session));
+      std::shared_ptr<Worker> worker = make_worker(server.get(), raw, std::move(session));
       raw->instances.push_back(worker);
       if (raw->batching) {
-        raw->workers.emplace_back([worker] { worker->loop(); });
+        raw->workers.emplace_back([worker] { worker_loop(*worker); });
       } else {
         raw->idle.push_back(worker.get());
       }
@@ -686,7 +355,7 @@ Result<InferResponse> ModelServer::infer(InferRequest request) {
     }
     std::vector<std::unique_ptr<Pending>> one;
     one.push_back(std::move(pending));
-    instance->run_batch(one);
+    worker_run(*instance, one);
     {
       std::lock_guard lock(m->mu);
       m->idle.push_back(instance);
@@ -722,110 +391,6 @@ bool ModelServer::wait_idle(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
-}
-
-void ModelServer::count_rejected(std::string_view protocol, std::string_view model) {
-  (protocol == "grpc" ? rejected_grpc_ : rejected_http_).fetch_add(1);
-  if (Model* m = find(model)) {
-    std::lock_guard lock(m->metrics_mu);
-    m->counters[""].failure += 1;
-  }
-}
-
-std::string ModelServer::metrics_text() const {
-  std::string out;
-  auto head = [&](const char* name, const char* type, const char* help) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-  };
-  auto num = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", v);
-    return std::string(buf);
-  };
-  head("loom_serve_ready", "gauge", "1 while the server takes requests, 0 while it drains.");
-  out += std::string("loom_serve_ready ") + (draining_.load() ? "0" : "1") + "\n";
-  head("loom_serve_in_flight", "gauge", "Requests taken and not yet answered.");
-  out += "loom_serve_in_flight " + std::to_string(in_flight_.load()) + "\n";
-  head("loom_serve_rejected_requests_total", "counter",
-       "Requests refused before reaching a model (malformed), by protocol.");
-  out += "loom_serve_rejected_requests_total{protocol=\"http\"} " + std::to_string(rejected_http_.load()) + "\n";
-  out += "loom_serve_rejected_requests_total{protocol=\"grpc\"} " + std::to_string(rejected_grpc_.load()) + "\n";
-
-  struct Row {
-    std::string model, device;
-    DeviceCounters c;
-  };
-  std::vector<Row> rows;
-  std::vector<std::pair<std::string, size_t>> depths;
-  struct Latency {
-    std::string model;
-    std::vector<uint64_t> buckets;
-    double sum;
-    uint64_t count;
-  };
-  std::vector<Latency> latencies;
-  for (const auto& m : models_) {
-    {
-      std::lock_guard lock(m->metrics_mu);
-      for (const auto& [device, c] : m->counters) rows.push_back({m->config.name, device, c});
-      latencies.push_back({m->config.name,
-                           std::vector<uint64_t>(m->latency_buckets, m->latency_buckets + kBucketCount + 1),
-                           m->latency_sum, m->latency_count});
-    }
-    std::lock_guard lock(m->mu);
-    depths.emplace_back(m->config.name, m->queue.size() + m->waiting);
-  }
-  auto labels = [](const Row& r) {
-    return "{model=\"" + label_value(r.model) + "\",device=\"" + label_value(r.device.empty() ? "none" : r.device) + "\"";
-  };
-  head("loom_serve_requests_total", "counter",
-       "Inference requests answered, by model, device (none: refused before running) and outcome.");
-  for (const Row& r : rows) {
-    out += "loom_serve_requests_total" + labels(r) + ",outcome=\"success\"} " + std::to_string(r.c.success) + "\n";
-    out += "loom_serve_requests_total" + labels(r) + ",outcome=\"failure\"} " + std::to_string(r.c.failure) + "\n";
-  }
-  head("loom_serve_queue_seconds_total", "counter", "Time requests waited for a session, summed.");
-  for (const Row& r : rows) out += "loom_serve_queue_seconds_total" + labels(r) + "} " + num(r.c.queue_seconds) + "\n";
-  head("loom_serve_compute_seconds_total", "counter",
-       "Time sessions spent running requests (a batch's time shared among its requests), summed.");
-  for (const Row& r : rows) {
-    out += "loom_serve_compute_seconds_total" + labels(r) + "} " + num(r.c.compute_seconds) + "\n";
-  }
-  head("loom_serve_runs_total", "counter", "Session runs (a batch of several requests is one run).");
-  for (const Row& r : rows) out += "loom_serve_runs_total" + labels(r) + "} " + std::to_string(r.c.batches) + "\n";
-  head("loom_serve_rows_total", "counter", "Rows (dimension 0) of the requests run.");
-  for (const Row& r : rows) out += "loom_serve_rows_total" + labels(r) + "} " + std::to_string(r.c.batch_rows) + "\n";
-  head("loom_serve_queue_depth", "gauge", "Requests waiting for a session, by model.");
-  for (const auto& [model, depth] : depths) {
-    out += "loom_serve_queue_depth{model=\"" + label_value(model) + "\"} " + std::to_string(depth) + "\n";
-  }
-  head("loom_serve_request_duration_seconds", "histogram",
-       "Time from a request's arrival at its model to its answer, by model.");
-  for (const Latency& l : latencies) {
-    uint64_t cumulative = 0;
-    const std::string model = label_value(l.model);
-    for (size_t b = 0; b <= kBucketCount; ++b) {
-      cumulative += l.buckets[b];
-      const std::string le = b < kBucketCount ? num(kLatencyBuckets[b]) : "+Inf";
-      out += "loom_serve_request_duration_seconds_bucket{model=\"" + model + "\",le=\"" + le + "\"} " +
-             std::to_string(cumulative) + "\n";
-    }
-    out += "loom_serve_request_duration_seconds_sum{model=\"" + model + "\"} " + num(l.sum) + "\n";
-    out += "loom_serve_request_duration_seconds_count{model=\"" + model + "\"} " + std::to_string(l.count) + "\n";
-  }
-  return out;
-}
-
-Result<std::string> ModelServer::record_trace(std::chrono::milliseconds duration) {
-  if (duration.count() <= 0 || duration > std::chrono::milliseconds(60'000)) {
-    return invalid_argument("a trace lasts 1 to 60000 ms; asked for " + std::to_string(duration.count()));
-  }
-  if (tracing_.exchange(true)) return failed_precondition("a trace is being recorded already; try again when it ends");
-  std::shared_ptr<Trace> trace = runtime_->start_trace();
-  std::this_thread::sleep_for(duration);
-  runtime_->stop_trace();
-  tracing_.store(false);
-  return trace->to_chrome_json();
 }
 
 }  // namespace loom::serve
