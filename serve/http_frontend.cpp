@@ -41,18 +41,21 @@ void send_status(httplib::Response& res, const Status& status) {
   send_error(res, http_status(status.code()), status.message());
 }
 
+}  // namespace
+
 // Serves connections on a fixed set of threads, with a bounded backlog.
 // Connections past the backlog go to one more thread that answers each with
 // 503 at once (the pre-routing handler knows it by its thread id), so that
-// they are told rather than left waiting.
-class ConnectionPool : public httplib::TaskQueue {
+// they are told rather than left waiting. (Outside the anonymous namespace:
+// HttpFrontend::State points to one.)
+class HttpConnectionPool : public httplib::TaskQueue {
  public:
-  ConnectionPool(uint32_t threads, uint32_t max_pending) : max_pending_(max_pending) {
+  HttpConnectionPool(uint32_t threads, uint32_t max_pending) : max_pending_(max_pending) {
     for (uint32_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(jobs_); });
     overflow_thread_ = std::thread([this] { work(overflow_); });
     overflow_id_ = overflow_thread_.get_id();
   }
-  ~ConnectionPool() override = default;
+  ~HttpConnectionPool() override = default;
 
   void enqueue(std::function<void()> fn) override {
     {
@@ -106,13 +109,11 @@ class ConnectionPool : public httplib::TaskQueue {
   std::thread::id overflow_id_;
 };
 
-}  // namespace
-
 struct HttpFrontend::State {
   ModelServer* server = nullptr;
   HttpOptions options;
   httplib::Server http;
-  ConnectionPool* pool = nullptr;  // owned by `http`
+  HttpConnectionPool* pool = nullptr;  // owned by `http`
   std::thread listener;
   int port = 0;
   bool stopped = false;
@@ -246,7 +247,7 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(ModelServer* server, c
   state->options = options;
   State* s = state.get();
   s->http.new_task_queue = [s] {
-    s->pool = new ConnectionPool(s->options.threads, s->options.max_pending_connections);
+    s->pool = new HttpConnectionPool(s->options.threads, s->options.max_pending_connections);
     return s->pool;
   };
   // The task queue is made when listening starts; routes need its overflow
