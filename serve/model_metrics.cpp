@@ -73,7 +73,7 @@ std::string ModelServer::metrics_text() const {
                            m->latency_sum, m->latency_count});
     }
     std::lock_guard lock(m->mu);
-    depths.emplace_back(m->config.name, m->queue.size() + m->waiting);
+    depths.emplace_back(m->config.name, m->queue.size());
   }
   auto labels = [](const Row& r) {
     return "{model=\"" + label_value(r.model) + "\",device=\"" + label_value(r.device.empty() ? "none" : r.device) + "\"";

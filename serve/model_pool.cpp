@@ -40,8 +40,8 @@ std::string devices_label(const Program& program) {
 
 }  // namespace
 
-// Runs requests on one session of `model`; owns the session. With batching,
-// loop() is its thread; without, callers run run_batch() on it in turn.
+// Runs requests on one session of `model` on a thread of its own (loop());
+// owns the session.
 class Worker {
  public:
   Worker(ModelServer* server, ModelServer::Model* model, std::unique_ptr<Session> session)
@@ -54,10 +54,6 @@ class Worker {
       run_batch(batch);
     }
   }
-
-  // Runs the requests of `batch` as one run when there are several and every
-  // output comes back batch-major; otherwise one by one. Answers each.
-  void run_batch(std::vector<std::unique_ptr<Pending>>& batch);
 
  private:
   // The next requests to run together: the oldest one, and, when the model
@@ -139,7 +135,9 @@ class Worker {
     return out;
   }
 
-  void run_batch_impl(std::vector<std::unique_ptr<Pending>>& batch) {
+  // Runs the requests of `batch` as one run when there are several and every
+  // output comes back batch-major; otherwise one by one. Answers each.
+  void run_batch(std::vector<std::unique_ptr<Pending>>& batch) {
     const Clock::time_point start = Clock::now();
     std::vector<Result<std::vector<InferTensor>>> results;
     uint64_t runs = 0;
@@ -264,7 +262,6 @@ class Worker {
   size_t fallbacks_seen_ = 0;
 };
 
-void Worker::run_batch(std::vector<std::unique_ptr<Pending>>& batch) { run_batch_impl(batch); }
 
 std::shared_ptr<Worker> make_worker(ModelServer* server, ModelServer::Model* model,
                                     std::unique_ptr<Session> session) {
@@ -272,7 +269,5 @@ std::shared_ptr<Worker> make_worker(ModelServer* server, ModelServer::Model* mod
 }
 
 void worker_loop(Worker& worker) { worker.loop(); }
-
-void worker_run(Worker& worker, std::vector<std::unique_ptr<Pending>>& batch) { worker.run_batch(batch); }
 
 }  // namespace loom::serve

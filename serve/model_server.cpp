@@ -156,12 +156,7 @@ Result<std::unique_ptr<ModelServer>> ModelServer::create(Runtime* runtime, const
     server->models_.push_back(std::move(model));
     for (auto& session : sessions) {
       std::shared_ptr<Worker> worker = make_worker(server.get(), raw, std::move(session));
-      raw->instances.push_back(worker);
-      if (raw->batching) {
-        raw->workers.emplace_back([worker] { worker_loop(*worker); });
-      } else {
-        raw->idle.push_back(worker.get());
-      }
+      raw->workers.emplace_back([worker] { worker_loop(*worker); });
     }
   }
   return server;
@@ -175,10 +170,6 @@ ModelServer::~ModelServer() {
     }
     model->cv.notify_all();
     for (std::thread& t : model->workers) t.join();
-    // Callers running on an instance finish their run first.
-    std::unique_lock lock(model->mu);
-    model->cv.wait(lock, [&] { return model->idle.size() == model->instances.size() || model->batching; });
-    lock.unlock();
     for (auto& p : model->queue) p->done.set_value(unavailable("the server stopped before the request ran"));
     model->queue.clear();
   }
@@ -336,33 +327,6 @@ Result<InferResponse> ModelServer::infer(InferRequest request) {
   pending->rows = *rows;
   pending->enqueued = Clock::now();
   std::future<Result<InferResponse>> future = pending->done.get_future();
-  if (!m->batching) {
-    Worker* instance = nullptr;
-    {
-      std::unique_lock lock(m->mu);
-      if (m->idle.empty()) {
-        if (m->waiting >= options_.max_queue) {
-          return fail(unavailable("model '" + m->config.name + "': " + std::to_string(m->waiting) +
-                                  " requests are waiting already (--max-queue); retry later"));
-        }
-        ++m->waiting;
-        m->cv.wait(lock, [&] { return m->stopping || !m->idle.empty(); });
-        --m->waiting;
-      }
-      if (m->idle.empty()) return fail(unavailable("the server is stopping"));
-      instance = m->idle.back();
-      m->idle.pop_back();
-    }
-    std::vector<std::unique_ptr<Pending>> one;
-    one.push_back(std::move(pending));
-    worker_run(*instance, one);
-    {
-      std::lock_guard lock(m->mu);
-      m->idle.push_back(instance);
-    }
-    m->cv.notify_all();
-    return future.get();
-  }
   {
     std::lock_guard lock(m->mu);
     if (m->stopping) return fail(unavailable("the server is stopping"));

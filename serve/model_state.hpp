@@ -62,15 +62,12 @@ struct ModelServer::Model {
 
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::unique_ptr<Pending>> queue;  // batching: requests for the worker threads
+  std::deque<std::unique_ptr<Pending>> queue;  // requests for the worker threads
   bool stopping = false;
-  std::vector<std::thread> workers;             // batching: one per instance
-  // Without batching there are no threads of its own: the thread that takes
-  // a request runs it on an idle instance (no hand-over between threads),
-  // waiting for one when all are busy.
-  std::vector<std::shared_ptr<Worker>> instances;
-  std::vector<Worker*> idle;
-  size_t waiting = 0;  // callers waiting for an idle instance
+  // One per instance, each with its own session: a plugin that runs on
+  // worker threads of its own (cpu-simd's OpenMP team) gets one team per
+  // instance, however many threads the front ends receive requests on.
+  std::vector<std::thread> workers;
 
   mutable std::mutex metrics_mu;
   std::map<std::string, DeviceCounters> counters;  // by device label
@@ -79,14 +76,11 @@ struct ModelServer::Model {
   uint64_t latency_count = 0;
 };
 
-// A worker owning `session`; with batching, run worker_loop() on a thread of
-// its own; without, callers take an idle one and run worker_run() in turn.
+// A worker owning `session`; run worker_loop() on a thread of its own.
 std::shared_ptr<Worker> make_worker(ModelServer* server, ModelServer::Model* model,
                                     std::unique_ptr<Session> session);
-// Takes batches from the model's queue and runs them until the model stops.
+// Takes requests (batches, when the model batches) from the model's queue
+// and runs them until the model stops.
 void worker_loop(Worker& worker);
-// Runs the requests of `batch` (one run when there are several and every
-// output comes back batch-major, else one by one) and answers each.
-void worker_run(Worker& worker, std::vector<std::unique_ptr<Pending>>& batch);
 
 }  // namespace loom::serve
