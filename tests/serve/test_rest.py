@@ -445,6 +445,7 @@ def test_trace_on_demand(server):
     (["--model", "a=MODEL", "--model", "a=MODEL"], "model 'a' is given twice"),
     (["--model", "a=MODEL", "--model-device", "b=cpu-simd"], "--model-device names model 'b'"),
     (["--model", "a=MODEL", "--device", "no-such-plugin"], "no-such-plugin"),
+    (["--model", "a=MODEL", "--no-http", "--no-grpc"], "leave nothing to listen on"),
 ])
 def test_bad_command_lines_fail_with_one_line(models, args, message):
     from conftest import LOOM

@@ -99,6 +99,9 @@ Status serve(const ServeArgs& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (args.no_http && args.no_grpc) {
+    return invalid_argument("--no-http and --no-grpc leave nothing to listen on; keep one of them");
+  }
   RuntimeOptions runtime_options;
   runtime_options.threads = args.threads;
   LOOM_RETURN_IF_ERROR(add_plugin_options(args.plugin_options, &runtime_options));
