@@ -300,6 +300,9 @@ class ProgramGraphBuilder {
       switch (ins.op) {
         case OpCode::kFree:
           break;
+        case OpCode::kCall:
+        case OpCode::kControl:
+          return unimplemented(where + ": --split-delegates does not take staged programs (control flow) yet");
         case OpCode::kKernelCall:
         case OpCode::kMove: {
           graph::Node node;

@@ -25,6 +25,8 @@ const char* op_name(OpCode op) {
     case OpCode::kKernelCall: return "kernel_call";
     case OpCode::kMove: return "move";
     case OpCode::kFree: return "free";
+    case OpCode::kCall: return "call";
+    case OpCode::kControl: return "control";
   }
   return "?";
 }
@@ -75,6 +77,13 @@ nlohmann::json to_json(const ProgramReader& reader, const ArtifactRegistry& regi
       nlohmann::json j = {{"op", op_name(ins.op)}, {"inputs", ins.inputs}, {"outputs", ins.outputs}};
       if (ins.op == OpCode::kKernelCall) j["kernel"] = ins.kernel;
       if (ins.op == OpCode::kDelegateCall) j["delegate"] = p.delegates[ins.delegate].name;
+      if (ins.op == OpCode::kControl) j["kernel"] = ins.kernel;
+      if (ins.op == OpCode::kCall || ins.op == OpCode::kControl) {
+        nlohmann::json callees = nlohmann::json::array();
+        for (uint32_t callee : ins.functions) callees.push_back(p.functions[callee].name);
+        j["functions"] = callees;
+      }
+      if (ins.captures != 0) j["captures"] = ins.captures;
       instructions.push_back(j);
     }
     fn["instructions"] = instructions;

@@ -24,7 +24,7 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 4;
+inline constexpr uint16_t kProgramMinorVersion = 5;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
@@ -48,8 +48,14 @@ inline constexpr uint64_t kRequiredFeatureOpenShapes = uint64_t{1} << 1;
 inline constexpr uint64_t kRequiredFeatureOpenExecutables = uint64_t{1} << 2;
 // Required feature bits this reader understands. A file that sets any other
 // required bit is rejected; unknown optional bits are ignored.
-inline constexpr uint64_t kKnownRequiredFeatures =
-    kRequiredFeatureKernelOpsets | kRequiredFeatureOpenShapes | kRequiredFeatureOpenExecutables;
+// Required feature bit: some function is staged (format 1.5,
+// docs/control-flow.md): it calls other functions of the program and runs
+// control flow (If, Loop, Scan) on the host, with values whose shapes are
+// known only when they are computed. A 1.4 reader refuses the new opcodes,
+// so the writer sets this bit by itself.
+inline constexpr uint64_t kRequiredFeatureStaged = uint64_t{1} << 3;
+inline constexpr uint64_t kKnownRequiredFeatures = kRequiredFeatureKernelOpsets | kRequiredFeatureOpenShapes |
+                                                   kRequiredFeatureOpenExecutables | kRequiredFeatureStaged;
 // The loader key of an open-shape function's graph artifact: graph.fbs bytes
 // (schemas/graph.fbs) of the whole function before shapes are bound.
 inline constexpr std::string_view kGraphLoaderKey = "loom.graph";
@@ -99,11 +105,17 @@ struct ValueDef {
   std::vector<std::string> dim_symbols;
   std::vector<int64_t> dim_min;
   std::vector<int64_t> dim_max;
+  // A staged function's value whose rank is known only at run time (format
+  // 1.5): `shape` is empty and means nothing.
+  bool unranked = false;
 
   friend bool operator==(const ValueDef&, const ValueDef&) = default;
 };
 
-enum class OpCode : uint8_t { kDelegateCall = 0, kKernelCall = 1, kMove = 2, kFree = 3 };
+// kCall and kControl (format 1.5) appear only in staged functions
+// (docs/control-flow.md): a call of another function of the program, and a
+// control-flow operator (If, Loop, Scan) that the runtime runs on the host.
+enum class OpCode : uint8_t { kDelegateCall = 0, kKernelCall = 1, kMove = 2, kFree = 3, kCall = 4, kControl = 5 };
 enum class AttributeKind : uint8_t {
   kInt = 0,
   kFloat = 1,
@@ -141,6 +153,12 @@ struct InstructionDef {
   std::vector<uint32_t> inputs;   // value indices; kAbsentValue: optional operand left out
   std::vector<uint32_t> outputs;  // value indices
   int32_t opset = 0;              // kKernelCall: ONNX opset of the operator; 0 = newest
+  // kCall: the callee (one index into ProgramDef::functions). kControl: the
+  // bodies (If: then, else; Loop and Scan: body), whose inputs are the
+  // operator's own body inputs followed by the last `captures` inputs of
+  // this instruction (outer-scope values).
+  std::vector<uint32_t> functions;
+  uint32_t captures = 0;
 
   friend bool operator==(const InstructionDef&, const InstructionDef&) = default;
 };

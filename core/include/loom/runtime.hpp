@@ -41,6 +41,7 @@ class PluginHost;
 }
 namespace runtime {
 class OpenSession;
+class StagedSession;
 }
 
 class Program;
@@ -157,6 +158,11 @@ struct LoadOptions {
   // buffers included, so that alternating between shapes it has seen
   // compiles and allocates nothing. At least 1.
   size_t shape_cache = 4;
+  // Control flow (docs/control-flow.md): the most iterations one Loop or
+  // Scan may run in one run. A Loop whose trip count is larger, or whose
+  // condition still holds after this many, fails with RESOURCE_EXHAUSTED
+  // naming the node instead of running on. At least 1.
+  uint64_t max_loop_iterations = 10'000'000;
   // Run-time fallback: when a delegate's device fails a run with
   // DEVICE_LOST or DEADLINE_EXCEEDED, move that delegate to the next
   // candidate of its placement (the selector's order; candidates that failed
@@ -442,6 +448,7 @@ class Session {
 
  private:
   friend class runtime::OpenSession;  // runs sessions of a native open-shape binding
+  friend class runtime::StagedSession;  // runs sessions of the parts and bodies of a staged function
   friend class Program;
   explicit Session(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

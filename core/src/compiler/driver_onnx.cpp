@@ -10,6 +10,7 @@
 #include "compiler/import.hpp"
 #include "lowering/driver.hpp"
 #include "lowering/open_shapes.hpp"
+#include "lowering/staged.hpp"
 #include "graph/graph_codec.hpp"
 #include "host/compile_entries.hpp"
 #include "host/plugin_host.hpp"
@@ -140,6 +141,10 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
   if (!imported.value_inputs.empty()) {
     report.open_per_binding_why = "input values decide shapes";
   }
+  if (imported.control_flow) {
+    report.open_per_binding_why =
+        "control flow (If, Loop, Scan): a staged program, whose parts and bodies are compiled per binding";
+  }
   // BatchNormalization into Conv does not depend on the binding: folded in
   // the stored graph itself, so that the function's weights and the
   // graph's are the same parameters.
@@ -181,6 +186,9 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
   Result<lowering::EmittedProgram> program =
       native_result.has_value()
           ? Result<lowering::EmittedProgram>(std::move(native_result->program))
+      : imported.control_flow
+          ? lowering::emit_staged_program(imported.graph, imported.signature, imported.declared, names,
+                                          emit.all_variants, emit)
           : lowering::emit_open_program(imported.graph, imported.signature, imported.declared, names,
                                         emit.all_variants, emit);
   if (!program.ok()) return program.status().with_context(model.string());

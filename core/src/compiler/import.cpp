@@ -81,17 +81,53 @@ struct ReadGraph {
   bool reopened = false;
   int64_t opset = 0;
   size_t constant_nodes = 0;
+  // A body (subgraph) read by Reader::read_body: the outer-scope names it
+  // captures, in the order of its trailing inputs.
+  std::vector<std::string> captures;
+  bool control_flow = false;  // some node (at any depth) has bodies
 };
+
+// The names a subgraph reads that it does not define itself (inputs,
+// initializers, node outputs), its own subgraphs included: what it captures
+// from enclosing scopes.
+void free_names(const ::onnx::GraphProto& g, std::vector<std::string>& out) {
+  std::unordered_set<std::string> defined;
+  for (const auto& i : g.input()) defined.insert(i.name());
+  for (const auto& i : g.initializer()) defined.insert(i.name());
+  for (const auto& n : g.node()) {
+    for (const std::string& o : n.output()) defined.insert(o);
+  }
+  auto use = [&](const std::string& name) {
+    if (name.empty() || defined.count(name)) return;
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  for (const auto& n : g.node()) {
+    for (const std::string& i : n.input()) use(i);
+    for (const auto& a : n.attribute()) {
+      if (!a.has_g()) continue;
+      std::vector<std::string> inner;
+      free_names(a.g(), inner);
+      for (const std::string& name : inner) use(name);
+    }
+  }
+  for (const auto& o : g.output()) use(o.name());
+}
 
 class Reader {
  public:
   Reader(const onnx_io::Model& model, const ImportOptions& options)
-      : model_(model), proto_(model.proto()), options_(options) {}
+      : model_(model), proto_(model.proto()), gp_(model.proto().graph()), options_(options) {}
+  // The reader of a body (subgraph) of a node that `parent` reads.
+  Reader(Reader& parent, const ::onnx::GraphProto& body)
+      : model_(parent.model_), proto_(parent.proto_), gp_(body), options_(parent.options_), parent_(&parent),
+        opsets_(parent.opsets_) {
+    out_.opset = parent.out_.opset;
+  }
 
   Result<ReadGraph> read() {
     if (!proto_.has_graph()) return invalid_argument("the model has no graph");
     LOOM_RETURN_IF_ERROR(read_opsets());
-    const auto& gp = proto_.graph();
+    const auto& gp = gp_;
     out_.graph.name = gp.name();
     LOOM_RETURN_IF_ERROR(read_initializers());
     LOOM_RETURN_IF_ERROR(read_inputs());
@@ -119,7 +155,142 @@ class Reader {
     return std::move(out_);
   }
 
+  // A body: its initializers and Constant nodes are constants; its inputs
+  // take any type at run time (docs/control-flow.md), so they are read
+  // without one; a name it reads from an enclosing scope becomes an input
+  // after its own (a capture), or a constant of its own when the enclosing
+  // tensor is one.
+  Result<ReadGraph> read_body() {
+    out_.graph.name = gp_.name();
+    for (const auto& init : gp_.initializer()) {
+      auto t = onnx_io::read_tensor(model_, init);
+      if (!t.ok()) return t.status().with_context("initializer '" + init.name() + "'");
+      graph::Tensor tensor{t->info().name, t->info().dtype, t->info().shape,
+                           std::make_shared<const std::vector<std::byte>>(t->bytes().begin(), t->bytes().end())};
+      LOOM_RETURN_IF_ERROR(add(std::move(tensor), "initializer").status());
+    }
+    for (const auto& in : gp_.input()) {
+      if (in.name().empty()) return invalid_argument("an input has no name");
+      if (by_name_.count(in.name())) continue;  // an initializer with a default, as in IR < 4
+      DType dtype = DType::kInvalid;
+      auto declared = declared_of(in);
+      if (declared.ok()) dtype = declared->dtype;
+      LOOM_ASSIGN_OR_RETURN(int32_t index, add(graph::Tensor{in.name(), dtype, {}, nullptr}, "input"));
+      out_.graph.inputs.push_back(index);
+    }
+    LOOM_ASSIGN_OR_RETURN(std::vector<int> order, sort_nodes());
+    for (int n : order) LOOM_RETURN_IF_ERROR(read_node(n));
+    for (const auto& o : gp_.output()) {
+      auto t = resolve(o.name());
+      if (!t.ok()) return t.status().with_context("output '" + o.name() + "'");
+      out_.graph.outputs.push_back(*t);
+    }
+    return std::move(out_);
+  }
+
  private:
+  // The operand and body counts of If, Loop and Scan, checked against
+  // each other (ONNX's rules), so that the runtime can rely on them.
+  Status check_control_node(const graph::Node& node, const ::onnx::NodeProto& np, const std::string& desc) {
+    const size_t own = node.inputs.size() - static_cast<size_t>(node.captures);
+    auto body = [&](std::string_view name) -> const graph::Graph* {
+      for (const graph::Body& b : node.bodies) {
+        if (b.attribute == name) return b.graph.get();
+      }
+      return nullptr;
+    };
+    auto formal = [&](const graph::Graph& g) { return g.inputs.size() - static_cast<size_t>(node.captures); };
+    const size_t outputs = static_cast<size_t>(np.output_size());
+    auto count = [&](size_t n) { return std::to_string(n); };
+    if (node.op_type == "If") {
+      const graph::Graph* then_branch = body("then_branch");
+      const graph::Graph* else_branch = body("else_branch");
+      if (then_branch == nullptr || else_branch == nullptr) {
+        return invalid_argument(desc + " needs both a 'then_branch' and an 'else_branch' graph");
+      }
+      if (own != 1) return invalid_argument(desc + " takes 1 input (the condition), has " + count(own));
+      for (const graph::Graph* g : {then_branch, else_branch}) {
+        if (formal(*g) != 0) {
+          return invalid_argument(desc + ": a branch takes no inputs of its own, '" +
+                                  (g == then_branch ? std::string("then_branch") : std::string("else_branch")) +
+                                  "' has " + count(formal(*g)));
+        }
+        if (g->outputs.size() != outputs) {
+          return invalid_argument(desc + " has " + count(outputs) + " outputs, but its '" +
+                                  (g == then_branch ? std::string("then_branch") : std::string("else_branch")) +
+                                  "' returns " + count(g->outputs.size()));
+        }
+      }
+      return Status();
+    }
+    const graph::Graph* b = body("body");
+    if (b == nullptr || node.bodies.size() != 1) return invalid_argument(desc + " needs exactly one graph, 'body'");
+    if (node.op_type == "Loop") {
+      if (own < 2) return invalid_argument(desc + " takes at least 2 inputs (M, cond), has " + count(own));
+      if (node.inputs[0] == graph::kNoTensor && node.inputs[1] == graph::kNoTensor) {
+        return invalid_argument(desc + " has neither a trip count (input 'M') nor a condition (input 'cond'): "
+                                "it would never end");
+      }
+      const size_t carried = own - 2;
+      if (formal(*b) != own) {
+        return invalid_argument(desc + ": its body must take " + count(own) + " inputs (iteration, condition and " +
+                                count(carried) + " loop-carried values), it takes " + count(formal(*b)));
+      }
+      if (b->outputs.size() < 1 + carried || b->outputs.size() - 1 != outputs) {
+        return invalid_argument(desc + ": its body returns " + count(b->outputs.size()) +
+                                " values; it must return the condition, the " + count(carried) +
+                                " loop-carried values and one value per scan output, " + count(outputs + 1) +
+                                " for the node's " + count(outputs) + " outputs");
+      }
+      return Status();
+    }
+    // Scan
+    int64_t scan_inputs = -1;
+    for (const AttributeDef& a : node.attributes) {
+      if (a.name == "num_scan_inputs") scan_inputs = a.i;
+    }
+    if (scan_inputs < 1) return invalid_argument(desc + " needs a 'num_scan_inputs' attribute of at least 1");
+    const size_t lengths = node.opset < 9 ? 1 : 0;  // opset 8's sequence_lens
+    if (own < lengths + static_cast<size_t>(scan_inputs)) {
+      return invalid_argument(desc + " has " + count(own) + " inputs, fewer than its " + std::to_string(scan_inputs) +
+                              " scan inputs");
+    }
+    const size_t state = own - lengths - static_cast<size_t>(scan_inputs);
+    if (formal(*b) != own - lengths) {
+      return invalid_argument(desc + ": its body must take " + count(own - lengths) + " inputs (" + count(state) +
+                              " state values and " + std::to_string(scan_inputs) + " scan slices), it takes " +
+                              count(formal(*b)));
+    }
+    if (b->outputs.size() != outputs || outputs < state) {
+      return invalid_argument(desc + " has " + count(outputs) + " outputs, but its body returns " +
+                              count(b->outputs.size()) + " (the " + count(state) + " state values, then scan outputs)");
+    }
+    return Status();
+  }
+
+  // Whether `name` is defined so far here or in an enclosing scope.
+  bool visible(const std::string& name) const {
+    return by_name_.count(name) != 0 || (parent_ != nullptr && parent_->visible(name));
+  }
+
+  // The tensor `name` reads here: this graph's, or an enclosing scope's,
+  // captured as a new input of this graph (a constant is copied instead).
+  Result<int32_t> resolve(const std::string& name) {
+    auto it = by_name_.find(name);
+    if (it != by_name_.end()) return it->second;
+    if (parent_ == nullptr || !parent_->visible(name)) {
+      return invalid_argument("'" + name + "' is produced by no node, input or initializer of this graph " +
+                              (parent_ != nullptr ? "or of an enclosing one" : ""));
+    }
+    LOOM_ASSIGN_OR_RETURN(int32_t outer, parent_->resolve(name));
+    const graph::Tensor& source = parent_->out_.graph.tensors[static_cast<size_t>(outer)];
+    if (source.is_constant()) return add(source, "constant");
+    LOOM_ASSIGN_OR_RETURN(int32_t index, add(graph::Tensor{name, source.dtype, {}, nullptr}, "capture"));
+    out_.graph.inputs.push_back(index);
+    out_.captures.push_back(name);
+    return index;
+  }
+
   Status read_opsets() {
     bool any = false;
     for (const auto& o : proto_.opset_import()) {
@@ -158,7 +329,7 @@ class Reader {
   }
 
   Status read_inputs() {
-    const auto& gp = proto_.graph();
+    const auto& gp = gp_;
     std::vector<std::string> names;
     for (const auto& in : gp.input()) {
       if (!by_name_.count(in.name())) names.push_back(in.name());
@@ -303,7 +474,7 @@ class Reader {
   }
 
   std::string where(int n) const {
-    const auto& node = proto_.graph().node(n);
+    const auto& node = gp_.node(n);
     const std::string name = node.name().empty() ? node.op_type() + "_" + std::to_string(n) : node.name();
     return "node '" + name + "' (" + node.op_type() + ")";
   }
@@ -314,7 +485,7 @@ class Reader {
   // Kahn's algorithm, taking the lowest model index first so that a sorted
   // model keeps its order.
   Result<std::vector<int>> sort_nodes() {
-    const auto& gp = proto_.graph();
+    const auto& gp = gp_;
     const int count = gp.node_size();
     std::unordered_map<std::string, int> producer;
     for (int n = 0; n < count; ++n) {
@@ -333,13 +504,27 @@ class Reader {
     std::vector<int> pending(count, 0);
     std::vector<std::vector<int>> users(count);
     for (int n = 0; n < count; ++n) {
-      for (const std::string& in : gp.node(n).input()) {
+      // A body's free names order its node after their producers too.
+      std::vector<std::string> reads(gp.node(n).input().begin(), gp.node(n).input().end());
+      const size_t own = reads.size();
+      for (const auto& a : gp.node(n).attribute()) {
+        if (a.has_g()) free_names(a.g(), reads);
+      }
+      std::unordered_set<int> counted;
+      for (size_t k = 0; k < reads.size(); ++k) {
+        const std::string& in = reads[k];
         if (in.empty() || by_name_.count(in)) continue;
         auto it = producer.find(in);
         if (it == producer.end()) {
-          return invalid_argument(where(n) + " reads '" + in +
-                                  "', which no node, graph input or initializer produces");
+          if (parent_ != nullptr && parent_->visible(in)) continue;  // captured
+          return invalid_argument(where(n) + (k < own ? " reads '" : " has a body that reads '") + in +
+                                  "', which no node, graph input or initializer " +
+                                  (parent_ != nullptr ? "of this body or an enclosing graph " : "") + "produces");
         }
+        if (it->second == n) {
+          return invalid_argument(where(n) + " reads its own output '" + in + "'");
+        }
+        if (!counted.insert(it->second).second) continue;
         ++pending[n];
         users[it->second].push_back(n);
       }
@@ -369,7 +554,7 @@ class Reader {
   }
 
   Status read_node(int n) {
-    const auto& np = proto_.graph().node(n);
+    const auto& np = gp_.node(n);
     graph::Node node;
     node.name = np.name().empty() ? np.op_type() + "_" + std::to_string(n) : np.name();
     node.op_type = np.op_type();
@@ -396,9 +581,40 @@ class Reader {
       ++out_.constant_nodes;
       return Status();
     }
+    std::vector<std::string> captures;  // of every body, in order of first use
+    std::vector<std::pair<graph::Graph, std::vector<std::string>>> bodies;
     for (const auto& a : np.attribute()) {
+      if (a.type() == ::onnx::AttributeProto::GRAPH) {
+        Reader body(*this, a.g());
+        auto read = body.read_body();
+        if (!read.ok()) return read.status().with_context(desc + ", body '" + a.name() + "'");
+        out_.control_flow = true;
+        for (const std::string& c : read->captures) {
+          if (std::find(captures.begin(), captures.end(), c) == captures.end()) captures.push_back(c);
+        }
+        node.bodies.push_back({a.name(), nullptr});
+        bodies.emplace_back(std::move(read->graph), std::move(read->captures));
+        continue;
+      }
       LOOM_ASSIGN_OR_RETURN(AttributeDef def, convert_attribute(model_, a, desc));
       node.attributes.push_back(std::move(def));
+    }
+    // Every body takes every capture of the node, in one order (an If's
+    // branches may capture different names).
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      auto& [g, own] = bodies[b];
+      const size_t first_capture = g.inputs.size() - own.size();
+      std::vector<int32_t> formal(g.inputs.begin(), g.inputs.begin() + static_cast<std::ptrdiff_t>(first_capture));
+      for (const std::string& c : captures) {
+        auto it = std::find(own.begin(), own.end(), c);
+        if (it != own.end()) {
+          formal.push_back(g.inputs[first_capture + static_cast<size_t>(it - own.begin())]);
+        } else {
+          formal.push_back(g.add_tensor(graph::Tensor{c, DType::kInvalid, {}, nullptr}));
+        }
+      }
+      g.inputs = std::move(formal);
+      node.bodies[b].graph = std::make_shared<const graph::Graph>(std::move(g));
     }
     if (node.domain.empty() && node.op_type == "Split") {
       // Split into equal parts takes its part count from the node's outputs,
@@ -418,7 +634,16 @@ class Reader {
         node.inputs.push_back(graph::kNoTensor);
         continue;
       }
-      node.inputs.push_back(by_name_.at(in));  // sort_nodes() checked every name
+      LOOM_ASSIGN_OR_RETURN(int32_t t, resolve(in));  // sort_nodes() checked every name
+      node.inputs.push_back(t);
+    }
+    for (const std::string& c : captures) {
+      LOOM_ASSIGN_OR_RETURN(int32_t t, resolve(c));
+      node.inputs.push_back(t);
+    }
+    node.captures = static_cast<int32_t>(captures.size());
+    if (node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
+      LOOM_RETURN_IF_ERROR(check_control_node(node, np, desc));
     }
     // Optional outputs left out at the end are dropped; one left out in the
     // middle still needs a tensor, under a name of its own.
@@ -448,11 +673,93 @@ class Reader {
 
   const onnx_io::Model& model_;
   const ::onnx::ModelProto& proto_;
+  const ::onnx::GraphProto& gp_;
   const ImportOptions& options_;
+  Reader* parent_ = nullptr;  // a body's enclosing graph
   ReadGraph out_;
   std::unordered_map<std::string, int32_t> by_name_;
   std::unordered_map<std::string, int64_t> opsets_;
 };
+
+// An If whose condition is a constant is replaced by the nodes of the
+// branch it takes (renamed where a name is taken), whose results reach the
+// If's outputs through Identity nodes: a body known at compile time is
+// inlined (docs/control-flow.md). In bodies too. Returns how many.
+size_t inline_constant_ifs(graph::Graph& g) {
+  size_t inlined = 0;
+  std::unordered_set<std::string> names;
+  for (const graph::Tensor& t : g.tensors) names.insert(t.name);
+  std::vector<graph::Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (graph::Node& node : g.nodes) {
+    for (graph::Body& body : node.bodies) {
+      graph::Graph inner = *body.graph;
+      if (inline_constant_ifs(inner) != 0) body.graph = std::make_shared<const graph::Graph>(std::move(inner));
+    }
+    const bool constant_if = node.domain.empty() && node.op_type == "If" && node.bodies.size() == 2 &&
+                             !node.inputs.empty() && node.inputs[0] != graph::kNoTensor &&
+                             g.tensors[static_cast<size_t>(node.inputs[0])].is_constant() &&
+                             g.tensors[static_cast<size_t>(node.inputs[0])].data->size() == 1;
+    if (!constant_if) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    const bool cond = (*g.tensors[static_cast<size_t>(node.inputs[0])].data)[0] != std::byte{0};
+    const graph::Graph* branch = nullptr;
+    for (const graph::Body& b : node.bodies) {
+      if (b.attribute == (cond ? "then_branch" : "else_branch")) branch = b.graph.get();
+    }
+    if (branch == nullptr || branch->outputs.size() != node.outputs.size() ||
+        branch->inputs.size() + 1 != node.inputs.size()) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    std::vector<int32_t> map(branch->tensors.size(), -1);
+    for (size_t k = 0; k < branch->inputs.size(); ++k) map[static_cast<size_t>(branch->inputs[k])] = node.inputs[1 + k];
+    // A result a branch node computes is written straight into the If's
+    // output; any other (an input, a constant, a result given twice) is
+    // copied by an Identity node below.
+    std::vector<bool> direct(node.outputs.size(), false);
+    for (const graph::Node& inner : branch->nodes) {
+      for (int32_t t : inner.outputs) {
+        for (size_t k = 0; k < node.outputs.size(); ++k) {
+          if (branch->outputs[k] == t && map[static_cast<size_t>(t)] < 0) {
+            map[static_cast<size_t>(t)] = node.outputs[k];
+            direct[k] = true;
+          }
+        }
+      }
+    }
+    for (size_t t = 0; t < branch->tensors.size(); ++t) {
+      if (map[t] >= 0) continue;
+      graph::Tensor copy = branch->tensors[t];
+      while (!names.insert(copy.name).second) copy.name += "@" + node.name;
+      map[t] = g.add_tensor(std::move(copy));
+    }
+    for (const graph::Node& inner : branch->nodes) {
+      graph::Node moved = inner;
+      for (int32_t& t : moved.inputs) {
+        if (t != graph::kNoTensor) t = map[static_cast<size_t>(t)];
+      }
+      for (int32_t& t : moved.outputs) t = map[static_cast<size_t>(t)];
+      moved.name = node.name + "/" + moved.name;
+      nodes.push_back(std::move(moved));
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      if (direct[k]) continue;
+      graph::Node copy;
+      copy.name = node.name + "/result" + std::to_string(k);
+      copy.op_type = "Identity";
+      copy.opset = node.opset;
+      copy.inputs = {map[static_cast<size_t>(branch->outputs[k])]};
+      copy.outputs = {node.outputs[k]};
+      nodes.push_back(std::move(copy));
+    }
+    ++inlined;
+  }
+  g.nodes = std::move(nodes);
+  return inlined;
+}
 
 // Makes model input `t` a constant with the caller's value.
 Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
@@ -475,10 +782,18 @@ Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
 // binds the shapes and runs the passes per binding. Checked here: every op
 // has a reference kernel or a target that takes it, and with bounds given
 // for every open dimension, the graph at both ends of them.
-Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
-                                  const kernels::KernelRegistry& kernels, ImportedModel result) {
-  graph::Graph& g = read.graph;
+// Every op of `g` and of its bodies has a reference kernel or a target
+// plugin that takes it, or is control flow (run by the runtime itself).
+Status check_open_ops(const graph::Graph& g, const std::vector<DeclaredType>* declared, const ImportOptions& options,
+                      const kernels::KernelRegistry& kernels) {
   for (const graph::Node& node : g.nodes) {
+    if (graph::has_bodies(node)) {
+      for (const graph::Body& body : node.bodies) {
+        Status inner = check_open_ops(*body.graph, nullptr, options, kernels);
+        if (!inner.ok()) return inner.with_context(passes::describe(node) + ", body '" + body.attribute + "'");
+      }
+      continue;
+    }
     const bool has_kernel = node.domain.empty() && kernels.find(node.op_type) != nullptr;
     if (has_kernel) continue;
     const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
@@ -487,7 +802,7 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
                            std::to_string(node.opset) + "): no reference kernel, and no target plugin takes it");
     }
     for (int32_t t : node.outputs) {
-      if (static_cast<size_t>(t) >= read.declared.size() || !read.declared[t].is_static()) {
+      if (declared == nullptr || static_cast<size_t>(t) >= declared->size() || !(*declared)[t].is_static()) {
         return unimplemented("operator '" + op + "' (node '" + node.name +
                              "') has no reference kernel; a target plugin takes it, but the model does "
                              "not state the static type of its output '" + g.tensors[t].name +
@@ -495,6 +810,14 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
       }
     }
   }
+  return Status();
+}
+
+Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
+                                  const kernels::KernelRegistry& kernels, ImportedModel result) {
+  graph::Graph& g = read.graph;
+  LOOM_RETURN_IF_ERROR(check_open_ops(g, &read.declared, options, kernels));
+  result.control_flow = read.control_flow;
   if (options.remove_dead_nodes) result.stats.dead_nodes = passes::remove_dead_nodes(g);
   // Keep the declared types aligned with the tensors through compaction.
   std::vector<std::string> names(g.tensors.size());
@@ -541,7 +864,7 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
       if (v.shape[d] < 0 && (d >= v.dim_max.size() || v.dim_min[d] == 0 || v.dim_max[d] == 0)) bounded = false;
     }
   }
-  if (bounded && any_open) {
+  if (bounded && any_open && !result.control_flow) {
     lowering::OpenGraph open{g, result.declared, {}, false};
     for (const bool at_max : {false, true}) {
       std::vector<Shape> shapes;
@@ -573,8 +896,14 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
   result.stats.opset = read.opset;
   result.stats.model_nodes = static_cast<size_t>(model.proto().graph().node_size());
 
+  if (read.control_flow && inline_constant_ifs(read.graph) != 0) {
+    read.control_flow = std::any_of(read.graph.nodes.begin(), read.graph.nodes.end(),
+                                    [](const graph::Node& n) { return graph::has_bodies(n); });
+  }
   if (options.remove_dead_nodes) result.stats.identity_nodes = passes::bypass_identities(read.graph);
-  if (read.open) return open_import(std::move(read), options, kernels, std::move(result));
+  // Control flow: a staged program (docs/control-flow.md), whose parts are
+  // bound as their inputs become known at run time, like an open graph.
+  if (read.open || read.control_flow) return open_import(std::move(read), options, kernels, std::move(result));
   graph::Graph g;
   for (;;) {
     g = read.graph;  // constants are shared, not copied

@@ -92,6 +92,9 @@ struct ImportedModel {
   std::vector<std::string> value_inputs;
   lowering::OpenSignature signature;
   std::vector<lowering::passes::DeclaredType> declared;
+  // Some node has bodies (If, Loop, Scan): `graph` is kept open as above,
+  // for a staged program (lowering/staged.hpp), whatever its inputs' shapes.
+  bool control_flow = false;
 };
 
 Result<ImportedModel> import_onnx(const onnx_io::Model& model, const ImportOptions& options,

@@ -78,6 +78,17 @@ Status validate(const Graph& g, const ValidateOptions& options) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
     if (node.op_type.empty()) return invalid_argument(describe_node(g, n) + " has no op type");
+    if (node.captures < 0 || static_cast<size_t>(node.captures) > node.inputs.size()) {
+      return invalid_argument(describe_node(g, n) + " captures " + std::to_string(node.captures) +
+                              " tensors but has " + std::to_string(node.inputs.size()) + " inputs");
+    }
+    for (const Body& body : node.bodies) {
+      if (body.graph == nullptr) {
+        return invalid_argument(describe_node(g, n) + " body '" + body.attribute + "' has no graph");
+      }
+      Status inner = validate(*body.graph, {.open = true});
+      if (!inner.ok()) return inner.with_context(describe_node(g, n) + " body '" + body.attribute + "'");
+    }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const int32_t t = node.inputs[k];
       if (t == kNoTensor) continue;

@@ -45,6 +45,18 @@ struct Tensor {
   bool is_constant() const { return data != nullptr; }
 };
 
+struct Graph;
+
+// A subgraph attribute of a control-flow node (If's then_branch and
+// else_branch, Loop's and Scan's body). Its graph's inputs are the
+// operator's own body inputs followed by one input per capture of the node
+// (Node::captures), in the same order: outer-scope values are passed
+// explicitly, never looked up by name.
+struct Body {
+  std::string attribute;  // "then_branch", "else_branch", "body"
+  std::shared_ptr<const Graph> graph;
+};
+
 struct Node {
   std::string name;     // may be empty in ONNX; error messages then use the index
   std::string op_type;  // "Conv"
@@ -53,7 +65,14 @@ struct Node {
   std::vector<AttributeDef> attributes;
   std::vector<int32_t> inputs;   // tensor indices; kNoTensor = left out
   std::vector<int32_t> outputs;  // tensor indices
+  // Control flow (If, Loop, Scan): the bodies, and how many of the last
+  // `inputs` are outer-scope tensors the bodies capture (docs/control-flow.md).
+  std::vector<Body> bodies;
+  int32_t captures = 0;
 };
+
+// Whether a node is control flow with bodies (If, Loop, Scan).
+inline bool has_bodies(const Node& node) { return !node.bodies.empty(); }
 
 struct Graph {
   std::string name;

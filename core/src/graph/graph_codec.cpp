@@ -89,6 +89,12 @@ Result<std::vector<std::byte>> encode_graph(const Graph& graph, const EncodeOpti
   std::vector<Offset<fb::Node>> nodes;
   nodes.reserve(graph.nodes.size());
   for (const Node& n : graph.nodes) {
+    if (has_bodies(n)) {
+      // Control flow never reaches graph.fbs: staged programs run it on the
+      // host and hand plugins the straight-line parts (lowering/staged.hpp).
+      return unimplemented("node '" + n.name + "' (" + n.op_type +
+                           ") has subgraphs, which the graph IR does not carry");
+    }
     std::vector<Offset<fb::Attribute>> attrs;
     for (const AttributeDef& a : n.attributes) attrs.push_back(encode_attribute(b, a));
     auto name = n.name.empty() ? 0 : b.CreateString(n.name);

@@ -579,6 +579,12 @@ Result<OpenGraph> decode_open_graph(
 }
 
 Status check_input_shape(const ValueDef& v, std::span<const int64_t> s) {
+  if (v.unranked) {  // a staged program's part: any rank
+    for (int64_t d : s) {
+      if (d < 0) return invalid_argument("input '" + v.name + "' has a negative dimension " + shape_to_string(s));
+    }
+    return Status();
+  }
   if (s.size() != v.shape.size()) {
     return invalid_argument("input '" + v.name + "' must have rank " + std::to_string(v.shape.size()) +
                             " (" + shape_to_string(v.shape) + "), got rank " + std::to_string(s.size()) +

@@ -126,6 +126,7 @@ class Decoder {
     }
     out.dim_min = scalars<int64_t>(v.dim_min());
     out.dim_max = scalars<int64_t>(v.dim_max());
+    out.unranked = v.unranked();
     return out;
   }
 
@@ -158,6 +159,8 @@ class Decoder {
     out.inputs = scalars<uint32_t>(ins.inputs());
     out.outputs = scalars<uint32_t>(ins.outputs());
     out.opset = ins.opset();
+    out.functions = scalars<uint32_t>(ins.functions());
+    out.captures = ins.captures();
     return out;
   }
 

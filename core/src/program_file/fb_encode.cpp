@@ -62,7 +62,7 @@ Offset<fb::Value> encode(FlatBufferBuilder& b, const ValueDef& v) {
   auto dim_max = opt_vector(b, v.dim_max);
   return fb::CreateValue(b, name, static_cast<fb::ValueKind>(static_cast<uint8_t>(v.kind)),
                          to_fb(v.dtype), shape, dim_order, v.int_value, v.float_value, ints,
-                         v.parameter, symbols, dim_min, dim_max);
+                         v.parameter, symbols, dim_min, dim_max, v.unranked);
 }
 
 Offset<fb::Attribute> encode(FlatBufferBuilder& b, const AttributeDef& a) {
@@ -92,8 +92,10 @@ Offset<fb::Instruction> encode(FlatBufferBuilder& b, const InstructionDef& ins) 
   }
   auto inputs = opt_vector(b, ins.inputs);
   auto outputs = opt_vector(b, ins.outputs);
+  auto functions = opt_vector(b, ins.functions);
   return fb::CreateInstruction(b, static_cast<fb::OpCode>(static_cast<uint8_t>(ins.op)),
-                               ins.delegate, kernel, attributes, inputs, outputs, ins.opset);
+                               ins.delegate, kernel, attributes, inputs, outputs, ins.opset,
+                               functions, ins.captures);
 }
 
 Offset<fb::MemoryPlan> encode(FlatBufferBuilder& b, const MemoryPlanDef& plan) {

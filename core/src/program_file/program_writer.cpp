@@ -65,6 +65,7 @@ uint64_t content_features(const ProgramDef& program) {
     if (f.graph_artifact >= 0 && !f.instructions.empty()) features |= kRequiredFeatureOpenExecutables;
     for (const InstructionDef& ins : f.instructions) {
       if (ins.opset != 0) features |= kRequiredFeatureKernelOpsets;
+      if (ins.op == OpCode::kCall || ins.op == OpCode::kControl) features |= kRequiredFeatureStaged;
     }
   }
   return features;

@@ -100,11 +100,54 @@ Status validate_value_list(const std::string& where, const std::vector<uint32_t>
   return Status();
 }
 
+bool is_staged_op(OpCode op) { return op == OpCode::kCall || op == OpCode::kControl; }
+
+// A staged function (format 1.5): it has a call or control instruction.
+bool is_staged(const FunctionDef& f) {
+  return std::any_of(f.instructions.begin(), f.instructions.end(),
+                     [](const InstructionDef& ins) { return is_staged_op(ins.op); });
+}
+
+Status validate_staged_instruction(const std::string& where, const InstructionDef& ins,
+                                   size_t function_count) {
+  for (size_t i = 0; i < ins.functions.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(check_index(where + ".functions[" + std::to_string(i) + "]", ins.functions[i],
+                                     function_count, "function", "program"));
+  }
+  if (ins.op == OpCode::kCall) {
+    if (ins.functions.size() != 1) {
+      return invalid_argument(where + ".functions: a call names 1 function, this one " +
+                              std::to_string(ins.functions.size()));
+    }
+    return Status();
+  }
+  const size_t bodies = ins.kernel == "If" ? 2 : (ins.kernel == "Loop" || ins.kernel == "Scan") ? 1 : 0;
+  if (bodies == 0) {
+    return invalid_argument(where + ".kernel: '" + ins.kernel +
+                            "' is not a control-flow operator (If, Loop or Scan)");
+  }
+  if (ins.functions.size() != bodies) {
+    return invalid_argument(where + ".functions: " + ins.kernel + " has " + std::to_string(bodies) +
+                            (bodies == 1 ? " body" : " bodies") + ", the instruction names " +
+                            std::to_string(ins.functions.size()));
+  }
+  if (ins.captures > ins.inputs.size()) {
+    return invalid_argument(where + ".captures: " + std::to_string(ins.captures) + " captures, but only " +
+                            std::to_string(ins.inputs.size()) + " inputs");
+  }
+  return Status();
+}
+
 Status validate_instruction(const std::string& where, const InstructionDef& ins,
-                            const FunctionDef& f, size_t delegate_count) {
-  if (static_cast<uint8_t>(ins.op) > static_cast<uint8_t>(OpCode::kFree)) {
+                            const FunctionDef& f, size_t delegate_count, size_t function_count) {
+  if (static_cast<uint8_t>(ins.op) > static_cast<uint8_t>(OpCode::kControl)) {
     return invalid_argument(where + ".op: unknown opcode " +
                             std::to_string(static_cast<unsigned>(ins.op)));
+  }
+  if (is_staged_op(ins.op)) {
+    LOOM_RETURN_IF_ERROR(validate_staged_instruction(where, ins, function_count));
+  } else if (!ins.functions.empty() || ins.captures != 0) {
+    return invalid_argument(where + ": only call and control instructions name functions or captures");
   }
   if (ins.op == OpCode::kDelegateCall || ins.delegate != -1) {
     LOOM_RETURN_IF_ERROR(
@@ -135,9 +178,9 @@ Status validate_instruction(const std::string& where, const InstructionDef& ins,
   }
   for (size_t i = 0; i < ins.inputs.size(); ++i) {
     if (ins.inputs[i] == kAbsentValue) {
-      if (ins.op != OpCode::kKernelCall) {
+      if (ins.op != OpCode::kKernelCall && ins.op != OpCode::kControl) {
         return invalid_argument(where + ".inputs[" + std::to_string(i) +
-                                "]: only a kernel call may leave an operand out");
+                                "]: only a kernel call or control flow may leave an operand out");
       }
       continue;
     }
@@ -196,9 +239,24 @@ Status validate_function(const std::string& where, const FunctionDef& f,
   LOOM_RETURN_IF_ERROR(validate_value_list(where + ".inputs", f.inputs, f));
   LOOM_RETURN_IF_ERROR(validate_value_list(where + ".outputs", f.outputs, f));
   for (size_t i = 0; i < f.instructions.size(); ++i) {
-    LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i),
-                                              f.instructions[i], f, program.delegates.size()));
+    LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i), f.instructions[i], f,
+                                              program.delegates.size(), program.functions.size()));
   }
+  const bool staged = is_staged(f);
+  if (staged && (f.graph_artifact != -1 || !f.memory_plan.slots.empty() || f.memory_plan.arena_size != 0)) {
+    return invalid_argument(where + ": a staged function (it has call or control instructions) has neither "
+                            "a graph_artifact nor a memory plan; its values are allocated as they are computed");
+  }
+  for (size_t v = 0; v < f.values.size(); ++v) {
+    if (f.values[v].unranked && !f.values[v].shape.empty()) {
+      return invalid_argument(where + "." + at("values", v) + ": unranked, but has a shape");
+    }
+    if (f.values[v].unranked && !staged && f.graph_artifact == -1) {
+      return invalid_argument(where + "." + at("values", v) +
+                              ": unranked, which only a staged or open-shape function's value may be");
+    }
+  }
+  if (staged) return Status();  // open (-1) dimensions are bound as values are computed
   if (f.graph_artifact != -1) {
     LOOM_RETURN_IF_ERROR(check_index(where + ".graph_artifact", f.graph_artifact,
                                      program.artifacts.size(), "artifact", "program"));
@@ -227,6 +285,50 @@ Status validate_function(const std::string& where, const FunctionDef& f,
     }
   }
   return validate_memory_plan(where + ".memory_plan", f.memory_plan, f);
+}
+
+// Calls and bodies must not recurse: a run would never end. Depth-first
+// search with colors over the functions' call and control instructions.
+Status validate_call_graph(const ProgramDef& program) {
+  const size_t n = program.functions.size();
+  std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the stack, 2 done
+  for (size_t root = 0; root < n; ++root) {
+    if (color[root] != 0) continue;
+    struct Frame {
+      size_t function;
+      std::vector<uint32_t> callees;
+      size_t next = 0;
+    };
+    auto callees_of = [&](size_t f) {
+      std::vector<uint32_t> out;
+      for (const InstructionDef& ins : program.functions[f].instructions) {
+        if (is_staged_op(ins.op)) out.insert(out.end(), ins.functions.begin(), ins.functions.end());
+      }
+      return out;
+    };
+    std::vector<Frame> frames;
+    frames.push_back({root, callees_of(root)});
+    color[root] = 1;
+    while (!frames.empty()) {
+      Frame& top = frames.back();
+      if (top.next == top.callees.size()) {
+        color[top.function] = 2;
+        frames.pop_back();
+        continue;
+      }
+      const uint32_t callee = top.callees[top.next++];
+      if (color[callee] == 1) {
+        return invalid_argument(at("functions", top.function) + " ('" + program.functions[top.function].name +
+                                "') calls function " + std::to_string(callee) + " ('" +
+                                program.functions[callee].name + "'), which is running already: recursion");
+      }
+      if (color[callee] == 0) {
+        color[callee] = 1;
+        frames.push_back({callee, callees_of(callee)});
+      }
+    }
+  }
+  return Status();
 }
 
 // An archive path is resolved against the program's folder (or a folder the
@@ -358,6 +460,7 @@ Status validate_program(const ProgramDef& program, std::span<const uint64_t> seg
   for (size_t f = 0; f < program.functions.size(); ++f) {
     LOOM_RETURN_IF_ERROR(validate_function(at("functions", f), program.functions[f], program));
   }
+  LOOM_RETURN_IF_ERROR(validate_call_graph(program));
   for (size_t p = 0; p < program.parameters.size(); ++p) {
     LOOM_RETURN_IF_ERROR(
         validate_parameter(at("parameters", p), program.parameters[p], segment_sizes));

@@ -247,6 +247,9 @@ Result<FunctionPlan> build_function_plan(const ProgramReader& reader,
       if (s == Storage::kNone) plan.values[v].storage = Storage::kOwned;
     }
     switch (ins.op) {
+      case OpCode::kCall:
+      case OpCode::kControl:
+        return internal_error(where(def, n) + ": a call or control instruction outside a staged function");
       case OpCode::kKernelCall: {
         step.kernel = kernels.find(ins.kernel);
         if (step.kernel == nullptr) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -38,9 +39,10 @@ Specialized::~Specialized() {
   program.reset();  // before `bytes`, which it reads
 }
 
-bool Specialized::matches(std::span<const Shape> input_shapes,
-                          std::span<const std::vector<std::byte>> inputs) const {
+bool Specialized::matches(std::span<const Shape> input_shapes, std::span<const std::vector<std::byte>> inputs,
+                          std::span<const DType> input_dtypes) const {
   if (!std::equal(shapes.begin(), shapes.end(), input_shapes.begin(), input_shapes.end())) return false;
+  if (!std::equal(dtypes.begin(), dtypes.end(), input_dtypes.begin(), input_dtypes.end())) return false;
   for (size_t k = 0; k < frozen_inputs.size(); ++k) {
     const size_t i = frozen_inputs[k];
     if (i >= inputs.size() || inputs[i].size() != frozen_values[k].size() ||
@@ -74,7 +76,10 @@ Result<std::shared_ptr<OpenFunction>> OpenFunction::create(
   const ProgramDef& program = reader.program();
   std::shared_ptr<OpenFunction> f(new OpenFunction());
   f->name_ = def.name;
-  for (uint32_t v : def.inputs) f->signature_.inputs.push_back(def.values[v]);
+  for (uint32_t v : def.inputs) {
+    f->signature_.inputs.push_back(def.values[v]);
+    f->untyped_ = f->untyped_ || def.values[v].dtype == DType::kInvalid;
+  }
   for (uint32_t v : def.outputs) f->signature_.outputs.push_back(def.values[v]);
   // By name, once: a model may have thousands of weights.
   std::unordered_map<std::string_view, uint32_t> by_name;
@@ -200,11 +205,15 @@ uint64_t OpenFunction::specializations_made() const {
 }
 
 Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
-    std::span<const Shape> shapes, std::span<const std::vector<std::byte>> inputs) {
+    std::span<const Shape> shapes, std::span<const std::vector<std::byte>> inputs, std::span<const DType> dtypes) {
+  if (untyped_ != !dtypes.empty() || (!dtypes.empty() && dtypes.size() != shapes.size())) {
+    return internal_error("function '" + name_ + "': " + std::to_string(dtypes.size()) + " input dtypes for " +
+                          std::to_string(shapes.size()) + " inputs");
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Entry& e : cache_) {
-      if (e.value->matches(shapes, inputs)) {
+      if (e.value->matches(shapes, inputs, dtypes)) {
         e.used = ++clock_;
         return e.value;
       }
@@ -232,9 +241,19 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
   }
   if (value->plan == nullptr) {
   std::vector<std::span<const std::byte>> values(inputs.begin(), inputs.end());
-  auto made = lowering::specialize_open_graph(graph_, shapes, *host_, kernels_, max_tensor_bytes_, values);
+  // An untyped function's inputs take this run's dtypes.
+  std::optional<lowering::OpenGraph> typed;
+  if (!dtypes.empty()) {
+    typed = graph_;  // constants are shared, not copied
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      typed->graph.tensors[static_cast<size_t>(typed->graph.inputs[i])].dtype = dtypes[i];
+    }
+  }
+  auto made = lowering::specialize_open_graph(typed ? *typed : graph_, shapes, *host_, kernels_, max_tensor_bytes_,
+                                              values);
   if (!made.ok()) return fail(made.status());
   value->shapes.assign(shapes.begin(), shapes.end());
+  value->dtypes.assign(dtypes.begin(), dtypes.end());
   value->frozen_inputs = std::move(made->frozen_inputs);
   for (size_t i : value->frozen_inputs) value->frozen_values.push_back(inputs[i]);
   value->bytes = std::move(made->program);
@@ -268,7 +287,7 @@ Result<std::shared_ptr<const Specialized>> OpenFunction::specialization(
   std::lock_guard<std::mutex> lock(mutex_);
   ++made_;
   for (Entry& e : cache_) {  // another session made it meanwhile
-    if (e.value->matches(shapes, inputs)) {
+    if (e.value->matches(shapes, inputs, dtypes)) {
       e.used = ++clock_;
       return e.value;
     }
@@ -291,13 +310,16 @@ OpenSession::OpenSession(std::shared_ptr<Program::State> program, std::shared_pt
       run_timeout_(run_timeout),
       staging_(info.inputs.size()),
       shapes_(info.inputs.size()),
+      dtypes_(function_->untyped() ? info.inputs.size() : 0, DType::kInvalid),
       set_(info.inputs.size(), false) {
   bound_.reserve(function_->cache_size());
 }
 
 Status OpenSession::set_input(size_t index, const Tensor& tensor) {
   const ValueDef& v = function_->signature().inputs[index];
-  if (tensor.dtype() != v.dtype) {
+  if (v.dtype == DType::kInvalid && dtype_size(tensor.dtype()) != 0) {
+    dtypes_[index] = tensor.dtype();  // an untyped input takes the run's dtype
+  } else if (tensor.dtype() != v.dtype) {
     return invalid_argument("input '" + v.name + "' of function '" + info_.name + "' must be " +
                             std::string(dtype_name(v.dtype)) + ", got " + std::string(dtype_name(tensor.dtype())));
   }
@@ -320,6 +342,10 @@ Status OpenSession::run() {
   const auto& inputs = function_->signature().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (set_[i]) continue;
+    if (inputs[i].unranked || inputs[i].dtype == DType::kInvalid) {
+      return failed_precondition("input '" + inputs[i].name + "' of function '" + info_.name +
+                                 "' takes its type from the run and was not set");
+    }
     if (lowering::has_open_dims(inputs[i])) {
       return failed_precondition("input '" + inputs[i].name + "' of function '" + info_.name +
                                  "' has open dimensions " + shape_to_string(inputs[i].shape) +
@@ -334,18 +360,19 @@ Status OpenSession::run() {
   }
   Bound* hit = nullptr;
   for (Bound& b : bound_) {
-    if (b.specialized->matches(shapes_, staging_)) hit = &b;
+    if (b.specialized->matches(shapes_, staging_, dtypes_)) hit = &b;
   }
   if (hit == nullptr) {
     current_ = nullptr;  // bound_ may move below
     current_bound_ = nullptr;
-    LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_, staging_));
+    LOOM_ASSIGN_OR_RETURN(auto specialized, function_->specialization(shapes_, staging_, dtypes_));
     std::unique_ptr<Session> session;
     if (specialized->plan != nullptr) {
       LOOM_ASSIGN_OR_RETURN(auto state, make_session_state(program_, specialized->plan.get()));
       session.reset(new Session(std::move(state)));
     } else {
-      LOOM_ASSIGN_OR_RETURN(session, specialized->program->create_session(info_.name));
+      // A specialization's one function is "main", whatever this function's name.
+      LOOM_ASSIGN_OR_RETURN(session, specialized->program->create_session("main"));
     }
     LOOM_RETURN_IF_ERROR(session->set_run_timeout(run_timeout_));
     std::vector<int32_t> slot(info_.inputs.size(), -1);

@@ -35,6 +35,9 @@ struct FunctionPlan;
 // One binding's program.
 struct Specialized {
   std::vector<Shape> shapes;        // the binding: one shape per input
+  // Per input, for a function whose inputs take any dtype (a staged
+  // program's parts, docs/control-flow.md); empty otherwise.
+  std::vector<DType> dtypes;
   // Inputs whose values decide shapes, and those values: part of the binding
   // (lowering::BoundGraph::frozen_inputs). The program has no such inputs.
   std::vector<size_t> frozen_inputs;
@@ -50,7 +53,8 @@ struct Specialized {
   ~Specialized();  // `program` before `bytes`
 
   // Whether a run with these input shapes and bytes is this binding.
-  bool matches(std::span<const Shape> input_shapes, std::span<const std::vector<std::byte>> inputs) const;
+  bool matches(std::span<const Shape> input_shapes, std::span<const std::vector<std::byte>> inputs,
+               std::span<const DType> input_dtypes = {}) const;
 };
 
 // Loads a specialization's program file (Runtime::prepare with the
@@ -86,8 +90,13 @@ class OpenFunction {
   // The specialization for `shapes` and, where values decide shapes, the
   // bytes of `inputs` (checked against the signature): from the cache, or
   // made now. Thread-safe; sessions of the program share it.
+  // `dtypes`: one per input, for a function whose inputs take any dtype
+  // (ValueDef::dtype kInvalid); empty otherwise.
   Result<std::shared_ptr<const Specialized>> specialization(std::span<const Shape> shapes,
-                                                            std::span<const std::vector<std::byte>> inputs);
+                                                            std::span<const std::vector<std::byte>> inputs,
+                                                            std::span<const DType> dtypes = {});
+  // Some input takes its dtype from each run (ValueDef::dtype kInvalid).
+  bool untyped() const { return untyped_; }
   // How many specializations were made since load (cache misses).
   uint64_t specializations_made() const;
   // The trace being recorded, or null (cheap when not tracing).
@@ -97,6 +106,7 @@ class OpenFunction {
   OpenFunction() = default;
   lowering::OpenSignature signature_;
   lowering::OpenGraph graph_;
+  bool untyped_ = false;
   std::string name_;
   std::shared_ptr<host::PluginHost> host_;
   ProgramLoader load_;
@@ -157,6 +167,7 @@ class OpenSession {
   std::chrono::milliseconds run_timeout_;
   std::vector<std::vector<std::byte>> staging_;  // per input; grows only
   std::vector<Shape> shapes_;                    // per input, as set
+  std::vector<DType> dtypes_;                    // per input, as set (untyped functions)
   std::vector<bool> set_;
   struct Bound {
     std::shared_ptr<const Specialized> specialized;

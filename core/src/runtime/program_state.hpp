@@ -91,12 +91,16 @@ struct StepPlan {
 };
 
 class OpenFunction;
+struct StagedPlan;
 
 struct FunctionPlan {
   FunctionInfo info;
   // An open-shape function (info.open): everything else is empty; sessions
   // run the programs this makes per binding.
   std::shared_ptr<OpenFunction> open;
+  // A staged function (control flow, format 1.5): its steps, run by a
+  // StagedSession; everything below is empty.
+  std::shared_ptr<const StagedPlan> staged;
   std::vector<uint32_t> inputs;   // value indices
   std::vector<uint32_t> outputs;  // value indices
   std::vector<ValuePlan> values;
@@ -169,6 +173,7 @@ struct Program::State {
   std::shared_ptr<host::PluginHost> host;
   // LoadOptions::max_tensor_bytes, its default resolved.
   uint64_t max_tensor_bytes = UINT64_MAX;
+  uint64_t max_loop_iterations = 0;  // LoadOptions::max_loop_iterations
   std::shared_ptr<host::LogChannel> channel;  // the host's: where runs find the active trace
 };
 

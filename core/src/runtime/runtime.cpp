@@ -13,6 +13,7 @@
 #include "host/recording/capture_recorder.hpp"
 #include "host/discovery/probe_cache.hpp"
 #include "runtime/open_function.hpp"
+#include "runtime/staged_function.hpp"
 #include "runtime/placement.hpp"
 #include "runtime/program_state.hpp"
 #include "runtime/tensor_limits.hpp"
@@ -168,6 +169,10 @@ Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::Pl
   state->max_tensor_bytes =
       options.max_tensor_bytes != 0 ? options.max_tensor_bytes : default_max_tensor_bytes();
   state->channel = host_->channel();
+  if (options.max_loop_iterations == 0) {
+    return invalid_argument("LoadOptions::max_loop_iterations is 0; a Loop needs at least 1");
+  }
+  state->max_loop_iterations = options.max_loop_iterations;
 
   // The selector is resolved before any delegate is looked at, so that a
   // typo is reported as such even for a program without delegates.
@@ -198,6 +203,25 @@ Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::Pl
     return invalid_argument("LoadOptions::shape_cache is 0; an open-shape program keeps at least one binding");
   }
   for (const FunctionDef& function : def.functions) {
+    const bool staged = std::any_of(function.instructions.begin(), function.instructions.end(),
+                                    [](const InstructionDef& ins) {
+                                      return ins.op == OpCode::kCall || ins.op == OpCode::kControl;
+                                    });
+    if (staged) {
+      // Control flow: run step by step on the host (docs/control-flow.md).
+      const runtime::ParameterStore& parameters = state->parameters;
+      auto staged_plan = runtime::build_staged_plan(
+          def, function, [&parameters](uint32_t p) { return parameters.bytes(p); });
+      if (!staged_plan.ok()) return staged_plan.status();
+      runtime::FunctionPlan plan;
+      plan.info = runtime::staged_function_info(function);
+      plan.inputs = function.inputs;
+      plan.outputs = function.outputs;
+      plan.staged = std::move(*staged_plan);
+      state->functions.push_back(std::move(plan));
+      state->host = host_;
+      continue;
+    }
     if (function.graph_artifact >= 0) {
       // An open-shape function: specialized per binding, through this host,
       // with these options (less what only this load call may use).

@@ -131,9 +131,11 @@ std::shared_ptr<Program> Session::bound_program() const {
 }
 
 size_t Session::output_count() const {
+  if (state_->staged != nullptr) return state_->staged->output_count();
   return state_->open != nullptr ? state_->open->output_count() : state_->outputs.size();
 }
 const Tensor& Session::output(size_t index) const {
+  if (state_->staged != nullptr) return state_->staged->output(index);
   return state_->open != nullptr ? state_->open->output(index) : state_->outputs[index];
 }
 
@@ -190,6 +192,7 @@ Status Session::set_input(size_t index, const Tensor& tensor) {
                         " inputs)");
   }
   if (state_->open != nullptr) return state_->open->set_input(index, tensor);
+  if (state_->staged != nullptr) return state_->staged->set_input(index, tensor);
   const ArgumentInfo& a = inputs[index];
   if (tensor.dtype() != a.dtype || tensor.shape() != a.shape) {
     const bool dtype_differs = tensor.dtype() != a.dtype;
@@ -217,7 +220,7 @@ Status Session::bind_input(size_t index, const void* data, size_t size) {
                         state_->plan->info.name + "' has " + std::to_string(inputs.size()) +
                         " inputs)");
   }
-  if (state_->open != nullptr) {
+  if (state_->open != nullptr || state_->staged != nullptr) {
     return failed_precondition("input '" + inputs[index].name + "' of function '" + state_->plan->info.name +
                                "' has open dimensions; bind it with set_input, which carries its shape");
   }
@@ -272,6 +275,7 @@ namespace {
 
 Status run_session(Session::State& s) {
   if (s.open != nullptr) return s.open->run();
+  if (s.staged != nullptr) return s.staged->run();
   if (s.program->placement_generation.load(std::memory_order_acquire) != s.generation) {
     LOOM_RETURN_IF_ERROR(runtime::refresh_calls(s));
   }
@@ -320,6 +324,7 @@ Status Session::set_run_timeout(std::chrono::milliseconds timeout) {
   }
   state_->run_timeout = timeout;
   if (state_->open != nullptr) return state_->open->set_run_timeout(timeout);
+  if (state_->staged != nullptr) return state_->staged->set_run_timeout(timeout);
   return Status();
 }
 

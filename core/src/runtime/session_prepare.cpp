@@ -277,6 +277,14 @@ Status refresh_calls(Session::State& s) {
 
 Result<std::unique_ptr<Session::State>> make_session_state(std::shared_ptr<Program::State> program,
                                                            const FunctionPlan* plan) {
+  if (plan->staged != nullptr) {
+    auto s = std::make_unique<Session::State>();
+    s->program = program;
+    s->plan = plan;
+    s->run_timeout = program->run_timeout;
+    s->staged = std::make_unique<StagedSession>(program, *plan);
+    return s;
+  }
   if (plan->open != nullptr) {
     auto s = std::make_unique<Session::State>();
     s->program = program;

@@ -11,6 +11,7 @@
 #include "runtime/aligned_bytes.hpp"
 #include "runtime/open_function.hpp"
 #include "runtime/program_state.hpp"
+#include "runtime/staged_function.hpp"
 
 namespace loom {
 namespace runtime {
@@ -54,6 +55,9 @@ struct Session::State {
   // A session of an open-shape function: it runs sessions of the function's
   // specializations, and nothing below is used.
   std::unique_ptr<runtime::OpenSession> open;
+  // A session of a staged function (control flow): it runs the steps, and
+  // nothing below is used either.
+  std::unique_ptr<runtime::StagedSession> staged;
   runtime::AlignedBytes arena;
   uint64_t arena_bytes = 0;  // allocated, a multiple of kArenaImportAlignment
   // The arena imported as a buffer of a device (buffer_import_host), made at

@@ -13,7 +13,7 @@ loom_add_test(compiler_codec_test
 loom_add_test(compiler_driver_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/partition_test.cpp ${CMAKE_CURRENT_LIST_DIR}/driver_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/open_shapes_test.cpp ${CMAKE_CURRENT_LIST_DIR}/open_shapes_targets_test.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/import_test_util.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/control_flow_test.cpp ${CMAKE_CURRENT_LIST_DIR}/import_test_util.cpp
   LIBS loom_compiler loom_lowering loom_host loom_runtime loom_tensor_files loom_program_file
        loom_kernels loom_graph loom_onnx loom_test_onnx_fixtures loom_internals
   LABELS sanitize)

@@ -77,7 +77,7 @@ TEST(ImportErrorsTest, Cycle) {
   expect_error(m, "cycle");
 }
 
-TEST(ImportErrorsTest, GraphAttributeUnsupported) {
+TEST(ImportErrorsTest, IfWithoutElseBranch) {
   auto m = fx::empty_model();
   add_input(m, "c", TP::BOOL, {});
   auto& n = add_node(m, "If", {"c"}, {"y"}, "branch");
@@ -86,8 +86,7 @@ TEST(ImportErrorsTest, GraphAttributeUnsupported) {
   a->set_type(::onnx::AttributeProto::GRAPH);
   a->mutable_g()->set_name("then");
   add_output(m, "y", TP::FLOAT, {2});
-  expect_error(m, "node 'branch' (If, opset 17), attribute 'then_branch' is a subgraph",
-               StatusCode::kUnimplemented);
+  expect_error(m, "node 'branch' (If, opset 17) needs both a 'then_branch' and an 'else_branch' graph");
 }
 
 TEST(ImportErrorsTest, BadTensors) {

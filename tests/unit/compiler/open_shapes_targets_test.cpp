@@ -47,7 +47,7 @@ graph::Graph reshape_graph(Shape x, std::vector<int64_t> k, Shape y) {
   g.tensors.push_back({"x", DType::kF32, std::move(x), nullptr});
   g.tensors.push_back({"k", DType::kI64, {static_cast<int64_t>(k.size())}, i64s(k)});
   g.tensors.push_back({"y", DType::kF32, std::move(y), nullptr});
-  g.nodes.push_back({"r", "Reshape", "", 14, {}, {0, 1}, {2}});
+  g.nodes.push_back({"r", "Reshape", "", 14, {}, {0, 1}, {2}, {}, 0});
   g.inputs = {0};
   g.outputs = {2};
   return g;
@@ -101,7 +101,7 @@ graph::Graph resize_graph(Shape x, std::vector<int64_t> k) {
   g.tensors.push_back({"scales", DType::kF32, {0}, std::make_shared<const std::vector<std::byte>>()});
   g.tensors.push_back({"sizes", DType::kI64, {rank}, i64s(k)});
   g.tensors.push_back({"y", DType::kF32, Shape(k.begin(), k.end()), nullptr});
-  g.nodes.push_back({"up", "Resize", "", 13, {}, {0, 1, 2, 3}, {4}});
+  g.nodes.push_back({"up", "Resize", "", 13, {}, {0, 1, 2, 3}, {4}, {}, 0});
   g.inputs = {0};
   g.outputs = {4};
   return g;

@@ -647,7 +647,7 @@ TEST(NativeOpenShapes, CompareBindingsNamesWhatDiffers) {
   a.tensors.push_back({"k", DType::kI64, {1},
                        std::make_shared<const std::vector<std::byte>>(8, std::byte{1})});
   a.tensors.push_back({"y", DType::kF32, {2, 3}, nullptr});
-  a.nodes.push_back({"r", "Reshape", "", 13, {}, {0, 1}, {2}});
+  a.nodes.push_back({"r", "Reshape", "", 13, {}, {0, 1}, {2}, {}, 0});
   a.inputs = {0};
   a.outputs = {2};
   graph::Graph b = a;

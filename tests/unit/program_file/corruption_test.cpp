@@ -109,10 +109,10 @@ TEST_F(ProgramCorruption, KernelOpsetsSetTheRequiredFeatureBit) {
 
 TEST_F(ProgramCorruption, UnknownRequiredFeatureBitsAreRejectedByName) {
   ProgramWriter writer = testing::make_small_program();
-  writer.set_features((uint64_t{1} << 3) | (uint64_t{1} << 5), 0);
+  writer.set_features((uint64_t{1} << 4) | (uint64_t{1} << 5), 0);
   auto file = writer.write_buffer().value();
   EXPECT_TRUE(open_fails_with(file, kIncompatible,
-                              "requires features this reader does not know: bits 3, 5 (0x28)"));
+                              "requires features this reader does not know: bits 4, 5 (0x30)"));
 }
 
 TEST_F(ProgramCorruption, UnknownOptionalFeatureBitsAreIgnored) {

@@ -100,8 +100,8 @@ TEST(ProgramWriterValidation, UnknownEnumValues) {
   w.program().functions[0].values[0].kind = static_cast<ValueKind>(4);
   EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].kind: unknown value kind 4"));
   w = testing::make_small_program();
-  w.program().functions[0].instructions[0].op = static_cast<OpCode>(4);
-  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].op: unknown opcode 4"));
+  w.program().functions[0].instructions[0].op = static_cast<OpCode>(6);
+  EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].op: unknown opcode 6"));
   w = testing::make_small_program();
   AttributeDef bad;
   bad.name = "x";
@@ -332,6 +332,88 @@ TEST(ProgramWriterValidation, OpenShapeFieldsAreChecked) {
   w.program().functions[f].graph_artifact = -1;
   EXPECT_TRUE(writer_refuses(w, at + ".values[0].shape[0]: open (-1), but the function has no "
                                 "graph_artifact to bind its shapes"));
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// A staged function (format 1.5) "outer" that calls main, appended to the
+// small program.
+ProgramWriter with_staged_function() {
+  ProgramWriter w = testing::make_small_program();
+  FunctionDef f;
+  f.name = "outer";
+  ValueDef a;
+  a.name = "a";
+  a.dtype = DType::kInvalid;
+  a.unranked = true;
+  ValueDef b = a;
+  b.name = "b";
+  f.values = {a, b};
+  f.inputs = {0};
+  f.outputs = {1};
+  InstructionDef call;
+  call.op = OpCode::kCall;
+  call.functions = {0};
+  call.inputs = {0};
+  call.outputs = {1};
+  f.instructions.push_back(call);
+  w.program().functions.push_back(std::move(f));
+  return w;
+}
+
+TEST(ProgramWriterValidation, StagedFunctionsRoundTripAndSetTheirFeatureBit) {
+  ProgramWriter w = with_staged_function();
+  InstructionDef loop;
+  loop.op = OpCode::kControl;
+  loop.kernel = "Loop";
+  loop.functions = {0};
+  loop.captures = 1;
+  loop.inputs = {kAbsentValue, 0, 0};
+  loop.outputs = {1};
+  w.program().functions[1].instructions.push_back(loop);
+  auto file = w.write_buffer();
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  auto reader = ProgramReader::open_buffer(*file);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_NE((*reader)->head().required_features & kRequiredFeatureStaged, 0u);
+  EXPECT_EQ((*reader)->program().functions[1], w.program().functions[1]);
+  // Without staged functions the bit stays off.
+  auto plain = testing::make_small_program().write_buffer().value();
+  EXPECT_EQ(ProgramReader::open_buffer(plain).value()->head().required_features & kRequiredFeatureStaged, 0u);
+}
+
+TEST(ProgramWriterValidation, MalformedStagedInstructionsAreRefused) {
+  ProgramWriter w = with_staged_function();
+  w.program().functions[1].instructions[0].functions = {7};
+  EXPECT_TRUE(writer_refuses(w, "functions[1].instructions[0].functions[0]: function 7 out of range"));
+  w = with_staged_function();
+  w.program().functions[1].instructions[0].functions = {0, 0};
+  EXPECT_TRUE(writer_refuses(w, "a call names 1 function, this one 2"));
+  w = with_staged_function();
+  auto& ins = w.program().functions[1].instructions[0];
+  ins.op = OpCode::kControl;
+  ins.kernel = "While";
+  EXPECT_TRUE(writer_refuses(w, "'While' is not a control-flow operator (If, Loop or Scan)"));
+  ins.kernel = "If";
+  EXPECT_TRUE(writer_refuses(w, "If has 2 bodies, the instruction names 1"));
+  ins.kernel = "Loop";
+  ins.captures = 5;
+  EXPECT_TRUE(writer_refuses(w, "5 captures, but only 1 inputs"));
+  w = with_staged_function();
+  w.program().functions[1].values[0].shape = {2};
+  EXPECT_TRUE(writer_refuses(w, "functions[1].values[0]: unranked, but has a shape"));
+  w = with_staged_function();
+  w.program().functions[0].values[0].unranked = true;
+  w.program().functions[0].values[0].shape.clear();
+  EXPECT_TRUE(writer_refuses(w, "only a staged or open-shape function's value may be"));
+  // A function that calls itself (through another) would never end.
+  w = with_staged_function();
+  w.program().functions[1].instructions[0].functions = {1};
+  EXPECT_TRUE(writer_refuses(w, "functions[1] ('outer') calls function 1 ('outer'), which is running already"));
 }
 
 }  // namespace

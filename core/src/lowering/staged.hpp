@@ -1,0 +1,40 @@
+// Staged programs: models with control flow (If, Loop, Scan), format 1.5,
+// docs/control-flow.md.
+//
+// A graph with control-flow nodes becomes a staged function: its straight-
+// line runs of nodes are cut into parts, each an open-shape function of the
+// program (a "loom.graph" artifact whose inputs take any dtype and rank),
+// and each control-flow node becomes a control instruction whose bodies are
+// functions of the program too: open-shape functions, or staged ones when a
+// body has control flow of its own. The runtime runs a staged function on
+// the host, step by step, binding each part and each body at the shapes and
+// dtypes its inputs have when it runs; a part or a body is then partitioned
+// and compiled for the target plugins like any open-shape program, so a
+// Loop whose body runs on cpu-simd makes a delegate call per iteration.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "lowering/emit.hpp"
+#include "lowering/graph_passes.hpp"
+#include "lowering/open_shapes.hpp"
+#include "loom/status.hpp"
+
+namespace loom::lowering {
+
+// Writes the program of `graph` (an open graph with control-flow nodes, as
+// compiler::import_onnx leaves it) with `signature` as the arguments of its
+// staged function "main"; `targets` and `all_variants` are how the runtime
+// compiles each part and body (as for emit_open_program).
+Result<EmittedProgram> emit_staged_program(const graph::Graph& graph, const OpenSignature& signature,
+                                           std::span<const passes::DeclaredType> declared,
+                                           const std::vector<std::string>& targets, bool all_variants,
+                                           const EmitOptions& options);
+
+// Whether some node of `graph` has bodies.
+bool has_control_flow(const graph::Graph& graph);
+
+}  // namespace loom::lowering

@@ -1,0 +1,92 @@
+// Staged functions at run time (format 1.5, docs/control-flow.md).
+//
+// A staged function runs on the host, step by step: a call step runs
+// another function of the program (a part of the graph: an open-shape
+// function, specialized and compiled for the target plugins at the shapes
+// and dtypes its inputs have then, and cached); a control step runs If, Loop
+// or Scan, whose bodies are functions of the program too, run through
+// sessions of their own once per branch taken or per iteration. Values live
+// in tensors the session owns, sized when their step has run.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loom/program.hpp"
+#include "loom/runtime.hpp"
+#include "loom/status.hpp"
+#include "loom/tensor.hpp"
+
+namespace loom::runtime {
+
+struct FunctionPlan;
+
+struct StagedStep {
+  OpCode op = OpCode::kCall;
+  std::string kernel;  // kControl: "If", "Loop", "Scan"
+  std::vector<AttributeDef> attributes;
+  int32_t opset = 0;
+  std::vector<std::string> functions;  // callee or bodies, by name
+  uint32_t captures = 0;
+  std::vector<uint32_t> inputs;   // value indices; kAbsentValue: left out
+  std::vector<uint32_t> outputs;  // value indices
+  std::string name;               // for messages: "step 2 (Loop 'Loop_0')"
+};
+
+struct StagedPlan {
+  std::vector<ValueDef> values;
+  std::vector<StagedStep> steps;
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  // Values that are program parameters: their tensors, copied at load.
+  std::vector<std::pair<uint32_t, Tensor>> constants;
+};
+
+// The plan of `def`, a staged function of `program`: instructions checked
+// (kernels, operand counts), parameters copied from `parameter_bytes`.
+Result<std::shared_ptr<const StagedPlan>> build_staged_plan(
+    const ProgramDef& program, const FunctionDef& def,
+    const std::function<std::span<const std::byte>(uint32_t parameter)>& parameter_bytes);
+
+// The FunctionInfo of a staged function: its arguments as declared; open
+// (shapes are taken from each run's inputs).
+FunctionInfo staged_function_info(const FunctionDef& def);
+
+class StagedSession {
+ public:
+  // `plan` belongs to a function of `program`.
+  StagedSession(std::shared_ptr<Program::State> program, const FunctionPlan& plan);
+  ~StagedSession();
+
+  Status set_input(size_t index, const Tensor& tensor);
+  Status run();
+  Status set_run_timeout(std::chrono::milliseconds timeout);
+  size_t output_count() const { return outputs_.size(); }
+  const Tensor& output(size_t index) const { return outputs_[index]; }
+
+ private:
+  struct Callee;
+  Result<Session*> session_of(size_t step, size_t which);
+  Status run_call(size_t step);
+  Status run_if(size_t step);
+  Status run_loop(size_t step);
+  Status run_scan(size_t step);
+  Status run_body(Session& body, const std::string& what);
+
+  std::shared_ptr<Program::State> program_;
+  const FunctionPlan& plan_;
+  const StagedPlan& staged_;
+  std::vector<Tensor> values_;
+  std::vector<bool> set_;
+  std::vector<Tensor> outputs_;
+  // Per step, per callee or body: a session, made at the step's first run.
+  std::vector<std::vector<std::unique_ptr<Session>>> sessions_;
+  std::chrono::milliseconds run_timeout_{0};
+};
+
+}  // namespace loom::runtime
