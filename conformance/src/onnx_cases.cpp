@@ -554,7 +554,7 @@ std::vector<std::string> classify(std::vector<CaseResult>& results, const KnownF
 
 std::string format_case(const CaseResult& r) {
   std::string line = std::string(outcome_name(r.outcome)) + " " + r.name;
-  if (!r.message.empty() && r.outcome != Outcome::kPass) line += ": " + r.message;
+  if (!r.message.empty()) line += ": " + r.message;  // a PASS's message is a note
   if (r.known_failure) line += " [known failure: " + r.known_reason + "]";
   if (!r.placement.empty()) line += " [" + r.placement + "]";
   return line;

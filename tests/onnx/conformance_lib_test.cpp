@@ -301,6 +301,8 @@ TEST(Report, ClassifyCountAndFormat) {
   EXPECT_TRUE(results[1].known_failure);
 
   EXPECT_EQ(format_case(results[0]), "PASS test_pass");
+  CaseResult noted = make("test_noted", Outcome::kPass, "shapes from the data set", 1, {"Relu"});
+  EXPECT_EQ(format_case(noted), "PASS test_noted: shapes from the data set");
   EXPECT_EQ(format_case(results[1]),
             "FAIL test_known: output 'y' bad [known failure: broken kernel]");
   EXPECT_EQ(format_case(results[2]), "UNSUPPORTED test_loop: no Loop");

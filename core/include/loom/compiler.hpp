@@ -56,6 +56,14 @@ struct CompileOptions {
   // the same target plugins; docs/dynamic-shapes.md). Fixed shapes give a
   // program that runs without that step.
   std::vector<std::pair<std::string, Shape>> input_shapes;
+  // A shape in input_shapes that contradicts the model's (another rank, or
+  // another size where the model fixes one) is an error naming the input,
+  // unless this is set: the given shape then replaces the model's
+  // declaration, and CompileReport::replaced_input_shapes says so. For
+  // inputs that are known to be right where the model is wrong, such as
+  // test data run the way ONNX's backend test runner runs it (it feeds the
+  // data set's tensors and never reads the declared input shapes).
+  bool input_shapes_replace_declared = false;
   // Bounds of open dimensions, one entry per dimension of the input (a
   // DimRange of {0, 0} for a dimension without bounds): ("x", {{}, {}, {32,
   // 2048}, {32, 2048}}). A bounded dimension must be open. Runs outside the
@@ -138,6 +146,10 @@ struct CompileReport {
   size_t reference_variants = 0;        // Variants::kAll: subgraphs with a reference variant
   std::vector<std::string> reference_op_types;  // sorted, unique
   std::vector<std::string> frozen_inputs;       // see CompileOptions::input_value
+  // Inputs whose given shape replaced the model's declaration (see
+  // CompileOptions::input_shapes_replace_declared): "like: [1] for the
+  // declared [3, 4]".
+  std::vector<std::string> replaced_input_shapes;
   // An open-shape program: the inputs with an open dimension, as
   // "x: f32 [1, 3, ?(height), ?(width)]". Then `targets` list no subgraphs:
   // they are compiled per binding at run time.

@@ -197,6 +197,7 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
   report.model_nodes = stats.model_nodes;
   report.dead_nodes = stats.dead_nodes;
   report.frozen_inputs = stats.frozen_inputs;
+  report.replaced_input_shapes = stats.replaced_input_shapes;
   report.value_inputs = imported.value_inputs;
   if (native_result.has_value()) {
     report.open_native = true;
@@ -377,6 +378,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   import_options.input_shapes = options.input_shapes;
   import_options.input_ranges = options.input_ranges;
   import_options.input_value = options.input_value;
+  import_options.input_shapes_replace_declared = options.input_shapes_replace_declared;
   import_options.plugin_takes = [&](std::string_view domain, std::string_view op_type, int64_t opset) {
     return any_target_takes(*targets, domain, op_type, opset);
   };
@@ -398,6 +400,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
   report->fused_nodes = stats.fused_nodes;
   report->dead_nodes = stats.dead_nodes;
   report->frozen_inputs = stats.frozen_inputs;
+  report->replaced_input_shapes = stats.replaced_input_shapes;
   return report;
 }
 

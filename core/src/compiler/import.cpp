@@ -70,6 +70,16 @@ Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
   return d;
 }
 
+// A given input shape disagrees with the model's: another rank, or another
+// size where both fix one (-1 on either side agrees with any size).
+bool contradicts_declared(const Shape& given, const Shape& declared) {
+  if (given.size() != declared.size()) return true;
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (given[i] >= 0 && declared[i] >= 0 && given[i] != declared[i]) return true;
+  }
+  return false;
+}
+
 struct ReadGraph {
   graph::Graph graph;
   std::vector<DeclaredType> declared;  // by tensor index
@@ -79,6 +89,8 @@ struct ReadGraph {
   // Some dimension the model fixes was opened ('?' in input_shapes): what
   // the model states about its outputs' sizes no longer holds.
   bool reopened = false;
+  // ImportOptions::input_shapes_replace_declared: "x: [1] for the declared [3, 4]".
+  std::vector<std::string> replaced_input_shapes;
   int64_t opset = 0;
   size_t constant_nodes = 0;
   // A body (subgraph) read by Reader::read_body: the outer-scope names it
@@ -394,7 +406,14 @@ class Reader {
                                   shape_to_string(*given) + ", has a negative dimension");
         }
       }
-      if (d.has_shape) {
+      const bool contradicts = d.has_shape && contradicts_declared(*given, d.dims);
+      if (contradicts && options_.input_shapes_replace_declared) {
+        // The caller's shape stands in for the model's statement, and what
+        // the model states about its outputs may no longer hold.
+        out_.replaced_input_shapes.push_back(name + ": " + shape_to_string(*given) + " for the declared " +
+                                             shape_to_string(d.dims));
+        out_.reopened = true;
+      } else if (d.has_shape) {
         if (given->size() != d.dims.size()) {
           return invalid_argument("the shape given for input '" + name + "', " +
                                   shape_to_string(*given) + ", has rank " +
@@ -895,6 +914,7 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
   ImportedModel result;
   result.stats.opset = read.opset;
   result.stats.model_nodes = static_cast<size_t>(model.proto().graph().node_size());
+  result.stats.replaced_input_shapes = read.replaced_input_shapes;
 
   if (read.control_flow && inline_constant_ifs(read.graph) != 0) {
     read.control_flow = std::any_of(read.graph.nodes.begin(), read.graph.nodes.end(),

@@ -43,11 +43,12 @@
 namespace loom::compiler {
 
 struct ImportOptions {
-  // As CompileOptions::input_shapes / input_ranges / input_value
-  // (loom/compiler.hpp).
+  // As CompileOptions::input_shapes / input_ranges / input_value /
+  // input_shapes_replace_declared (loom/compiler.hpp).
   std::vector<std::pair<std::string, Shape>> input_shapes;
   std::vector<std::pair<std::string, std::vector<DimRange>>> input_ranges;
   std::function<const Tensor*(std::string_view input_name)> input_value;
+  bool input_shapes_replace_declared = false;
   // Ops without a reference kernel that a target plugin claims it can run
   // (the partitioner asks before importing): import keeps such a node when
   // the model states its output types (value_info / graph outputs) instead
@@ -70,6 +71,8 @@ struct ImportStats {
   size_t dead_nodes = 0;       // removed as unused
   size_t identity_nodes = 0;   // Identity / inference Dropout bypassed (with remove_dead_nodes)
   std::vector<std::string> frozen_inputs;  // inputs made constant via input_value
+  // As CompileReport::replaced_input_shapes.
+  std::vector<std::string> replaced_input_shapes;
 };
 
 struct ImportedModel {

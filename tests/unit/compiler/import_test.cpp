@@ -141,6 +141,43 @@ TEST(ImportTest, BoundShapeMustMatchStaticDimsAndRank) {
       << r.status().message();
 }
 
+// onnx 1.12's CastLike bfloat16 test models declare 'like' [3, 4] while
+// their data sets give it [1]: with input_shapes_replace_declared the given
+// shape stands, and the import says which input it replaced.
+TEST(ImportTest, GivenShapeReplacesAContradictingDeclarationOnlyWhenAsked) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {3, 4});
+  add_input(m, "like", TP::DOUBLE, {3, 4});
+  add_node(m, "CastLike", {"x", "like"}, {"y"});
+  add_output(m, "y", TP::DOUBLE, {3, 4});
+  ImportOptions opts;
+  opts.input_shapes = {{"x", {3, 4}}, {"like", {1}}};
+  auto r = import(m, opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("the shape given for input 'like', [1], has rank 1; the model's "
+                                      "input has rank 2"),
+            std::string::npos)
+      << r.status().message();
+  opts.input_shapes_replace_declared = true;
+  r = import(m, opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stats.replaced_input_shapes, (std::vector<std::string>{"like: [1] for the declared [3, 4]"}));
+  const graph::Graph& g = r->graph;
+  EXPECT_EQ(g.tensors[find_tensor(g, "like")].shape, (Shape{1}));
+  EXPECT_EQ(g.tensors[g.outputs[0]].shape, (Shape{3, 4}));
+  EXPECT_EQ(g.tensors[g.outputs[0]].dtype, DType::kF64);
+  // Another size in a dimension the model fixes is replaced too; a shape
+  // that agrees (or leaves the dimension open) is no replacement.
+  opts.input_shapes = {{"x", {3, 4}}, {"like", {3, 5}}};
+  r = import(m, opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->stats.replaced_input_shapes, (std::vector<std::string>{"like: [3, 5] for the declared [3, 4]"}));
+  opts.input_shapes = {{"x", {3, 4}}, {"like", {3, 4}}};
+  r = import(m, opts);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->stats.replaced_input_shapes.empty());
+}
+
 TEST(ImportTest, InputWithoutShapeNeedsOne) {
   auto m = fx::empty_model();
   add_input(m, "x", TP::FLOAT, {}, /*no_shape=*/true);

@@ -127,20 +127,90 @@ TEST(BatchNormalization, Opset7NonSpatialUsesPerElementParameters) {
                        "scale has shape [2, 1, 2], expected [2]"));
 }
 
-TEST(BatchNormalization, TrainingIsUnimplemented) {
+// Expected values from numpy (float64): x.mean / x.var over axes (0, 2),
+// y = (x - mean) / sqrt(var + eps) * scale + B, running = input * momentum +
+// batch * (1 - momentum).
+TEST(BatchNormalization, TrainingModeUsesBatchStatisticsAndUpdatesRunningOnes) {
+  TBuf x = f32({2, 2, 3}, {1, 2, 3, 4, 0, -2, 5, 6, 7, 1, 1, 1});
+  TBuf scale = f32({2}, {1, 2}), b = f32({2}, {0, 0.5f}), mean = f32({2}, {0.5f, -1}),
+       var = f32({2}, {2, 3});
+  const std::vector<const TBuf*> in = {&x, &scale, &b, &mean, &var};
+  TBuf y = out({2, 2, 3}), rm = out({2}), rv = out({2});
+  Status s = run("BatchNormalization", in, {&y, &rm, &rv},
+                 {iattr("training_mode", 1), fattr("epsilon", 0.01f), fattr("momentum", 0.8f)}, 15);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  // Batch mean [4, 0.8333333], population variance [4.6666667, 3.1388889].
+  expect_near(y.values<float>(), {-1.38724461f, -0.92482974f, -0.46241487f, 4.06905859f, -0.43922595f,
+                                  -2.69336822f, 0.46241487f, 0.92482974f, 1.38724461f, 0.68784519f,
+                                  0.68784519f, 0.68784519f});
+  expect_near(rm.values<float>(), {1.2f, -0.63333333f});
+  expect_near(rv.values<float>(), {2.53333333f, 3.02777778f});
+  // Defaults (epsilon 1e-5, momentum 0.9), opset 14, and Y alone.
+  TBuf y14 = out({2, 2, 3}), rm14 = out({2}), rv14 = out({2});
+  ASSERT_TRUE(run("BatchNormalization", in, {&y14, &rm14, &rv14}, {iattr("training_mode", 1)}, 14).ok());
+  expect_near(y14.values<float>(), {-1.38872866f, -0.92581911f, -0.46290955f, 4.07473361f, -0.44071937f,
+                                    -2.69844586f, 0.46290955f, 0.92581911f, 1.38872866f, 0.68814387f,
+                                    0.68814387f, 0.68814387f});
+  expect_near(rm14.values<float>(), {0.85f, -0.81666667f});
+  expect_near(rv14.values<float>(), {2.26666667f, 3.01388889f});
+  TBuf y_only = out({2, 2, 3});
+  ASSERT_TRUE(run("BatchNormalization", in, {&y_only}, {iattr("training_mode", 1)}, 15).ok());
+  expect_near(y_only.values<float>(), y14.values<float>());
+  // running_mean left out, running_var asked for.
+  TBuf rv_only = out({2});
+  ASSERT_TRUE(run("BatchNormalization", in, {&y_only, nullptr, &rv_only}, {iattr("training_mode", 1)}, 15).ok());
+  expect_near(rv_only.values<float>(), {2.26666667f, 3.01388889f});
+  // The inference form of the same node ignores the batch: (x - 0.5) / sqrt(2) for channel 0.
+  TBuf y_inf = out({2, 2, 3});
+  ASSERT_TRUE(run("BatchNormalization", in, {&y_inf}, {fattr("epsilon", 0.0f)}, 15).ok());
+  EXPECT_NEAR(y_inf.values<float>()[0], 0.35355339f, 1e-5f);
+}
+
+TEST(BatchNormalization, TrainingFormErrors) {
   TBuf x = f32({1, 1, 2}, {1, 2});
   TBuf p = f32({1}, {1});
   TBuf y = out({1, 1, 2}), m = out({1});
-  Status s = run("BatchNormalization", {&x, &p, &p, &p, &p}, {&y}, {iattr("training_mode", 1)}, 15);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_TRUE(contains(s, "training_mode"));
-  EXPECT_EQ(run("BatchNormalization", {&x, &p, &p, &p, &p}, {&y, &m, &m}, {}, 9).code(), StatusCode::kUnimplemented);
+  const std::vector<const TBuf*> in = {&x, &p, &p, &p, &p};
+  // Extra outputs without training_mode are invalid (opset 14 on).
+  EXPECT_EQ(message(run("BatchNormalization", in, {&y, &m, &m}, {}, 15)),
+            "BatchNormalization: training_mode is 0 but the node has 3 outputs; running_mean and "
+            "running_var exist in training mode only");
+  EXPECT_EQ(run("BatchNormalization", in, {&y, &m}, {iattr("training_mode", 0)}, 14).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(run("BatchNormalization", in, {&y, &m, &m, &m}, {iattr("training_mode", 1)}, 15),
+                       "has 4 outputs; at most 3 (Y, running_mean, running_var)"));
+  EXPECT_TRUE(contains(run("BatchNormalization", in, {&y}, {iattr("training_mode", 2)}, 15),
+                       "'training_mode' must be 0 or 1, got 2"));
+  EXPECT_TRUE(contains(infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, {DType::kF32, {1}}, {DType::kF32, {1}},
+                                                    {DType::kF32, {1}}, {DType::kF32, {1}}},
+                             {iattr("training_mode", 2)}, 15)
+                           .status(),
+                       "'training_mode' must be 0 or 1"));
+  // A running statistic of the wrong shape or type.
+  TBuf m2 = out({2});
+  EXPECT_TRUE(contains(run("BatchNormalization", in, {&y, &m2}, {iattr("training_mode", 1)}, 15), "running_mean"));
+  TBuf mi = out(DType::kI32, {1});
+  EXPECT_TRUE(contains(run("BatchNormalization", in, {&y, &m, &mi}, {iattr("training_mode", 1)}, 15), "running_var"));
+  // No element to take statistics of.
+  TBuf empty = f32({0, 1, 2}, {});
+  TBuf y0 = out({0, 1, 2});
+  EXPECT_TRUE(contains(run("BatchNormalization", {&empty, &p, &p, &p, &p}, {&y0}, {iattr("training_mode", 1)}, 15),
+                       "at least one element per channel; X has shape [0, 1, 2]"));
+  // training_mode is an attribute of opset 14 on; the training outputs of
+  // opsets 7-13 (mean, var, saved_mean, saved_var) are not implemented.
+  EXPECT_TRUE(contains(run("BatchNormalization", in, {&y}, {iattr("training_mode", 1)}, 9),
+                       "'training_mode' exists from opset 14 on"));
+  Status old = run("BatchNormalization", in, {&y, &m, &m}, {}, 9);
+  EXPECT_EQ(old.code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(contains(old, "training outputs of opsets 7-13"));
+  // ... but outputs listed and left out are no training outputs.
+  EXPECT_TRUE(run("BatchNormalization", in, {&y, nullptr, nullptr, nullptr, nullptr}, {}, 9).ok());
   // infer types every output the opset allows, so such nodes reach run().
   const TensorType c{DType::kF32, {1}};
   auto t9 = infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, c, c, c, c}, {}, 9);
   ASSERT_TRUE(t9.ok());
   EXPECT_EQ(t9->size(), 5u);
-  auto t15 = infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, c, c, c, c}, {}, 15);
+  auto t15 = infer("BatchNormalization", {{DType::kF32, {1, 1, 2}}, c, c, c, c}, {iattr("training_mode", 1)}, 15);
   ASSERT_TRUE(t15.ok());
   ASSERT_EQ(t15->size(), 3u);
   EXPECT_EQ((*t15)[2].shape, (Shape{1}));

@@ -87,13 +87,13 @@ inline const KernelInfo& kernel(std::string_view op) {
   return *k;
 }
 
-// Runs `op`; a nullptr input is a left-out optional operand.
+// Runs `op`; a nullptr input or output is a left-out optional operand.
 inline Status run(std::string_view op, const std::vector<const TBuf*>& in,
                   const std::vector<TBuf*>& outs, const std::vector<AttributeDef>& attrs = {},
                   int32_t opset = 0) {
   std::vector<TensorRef> ins, os;
   for (const TBuf* b : in) ins.push_back(b ? b->ref() : TensorRef{});
-  for (TBuf* b : outs) os.push_back(b->ref());
+  for (TBuf* b : outs) os.push_back(b ? b->ref() : TensorRef{});
   const KernelInfo& k = kernel(op);
   if (k.run == nullptr) return not_found(std::string(op));
   return k.run(ins, os, Attributes(attrs, opset));

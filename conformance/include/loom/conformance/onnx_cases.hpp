@@ -156,7 +156,7 @@ struct CaseResult {
   std::string name;
   fs::path dir;
   Outcome outcome = Outcome::kError;
-  std::string message;
+  std::string message;  // why it did not pass; for a PASS, a note (often empty)
   double ms = 0;
   std::vector<std::string> op_types;  // from summarize_model; may be empty
   // With a device: where the nodes ran ("2 nodes on the device, 0 on
@@ -176,8 +176,9 @@ struct CaseResult {
 std::vector<std::string> classify(std::vector<CaseResult>& results, const KnownFailures* known,
                                   std::string_view device);
 
-// "PASS name", "FAIL name: message", ... with " [known failure: reason]"
-// and " [placement]" when there is one.
+// "PASS name", "FAIL name: message", ... (a PASS with a note: "PASS name:
+// note") with " [known failure: reason]" and " [placement]" when there is
+// one.
 std::string format_case(const CaseResult& result);
 
 struct Totals {

@@ -42,6 +42,8 @@ struct Placement {
 
 struct CaseVerdict {
   Outcome outcome = Outcome::kError;
+  // Why it did not pass; for a PASS, a note on how it ran (a data set whose
+  // input shapes replaced the model's declared ones) or empty.
   std::string message;
   // Unsupported for a value type Loom lacks (strings, sequences, optionals):
   // out of scope whatever the operators.

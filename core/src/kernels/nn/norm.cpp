@@ -1,6 +1,7 @@
-// The normalizations: BatchNormalization (inference form), Instance-,
-// Layer-, Lp- and MeanVarianceNormalization. Statistics are accumulated in
-// double so the reference stays close to the exact value.
+// The normalizations: BatchNormalization (inference form, and opset 14's
+// training form), Instance-, Layer-, Lp- and MeanVarianceNormalization.
+// Statistics are accumulated in double so the reference stays close to the
+// exact value.
 #include <cmath>
 #include <string>
 
@@ -34,17 +35,41 @@ Status check_rank_at_least(std::string_view op, std::span<const int64_t> x, size
 constexpr std::string_view kBatchNorm = "BatchNormalization";
 
 // The shape of scale, B, mean and var: [C], or X.shape[1:] when an opset
-// 7-8 node sets spatial=0. Also rejects the training form.
+// 7-8 node sets spatial=0. `outputs` counts the node's outputs that are
+// present (Y included). Sets *training for the training form (opset 14 on,
+// training_mode=1), which may ask for running_mean and running_var; the
+// training outputs of opsets 7-13 (mean, var, saved_mean, saved_var) are
+// refused as unsupported.
 Status batch_norm_params(std::span<const int64_t> x, size_t outputs, const Attributes& a,
-                         Shape* param_shape) {
+                         Shape* param_shape, bool* training) {
   LOOM_RETURN_IF_ERROR(check_rank_at_least(kBatchNorm, x, 2));
-  if (a.get_int("training_mode", 0) != 0) {
-    return unimplemented("BatchNormalization: training_mode=1 is not supported (inference only)");
-  }
-  if (outputs != 1) {
-    return unimplemented("BatchNormalization: the training outputs (running/saved mean and "
-                         "variance) are not supported; node has " +
-                         std::to_string(outputs) + " outputs");
+  *training = false;
+  if (a.opset_before(14)) {
+    if (a.find("training_mode") != nullptr) {
+      return invalid_argument("BatchNormalization: attribute 'training_mode' exists from opset 14 on; "
+                              "the node is of opset " + std::to_string(a.opset()));
+    }
+    if (outputs != 1) {
+      return unimplemented("BatchNormalization: the training outputs of opsets 7-13 (mean, var, "
+                           "saved_mean, saved_var) are not supported; node has " +
+                           std::to_string(outputs) + " outputs");
+    }
+  } else {
+    const int64_t mode = a.get_int("training_mode", 0);
+    if (mode != 0 && mode != 1) {
+      return invalid_argument("BatchNormalization: attribute 'training_mode' must be 0 or 1, got " +
+                              std::to_string(mode));
+    }
+    *training = mode == 1;
+    if (outputs > 3) {
+      return invalid_argument("BatchNormalization: has " + std::to_string(outputs) +
+                              " outputs; at most 3 (Y, running_mean, running_var)");
+    }
+    if (!*training && outputs != 1) {
+      return invalid_argument("BatchNormalization: training_mode is 0 but the node has " +
+                              std::to_string(outputs) +
+                              " outputs; running_mean and running_var exist in training mode only");
+    }
   }
   int64_t spatial = 1;
   if (a.opset_before(9)) spatial = a.get_int("spatial", 1);
@@ -114,17 +139,68 @@ Result<std::vector<TensorType>> batch_norm_infer(std::span<const TensorType> in,
     LOOM_RETURN_IF_ERROR(check_dtype(kBatchNorm, kNames[i], in[i].dtype, {DType::kF32}));
   }
   Shape ps;
-  LOOM_RETURN_IF_ERROR(batch_norm_params(in[0].shape, 1, a, &ps));
+  bool training = false;
+  LOOM_RETURN_IF_ERROR(batch_norm_params(in[0].shape, 1, a, &ps, &training));
   for (size_t i = 1; i < 5; ++i) {
     LOOM_RETURN_IF_ERROR(check_shape_is(kBatchNorm, kNames[i], in[i].shape, ps));
   }
-  // The optional training outputs are typed too (4 before opset 14, 2 from
-  // it), so that a node asking for them reaches run() and its clear
-  // kUnimplemented rather than an output-count mismatch.
+  // Every output the opset allows is typed (4 optional ones before opset
+  // 14, running_mean and running_var from it), so that a node asking for
+  // them reaches run(), which computes opset 14's and refuses the others
+  // with a clear kUnimplemented rather than an output-count mismatch.
   std::vector<TensorType> out{{DType::kF32, in[0].shape}};
   out.resize(a.opset_before(14) ? 5 : 3, TensorType{DType::kF32, ps});
   return out;
 }
+
+namespace {
+
+// Training form: the statistics of X over every axis but the channel axis
+// (population variance, as ONNX states), Y normalized with them, and the
+// running statistics input * momentum + batch * (1 - momentum) into the
+// optional outputs. Sums are taken in double.
+Status batch_norm_training(std::span<const TensorRef> in, std::span<const TensorRef> out,
+                           const Attributes& a, int64_t channels, int64_t inner) {
+  const auto& x = in[0].shape;
+  const int64_t count = x[0] * inner;
+  if (count == 0) {
+    return invalid_argument("BatchNormalization: training_mode needs X to hold at least one element "
+                            "per channel; X has shape " + shape_to_string(x));
+  }
+  const double eps = a.get_float("epsilon", 1e-5f);
+  const double momentum = a.get_float("momentum", 0.9f);
+  const float *xs = in_data(in[0]), *scale = in_data(in[1]), *bias = in_data(in[2]),
+              *mean_in = in_data(in[3]), *var_in = in_data(in[4]);
+  float* y = out_data(out[0]);
+  float* running_mean = out.size() > 1 && out[1].present() ? out_data(out[1]) : nullptr;
+  float* running_var = out.size() > 2 && out[2].present() ? out_data(out[2]) : nullptr;
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < x[0]; ++n) {
+      const float* p = xs + (n * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) sum += p[i];
+    }
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0;
+    for (int64_t n = 0; n < x[0]; ++n) {
+      const float* p = xs + (n * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) squares += (p[i] - mean) * (p[i] - mean);
+    }
+    const double var = squares / static_cast<double>(count);
+    const double k = scale[c] / std::sqrt(var + eps);
+    for (int64_t n = 0; n < x[0]; ++n) {
+      const int64_t base = (n * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        y[base + i] = static_cast<float>((xs[base + i] - mean) * k + bias[c]);
+      }
+    }
+    if (running_mean) running_mean[c] = static_cast<float>(mean_in[c] * momentum + mean * (1 - momentum));
+    if (running_var) running_var[c] = static_cast<float>(var_in[c] * momentum + var * (1 - momentum));
+  }
+  return Status();
+}
+
+}  // namespace
 
 Status batch_norm_run(std::span<const TensorRef> in, std::span<const TensorRef> out,
                       const Attributes& a) {
@@ -137,17 +213,31 @@ Status batch_norm_run(std::span<const TensorRef> in, std::span<const TensorRef> 
     LOOM_RETURN_IF_ERROR(check_operand(kBatchNorm, kNames[i], in[i], {DType::kF32}));
   }
   LOOM_RETURN_IF_ERROR(check_operand(kBatchNorm, "Y", out[0], {DType::kF32}));
+  // Outputs left out at the end do not count; one left out in the middle
+  // (running_mean of Y, "", running_var) does.
+  size_t outputs = 1;
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].present()) outputs = i + 1;
+  }
   Shape ps;
-  LOOM_RETURN_IF_ERROR(batch_norm_params(in[0].shape, out.size(), a, &ps));
+  bool training = false;
+  LOOM_RETURN_IF_ERROR(batch_norm_params(in[0].shape, outputs, a, &ps, &training));
   for (size_t i = 1; i < 5; ++i) {
     LOOM_RETURN_IF_ERROR(check_shape_is(kBatchNorm, kNames[i], in[i].shape, ps));
   }
   LOOM_RETURN_IF_ERROR(check_output_shape(kBatchNorm, "Y", out[0].shape, in[0].shape));
-  const float eps = a.get_float("epsilon", 1e-5f);
+  static constexpr const char* kRunning[] = {"running_mean", "running_var"};
+  for (size_t i = 1; i < outputs; ++i) {
+    if (!out[i].present()) continue;
+    LOOM_RETURN_IF_ERROR(check_operand(kBatchNorm, kRunning[i - 1], out[i], {DType::kF32}));
+    LOOM_RETURN_IF_ERROR(check_output_shape(kBatchNorm, kRunning[i - 1], out[i].shape, ps));
+  }
   const auto& x = in[0].shape;
   int64_t params = 1, inner = 1;
   for (int64_t d : ps) params *= d;
   for (size_t i = 1 + ps.size(); i < x.size(); ++i) inner *= x[i];
+  if (training) return batch_norm_training(in, out, a, params, inner);
+  const float eps = a.get_float("epsilon", 1e-5f);
   const float *xs = in_data(in[0]), *scale = in_data(in[1]), *bias = in_data(in[2]),
               *mean = in_data(in[3]), *var = in_data(in[4]);
   float* y = out_data(out[0]);
