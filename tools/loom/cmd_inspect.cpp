@@ -16,7 +16,9 @@ std::string hex64(uint64_t v) {
 }
 
 nlohmann::json value_json(const ValueDef& v) {
-  return {{"name", v.name}, {"dtype", std::string(dtype_name(v.dtype))}, {"shape", v.shape}};
+  nlohmann::json j = {{"name", v.name}, {"dtype", std::string(dtype_name(v.dtype))}, {"shape", v.shape}};
+  if (v.unranked) j["unranked"] = true;  // a staged program's value: any rank
+  return j;
 }
 
 const char* op_name(OpCode op) {
@@ -159,7 +161,7 @@ int run_inspect(const InspectArgs& args) {
       for (const auto& v : list) {
         if (!s.empty()) s += ", ";
         s += v["name"].get<std::string>() + ": " + v["dtype"].get<std::string>();
-        s += shape_to_string(v["shape"].get<std::vector<int64_t>>());
+        s += v.contains("unranked") ? std::string("[any rank]") : shape_to_string(v["shape"].get<std::vector<int64_t>>());
       }
       return s;
     };

@@ -220,6 +220,7 @@ struct RunReport {
   // whose program the placements, explanation and transfers are of.
   std::string binding;
   bool compiled_once = false;  // the binding ran the program's own instructions (format 1.4)
+  bool staged = false;         // a staged program (control flow) ran
 };
 
 // One line per delegate call: how its operands reach the device.
@@ -472,6 +473,9 @@ Status run_program(const RunArgs& args, RunReport& report) {
     for (const ArgumentInfo& in : bound_fn.inputs) {
       report.binding += (report.binding.empty() ? "" : ", ") + in.name + "=" + shape_to_string(in.shape);
     }
+  } else if (fn.staged) {
+    report.binding = set_shapes;
+    report.staged = true;
   } else if (fn.open) {
     // Compiled once (format 1.4): the program's own delegates ran, at the
     // shapes set.
@@ -529,7 +533,8 @@ int run_run(const RunArgs& args) {
   if (!status.ok()) return fail(status);
   if (!report.binding.empty()) {
     std::cout << "binding: " << report.binding
-              << (report.compiled_once
+              << (report.staged ? " (a staged program: its parts and bodies were specialized for the shapes they met)\n"
+                  : report.compiled_once
                       ? " (open shapes: the program, compiled once, bound these shapes when first run)\n"
                       : " (open shapes: the program was specialized for these shapes when first run)\n");
   }

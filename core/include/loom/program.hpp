@@ -192,6 +192,10 @@ struct FunctionDef {
   // instructions unless it was compiled once for every binding (format 1.4,
   // kRequiredFeatureOpenExecutables). -1: an ordinary function.
   int32_t graph_artifact = -1;
+  // A staged function (format 1.5, kRequiredFeatureStaged): the runtime runs
+  // its instructions one by one on the host (calls, control flow, sequence
+  // operators), sizing each value when it is computed; no memory plan.
+  bool staged = false;
 
   friend bool operator==(const FunctionDef&, const FunctionDef&) = default;
 };

@@ -208,6 +208,9 @@ struct FunctionInfo {
   // An open-shape function: some input has an open dimension. Sessions bind
   // them from the shapes given to set_input.
   bool open = false;
+  // A staged function (control flow, docs/control-flow.md): open too; its
+  // parts and bodies are specialized for the shapes they meet as it runs.
+  bool staged = false;
 };
 
 // Where one delegate of a loaded program runs.

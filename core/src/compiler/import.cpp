@@ -22,6 +22,7 @@
 #include "compiler/import_opsets.hpp"
 #include "lowering/graph_passes.hpp"
 #include "lowering/open_shapes.hpp"
+#include "lowering/staged.hpp"
 #include "onnx/onnx_pb.h"
 
 namespace loom::compiler {
@@ -661,6 +662,7 @@ class Reader {
       node.inputs.push_back(t);
     }
     node.captures = static_cast<int32_t>(captures.size());
+    if (node.domain.empty() && lowering::is_sequence_op(node.op_type)) out_.control_flow = true;
     if (node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
       LOOM_RETURN_IF_ERROR(check_control_node(node, np, desc));
     }
@@ -806,7 +808,7 @@ Status freeze_input(graph::Graph& g, int32_t t, const Tensor& value) {
 Status check_open_ops(const graph::Graph& g, const std::vector<DeclaredType>* declared, const ImportOptions& options,
                       const kernels::KernelRegistry& kernels) {
   for (const graph::Node& node : g.nodes) {
-    if (graph::has_bodies(node)) {
+    if (lowering::runs_on_host(node)) {  // control flow, sequence operators
       for (const graph::Body& body : node.bodies) {
         Status inner = check_open_ops(*body.graph, nullptr, options, kernels);
         if (!inner.ok()) return inner.with_context(passes::describe(node) + ", body '" + body.attribute + "'");
@@ -917,8 +919,7 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
   result.stats.replaced_input_shapes = read.replaced_input_shapes;
 
   if (read.control_flow && inline_constant_ifs(read.graph) != 0) {
-    read.control_flow = std::any_of(read.graph.nodes.begin(), read.graph.nodes.end(),
-                                    [](const graph::Node& n) { return graph::has_bodies(n); });
+    read.control_flow = lowering::has_control_flow(read.graph);
   }
   if (options.remove_dead_nodes) result.stats.identity_nodes = passes::bypass_identities(read.graph);
   // Control flow: a staged program (docs/control-flow.md), whose parts are
@@ -944,6 +945,13 @@ Result<ImportedModel> run_import(const onnx_io::Model& model, const ImportOption
     for (int32_t t : sources) {
       const std::string name = g.tensors[t].name;
       const Tensor* value = options.input_value ? options.input_value(name) : nullptr;
+      if (value == nullptr && !passes::binds_values_per_run(g.tensors[t]) && node.domain.empty() &&
+          lowering::is_value_shaped_op(node.op_type)) {
+        // A detector's NonMaxSuppression on boxes computed from the image:
+        // a staged program runs it on the host, at whatever size it gives.
+        read.control_flow = true;
+        return open_import(std::move(read), options, kernels, std::move(result));
+      }
       if (value == nullptr && !passes::binds_values_per_run(g.tensors[t])) {
         return invalid_argument("input '" + name + "' (" + std::string(dtype_name(g.tensors[t].dtype)) + " " +
                                 shape_to_string(g.tensors[t].shape) +

@@ -31,6 +31,7 @@ class Stager {
     const uint32_t index = reserve(name);
     FunctionDef f;
     f.name = program().functions[index].name;
+    f.staged = true;
     std::vector<int64_t> value_of(g.tensors.size(), -1);
     auto value = [&](int32_t t) -> Result<uint32_t> {
       if (value_of[static_cast<size_t>(t)] >= 0) return static_cast<uint32_t>(value_of[static_cast<size_t>(t)]);
@@ -122,11 +123,32 @@ class Stager {
 
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const graph::Node& node = g.nodes[n];
-      if (!graph::has_bodies(node)) {
+      if (!runs_on_host(node)) {
         pending.push_back(n);
         continue;
       }
       LOOM_RETURN_IF_ERROR(flush());
+      if (!graph::has_bodies(node)) {  // a sequence operator, or one whose values size its outputs
+        InstructionDef ins;
+        ins.op = OpCode::kKernelCall;
+        ins.kernel = node.op_type;
+        ins.attributes = node.attributes;
+        ins.opset = static_cast<int32_t>(node.opset);
+        for (int32_t t : node.inputs) {
+          if (t == graph::kNoTensor) {
+            ins.inputs.push_back(kAbsentValue);
+            continue;
+          }
+          LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+          ins.inputs.push_back(v);
+        }
+        for (int32_t t : node.outputs) {
+          LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+          ins.outputs.push_back(v);
+        }
+        f.instructions.push_back(std::move(ins));
+        continue;
+      }
       InstructionDef ins;
       ins.op = OpCode::kControl;
       ins.kernel = node.op_type;
@@ -231,8 +253,24 @@ class Stager {
 
 }  // namespace
 
+bool is_sequence_op(std::string_view op_type) {
+  static constexpr std::string_view kOps[] = {"SequenceEmpty",  "SequenceConstruct", "SequenceInsert",
+                                              "SequenceAt",     "SequenceErase",     "SequenceLength",
+                                              "SplitToSequence", "ConcatFromSequence"};
+  return std::find(std::begin(kOps), std::end(kOps), op_type) != std::end(kOps);
+}
+
+bool is_value_shaped_op(std::string_view op_type) {
+  return op_type == "NonZero" || op_type == "Compress" || op_type == "Unique" || op_type == "NonMaxSuppression";
+}
+
+bool runs_on_host(const graph::Node& node) {
+  return graph::has_bodies(node) ||
+         (node.domain.empty() && (is_sequence_op(node.op_type) || is_value_shaped_op(node.op_type)));
+}
+
 bool has_control_flow(const graph::Graph& graph) {
-  return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const graph::Node& n) { return graph::has_bodies(n); });
+  return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const graph::Node& n) { return runs_on_host(n); });
 }
 
 Result<EmittedProgram> emit_staged_program(const graph::Graph& graph, const OpenSignature& signature,

@@ -15,6 +15,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -34,7 +35,20 @@ Result<EmittedProgram> emit_staged_program(const graph::Graph& graph, const Open
                                            const std::vector<std::string>& targets, bool all_variants,
                                            const EmitOptions& options);
 
-// Whether some node of `graph` has bodies.
+// The sequence operators, which a staged function runs on the host
+// (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceAt,
+// SequenceErase, SequenceLength, SplitToSequence, ConcatFromSequence).
+bool is_sequence_op(std::string_view op_type);
+// The operators whose output shapes follow their operands' values
+// (NonZero, Compress, Unique, NonMaxSuppression): a staged function runs
+// them on the host with the reference kernels, so that what they compute
+// from data flows on at whatever size it has (a detector's boxes after NMS).
+bool is_value_shaped_op(std::string_view op_type);
+// Whether a staged function runs `node` as a step of its own: control flow
+// (a node with bodies), a sequence operator, or a value-shaped one.
+bool runs_on_host(const graph::Node& node);
+// Whether some node of `graph` runs on the host (runs_on_host): the graph
+// needs a staged program.
 bool has_control_flow(const graph::Graph& graph);
 
 }  // namespace loom::lowering

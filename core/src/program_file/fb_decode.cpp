@@ -192,6 +192,7 @@ class Decoder {
     out.instructions = all<InstructionDef>(f.instructions());
     out.memory_plan = decode(f.memory_plan());
     out.graph_artifact = f.graph_artifact();
+    out.staged = f.staged();
     return out;
   }
 

@@ -128,7 +128,7 @@ Offset<fb::Function> encode(FlatBufferBuilder& b, const FunctionDef& f) {
   }
   auto plan = encode(b, f.memory_plan);
   return fb::CreateFunction(b, name, inputs, outputs, reflection, values, instructions, plan,
-                            f.graph_artifact);
+                            f.graph_artifact, f.staged);
 }
 
 Offset<fb::Parameter> encode(FlatBufferBuilder& b, const ParameterDef& p) {

@@ -62,6 +62,7 @@ uint64_t content_features(const ProgramDef& program) {
   uint64_t features = 0;
   for (const FunctionDef& f : program.functions) {
     if (f.graph_artifact >= 0) features |= kRequiredFeatureOpenShapes;
+    if (f.staged) features |= kRequiredFeatureStaged;
     if (f.graph_artifact >= 0 && !f.instructions.empty()) features |= kRequiredFeatureOpenExecutables;
     for (const InstructionDef& ins : f.instructions) {
       if (ins.opset != 0) features |= kRequiredFeatureKernelOpsets;

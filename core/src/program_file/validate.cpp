@@ -102,11 +102,6 @@ Status validate_value_list(const std::string& where, const std::vector<uint32_t>
 
 bool is_staged_op(OpCode op) { return op == OpCode::kCall || op == OpCode::kControl; }
 
-// A staged function (format 1.5): it has a call or control instruction.
-bool is_staged(const FunctionDef& f) {
-  return std::any_of(f.instructions.begin(), f.instructions.end(),
-                     [](const InstructionDef& ins) { return is_staged_op(ins.op); });
-}
 
 Status validate_staged_instruction(const std::string& where, const InstructionDef& ins,
                                    size_t function_count) {
@@ -242,9 +237,15 @@ Status validate_function(const std::string& where, const FunctionDef& f,
     LOOM_RETURN_IF_ERROR(validate_instruction(where + "." + at("instructions", i), f.instructions[i], f,
                                               program.delegates.size(), program.functions.size()));
   }
-  const bool staged = is_staged(f);
+  const bool staged = f.staged;
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    if (!staged && is_staged_op(f.instructions[i].op)) {
+      return invalid_argument(where + "." + at("instructions", i) +
+                              ": a call or control instruction in a function that is not staged");
+    }
+  }
   if (staged && (f.graph_artifact != -1 || !f.memory_plan.slots.empty() || f.memory_plan.arena_size != 0)) {
-    return invalid_argument(where + ": a staged function (it has call or control instructions) has neither "
+    return invalid_argument(where + ": a staged function has neither "
                             "a graph_artifact nor a memory plan; its values are allocated as they are computed");
   }
   for (size_t v = 0; v < f.values.size(); ++v) {

@@ -203,15 +203,11 @@ Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::Pl
     return invalid_argument("LoadOptions::shape_cache is 0; an open-shape program keeps at least one binding");
   }
   for (const FunctionDef& function : def.functions) {
-    const bool staged = std::any_of(function.instructions.begin(), function.instructions.end(),
-                                    [](const InstructionDef& ins) {
-                                      return ins.op == OpCode::kCall || ins.op == OpCode::kControl;
-                                    });
-    if (staged) {
+    if (function.staged) {
       // Control flow: run step by step on the host (docs/control-flow.md).
       const runtime::ParameterStore& parameters = state->parameters;
       auto staged_plan = runtime::build_staged_plan(
-          def, function, [&parameters](uint32_t p) { return parameters.bytes(p); });
+          def, function, state->kernels, [&parameters](uint32_t p) { return parameters.bytes(p); });
       if (!staged_plan.ok()) return staged_plan.status();
       runtime::FunctionPlan plan;
       plan.info = runtime::staged_function_info(function);

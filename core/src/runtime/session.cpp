@@ -222,7 +222,9 @@ Status Session::bind_input(size_t index, const void* data, size_t size) {
   }
   if (state_->open != nullptr || state_->staged != nullptr) {
     return failed_precondition("input '" + inputs[index].name + "' of function '" + state_->plan->info.name +
-                               "' has open dimensions; bind it with set_input, which carries its shape");
+                               (state_->staged != nullptr ? "' belongs to a staged program (control flow)"
+                                                          : "' has open dimensions") +
+                               "; bind it with set_input, which carries its shape");
   }
   if (size != state_->staging[index].byte_size() || (data == nullptr && size != 0)) {
     return invalid_argument("input '" + inputs[index].name + "' needs " +

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel.hpp"
 #include "loom/program.hpp"
 #include "loom/runtime.hpp"
 #include "loom/status.hpp"
@@ -50,7 +51,7 @@ struct StagedPlan {
 // The plan of `def`, a staged function of `program`: instructions checked
 // (kernels, operand counts), parameters copied from `parameter_bytes`.
 Result<std::shared_ptr<const StagedPlan>> build_staged_plan(
-    const ProgramDef& program, const FunctionDef& def,
+    const ProgramDef& program, const FunctionDef& def, const kernels::KernelRegistry& kernels,
     const std::function<std::span<const std::byte>(uint32_t parameter)>& parameter_bytes);
 
 // The FunctionInfo of a staged function: its arguments as declared; open
@@ -77,11 +78,22 @@ class StagedSession {
   Status run_loop(size_t step);
   Status run_scan(size_t step);
   Status run_body(Session& body, const std::string& what);
+  Status run_sequence_op(size_t step);
+  // A reference kernel on the host (NonZero, NonMaxSuppression, ...): its
+  // outputs sized by its infer function from the operands' values.
+  Status run_host_kernel(size_t step);
+  // Value `v` as a tensor; an error when it holds a sequence.
+  Result<const Tensor*> tensor_value(uint32_t v) const;
+  Result<std::vector<Tensor>*> sequence_value(uint32_t v);
 
   std::shared_ptr<Program::State> program_;
   const FunctionPlan& plan_;
   const StagedPlan& staged_;
   std::vector<Tensor> values_;
+  // A value that holds a sequence (of tensors): its elements; a value that
+  // holds a tensor has none here (is_sequence_ false).
+  std::vector<std::vector<Tensor>> sequences_;
+  std::vector<bool> is_sequence_;
   std::vector<bool> set_;
   std::vector<Tensor> outputs_;
   // Per step, per callee or body: a session, made at the step's first run.

@@ -319,6 +319,99 @@ TEST(ControlFlow, AnIfOnAConstantIsInlined) {
   }
 }
 
+// Sequences inside a staged program: split a tensor into a sequence, take
+// an element at a run-time position, and concatenate the sequence again.
+TEST(ControlFlow, SequenceOperatorsRunOnTheHost) {
+  auto m = fx::empty_model();
+  add_input(m, "x", TP::FLOAT, {3, 2});
+  add_input(m, "pos", TP::INT64, {});
+  add_node(m, "SplitToSequence", {"x"}, {"rows"}, "split");
+  add_node(m, "SequenceAt", {"rows", "pos"}, {"row"}, "at");
+  add_node(m, "SequenceLength", {"rows"}, {"n"}, "len");
+  add_node(m, "Neg", {"row"}, {"neg"}, "neg");
+  add_node(m, "SequenceInsert", {"rows", "neg"}, {"more"}, "insert");
+  auto& concat = add_node(m, "ConcatFromSequence", {"more"}, {"joined"}, "concat");
+  attr_int(concat, "axis", 0);
+  add_output(m, "joined", TP::FLOAT, {4, 2});
+  add_output(m, "n", TP::INT64, {});
+  set_opset(m, 13);
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto program = compile_and_load(*runtime, m, "sequences", "cpu-simd", {.device = "cpu-simd://0"});
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  auto session = (*program)->create_session().value();
+  ASSERT_TRUE(session->set_input("x", f32({3, 2}, {1, 2, 3, 4, 5, 6})).ok());
+  ASSERT_TRUE(session->set_input("pos", i64(-2)).ok());
+  Status st = session->run();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(session->output(0).shape(), (Shape{4, 2}));
+  EXPECT_EQ(floats(session->output(0)), (std::vector<float>{1, 2, 3, 4, 5, 6, -3, -4}));
+  EXPECT_EQ(*session->output(1).data_as<int64_t>(), 3);
+  // A position outside the sequence is an error naming the instruction.
+  ASSERT_TRUE(session->set_input("pos", i64(3)).ok());
+  st = session->run();
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.to_string();
+  EXPECT_NE(st.message().find("(SequenceAt of rows, pos): sequence index 3 is out of range for a sequence of 3 tensors"),
+            std::string::npos)
+      << st.message();
+}
+
+// NonMaxSuppression on boxes computed inside the program (too many to be
+// bound per run as a value input): a staged program runs it on the host, and
+// the boxes it keeps flow on into the next part at the size they have.
+TEST(ControlFlow, NmsOnComputedBoxesRunsInOneProgram) {
+  constexpr int64_t kBoxes = 1100;  // 4400 values: past what is bound per run
+  auto m = fx::empty_model();
+  add_input(m, "boxes_in", TP::FLOAT, {1, kBoxes, 4});
+  add_input(m, "scores", TP::FLOAT, {1, 1, kBoxes});
+  init_f32(m, "offset", {1}, {0.5f});
+  init_i64(m, "max_out", {1}, {10});
+  init_f32(m, "iou", {1}, {0.5f});
+  init_f32(m, "min_score", {1}, {0.1f});
+  init_i64(m, "flat", {2}, {kBoxes, 4});
+  init_i64(m, "column", {}, {2});
+  add_node(m, "Add", {"boxes_in", "offset"}, {"boxes"}, "shift");
+  add_node(m, "NonMaxSuppression", {"boxes", "scores", "max_out", "iou", "min_score"}, {"selected"}, "nms");
+  auto& g1 = add_node(m, "Gather", {"selected", "column"}, {"keep"}, "which");
+  attr_int(g1, "axis", 1);
+  add_node(m, "Reshape", {"boxes", "flat"}, {"boxes2d"}, "flat");
+  auto& g2 = add_node(m, "Gather", {"boxes2d", "keep"}, {"kept"}, "kept");
+  attr_int(g2, "axis", 0);
+  add_output(m, "kept", TP::FLOAT, {-1, 4});
+  set_opset(m, 13);
+  std::vector<float> boxes(kBoxes * 4), scores(kBoxes, 0.0f);
+  for (int64_t i = 0; i < kBoxes; ++i) {  // far apart unit boxes
+    const float x = static_cast<float>(i) * 10.0f;
+    boxes[static_cast<size_t>(i * 4)] = 0;
+    boxes[static_cast<size_t>(i * 4 + 1)] = x;
+    boxes[static_cast<size_t>(i * 4 + 2)] = 1;
+    boxes[static_cast<size_t>(i * 4 + 3)] = x + 1;
+  }
+  // Box 7 (0.9) wins; box 8, moved onto box 7 (IoU 0.9), is suppressed;
+  // box 500 (0.7) is kept; box 900 (0.05) is under the score threshold.
+  boxes[8 * 4 + 1] = 70.05f;
+  boxes[8 * 4 + 3] = 71.05f;
+  scores[7] = 0.9f;
+  scores[8] = 0.8f;
+  scores[500] = 0.7f;
+  scores[900] = 0.05f;
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  for (const std::string target : {"cpu-simd", ""}) {
+    SCOPED_TRACE("target '" + target + "'");
+    auto program = compile_and_load(*runtime, m, "nms_" + target, target,
+                                    {.device = target.empty() ? "" : "cpu-simd://0"});
+    ASSERT_TRUE(program.ok()) << program.status().to_string();
+    auto session = (*program)->create_session().value();
+    ASSERT_TRUE(session->set_input("boxes_in", f32({1, kBoxes, 4}, boxes)).ok());
+    ASSERT_TRUE(session->set_input("scores", f32({1, 1, kBoxes}, scores)).ok());
+    Status st = session->run();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(session->output(0).shape(), (Shape{2, 4}));
+    EXPECT_EQ(floats(session->output(0)), (std::vector<float>{0.5f, 70.5f, 1.5f, 71.5f, 0.5f, 5000.5f, 1.5f, 5001.5f}));
+  }
+}
+
 void expect_import_error(const ::onnx::ModelProto& m, const std::string& fragment) {
   auto r = import(m);
   ASSERT_FALSE(r.ok()) << "expected: " << fragment;

@@ -346,6 +346,7 @@ ProgramWriter with_staged_function() {
   ProgramWriter w = testing::make_small_program();
   FunctionDef f;
   f.name = "outer";
+  f.staged = true;
   ValueDef a;
   a.name = "a";
   a.dtype = DType::kInvalid;
@@ -403,6 +404,10 @@ TEST(ProgramWriterValidation, MalformedStagedInstructionsAreRefused) {
   ins.kernel = "Loop";
   ins.captures = 5;
   EXPECT_TRUE(writer_refuses(w, "5 captures, but only 1 inputs"));
+  w = with_staged_function();
+  w.program().functions[1].staged = false;
+  EXPECT_TRUE(writer_refuses(w, "functions[1].instructions[0]: a call or control instruction in a function that is "
+                                "not staged"));
   w = with_staged_function();
   w.program().functions[1].values[0].shape = {2};
   EXPECT_TRUE(writer_refuses(w, "functions[1].values[0]: unranked, but has a shape"));

@@ -5,8 +5,9 @@
 // output shapes by computing the whole result from the operands' values
 // (needs_constant() when a deciding operand is not known): a model input
 // that decides them is frozen at compile time or, in an open-shape program,
-// bound per run (docs/dynamic-shapes.md). An output sized by values computed
-// inside the program at run time is not supported yet.
+// bound per run (docs/dynamic-shapes.md). When values computed inside the
+// program at run time decide them, the compiler makes a staged program that
+// runs the node on the host with these kernels (docs/control-flow.md).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
