@@ -193,7 +193,9 @@ struct PySession {
 
   // An input of fixed shape given an array of exactly its dtype and shape
   // is bound without a copy; any other is copied by set_input, which checks
-  // it (and takes any binding of an open-shape input).
+  // it (and takes any binding of an open-shape input). An open or staged
+  // function (FunctionInfo::open) takes set_input only, even where an
+  // input's declared shape is fixed (a staged function's often is).
   void set_inputs(const py::dict& feeds) {
     const FunctionInfo& f = session->function();
     for (auto item : feeds) {
@@ -204,7 +206,8 @@ struct PySession {
       for (size_t i = 0; i < f.inputs.size(); ++i) {
         if (f.inputs[i].name == name) index = i;
       }
-      if (index < f.inputs.size() && f.inputs[index].dtype == t.dtype() && f.inputs[index].shape == t.shape()) {
+      if (!f.open && index < f.inputs.size() && f.inputs[index].dtype == t.dtype() &&
+          f.inputs[index].shape == t.shape()) {
         check(session->bind_input(index, t.data(), t.byte_size()));
         held[index] = a;
         continue;

@@ -140,6 +140,31 @@ def test_open_shapes_run_at_any_binding_and_empty_tensors(open_relu):
         s.run({"x": np.zeros((2, 5, 3), np.float32)})
 
 
+def test_staged_program_with_fixed_shape_inputs_runs_again_and_again(runtime, tmp_path):
+    # An If on a bool input: a staged program (format 1.5) whose inputs are
+    # all declared with fixed shapes. Its session takes set_input only, never
+    # the zero-copy binding of a fixed-shape function's inputs.
+    then_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "t", [],
+                                    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["b"])], "e", [],
+                                    [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    path = write_model(tmp_path / "if.onnx",
+                       [helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                        helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    program = runtime.load(runtime.compile(path, targets=["cpu-simd"])["program"])
+    main = next(f for f in program.functions if f["name"] == "main")
+    assert main["open"] and main["inputs"][0]["shape"] == (2,)
+    s = program.session()
+    for k, c in enumerate([True, False, False, True]):
+        x = np.array([k + 1, -2 * k], np.float32)
+        y = s.run({"x": x, "c": np.array(c)})["y"]
+        np.testing.assert_array_equal(y, -x if c else x)
+    with pytest.raises(loom.InvalidArgumentError, match="dimension 0"):
+        s.run({"x": np.zeros(3, np.float32), "c": np.array(True)})
+
+
 def test_scalars_bools_and_int64(runtime, tmp_path):
     # 0-d f32 inputs, an int64 input and a bool output.
     path = write_model(tmp_path / "mixed.onnx",
