@@ -128,33 +128,29 @@ class Stager {
         continue;
       }
       LOOM_RETURN_IF_ERROR(flush());
-      if (!graph::has_bodies(node)) {  // a sequence operator, or one whose values size its outputs
-        InstructionDef ins;
-        ins.op = OpCode::kKernelCall;
-        ins.kernel = node.op_type;
-        ins.attributes = node.attributes;
-        ins.opset = static_cast<int32_t>(node.opset);
-        for (int32_t t : node.inputs) {
-          if (t == graph::kNoTensor) {
-            ins.inputs.push_back(kAbsentValue);
-            continue;
-          }
-          LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-          ins.inputs.push_back(v);
-        }
-        for (int32_t t : node.outputs) {
-          LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-          ins.outputs.push_back(v);
-        }
-        f.instructions.push_back(std::move(ins));
-        continue;
-      }
+      // The node's operator, attributes and operands, as values of `f`.
       InstructionDef ins;
-      ins.op = OpCode::kControl;
+      ins.op = graph::has_bodies(node) ? OpCode::kControl : OpCode::kKernelCall;
       ins.kernel = node.op_type;
       ins.attributes = node.attributes;
       ins.opset = static_cast<int32_t>(node.opset);
       ins.captures = static_cast<uint32_t>(node.captures);
+      for (int32_t t : node.inputs) {
+        if (t == graph::kNoTensor) {
+          ins.inputs.push_back(kAbsentValue);
+          continue;
+        }
+        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+        ins.inputs.push_back(v);
+      }
+      for (int32_t t : node.outputs) {
+        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+        ins.outputs.push_back(v);
+      }
+      if (!graph::has_bodies(node)) {  // a sequence operator, or one whose values size its outputs
+        f.instructions.push_back(std::move(ins));
+        continue;
+      }
       // If: then_branch, else_branch; Loop and Scan: body.
       std::vector<const graph::Body*> bodies;
       for (const char* want : {"then_branch", "else_branch", "body"}) {
@@ -172,18 +168,6 @@ class Stager {
                                                              : open_function(*b->graph, body_name);
         if (!callee.ok()) return callee.status().with_context(graph::describe_node(g, n) + " body '" + b->attribute + "'");
         ins.functions.push_back(*callee);
-      }
-      for (int32_t t : node.inputs) {
-        if (t == graph::kNoTensor) {
-          ins.inputs.push_back(kAbsentValue);
-          continue;
-        }
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.inputs.push_back(v);
-      }
-      for (int32_t t : node.outputs) {
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.outputs.push_back(v);
       }
       f.instructions.push_back(std::move(ins));
     }
