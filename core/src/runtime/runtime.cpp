@@ -209,10 +209,9 @@ Result<std::shared_ptr<Program>> Runtime::prepare(const std::shared_ptr<host::Pl
       auto staged_plan = runtime::build_staged_plan(
           def, function, state->kernels, [&parameters](uint32_t p) { return parameters.bytes(p); });
       if (!staged_plan.ok()) return staged_plan.status();
-      runtime::FunctionPlan plan;
-      plan.info = runtime::staged_function_info(function);
-      plan.inputs = function.inputs;
-      plan.outputs = function.outputs;
+      // Its arguments as declared, open as an open-shape function's are.
+      runtime::FunctionPlan plan = runtime::open_function_plan(function);
+      plan.info.staged = true;
       plan.staged = std::move(*staged_plan);
       state->functions.push_back(std::move(plan));
       state->host = host_;

@@ -195,21 +195,6 @@ Result<std::shared_ptr<const StagedPlan>> build_staged_plan(
   return std::shared_ptr<const StagedPlan>(std::move(plan));
 }
 
-FunctionInfo staged_function_info(const FunctionDef& def) {
-  FunctionInfo info;
-  info.name = def.name;
-  info.reflection = def.reflection;
-  info.open = true;
-  info.staged = true;
-  auto argument = [&](uint32_t v) {
-    const ValueDef& vd = def.values[v];
-    return ArgumentInfo{vd.name, vd.dtype, vd.shape, vd.dim_symbols, vd.dim_min, vd.dim_max};
-  };
-  for (uint32_t v : def.inputs) info.inputs.push_back(argument(v));
-  for (uint32_t v : def.outputs) info.outputs.push_back(argument(v));
-  return info;
-}
-
 StagedSession::StagedSession(std::shared_ptr<Program::State> program, const FunctionPlan& plan)
     : program_(std::move(program)),
       plan_(plan),

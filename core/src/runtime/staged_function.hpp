@@ -54,10 +54,6 @@ Result<std::shared_ptr<const StagedPlan>> build_staged_plan(
     const ProgramDef& program, const FunctionDef& def, const kernels::KernelRegistry& kernels,
     const std::function<std::span<const std::byte>(uint32_t parameter)>& parameter_bytes);
 
-// The FunctionInfo of a staged function: its arguments as declared; open
-// (shapes are taken from each run's inputs).
-FunctionInfo staged_function_info(const FunctionDef& def);
-
 class StagedSession {
  public:
   // `plan` belongs to a function of `program`.
