@@ -1,6 +1,9 @@
 #include "kernels/checks.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
 #include <string>
 
 namespace loom::kernels {
@@ -83,6 +86,46 @@ Result<DType> dtype_from_onnx_number(std::string_view op, std::string_view attri
   }
   return invalid_argument(std::string(op) + ": attribute '" + std::string(attribute) + "' is " + std::to_string(to) +
                           ", not an ONNX data type");
+}
+
+Status check_scale_values(std::string_view op, std::string_view name, const TensorRef& t) {
+  if (t.dtype != DType::kF32 || t.data == nullptr) return Status();
+  const size_t n = t.byte_size / sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, static_cast<const std::byte*>(t.data) + i * sizeof(float), sizeof v);
+    if (!(v > 0.0f) || !std::isfinite(v)) {
+      std::ostringstream s;
+      s << op << ": " << name;
+      if (n > 1) s << "[" << i << "]";
+      s << " is " << v << "; a quantization scale must be positive and finite";
+      return invalid_argument(s.str());
+    }
+  }
+  return Status();
+}
+
+Status check_quant_operand(std::string_view op, std::string_view name, const TensorType& t,
+                           int64_t channels, DType zero_point_dtype) {
+  if (t.dtype == DType::kInvalid) return Status();  // left out
+  const bool scale = name.ends_with("scale");
+  const DType want = scale ? DType::kF32 : zero_point_dtype;
+  if (t.dtype != want) {
+    return invalid_argument(std::string(op) + ": " + std::string(name) + " has dtype " +
+                            std::string(dtype_name(t.dtype)) + ", expected " +
+                            std::string(dtype_name(want)) +
+                            (scale ? "" : " (a zero point has its quantized operand's type)"));
+  }
+  auto count = element_count(t.shape);
+  if (!count.ok()) return count.status().with_context(std::string(op) + ": " + std::string(name));
+  if (t.shape.size() > 1 || (channels > 0 && *count != 1 && static_cast<int64_t>(*count) != channels)) {
+    return invalid_argument(std::string(op) + ": " + std::string(name) +
+                            " must be a scalar or have " +
+                            (channels > 0 ? std::to_string(channels) : std::string("one per channel")) +
+                            " elements, got shape " + shape_to_string(t.shape));
+  }
+  if (scale && t.value != nullptr) return check_scale_values(op, name, *t.value);
+  return Status();
 }
 
 }  // namespace loom::kernels

@@ -291,5 +291,87 @@ TEST(ImportPassesTest, QdqWeightsStayUnfoldedOnlyInAQdqGroupAndWhenAsked) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(dequantize_nodes(r->graph), 1u) << "no QuantizeLinear after the Conv: not a group, folded";
 }
+
+// Issue 27's bad quantization parameters: each is a one-line compile-time
+// error naming the node (the reference kernels' infer functions see constant
+// scales and zero points), never a model that runs and answers wrongly.
+std::string import_error(const ::onnx::ModelProto& m) {
+  auto r = import(m, {}, test_registry());
+  if (r.ok()) return "(imported)";
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status().message();
+  return r.status().message();
+}
+
+TEST(ImportPassesTest, BadQuantizationParametersAreCompileErrorsNamingTheNode) {
+  for (float bad : {0.0f, -0.5f, INFINITY, NAN}) {
+    auto m = qdq_conv_model(true);
+    init_f32(m, "bad_s", {}, {bad});
+    m.mutable_graph()->mutable_node(0)->set_input(1, "bad_s");
+    const std::string e = import_error(m);
+    EXPECT_NE(e.find("node 'dq_x' (DequantizeLinear, opset 13): DequantizeLinear: x_scale is "),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("a quantization scale must be positive and finite"), std::string::npos) << e;
+  }
+  // A per-channel weight scale with one value too many.
+  auto m = qdq_conv_model(true);
+  init_f32(m, "ws3", {3}, {0.5f, 0.5f, 0.5f});
+  m.mutable_graph()->mutable_node(1)->set_input(1, "ws3");
+  attr_int(*m.mutable_graph()->mutable_node(1), "axis", 0);
+  EXPECT_NE(import_error(m).find("node 'dq_w' (DequantizeLinear, opset 13): DequantizeLinear: "
+                                 "scale has 3 elements, but axis 0 of input [2, 2, 1, 1] has 2"),
+            std::string::npos) << import_error(m);
+  // A zero point of another type than its operand.
+  m = qdq_conv_model(true);
+  const std::vector<int8_t> z8 = {3};
+  fx::set_raw(fx::add_initializer(m, "z8", TP::INT8, {}), fx::bytes_of(z8));
+  m.mutable_graph()->mutable_node(0)->set_input(2, "z8");
+  EXPECT_NE(import_error(m).find("node 'dq_x' (DequantizeLinear, opset 13): DequantizeLinear: "
+                                 "x_zero_point has dtype i8, expected u8"),
+            std::string::npos) << import_error(m);
+  // An i32 bias whose zero point is not 0.
+  m = qdq_conv_model(true);
+  const std::vector<int32_t> bias = {1, 2}, bz = {5};
+  fx::set_raw(fx::add_initializer(m, "b", TP::INT32, {2}), fx::bytes_of(bias));
+  fx::set_raw(fx::add_initializer(m, "bz", TP::INT32, {}), fx::bytes_of(bz));
+  add_node(m, "DequantizeLinear", {"b", "s", "bz"}, {"bf"}, "dq_b");
+  m.mutable_graph()->mutable_node(2)->add_input("bf");
+  EXPECT_NE(import_error(m).find("node 'dq_b' (DequantizeLinear, opset 13): DequantizeLinear: "
+                                 "x_zero_point is 5; an i32 x takes zero point 0 only"),
+            std::string::npos) << import_error(m);
+}
+
+TEST(ImportPassesTest, BadQLinearConvParametersAreCompileErrorsNamingTheNode) {
+  // x (u8) -> QLinearConv (i8 weight [2, 2, 1, 1]) -> y (u8)
+  auto make = [](std::vector<float> w_scale, int32_t w_zero_type, float y_scale) {
+    auto m = fx::empty_model();
+    set_opset(m, 13);
+    add_input(m, "x", TP::UINT8, {1, 2, 3, 3});
+    init_f32(m, "xs", {}, {0.5f});
+    init_f32(m, "ws", {static_cast<int64_t>(w_scale.size())}, w_scale);
+    init_f32(m, "ys", {}, {y_scale});
+    const std::vector<int8_t> w = {1, -2, 3, -4};
+    const std::vector<uint8_t> zu = {7, 0}, xz = {7};
+    fx::set_raw(fx::add_initializer(m, "w", TP::INT8, {2, 2, 1, 1}), fx::bytes_of(w));
+    fx::set_raw(fx::add_initializer(m, "xz", TP::UINT8, {}), fx::bytes_of(xz));
+    fx::set_raw(fx::add_initializer(m, "wz", w_zero_type, {2}), fx::bytes_of(zu));
+    add_node(m, "QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "xz"}, {"y"}, "qconv");
+    add_output(m, "y", TP::UINT8, {1, 2, 3, 3});
+    return m;
+  };
+  EXPECT_EQ(import_error(make({0.5f, 0.25f}, TP::INT8, 1.0f)), "(imported)");
+  EXPECT_NE(import_error(make({0.5f, 0.25f}, TP::INT8, 0.0f))
+                .find("node 'qconv' (QLinearConv, opset 13): QLinearConv: y_scale is 0; a "
+                      "quantization scale must be positive and finite"),
+            std::string::npos);
+  EXPECT_NE(import_error(make({0.5f, -0.25f}, TP::INT8, 1.0f))
+                .find("QLinearConv: w_scale[1] is -0.25; a quantization scale"),
+            std::string::npos) << import_error(make({0.5f, -0.25f}, TP::INT8, 1.0f));
+  EXPECT_NE(import_error(make({0.5f, 0.5f, 0.5f}, TP::INT8, 1.0f))
+                .find("QLinearConv: w_scale must be a scalar or have 2 elements, got shape [3]"),
+            std::string::npos);
+  EXPECT_NE(import_error(make({0.5f, 0.25f}, TP::UINT8, 1.0f))
+                .find("QLinearConv: w_zero_point has dtype u8, expected i8"),
+            std::string::npos) << import_error(make({0.5f, 0.25f}, TP::UINT8, 1.0f));
+}
 }  // namespace
 }  // namespace loom::compiler::testing

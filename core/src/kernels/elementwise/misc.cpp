@@ -309,6 +309,7 @@ Status quantize_run(std::span<const TensorRef> inputs, std::span<const TensorRef
   LOOM_RETURN_IF_ERROR(check_operand(op, "y", y, out));
   LOOM_RETURN_IF_ERROR(check_shape(op, "y", y.shape, x.shape));
   LOOM_ASSIGN_OR_RETURN(QuantLayout q, quant_layout(op, x.shape, scale.shape, attrs));
+  LOOM_RETURN_IF_ERROR(check_scale_values(op, "y_scale", scale));
   const float* xs = static_cast<const float*>(x.data);
   const float* ss = static_cast<const float*>(scale.data);
   const size_t n = count_of(x);
@@ -342,7 +343,24 @@ Result<std::vector<TensorType>> quantize_infer(std::span<const TensorType> input
   if (out != DType::kU8 && out != DType::kI8) return unsupported_dtype(op, "y_zero_point", out);
   LOOM_RETURN_IF_ERROR(check_infer_shape(op, "x", inputs[0].shape));
   LOOM_RETURN_IF_ERROR(quant_layout(op, inputs[0].shape, inputs[1].shape, attrs).status());
+  if (inputs[1].value != nullptr) {
+    LOOM_RETURN_IF_ERROR(check_scale_values(op, "y_scale", *inputs[1].value));
+  }
   return std::vector<TensorType>{{out, inputs[0].shape}};
+}
+
+// ONNX defines DequantizeLinear of i32 (a bias) with zero point 0 only.
+Status check_i32_zero_point(const TensorRef& zp) {
+  if (zp.dtype != DType::kI32 || zp.data == nullptr) return Status();
+  for (size_t i = 0; i < zp.byte_size / sizeof(int32_t); ++i) {
+    int32_t v;
+    std::memcpy(&v, static_cast<const std::byte*>(zp.data) + i * sizeof v, sizeof v);
+    if (v != 0) {
+      return invalid_argument("DequantizeLinear: x_zero_point is " + std::to_string(v) +
+                              "; an i32 x takes zero point 0 only");
+    }
+  }
+  return Status();
 }
 
 bool dequant_takes(DType d) { return d == DType::kU8 || d == DType::kI8 || d == DType::kI32; }
@@ -357,6 +375,7 @@ Status dequantize_run(std::span<const TensorRef> inputs, std::span<const TensorR
   if (!dequant_takes(x.dtype)) return unsupported_dtype(op, "x", x.dtype);
   LOOM_RETURN_IF_ERROR(check_operand(op, "x_scale", scale, DType::kF32));
   if (has_zp) LOOM_RETURN_IF_ERROR(check_zero_point(op, inputs[2], scale, x.dtype));
+  if (has_zp && x.dtype == DType::kI32) LOOM_RETURN_IF_ERROR(check_i32_zero_point(inputs[2]));
   LOOM_RETURN_IF_ERROR(check_operand(op, "y", y, DType::kF32));
   LOOM_RETURN_IF_ERROR(check_shape(op, "y", y.shape, x.shape));
   LOOM_ASSIGN_OR_RETURN(QuantLayout q, quant_layout(op, x.shape, scale.shape, attrs));
@@ -388,6 +407,12 @@ Result<std::vector<TensorType>> dequantize_infer(std::span<const TensorType> inp
   }
   LOOM_RETURN_IF_ERROR(check_infer_shape(op, "x", inputs[0].shape));
   LOOM_RETURN_IF_ERROR(quant_layout(op, inputs[0].shape, inputs[1].shape, attrs).status());
+  if (inputs[1].value != nullptr) {
+    LOOM_RETURN_IF_ERROR(check_scale_values(op, "x_scale", *inputs[1].value));
+  }
+  if (inputs[0].dtype == DType::kI32 && inputs.size() > 2 && inputs[2].value != nullptr) {
+    LOOM_RETURN_IF_ERROR(check_i32_zero_point(*inputs[2].value));
+  }
   return std::vector<TensorType>{{DType::kF32, inputs[0].shape}};
 }
 

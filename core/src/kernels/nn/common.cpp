@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/checks.hpp"
 #include "kernels/nn/nn.hpp"
 #include "kernels/util.hpp"
 
@@ -98,6 +99,7 @@ Status per_channel(std::string_view op, std::string_view name, const TensorRef& 
                             " must be a scalar or have " + std::to_string(channels) +
                             " elements, got shape " + shape_to_string(t.shape));
   }
+  if (scale) LOOM_RETURN_IF_ERROR(check_scale_values(op, name, t));
   *out = PerChannel{t.data, t.dtype, *count};
   return Status();
 }

@@ -164,6 +164,12 @@ Result<std::vector<TensorType>> conv_integer_infer(std::span<const TensorType> i
   LOOM_RETURN_IF_ERROR(check_dtype("ConvInteger", "w", in[1].dtype, {DType::kU8, DType::kI8}));
   ConvGeom g;
   LOOM_RETURN_IF_ERROR(conv_geometry("ConvInteger", in[0].shape, in[1].shape, a, &g));
+  if (in.size() > 2) {
+    LOOM_RETURN_IF_ERROR(check_quant_operand("ConvInteger", "x_zero_point", in[2], 1, in[0].dtype));
+  }
+  if (in.size() > 3) {
+    LOOM_RETURN_IF_ERROR(check_quant_operand("ConvInteger", "w_zero_point", in[3], g.m, in[1].dtype));
+  }
   auto out = g.out_shape();
   return std::vector<TensorType>{{DType::kI32, Shape(out.begin(), out.end())}};
 }
@@ -212,6 +218,12 @@ Result<std::vector<TensorType>> qlinear_conv_infer(std::span<const TensorType> i
   LOOM_RETURN_IF_ERROR(check_dtype(op, "y_zero_point", in[7].dtype, {DType::kU8, DType::kI8}));
   ConvGeom g;
   LOOM_RETURN_IF_ERROR(conv_geometry(op, in[0].shape, in[3].shape, a, &g));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "x_scale", in[1], 1, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "x_zero_point", in[2], 1, in[0].dtype));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "w_scale", in[4], g.m, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "w_zero_point", in[5], g.m, in[3].dtype));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "y_scale", in[6], 1, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "y_zero_point", in[7], 1, in[7].dtype));
   auto out = g.out_shape();
   return std::vector<TensorType>{{in[7].dtype, Shape(out.begin(), out.end())}};
 }

@@ -352,6 +352,8 @@ Result<std::vector<TensorType>> matmul_integer_infer(std::span<const TensorType>
   LOOM_RETURN_IF_ERROR(check_dtype(op, "B", in[1].dtype, {DType::kU8, DType::kI8}));
   ops::MatMulDims d;
   LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[1].shape, &d, op));
+  if (in.size() > 2) LOOM_RETURN_IF_ERROR(check_quant_operand(op, "a_zero_point", in[2], d.m, in[0].dtype));
+  if (in.size() > 3) LOOM_RETURN_IF_ERROR(check_quant_operand(op, "b_zero_point", in[3], d.n, in[1].dtype));
   auto out = d.out_shape();
   return std::vector<TensorType>{{DType::kI32, Shape(out.begin(), out.end())}};
 }
@@ -386,6 +388,12 @@ Result<std::vector<TensorType>> qlinear_matmul_infer(std::span<const TensorType>
   LOOM_RETURN_IF_ERROR(check_dtype(op, "y_zero_point", in[7].dtype, {DType::kU8, DType::kI8}));
   ops::MatMulDims d;
   LOOM_RETURN_IF_ERROR(ops::matmul_dims(in[0].shape, in[3].shape, &d, op));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "a_scale", in[1], d.m, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "a_zero_point", in[2], d.m, in[0].dtype));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "b_scale", in[4], d.n, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "b_zero_point", in[5], d.n, in[3].dtype));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "y_scale", in[6], 1, DType::kInvalid));
+  LOOM_RETURN_IF_ERROR(check_quant_operand(op, "y_zero_point", in[7], 1, in[7].dtype));
   auto out = d.out_shape();
   return std::vector<TensorType>{{in[7].dtype, Shape(out.begin(), out.end())}};
 }
