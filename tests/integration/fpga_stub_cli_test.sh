@@ -38,6 +38,14 @@ expect_ok "compile splits the QDQ model" "cpu-simd                 1      1" \
   "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/split.loom" --target fpga-stub,cpu-simd
 expect_ok "the fpga-stub subgraph holds the QuantizeLinear nodes" "^fpga-stub .*QuantizeLinear" \
   "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/split.loom" --target fpga-stub,cpu-simd
+# cpu-simd's compile notes (issue 27): which QDQ groups became int8 steps,
+# which nodes stay f32 on dequantized values, and why.
+expect_ok "compile notes name the int8 step" \
+  "cpu-simd: compile: int8: node Conv_3 (Conv): one QLinearConv step" \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/cpu.loom" --target cpu-simd
+expect_ok "compile notes say why the MatMul stays f32" \
+  "f32: node MatMul_18 (MatMul) reads dequantized 'g_dq': no QuantizeLinear reads its output" \
+  "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/cpu.loom" --target cpu-simd
 expect_ok "compile for the reference kernels" "reference" \
   "$loom" compile "$dir/qdq_cnn.onnx" -o "$dir/ref.loom" --target none
 expect_ok "split program runs on fpga-stub://0" "delegate fpga-stub_0 -> fpga-stub://0" \

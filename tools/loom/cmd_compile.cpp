@@ -197,7 +197,22 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args,
   }
 }
 
-void print_json(const compiler::CompileReport& r, const CompileArgs& args, const CompileChoice& choice) {
+// The plugins' compile notes, grouped as they came (one subgraph's after
+// another's), with a count of int8 steps and f32 fallbacks when there are any.
+void print_notes(const std::vector<std::string>& notes) {
+  if (notes.empty()) return;
+  size_t int8 = 0, f32 = 0;
+  for (const std::string& n : notes) {
+    int8 += n.find(": compile: int8: ") != std::string::npos;
+    f32 += n.find(": compile: f32: ") != std::string::npos;
+  }
+  std::printf("notes from the plugins (%zu int8 steps, %zu nodes in f32 on dequantized values):\n",
+              int8, f32);
+  for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
+}
+
+void print_json(const compiler::CompileReport& r, const CompileArgs& args, const CompileChoice& choice,
+                const std::vector<std::string>& notes) {
   nlohmann::json targets = nlohmann::json::array();
   for (const compiler::TargetReport& t : r.targets) {
     targets.push_back({{"plugin", t.plugin},
@@ -228,7 +243,8 @@ void print_json(const compiler::CompileReport& r, const CompileArgs& args, const
                         {"open_native", r.open_native},
                         {"open_per_binding_why", r.open_per_binding_why},
                         {"program_bytes", r.program_bytes},
-                        {"params_bytes", r.params_bytes}};
+                        {"params_bytes", r.params_bytes},
+                        {"notes", notes}};
   std::cout << doc.dump(2) << "\n";
 }
 
@@ -259,6 +275,17 @@ int run_compile(const CompileArgs& args) {
   }
   RuntimeOptions runtime_options;
   for (const std::string& p : args.plugin_paths) runtime_options.plugin_paths.emplace_back(p);
+  // Plugins' compile notes ("PLUGIN: compile: ..." info lines: cpu-simd's
+  // int8 steps and f32 fallbacks) go to the summary; warnings and errors to
+  // stderr as the runtime's default does. The sink's calls are serialized.
+  std::vector<std::string> notes;
+  runtime_options.log_sink = [&notes](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kInfo && line.find(": compile: ") != std::string_view::npos) {
+      notes.emplace_back(line);
+    } else if (level == LogLevel::kWarning || level == LogLevel::kError) {
+      std::cerr << "loom: " << (level == LogLevel::kError ? "error" : "warning") << ": " << line << "\n";
+    }
+  };
   if (Status s = add_plugin_options(args.plugin_options, &runtime_options); !s.ok()) return fail(s);
   auto runtime = Runtime::create(runtime_options);
   if (!runtime.ok()) return fail(runtime.status());
@@ -272,9 +299,10 @@ int run_compile(const CompileArgs& args) {
   if (!args.json) progress.finish();
   if (!report.ok()) return fail(report.status());
   if (args.json) {
-    print_json(*report, args, choice);
+    print_json(*report, args, choice, notes);
   } else {
     print_summary(*report, args, choice);
+    print_notes(notes);
   }
   return 0;
 }

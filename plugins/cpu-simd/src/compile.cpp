@@ -15,7 +15,7 @@ sdk::Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
   return sdk::Status();
 }
 
-sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
+sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out, std::vector<std::string>* notes) {
   BlobGraph blob;
   // Graph tensor -> blob tensor; UINT32_MAX until first met.
   std::vector<uint32_t> map(g.tensor_count(), UINT32_MAX);
@@ -23,6 +23,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
     BlobTensor bt;
     bt.dtype = t.dtype();
     bt.shape = t.shape();
+    bt.name = t.name();
     blob.tensors.push_back(std::move(bt));
     map[static_cast<size_t>(t.index())] = static_cast<uint32_t>(blob.tensors.size() - 1);
     return map[static_cast<size_t>(t.index())];
@@ -92,6 +93,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
         scratch[node.outputs[0] - kScratchTensor] = static_cast<uint32_t>(blob.tensors.size());
         node.outputs[0] = static_cast<uint32_t>(blob.tensors.size());
         blob.tensors.push_back(std::move(bt));
+        node.origin = static_cast<int64_t>(n);
         blob.nodes.push_back(std::move(node));
         continue;
       }
@@ -101,6 +103,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
                                      ", which already has a producer");
       }
       node.outputs[0] = add_tensor(o);
+      node.origin = static_cast<int64_t>(n);
       blob.nodes.push_back(std::move(node));
     }
   }
@@ -114,6 +117,7 @@ sdk::Status compile_graph(const sdk::GraphView& g, BlobGraph* out) {
   }
   fold_hard_swish(&blob);
   fuse_qdq(&blob);
+  if (notes != nullptr) *notes = quantized_notes(g, blob);
   fold_constant_dequantize(&blob);
   std::string error;
   if (!validate(blob, &error)) {

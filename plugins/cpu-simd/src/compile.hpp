@@ -39,7 +39,19 @@ bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* ou
 sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims);
 
 // compile: the blob graph of the whole subgraph (every node must lower).
-sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out);
+// `notes` (when given) receives quantized_notes of the graph.
+sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out,
+                          std::vector<std::string>* notes = nullptr);
+
+// What compile did with the quantized part of a graph, one line a step
+// (compile_notes.cpp), for the compile notes the plugin logs (info level):
+// "int8: node conv1 (Conv): one QLinearConv step with its DequantizeLinear
+// inputs and QuantizeLinear output", and for every other node reading a
+// DequantizeLinear's output, that it runs in f32 and why ("f32: node add1
+// (Add): cpu-simd has no int8 Add; ..."). Empty for a graph without
+// quantized tensors. `blob` is the graph after fuse_qdq and before
+// fold_constant_dequantize.
+std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGraph& blob);
 
 // x * HardSigmoid(x) with alpha 1/6 and beta 0.5 (MobileNetV3's exporters
 // write HardSwish so) becomes one HardSwish node, when the HardSigmoid's

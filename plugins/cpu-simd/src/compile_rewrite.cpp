@@ -285,6 +285,7 @@ bool fuse_qdq_at(BlobGraph* g, const QdqUses& u, size_t qi) {
   fused.ints = conv ? core.ints : std::vector<int64_t>{};
   fused.trans_b = trans_b ? 1 : 0;
   fused.floats = clamp;
+  fused.origin = core.origin;
   const uint32_t xz = qdq_zero_operand(g, g->nodes[grp.dq_x], g->tensors[xq].dtype);
   const uint32_t wz = qdq_zero_operand(g, g->nodes[grp.dq_w], g->tensors[wq].dtype);
   const uint32_t yzt = qdq_zero_operand(g, g->nodes[grp.q], yd);

@@ -164,7 +164,8 @@ class CpuSimdDevice {
 class CpuSimdPlugin {
  public:
   CpuSimdPlugin(size_t threads, const loom_host_services_t* host, bool onednn, Kernels kernels)
-      : pool_(threads),
+      : host_(host),
+        pool_(threads),
         device_(&pool_,
                 cpu_model_name() + " [kernels " + kernels.name +
                     (onednn ? ", oneDNN " + onednn_isa() : ", oneDNN off") + "]",
@@ -182,7 +183,13 @@ class CpuSimdPlugin {
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     BlobGraph blob;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &blob));
+    std::vector<std::string> notes;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &blob, &notes));
+    // The compile notes: what became an int8 step and what stayed f32 and
+    // why, as info lines (`loom compile` prints them).
+    for (const std::string& note : notes) {
+      sdk::log(host_, LOOM_LOG_INFO, ("compile: " + note).c_str());
+    }
     // Format 5 only for a graph with open dimensions: static blobs stay
     // readable by plugins that know formats 1 to 4.
     const uint32_t version = format_version_for(blob);
@@ -196,6 +203,7 @@ class CpuSimdPlugin {
   }
 
  private:
+  const loom_host_services_t* host_;  // may be NULL: the compile notes go unlogged
   ThreadPool pool_;  // declared before the device: the device and executables use it
   CpuSimdDevice device_;
 };

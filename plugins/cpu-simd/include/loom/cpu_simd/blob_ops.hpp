@@ -191,6 +191,9 @@ struct BlobTensor {
   // Format 3: a graph input that holds a program parameter (a weight), the
   // same bytes on every execute of an executable, so it may be packed once.
   bool parameter = false;
+  // Compile only, never encoded: the graph tensor's name, for the compile
+  // notes; empty for a tensor a rewrite added.
+  std::string name = {};
 };
 
 struct BlobNode {
@@ -202,6 +205,9 @@ struct BlobNode {
   int32_t trans_a = 0, trans_b = 0;  // Gemm
   std::vector<int64_t> ints;         // format 2, per operator
   std::vector<float> floats;         // format 2, reserved: must be empty
+  // Compile only, never encoded: the graph node this one was lowered from
+  // (a fused step keeps its core's), for the compile notes; -1 when none.
+  int64_t origin = -1;
 };
 
 struct BlobGraph {

@@ -1,0 +1,131 @@
+// The compile notes on quantized graphs (compile.hpp, quantized_notes): for
+// each int8 step, what it came from; for each node that still reads a
+// DequantizeLinear's output, that it runs in f32, and why the QDQ fusion
+// (compile_rewrite.cpp) left it so.
+#include <string>
+#include <vector>
+
+#include "compile.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+bool is_int8_step(Op op) {
+  return op == Op::kQLinearConv || op == Op::kQLinearMatMul || op == Op::kConvInteger ||
+         op == Op::kMatMulInteger;
+}
+
+struct NoteUses {
+  std::vector<int64_t> producer;  // per tensor: the node writing it, -1 for none
+  std::vector<size_t> readers;    // per tensor: how many node operands read it
+  std::vector<int64_t> reader;    // per tensor: the last node reading it
+  std::vector<bool> output;       // per tensor: a graph output
+};
+
+NoteUses note_uses(const BlobGraph& g) {
+  NoteUses u;
+  u.producer.assign(g.tensors.size(), -1);
+  u.readers.assign(g.tensors.size(), 0);
+  u.reader.assign(g.tensors.size(), -1);
+  u.output.assign(g.tensors.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (uint32_t t : g.nodes[n].inputs) {
+      ++u.readers[t];
+      u.reader[t] = static_cast<int64_t>(n);
+    }
+    for (uint32_t t : g.nodes[n].outputs) u.producer[t] = static_cast<int64_t>(n);
+  }
+  for (uint32_t t : g.outputs) u.output[t] = true;
+  return u;
+}
+
+const BlobNode* producer_of(const BlobGraph& g, const NoteUses& u, uint32_t t, Op op) {
+  const int64_t p = u.producer[t];
+  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+}
+
+std::string label_of(const sdk::GraphView& g, const BlobNode& n) {
+  return n.origin >= 0 ? g.node(static_cast<size_t>(n.origin)).label()
+                       : std::string("a step a rewrite added (") + op_name(n.op) + ")";
+}
+
+// Why a Conv, MatMul or Gemm reading dequantized values was not fused.
+std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const NoteUses& u,
+                        const BlobNode& core) {
+  uint32_t out = core.outputs[0];
+  const auto sole_reader = [&](uint32_t t) -> const BlobNode* {
+    return u.readers[t] == 1 && !u.output[t] ? &blob.nodes[static_cast<size_t>(u.reader[t])] : nullptr;
+  };
+  const BlobNode* next = sole_reader(out);
+  if (next != nullptr && (next->op == Op::kRelu || next->op == Op::kClip)) {
+    out = next->outputs[0];
+    next = sole_reader(out);
+  }
+  if (next == nullptr) {
+    return "its output is read by " + std::to_string(u.readers[out]) +
+           (u.readers[out] == 1 ? " node" : " nodes") +
+           (u.output[out] ? " and is a graph output" : "") +
+           "; the fusion needs one QuantizeLinear as its only reader (after an optional Relu or Clip)";
+  }
+  if (next->op != Op::kQuantizeLinear) {
+    return std::string("no QuantizeLinear reads its output (") + label_of(g, *next) + " does)";
+  }
+  const BlobNode* dx = producer_of(blob, u, core.inputs[0], Op::kDequantizeLinear);
+  const BlobNode* dw =
+      core.inputs.size() > 1 ? producer_of(blob, u, core.inputs[1], Op::kDequantizeLinear) : nullptr;
+  if (dx == nullptr) return "its input is not a DequantizeLinear's output";
+  if (dw == nullptr) return "its weight is not a DequantizeLinear of an 8-bit tensor";
+  const std::vector<int64_t>& xs = blob.tensors[dx->inputs[1]].shape;
+  if (!(xs.empty() || (xs.size() == 1 && xs[0] == 1))) {
+    return "its input has a scale per channel; int8 steps take activations quantized per tensor";
+  }
+  const std::vector<int64_t>& qs = blob.tensors[next->inputs[1]].shape;
+  if (!(qs.empty() || (qs.size() == 1 && qs[0] == 1))) {
+    return "the QuantizeLinear after it has a scale per channel; int8 steps write one scale";
+  }
+  return "its scales, zero points or bias are not constants the fusion can read, or a Gemm "
+         "with alpha, beta or transA other than 1, 1, 0 (plugins/cpu-simd/README.md, QDQ fusion)";
+}
+
+}  // namespace
+
+std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGraph& blob) {
+  std::vector<std::string> notes;
+  const NoteUses u = note_uses(blob);
+  for (const BlobNode& n : blob.nodes) {
+    if (is_int8_step(n.op)) {
+      const std::string from =
+          n.origin >= 0 ? g.node(static_cast<size_t>(n.origin)).op_type() : std::string();
+      if (from == op_name(n.op)) {
+        notes.push_back("int8: " + label_of(g, n) + ": one " + op_name(n.op) + " step");
+      } else {
+        notes.push_back("int8: " + label_of(g, n) + ": one " + op_name(n.op) +
+                        " step with its DequantizeLinear inputs and QuantizeLinear output");
+      }
+      continue;
+    }
+    if (n.op == Op::kDequantizeLinear || n.op == Op::kQuantizeLinear) continue;
+    int64_t dequantized = -1;
+    for (uint32_t t : n.inputs) {
+      if (producer_of(blob, u, t, Op::kDequantizeLinear) != nullptr) {
+        dequantized = t;
+        break;
+      }
+    }
+    if (dequantized < 0) continue;
+    const std::string& name = blob.tensors[static_cast<size_t>(dequantized)].name;
+    const std::string what = name.empty() ? std::string() : " '" + name + "'";
+    std::string why;
+    if (n.op == Op::kConv || n.op == Op::kMatMul || n.op == Op::kGemm) {
+      why = why_unfused(g, blob, u, n);
+    } else {
+      const std::string op =
+          n.origin >= 0 ? g.node(static_cast<size_t>(n.origin)).op_type() : std::string(op_name(n.op));
+      why = "cpu-simd has no int8 " + op + "; it runs on the dequantized values";
+    }
+    notes.push_back("f32: " + label_of(g, n) + " reads dequantized" + what + ": " + why);
+  }
+  return notes;
+}
+
+}  // namespace loom::cpu_simd
