@@ -6,6 +6,8 @@
 //    uses it: the source reordered into the layout the primitive chose, the
 //    convolution, the result reordered back (weights reordered once). The
 //    convolution alone is reported too ("Conv_OneDnnKernelOnly");
+//  - QLinearConv and QLinearMatMul (u8 x s8 -> u8) on the same shapes against
+//    oneDNN's int8 convolution and matmul primitives (issue 27);
 //  - memory-bound operators on tensors larger than the caches against a
 //    STREAM-style triad (a = b + s * c) in this binary.
 // Each Loom case is a one-node graph compiled by cpu-simd's compile entry
@@ -26,6 +28,7 @@ namespace {
 using namespace loom::bench;
 using dnnl::memory;
 using Tag = memory::format_tag;
+namespace gfb = ::loom::graph::fb;
 using DType = memory::data_type;
 
 Backend& cpu_simd(int64_t threads) {
@@ -358,11 +361,337 @@ void BM_LayerNormalization(benchmark::State& state) {
               }, 17);
 }
 
+// ------------------------------------------------------------------ int8 (issue 27)
+// QLinearConv and QLinearMatMul on cpu-simd (u8 activations with a zero
+// point, s8 weights with a scale per output channel as a program parameter,
+// i32 bias, u8 output) against oneDNN's int8 convolution and matmul
+// primitives with the same operands, requantization fused (output scales
+// per channel, source and destination zero points). `bits` 7 draws weights
+// in [-64, 64] (quantizers' reduce_range), 8 in [-127, 127]: on AVX2 without
+// VNNI oneDNN adds pairs of u8 x s8 products in 16 bits, which may saturate
+// with 8-bit weights (its label then counts sampled outputs off by more than
+// one unit), while cpu-simd stays exact by taking a second pass
+// (plugins/cpu-simd/README.md, "Quantized operators").
+
+struct Int8Operands {
+  std::vector<uint8_t> x;
+  std::vector<int8_t> w;  // [out channels, rest], or [k, n] for a matmul
+  std::vector<int32_t> bias;
+  std::vector<float> w_scale;  // per output channel
+  float x_scale = 0.02f, y_scale = 1.0f;
+  uint8_t x_zero = 113, y_zero = 128;
+};
+
+Int8Operands int8_operands(size_t x_count, size_t w_count, int64_t channels, int64_t reduction, int bits) {
+  Int8Operands o;
+  std::vector<float> r(x_count + w_count + static_cast<size_t>(channels));
+  fill(r, 7);
+  const float wmax = bits == 7 ? 64.0f : 127.0f;
+  for (size_t i = 0; i < x_count; ++i) o.x.push_back(static_cast<uint8_t>((r[i] + 1.0f) * 127.99f));
+  for (size_t i = 0; i < w_count; ++i) o.w.push_back(static_cast<int8_t>(std::lround(r[x_count + i] * wmax)));
+  for (int64_t m = 0; m < channels; ++m) {
+    o.bias.push_back(static_cast<int32_t>(r[x_count + w_count + static_cast<size_t>(m)] * 2000.0f));
+    o.w_scale.push_back(0.002f + 0.0001f * static_cast<float>(m % 7));
+  }
+  // Outputs of about +-40 units around the zero point: few saturate.
+  const double spread = std::sqrt(static_cast<double>(reduction)) * 74.0 * wmax / 1.7;
+  o.y_scale = static_cast<float>(o.x_scale * 0.0023 * spread / 40.0);
+  return o;
+}
+
+// The QLinear requantization of one accumulator, as the reference kernels do it.
+int int8_requantize(int64_t acc, const Int8Operands& o, int64_t m) {
+  const float k = o.x_scale * o.w_scale[static_cast<size_t>(m)] / o.y_scale;
+  const double v = std::nearbyint(static_cast<double>(static_cast<float>(acc) * k)) + o.y_zero;
+  return static_cast<int>(std::clamp(v, 0.0, 255.0));
+}
+
+// Runs a compiled int8 graph (inputs x, w; output y) in the benchmark loop
+// through the C ABI on host pointers; `y` receives the last run's output.
+void run_int8_case(benchmark::State& state, Backend& b, const std::vector<uint8_t>& graph, const Dims& xs,
+                   void* x, const Dims& ws, void* w, const Dims& ys, std::vector<uint8_t>* y) {
+  if (b.device == nullptr || !b.host_execute) {
+    state.SkipWithError(("no device with host-pointer execute: " + b.error).c_str());
+    return;
+  }
+  const ::loom::testing::PluginHarness& h = b.harness;
+  ::loom::testing::CompiledBlob blob;
+  loom_executable_t* executable = nullptr;
+  std::string s = h.compile(b.plugin, graph, &blob);
+  if (s == "ok") {
+    s = h.load(b.device, blob.loader_key.c_str(), blob.format_version, blob.bytes.data(), blob.bytes.size(),
+               &executable);
+  }
+  if (s != "ok") {
+    state.SkipWithError(s.c_str());
+    return;
+  }
+  size_t n = 1;
+  for (int64_t d : ys) n *= static_cast<size_t>(d);
+  y->assign(n, 0);
+  size_t x_bytes = 1, w_bytes = 1;
+  for (int64_t d : xs) x_bytes *= static_cast<size_t>(d);
+  for (int64_t d : ws) w_bytes *= static_cast<size_t>(d);
+  loom_tensor_t tx = ::loom::testing::host_tensor(LOOM_DTYPE_U8, xs, x, x_bytes);
+  loom_tensor_t tw = ::loom::testing::host_tensor(LOOM_DTYPE_I8, ws, w, w_bytes);
+  loom_tensor_t ty = ::loom::testing::host_tensor(LOOM_DTYPE_U8, ys, y->data(), n);
+  const std::vector<const loom_tensor_t*> ins = {&tx, &tw}, outs = {&ty};  // execute_args keeps pointers
+  loom_execute_args_t e = ::loom::testing::execute_args(executable, ins, outs);
+  const loom_plugin_api_t* api = h.api();
+  for (auto _ : state) {
+    if (loom_status_t* failed = api->execute(&e); failed != nullptr) {
+      s = ::loom::testing::take(api, failed);
+      break;
+    }
+  }
+  if (s != "ok") state.SkipWithError(s.c_str());
+  api->executable_destroy(executable);
+}
+
+// Sampled outputs against the exact integer product: "" when every one is
+// within a unit, else how many of 64 are not.
+template <typename Acc>
+std::string int8_check(const std::vector<uint8_t>& y, int64_t count, const Int8Operands& o, Acc&& accumulate) {
+  int off = 0;
+  for (int64_t q = 0; q < 64; ++q) {
+    const int64_t at = (q * 7919 + 11) % count;
+    int64_t channel = 0;
+    const int64_t acc = accumulate(at, &channel);
+    if (std::abs(static_cast<int>(y[static_cast<size_t>(at)]) - int8_requantize(acc, o, channel)) > 1) ++off;
+  }
+  return off == 0 ? "" : std::to_string(off) + " of 64 sampled outputs off by more than 1";
+}
+
+// Args: index into kConvShapes, threads, weight bits (7 or 8).
+void BM_QLinearConv_CpuSimd(benchmark::State& state) {
+  const ConvShape& s = kConvShapes[state.range(0)];
+  const int bits = static_cast<int>(state.range(2));
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group, og = s.o / s.group;
+  const Dims xd = {1, s.c, s.hw, s.hw}, wd = {s.o, cg, s.k, s.k}, yd = {1, s.o, oh, oh};
+  Int8Operands o = int8_operands(static_cast<size_t>(s.c * s.hw * s.hw), static_cast<size_t>(s.o * cg * s.k * s.k),
+                                 s.o, cg * s.k * s.k, bits);
+  ::loom::testing::GraphBuilder g;
+  const int x = g.input(xd, gfb::DType::u8);
+  const int w = g.parameter(wd, "w");
+  g.tensors[static_cast<size_t>(w)].dtype = gfb::DType::i8;
+  const int8_t wz0 = 0;
+  const std::vector<int8_t> wz(static_cast<size_t>(s.o), wz0);
+  const int y = g.tensor(yd, gfb::DType::u8);
+  g.node("QLinearConv",
+         {x, g.constant_f32({}, {o.x_scale}), g.constant({}, gfb::DType::u8, &o.x_zero, 1), w,
+          g.constant_f32({s.o}, o.w_scale), g.constant({s.o}, gfb::DType::i8, wz.data(), wz.size()),
+          g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1),
+          g.constant({s.o}, gfb::DType::i32, o.bias.data(), o.bias.size() * 4)},
+         {y},
+         {attr_i("group", s.group), attr_ints("pads", {p, p, p, p}), attr_ints("strides", {s.stride, s.stride})},
+         10);
+  g.output(y);
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
+  const std::string wrong =
+      out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
+        const int64_t oc = at / (oh * oh), oy = at / oh % oh, ox = at % oh, gi = oc / og;
+        *channel = oc;
+        int64_t acc = o.bias[static_cast<size_t>(oc)];
+        for (int64_t ic = 0; ic < cg; ++ic) {
+          for (int64_t ky = 0; ky < s.k; ++ky) {
+            for (int64_t kx = 0; kx < s.k; ++kx) {
+              const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
+              if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
+              acc += (int64_t{o.x[static_cast<size_t>(((gi * cg + ic) * s.hw + iy) * s.hw + ix)]} - o.x_zero) *
+                     o.w[static_cast<size_t>(((oc * cg + ic) * s.k + ky) * s.k + kx)];
+            }
+          }
+        }
+        return acc;
+      });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
+}
+
+// oneDNN's int8 convolution: u8 source with a zero point, s8 weights (reordered
+// once), s32 bias, u8 destination with per-channel output scales and a zero
+// point. NCHW tensors reordered in and out, or with `kernel_only` the
+// convolution alone on tensors in its layout.
+void onednn_qconv(benchmark::State& state, bool kernel_only) {
+  const ConvShape& s = kConvShapes[state.range(0)];
+  const int bits = static_cast<int>(state.range(2));
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group;
+  Int8Operands o = int8_operands(static_cast<size_t>(s.c * s.hw * s.hw), static_cast<size_t>(s.o * cg * s.k * s.k),
+                                 s.o, cg * s.k * s.k, bits);
+  const memory::dims wd = s.group == 1 ? memory::dims{s.o, s.c, s.k, s.k}
+                                       : memory::dims{s.group, s.o / s.group, cg, s.k, s.k};
+  try {
+    const memory::desc x_user({1, s.c, s.hw, s.hw}, DType::u8, Tag::nchw);
+    const memory::desc y_user({1, s.o, oh, oh}, DType::u8, Tag::nchw);
+    const memory::desc w_user(wd, DType::s8, s.group == 1 ? Tag::oihw : Tag::goihw);
+    const memory::desc b_user({s.o}, DType::s32, Tag::x);
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+        memory::desc({1, s.c, s.hw, s.hw}, DType::u8, Tag::any), memory::desc(wd, DType::s8, Tag::any), b_user,
+        memory::desc({1, s.o, oh, oh}, DType::u8, Tag::any), {s.stride, s.stride}, {p, p}, {p, p});
+    dnnl::primitive_attr attr;
+    std::vector<float> scales(static_cast<size_t>(s.o));
+    for (int64_t m = 0; m < s.o; ++m) scales[static_cast<size_t>(m)] = o.x_scale * o.w_scale[static_cast<size_t>(m)] / o.y_scale;
+    attr.set_output_scales(1 << 1, scales);
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {o.x_zero});
+    attr.set_zero_points(DNNL_ARG_DST, 0, {o.y_zero});
+    dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
+    dnnl::stream stream(engine());
+    memory xu(x_user, engine(), o.x.data()), wu(w_user, engine(), o.w.data()), bu(b_user, engine(), o.bias.data());
+    std::vector<uint8_t> out(static_cast<size_t>(s.o * oh * oh));
+    memory yu(y_user, engine(), out.data());
+    memory x(pd.src_desc(), engine()), w(pd.weights_desc(), engine()), y(pd.dst_desc(), engine());
+    dnnl::reorder(wu, w).execute(stream, wu, w);
+    dnnl::reorder(xu, x).execute(stream, xu, x);
+    dnnl::reorder to_x(xu, x), to_y(y, yu);
+    dnnl::convolution_forward conv(pd);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, bu}, {DNNL_ARG_DST, y}};
+    for (auto _ : state) {
+      if (!kernel_only) to_x.execute(stream, xu, x);
+      conv.execute(stream, args);
+      if (!kernel_only) to_y.execute(stream, y, yu);
+      stream.wait();
+    }
+    to_y.execute(stream, y, yu);
+    stream.wait();
+    const int64_t og = s.o / s.group;
+    const std::string wrong = int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
+      const int64_t oc = at / (oh * oh), oy = at / oh % oh, ox = at % oh, gi = oc / og;
+      *channel = oc;
+      int64_t acc = o.bias[static_cast<size_t>(oc)];
+      for (int64_t ic = 0; ic < cg; ++ic) {
+        for (int64_t ky = 0; ky < s.k; ++ky) {
+          for (int64_t kx = 0; kx < s.k; ++kx) {
+            const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
+            if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
+            acc += (int64_t{o.x[static_cast<size_t>(((gi * cg + ic) * s.hw + iy) * s.hw + ix)]} - o.x_zero) *
+                   o.w[static_cast<size_t>(((oc * cg + ic) * s.k + ky) * s.k + kx)];
+          }
+        }
+      }
+      return acc;
+    });
+    state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits) + " " + pd.impl_info_str() +
+                   (wrong.empty() ? "" : " (" + wrong + ")"));
+  } catch (const dnnl::error& e) {
+    state.SkipWithError((std::string("oneDNN: ") + e.what()).c_str());
+  }
+}
+void BM_QLinearConv_OneDnn(benchmark::State& state) { onednn_qconv(state, false); }
+void BM_QLinearConv_OneDnnKernelOnly(benchmark::State& state) { onednn_qconv(state, true); }
+
+void qconv_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t bits : {7, 8}) {
+    for (int64_t threads : {1, 2}) {
+      for (int64_t i = 0; i < static_cast<int64_t>(std::size(kConvShapes)); ++i) b->Args({i, threads, bits});
+    }
+  }
+}
+
+// Args: M, K, N, threads, weight bits.
+void BM_QLinearMatMul_CpuSimd(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int bits = static_cast<int>(state.range(4));
+  Int8Operands o = int8_operands(static_cast<size_t>(m * k), static_cast<size_t>(k * n), n, k, bits);
+  ::loom::testing::GraphBuilder g;
+  const int a = g.input({m, k}, gfb::DType::u8);
+  const int b = g.parameter({k, n}, "b");
+  g.tensors[static_cast<size_t>(b)].dtype = gfb::DType::i8;
+  const std::vector<int8_t> bz(static_cast<size_t>(n), 0);
+  const int y = g.tensor({m, n}, gfb::DType::u8);
+  // QLinearMatMul has no bias: the benchmark's operands leave it out.
+  std::fill(o.bias.begin(), o.bias.end(), 0);
+  g.node("QLinearMatMul",
+         {a, g.constant_f32({}, {o.x_scale}), g.constant({}, gfb::DType::u8, &o.x_zero, 1), b,
+          g.constant_f32({n}, o.w_scale), g.constant({n}, gfb::DType::i8, bz.data(), bz.size()),
+          g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)},
+         {y}, {}, 10);
+  g.output(y);
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
+  const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
+    const int64_t i = at / n, j = at % n;
+    *channel = j;
+    int64_t acc = 0;
+    for (int64_t q = 0; q < k; ++q) {
+      acc += (int64_t{o.x[static_cast<size_t>(i * k + q)]} - o.x_zero) * o.w[static_cast<size_t>(q * n + j)];
+    }
+    return acc;
+  });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  set_gemm_counters(state, m, k, n);
+  state.SetLabel("w" + std::to_string(bits));
+}
+
+// oneDNN's int8 matmul: u8 A with a zero point, s8 B reordered once, u8 C
+// with per-column output scales and a zero point.
+void BM_QLinearMatMul_OneDnn(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int bits = static_cast<int>(state.range(4));
+  omp_set_num_threads(static_cast<int>(state.range(3)));
+  Int8Operands o = int8_operands(static_cast<size_t>(m * k), static_cast<size_t>(k * n), n, k, bits);
+  try {
+    const memory::desc a_md({m, k}, DType::u8, Tag::ab), c_md({m, n}, DType::u8, Tag::ab);
+    const memory::desc b_user({k, n}, DType::s8, Tag::ab);
+    dnnl::primitive_attr attr;
+    std::vector<float> scales(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) scales[static_cast<size_t>(j)] = o.x_scale * o.w_scale[static_cast<size_t>(j)] / o.y_scale;
+    attr.set_output_scales(1 << 1, scales);
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {o.x_zero});
+    attr.set_zero_points(DNNL_ARG_DST, 0, {o.y_zero});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, memory::desc({k, n}, DType::s8, Tag::any), c_md), attr,
+                                    engine());
+    dnnl::stream stream(engine());
+    std::vector<uint8_t> out(static_cast<size_t>(m * n));
+    memory a(a_md, engine(), o.x.data()), bu(b_user, engine(), o.w.data()), c(c_md, engine(), out.data());
+    memory bm(pd.weights_desc(), engine());
+    dnnl::reorder(bu, bm).execute(stream, bu, bm);
+    dnnl::matmul mm(pd);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, c}};
+    for (auto _ : state) {
+      mm.execute(stream, args);
+      stream.wait();
+    }
+    std::fill(o.bias.begin(), o.bias.end(), 0);
+    const std::string wrong = int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
+      const int64_t i = at / n, j = at % n;
+      *channel = j;
+      int64_t acc = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        acc += (int64_t{o.x[static_cast<size_t>(i * k + q)]} - o.x_zero) * o.w[static_cast<size_t>(q * n + j)];
+      }
+      return acc;
+    });
+    set_gemm_counters(state, m, k, n);
+    state.SetLabel("w" + std::to_string(bits) + " " + pd.impl_info_str() + (wrong.empty() ? "" : " (" + wrong + ")"));
+  } catch (const dnnl::error& e) {
+    state.SkipWithError((std::string("oneDNN: ") + e.what()).c_str());
+  }
+}
+
+void qmatmul_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t bits : {7, 8}) {
+    for (int64_t threads : {1, 2}) {
+      for (int64_t m : {1, 8, 64}) {
+        b->Args({m, 768, 3072, threads, bits});  // transformer MLP up-projection
+        b->Args({m, 512, 1000, threads, bits});  // a ResNet classifier
+      }
+    }
+  }
+}
+
 BENCHMARK(BM_MatMul_CpuSimd)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatMul_OneDnn)->Apply(gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv_CpuSimd)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv_OneDnn)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv_OneDnnKernelOnly)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearConv_CpuSimd)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearConv_OneDnn)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearConv_OneDnnKernelOnly)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearMatMul_CpuSimd)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearMatMul_OneDnn)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Triad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
