@@ -220,9 +220,10 @@ Verdict onnx_node_tests(CheckContext& ctx) {
   on_plugin.runtime.log_sink = [](LogLevel, std::string_view) {};
   on_plugin.device = ctx.options().device;
   // How long a case's run may wait for an asynchronous device: the node
-  // tests are tiny (milliseconds), so 10 s, stretched on a slow build, is
-  // ample for real work, and a device that never signals costs it once.
-  on_plugin.run_timeout = scaled(std::chrono::milliseconds(10'000));
+  // tests are tiny (milliseconds), so 30 s, stretched on a slow build, is
+  // ample for real work on a loaded machine (a lavapipe first dispatch
+  // compiles shaders), and a device that never signals costs it once.
+  on_plugin.run_timeout = scaled(std::chrono::milliseconds(30'000));
   if (on_plugin.device.empty()) return fail("no device to run on");
   CaseRunOptions on_reference = on_plugin;
   on_reference.device.clear();
