@@ -9,6 +9,7 @@
 // compile entries become one quantized step that equals the QLinear form on
 // the reference kernels exactly and the unfused graph within 1 unit.
 #include <algorithm>
+#include <limits>
 
 #include "cpu_simd_plugin_fixture.hpp"
 #include "graph_builder.hpp"
@@ -266,6 +267,34 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
     }
   }
   return t;
+}
+
+// Per-tensor QuantizeLinear and DequantizeLinear of 8-bit values run eight
+// at a time on AVX2 (quantize_rows_avx2, dequantize_rows_avx2) and the
+// remainder in the scalar loop; both must give the reference kernels'
+// bytes on the edges: ties (half to even, before the zero point), values
+// past the type's range, infinities, NaN (0, also for s8), -0, and a
+// length that leaves a tail (19 = 16 + 3).
+TEST_F(CpuSimdInt8, PerTensorQuantizeAndDequantizeEqualTheReferenceKernelsOnEdgeValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 127.5f, -128.5f, nan, inf,
+                                     -inf, -0.0f, 300.0f, -300.0f, 0.49999997f, 7.0f, nan, 2.5f, -3.5f};
+  for (loom_dtype_t q : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+    for (float zero : {0.0f, 3.0f}) {
+      QTensor x = exact({19}, LOOM_DTYPE_F32, values);
+      QTensor scale = exact({}, LOOM_DTYPE_F32, {1.0f});
+      QTensor zp = exact({}, q, {zero});
+      compare(Op::kQuantizeLinear, BlobNode{}, {x, scale, zp}, {19}, q, "QuantizeLinear", {});
+      QTensor quarter = exact({}, LOOM_DTYPE_F32, {0.25f});
+      compare(Op::kQuantizeLinear, BlobNode{}, {x, quarter, zp}, {19}, q, "QuantizeLinear", {});
+      std::vector<float> bytes;
+      for (int v = 0; v < 19; ++v) {
+        bytes.push_back(static_cast<float>(q == LOOM_DTYPE_U8 ? v * 13 % 256 : v * 13 % 256 - 128));
+      }
+      compare(Op::kDequantizeLinear, BlobNode{}, {exact({19}, q, bytes), quarter, zp}, {19}, LOOM_DTYPE_F32,
+              "DequantizeLinear", {});
+    }
+  }
 }
 
 // Where oneDNN lacks VNNI (this CPU without AVX-512 VNNI / AVX-VNNI, or
