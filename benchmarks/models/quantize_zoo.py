@@ -5,12 +5,16 @@ with its defaults (per_channel=True, u8 activations, s8 weights), written for
 Loom from the rules below (no code from ONNX Runtime's quantizer).
 
 usage: quantize_zoo.py ZOO_DIR OUT_DIR [--models a,b] [--reduce-range]
-           [--loom PATH] [--calib N] [--keep-calib]
+           [--loom PATH] [--calib N] [--size S] [--keep-calib]
 
 ZOO_DIR holds make_zoo.py's output (<name>.onnx, zoo.json); OUT_DIR gets
 <name>_qdq.onnx (or <name>_qdq7.onnx with --reduce-range), <name>_f32fold.onnx
 (the f32 model with BatchNormalization folded, what was calibrated) and
-qdq_zoo.json (file, input, shape, the output's last scale). Models:
+qdq_zoo.json (qdq_zoo7.json with --reduce-range: file, input, shape, the
+output's scale and zero point). --size S calibrates at [1, 3, S, S] instead
+of the zoo's input size and writes the models with that input size
+(mobilenetv3_small and resnet18 end in global pooling, so any multiple of 32
+runs; tests use it to stay small). Models:
 mobilenetv3_small, resnet18, detector (default: all three).
 
 Steps:
@@ -368,8 +372,12 @@ def main():
     ap.add_argument("--loom", default=os.environ.get("LOOM", os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "loom")))
     ap.add_argument("--calib", type=int, default=8)
+    ap.add_argument("--size", type=int, default=0,
+                    help="calibrate at [1, 3, S, S] (S a multiple of 32) instead of the zoo's size")
     ap.add_argument("--keep-calib", action="store_true", help="keep the calibration folder")
     a = ap.parse_args()
+    if a.size and (a.size < 32 or a.size % 32):
+        fail(f"--size {a.size}: needs a positive multiple of 32")
     if a.calib < 1:
         fail(f"--calib {a.calib}: needs at least one input")
     if not os.access(a.loom, os.X_OK):
@@ -389,13 +397,19 @@ def main():
             fail(f"{a.zoo}/zoo.json has no model '{name}'")
         e = zoo[name]
         model = onnx.load(os.path.join(a.zoo, e["file"]))
+        if a.size:
+            if name == "detector":
+                fail("--size: the detector's output size is fixed by its input size; use the zoo's")
+            for d in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+                d.dim_value = a.size
         folded = fold_batchnorm(model)
         if model.opset_import[0].version < 13:
             # per-channel DequantizeLinear (its axis) needs opset 13
             model = onnx.version_converter.convert_version(model, 13)
         onnx.save(model, os.path.join(a.out, f"{name}_f32fold.onnx"))
         work = tempfile.mkdtemp(prefix=f"qzoo_{name}_", dir=a.out)
-        ranges = calibrate(model, e["shape"], a.loom, a.calib, work)
+        shape = [1, 3, a.size, a.size] if a.size else e["shape"]
+        ranges = calibrate(model, shape, a.loom, a.calib, work)
         if not a.keep_calib:
             shutil.rmtree(work)
         q = Quantizer(model, ranges, 64 if a.reduce_range else 127)
@@ -415,7 +429,7 @@ def main():
               f"{len(q.weights)} weights quantized, {counts.get('QuantizeLinear', 0)} Q, "
               f"{counts.get('DequantizeLinear', 0)} DQ, {len(model.graph.node)} nodes -> {out_file}")
         entries.append({"name": name, "file": out_file, "f32": f"{name}_f32fold.onnx",
-                        "input": e["input"], "shape": e["shape"], "npy": e["npy"],
+                        "input": e["input"], "shape": shape, "npy": None if a.size else e["npy"],
                         "output": last, "output_scale": None if s is None else float(s),
                         "output_zero_point": None if z is None else int(z),
                         "weight_bits": 7 if a.reduce_range else 8})
