@@ -64,6 +64,59 @@ sys.exit(0 if a.shape == b.shape and diff <= 1e-5 else 1)
 PY
 then fail "the split run differs from the reference"; fi
 
+# --- the quantized zoo on cpu-simd (issue 27): make_zoo.py's
+# mobilenetv3_small quantized by quantize_zoo.py (BatchNormalization folded,
+# MinMax calibration on 2 inputs at 64 x 64, u8 activations, s8 per-channel
+# weights, i32 biases); compiled for cpu-simd every node is placed there
+# (none on the reference kernels), and its logits are within 1 unit of the
+# output's scale of the reference kernels' run of the same QDQ graph.
+models="$here/../../benchmarks/models"
+if /usr/bin/python3 "$models/make_zoo.py" "$dir/zoo" --only mobilenetv3_small >"$dir/qzoo.log" 2>&1 &&
+   /usr/bin/python3 "$models/quantize_zoo.py" "$dir/zoo" "$dir/qzoo" --models mobilenetv3_small --size 64 \
+     --calib 2 --loom "$loom" >>"$dir/qzoo.log" 2>&1; then
+  qzoo="$dir/qzoo/mobilenetv3_small_qdq.onnx"
+  expect_ok "the quantized zoo model: no node on the reference kernels" "^reference  *-  *0 " \
+    "$loom" compile "$qzoo" -o "$dir/qzoo.loom" --target cpu-simd --input-shape input=1,3,64,64
+  expect_ok "the quantized zoo model: one cpu-simd subgraph with the quantized operators" \
+    "^cpu-simd  *1 .*Conv,DequantizeLinear,Gemm.*QuantizeLinear" \
+    "$loom" compile "$qzoo" -o "$dir/qzoo.loom" --target cpu-simd --input-shape input=1,3,64,64
+  expect_ok "the quantized zoo model for the reference kernels" "reference" \
+    "$loom" compile "$qzoo" -o "$dir/qzoo_ref.loom" --target none --input-shape input=1,3,64,64
+  /usr/bin/python3 -c "import numpy as np; np.save('$dir/qzoo_x.npy', np.random.default_rng(7).standard_normal((1, 3, 64, 64)).astype(np.float32))"
+  expect_ok "the quantized zoo model runs on cpu-simd" "delegate cpu-simd_0 -> cpu-simd://0" \
+    "$loom" run "$dir/qzoo.loom" --input "input=$dir/qzoo_x.npy" --output "logits=$dir/qzoo_simd.npy"
+  expect_ok "the quantized zoo model on the reference kernels" "wrote logits" \
+    "$loom" run "$dir/qzoo_ref.loom" --input "input=$dir/qzoo_x.npy" --output "logits=$dir/qzoo_ref.npy"
+  if ! /usr/bin/python3 - "$dir" <<'PY'
+import json, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+entry = json.load(open(d + "/qzoo/qdq_zoo.json"))["models"][0]
+m = onnx.load(d + "/qzoo/mobilenetv3_small_qdq.onnx")
+producer = {o: n for n in m.graph.node for o in n.output}
+inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+ops = [n.op_type for n in m.graph.node]
+# the quantizer's layout: BN folded, every Conv / Gemm reads DequantizeLinear of a u8
+# activation and of an s8 per-channel weight, its bias DequantizeLinear of i32
+assert "BatchNormalization" not in ops and ops.count("QuantizeLinear") > 100, ops
+for n in m.graph.node:
+    if n.op_type in ("Conv", "Gemm"):
+        x, w, b = (producer[i] for i in n.input[:3])
+        assert all(p.op_type == "DequantizeLinear" for p in (x, w, b)), n.name
+        assert inits[w.input[0]].dtype == np.int8 and inits[w.input[1]].size > 1, n.name
+        assert inits[b.input[0]].dtype == np.int32, n.name
+a, b = np.load(d + "/qzoo_simd.npy"), np.load(d + "/qzoo_ref.npy")
+units = float(np.abs(a - b).max()) / entry["output_scale"]
+print(f"quantized zoo model: cpu-simd vs reference kernels: {units:.3f} output units")
+sys.exit(0 if a.shape == b.shape and units <= 1.0 + 1e-3 else 1)
+PY
+  then fail "the quantized zoo model on cpu-simd is not within 1 unit of the reference kernels"; fi
+else
+  fail "make_zoo.py / quantize_zoo.py: $(tail -5 "$dir/qzoo.log")"
+fi
+
 # Multi-variant programs (--variants all): each delegate also gets a
 # reference-kernel variant, so the file runs with either plugin alone, falls
 # back at load when fpga-stub refuses its blob, and at run time when the

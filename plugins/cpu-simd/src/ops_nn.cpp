@@ -168,13 +168,20 @@ void run_unary(const NodePlan& p, float* const* t, ThreadPool& pool) {
         const float r = 1.0f / (1.0f + e);
         return v >= 0.0f ? r : e * r;
       });
+    // fmax(0, fmin(1, t)) as comparisons the compiler vectorizes (fminf and
+    // fmaxf are library calls): t < 1 ? t : 1 gives 1 for NaN as fmin(1, t)
+    // does, and then t > 0 ? t : 0 sees no NaN; the same values throughout.
     case Op::kHardSigmoid:
       return unary_loop(x, y, n, [alpha, beta](float v) {
-        return std::fmax(0.0f, std::fmin(1.0f, alpha * v + beta));
+        float t = alpha * v + beta;
+        t = t < 1.0f ? t : 1.0f;
+        return t > 0.0f ? t : 0.0f;
       });
     case Op::kHardSwish:
       return unary_loop(x, y, n, [](float v) {
-        return v * std::fmax(0.0f, std::fmin(1.0f, v / 6.0f + 0.5f));
+        float t = v / 6.0f + 0.5f;
+        t = t < 1.0f ? t : 1.0f;
+        return v * (t > 0.0f ? t : 0.0f);
       });
     case Op::kTanh: return unary_loop(x, y, n, [](float v) { return std::tanh(v); });
     case Op::kSoftplus:

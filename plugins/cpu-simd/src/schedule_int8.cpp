@@ -11,6 +11,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "schedule_int8_step.hpp"
 #include "schedule_plan.hpp"
@@ -249,10 +250,12 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
 struct RequantRow {
   const float* mult;
   const double* bias;
+  const int32_t* bias32;  // the same biases as i32, for the eight-wide part
   int32_t xz;
   int32_t low_shift;  // the two passes: (acc << low_shift) + low
   double y_zero, lo, hi;
   int64_t channels;  // a multiple of 4
+  int32_t y_zero_i;  // y_zero as an integer
 };
 
 // One output position of a channels-last QLinearConv without the R term:
@@ -271,7 +274,48 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
   const __m256d zero = _mm256_set1_pd(q.y_zero);
   const __m256d below = _mm256_set1_pd(q.lo - 1.0), above = _mm256_set1_pd(q.hi + 1.0);
   const __m256d lo = _mm256_set1_pd(q.lo), hi = _mm256_set1_pd(q.hi);
-  for (int64_t m = 0; m < q.channels; m += 4) {
+  int64_t m = 0;
+  // Eight channels at a time in f32 and i32, exactly the arithmetic below:
+  // wrapped + bias in i32 (a block where that overflows takes the loop
+  // below), converted to float once (the int64 -> float rounding of the same
+  // integer), times the multiplier; then s = scaled bounded to [lo - 1 -
+  // y_zero, hi + 1 - y_zero] (NaN to the low bound, as below), r = s rounded
+  // half to even and y = r + y_zero, except where s is a tie (s - r = +-0.5)
+  // and y_zero is odd: s + y_zero's even neighbour is then r + y_zero + 2 (s
+  // - r). The same value as rounding s + y_zero half to even in double.
+  const __m256i xz8 = _mm256_set1_epi32(q.xz), yz8 = _mm256_set1_epi32(q.y_zero_i);
+  const __m256 lo8 = _mm256_set1_ps(static_cast<float>(q.lo - 1.0 - q.y_zero));
+  const __m256 hi8 = _mm256_set1_ps(static_cast<float>(q.hi + 1.0 - q.y_zero));
+  const __m256i lo8i = _mm256_set1_epi32(static_cast<int32_t>(q.lo)), hi8i = _mm256_set1_epi32(static_cast<int32_t>(q.hi));
+  const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
+  const bool odd_zero = (q.y_zero_i & 1) != 0;
+  for (; m + 8 <= q.channels; m += 8) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + m));
+    if (low != nullptr) {
+      a = _mm256_add_epi32(_mm256_sll_epi32(a, shift), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + m)));
+    }
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tw + m));
+    const __m256i wrapped = _mm256_sub_epi32(a, _mm256_mullo_epi32(t, xz8));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.bias32 + m));
+    const __m256i sum = _mm256_add_epi32(wrapped, b);
+    const __m256i over = _mm256_and_si256(_mm256_xor_si256(wrapped, sum), _mm256_xor_si256(b, sum));
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(over)) != 0) break;  // the rest in the loop below
+    __m256 sc = _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_loadu_ps(q.mult + m));
+    sc = _mm256_min_ps(_mm256_max_ps(sc, lo8), hi8);  // max_ps gives lo8 for NaN
+    const __m256 r = _mm256_round_ps(sc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i y8 = _mm256_add_epi32(_mm256_cvtps_epi32(r), yz8);
+    if (odd_zero) {
+      const __m256 frac = _mm256_sub_ps(sc, r);  // exact
+      const __m256 tie = _mm256_cmp_ps(_mm256_andnot_ps(sign, frac), half, _CMP_EQ_OQ);
+      const __m256 step = _mm256_and_ps(tie, _mm256_add_ps(frac, frac));  // +-1 on ties, else 0
+      y8 = _mm256_add_epi32(y8, _mm256_cvtps_epi32(step));
+    }
+    y8 = _mm256_min_epi32(_mm256_max_epi32(y8, lo8i), hi8i);
+    const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(y8), _mm256_extracti128_si256(y8, 1));
+    const __m128i bytes = y_unsigned ? _mm_packus_epi16(words, words) : _mm_packs_epi16(words, words);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + m), bytes);
+  }
+  for (; m < q.channels; m += 4) {
     __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + m));
     if (low != nullptr) {
       a = _mm_add_epi32(_mm_sll_epi32(a, shift), _mm_loadu_si128(reinterpret_cast<const __m128i*>(low + m)));
@@ -292,11 +336,53 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
   }
 }
 
+// Per-tensor QuantizeLinear of x[0, count), count a multiple of 8, eight at a
+// time: the same arithmetic as quantize_loop (the quotient in f32, rounded
+// half to even, plus the zero point, clamped, NaN to 0), bit for bit.
+__attribute__((target("avx2"))) void quantize_rows_avx2(const float* x, int64_t count, float scale, float zero,
+                                                        bool is_unsigned, uint8_t* y) {
+  const __m256 sc = _mm256_set1_ps(scale), z = _mm256_set1_ps(zero);
+  const __m256 lo = _mm256_set1_ps(is_unsigned ? 0.0f : -128.0f), hi = _mm256_set1_ps(is_unsigned ? 255.0f : 127.0f);
+  for (int64_t i = 0; i < count; i += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), sc);
+    v = _mm256_add_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+    v = _mm256_andnot_ps(nan, v);  // NaN to 0
+    const __m256i r = _mm256_cvtps_epi32(v);  // whole numbers within the type's range
+    const __m128i a = _mm256_castsi256_si128(r), b = _mm256_extracti128_si256(r, 1);
+    const __m128i words = _mm_packs_epi32(a, b);
+    const __m128i bytes = is_unsigned ? _mm_packus_epi16(words, words) : _mm_packs_epi16(words, words);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), bytes);
+  }
+}
+
+// Per-tensor DequantizeLinear of 8-bit x[0, count), count a multiple of 8,
+// eight at a time: float(x - zero) * scale as the scalar loop, bit for bit.
+__attribute__((target("avx2"))) void dequantize_rows_avx2(const void* x, int64_t count, float scale, int32_t zero,
+                                                          bool is_unsigned, float* y) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  const __m256i z = _mm256_set1_epi32(zero);
+  const auto* bytes = static_cast<const uint8_t*>(x);
+  for (int64_t i = 0; i < count; i += 8) {
+    const __m128i eight = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes + i));
+    const __m256i wide = is_unsigned ? _mm256_cvtepu8_epi32(eight) : _mm256_cvtepi8_epi32(eight);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(wide, z)), sc));
+  }
+}
+
 template <typename Q>
 void quantize_loop(const Int8Step& s, const float* x, const float* scale, const void* zp, Q* y) {
   const float lo = static_cast<float>(std::numeric_limits<Q>::min());
   const float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  for (int64_t i = 0; i < s.out_count; ++i) {
+  int64_t start = 0;
+  if (s.avx2 && s.channels == 1) {
+    // Per tensor on AVX2: all but the last count % 8 elements eight at a time.
+    start = s.out_count / 8 * 8;
+    const float zero = static_cast<float>(zp_at(zp, s.in_dtypes.size() > 2 ? s.in_dtypes[2] : LOOM_DTYPE_U8, 0));
+    quantize_rows_avx2(x, start, scale[0], zero, std::is_same_v<Q, uint8_t>, reinterpret_cast<uint8_t*>(y));
+  }
+  for (int64_t i = start; i < s.out_count; ++i) {
     const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
     // Round half to even (nearbyint, default rounding mode), then saturate;
     // NaN becomes 0, as in the reference kernels.
@@ -354,11 +440,11 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     return sdk::unimplemented("cpu-simd: " + s->where + ": oneDNN has no int8 primitive for these shapes (" +
                               e.what() + ")");
   }
+  s->avx2 = avx2;
   if (s->q.weight >= 0) {
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
-    s->avx2 = avx2;
     s->split = lacks_vnni();
   }
   *out = std::move(s);
@@ -396,12 +482,17 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       const int32_t z = static_cast<int32_t>(zp_at(zp, xd, 0));
       const float sc = scale[0];
       const int64_t count = s.out_count;
+      int64_t start = 0;
+      if (s.avx2) {
+        start = count / 8 * 8;
+        dequantize_rows_avx2(ins[0], start, sc, z, xd == LOOM_DTYPE_U8, y);
+      }
       if (xd == LOOM_DTYPE_U8) {
         const uint8_t* x = static_cast<const uint8_t*>(ins[0]);
-        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+        for (int64_t i = start; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
       } else {
         const int8_t* x = static_cast<const int8_t*>(ins[0]);
-        for (int64_t i = 0; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+        for (int64_t i = start; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
       }
       return sdk::Status();
     }
@@ -573,11 +664,13 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     // requantize_row_avx2, the same arithmetic four at a time.
     const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
     std::vector<double> bias_wide(static_cast<size_t>(wide));
+    std::vector<int32_t> bias_wide32(static_cast<size_t>(wide));
     for (int64_t mm = 0; mm < wide; ++mm) {
       bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
+      bias_wide32[static_cast<size_t>(mm)] = static_cast<int32_t>(bias_row[static_cast<size_t>(mm)]);
     }
-    const RequantRow rq{mult.data(), bias_wide.data(), static_cast<int32_t>(xz), packed->low_shift,
-                        y_zero,      lo,               hi,                       wide};
+    const RequantRow rq{mult.data(), bias_wide.data(), bias_wide32.data(), static_cast<int32_t>(xz),
+                        packed->low_shift, y_zero, lo, hi, wide, static_cast<int32_t>(y_zero)};
     // One output position at a time, positions split among the threads
     // (each writes its own row of y, or its own outputs of ConvInteger).
     auto positions = [&](size_t begin, size_t end) {

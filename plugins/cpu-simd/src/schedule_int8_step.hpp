@@ -108,8 +108,9 @@ struct Int8Step {
   // Conv: per output position, the count of its taps inside the input
   // times the group's input channels (Cnt).
   std::vector<int64_t> cnt;
-  // The requantization of channels-last QLinearConv results on AVX2 (the
-  // plain kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
+  // The requantization of channels-last QLinearConv results and per-tensor
+  // QuantizeLinear / DequantizeLinear of 8-bit values on AVX2 (the plain
+  // kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
   bool avx2 = false;
 
   std::mutex mutex;

@@ -9,6 +9,7 @@
 // compile entries become one quantized step that equals the QLinear form on
 // the reference kernels exactly and the unfused graph within 1 unit.
 #include <algorithm>
+#include <limits>
 
 #include "cpu_simd_plugin_fixture.hpp"
 #include "graph_builder.hpp"
@@ -268,6 +269,34 @@ QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) 
   return t;
 }
 
+// Per-tensor QuantizeLinear and DequantizeLinear of 8-bit values run eight
+// at a time on AVX2 (quantize_rows_avx2, dequantize_rows_avx2) and the
+// remainder in the scalar loop; both must give the reference kernels'
+// bytes on the edges: ties (half to even, before the zero point), values
+// past the type's range, infinities, NaN (0, also for s8), -0, and a
+// length that leaves a tail (19 = 16 + 3).
+TEST_F(CpuSimdInt8, PerTensorQuantizeAndDequantizeEqualTheReferenceKernelsOnEdgeValues) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 127.5f, -128.5f, nan, inf,
+                                     -inf, -0.0f, 300.0f, -300.0f, 0.49999997f, 7.0f, nan, 2.5f, -3.5f};
+  for (loom_dtype_t q : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+    for (float zero : {0.0f, 3.0f}) {
+      QTensor x = exact({19}, LOOM_DTYPE_F32, values);
+      QTensor scale = exact({}, LOOM_DTYPE_F32, {1.0f});
+      QTensor zp = exact({}, q, {zero});
+      compare(Op::kQuantizeLinear, BlobNode{}, {x, scale, zp}, {19}, q, "QuantizeLinear", {});
+      QTensor quarter = exact({}, LOOM_DTYPE_F32, {0.25f});
+      compare(Op::kQuantizeLinear, BlobNode{}, {x, quarter, zp}, {19}, q, "QuantizeLinear", {});
+      std::vector<float> bytes;
+      for (int v = 0; v < 19; ++v) {
+        bytes.push_back(static_cast<float>(q == LOOM_DTYPE_U8 ? v * 13 % 256 : v * 13 % 256 - 128));
+      }
+      compare(Op::kDequantizeLinear, BlobNode{}, {exact({19}, q, bytes), quarter, zp}, {19}, LOOM_DTYPE_F32,
+              "DequantizeLinear", {});
+    }
+  }
+}
+
 // Where oneDNN lacks VNNI (this CPU without AVX-512 VNNI / AVX-VNNI, or
 // cpu.isa capped below it) a u8 x s8 product saturates when two weights of
 // one output channel paired by vpmaddubsw sum to more than 128 in
@@ -375,6 +404,52 @@ TEST_F(CpuSimdInt8, RequantizationTiesRoundHalfToEven) {
         const int value = c.t == LOOM_DTYPE_I8 ? static_cast<int8_t>(got.bytes[i]) : got.bytes[i];
         EXPECT_EQ(value, static_cast<int>(c.want[i])) << (is_conv ? "QLinearConv" : "QLinearMatMul")
                                                       << " element " << i;
+      }
+    }
+  }
+}
+
+// The channels-last requantization takes eight channels at a time in f32 and
+// i32 (requantize_row_avx2's first loop), then four in double, then one;
+// all must equal the reference kernel. With y_scale 2 over unit scales every
+// odd accumulator is a .5 tie; an odd output zero point moves the tie's even
+// neighbour (round(s + zp) is not round(s) + zp there), an even one does
+// not; biases at the i32 limits overflow the eight-wide sum both ways,
+// whose block and the rest then take the four-wide loop. 28 channels:
+// 3 x 8 + 4.
+TEST_F(CpuSimdInt8, EightWideRequantizationEqualsTheReferenceKernelOnTiesOddZeroPointsAndOverflow) {
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> xv(8, 40), wv(-2, 2), bv(-50, 50);
+  const int64_t m = 28;
+  std::vector<float> x(2 * 3 * 3), w(static_cast<size_t>(m) * 2), bias(static_cast<size_t>(m));
+  for (float& v : x) v = static_cast<float>(xv(rng));
+  for (float& v : w) v = static_cast<float>(wv(rng));
+  for (float& v : bias) v = static_cast<float>(bv(rng));
+  // x - 7 > 0, so channel 17's accumulator is positive and 18's negative:
+  // with the biases i32 max and min their sums leave i32 both ways.
+  w[34] = w[35] = 2.0f;
+  w[36] = w[37] = -2.0f;
+  for (loom_dtype_t yt : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+    for (float yz : {4.0f, 5.0f, -3.0f}) {
+      if (yt == LOOM_DTYPE_U8 && yz < 0) continue;
+      for (bool overflow : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "y " << yt << ", zero point " << yz << ", overflow " << overflow);
+        QTensor b = exact({m}, LOOM_DTYPE_I32, {});
+        for (int64_t i = 0; i < m; ++i) {
+          int32_t v = static_cast<int32_t>(bias[static_cast<size_t>(i)]);
+          if (overflow && (i == 17 || i == 18)) {
+            v = i == 17 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+          }
+          uint8_t bytes[4];
+          std::memcpy(bytes, &v, 4);
+          b.bytes.insert(b.bytes.end(), bytes, bytes + 4);
+        }
+        std::vector<QTensor> ins = {exact({1, 2, 3, 3}, LOOM_DTYPE_U8, x), exact({}, LOOM_DTYPE_F32, {1.0f}),
+                                    exact({}, LOOM_DTYPE_U8, {7}), exact({m, 2, 1, 1}, LOOM_DTYPE_I8, w),
+                                    exact({}, LOOM_DTYPE_F32, {1.0f}), exact({}, LOOM_DTYPE_I8, {0}),
+                                    exact({}, LOOM_DTYPE_F32, {2.0f}), exact({}, yt, {yz}), b};
+        compare(Op::kQLinearConv, conv_attrs(1, {1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}), ins, {1, m, 3, 3}, yt,
+                "QLinearConv", conv_kernel_attrs(1, {1, 1}, {1, 1}, {0, 0, 0, 0}), {}, {3});
       }
     }
   }
