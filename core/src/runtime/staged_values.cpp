@@ -67,7 +67,21 @@ Status StagedSession::set_input_value(size_t index, const Value& value) {
       }
     }
   }
-  put_value(staged_.inputs[index], value);
+  // Copied (set_input's contract): the caller's tensors may be views of
+  // memory that does not outlive the call.
+  auto own = [](const Tensor& t) { return Tensor::copy_of(t.dtype(), t.shape(), t.bytes()); };
+  Value copy = Value::none();
+  if (value.is_tensor()) {
+    LOOM_ASSIGN_OR_RETURN(Tensor t, own(value.tensor));
+    copy = Value::of(std::move(t));
+  } else if (value.is_sequence()) {
+    copy = Value::sequence({});
+    for (const Tensor& e : value.elements) {
+      LOOM_ASSIGN_OR_RETURN(Tensor t, own(e));
+      copy.elements.push_back(std::move(t));
+    }
+  }
+  put_value(staged_.inputs[index], std::move(copy));
   set_[index] = true;
   return Status();
 }
