@@ -14,7 +14,7 @@ namespace loom::runtime {
 namespace {
 
 // What a declared input takes, for messages: "a sequence of f32 tensors".
-std::string declared_kind(const ValueDef& v) {
+std::string declared_value_kind(const ValueDef& v) {
   const std::string of = v.dtype == DType::kInvalid ? "" : " of " + std::string(dtype_name(v.dtype)) + " tensors";
   switch (v.kind) {
     case ValueKind::kSequence: return "a sequence" + of;
@@ -27,7 +27,7 @@ std::string declared_kind(const ValueDef& v) {
 }
 
 // A staged function's input of no declared type (a body's): any value.
-bool untyped(const ValueDef& v) { return v.kind == ValueKind::kTensor && v.unranked && v.dtype == DType::kInvalid; }
+bool takes_any_value(const ValueDef& v) { return v.kind == ValueKind::kTensor && v.unranked && v.dtype == DType::kInvalid; }
 
 }  // namespace
 
@@ -47,13 +47,13 @@ void StagedSession::put_value(uint32_t v, Value value) {
 Status StagedSession::set_input_value(size_t index, const Value& value) {
   const ValueDef& v = staged_.values[staged_.inputs[index]];
   const std::string input = "input '" + v.name + "' of function '" + plan_.info.name + "'";
-  if (!untyped(v)) {
+  if (!takes_any_value(v)) {
     const bool fits = v.kind == ValueKind::kTensor             ? value.is_tensor()
                       : v.kind == ValueKind::kSequence         ? value.is_sequence()
                       : v.kind == ValueKind::kOptionalTensor   ? !value.is_sequence()
                       : v.kind == ValueKind::kOptionalSequence ? !value.is_tensor()
                                                                : false;
-    if (!fits) return invalid_argument(input + " takes " + declared_kind(v) + ", got " + describe_value(value));
+    if (!fits) return invalid_argument(input + " takes " + declared_value_kind(v) + ", got " + describe_value(value));
     if (value.is_tensor() && v.kind == ValueKind::kTensor) {
       LOOM_RETURN_IF_ERROR(check_tensor_input(index, value.tensor));
     } else if (v.dtype != DType::kInvalid) {
@@ -62,7 +62,7 @@ Status StagedSession::set_input_value(size_t index, const Value& value) {
         if (value.elements[i].dtype() != v.dtype) wrong = &value.elements[i];
       }
       if (wrong != nullptr) {
-        return invalid_argument(input + " takes " + declared_kind(v) + ", got one of " +
+        return invalid_argument(input + " takes " + declared_value_kind(v) + ", got one of " +
                                 std::string(dtype_name(wrong->dtype())));
       }
     }
