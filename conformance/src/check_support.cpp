@@ -328,7 +328,9 @@ std::vector<TestBlob> CheckContext::blobs(size_t max, std::string* why) const {
     if (out.size() >= max || tried >= 200) break;
     ++tried;
     auto summary = summarize_model(test.dir / "model.onnx");
-    if (!summary.ok() || !summary->non_tensor.empty() || !summary->out_of_scope.empty()) continue;
+    if (!summary.ok() || !summary->non_tensor.empty() || !summary->values.empty() || !summary->out_of_scope.empty()) {
+      continue;  // tensors only here
+    }
     auto data = read_data_set(test.data_sets[0], summary->inputs, summary->outputs);
     if (!data.ok()) continue;
     compiler::CompileOptions compile;

@@ -16,6 +16,7 @@
 #include "loom/file_type.hpp"
 #include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
+#include "onnx/onnx-data.pb.h"
 
 namespace loom::conformance {
 namespace {
@@ -118,10 +119,22 @@ Result<std::vector<fs::path>> numbered_files(const fs::path& dir, std::string_vi
 }
 
 Result<std::vector<NamedTensor>> read_numbered(const fs::path& dir, std::string_view stem,
-                                               std::span<const std::string> names) {
+                                               std::span<const std::string> names,
+                                               std::span<const ValueArgument> values,
+                                               std::vector<std::pair<std::string, Value>>& value_out) {
   LOOM_ASSIGN_OR_RETURN(std::vector<fs::path> files, numbered_files(dir, stem));
   std::vector<NamedTensor> tensors;
   for (size_t k = 0; k < files.size(); ++k) {
+    const ValueArgument* value = nullptr;
+    for (const ValueArgument& v : values) {
+      if (k < names.size() && v.name == names[k]) value = &v;
+    }
+    if (value != nullptr) {  // a sequence or an optional, at the model's position
+      LOOM_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, read_bounded(files[k], uint64_t{1} << 30));
+      LOOM_ASSIGN_OR_RETURN(auto named, parse_value_pb(bytes, value->optional, files[k].string()));
+      value_out.emplace_back(value->name, std::move(named.second));
+      continue;
+    }
     LOOM_ASSIGN_OR_RETURN(NamedTensor t, read_tensor_pb(files[k]));
     if (t.name.empty()) {
       if (k >= names.size()) {
@@ -324,12 +337,66 @@ Result<NamedTensor> read_tensor_pb(const fs::path& file, uint64_t max_bytes) {
 }
 
 Result<DataSet> read_data_set(const fs::path& dir, std::span<const std::string> input_names,
-                              std::span<const std::string> output_names) {
+                              std::span<const std::string> output_names, std::span<const ValueArgument> values) {
   DataSet set;
-  LOOM_ASSIGN_OR_RETURN(set.inputs, read_numbered(dir, "input", input_names));
-  LOOM_ASSIGN_OR_RETURN(set.outputs, read_numbered(dir, "output", output_names));
-  if (set.outputs.empty()) return invalid_argument(dir.string() + ": no output_0.pb");
+  LOOM_ASSIGN_OR_RETURN(set.inputs, read_numbered(dir, "input", input_names, values, set.input_values));
+  LOOM_ASSIGN_OR_RETURN(set.outputs, read_numbered(dir, "output", output_names, values, set.output_values));
+  if (set.outputs.empty() && set.output_values.empty()) return invalid_argument(dir.string() + ": no output_0.pb");
   return set;
+}
+
+Result<std::pair<std::string, Value>> parse_value_pb(std::span<const std::byte> bytes, bool optional,
+                                                     std::string_view what) {
+  const std::string kind = optional ? "OptionalProto" : "SequenceProto";
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return resource_exhausted(std::string(what) + ": too large for an ONNX " + kind);
+  }
+  LOOM_ASSIGN_OR_RETURN(auto holder, empty_model());
+  auto tensor_of = [&](const ::onnx::TensorProto& proto, const std::string& where) -> Result<Tensor> {
+    auto data = onnx_io::read_tensor(*holder, proto);
+    if (!data.ok()) return data.status().with_context(where);
+    auto tensor = Tensor::copy_of(data->info().dtype, data->info().shape, data->bytes());
+    if (!tensor.ok()) return tensor.status().with_context(where);
+    return std::move(*tensor);
+  };
+  auto sequence_of = [&](const ::onnx::SequenceProto& seq, const std::string& where) -> Result<Value> {
+    if (seq.elem_type() != ::onnx::SequenceProto::TENSOR && seq.elem_type() != ::onnx::SequenceProto::UNDEFINED) {
+      return unimplemented(where + ": a sequence of element type " + std::to_string(seq.elem_type()) +
+                           "; Loom reads sequences of tensors only");
+    }
+    std::vector<Tensor> elements;
+    for (int i = 0; i < seq.tensor_values_size(); ++i) {
+      LOOM_ASSIGN_OR_RETURN(Tensor t, tensor_of(seq.tensor_values(i), where + ", element " + std::to_string(i)));
+      elements.push_back(std::move(t));
+    }
+    return Value::sequence(std::move(elements));
+  };
+  bool parsed = false;
+  ::onnx::SequenceProto seq;
+  ::onnx::OptionalProto opt;
+  try {
+    parsed = optional ? opt.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))
+                      : seq.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  } catch (const std::exception& e) {
+    return invalid_argument(std::string(what) + ": not an ONNX " + kind + ": " + e.what());
+  }
+  if (!parsed) return invalid_argument(std::string(what) + ": not an ONNX " + kind);
+  if (!optional) {
+    LOOM_ASSIGN_OR_RETURN(Value v, sequence_of(seq, std::string(what)));
+    return std::make_pair(seq.name(), std::move(v));
+  }
+  if (opt.has_tensor_value()) {
+    LOOM_ASSIGN_OR_RETURN(Tensor t, tensor_of(opt.tensor_value(), std::string(what)));
+    return std::make_pair(opt.name(), Value::of(std::move(t)));
+  }
+  if (opt.has_sequence_value()) {
+    LOOM_ASSIGN_OR_RETURN(Value v, sequence_of(opt.sequence_value(), std::string(what)));
+    return std::make_pair(opt.name(), std::move(v));
+  }
+  if (opt.has_sparse_tensor_value() || opt.has_map_value() || opt.has_optional_value()) {
+    return unimplemented(std::string(what) + ": an optional of a sparse tensor, map or optional");
+  }
+  return std::make_pair(opt.name(), Value::none());
 }
 
 Result<ModelSummary> summarize_model(const fs::path& model) {
@@ -345,12 +412,22 @@ Result<ModelSummary> summarize_model(const fs::path& model) {
   auto check_type = [&summary](const ::onnx::ValueInfoProto& v, const char* role) {
     if (!summary.non_tensor.empty() || !v.has_type() || v.type().has_tensor_type()) return;
     const auto& t = v.type();
+    // A sequence of tensors, an optional tensor or sequence of tensors.
+    const bool seq_of_tensors = t.has_sequence_type() && t.sequence_type().elem_type().has_tensor_type();
+    const bool optional = t.has_optional_type() &&
+                          (t.optional_type().elem_type().has_tensor_type() ||
+                           (t.optional_type().elem_type().has_sequence_type() &&
+                            t.optional_type().elem_type().sequence_type().elem_type().has_tensor_type()));
+    if (seq_of_tensors || optional) {
+      summary.values.push_back({v.name(), optional});
+      return;
+    }
     const char* kind = t.has_sequence_type() ? "a sequence"
                        : t.has_map_type()    ? "a map"
                        : t.has_optional_type() ? "an optional"
                                                : "not a tensor";
     summary.non_tensor = std::string(role) + " '" + v.name() + "' is " + kind +
-                         "; Loom supports tensors only";
+                         "; Loom supports tensors, sequences of tensors and optionals only";
   };
   for (const auto& in : graph.input()) check_type(in, "input");
   for (const auto& out : graph.output()) check_type(out, "output");
@@ -435,6 +512,19 @@ Status compare_tensors(std::string_view output, const Tensor& got, const Tensor&
   if (d.mismatch.empty() && d.outside == 0) return Status();
   return invalid_argument("output '" + std::string(output) + "'" + (d.mismatch.empty() ? " " : ": ") +
                           describe_difference(d, got, expected));
+}
+
+Status compare_values(std::string_view output, const Value& got, const Value& expected, const Tolerance& tol) {
+  if (got.kind != expected.kind || got.elements.size() != expected.elements.size()) {
+    return invalid_argument("output '" + std::string(output) + "': got " + describe_value(got) + ", expected " +
+                            describe_value(expected));
+  }
+  if (got.is_tensor()) return compare_tensors(output, got.tensor, expected.tensor, tol);
+  for (size_t i = 0; i < got.elements.size(); ++i) {
+    LOOM_RETURN_IF_ERROR(compare_tensors(std::string(output) + "[" + std::to_string(i) + "]", got.elements[i],
+                                         expected.elements[i], tol));
+  }
+  return Status();
 }
 
 std::span<const std::string_view> required_ops() { return kRequiredOps; }

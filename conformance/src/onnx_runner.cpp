@@ -100,7 +100,7 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
   Placement open_placement;
   for (size_t s = 0; s < test.data_sets.size(); ++s) {
     std::string set_label = " (data set " + std::to_string(s) + ")";
-    auto data = read_data_set(test.data_sets[s], summary.inputs, summary.outputs);
+    auto data = read_data_set(test.data_sets[s], summary.inputs, summary.outputs, summary.values);
     if (!data.ok()) {
       CaseVerdict v = from_status(data.status(), "test data");
       v.type_only = v.outcome == Outcome::kUnsupported;
@@ -155,6 +155,15 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
     auto session = (*loaded)->create_session();
     if (!session.ok()) return from_status(session.status(), "session" + set_label);
     for (const ArgumentInfo& arg : (*session)->function().inputs) {
+      const Value* given = nullptr;  // a sequence or an optional
+      for (const auto& [name, v] : data->input_values) {
+        if (name == arg.name) given = &v;
+      }
+      if (given != nullptr) {
+        Status st = (*session)->set_input_value(arg.name, *given);
+        if (!st.ok()) return from_status(st, "input '" + arg.name + "'" + set_label);
+        continue;
+      }
       const Tensor* value = input_value(arg.name);
       if (!value) {
         return verdict(Outcome::kError,
@@ -194,6 +203,16 @@ CaseVerdict run_onnx_case(Runtime& runtime, const TestCase& test, const ModelSum
       Tensor bf16;
       st = compare_tensors(expected.name, **got, *as_bf16(expected.tensor, (*got)->dtype(), bf16),
                            options.tolerance);
+      if (!st.ok()) {
+        result.outcome = Outcome::kFail;
+        result.message = st.message() + set_label;
+        return result;
+      }
+    }
+    for (const auto& [name, expected] : data->output_values) {
+      auto got = (*session)->output_value(name);
+      if (!got.ok()) return from_status(got.status(), "output" + set_label);
+      st = compare_values(name, *got, expected, options.tolerance);
       if (!st.ok()) {
         result.outcome = Outcome::kFail;
         result.message = st.message() + set_label;

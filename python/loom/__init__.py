@@ -52,24 +52,38 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8
           "u64": np.uint64, "bool": np.bool_}
 
 
-def _prepare(feeds: Feeds, declared: Optional[Mapping[str, Optional[str]]] = None) -> Dict[str, np.ndarray]:
+def _array(value, dtype) -> np.ndarray:
+    a = np.asarray(value, dtype=dtype)
+    if a.dtype.byteorder not in ("=", "|"):
+        a = a.astype(a.dtype.newbyteorder("="))
+    return np.require(a, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+
+def _prepare(feeds: Feeds, declared: Optional[Mapping[str, Optional[str]]] = None,
+             kinds: Optional[Mapping[str, str]] = None) -> Dict[str, np.ndarray]:
     """Each input as an aligned, C-contiguous, native-endian array (a copy only
     where the caller's array is not already one). A value that is not a numpy
     array or scalar (a list, a Python number) takes the input's declared dtype;
-    an array keeps its own, which must be the input's."""
+    an array keeps its own, which must be the input's. A sequence input
+    (``kinds``) takes a list or tuple of arrays, an optional one None for
+    none (docs/control-flow.md)."""
     if not isinstance(feeds, Mapping):
         raise TypeError("feeds must be a mapping of input names to arrays, not " + type(feeds).__name__)
     out = {}
     for name, value in feeds.items():
         if not isinstance(name, str):
             raise TypeError("input names must be str, not " + type(name).__name__)
+        kind = (kinds or {}).get(name, "tensor")
+        if kind.startswith("optional") and value is None:
+            out[name] = None
+            continue
         dtype = None
         if declared is not None and not isinstance(value, (np.ndarray, np.generic)):
             dtype = _NUMPY.get(declared.get(name) or "")
-        a = np.asarray(value, dtype=dtype)
-        if a.dtype.byteorder not in ("=", "|"):
-            a = a.astype(a.dtype.newbyteorder("="))
-        out[name] = np.require(a, requirements=["C_CONTIGUOUS", "ALIGNED"])
+        if kind.endswith("sequence") and isinstance(value, (list, tuple)):
+            out[name] = [_array(v, None if isinstance(v, (np.ndarray, np.generic)) else dtype) for v in value]
+            continue
+        out[name] = _array(value, dtype)
     return out
 
 
@@ -118,15 +132,18 @@ class Session:
     def _declared(self) -> Dict[str, Optional[str]]:
         return {d["name"]: d["dtype"] for d in self.inputs}
 
+    def _kinds(self) -> Dict[str, str]:
+        return {d["name"]: d.get("kind", "tensor") for d in self.inputs}
+
     def run(self, feeds: Feeds) -> Dict[str, np.ndarray]:
         """Runs on ``feeds`` (input name -> array-like) and returns every output as
         a new array. Inputs not given are zero (an open-shape input must be given)."""
-        return self._native.run(_prepare(feeds, self._declared()))
+        return self._native.run(_prepare(feeds, self._declared(), self._kinds()))
 
     def run_async(self, feeds: Feeds) -> Run:
         """Starts a run and returns at once; the session must not be used until the
         run is waited for."""
-        return Run(self._native.run_async(_prepare(feeds, self._declared())))
+        return Run(self._native.run_async(_prepare(feeds, self._declared(), self._kinds())))
 
 
 class Program:

@@ -109,6 +109,7 @@ py::dict argument_dict(const ArgumentInfo& a) {
   d["name"] = a.name;
   d["dtype"] = a.dtype == DType::kInvalid ? py::object(py::none()) : py::object(py::str(dtype_name(a.dtype)));
   d["shape"] = shape_of(a.shape);
+  d["kind"] = value_kind_name(a.kind);  // "tensor", "sequence", "optional tensor", "optional sequence"
   py::list symbols;
   for (size_t i = 0; i < a.shape.size(); ++i) {
     const std::string s = i < a.symbols.size() ? a.symbols[i] : std::string();
@@ -200,6 +201,23 @@ struct PySession {
     const FunctionInfo& f = session->function();
     for (auto item : feeds) {
       const std::string name = py::str(item.first);
+      // A sequence (a list or tuple of arrays) or an empty optional (None):
+      // copied by set_input_value (docs/control-flow.md).
+      if (item.second.is_none()) {
+        check(session->set_input_value(name, Value::none()));
+        continue;
+      }
+      if (py::isinstance<py::list>(item.second) || py::isinstance<py::tuple>(item.second)) {
+        std::vector<py::array> arrays;
+        std::vector<Tensor> elements;
+        for (py::handle e : item.second) {
+          arrays.push_back(py::array::ensure(e, py::array::c_style));
+          if (!arrays.back()) throw py::type_error("input '" + name + "': a sequence holds arrays only");
+          elements.push_back(view_of(name, arrays.back()));
+        }
+        check(session->set_input_value(name, Value::sequence(std::move(elements))));
+        continue;
+      }
       py::array a = py::reinterpret_borrow<py::array>(item.second);
       Tensor t = view_of(name, a);
       size_t index = f.inputs.size();
@@ -220,7 +238,20 @@ struct PySession {
   py::dict outputs() const {
     py::dict out;
     const FunctionInfo& f = session->function();
-    for (size_t i = 0; i < f.outputs.size(); ++i) out[py::str(f.outputs[i].name)] = array_of(session->output(i));
+    for (size_t i = 0; i < f.outputs.size(); ++i) {
+      // A sequence is a list of arrays, an empty optional None.
+      const Result<Value> v = session->output_value(i);
+      check(v.status());
+      if (v->is_tensor()) {
+        out[py::str(f.outputs[i].name)] = array_of(v->tensor);
+      } else if (v->is_none()) {
+        out[py::str(f.outputs[i].name)] = py::none();
+      } else {
+        py::list elements;
+        for (const Tensor& e : v->elements) elements.append(array_of(e));
+        out[py::str(f.outputs[i].name)] = elements;
+      }
+    }
     return out;
   }
 

@@ -284,6 +284,33 @@ expect_error "fake cannot compile" "plugin 'fake'" \
   "$loom" compile "$mlp" -o "$dir/x.loom" --input-shape x=2x4 --target fake \
   --plugin-path "$fake_dir" --plugin-option fake.compile_ops=Relu --plugin-option fake.compile_fault=bad_key
 
+# --- sequences and optionals as inputs and outputs (docs/control-flow.md) ---
+idseq=/usr/share/libonnx-testdata/data/node/test_identity_sequence/model.onnx
+optget=/usr/share/libonnx-testdata/data/node/test_optional_get_element/model.onnx
+if [ -f "$idseq" ] && [ -f "$optget" ]; then
+  expect_ok "compile a sequence model" "^compiled" "$loom" compile "$idseq" -o "$dir/idseq.loom" --target none
+  npy_f32_zeros "$dir/s0.npy" 2 3
+  npy_f32_zeros "$dir/s1.npy" 2 2
+  expect_ok "a sequence in and out" "^y: a sequence of 2 tensors" \
+    "$loom" run "$dir/idseq.loom" --input "x=$dir/s0.npy,$dir/s1.npy" --output-dir "$dir/seqout"
+  [ -s "$dir/seqout/y_0.npy" ] && [ -s "$dir/seqout/y_1.npy" ] || fail "no y_0.npy and y_1.npy written"
+  [ -e "$dir/seqout/y_2.npy" ] && fail "a third element written"
+  cmp -s "$dir/seqout/y_1.npy" "$dir/s1.npy" || fail "y_1.npy differs from the element given"
+  expect_ok "an empty sequence" "^y: a sequence of 0 tensors" "$loom" run "$dir/idseq.loom" --input "x=[]"
+  expect_ok "one element" "^y\[0\]: f32\[2, 3\]" "$loom" run "$dir/idseq.loom" --input "x=$dir/s0.npy,"
+  expect_error "a tensor for a sequence input" "input 'x' of function 'main' takes a sequence of f32 tensors, got a tensor" \
+    "$loom" run "$dir/idseq.loom" --input "x=$dir/s0.npy"
+  expect_error "a missing element file" "element 1 ($dir/nothing.npy)" \
+    "$loom" run "$dir/idseq.loom" --input "x=$dir/s0.npy,$dir/nothing.npy"
+  expect_ok "compile an optional model" "^compiled" "$loom" compile "$optget" -o "$dir/optget.loom" --target none
+  expect_ok "an optional holding a tensor" "^output: f32\[2, 2\]" \
+    "$loom" run "$dir/optget.loom" --input "optional_input=$dir/s1.npy"
+  expect_error "an empty optional read" "OptionalGetElement of 'optional_input': the optional is empty" \
+    "$loom" run "$dir/optget.loom" --input "optional_input=none"
+else
+  skip "sequence and optional I/O" "libonnx-testdata lacks test_identity_sequence or test_optional_get_element"
+fi
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1

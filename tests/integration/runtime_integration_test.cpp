@@ -330,6 +330,29 @@ TEST_F(RuntimeIntegration, FrozenFormat13OpenProgramRunsAtShapesOfItsChoice) {
   EXPECT_EQ(st.message(), "input 'x' must have rank 3 ([?, 4, ?]), got rank 2 ([4, 4])");
 }
 
+TEST_F(RuntimeIntegration, FrozenFormat15StagedProgramRuns) {
+  // Written by the 1.5 writer (tests/fixtures/README.md): ONNX's test_loop11,
+  // a staged main with a Loop, for the reference kernels. A 1.6 reader runs it.
+  const auto path = std::filesystem::path(LOOM_FIXTURE_DIR) / "programs" / "format_1_5_staged.loom";
+  auto program = runtime_->load_program(path);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  EXPECT_TRUE((*program)->function("main").value().staged);
+  auto session = (*program)->create_session().value();
+  for (const ArgumentInfo& a : session->function().inputs) EXPECT_EQ(a.kind, ValueKind::kTensor);
+  int64_t trip = 5;
+  uint8_t cond = 1;
+  float y = -2;
+  ASSERT_TRUE(session->set_input("trip_count", Tensor::copy_of(DType::kI64, {}, std::as_bytes(std::span(&trip, 1))).value()).ok());
+  ASSERT_TRUE(session->set_input("cond", Tensor::copy_of(DType::kBool, {}, std::as_bytes(std::span(&cond, 1))).value()).ok());
+  ASSERT_TRUE(session->set_input("y", Tensor::copy_of(DType::kF32, {1}, std::as_bytes(std::span(&y, 1))).value()).ok());
+  Status st = session->run();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(*session->output(0).data_as<float>(), 13.0f);
+  ASSERT_EQ(session->output(1).shape(), (Shape{5, 1}));
+  const float* scan = session->output(1).data_as<float>();
+  EXPECT_EQ(std::vector<float>(scan, scan + 5), (std::vector<float>{-1, 1, 4, 8, 13}));
+}
+
 TEST_F(RuntimeIntegration, FrozenFormat14NativeOpenProgramRunsEveryBindingWithoutCompiling) {
   // Written by the 1.4 writer (tests/fixtures/README.md): ONNX's test_relu
   // compiled once, for the reference kernels, with x's first and last

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "onnx/onnx_pb.h"
+#include "onnx/onnx-data.pb.h"
 #include "loom/conformance/baseline.hpp"
 #include "loom/conformance/onnx_cases.hpp"
 #include "onnx_fixtures.hpp"
@@ -174,6 +175,44 @@ TEST_F(Scratch, PbErrors) {
   set = read_data_set(dir_ / "set", in, out);
   ASSERT_FALSE(set.ok());
   EXPECT_NE(set.status().message().find("input_0.pb is missing"), std::string::npos);
+}
+
+// SequenceProto and OptionalProto test data (sequences and optionals as
+// model inputs and outputs, docs/control-flow.md).
+TEST(Values, SequenceAndOptionalProtosAndTheirComparison) {
+  ::onnx::SequenceProto seq;
+  seq.set_name("s");
+  seq.set_elem_type(::onnx::SequenceProto::TENSOR);
+  for (float v : {1.0f, 2.0f}) {
+    TP* t = seq.add_tensor_values();
+    t->set_data_type(TP::FLOAT);
+    t->add_dims(1);
+    t->add_float_data(v);
+  }
+  const std::string bytes = seq.SerializeAsString();
+  auto read = parse_value_pb(std::as_bytes(std::span(bytes.data(), bytes.size())), false, "s.pb");
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->first, "s");
+  ASSERT_TRUE(read->second.is_sequence());
+  ASSERT_EQ(read->second.elements.size(), 2u);
+  EXPECT_EQ(*read->second.elements[1].data_as<float>(), 2.0f);
+  ::onnx::OptionalProto empty;
+  empty.set_name("o");
+  const std::string none_bytes = empty.SerializeAsString();
+  auto none = parse_value_pb(std::as_bytes(std::span(none_bytes.data(), none_bytes.size())), true, "o.pb");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->second.is_none());
+  const std::string junk = "\xff\xff\xff";
+  auto bad = parse_value_pb(std::as_bytes(std::span(junk.data(), junk.size())), false, "junk.pb");
+  EXPECT_EQ(bad.status().message(), "junk.pb: not an ONNX SequenceProto");
+  // Element by element: one fewer, or one that differs, fails naming it.
+  Value shorter = Value::sequence({read->second.elements[0]});
+  EXPECT_EQ(compare_values("y", shorter, read->second).message(),
+            "output 'y': got a sequence of 1 tensor, expected a sequence of 2 tensors");
+  Value swapped = Value::sequence({read->second.elements[1], read->second.elements[0]});
+  EXPECT_NE(compare_values("y", swapped, read->second).message().find("output 'y[0]'"), std::string::npos);
+  EXPECT_TRUE(compare_values("y", read->second, read->second).ok());
+  EXPECT_FALSE(compare_values("y", none->second, read->second).ok());
 }
 
 TEST(Compare, TolerancesAndWorstElement) {

@@ -280,3 +280,21 @@ def test_conformance_suite_and_doctor_from_python():
     assert diagnosis["plugin"] == "cpu-simd" and diagnosis["accepted"]
     assert any(c["name"] == "manifest" and c["outcome"] == "OK" for c in diagnosis["checks"])
     assert "cpu-simd" in diagnosis["report"]
+
+
+def test_sequences_are_lists_and_an_empty_optional_is_none(runtime):
+    # ONNX's test_identity_sequence (a sequence in, the same out) and
+    # test_optional_has_element (an optional tensor in): format 1.6.
+    data = "/usr/share/libonnx-testdata/data/node/"
+    seq = runtime.load(runtime.compile(data + "test_identity_sequence/model.onnx", targets=["cpu-simd"])["program"])
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones(4, np.float32)
+    y = seq.session().run({"x": [a, b]})["y"]
+    assert isinstance(y, list) and len(y) == 2
+    np.testing.assert_array_equal(y[0], a)
+    np.testing.assert_array_equal(y[1], b)
+    assert seq.session().run({"x": []})["y"] == []
+    with pytest.raises(loom.InvalidArgumentError, match="takes a sequence of f32 tensors, got a tensor"):
+        seq.session().run({"x": a})
+    opt = runtime.load(runtime.compile(data + "test_optional_has_element/model.onnx")["program"])
+    assert not opt.session().run({"optional_input": None})["output"]
+    assert opt.session().run({"optional_input": b})["output"]

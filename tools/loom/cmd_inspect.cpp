@@ -18,6 +18,7 @@ std::string hex64(uint64_t v) {
 nlohmann::json value_json(const ValueDef& v) {
   nlohmann::json j = {{"name", v.name}, {"dtype", std::string(dtype_name(v.dtype))}, {"shape", v.shape}};
   if (v.unranked) j["unranked"] = true;  // a staged program's value: any rank
+  if (v.kind != ValueKind::kTensor) j["kind"] = value_kind_name(v.kind);  // format 1.6
   return j;
 }
 
@@ -160,7 +161,12 @@ int run_inspect(const InspectArgs& args) {
       std::string s;
       for (const auto& v : list) {
         if (!s.empty()) s += ", ";
-        s += v["name"].get<std::string>() + ": " + v["dtype"].get<std::string>();
+        s += v["name"].get<std::string>() + ": ";
+        if (v.contains("kind")) {  // "x: sequence of f32"
+          s += v["kind"].get<std::string>() + " of " + v["dtype"].get<std::string>();
+          continue;
+        }
+        s += v["dtype"].get<std::string>();
         s += v.contains("unranked") ? std::string("[any rank]") : shape_to_string(v["shape"].get<std::vector<int64_t>>());
       }
       return s;

@@ -210,6 +210,9 @@ struct RunReport {
   std::vector<DelegatePlacement> placements;
   std::string function;
   std::vector<NamedTensor> outputs;                      // the last run's results
+  // Results that are not tensors: "name: a sequence of 3 tensors" (their
+  // elements are in `outputs` as name[0], ...), "name: none (an empty optional)".
+  std::vector<std::string> value_notes;
   std::vector<std::pair<std::string, std::string>> written;  // (output, path)
   std::vector<double> times_us;                          // after the warm-up, sorted
   double first_run_us = -1;  // the first run (the warm-up when --repeat > 1), shape binding included
@@ -222,6 +225,51 @@ struct RunReport {
   bool compiled_once = false;  // the binding ran the program's own instructions (format 1.4)
   bool staged = false;         // a staged program (control flow) ran
 };
+
+// A sequence or optional given on the command line (docs/control-flow.md):
+// files separated by commas ("a.npy,b.npy"; "a.npy," for one), "[]" for an
+// empty sequence, "none" for an empty optional.
+bool is_value_list(const std::string& source) {
+  return source == "[]" || source == "none" || source.find(',') != std::string::npos;
+}
+
+Result<Value> read_value_list(const std::string& source) {
+  if (source == "none") return Value::none();
+  std::vector<Tensor> elements;
+  if (source == "[]") return Value::sequence(std::move(elements));
+  size_t start = 0;
+  while (start < source.size()) {
+    const size_t comma = std::min(source.find(',', start), source.size());
+    if (comma > start) {
+      const std::string file = source.substr(start, comma - start);
+      Result<Tensor> t = read_input_file(file);
+      if (!t.ok()) return t.status().with_context("element " + std::to_string(elements.size()) + " (" + file + ")");
+      elements.push_back(std::move(*t));
+    }
+    start = comma + 1;
+  }
+  return Value::sequence(std::move(elements));
+}
+
+// Writes a result: a tensor to `path`; a sequence as one file per element,
+// STEM_0.npy, STEM_1.npy, ... (an empty sequence or none writes no file; the
+// report says what the result was).
+Status write_value(const Value& v, const std::string& name, const std::string& path, const std::string& stem,
+                   RunReport& report) {
+  if (v.is_tensor()) {
+    LOOM_RETURN_IF_ERROR(io::write_npy(path, v.tensor));
+    report.written.emplace_back(name, path);
+    return Status();
+  }
+  for (size_t k = 0; k < v.elements.size(); ++k) {
+    const std::string file = stem + "_" + std::to_string(k) + ".npy";
+    LOOM_RETURN_IF_ERROR(io::write_npy(file, v.elements[k]).with_context("element " + std::to_string(k)));
+    report.written.emplace_back(name + "[" + std::to_string(k) + "]", file);
+  }
+  if (v.elements.empty()) report.written.emplace_back(name, "(no file: " + describe_value(v) + ")");
+  return Status();
+}
+
 
 // One line per delegate call: how its operands reach the device.
 std::string transfers_text(const std::string& function, const std::vector<DelegateTransfers>& ts) {
@@ -325,6 +373,7 @@ void print_json(const RunArgs& args, const RunReport& r, const Status& status) {
     nlohmann::json outputs = nlohmann::json::array();
     for (const NamedTensor& t : r.outputs) outputs.push_back(tensor_summary_json(t));
     doc["outputs"] = std::move(outputs);
+    doc["values"] = r.value_notes;
     nlohmann::json written = nlohmann::json::array();
     for (const auto& [name, path] : r.written) written.push_back({{"output", name}, {"path", path}});
     doc["written"] = std::move(written);
@@ -384,7 +433,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   for (const std::string& text : args.inputs) {
     LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--input"));
     bindings.push_back(binding);
-    if (binding.second == "random") continue;
+    if (binding.second == "random" || is_value_list(binding.second)) continue;
     Result<Tensor> tensor = read_input_file(binding.second);
     if (!tensor.ok()) return tensor.status().with_context("--input " + binding.first);
     files.emplace_back(binding.first, std::move(*tensor));
@@ -416,23 +465,42 @@ Status run_program(const RunArgs& args, RunReport& report) {
                        names + ")");
     }
     size_t index = static_cast<size_t>(it - fn.inputs.begin());
-    Result<Tensor> tensor = Tensor();
+    Result<Value> value = Value();
     if (source == "random") {
-      tensor = random_tensor(*it, rng);
+      if (it->kind != ValueKind::kTensor) {
+        return invalid_argument("--input " + name + "=random: input '" + name + "' is a " +
+                                value_kind_name(it->kind) + "; 'random' makes tensors only");
+      }
+      Result<Tensor> tensor = random_tensor(*it, rng);
+      if (!tensor.ok()) return tensor.status().with_context("--input " + name);
+      value = Value::of(std::move(*tensor));
+    } else if (is_value_list(source)) {
+      value = read_value_list(source);
     } else {
       for (const auto& [file_name, t] : files) {
-        if (file_name == name) tensor = t;
+        if (file_name == name) value = Value::of(t);
       }
     }
-    if (!tensor.ok()) return tensor.status().with_context("--input " + name);
-    Status st = session->set_input(index, *tensor);
+    if (!value.ok()) return value.status().with_context("--input " + name);
+    Status st = session->set_input_value(index, *value);
+    if (!st.ok() && value->is_tensor() && (it->kind == ValueKind::kSequence || it->kind == ValueKind::kOptionalSequence)) {
+      st = Status(st.code(), st.message() + "; give a sequence as " + name + "=a.npy,b.npy (a.npy, for one tensor, [] " +
+                                 "for none)");
+    }
     if (!st.ok()) return st.with_context("--input " + name + "=" + source);
     given[index] = true;
     if (fn.open) {
-      set_shapes += (set_shapes.empty() ? "" : ", ") + name + "=" + shape_to_string(tensor->shape());
+      set_shapes += (set_shapes.empty() ? "" : ", ") + name + "=" +
+                    (value->is_tensor() ? shape_to_string(value->tensor.shape()) : describe_value(*value));
     }
   }
   for (size_t i = 0; i < fn.inputs.size(); ++i) {
+    if (!given[i] && fn.inputs[i].kind != ValueKind::kTensor) {
+      return invalid_argument("input '" + fn.inputs[i].name + "' (a " + value_kind_name(fn.inputs[i].kind) +
+                              ") is not given; use --input " + fn.inputs[i].name +
+                              "=A.npy,B.npy (a sequence; [] for an empty one" +
+                              (fn.inputs[i].kind == ValueKind::kSequence ? "" : ", none for an empty optional") + ")");
+    }
     if (!given[i]) {
       return invalid_argument("input '" + fn.inputs[i].name + "' (" +
                               std::string(dtype_name(fn.inputs[i].dtype)) +
@@ -444,7 +512,7 @@ Status run_program(const RunArgs& args, RunReport& report) {
   std::vector<std::pair<std::string, std::string>> outputs;
   for (const std::string& text : args.outputs) {
     LOOM_ASSIGN_OR_RETURN(auto binding, split_binding(text, "--output"));
-    LOOM_RETURN_IF_ERROR(session->output(binding.first).status());
+    LOOM_RETURN_IF_ERROR(session->output_value(binding.first).status());
     outputs.push_back(binding);
   }
 
@@ -491,13 +559,23 @@ Status run_program(const RunArgs& args, RunReport& report) {
     report.written.emplace_back("trace", args.trace);
   }
   for (size_t i = 0; i < session->output_count(); ++i) {
-    report.outputs.push_back({fn.outputs[i].name, session->output(i)});
+    LOOM_ASSIGN_OR_RETURN(Value v, session->output_value(i));
+    if (v.is_tensor()) {
+      report.outputs.push_back({fn.outputs[i].name, std::move(v.tensor)});
+      continue;
+    }
+    report.value_notes.push_back(fn.outputs[i].name + ": " + describe_value(v));
+    for (size_t k = 0; k < v.elements.size(); ++k) {
+      report.outputs.push_back({fn.outputs[i].name + "[" + std::to_string(k) + "]", v.elements[k]});
+    }
   }
 
   for (const auto& [name, path] : outputs) {
-    Status st = io::write_npy(path, **session->output(name));
+    LOOM_ASSIGN_OR_RETURN(Value v, session->output_value(name));
+    std::string stem = path;
+    if (ends_with(stem, ".npy")) stem.resize(stem.size() - 4);
+    Status st = write_value(v, name, path, stem, report);
     if (!st.ok()) return st.with_context("--output " + name);
-    report.written.emplace_back(name, path);
   }
   if (!args.output_dir.empty()) {
     std::error_code ec;
@@ -509,9 +587,10 @@ Status run_program(const RunArgs& args, RunReport& report) {
       std::string file = base;
       for (int k = 2; !used.insert(file).second; ++k) file = base + "_" + std::to_string(k);
       std::filesystem::path path = std::filesystem::path(args.output_dir) / (file + ".npy");
-      Status st = io::write_npy(path, session->output(i));
+      LOOM_ASSIGN_OR_RETURN(Value v, session->output_value(i));
+      Status st = write_value(v, fn.outputs[i].name, path.string(),
+                              (std::filesystem::path(args.output_dir) / file).string(), report);
       if (!st.ok()) return st.with_context("--output-dir: output '" + fn.outputs[i].name + "'");
-      report.written.emplace_back(fn.outputs[i].name, path.string());
     }
   }
   return Status();
@@ -546,6 +625,7 @@ int run_run(const RunArgs& args) {
   for (const DelegatePlacement& p : report.placements) {
     std::cout << "delegate " << p.delegate << " -> " << p.device << " (" << p.loader_key << ")\n";
   }
+  for (const std::string& note : report.value_notes) std::cout << note << "\n";
   for (const NamedTensor& t : report.outputs) print_summary(t.name, t.tensor);
   for (const auto& [name, path] : report.written) {
     std::cout << "wrote " << name << " to " << path << "\n";

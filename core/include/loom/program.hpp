@@ -24,7 +24,7 @@
 namespace loom {
 
 inline constexpr uint16_t kProgramMajorVersion = 1;
-inline constexpr uint16_t kProgramMinorVersion = 5;
+inline constexpr uint16_t kProgramMinorVersion = 6;
 inline constexpr uint32_t kProgramHeadSize = 128;
 inline constexpr uint32_t kSegmentTableEntrySize = 32;
 inline constexpr uint32_t kDefaultSegmentAlignment = 4096;
@@ -86,7 +86,22 @@ struct DelegateDef {
   friend bool operator==(const DelegateDef&, const DelegateDef&) = default;
 };
 
-enum class ValueKind : uint8_t { kTensor = 0, kScalarInt = 1, kScalarFloat = 2, kIntList = 3 };
+// kSequence, kOptionalTensor and kOptionalSequence (format 1.6) appear only
+// in staged functions: a sequence of tensors, and an optional value (empty,
+// or holding a tensor or a sequence). Their `dtype` is the elements'
+// (kInvalid: any).
+enum class ValueKind : uint8_t {
+  kTensor = 0,
+  kScalarInt = 1,
+  kScalarFloat = 2,
+  kIntList = 3,
+  kSequence = 4,
+  kOptionalTensor = 5,
+  kOptionalSequence = 6,
+};
+
+// "tensor", "sequence", "optional tensor", "optional sequence", ...
+const char* value_kind_name(ValueKind kind);
 
 struct ValueDef {
   std::string name;

@@ -33,6 +33,7 @@
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
 #include "loom/trace.hpp"
+#include "loom/value.hpp"
 
 namespace loom {
 
@@ -198,6 +199,10 @@ struct ArgumentInfo {
   // Per dimension, or empty: bounds of an open dimension (0 = none).
   std::vector<int64_t> min;
   std::vector<int64_t> max;
+  // A staged function's argument may be a sequence of tensors or an optional
+  // (docs/control-flow.md); `dtype` is then the elements' (kInvalid: any).
+  // Session::set_input_value and output_value carry such values.
+  ValueKind kind = ValueKind::kTensor;
 };
 
 struct FunctionInfo {
@@ -411,6 +416,13 @@ class Session {
   // input with an open dimension takes set_input only (which carries the
   // shape).
   Status bind_input(size_t index, const void* data, size_t size);
+  // Sets an input of any kind (ArgumentInfo::kind): a tensor for a tensor
+  // input, a sequence for a sequence input, and for an optional one a
+  // tensor or sequence (as its kind says) or Value::none(). A value of
+  // another kind is refused with an error naming the input; a tensor input
+  // takes a Value holding a tensor as set_input does.
+  Status set_input_value(std::string_view name, const Value& value);
+  Status set_input_value(size_t index, const Value& value);
 
   // Runs the function. Inputs not set are zero (an input with an open
   // dimension must be set). An open-shape function runs the program prepared
@@ -444,8 +456,15 @@ class Session {
   // Results of the last run(); valid until the next run() or destruction.
   // Their shapes are the run's (an open-shape function's vary with the
   // binding); before the first run of an open-shape function, empty.
+  // A result that is not a tensor (a sequence, an empty optional) reads as
+  // an empty tensor here, and output(name) refuses it: read it with
+  // output_value.
   const Tensor& output(size_t index) const;
   Result<const Tensor*> output(std::string_view name) const;
+  // Any result of the last run() as a Value (a copy): a tensor, a sequence,
+  // or none (an empty optional).
+  Result<Value> output_value(size_t index) const;
+  Result<Value> output_value(std::string_view name) const;
 
   struct State;  // private
 

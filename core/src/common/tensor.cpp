@@ -1,4 +1,5 @@
 #include "loom/tensor.hpp"
+#include "loom/value.hpp"
 
 #include <unistd.h>
 
@@ -182,6 +183,19 @@ Tensor& Tensor::operator=(Tensor&& o) noexcept {
   o.bytes_ = 0;
   o.elements_ = 0;
   return *this;
+}
+
+std::string describe_value(const Value& value) {
+  switch (value.kind) {
+    case Value::Kind::kNone: return "none (an empty optional)";
+    case Value::Kind::kTensor:
+      return "a tensor (" + std::string(dtype_name(value.tensor.dtype())) + " " + shape_to_string(value.tensor.shape()) +
+             ")";
+    case Value::Kind::kSequence:
+      return "a sequence of " + std::to_string(value.elements.size()) +
+             (value.elements.size() == 1 ? " tensor" : " tensors");
+  }
+  return "a value of unknown kind";
 }
 
 }  // namespace loom

@@ -43,35 +43,6 @@ std::string list_names(const std::vector<std::string>& names) {
   return s;
 }
 
-// The model's statement about a value (dtype from elem_type, dims), or an
-// error when the type is not a tensor Loom knows.
-Result<DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
-  DeclaredType d;
-  if (!v.has_type()) return invalid_argument("'" + v.name() + "' has no type");
-  if (!v.type().has_tensor_type()) {
-    // Sequences, maps and optionals.
-    return unimplemented("'" + v.name() + "' is not a tensor; Loom supports tensors only");
-  }
-  const auto& tt = v.type().tensor_type();
-  if (tt.elem_type() != 0) {
-    auto dtype = onnx_io::dtype_from_onnx(tt.elem_type());
-    if (!dtype.ok()) return dtype.status().with_context("'" + v.name() + "'");
-    d.dtype = *dtype;
-  }
-  if (tt.has_shape()) {
-    d.has_shape = true;
-    bool named = false;
-    for (const auto& dim : tt.shape().dim()) {
-      const bool known = dim.has_dim_value() && dim.dim_value() >= 0;
-      d.dims.push_back(known ? dim.dim_value() : -1);
-      d.symbols.push_back(known || !dim.has_dim_param() ? std::string() : dim.dim_param());
-      named = named || !d.symbols.back().empty();
-    }
-    if (!named) d.symbols.clear();
-  }
-  return d;
-}
-
 // A given input shape disagrees with the model's: another rank, or another
 // size where both fix one (-1 on either side agrees with any size).
 bool contradicts_declared(const Shape& given, const Shape& declared) {
@@ -99,6 +70,9 @@ struct ReadGraph {
   // captures, in the order of its trailing inputs.
   std::vector<std::string> captures;
   bool control_flow = false;  // some node (at any depth) has bodies
+  // Per graph output: its kind (a sequence or an optional makes a staged
+  // program) and, for those, its elements' dtype.
+  std::vector<NonTensorType> output_kinds;
 };
 
 class Reader {
@@ -128,6 +102,12 @@ class Reader {
                                 "' is not produced by any node, input or initializer");
       }
       out_.graph.outputs.push_back(it->second);
+      NonTensorType kind;
+      if (o.has_type()) {
+        LOOM_ASSIGN_OR_RETURN(kind, non_tensor_type(o.type(), "graph output '" + o.name() + "'"));
+      }
+      out_.control_flow = out_.control_flow || kind.kind != ValueKind::kTensor;
+      out_.output_kinds.push_back(kind);
     }
     // What the model declares about node outputs, for plugin-taken nodes and
     // to check inference against.
@@ -265,6 +245,19 @@ class Reader {
         // default value; Loom keeps the initializer.
         if (out_.graph.tensors[existing->second].is_constant()) continue;
         return invalid_argument("graph input '" + in.name() + "' is listed twice");
+      }
+      if (in.has_type() && !in.type().has_tensor_type()) {  // a sequence or an optional
+        LOOM_ASSIGN_OR_RETURN(NonTensorType kind, non_tensor_type(in.type(), "graph input '" + in.name() + "'"));
+        ValueDef sig;
+        sig.name = in.name();
+        sig.kind = kind.kind;
+        sig.dtype = kind.dtype;
+        sig.unranked = true;
+        out_.input_signature.push_back(std::move(sig));
+        out_.control_flow = true;
+        LOOM_ASSIGN_OR_RETURN(int32_t index, add(graph::Tensor{in.name(), kind.dtype, {}, nullptr}, "graph input"));
+        out_.graph.inputs.push_back(index);
+        continue;
       }
       auto declared = declared_of(in);
       if (!declared.ok()) return declared.status().with_context("graph input");
@@ -512,6 +505,7 @@ class Reader {
         bodies.emplace_back(std::move(read->graph), std::move(read->captures));
         continue;
       }
+      if (a.type() == ::onnx::AttributeProto::TYPE_PROTO && node.op_type == "Optional") continue;  // run time decides
       LOOM_ASSIGN_OR_RETURN(AttributeDef def, convert_attribute(model_, a, desc));
       node.attributes.push_back(std::move(def));
     }
@@ -558,7 +552,9 @@ class Reader {
       node.inputs.push_back(t);
     }
     node.captures = static_cast<int32_t>(captures.size());
-    if (node.domain.empty() && lowering::is_sequence_op(node.op_type)) out_.control_flow = true;
+    if (node.domain.empty() && (lowering::is_sequence_op(node.op_type) || lowering::is_optional_op(node.op_type))) {
+      out_.control_flow = true;
+    }
     if (node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
       LOOM_RETURN_IF_ERROR(check_control_node(node, static_cast<size_t>(np.output_size()), desc));
     }
@@ -643,9 +639,17 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
 
   result.open = true;
   result.signature.inputs = std::move(read.input_signature);
-  for (int32_t t : g.outputs) {
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int32_t t = g.outputs[i];
     ValueDef v;
     v.name = g.tensors[t].name;
+    if (i < read.output_kinds.size() && read.output_kinds[i].kind != ValueKind::kTensor) {
+      v.kind = read.output_kinds[i].kind;  // a sequence or an optional
+      v.dtype = read.output_kinds[i].dtype;
+      v.unranked = true;
+      result.signature.outputs.push_back(std::move(v));
+      continue;
+    }
     const DeclaredType& d = result.declared[t];
     v.dtype = d.dtype;
     if (d.has_shape) {

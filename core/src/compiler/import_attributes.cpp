@@ -115,4 +115,33 @@ Result<graph::Tensor> constant_node_value(const onnx_io::Model& model,
   return t;
 }
 
+// The model's statement about a value (dtype from elem_type, dims), or an
+// error when the type is not a tensor Loom knows.
+Result<lowering::passes::DeclaredType> declared_of(const ::onnx::ValueInfoProto& v) {
+  lowering::passes::DeclaredType d;
+  if (!v.has_type()) return invalid_argument("'" + v.name() + "' has no type");
+  if (!v.type().has_tensor_type()) {
+    // Sequences, maps and optionals (non_tensor_type reads those).
+    return unimplemented("'" + v.name() + "' is not a tensor; Loom supports tensors only");
+  }
+  const auto& tt = v.type().tensor_type();
+  if (tt.elem_type() != 0) {
+    auto dtype = onnx_io::dtype_from_onnx(tt.elem_type());
+    if (!dtype.ok()) return dtype.status().with_context("'" + v.name() + "'");
+    d.dtype = *dtype;
+  }
+  if (tt.has_shape()) {
+    d.has_shape = true;
+    bool named = false;
+    for (const auto& dim : tt.shape().dim()) {
+      const bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+      d.dims.push_back(known ? dim.dim_value() : -1);
+      d.symbols.push_back(known || !dim.has_dim_param() ? std::string() : dim.dim_param());
+      named = named || !d.symbols.back().empty();
+    }
+    if (!named) d.symbols.clear();
+  }
+  return d;
+}
+
 }  // namespace loom::compiler

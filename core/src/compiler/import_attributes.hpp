@@ -6,6 +6,7 @@
 
 #include "graph/graph.hpp"
 #include "loom/program.hpp"
+#include "lowering/graph_passes.hpp"
 #include "loom/status.hpp"
 #include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
@@ -24,5 +25,9 @@ Result<AttributeDef> convert_attribute(const onnx_io::Model& model,
 Result<graph::Tensor> constant_node_value(const onnx_io::Model& model,
                                           const ::onnx::NodeProto& node, const std::string& name,
                                           const std::string& where);
+
+// The model's statement about a tensor value (dtype from elem_type, dims),
+// or an error when its type is not a tensor Loom knows.
+Result<lowering::passes::DeclaredType> declared_of(const ::onnx::ValueInfoProto& v);
 
 }  // namespace loom::compiler

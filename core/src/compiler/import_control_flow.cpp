@@ -7,11 +7,47 @@
 #include <vector>
 
 #include "lowering/staged.hpp"
+#include "onnx/onnx_model.hpp"
 #include "onnx/onnx_pb.h"
 
 namespace loom::compiler {
 
 namespace passes = lowering::passes;
+
+Result<NonTensorType> non_tensor_type(const ::onnx::TypeProto& type, const std::string& what) {
+  NonTensorType out;
+  auto element_dtype = [&](const ::onnx::TypeProto& element) -> Status {
+    if (!element.has_tensor_type()) {
+      return unimplemented(what + " is a sequence or optional of something other than tensors; Loom supports "
+                           "sequences of tensors and optional tensors or sequences of tensors");
+    }
+    if (element.tensor_type().elem_type() != 0) {
+      auto d = onnx_io::dtype_from_onnx(element.tensor_type().elem_type());
+      if (!d.ok()) return d.status().with_context(what);
+      out.dtype = *d;
+    }
+    return Status();
+  };
+  if (type.has_tensor_type()) return out;
+  if (type.has_sequence_type()) {
+    out.kind = ValueKind::kSequence;
+    LOOM_RETURN_IF_ERROR(element_dtype(type.sequence_type().elem_type()));
+    return out;
+  }
+  if (type.has_optional_type()) {
+    const ::onnx::TypeProto& inner = type.optional_type().elem_type();
+    if (inner.has_sequence_type()) {
+      out.kind = ValueKind::kOptionalSequence;
+      LOOM_RETURN_IF_ERROR(element_dtype(inner.sequence_type().elem_type()));
+    } else {
+      out.kind = ValueKind::kOptionalTensor;
+      LOOM_RETURN_IF_ERROR(element_dtype(inner));
+    }
+    return out;
+  }
+  return unimplemented(what + " is " + (type.has_map_type() ? "a map" : "not a tensor") +
+                       "; Loom supports tensors, sequences of tensors and optionals");
+}
 
 // The names a subgraph reads that it does not define itself (inputs,
 // initializers, node outputs), its own subgraphs included: what it captures

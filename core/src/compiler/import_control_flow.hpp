@@ -14,9 +14,21 @@
 
 namespace onnx {
 class GraphProto;
+class TypeProto;
 }  // namespace onnx
 
 namespace loom::compiler {
+
+// The kind of a value whose ONNX type is a sequence or an optional (of
+// tensors, or an optional sequence of tensors), and its elements' dtype
+// (kInvalid when unstated); an error naming `what` for any other type that
+// is not a tensor (maps, sequences of sequences, ...). A tensor type gives
+// kTensor.
+struct NonTensorType {
+  ValueKind kind = ValueKind::kTensor;
+  DType dtype = DType::kInvalid;
+};
+Result<NonTensorType> non_tensor_type(const ::onnx::TypeProto& type, const std::string& what);
 
 // Appends to `out` (once each) the names `g` reads that it does not define
 // itself (inputs, initializers, node outputs), its own subgraphs included:

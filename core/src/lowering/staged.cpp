@@ -63,6 +63,20 @@ class Stager {
     }
     std::vector<bool> is_result(g.tensors.size(), false);
     for (int32_t t : g.outputs) is_result[static_cast<size_t>(t)] = true;
+    // Tensors that may hold a sequence or an optional: the function's inputs
+    // of such a kind (a body's inputs, untyped, may), and what host steps
+    // make. An Identity of one runs on the host too (a part takes tensors
+    // only).
+    std::vector<bool> maybe_value(g.tensors.size(), false);
+    for (size_t i = 0; i < g.inputs.size(); ++i) {
+      maybe_value[static_cast<size_t>(g.inputs[i])] =
+          signature == nullptr || signature->inputs[i].kind != ValueKind::kTensor;
+    }
+    auto on_host = [&](const graph::Node& node) {
+      if (runs_on_host(node)) return true;
+      return node.domain.empty() && node.op_type == "Identity" && node.inputs.size() == 1 &&
+             node.inputs[0] != graph::kNoTensor && maybe_value[static_cast<size_t>(node.inputs[0])];
+    };
 
     std::vector<size_t> pending;  // nodes of the part being gathered
     size_t parts = 0;
@@ -123,10 +137,11 @@ class Stager {
 
     for (size_t n = 0; n < g.nodes.size(); ++n) {
       const graph::Node& node = g.nodes[n];
-      if (!runs_on_host(node)) {
+      if (!on_host(node)) {
         pending.push_back(n);
         continue;
       }
+      for (int32_t t : node.outputs) maybe_value[static_cast<size_t>(t)] = true;
       LOOM_RETURN_IF_ERROR(flush());
       // The node's operator, attributes and operands, as values of `f`.
       InstructionDef ins;
@@ -176,8 +191,10 @@ class Stager {
       LOOM_ASSIGN_OR_RETURN(uint32_t v, value(g.outputs[i]));
       if (signature != nullptr && i < signature->outputs.size() && f.values[v].unranked &&
           std::find(f.inputs.begin(), f.inputs.end(), v) == f.inputs.end()) {
-        // The model's statement of the result (its dtype), for reflection.
+        // The model's statement of the result (its dtype and kind), for
+        // reflection and the API.
         f.values[v].dtype = signature->outputs[i].dtype;
+        f.values[v].kind = signature->outputs[i].kind;
       }
       f.outputs.push_back(v);
     }
@@ -244,13 +261,20 @@ bool is_sequence_op(std::string_view op_type) {
   return std::find(std::begin(kOps), std::end(kOps), op_type) != std::end(kOps);
 }
 
+bool is_optional_op(std::string_view op_type) {
+  return op_type == "Optional" || op_type == "OptionalHasElement" || op_type == "OptionalGetElement";
+}
+
+bool is_value_op(std::string_view op_type) { return is_optional_op(op_type) || op_type == "Identity"; }
+
 bool is_value_shaped_op(std::string_view op_type) {
   return op_type == "NonZero" || op_type == "Compress" || op_type == "Unique" || op_type == "NonMaxSuppression";
 }
 
 bool runs_on_host(const graph::Node& node) {
   return graph::has_bodies(node) ||
-         (node.domain.empty() && (is_sequence_op(node.op_type) || is_value_shaped_op(node.op_type)));
+         (node.domain.empty() &&
+          (is_sequence_op(node.op_type) || is_optional_op(node.op_type) || is_value_shaped_op(node.op_type)));
 }
 
 bool has_control_flow(const graph::Graph& graph) {

@@ -39,13 +39,22 @@ Result<EmittedProgram> emit_staged_program(const graph::Graph& graph, const Open
 // (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceAt,
 // SequenceErase, SequenceLength, SplitToSequence, ConcatFromSequence).
 bool is_sequence_op(std::string_view op_type);
+// The optional operators (Optional, OptionalHasElement, OptionalGetElement),
+// which a staged function runs on the host.
+bool is_optional_op(std::string_view op_type);
+// What a staged function's run_value_op runs: the optional operators, and
+// an Identity of a value that may be a sequence or an optional (one whose
+// input is the function's own untyped or non-tensor input, or made by a
+// host step).
+bool is_value_op(std::string_view op_type);
 // The operators whose output shapes follow their operands' values
 // (NonZero, Compress, Unique, NonMaxSuppression): a staged function runs
 // them on the host with the reference kernels, so that what they compute
 // from data flows on at whatever size it has (a detector's boxes after NMS).
 bool is_value_shaped_op(std::string_view op_type);
 // Whether a staged function runs `node` as a step of its own: control flow
-// (a node with bodies), a sequence operator, or a value-shaped one.
+// (a node with bodies), a sequence or optional operator, or a value-shaped
+// one.
 bool runs_on_host(const graph::Node& node);
 // Whether some node of `graph` runs on the host (runs_on_host): the graph
 // needs a staged program.

@@ -14,8 +14,19 @@ namespace {
 // imported (buffer_import_host) instead of staging it through copies.
 constexpr uint64_t kArenaAlignment = 256;
 
-// IREE's notation: an open dimension is null.
+// IREE's notation: an open dimension is null. A sequence (format 1.6) is
+// ["sequence", dtype], an optional ["optional", its element's record].
 nlohmann::json type_record(const ValueDef& v) {
+  if (v.kind == ValueKind::kSequence || v.kind == ValueKind::kOptionalSequence) {
+    nlohmann::json seq = nlohmann::json::array({"sequence", std::string(dtype_name(v.dtype))});
+    if (v.kind == ValueKind::kSequence) return seq;
+    return nlohmann::json::array({"optional", std::move(seq)});
+  }
+  if (v.kind == ValueKind::kOptionalTensor) {
+    ValueDef element = v;
+    element.kind = ValueKind::kTensor;
+    return nlohmann::json::array({"optional", type_record(element)});
+  }
   nlohmann::json r = nlohmann::json::array({"ndarray", std::string(dtype_name(v.dtype)), v.shape.size()});
   for (int64_t d : v.shape) {
     if (d < 0) {

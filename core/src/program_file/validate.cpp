@@ -24,6 +24,10 @@ Status check_index(const std::string& where, int64_t index, size_t count,
   return Status();
 }
 
+bool is_sequence_or_optional(ValueKind kind) {
+  return kind == ValueKind::kSequence || kind == ValueKind::kOptionalTensor || kind == ValueKind::kOptionalSequence;
+}
+
 Status check_dtype(const std::string& where, DType dtype) {
   if (static_cast<uint8_t>(dtype) > static_cast<uint8_t>(DType::kBool)) {
     return invalid_argument(where + ".dtype: unknown dtype " +
@@ -33,7 +37,7 @@ Status check_dtype(const std::string& where, DType dtype) {
 }
 
 Status validate_value(const std::string& where, const ValueDef& v, size_t parameter_count) {
-  if (static_cast<uint8_t>(v.kind) > static_cast<uint8_t>(ValueKind::kIntList)) {
+  if (static_cast<uint8_t>(v.kind) > static_cast<uint8_t>(ValueKind::kOptionalSequence)) {
     return invalid_argument(where + ".kind: unknown value kind " +
                             std::to_string(static_cast<unsigned>(v.kind)));
   }
@@ -116,10 +120,11 @@ Status validate_staged_instruction(const std::string& where, const InstructionDe
     }
     return Status();
   }
-  const size_t bodies = ins.kernel == "If" ? 2 : (ins.kernel == "Loop" || ins.kernel == "Scan") ? 1 : 0;
+  const size_t bodies =
+      ins.kernel == "If" ? 2 : (ins.kernel == "Loop" || ins.kernel == "Scan" || ins.kernel == "SequenceMap") ? 1 : 0;
   if (bodies == 0) {
     return invalid_argument(where + ".kernel: '" + ins.kernel +
-                            "' is not a control-flow operator (If, Loop or Scan)");
+                            "' is not a control-flow operator (If, Loop, Scan or SequenceMap)");
   }
   if (ins.functions.size() != bodies) {
     return invalid_argument(where + ".functions: " + ins.kernel + " has " + std::to_string(bodies) +
@@ -251,6 +256,10 @@ Status validate_function(const std::string& where, const FunctionDef& f,
   for (size_t v = 0; v < f.values.size(); ++v) {
     if (f.values[v].unranked && !f.values[v].shape.empty()) {
       return invalid_argument(where + "." + at("values", v) + ": unranked, but has a shape");
+    }
+    if (is_sequence_or_optional(f.values[v].kind) && (!staged || f.values[v].parameter != -1)) {
+      return invalid_argument(where + "." + at("values", v) + ": a " + value_kind_name(f.values[v].kind) +
+                              (staged ? ", which a parameter cannot be" : ", which only a staged function's value may be"));
     }
     if (f.values[v].unranked && !staged && f.graph_artifact == -1) {
       return invalid_argument(where + "." + at("values", v) +
@@ -470,3 +479,20 @@ Status validate_program(const ProgramDef& program, std::span<const uint64_t> seg
 }
 
 }  // namespace loom::container
+
+namespace loom {
+
+const char* value_kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kScalarInt: return "integer scalar";
+    case ValueKind::kScalarFloat: return "float scalar";
+    case ValueKind::kIntList: return "list of integers";
+    case ValueKind::kSequence: return "sequence";
+    case ValueKind::kOptionalTensor: return "optional tensor";
+    case ValueKind::kOptionalSequence: return "optional sequence";
+  }
+  return "value of unknown kind";
+}
+
+}  // namespace loom

@@ -62,7 +62,7 @@ FunctionPlan open_function_plan(const FunctionDef& def) {
   plan.outputs = def.outputs;
   auto argument = [&](uint32_t v) {
     const ValueDef& vd = def.values[v];
-    return ArgumentInfo{vd.name, vd.dtype, vd.shape, vd.dim_symbols, vd.dim_min, vd.dim_max};
+    return ArgumentInfo{vd.name, vd.dtype, vd.shape, vd.dim_symbols, vd.dim_min, vd.dim_max, vd.kind};
   };
   for (uint32_t v : def.inputs) plan.info.inputs.push_back(argument(v));
   for (uint32_t v : def.outputs) plan.info.outputs.push_back(argument(v));

@@ -142,12 +142,58 @@ const Tensor& Session::output(size_t index) const {
 Result<const Tensor*> Session::output(std::string_view name) const {
   const auto& outs = state_->plan->info.outputs;
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (outs[i].name == name) return &output(i);
+    if (outs[i].name != name) continue;
+    if (state_->staged != nullptr && !state_->staged->output_value(i).is_tensor()) {
+      return failed_precondition("result '" + outs[i].name + "' of function '" + state_->plan->info.name + "' is " +
+                                 describe_value(state_->staged->output_value(i)) + "; read it with output_value");
+    }
+    return &output(i);
   }
   return not_found("function '" + state_->plan->info.name + "' has no result '" +
                    std::string(name) + "'");
 }
 
+Result<Value> Session::output_value(size_t index) const {
+  if (index >= output_count()) {
+    return out_of_range("result index " + std::to_string(index) + " out of range (function '" +
+                        state_->plan->info.name + "' has " + std::to_string(output_count()) + " results)");
+  }
+  if (state_->staged != nullptr) return state_->staged->output_value(index);
+  return Value::of(output(index));
+}
+
+Result<Value> Session::output_value(std::string_view name) const {
+  const auto& outs = state_->plan->info.outputs;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i].name == name) return output_value(i);
+  }
+  return not_found("function '" + state_->plan->info.name + "' has no result '" + std::string(name) + "'");
+}
+
+Status Session::set_input_value(std::string_view name, const Value& value) {
+  const auto& inputs = state_->plan->info.inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].name == name) return set_input_value(i, value);
+  }
+  std::string names;
+  for (const auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
+  return not_found("function '" + state_->plan->info.name + "' has no input '" + std::string(name) +
+                   "' (inputs: " + (names.empty() ? "none" : names) + ")");
+}
+
+Status Session::set_input_value(size_t index, const Value& value) {
+  const auto& inputs = state_->plan->info.inputs;
+  if (index >= inputs.size()) {
+    return out_of_range("input index " + std::to_string(index) + " out of range (function '" +
+                        state_->plan->info.name + "' has " + std::to_string(inputs.size()) + " inputs)");
+  }
+  if (state_->staged != nullptr) return state_->staged->set_input_value(index, value);
+  if (!value.is_tensor()) {
+    return invalid_argument("input '" + inputs[index].name + "' of function '" + state_->plan->info.name +
+                            "' takes a tensor, got " + describe_value(value));
+  }
+  return set_input(index, value.tensor);
+}
 
 Result<std::unique_ptr<Session>> Program::create_session(std::string_view function) {
   const runtime::FunctionPlan* plan = nullptr;

@@ -166,7 +166,8 @@ Result<std::shared_ptr<const StagedPlan>> build_staged_plan(
                 (ins.op == OpCode::kCall ? "call '" + step.functions.front() + "'"
                                          : ins.kernel + " of " + arg_list(def, ins.inputs)) + ")";
     if (ins.op == OpCode::kKernelCall) {
-      if (!lowering::is_sequence_op(ins.kernel) && kernels.find(ins.kernel) == nullptr) {
+      if (!lowering::is_sequence_op(ins.kernel) && !lowering::is_value_op(ins.kernel) &&
+          kernels.find(ins.kernel) == nullptr) {
         return unimplemented(in + ": " + step.name + ": no reference kernel for operator '" + ins.kernel + "'");
       }
       step.name = "instruction " + std::to_string(i) + " (" + ins.kernel + " of " + arg_list(def, ins.inputs) + ")";
@@ -202,8 +203,10 @@ StagedSession::StagedSession(std::shared_ptr<Program::State> program, const Func
       values_(staged_.values.size()),
       sequences_(staged_.values.size()),
       is_sequence_(staged_.values.size(), false),
+      is_none_(staged_.values.size(), false),
       set_(staged_.inputs.size(), false),
       outputs_(staged_.outputs.size()),
+      output_values_(staged_.outputs.size()),
       sessions_(staged_.steps.size()),
       run_timeout_(program_->run_timeout) {
   for (const auto& [v, t] : staged_.constants) values_[v] = t;
@@ -211,7 +214,7 @@ StagedSession::StagedSession(std::shared_ptr<Program::State> program, const Func
 
 StagedSession::~StagedSession() = default;
 
-Status StagedSession::set_input(size_t index, const Tensor& tensor) {
+Status StagedSession::check_tensor_input(size_t index, const Tensor& tensor) const {
   const ValueDef& v = staged_.values[staged_.inputs[index]];
   if (v.dtype != DType::kInvalid && tensor.dtype() != v.dtype) {
     return invalid_argument("input '" + v.name + "' of function '" + plan_.info.name + "' must be " +
@@ -236,8 +239,6 @@ Status StagedSession::set_input(size_t index, const Tensor& tensor) {
       }
     }
   }
-  values_[staged_.inputs[index]] = tensor;
-  set_[index] = true;
   return Status();
 }
 
@@ -280,10 +281,17 @@ Status StagedSession::run() {
                                  plan_.info.name + "' was not set; set_input gives it with its shape");
     }
   }
+  // Values made by steps start as tensors: a value may hold a sequence in
+  // one run and none in the next (an If's result).
+  std::vector<bool> is_input(staged_.values.size(), false);
+  for (uint32_t v : staged_.inputs) is_input[v] = true;
+  for (size_t v = 0; v < staged_.values.size(); ++v) {
+    if (!is_input[v]) is_sequence_[v] = is_none_[v] = false;
+  }
   for (size_t s = 0; s < staged_.steps.size(); ++s) {
     const StagedStep& step = staged_.steps[s];
     Status st;
-    if (step.op != OpCode::kKernelCall) {
+    if (step.op == OpCode::kCall || step.kernel == "Scan") {  // tensors only
       for (uint32_t v : step.inputs) {
         if (v != kAbsentValue && !st.ok()) break;
         if (v != kAbsentValue) st = tensor_value(v).status();
@@ -293,22 +301,26 @@ Status StagedSession::run() {
     if (step.op == OpCode::kCall) {
       st = run_call(s);
     } else if (step.op == OpCode::kKernelCall) {
-      st = lowering::is_sequence_op(step.kernel) ? run_sequence_op(s) : run_host_kernel(s);
+      st = lowering::is_sequence_op(step.kernel) ? run_sequence_op(s)
+           : lowering::is_value_op(step.kernel)  ? run_value_op(s)
+                                                 : run_host_kernel(s);
     } else if (step.kernel == "If") {
       st = run_if(s);
     } else if (step.kernel == "Loop") {
       st = run_loop(s);
     } else if (step.kernel == "Scan") {
       st = run_scan(s);
+    } else if (step.kernel == "SequenceMap") {
+      st = run_sequence_map(s);
     } else {
       st = unimplemented("unknown control-flow operator '" + step.kernel + "'");
     }
     if (!st.ok()) return st.with_context("function '" + plan_.info.name + "', " + step.name);
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    auto t = tensor_value(staged_.outputs[i]);
-    if (!t.ok()) return t.status().with_context("function '" + plan_.info.name + "', result " + std::to_string(i));
-    outputs_[i] = **t;
+    const uint32_t v = staged_.outputs[i];
+    output_values_[i] = value_of(v);
+    outputs_[i] = output_values_[i].is_tensor() ? output_values_[i].tensor : Tensor();
   }
   return Status();
 }
@@ -328,12 +340,13 @@ Status StagedSession::run_call(size_t s) {
 Status StagedSession::run_if(size_t s) {
   const StagedStep& step = staged_.steps[s];
   if (step.inputs.empty() || step.inputs[0] == kAbsentValue) return invalid_argument("If has no condition");
-  LOOM_ASSIGN_OR_RETURN(int64_t cond, staged::scalar_of(values_[step.inputs[0]], "the condition"));
+  LOOM_ASSIGN_OR_RETURN(const Tensor* condition, tensor_value(step.inputs[0]));
+  LOOM_ASSIGN_OR_RETURN(int64_t cond, staged::scalar_of(*condition, "the condition"));
   const size_t branch = cond != 0 ? 0 : 1;
   LOOM_ASSIGN_OR_RETURN(Session * body, session_of(s, branch));
   const size_t first_capture = step.inputs.size() - step.captures;
   for (size_t c = 0; c < step.captures; ++c) {
-    LOOM_RETURN_IF_ERROR(body->set_input(c, values_[step.inputs[first_capture + c]]));
+    LOOM_RETURN_IF_ERROR(body->set_input_value(c, value_of(step.inputs[first_capture + c])));
   }
   LOOM_RETURN_IF_ERROR(run_body(*body, branch == 0 ? "then_branch" : "else_branch"));
   if (body->output_count() != step.outputs.size()) {
@@ -341,7 +354,10 @@ Status StagedSession::run_if(size_t s) {
                             std::to_string(body->output_count()) + " values for " + std::to_string(step.outputs.size()) +
                             " outputs");
   }
-  for (size_t i = 0; i < step.outputs.size(); ++i) values_[step.outputs[i]] = body->output(i);
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    LOOM_ASSIGN_OR_RETURN(Value out, body->output_value(i));
+    put_value(step.outputs[i], std::move(out));
+  }
   return Status();
 }
 
@@ -354,7 +370,8 @@ Status StagedSession::run_loop(size_t s) {
   bool has_trip = step.inputs[0] != kAbsentValue;
   int64_t trip = 0;
   if (has_trip) {
-    LOOM_ASSIGN_OR_RETURN(trip, staged::scalar_of(values_[step.inputs[0]], "the trip count M"));
+    LOOM_ASSIGN_OR_RETURN(const Tensor* m, tensor_value(step.inputs[0]));
+    LOOM_ASSIGN_OR_RETURN(trip, staged::scalar_of(*m, "the trip count M"));
     if (trip > 0 && static_cast<uint64_t>(trip) > limit) {
       return resource_exhausted("the trip count M is " + std::to_string(trip) + ", over the limit of " +
                                 std::to_string(limit) + " iterations (LoadOptions::max_loop_iterations)");
@@ -362,7 +379,8 @@ Status StagedSession::run_loop(size_t s) {
   }
   bool cond = true;
   if (step.inputs[1] != kAbsentValue) {
-    LOOM_ASSIGN_OR_RETURN(int64_t c, staged::scalar_of(values_[step.inputs[1]], "the condition"));
+    LOOM_ASSIGN_OR_RETURN(const Tensor* first, tensor_value(step.inputs[1]));
+    LOOM_ASSIGN_OR_RETURN(int64_t c, staged::scalar_of(*first, "the condition"));
     cond = c != 0;
   }
   LOOM_ASSIGN_OR_RETURN(Session * body, session_of(s, 0));
@@ -371,14 +389,14 @@ Status StagedSession::run_loop(size_t s) {
     return invalid_argument("its body takes " + std::to_string(body->function().inputs.size()) + " inputs, not " +
                             std::to_string(own + step.captures));
   }
-  std::vector<Tensor> state(carried);
-  for (size_t k = 0; k < carried; ++k) state[k] = values_[step.inputs[2 + k]];
+  std::vector<Value> state(carried);
+  for (size_t k = 0; k < carried; ++k) state[k] = value_of(step.inputs[2 + k]);
   std::vector<std::vector<Tensor>> scanned(scans);
   LOOM_ASSIGN_OR_RETURN(Tensor iteration, Tensor::zeros(DType::kI64, {}));
   LOOM_ASSIGN_OR_RETURN(Tensor condition, Tensor::zeros(DType::kBool, {}));
   const size_t first_capture = step.inputs.size() - step.captures;
   for (size_t c = 0; c < step.captures; ++c) {
-    LOOM_RETURN_IF_ERROR(body->set_input(own + c, values_[step.inputs[first_capture + c]]));
+    LOOM_RETURN_IF_ERROR(body->set_input_value(own + c, value_of(step.inputs[first_capture + c])));
   }
   std::shared_ptr<Trace> trace;
   if (program_->channel != nullptr && program_->channel->tracing()) trace = program_->channel->active_trace();
@@ -393,7 +411,7 @@ Status StagedSession::run_loop(size_t s) {
     *condition.data_as<uint8_t>() = 1;
     LOOM_RETURN_IF_ERROR(body->set_input(0, iteration));
     LOOM_RETURN_IF_ERROR(body->set_input(1, condition));
-    for (size_t k = 0; k < carried; ++k) LOOM_RETURN_IF_ERROR(body->set_input(2 + k, state[k]));
+    for (size_t k = 0; k < carried; ++k) LOOM_RETURN_IF_ERROR(body->set_input_value(2 + k, state[k]));
     LOOM_RETURN_IF_ERROR(run_body(*body, "body, iteration " + std::to_string(i)));
     if (body->output_count() != 1 + carried + scans) {
       return invalid_argument("its body returns " + std::to_string(body->output_count()) + " values, not " +
@@ -402,17 +420,26 @@ Status StagedSession::run_loop(size_t s) {
     LOOM_ASSIGN_OR_RETURN(int64_t c, staged::scalar_of(body->output(0), "the body's condition"));
     cond = c != 0;
     for (size_t k = 0; k < carried; ++k) {
-      const Tensor& next = body->output(1 + k);
-      if (next.dtype() != state[k].dtype()) {
+      LOOM_ASSIGN_OR_RETURN(Value next, body->output_value(1 + k));
+      const bool tensors = next.is_tensor() && state[k].is_tensor();
+      // An optional going in may come out as what it holds, and the reverse.
+      const bool kinds_differ = next.is_tensor() != state[k].is_tensor() && !next.is_none() && !state[k].is_none();
+      if (kinds_differ || (tensors && next.tensor.dtype() != state[k].tensor.dtype())) {
+        auto type = [](const Value& v) {
+          return v.is_tensor() ? std::string(dtype_name(v.tensor.dtype())) : describe_value(v);
+        };
         return invalid_argument("loop-carried value '" + staged_.values[step.outputs[k]].name + "' is " +
-                                std::string(dtype_name(state[k].dtype())) + " going into iteration " +
-                                std::to_string(i) + " and " + std::string(dtype_name(next.dtype())) +
-                                " out of it: a loop-carried value keeps its type");
+                                type(state[k]) + " going into iteration " + std::to_string(i) + " and " +
+                                type(next) + " out of it: a loop-carried value keeps its type");
       }
-      state[k] = next;
+      state[k] = std::move(next);
     }
     for (size_t k = 0; k < scans; ++k) {
       const Tensor& next = body->output(1 + carried + k);
+      if (!body->output_value(1 + carried + k)->is_tensor()) {
+        return invalid_argument("scan output '" + staged_.values[step.outputs[carried + k]].name +
+                                "' is not a tensor in iteration " + std::to_string(i));
+      }
       LOOM_RETURN_IF_ERROR(staged::same_as_first(scanned[k], next, "scan output '" + staged_.values[step.outputs[carried + k]].name + "'", i));
       scanned[k].push_back(next);
     }
@@ -426,7 +453,7 @@ Status StagedSession::run_loop(size_t s) {
       trace->record(std::move(e));
     }
   }
-  for (size_t k = 0; k < carried; ++k) values_[step.outputs[k]] = std::move(state[k]);
+  for (size_t k = 0; k < carried; ++k) put_value(step.outputs[k], std::move(state[k]));
   for (size_t k = 0; k < scans; ++k) {
     LOOM_ASSIGN_OR_RETURN(values_[step.outputs[carried + k]],
                           staged::stack(scanned[k], 0, false, "scan output '" + staged_.values[step.outputs[carried + k]].name + "'"));
@@ -449,7 +476,7 @@ Status StagedSession::run_scan(size_t s) {
   LOOM_ASSIGN_OR_RETURN(Session * body, session_of(s, 0));
   const size_t first_capture = step.inputs.size() - step.captures;
   for (size_t c = 0; c < step.captures; ++c) {
-    LOOM_RETURN_IF_ERROR(body->set_input(states + scans_in + c, values_[step.inputs[first_capture + c]]));
+    LOOM_RETURN_IF_ERROR(body->set_input_value(states + scans_in + c, value_of(step.inputs[first_capture + c])));
   }
   if (batched && step.inputs[0] != kAbsentValue) {
     return unimplemented("Scan (opset 8) with sequence_lens is not supported; leave the input out");

@@ -22,6 +22,7 @@
 #include "loom/runtime.hpp"
 #include "loom/status.hpp"
 #include "loom/tensor.hpp"
+#include "loom/value.hpp"
 
 namespace loom::runtime {
 
@@ -60,11 +61,16 @@ class StagedSession {
   StagedSession(std::shared_ptr<Program::State> program, const FunctionPlan& plan);
   ~StagedSession();
 
-  Status set_input(size_t index, const Tensor& tensor);
+  Status set_input(size_t index, const Tensor& tensor) { return set_input_value(index, Value::of(tensor)); }
+  // A tensor, a sequence or none, as the input's kind allows (an input of no
+  // declared type, a body's, takes any).
+  Status set_input_value(size_t index, const Value& value);
   Status run();
   Status set_run_timeout(std::chrono::milliseconds timeout);
   size_t output_count() const { return outputs_.size(); }
+  // A result that is not a tensor reads as an empty tensor here.
   const Tensor& output(size_t index) const { return outputs_[index]; }
+  const Value& output_value(size_t index) const { return output_values_[index]; }
 
  private:
   struct Callee;
@@ -75,6 +81,14 @@ class StagedSession {
   Status run_scan(size_t step);
   Status run_body(Session& body, const std::string& what);
   Status run_sequence_op(size_t step);
+  // Identity of any value, Optional, OptionalHasElement, OptionalGetElement.
+  Status run_value_op(size_t step);
+  Status run_sequence_map(size_t step);
+  // Checks a tensor against input `index`'s declared dtype, rank and sizes.
+  Status check_tensor_input(size_t index, const Tensor& tensor) const;
+  // Value `v` as a Value (a copy), and `v` set to `value`.
+  Value value_of(uint32_t v) const;
+  void put_value(uint32_t v, Value value);
   // A reference kernel on the host (NonZero, NonMaxSuppression, ...): its
   // outputs sized by its infer function from the operands' values.
   Status run_host_kernel(size_t step);
@@ -90,8 +104,11 @@ class StagedSession {
   // holds a tensor has none here (is_sequence_ false).
   std::vector<std::vector<Tensor>> sequences_;
   std::vector<bool> is_sequence_;
+  // A value that holds an empty optional (none).
+  std::vector<bool> is_none_;
   std::vector<bool> set_;
   std::vector<Tensor> outputs_;
+  std::vector<Value> output_values_;
   // Per step, per callee or body: a session, made at the step's first run.
   std::vector<std::vector<std::unique_ptr<Session>>> sessions_;
   std::chrono::milliseconds run_timeout_{0};

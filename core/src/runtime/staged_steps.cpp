@@ -16,15 +16,18 @@
 namespace loom::runtime {
 
 Result<const Tensor*> StagedSession::tensor_value(uint32_t v) const {
-  if (is_sequence_[v]) {
-    return unimplemented("value '" + staged_.values[v].name +
-                         "' is a sequence; only the sequence operators take one (not a part or a body, yet)");
+  if (is_sequence_[v] || is_none_[v]) {
+    return invalid_argument("value '" + staged_.values[v].name + "' is " + describe_value(value_of(v)) +
+                            ", not a tensor");
   }
   return &values_[v];
 }
 
 Result<std::vector<Tensor>*> StagedSession::sequence_value(uint32_t v) {
-  if (!is_sequence_[v]) return invalid_argument("value '" + staged_.values[v].name + "' is a tensor, not a sequence");
+  if (!is_sequence_[v]) {
+    return invalid_argument("value '" + staged_.values[v].name + "' is " + describe_value(value_of(v)) +
+                            ", not a sequence");
+  }
   return &sequences_[v];
 }
 
@@ -112,18 +115,8 @@ Status StagedSession::run_sequence_op(size_t s) {
                ? &values_[step.inputs[i]]
                : nullptr;
   };
-  auto set_sequence = [&](std::vector<Tensor> seq) {
-    const uint32_t out = step.outputs.at(0);
-    sequences_[out] = std::move(seq);
-    is_sequence_[out] = true;
-    values_[out] = Tensor();
-  };
-  auto set_tensor = [&](size_t k, Tensor t) {
-    const uint32_t out = step.outputs.at(k);
-    values_[out] = std::move(t);
-    is_sequence_[out] = false;
-    sequences_[out].clear();
-  };
+  auto set_sequence = [&](std::vector<Tensor> seq) { put_value(step.outputs.at(0), Value::sequence(std::move(seq))); };
+  auto set_tensor = [&](size_t k, Tensor t) { put_value(step.outputs.at(k), Value::of(std::move(t))); };
   if (step.outputs.empty()) return invalid_argument(op + " has no output");
   if (op == "SequenceEmpty") {
     set_sequence({});
@@ -276,6 +269,7 @@ Status StagedSession::run_host_kernel(size_t s) {
     LOOM_ASSIGN_OR_RETURN(values_[step.outputs[k]], Tensor::zeros(out_types[k].dtype, out_types[k].shape));
     Tensor& t = values_[step.outputs[k]];
     is_sequence_[step.outputs[k]] = false;
+    is_none_[step.outputs[k]] = false;
     out[k] = {t.dtype(), t.shape(), t.data(), t.byte_size()};
   }
   return kernel->run(in, out, attributes);

@@ -412,6 +412,115 @@ TEST(ControlFlow, NmsOnComputedBoxesRunsInOneProgram) {
   }
 }
 
+// A graph input or output that is a sequence of f32 tensors, or an optional
+// f32 tensor.
+void value_io(::google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto>* list, const std::string& name,
+              bool optional) {
+  auto* v = list->Add();
+  v->set_name(name);
+  ::onnx::TypeProto* t = v->mutable_type();
+  if (optional) t = t->mutable_optional_type()->mutable_elem_type();
+  if (!optional) t = t->mutable_sequence_type()->mutable_elem_type();
+  t->mutable_tensor_type()->set_elem_type(TP::FLOAT);
+}
+
+// Sequences across the API, through an Identity and a Loop that carries a
+// sequence: out = Loop(M) { seq_out = SequenceInsert(seq_in, t) }, same =
+// Identity(seq), n = SequenceLength(out).
+TEST(ControlFlow, SequencesAreInputsOutputsAndLoopCarried) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto m = fx::empty_model();
+  value_io(m.mutable_graph()->mutable_input(), "seq", false);
+  add_input(m, "M", TP::INT64, {});
+  add_input(m, "t", TP::FLOAT, {2});
+  add_node(m, "Identity", {"seq"}, {"same"}, "same");
+  auto& loop = add_node(m, "Loop", {"M", "", "seq"}, {"out"}, "grow");
+  auto& body = graph_attribute(loop, "body");
+  body_value(body.mutable_input(), "i", TP::INT64, {});
+  body_value(body.mutable_input(), "c", TP::BOOL, {});
+  value_io(body.mutable_input(), "seq_in", false);
+  body_node(body, "Identity", {"c"}, {"c_out"}, "keep");
+  body_node(body, "SequenceInsert", {"seq_in", "t"}, {"seq_out"}, "insert");
+  body_value(body.mutable_output(), "c_out", TP::BOOL, {});
+  value_io(body.mutable_output(), "seq_out", false);
+  add_node(m, "SequenceLength", {"out"}, {"n"}, "len");
+  value_io(m.mutable_graph()->mutable_output(), "same", false);
+  value_io(m.mutable_graph()->mutable_output(), "out", false);
+  add_output(m, "n", TP::INT64, {});
+  set_opset(m, 13);
+  for (const std::string target : {"cpu-simd", ""}) {
+    SCOPED_TRACE("target '" + target + "'");
+    auto program = compile_and_load(*runtime, m, "seq_" + target, target,
+                                    {.device = target.empty() ? "" : "cpu-simd://0"});
+    ASSERT_TRUE(program.ok()) << program.status().to_string();
+    auto session = (*program)->create_session().value();
+    EXPECT_EQ(session->function().inputs[0].kind, ValueKind::kSequence);
+    EXPECT_EQ(session->function().outputs[1].kind, ValueKind::kSequence);
+    ASSERT_TRUE(session->set_input_value("seq", Value::sequence({f32({2}, {1, 2})})).ok());
+    ASSERT_TRUE(session->set_input("M", i64(2)).ok());
+    ASSERT_TRUE(session->set_input("t", f32({2}, {5, 6})).ok());
+    Status st = session->run();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    Value same = session->output_value("same").value();
+    ASSERT_TRUE(same.is_sequence());
+    ASSERT_EQ(same.elements.size(), 1u);
+    EXPECT_EQ(floats(same.elements[0]), (std::vector<float>{1, 2}));
+    Value out = session->output_value("out").value();
+    ASSERT_TRUE(out.is_sequence());
+    ASSERT_EQ(out.elements.size(), 3u);
+    EXPECT_EQ(floats(out.elements[2]), (std::vector<float>{5, 6}));
+    EXPECT_EQ(*session->output(2).data_as<int64_t>(), 3);
+    // An empty sequence in, no iteration: an empty sequence out.
+    ASSERT_TRUE(session->set_input_value("seq", Value::sequence({})).ok());
+    ASSERT_TRUE(session->set_input("M", i64(0)).ok());
+    ASSERT_TRUE(session->run().ok());
+    EXPECT_TRUE(session->output_value("out")->is_sequence());
+    EXPECT_TRUE(session->output_value("out")->elements.empty());
+    // A tensor for the sequence input, and the reverse; a sequence read as a tensor.
+    EXPECT_EQ(session->set_input("seq", f32({2}, {1, 2})).message(),
+              "input 'seq' of function 'main' takes a sequence of f32 tensors, got a tensor (f32 [2])");
+    EXPECT_EQ(session->set_input_value("t", Value::sequence({})).message(),
+              "input 't' of function 'main' takes a tensor, got a sequence of 0 tensors");
+    EXPECT_EQ(session->output("out").status().message(),
+              "result 'out' of function 'main' is a sequence of 0 tensors; read it with output_value");
+  }
+}
+
+// Optional inputs: has = OptionalHasElement(opt), got = OptionalGetElement(opt);
+// an empty optional read by OptionalGetElement is a one-line error.
+TEST(ControlFlow, OptionalInputsAreTestedAndRead) {
+  auto runtime = make_runtime();
+  ASSERT_NE(runtime, nullptr);
+  auto m = fx::empty_model();
+  value_io(m.mutable_graph()->mutable_input(), "opt", true);
+  add_node(m, "OptionalHasElement", {"opt"}, {"has"}, "has");
+  add_node(m, "OptionalGetElement", {"opt"}, {"got"}, "get");
+  add_node(m, "Optional", {"got"}, {"again"}, "wrap");
+  add_output(m, "has", TP::BOOL, {});
+  add_output(m, "got", TP::FLOAT, {2});
+  value_io(m.mutable_graph()->mutable_output(), "again", true);
+  set_opset(m, 15);
+  auto program = compile_and_load(*runtime, m, "opt", "");
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  auto session = (*program)->create_session().value();
+  EXPECT_EQ(session->function().inputs[0].kind, ValueKind::kOptionalTensor);
+  ASSERT_TRUE(session->set_input_value("opt", Value::of(f32({2}, {3, 4}))).ok());
+  Status st = session->run();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(*session->output(0).data_as<uint8_t>(), 1);
+  EXPECT_EQ(floats(session->output(1)), (std::vector<float>{3, 4}));
+  EXPECT_TRUE(session->output_value("again")->is_tensor());
+  ASSERT_TRUE(session->set_input_value("opt", Value::none()).ok());
+  st = session->run();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("(OptionalGetElement of opt): OptionalGetElement of 'opt': the optional is empty"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(session->set_input_value("opt", Value::sequence({})).message(),
+            "input 'opt' of function 'main' takes an optional tensor (f32) or none, got a sequence of 0 tensors");
+}
+
 void expect_import_error(const ::onnx::ModelProto& m, const std::string& fragment) {
   auto r = import(m);
   ASSERT_FALSE(r.ok()) << "expected: " << fragment;

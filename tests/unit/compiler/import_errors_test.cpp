@@ -125,7 +125,12 @@ TEST(ImportErrorsTest, InputWithoutTensorType) {
   expect_error(m, "'x' has no type");
   auto m2 = relu_model();
   m2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();
-  expect_error(m2, "'x' is not a tensor", StatusCode::kUnimplemented);
+  expect_error(m2, "graph input 'x' is a sequence or optional of something other than tensors",
+               StatusCode::kUnimplemented);
+  auto m3 = relu_model();
+  m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_map_type();
+  expect_error(m3, "graph input 'x' is a map; Loom supports tensors, sequences of tensors and optionals",
+               StatusCode::kUnimplemented);
 }
 
 TEST(ImportErrorsTest, HugeInputShapeRefused) {

@@ -97,8 +97,12 @@ TEST(ProgramWriterValidation, UnknownEnumValues) {
   w.program().functions[0].values[0].dtype = static_cast<DType>(99);
   EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].dtype: unknown dtype 99"));
   w = testing::make_small_program();
-  w.program().functions[0].values[0].kind = static_cast<ValueKind>(4);
-  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].kind: unknown value kind 4"));
+  w.program().functions[0].values[0].kind = static_cast<ValueKind>(7);
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0].kind: unknown value kind 7"));
+  // A sequence (format 1.6) only in a staged function.
+  w = testing::make_small_program();
+  w.program().functions[0].values[0].kind = ValueKind::kSequence;
+  EXPECT_TRUE(writer_refuses(w, "functions[0].values[0]: a sequence, which only a staged function's value may be"));
   w = testing::make_small_program();
   w.program().functions[0].instructions[0].op = static_cast<OpCode>(6);
   EXPECT_TRUE(writer_refuses(w, "functions[0].instructions[0].op: unknown opcode 6"));
@@ -398,7 +402,7 @@ TEST(ProgramWriterValidation, MalformedStagedInstructionsAreRefused) {
   auto& ins = w.program().functions[1].instructions[0];
   ins.op = OpCode::kControl;
   ins.kernel = "While";
-  EXPECT_TRUE(writer_refuses(w, "'While' is not a control-flow operator (If, Loop or Scan)"));
+  EXPECT_TRUE(writer_refuses(w, "'While' is not a control-flow operator (If, Loop, Scan or SequenceMap)"));
   ins.kernel = "If";
   EXPECT_TRUE(writer_refuses(w, "If has 2 bodies, the instruction names 1"));
   ins.kernel = "Loop";

@@ -48,16 +48,33 @@ Result<NamedTensor> read_tensor_pb(const fs::path& file, uint64_t max_bytes = ui
 // The same from bytes; `what` names the source in errors.
 Result<NamedTensor> parse_tensor_pb(std::span<const std::byte> bytes, std::string_view what);
 
+// One serialized onnx::SequenceProto (of tensors) or onnx::OptionalProto
+// (empty, or holding a tensor or a sequence of tensors), as a Value and its
+// name; `optional` says which. Errors name `what`.
+Result<std::pair<std::string, Value>> parse_value_pb(std::span<const std::byte> bytes, bool optional,
+                                                     std::string_view what);
+
 struct DataSet {
   std::vector<NamedTensor> inputs;   // named, in input_<K> order
   std::vector<NamedTensor> outputs;  // named, in output_<K> order
+  // The inputs and outputs that are sequences or optionals (ModelSummary::
+  // values): their files hold a SequenceProto or an OptionalProto.
+  std::vector<std::pair<std::string, Value>> input_values;
+  std::vector<std::pair<std::string, Value>> output_values;
 };
 
 // Reads input_0.pb, input_1.pb, ... and output_0.pb, ... of `dir` (numbering
 // must be contiguous). A tensor without a name takes the model's input or
-// output name at its position; one the model lacks is an error.
+// output name at its position; one the model lacks is an error. The file at
+// the position of a name in `values` (a sequence or optional, as `summary`
+// says) is read with parse_value_pb.
+struct ValueArgument {
+  std::string name;
+  bool optional = false;  // an OptionalProto; else a SequenceProto
+};
 Result<DataSet> read_data_set(const fs::path& dir, std::span<const std::string> input_names,
-                              std::span<const std::string> output_names);
+                              std::span<const std::string> output_names,
+                              std::span<const ValueArgument> values = {});
 
 // What a model declares: its graph inputs that are not initializers, its
 // outputs, and the op types of its nodes (default domain as "Relu", others
@@ -66,9 +83,12 @@ struct ModelSummary {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::vector<std::string> op_types;
-  // The first input or output that is not a tensor (a sequence, map or
-  // optional, which Loom lacks), as "input 'x' is a sequence"; empty if none.
+  // The first input or output that is neither a tensor, a sequence of
+  // tensors nor an optional tensor or sequence (a map, which Loom lacks), as
+  // "input 'x' is a map"; empty if none.
   std::string non_tensor;
+  // The inputs and outputs that are sequences or optionals.
+  std::vector<ValueArgument> values;
   // Set when the model imports an opset of the default domain outside the
   // 1-21 that Loom supports (the importer refuses it): the op-list rule
   // does not apply to such a case.
@@ -107,6 +127,10 @@ std::string describe_difference(const TensorDifference& difference, const Tensor
 // how many elements differ.
 Status compare_tensors(std::string_view output, const Tensor& got, const Tensor& expected,
                        const Tolerance& tolerance = {});
+// The same for any value: the kinds must match (none, a tensor, a sequence
+// of as many tensors), then each element as compare_tensors ("y[2]").
+Status compare_values(std::string_view output, const Value& got, const Value& expected,
+                      const Tolerance& tolerance = {});
 
 // The operators every Loom build must run (sorted): the op list of the
 // reference kernels' original scope. A case that uses only these may not

@@ -205,7 +205,9 @@ Result<std::vector<int64_t>> ints_from_attr_or_input(std::string_view op,
   const TensorType* t = optional_type(in, index);
   if (!attrs.opset_before(input_opset) && t != nullptr) {
     *present = true;
-    if (t->shape.size() != 1) {
+    // A 0-D one (one value) is taken too, as ONNX Runtime does (ONNX's
+    // test_loop13_seq unsqueezes with scalar axes).
+    if (t->shape.size() > 1) {
       return invalid_argument(std::string(op) + ": operand '" + std::string(name) +
                               "' must be 1-D, got shape " + shape_to_string(t->shape));
     }
