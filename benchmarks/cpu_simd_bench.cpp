@@ -462,11 +462,42 @@ std::string int8_check(const std::vector<uint8_t>& y, int64_t count, const Int8O
   return off == 0 ? "" : std::to_string(off) + " of 64 sampled outputs off by more than 1";
 }
 
+// The exact i32 accumulator (bias included) of output `at` of a QLinearConv
+// of shape `s` on `o`, and its output channel.
+int64_t qconv_accumulator(const ConvShape& s, const Int8Operands& o, int64_t at, int64_t* channel) {
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group, og = s.o / s.group;
+  const int64_t oc = at / (oh * oh), oy = at / oh % oh, ox = at % oh, gi = oc / og;
+  *channel = oc;
+  int64_t acc = o.bias[static_cast<size_t>(oc)];
+  for (int64_t ic = 0; ic < cg; ++ic) {
+    for (int64_t ky = 0; ky < s.k; ++ky) {
+      for (int64_t kx = 0; kx < s.k; ++kx) {
+        const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
+        if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
+        acc += (int64_t{o.x[static_cast<size_t>(((gi * cg + ic) * s.hw + iy) * s.hw + ix)]} - o.x_zero) *
+               o.w[static_cast<size_t>(((oc * cg + ic) * s.k + ky) * s.k + kx)];
+      }
+    }
+  }
+  return acc;
+}
+
+// The same for output `at` of an [M, K] x [K, N] QLinearMatMul (no bias).
+int64_t qmatmul_accumulator(int64_t k, int64_t n, const Int8Operands& o, int64_t at, int64_t* channel) {
+  const int64_t i = at / n, j = at % n;
+  *channel = j;
+  int64_t acc = 0;
+  for (int64_t q = 0; q < k; ++q) {
+    acc += (int64_t{o.x[static_cast<size_t>(i * k + q)]} - o.x_zero) * o.w[static_cast<size_t>(q * n + j)];
+  }
+  return acc;
+}
+
 // Args: index into kConvShapes, threads, weight bits (7 or 8).
 void BM_QLinearConv_CpuSimd(benchmark::State& state) {
   const ConvShape& s = kConvShapes[state.range(0)];
   const int bits = static_cast<int>(state.range(2));
-  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group, og = s.o / s.group;
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group;
   const Dims xd = {1, s.c, s.hw, s.hw}, wd = {s.o, cg, s.k, s.k}, yd = {1, s.o, oh, oh};
   Int8Operands o = int8_operands(static_cast<size_t>(s.c * s.hw * s.hw), static_cast<size_t>(s.o * cg * s.k * s.k),
                                  s.o, cg * s.k * s.k, bits);
@@ -490,20 +521,7 @@ void BM_QLinearConv_CpuSimd(benchmark::State& state) {
   run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
   const std::string wrong =
       out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
-        const int64_t oc = at / (oh * oh), oy = at / oh % oh, ox = at % oh, gi = oc / og;
-        *channel = oc;
-        int64_t acc = o.bias[static_cast<size_t>(oc)];
-        for (int64_t ic = 0; ic < cg; ++ic) {
-          for (int64_t ky = 0; ky < s.k; ++ky) {
-            for (int64_t kx = 0; kx < s.k; ++kx) {
-              const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
-              if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
-              acc += (int64_t{o.x[static_cast<size_t>(((gi * cg + ic) * s.hw + iy) * s.hw + ix)]} - o.x_zero) *
-                     o.w[static_cast<size_t>(((oc * cg + ic) * s.k + ky) * s.k + kx)];
-            }
-          }
-        }
-        return acc;
+        return qconv_accumulator(s, o, at, channel);
       });
   if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
   state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
@@ -556,22 +574,8 @@ void onednn_qconv(benchmark::State& state, bool kernel_only) {
     }
     to_y.execute(stream, y, yu);
     stream.wait();
-    const int64_t og = s.o / s.group;
     const std::string wrong = int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
-      const int64_t oc = at / (oh * oh), oy = at / oh % oh, ox = at % oh, gi = oc / og;
-      *channel = oc;
-      int64_t acc = o.bias[static_cast<size_t>(oc)];
-      for (int64_t ic = 0; ic < cg; ++ic) {
-        for (int64_t ky = 0; ky < s.k; ++ky) {
-          for (int64_t kx = 0; kx < s.k; ++kx) {
-            const int64_t iy = oy * s.stride + ky - p, ix = ox * s.stride + kx - p;
-            if (iy < 0 || iy >= s.hw || ix < 0 || ix >= s.hw) continue;
-            acc += (int64_t{o.x[static_cast<size_t>(((gi * cg + ic) * s.hw + iy) * s.hw + ix)]} - o.x_zero) *
-                   o.w[static_cast<size_t>(((oc * cg + ic) * s.k + ky) * s.k + kx)];
-          }
-        }
-      }
-      return acc;
+      return qconv_accumulator(s, o, at, channel);
     });
     state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits) + " " + pd.impl_info_str() +
                    (wrong.empty() ? "" : " (" + wrong + ")"));
@@ -612,13 +616,7 @@ void BM_QLinearMatMul_CpuSimd(benchmark::State& state) {
   std::vector<uint8_t> out;
   run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
   const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
-    const int64_t i = at / n, j = at % n;
-    *channel = j;
-    int64_t acc = 0;
-    for (int64_t q = 0; q < k; ++q) {
-      acc += (int64_t{o.x[static_cast<size_t>(i * k + q)]} - o.x_zero) * o.w[static_cast<size_t>(q * n + j)];
-    }
-    return acc;
+    return qmatmul_accumulator(k, n, o, at, channel);
   });
   if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
   set_gemm_counters(state, m, k, n);
@@ -656,13 +654,7 @@ void BM_QLinearMatMul_OneDnn(benchmark::State& state) {
     }
     std::fill(o.bias.begin(), o.bias.end(), 0);
     const std::string wrong = int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
-      const int64_t i = at / n, j = at % n;
-      *channel = j;
-      int64_t acc = 0;
-      for (int64_t q = 0; q < k; ++q) {
-        acc += (int64_t{o.x[static_cast<size_t>(i * k + q)]} - o.x_zero) * o.w[static_cast<size_t>(q * n + j)];
-      }
-      return acc;
+      return qmatmul_accumulator(k, n, o, at, channel);
     });
     set_gemm_counters(state, m, k, n);
     state.SetLabel("w" + std::to_string(bits) + " " + pd.impl_info_str() + (wrong.empty() ? "" : " (" + wrong + ")"));

@@ -777,27 +777,23 @@ TEST_F(CpuSimdQdq, CompileNotesSayWhichGroupsRunInt8AndWhyTheOthersStayF32) {
   const QdqCase c = {"", 0, LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, true, 1, 1, false,
                      {1, 3, 8, 8}, {6, 3, 3, 3}, {1, 6, 8, 8}, {1, 1}, {1, 1, 1, 1}};
   const Data d = make_data(c, rng);
-  auto notes_of = [&](bool unfusable) {
+  auto notes_of = [&](bool unfusable) {  // the "compile: " lines this compile logged
     const size_t before = harness_.recorder().logs().size();
     ::loom::testing::CompiledBlob compiled;
     EXPECT_EQ(harness_.compile(plugin_, graph(c, d, unfusable).finish(), &compiled), "ok");
-    std::vector<std::string> logs = harness_.recorder().logs();
-    std::vector<std::string> notes;
+    std::vector<std::string> logs = harness_.recorder().logs(), notes;
     for (size_t i = before; i < logs.size(); ++i) {
       if (logs[i].rfind("compile: ", 0) == 0) notes.push_back(logs[i]);
     }
     return notes;
   };
-  EXPECT_EQ(notes_of(false),
-            std::vector<std::string>{"compile: int8: node n2 (Conv): one QLinearConv step with its "
-                                     "DequantizeLinear inputs and QuantizeLinear output"});
+  EXPECT_EQ(notes_of(false), std::vector<std::string>{"compile: int8: node n2 (Conv): one QLinearConv step with its "
+                                                      "DequantizeLinear inputs and QuantizeLinear output"});
   const std::vector<std::string> unfused = notes_of(true);
   ASSERT_EQ(unfused.size(), 1u);
   EXPECT_EQ(unfused[0].rfind("compile: f32: node n2 (Conv) reads dequantized", 0), 0u) << unfused[0];
   EXPECT_NE(unfused[0].find("its output is read by 1 node and is a graph output; the fusion needs one "
-                            "QuantizeLinear as its only reader"),
-            std::string::npos)
-      << unfused[0];
+                            "QuantizeLinear as its only reader"), std::string::npos) << unfused[0];
 }
 
 }  // namespace
