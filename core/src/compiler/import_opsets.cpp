@@ -229,8 +229,6 @@ struct NewAttribute {
 };
 
 constexpr NewAttribute kUnimplementedAttributes[] = {
-    {"Resize", "antialias", 18, "antialiased downsampling"},
-    {"Resize", "keep_aspect_ratio_policy", 18, "a kept aspect ratio"},
     {"LpPool", "ceil_mode", 18, "ceil mode"},
     {"QuantizeLinear", "block_size", 21, "blocked quantization"},
     {"DequantizeLinear", "block_size", 21, "blocked quantization"},
@@ -239,7 +237,6 @@ constexpr NewAttribute kUnimplementedAttributes[] = {
 
 // The value of a new attribute that keeps the old behaviour.
 bool has_default_value(const graph::Node& node, const AttributeDef& a) {
-  if (a.name == "keep_aspect_ratio_policy") return a.kind == AttributeKind::kString && a.s == "stretch";
   if (a.kind != AttributeKind::kInt) return false;
   if (a.name == "output_dtype") {
     // The zero point's dtype decides; a matching output_dtype is the same.
@@ -250,7 +247,7 @@ bool has_default_value(const graph::Node& node, const AttributeDef& a) {
   return a.i == 0;
 }
 
-Status new_form(graph::Node& node, const graph::Graph& g, const std::string& where) {
+Status new_form(graph::Node& node, const std::string& where) {
   for (const NewAttribute& n : kUnimplementedAttributes) {
     if (node.op_type != n.op || node.opset < n.since) continue;
     for (const AttributeDef& a : node.attributes) {
@@ -258,26 +255,6 @@ Status new_form(graph::Node& node, const graph::Graph& g, const std::string& whe
         return unimplemented(where + ": attribute '" + a.name + "' (opset " + std::to_string(n.since) +
                              ", " + std::string(n.what) + ") is not supported");
       }
-    }
-  }
-  if (node.op_type == "Resize" && node.opset >= 18) {
-    // 'axes' naming every axis in order is the default; a subset is not
-    // supported.
-    if (AttributeDef* axes = find_attr(node, "axes")) {
-      const Shape* x = known_rank(node, g, 0);
-      bool all = x != nullptr && axes->ints.size() == x->size();
-      for (size_t i = 0; all && i < axes->ints.size(); ++i) {
-        const int64_t ax = axes->ints[i] < 0 ? axes->ints[i] + static_cast<int64_t>(x->size())
-                                             : axes->ints[i];
-        all = ax == static_cast<int64_t>(i);
-      }
-      if (!all) {
-        return unimplemented(where + ": attribute 'axes' " + shape_to_string(axes->ints) +
-                             (x == nullptr ? " (opset 18) needs the rank of 'X' at import, and 'X' is "
-                                             "computed by another node"
-                                           : " (opset 18) resizes a subset of the axes, which is not supported"));
-      }
-      drop_attr(node, "axes");
     }
   }
   return Status();
@@ -297,7 +274,7 @@ Status check_default_opset(int64_t opset) {
 Status normalize_node_form(graph::Node& node, const graph::Graph& graph, const std::string& where,
                            const AddConstant& add_constant) {
   if (node.opset < 7) LOOM_RETURN_IF_ERROR(legacy_form(node, graph, where, add_constant));
-  if (node.opset >= 18) LOOM_RETURN_IF_ERROR(new_form(node, graph, where));
+  if (node.opset >= 18) LOOM_RETURN_IF_ERROR(new_form(node, where));
   return Status();
 }
 

@@ -8,7 +8,7 @@
 // already covers, `consumed_inputs`, Cast's type name, Reshape's shape
 // attribute, ...), and refused by name when it does not (training-mode
 // BatchNormalization, Tile-1). A node of opsets 18-21 that sets an attribute
-// Loom does not implement (Resize antialias, QuantizeLinear block_size, ...)
+// Loom does not implement (LpPool ceil_mode, QuantizeLinear block_size, ...)
 // is refused by name too, instead of being run as if it were absent.
 #pragma once
 

@@ -118,7 +118,7 @@ def main():
                [("data", data), ("idx", nd_idx), ("upd", nd_upd)], [("y", want_nd)])
 
     # Resize (opset 19): nearest, asymmetric, 'axes' naming every axis in
-    # order (the one form of 'axes' Loom takes) and antialias 0.
+    # order and antialias 0 (any subset of axes is taken since; see below).
     r = f32(1, 2, 2, 3)
     scales = np.array([1, 1, 2, 2], dtype=np.float32)
     write_case("test_resize_nearest_axes_all_opset19", 19,
@@ -176,6 +176,90 @@ def main():
     write_case("test_averagepool_dilations_opset19", 19,
                [helper.make_node("AveragePool", ["ap"], ["y"], kernel_shape=[2, 2], dilations=[2, 2])],
                [("ap", ap)], [("y", pooled)])
+
+    resize18_cases()
+
+
+# --- Resize's opset-18 attributes: antialias, axes, keep_aspect_ratio_policy.
+# The expected outputs come from a 1-D resampler written here from the
+# operator's text, applied axis by axis (the filters are separable): the
+# sampling position of each output element by the coordinate transformation;
+# for antialias the linear (triangle) or cubic filter stretched by
+# 1 / scale when downscaling, its weights normalized to sum 1; the taps are
+# the filter's width of input elements nearest the position (a position on a
+# whole number taken as ratio 1 from the element before it, ties to the
+# lower index), chosen here by sorting distances, with positions past the
+# edges reading the edge element.
+
+def _cubic_weight(u, a):
+    u = abs(u)
+    if u <= 1:
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+    if u < 2:
+        return ((u - 5) * u + 8) * u * a - 4 * a
+    return 0.0
+
+
+def _resample_axis(x, axis, out_len, scale, mode, antialias=False, cubic_a=-0.75):
+    x = np.moveaxis(x.astype(np.float64), axis, -1)
+    in_len = x.shape[-1]
+    out = np.zeros(x.shape[:-1] + (out_len,), dtype=np.float64)
+    for o in range(out_len):
+        pos = (o + 0.5) / scale - 0.5  # half_pixel
+        base = np.floor(pos)
+        ratio = pos - base
+        if ratio == 0:
+            base, ratio = base - 1, 1.0
+        if mode == "linear":
+            s = min(scale, 1.0) if antialias else 1.0
+            width = 2 * int(np.ceil(1 / s)) if antialias else 2
+            weight = lambda d: max(0.0, 1 - abs(d) * s)
+        else:
+            s = min(scale, 1.0) if antialias else 1.0
+            width = 2 * int(np.ceil(2 / s)) if antialias else 4
+            weight = lambda d: _cubic_weight(d * s, cubic_a)
+        near = sorted(range(int(base) - width, int(base) + width + 2), key=lambda i: (abs(pos - i), i))
+        taps = sorted(near[:width])
+        w = np.array([weight(i - pos) for i in taps])
+        if antialias:
+            w = w / w.sum()
+        idx = np.clip(taps, 0, in_len - 1)
+        out[..., o] = (x[..., idx] * w).sum(axis=-1)
+    return np.moveaxis(out, -1, axis)
+
+
+def resize18_cases():
+    rng = np.random.default_rng(1818)
+    grid = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    for mode in ("linear", "cubic"):
+        y = grid
+        for axis in (2, 3):
+            y = _resample_axis(y, axis, 2, 0.6, mode, antialias=True)
+        write_case(f"test_resize_downsample_scales_{mode}_antialias_opset18", 18,
+                   [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, antialias=1)],
+                   [("x", grid), ("scales", np.array([1, 1, 0.6, 0.6], dtype=np.float32))],
+                   [("y", y.astype(np.float32))])
+    x = rng.standard_normal((1, 2, 7, 9)).astype(np.float32)
+    y = _resample_axis(_resample_axis(x, 2, 3, 3 / 7, "linear", True), 3, 4, 4 / 9, "linear", True)
+    write_case("test_resize_downsample_sizes_linear_antialias_opset18", 18,
+               [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", antialias=1)],
+               [("x", x), ("sizes", np.array([1, 2, 3, 4], dtype=np.int64))], [("y", y.astype(np.float32))])
+    # keep_aspect_ratio_policy on axes [2, 3] of a 4 x 6 input, sizes [3, 3]:
+    # not_larger takes min(3/4, 3/6) = 0.5 for both (2 x 3 out), not_smaller
+    # max = 0.75 (3 x round_half_up(4.5) = 5 out).
+    x = rng.standard_normal((1, 1, 4, 6)).astype(np.float32)
+    for policy, scale, out in (("not_larger", 0.5, (2, 3)), ("not_smaller", 0.75, (3, 5))):
+        y = _resample_axis(_resample_axis(x, 2, out[0], scale, "linear"), 3, out[1], scale, "linear")
+        write_case(f"test_resize_keep_aspect_{policy}_axes_opset18", 18,
+                   [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+                                     keep_aspect_ratio_policy=policy, axes=[2, 3])],
+                   [("x", x), ("sizes", np.array([3, 3], dtype=np.int64))], [("y", y.astype(np.float32))])
+    # 'axes' naming one axis (counted from the back), cubic upscaling.
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    y = _resample_axis(x, 2, 7, 1.5, "cubic")
+    write_case("test_resize_axes_last_cubic_opset18", 18,
+               [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic", axes=[-1])],
+               [("x", x), ("scales", np.array([1.5], dtype=np.float32))], [("y", y.astype(np.float32))])
 
 
 if __name__ == "__main__":

@@ -116,24 +116,49 @@ TEST(ImportOpsetsTest, Opset5TileIsRefusedByName) {
   expect_refused(m, "node 'tile1' (Tile, opset 5): Tile-1");
 }
 
-TEST(ImportOpsetsTest, Opset18ResizeAntialiasAndAspectPolicyAreRefusedByName) {
+// Opset 18's Resize attributes import and shape the output (their values
+// are checked against numpy by tests/onnx/opset18_21's Resize cases); the
+// misuses are one-line errors naming the node.
+TEST(ImportOpsetsTest, Opset18ResizeAntialiasAxesAndAspectPolicy) {
   auto m = fx::empty_model();
   set_opset(m, 18);
-  add_input(m, "x", TP::FLOAT, {1, 1, 4, 4});
+  add_input(m, "x", TP::FLOAT, {1, 1, 4, 6});
   init_f32(m, "scales", {4}, {1, 1, 0.5f, 0.5f});
   auto& n = add_node(m, "Resize", {"x", "", "scales"}, {"y"}, "down");
   attr_string(n, "mode", "linear");
   attr_int(n, "antialias", 1);
-  add_output(m, "y", TP::FLOAT, {1, 1, 2, 2});
-  expect_refused(m, "node 'down' (Resize, opset 18): attribute 'antialias' (opset 18, antialiased "
-                    "downsampling) is not supported");
-  m.mutable_graph()->mutable_node(0)->mutable_attribute(1)->set_i(0);
-  EXPECT_TRUE(import_reference(m).ok());
-  attr_string(*m.mutable_graph()->mutable_node(0), "keep_aspect_ratio_policy", "not_larger");
-  expect_refused(m, "attribute 'keep_aspect_ratio_policy'");
-  // At opset 17 the attributes do not exist: not looked at.
-  set_opset(m, 17);
-  EXPECT_TRUE(import_reference(m).ok());
+  add_output(m, "y", TP::FLOAT, {1, 1, 2, 3});
+  auto r = import_reference(m);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->graph.tensors[r->graph.outputs[0]].shape, (Shape{1, 1, 2, 3}));
+  m.mutable_graph()->mutable_node(0)->mutable_attribute(0)->set_s("nearest");
+  expect_refused(m, "node 'down' (Resize, opset 18): Resize: 'antialias' applies to the linear and cubic "
+                    "modes, not to nearest");
+
+  // sizes [3, 3] on axes [2, 3] of a 4 x 6 input: not_larger keeps the
+  // smaller ratio, 0.5, for both (output 2 x 3); not_smaller the larger.
+  auto sized = [](const std::string& policy, std::vector<int64_t> axes, Shape out = {1, 1, 3, 3}) {
+    auto m2 = fx::empty_model();
+    set_opset(m2, 18);
+    add_input(m2, "x", TP::FLOAT, {1, 1, 4, 6});
+    init_i64(m2, "sizes", {2}, {3, 3});
+    auto& r2 = add_node(m2, "Resize", {"x", "", "", "sizes"}, {"y"}, "fit");
+    attr_string(r2, "keep_aspect_ratio_policy", policy);
+    attr_ints(r2, "axes", axes);
+    add_output(m2, "y", TP::FLOAT, out);
+    return m2;
+  };
+  for (auto [policy, want] : {std::pair<std::string, Shape>{"not_larger", {1, 1, 2, 3}},
+                              std::pair<std::string, Shape>{"not_smaller", {1, 1, 3, 5}},
+                              std::pair<std::string, Shape>{"stretch", {1, 1, 3, 3}}}) {
+    auto fit = import_reference(sized(policy, {2, -1}, want));
+    ASSERT_TRUE(fit.ok()) << policy << ": " << fit.status().to_string();
+    EXPECT_EQ(fit->graph.tensors[fit->graph.outputs[0]].shape, want) << policy;
+  }
+  expect_refused(sized("fit", {2, 3}), "node 'fit' (Resize, opset 18): Resize: unknown 'keep_aspect_ratio_policy' 'fit'");
+  expect_refused(sized("stretch", {3, -1}), "Resize: 'axes' [3, -1] names axis 3 twice");
+  expect_refused(sized("stretch", {2, 4}), "Resize: 'axes' [2, 4]: axis 4 is out of range for rank 4");
+  expect_refused(sized("stretch", {2}), "Resize: 'sizes' has 2 entries, 'axes' names 1");
 }
 
 TEST(ImportOpsetsTest, Opset21BlockedQuantizationIsRefusedByName) {

@@ -1,7 +1,12 @@
-// Resize (opsets 10-17) and Upsample (7-9): nearest, linear and cubic
+// Resize (opsets 10-19) and Upsample (7-9): nearest, linear and cubic
 // interpolation, separable over every axis, following the ONNX reference
 // implementation's coordinate arithmetic (in double) so results match the
-// backend test data. f32 only.
+// backend test data. f32 only. Opset 18's forms: `antialias` (linear and
+// cubic stretch their filter by 1 / scale when downscaling, normalized to
+// sum 1), `axes` (scales, sizes and roi name a subset of the axes; the
+// others keep their size) and `keep_aspect_ratio_policy` (with sizes:
+// not_larger / not_smaller take the smallest / largest of the named axes'
+// ratios for all of them, each output size round_half_up(scale * input)).
 //
 // Upsample and Resize-10 map output coordinate x to x / scale ("asymmetric")
 // and pick the nearest input element by flooring.
@@ -31,6 +36,9 @@ struct ResizeSpec {
   double cubic_a = -0.75;
   bool exclude_outside = false;
   double extrapolation = 0.0;
+  bool antialias = false;
+  enum class Aspect { kStretch, kNotLarger, kNotSmaller } aspect = Aspect::kStretch;
+  std::vector<int64_t> axes;  // opset 18 `axes` as given (empty: every axis)
   std::vector<double> scales;
   std::vector<double> roi;  // [starts..., ends...] for tf_crop_and_resize
   Shape out;
@@ -83,16 +91,63 @@ Status parse_modes(std::string_view op, const Attributes& a, bool legacy, Resize
   spec->cubic_a = a.get_float("cubic_coeff_a", -0.75f);
   spec->exclude_outside = a.get_int("exclude_outside", 0) != 0;
   spec->extrapolation = a.get_float("extrapolation_value", 0.0f);
+  if (a.opset_before(18)) return Status();
+  spec->antialias = a.get_int("antialias", 0) != 0;
+  if (spec->antialias && spec->interp == Interp::kNearest) {
+    return bad(op, "'antialias' applies to the linear and cubic modes, not to nearest");
+  }
+  const std::string_view aspect = a.get_string("keep_aspect_ratio_policy", "stretch");
+  if (aspect == "stretch") {
+    spec->aspect = ResizeSpec::Aspect::kStretch;
+  } else if (aspect == "not_larger") {
+    spec->aspect = ResizeSpec::Aspect::kNotLarger;
+  } else if (aspect == "not_smaller") {
+    spec->aspect = ResizeSpec::Aspect::kNotSmaller;
+  } else {
+    return bad(op, "unknown 'keep_aspect_ratio_policy' '" + std::string(aspect) + "'");
+  }
+  if (a.find("axes") != nullptr) spec->axes = a.get_ints("axes");
   return Status();
 }
 
-// Output dimensions from scales: floor(in * scale), like the reference.
-Status shape_from_scales(std::string_view op, const Shape& in, ResizeSpec* spec) {
-  if (spec->scales.size() != in.size()) {
-    return bad(op, "'scales' has " + std::to_string(spec->scales.size()) +
-                       " entries, the input " + shape_to_string(in) + " has rank " +
-                       std::to_string(in.size()));
+// Opset 18's `axes`: the axes that scales, sizes and roi name, in their
+// order, normalized and checked (in range, none twice); every axis without it.
+Result<std::vector<size_t>> named_axes(std::string_view op, const ResizeSpec& spec, size_t rank) {
+  std::vector<size_t> axes;
+  if (spec.axes.empty()) {
+    for (size_t d = 0; d < rank; ++d) axes.push_back(d);
+    return axes;
   }
+  std::vector<bool> seen(rank, false);
+  const int64_t r = static_cast<int64_t>(rank);
+  std::string given = "'axes' [";  // as written (shape_to_string shows -1 as ?)
+  for (size_t i = 0; i < spec.axes.size(); ++i) given += (i ? ", " : "") + std::to_string(spec.axes[i]);
+  given += "]";
+  for (int64_t a : spec.axes) {
+    if (a < -r || a >= r) {
+      return bad(op, given + ": axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+    }
+    const size_t d = static_cast<size_t>(a < 0 ? a + r : a);
+    if (seen[d]) return bad(op, given + " names axis " + std::to_string(d) + " twice");
+    seen[d] = true;
+    axes.push_back(d);
+  }
+  return axes;
+}
+
+// Output dimensions from scales: floor(in * scale), like the reference.
+// `axes`: the axes the given scales name (named_axes); the others keep 1.
+Status shape_from_scales(std::string_view op, const Shape& in, const std::vector<size_t>& axes,
+                         ResizeSpec* spec) {
+  if (spec->scales.size() != axes.size()) {
+    return bad(op, "'scales' has " + std::to_string(spec->scales.size()) + " entries, " +
+                       (spec->axes.empty() ? "the input " + shape_to_string(in) + " has rank " +
+                                                 std::to_string(in.size())
+                                           : "'axes' names " + std::to_string(axes.size())));
+  }
+  std::vector<double> full(in.size(), 1.0);
+  for (size_t i = 0; i < axes.size(); ++i) full[axes[i]] = spec->scales[i];
+  spec->scales = std::move(full);
   spec->out.resize(in.size());
   for (size_t d = 0; d < in.size(); ++d) {
     const double s = spec->scales[d];
@@ -129,9 +184,12 @@ Result<ResizeSpec> resize_spec(std::string_view op, std::span<const TensorType> 
     std::vector<float> f = a.get_floats("scales");
     if (a.find("scales") == nullptr) return bad(op, "needs attribute 'scales'");
     spec.scales.assign(f.begin(), f.end());
-    LOOM_RETURN_IF_ERROR(shape_from_scales(op, s, &spec));
+    std::vector<size_t> every(s.size());
+    for (size_t d = 0; d < s.size(); ++d) every[d] = d;
+    LOOM_RETURN_IF_ERROR(shape_from_scales(op, s, every, &spec));
     return spec;
   }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<size_t> axes, named_axes(op, spec, s.size()));
   const size_t scales_at = legacy ? 1 : 2;
   const TensorType* scales = optional_type(in, scales_at);
   const TensorType* sizes = legacy ? nullptr : optional_type(in, 3);
@@ -147,20 +205,39 @@ Result<ResizeSpec> resize_spec(std::string_view op, std::span<const TensorType> 
     }
     if (scales->value == nullptr) return needs_constant(op, scales_at, "scales");
     LOOM_ASSIGN_OR_RETURN(spec.scales, read_floats(op, "scales", *scales->value));
-    LOOM_RETURN_IF_ERROR(shape_from_scales(op, s, &spec));
+    LOOM_RETURN_IF_ERROR(shape_from_scales(op, s, axes, &spec));
   } else if (sizes != nullptr) {
     if (sizes->shape.size() != 1) {
       return bad(op, "'sizes' must be 1-D, got shape " + shape_to_string(sizes->shape));
     }
-    LOOM_ASSIGN_OR_RETURN(spec.out, constant_ints(op, 3, "sizes", *sizes));
-    if (spec.out.size() != s.size()) {
-      return bad(op, "'sizes' has " + std::to_string(spec.out.size()) + " entries, the input " +
-                         shape_to_string(s) + " has rank " + std::to_string(s.size()));
+    LOOM_ASSIGN_OR_RETURN(const Shape given, constant_ints(op, 3, "sizes", *sizes));
+    if (given.size() != axes.size()) {
+      return bad(op, "'sizes' has " + std::to_string(given.size()) + " entries, " +
+                         (spec.axes.empty() ? "the input " + shape_to_string(s) + " has rank " +
+                                                  std::to_string(s.size())
+                                            : "'axes' names " + std::to_string(axes.size())));
     }
-    spec.scales.resize(s.size());
-    for (size_t d = 0; d < s.size(); ++d) {
-      if (spec.out[d] < 0) return bad(op, "'sizes' " + shape_to_string(spec.out) + " is negative");
-      spec.scales[d] = s[d] == 0 ? 1.0 : static_cast<double>(spec.out[d]) / static_cast<double>(s[d]);
+    spec.out = s;
+    spec.scales.assign(s.size(), 1.0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const size_t d = axes[i];
+      if (given[i] < 0) return bad(op, "'sizes' " + shape_to_string(given) + " is negative");
+      spec.out[d] = given[i];
+      spec.scales[d] = s[d] == 0 ? 1.0 : static_cast<double>(given[i]) / static_cast<double>(s[d]);
+    }
+    if (spec.aspect != ResizeSpec::Aspect::kStretch && !axes.empty()) {
+      // One ratio for every named axis, the output sizes rounded half up.
+      double scale = spec.scales[axes[0]];
+      for (size_t d : axes) {
+        scale = spec.aspect == ResizeSpec::Aspect::kNotLarger ? std::min(scale, spec.scales[d])
+                                                               : std::max(scale, spec.scales[d]);
+      }
+      for (size_t d : axes) {
+        const double n = std::floor(scale * static_cast<double>(s[d]) + 0.5);
+        if (!(n < 9.0e15)) return bad(op, "'sizes' give a ratio " + std::to_string(scale) + " that is too large");
+        spec.scales[d] = scale;
+        spec.out[d] = static_cast<int64_t>(n);
+      }
     }
   } else {
     return bad(op, "needs operand 'scales' or 'sizes'");
@@ -171,23 +248,70 @@ Result<ResizeSpec> resize_spec(std::string_view op, std::span<const TensorType> 
     if (roi == nullptr || roi->value == nullptr) {
       return bad(op, "'tf_crop_and_resize' needs operand 'roi'");
     }
-    LOOM_ASSIGN_OR_RETURN(spec.roi, read_floats(op, "roi", *roi->value));
-    if (spec.roi.size() != 2 * s.size()) {
-      return bad(op, "'roi' has " + std::to_string(spec.roi.size()) + " entries, expected " +
-                         std::to_string(2 * s.size()));
+    LOOM_ASSIGN_OR_RETURN(std::vector<double> given, read_floats(op, "roi", *roi->value));
+    if (given.size() != 2 * axes.size()) {
+      return bad(op, "'roi' has " + std::to_string(given.size()) + " entries, expected " +
+                         std::to_string(2 * axes.size()));
+    }
+    // Axes 'axes' leaves out take the whole extent, [0, 1].
+    spec.roi.assign(2 * s.size(), 0.0);
+    for (size_t d = 0; d < s.size(); ++d) spec.roi[s.size() + d] = 1.0;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      spec.roi[axes[i]] = given[i];
+      spec.roi[s.size() + axes[i]] = given[axes.size() + i];
     }
   }
   return spec;
 }
 
-// The input elements (at most 4) and weights that output coordinate o of one
-// axis reads; `outside` when tf_crop_and_resize puts it outside the input.
+// The input elements and weights that output coordinate o of one axis reads
+// (at most 4, more with antialias when downscaling); `outside` when
+// tf_crop_and_resize puts it outside the input.
 struct Taps {
-  std::array<int64_t, 4> index{};
-  std::array<double, 4> weight{};
+  std::vector<int64_t> index = std::vector<int64_t>(4, 0);
+  std::vector<double> weight = std::vector<double>(4, 0.0);
   int count = 0;
   bool outside = false;
 };
+
+// Antialiased linear or cubic taps at x (opset 18): the filter stretched by
+// max(1, 1 / scale), its weights normalized to sum 1. As in ONNX's reference,
+// an x on a whole number counts as ratio 1 from the element before it, and
+// the taps are the filter's width of elements nearest x.
+void antialias_taps(const ResizeSpec& spec, double scale, double x, Taps* t) {
+  const double s = std::min(scale, 1.0);
+  double base = std::floor(x);
+  double r = x - base;
+  if (r == 0) {
+    r = 1;
+    base -= 1;
+  }
+  const bool cubic = spec.interp == Interp::kCubic;
+  const int64_t start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / s) + 1);
+  const int64_t n = 2 - 2 * start;
+  const double A = spec.cubic_a;
+  t->index.resize(static_cast<size_t>(n));
+  t->weight.resize(static_cast<size_t>(n));
+  double sum = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double u = std::fabs(static_cast<double>(start + k) - r) * s;
+    double w;
+    if (!cubic) {
+      w = std::clamp(1 - u, 0.0, 1.0);
+    } else if (u <= 1) {
+      w = ((A + 2) * u - (A + 3)) * u * u + 1;
+    } else if (u < 2) {
+      w = ((u - 5) * u + 8) * u * A - 4 * A;
+    } else {
+      w = 0;
+    }
+    t->index[static_cast<size_t>(k)] = static_cast<int64_t>(base) + start + k;
+    t->weight[static_cast<size_t>(k)] = w;
+    sum += w;
+  }
+  for (double& w : t->weight) w /= sum;
+  t->count = static_cast<int>(n);
+}
 
 std::array<double, 4> cubic_coeffs(double r, double A) {
   const double s = 1 - r;
@@ -232,7 +356,10 @@ Taps taps_for(const ResizeSpec& spec, size_t d, int64_t in_len, int64_t o) {
   const double x0 = std::floor(x);
   const double r = x - x0;
   const int64_t i0 = static_cast<int64_t>(x0);
-  switch (spec.interp) {
+  // Antialiased taps for linear and cubic (parse_modes refuses nearest).
+  if (spec.antialias) {
+    antialias_taps(spec, scale, x, &t);
+  } else switch (spec.interp) {
     case Interp::kNearest: {
       bool up = false;
       if (r != 0) {
@@ -253,11 +380,13 @@ Taps taps_for(const ResizeSpec& spec, size_t d, int64_t in_len, int64_t o) {
       t.weight = {1 - r, r, 0, 0};
       t.count = 2;
       break;
-    case Interp::kCubic:
+    case Interp::kCubic: {
       t.index = {i0 - 1, i0, i0 + 1, i0 + 2};
-      t.weight = cubic_coeffs(r, spec.cubic_a);
+      const std::array<double, 4> c = cubic_coeffs(r, spec.cubic_a);
+      t.weight.assign(c.begin(), c.end());
       t.count = 4;
       break;
+    }
   }
   if (spec.exclude_outside && spec.interp != Interp::kNearest) {
     double sum = 0;
