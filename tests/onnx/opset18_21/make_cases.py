@@ -178,6 +178,7 @@ def main():
                [("ap", ap)], [("y", pooled)])
 
     resize18_cases()
+    group_col2im_cases()
 
 
 # --- Resize's opset-18 attributes: antialias, axes, keep_aspect_ratio_policy.
@@ -260,6 +261,68 @@ def resize18_cases():
     write_case("test_resize_axes_last_cubic_opset18", 18,
                [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic", axes=[-1])],
                [("x", x), ("scales", np.array([1.5], dtype=np.float32))], [("y", y.astype(np.float32))])
+
+
+
+# --- GroupNormalization (18: scale and bias per group; 21: per channel) and
+# Col2Im (18). Expected outputs: group statistics with numpy's mean and
+# (population) var over each group's channels and positions; Col2Im by
+# adding each column's value at the image position its block and kernel
+# offset give (an explicit loop over blocks and offsets).
+
+def _col2im(cols, image, block, dil, pads, strides):
+    n, ck, nblocks = cols.shape
+    r = len(image)
+    kprod = int(np.prod(block))
+    c = ck // kprod
+    grid = [(image[d] + pads[d] + pads[r + d] - (dil[d] * (block[d] - 1) + 1)) // strides[d] + 1 for d in range(r)]
+    assert int(np.prod(grid)) == nblocks
+    out = np.zeros((n, c) + tuple(image), dtype=np.float64)
+    for ni in range(n):
+        for ci in range(c):
+            for kl, koff in enumerate(np.ndindex(*block)):
+                for bl, boff in enumerate(np.ndindex(*grid)):
+                    pos = [boff[d] * strides[d] - pads[d] + koff[d] * dil[d] for d in range(r)]
+                    if all(0 <= pos[d] < image[d] for d in range(r)):
+                        out[(ni, ci) + tuple(pos)] += cols[ni, ci * kprod + kl, bl]
+    return out.astype(np.float32)
+
+
+def group_col2im_cases():
+    rng = np.random.default_rng(2118)
+    x = rng.standard_normal((2, 6, 3, 4)).astype(np.float32)
+    groups = 3
+    g = x.reshape(2, groups, -1).astype(np.float64)
+    norm = ((g - g.mean(axis=-1, keepdims=True)) / np.sqrt(g.var(axis=-1, keepdims=True) + 1e-4)).reshape(x.shape)
+    s18, b18 = rng.standard_normal(groups).astype(np.float32), rng.standard_normal(groups).astype(np.float32)
+    y18 = norm * np.repeat(s18, 2)[None, :, None, None] + np.repeat(b18, 2)[None, :, None, None]
+    write_case("test_group_normalization_opset18", 18,
+               [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=groups,
+                                 epsilon=1e-4)],
+               [("x", x), ("scale", s18), ("bias", b18)], [("y", y18.astype(np.float32))])
+    s21, b21 = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    y21 = norm * s21[None, :, None, None] + b21[None, :, None, None]
+    write_case("test_group_normalization_per_channel_opset21", 21,
+               [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=groups,
+                                 epsilon=1e-4, stash_type=1)],
+               [("x", x), ("scale", s21), ("bias", b21)], [("y", y21.astype(np.float32))])
+    # Col2Im: a 5 x 6 image from 2 x 2 blocks, stride 1 (overlaps add up),
+    # and a 3-D one with dilations, pads and strides.
+    cols = rng.standard_normal((1, 2 * 4, 4 * 5)).astype(np.float32)
+    write_case("test_col2im_overlapping_opset18", 18,
+               [helper.make_node("Col2Im", ["cols", "image", "block"], ["y"])],
+               [("cols", cols), ("image", np.array([5, 6], dtype=np.int64)),
+                ("block", np.array([2, 2], dtype=np.int64))],
+               [("y", _col2im(cols, [5, 6], [2, 2], [1, 1], [0, 0, 0, 0], [1, 1]))])
+    image, block, dil, pads, strides = [4, 5, 6], [2, 2, 3], [1, 2, 1], [1, 0, 1, 0, 1, 2], [2, 1, 2]
+    grid = [(image[d] + pads[d] + pads[3 + d] - (dil[d] * (block[d] - 1) + 1)) // strides[d] + 1 for d in range(3)]
+    cols3 = rng.standard_normal((2, 1 * 12, int(np.prod(grid)))).astype(np.float32)
+    write_case("test_col2im_3d_dilations_pads_strides_opset18", 18,
+               [helper.make_node("Col2Im", ["cols", "image", "block"], ["y"], dilations=dil, pads=pads,
+                                 strides=strides)],
+               [("cols", cols3), ("image", np.array(image, dtype=np.int64)),
+                ("block", np.array(block, dtype=np.int64))],
+               [("y", _col2im(cols3, image, block, dil, pads, strides))])
 
 
 if __name__ == "__main__":

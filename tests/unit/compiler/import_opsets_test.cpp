@@ -161,6 +161,42 @@ TEST(ImportOpsetsTest, Opset18ResizeAntialiasAxesAndAspectPolicy) {
   expect_refused(sized("stretch", {2}), "Resize: 'sizes' has 2 entries, 'axes' names 1");
 }
 
+// GroupNormalization and Col2Im (opset 18; their values are checked against
+// numpy by tests/onnx/opset18_21): shapes that do not fit are one-line
+// errors naming the node.
+TEST(ImportOpsetsTest, Opset18GroupNormalizationAndCol2ImRefuseShapesThatDoNotFit) {
+  auto gn = [](int64_t groups, int64_t affine, int64_t opset) {
+    auto m = fx::empty_model();
+    set_opset(m, opset);
+    add_input(m, "x", TP::FLOAT, {1, 6, 2, 2});
+    init_f32(m, "s", {affine}, std::vector<float>(static_cast<size_t>(affine), 1.0f));
+    init_f32(m, "b", {affine}, std::vector<float>(static_cast<size_t>(affine), 0.0f));
+    attr_int(add_node(m, "GroupNormalization", {"x", "s", "b"}, {"y"}, "gn"), "num_groups", groups);
+    add_output(m, "y", TP::FLOAT, {1, 6, 2, 2});
+    return m;
+  };
+  EXPECT_TRUE(import_reference(gn(3, 3, 18)).ok());
+  EXPECT_TRUE(import_reference(gn(3, 6, 21)).ok());
+  expect_refused(gn(4, 4, 18), "node 'gn' (GroupNormalization, opset 18): GroupNormalization: num_groups 4 must "
+                               "be positive and divide the 6 channels of X [1, 6, 2, 2]");
+  expect_refused(gn(3, 6, 18), "GroupNormalization: scale must be 1-D of num_groups (3) at opset 18, got [6]");
+  expect_refused(gn(3, 3, 21), "GroupNormalization: scale must be 1-D of the channel count (6) at opset 21, got [3]");
+
+  auto col = [](int64_t columns) {
+    auto m = fx::empty_model();
+    set_opset(m, 18);
+    add_input(m, "cols", TP::FLOAT, {1, 4, columns});
+    init_i64(m, "image", {2}, {3, 3});
+    init_i64(m, "block", {2}, {2, 2});
+    add_node(m, "Col2Im", {"cols", "image", "block"}, {"y"}, "c2i");
+    add_output(m, "y", TP::FLOAT, {1, 1, 3, 3});
+    return m;
+  };
+  EXPECT_TRUE(import_reference(col(4)).ok());
+  expect_refused(col(5), "node 'c2i' (Col2Im, opset 18): Col2Im: input has 5 columns, the image, block, pads, "
+                         "dilations and strides give 4 blocks");
+}
+
 TEST(ImportOpsetsTest, Opset21BlockedQuantizationIsRefusedByName) {
   auto m = fx::empty_model();
   set_opset(m, 21);

@@ -31,6 +31,8 @@ LOOM_NN_DECLARE_OP(qlinear_matmul);
 LOOM_NN_DECLARE_OP(batch_norm);
 LOOM_NN_DECLARE_OP(instance_norm);
 LOOM_NN_DECLARE_OP(layer_norm);
+LOOM_NN_DECLARE_OP(group_norm);
+LOOM_NN_DECLARE_OP(col2im);
 LOOM_NN_DECLARE_OP(lp_norm);
 LOOM_NN_DECLARE_OP(mean_variance_norm);
 LOOM_NN_DECLARE_OP(max_pool);

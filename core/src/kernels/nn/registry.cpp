@@ -17,6 +17,8 @@ void register_nn_kernels(KernelRegistry& r) {
   r.add({"GRU", &nn::gru_run, &nn::gru_infer});
   r.add({"InstanceNormalization", &nn::instance_norm_run, &nn::instance_norm_infer});
   r.add({"LayerNormalization", &nn::layer_norm_run, &nn::layer_norm_infer});
+  r.add({"GroupNormalization", &nn::group_norm_run, &nn::group_norm_infer});
+  r.add({"Col2Im", &nn::col2im_run, &nn::col2im_infer});
   r.add({"LpNormalization", &nn::lp_norm_run, &nn::lp_norm_infer});
   r.add({"LpPool", &nn::lp_pool_run, &nn::lp_pool_infer});
   r.add({"LRN", &nn::lrn_run, &nn::lrn_infer});
