@@ -43,6 +43,18 @@ sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims);
 sdk::Status compile_graph(const sdk::GraphView& view, BlobGraph* out,
                           std::vector<std::string>* notes = nullptr);
 
+// Readers, producers and graph outputs of every tensor of a blob graph
+// (compile_rewrite.cpp), for the rewrites and the compile notes.
+struct TensorUses {
+  std::vector<size_t> readers;    // node operands reading the tensor
+  std::vector<int64_t> reader;    // the last node reading it, -1 for none
+  std::vector<int64_t> producer;  // the node writing it, -1 for none
+  std::vector<bool> output;       // a graph output
+};
+TensorUses tensor_uses(const BlobGraph& g);
+// The node writing `t` when it is `op`, else nullptr.
+const BlobNode* producer_if(const BlobGraph& g, const TensorUses& u, uint32_t t, Op op);
+
 // What compile did with the quantized part of a graph, one line a step
 // (compile_notes.cpp), for the compile notes the plugin logs (info level):
 // "int8: node conv1 (Conv): one QLinearConv step with its DequantizeLinear

@@ -15,42 +15,13 @@ bool is_int8_step(Op op) {
          op == Op::kMatMulInteger;
 }
 
-struct NoteUses {
-  std::vector<int64_t> producer;  // per tensor: the node writing it, -1 for none
-  std::vector<size_t> readers;    // per tensor: how many node operands read it
-  std::vector<int64_t> reader;    // per tensor: the last node reading it
-  std::vector<bool> output;       // per tensor: a graph output
-};
-
-NoteUses note_uses(const BlobGraph& g) {
-  NoteUses u;
-  u.producer.assign(g.tensors.size(), -1);
-  u.readers.assign(g.tensors.size(), 0);
-  u.reader.assign(g.tensors.size(), -1);
-  u.output.assign(g.tensors.size(), false);
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (uint32_t t : g.nodes[n].inputs) {
-      ++u.readers[t];
-      u.reader[t] = static_cast<int64_t>(n);
-    }
-    for (uint32_t t : g.nodes[n].outputs) u.producer[t] = static_cast<int64_t>(n);
-  }
-  for (uint32_t t : g.outputs) u.output[t] = true;
-  return u;
-}
-
-const BlobNode* producer_of(const BlobGraph& g, const NoteUses& u, uint32_t t, Op op) {
-  const int64_t p = u.producer[t];
-  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
-}
-
 std::string label_of(const sdk::GraphView& g, const BlobNode& n) {
   return n.origin >= 0 ? g.node(static_cast<size_t>(n.origin)).label()
                        : std::string("a step a rewrite added (") + op_name(n.op) + ")";
 }
 
 // Why a Conv, MatMul or Gemm reading dequantized values was not fused.
-std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const NoteUses& u,
+std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const TensorUses& u,
                         const BlobNode& core) {
   uint32_t out = core.outputs[0];
   const auto sole_reader = [&](uint32_t t) -> const BlobNode* {
@@ -70,9 +41,9 @@ std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const No
   if (next->op != Op::kQuantizeLinear) {
     return std::string("no QuantizeLinear reads its output (") + label_of(g, *next) + " does)";
   }
-  const BlobNode* dx = producer_of(blob, u, core.inputs[0], Op::kDequantizeLinear);
+  const BlobNode* dx = producer_if(blob, u, core.inputs[0], Op::kDequantizeLinear);
   const BlobNode* dw =
-      core.inputs.size() > 1 ? producer_of(blob, u, core.inputs[1], Op::kDequantizeLinear) : nullptr;
+      core.inputs.size() > 1 ? producer_if(blob, u, core.inputs[1], Op::kDequantizeLinear) : nullptr;
   if (dx == nullptr) return "its input is not a DequantizeLinear's output";
   if (dw == nullptr) return "its weight is not a DequantizeLinear of an 8-bit tensor";
   const std::vector<int64_t>& xs = blob.tensors[dx->inputs[1]].shape;
@@ -91,7 +62,7 @@ std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const No
 
 std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGraph& blob) {
   std::vector<std::string> notes;
-  const NoteUses u = note_uses(blob);
+  const TensorUses u = tensor_uses(blob);
   for (const BlobNode& n : blob.nodes) {
     if (is_int8_step(n.op)) {
       const std::string from =
@@ -107,7 +78,7 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
     if (n.op == Op::kDequantizeLinear || n.op == Op::kQuantizeLinear) continue;
     int64_t dequantized = -1;
     for (uint32_t t : n.inputs) {
-      if (producer_of(blob, u, t, Op::kDequantizeLinear) != nullptr) {
+      if (producer_if(blob, u, t, Op::kDequantizeLinear) != nullptr) {
         dequantized = t;
         break;
       }

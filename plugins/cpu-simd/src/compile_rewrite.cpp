@@ -43,35 +43,10 @@ int64_t qdq_count(const std::vector<int64_t>& s) {
 
 bool qdq_one(const std::vector<int64_t>& s) { return qdq_count(s) == 1 && s.size() <= 1; }
 
-// Readers and producers of every tensor, and whether it is a graph output.
-struct QdqUses {
-  std::vector<size_t> readers;
-  std::vector<int64_t> producer;
-  std::vector<bool> output;
-};
-
-QdqUses qdq_uses(const BlobGraph& g) {
-  QdqUses u;
-  u.readers.assign(g.tensors.size(), 0);
-  u.producer.assign(g.tensors.size(), -1);
-  u.output.assign(g.tensors.size(), false);
-  for (size_t n = 0; n < g.nodes.size(); ++n) {
-    for (uint32_t t : g.nodes[n].inputs) ++u.readers[t];
-    for (uint32_t t : g.nodes[n].outputs) u.producer[t] = static_cast<int64_t>(n);
-  }
-  for (uint32_t t : g.outputs) u.output[t] = true;
-  return u;
-}
-
-// The node writing `t` when it is `op`, else nullptr.
-const BlobNode* qdq_producer(const BlobGraph& g, const QdqUses& u, uint32_t t, Op op) {
-  const int64_t p = u.producer[t];
-  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
-}
 
 // A tensor read by one node only and not a graph output: an intermediate the
 // fusion may drop.
-bool qdq_private(const QdqUses& u, uint32_t t) { return u.readers[t] == 1 && !u.output[t]; }
+bool qdq_private(const TensorUses& u, uint32_t t) { return u.readers[t] == 1 && !u.output[t]; }
 
 // The values of a constant f32 tensor, or of a constant u8 / i8 / i32 one as
 // integers; false when `t` is not a constant.
@@ -156,7 +131,7 @@ bool qdq_weight_scale_ok(const BlobGraph& g, const BlobNode& dq, int64_t axis, i
 }
 
 // Tries to fuse the group ending in QuantizeLinear node `qi`; true when done.
-bool fuse_qdq_at(BlobGraph* g, const QdqUses& u, size_t qi) {
+bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
   const BlobNode& q = g->nodes[qi];
   if (q.op != Op::kQuantizeLinear || q.outputs.size() != 1 || !qdq_one(g->tensors[q.inputs[1]].shape)) return false;
   const loom_dtype_t yd = g->tensors[q.outputs[0]].dtype;
@@ -179,8 +154,8 @@ bool fuse_qdq_at(BlobGraph* g, const QdqUses& u, size_t qi) {
   const bool conv = core.op == Op::kConv, gemm = core.op == Op::kGemm;
   if (!conv && !gemm && core.op != Op::kMatMul) return false;
   if (core.inputs.size() < 2) return false;
-  const BlobNode* dx = qdq_producer(*g, u, core.inputs[0], Op::kDequantizeLinear);
-  const BlobNode* dw = qdq_producer(*g, u, core.inputs[1], Op::kDequantizeLinear);
+  const BlobNode* dx = producer_if(*g, u, core.inputs[0], Op::kDequantizeLinear);
+  const BlobNode* dw = producer_if(*g, u, core.inputs[1], Op::kDequantizeLinear);
   if (dx == nullptr || dw == nullptr || core.inputs[0] == core.inputs[1]) return false;
   grp.dq_x = static_cast<size_t>(u.producer[core.inputs[0]]);
   grp.dq_w = static_cast<size_t>(u.producer[core.inputs[1]]);
@@ -219,7 +194,7 @@ bool fuse_qdq_at(BlobGraph* g, const QdqUses& u, size_t qi) {
     const bool per_channel_shape = bshape == std::vector<int64_t>{channels} ||
                                    (gemm && bshape == std::vector<int64_t>{1, channels});
     if (!per_channel_shape && !(gemm && qdq_one(bshape))) return false;
-    const BlobNode* db = qdq_producer(*g, u, b, Op::kDequantizeLinear);
+    const BlobNode* db = producer_if(*g, u, b, Op::kDequantizeLinear);
     if (!scales_known) return false;
     auto acc_scale = [&](int64_t m) { return xs[0] * wsc[wsc.size() == 1 ? 0 : static_cast<size_t>(m)]; };
     std::vector<float> bias_f;
@@ -336,12 +311,34 @@ void drop_unused_tensors(BlobGraph* g) {
 
 }  // namespace
 
+TensorUses tensor_uses(const BlobGraph& g) {
+  TensorUses u;
+  u.readers.assign(g.tensors.size(), 0);
+  u.reader.assign(g.tensors.size(), -1);
+  u.producer.assign(g.tensors.size(), -1);
+  u.output.assign(g.tensors.size(), false);
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    for (uint32_t t : g.nodes[n].inputs) {
+      ++u.readers[t];
+      u.reader[t] = static_cast<int64_t>(n);
+    }
+    for (uint32_t t : g.nodes[n].outputs) u.producer[t] = static_cast<int64_t>(n);
+  }
+  for (uint32_t t : g.outputs) u.output[t] = true;
+  return u;
+}
+
+const BlobNode* producer_if(const BlobGraph& g, const TensorUses& u, uint32_t t, Op op) {
+  const int64_t p = u.producer[t];
+  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == op ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+}
+
 size_t fuse_qdq(BlobGraph* g) {
   size_t fused = 0;
   // One group per pass: a fusion erases nodes and adds tensors.
   for (bool again = true; again;) {
     again = false;
-    const QdqUses u = qdq_uses(*g);
+    const TensorUses u = tensor_uses(*g);
     for (size_t i = 0; i < g->nodes.size() && !again; ++i) {
       again = g->nodes[i].op == Op::kQuantizeLinear && fuse_qdq_at(g, u, i);
     }
