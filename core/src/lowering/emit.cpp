@@ -112,29 +112,6 @@ class Emitter {
   }
 
  private:
-  // The kernel call of `node`, with `value` giving the value of each of its
-  // tensors.
-  template <typename ValueOf>
-  static Result<InstructionDef> kernel_instruction(const graph::Node& node, ValueOf&& value) {
-    InstructionDef ins;
-    ins.op = OpCode::kKernelCall;
-    ins.kernel = node.op_type;
-    ins.attributes = node.attributes;
-    ins.opset = static_cast<int32_t>(node.opset);
-    for (int32_t t : node.inputs) {
-      if (t == graph::kNoTensor) {
-        ins.inputs.push_back(kAbsentValue);
-        continue;
-      }
-      LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-      ins.inputs.push_back(v);
-    }
-    for (int32_t t : node.outputs) {
-      LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-      ins.outputs.push_back(v);
-    }
-    return ins;
-  }
 
   Status kernel_call(size_t n) {
     auto ins = kernel_instruction(graph_.nodes[n], [this](int32_t t) { return value(t); });
@@ -323,6 +300,28 @@ Result<EmittedProgram> emit_program(const graph::Graph& graph, const Partition& 
   Emitter emitter(graph, options, out);
   LOOM_RETURN_IF_ERROR(emitter.run(partition, compiled));
   return out;
+}
+
+Result<InstructionDef> kernel_instruction(const graph::Node& node,
+                                          const std::function<Result<uint32_t>(int32_t)>& value) {
+  InstructionDef ins;
+  ins.op = OpCode::kKernelCall;
+  ins.kernel = node.op_type;
+  ins.attributes = node.attributes;
+  ins.opset = static_cast<int32_t>(node.opset);
+  for (int32_t t : node.inputs) {
+    if (t == graph::kNoTensor) {
+      ins.inputs.push_back(kAbsentValue);
+      continue;
+    }
+    LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+    ins.inputs.push_back(v);
+  }
+  for (int32_t t : node.outputs) {
+    LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
+    ins.outputs.push_back(v);
+  }
+  return ins;
 }
 
 }  // namespace loom::lowering

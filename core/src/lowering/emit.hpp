@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,13 @@ struct EmittedProgram {
 // An empty program with `options.producer`, and an archive builder when
 // `options.archive_path` is set.
 EmittedProgram start_program(const EmitOptions& options);
+
+// The kernel call of `node`: its operator, attributes, opset and operands,
+// `value` giving the program value of each of its tensors (a left-out
+// operand becomes kAbsentValue). Staged functions reuse it for their host
+// and control steps.
+Result<InstructionDef> kernel_instruction(const graph::Node& node,
+                                          const std::function<Result<uint32_t>(int32_t)>& value);
 
 // Adds constant `t` as a parameter of `out`'s program under its tensor name:
 // inline in a segment, or in `out.archive` when there is one. Returns its

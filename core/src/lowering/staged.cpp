@@ -144,24 +144,9 @@ class Stager {
       for (int32_t t : node.outputs) maybe_value[static_cast<size_t>(t)] = true;
       LOOM_RETURN_IF_ERROR(flush());
       // The node's operator, attributes and operands, as values of `f`.
-      InstructionDef ins;
-      ins.op = graph::has_bodies(node) ? OpCode::kControl : OpCode::kKernelCall;
-      ins.kernel = node.op_type;
-      ins.attributes = node.attributes;
-      ins.opset = static_cast<int32_t>(node.opset);
+      LOOM_ASSIGN_OR_RETURN(InstructionDef ins, kernel_instruction(node, value));
+      if (graph::has_bodies(node)) ins.op = OpCode::kControl;
       ins.captures = static_cast<uint32_t>(node.captures);
-      for (int32_t t : node.inputs) {
-        if (t == graph::kNoTensor) {
-          ins.inputs.push_back(kAbsentValue);
-          continue;
-        }
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.inputs.push_back(v);
-      }
-      for (int32_t t : node.outputs) {
-        LOOM_ASSIGN_OR_RETURN(uint32_t v, value(t));
-        ins.outputs.push_back(v);
-      }
       if (!graph::has_bodies(node)) {  // a sequence operator, or one whose values size its outputs
         f.instructions.push_back(std::move(ins));
         continue;
