@@ -30,6 +30,17 @@ namespace loom {
 
 namespace {
 Status run_session(Session::State& s);
+
+// The index of input `name` of `info`; NOT_FOUND listing the inputs there are.
+Result<size_t> input_index(const FunctionInfo& info, std::string_view name) {
+  for (size_t i = 0; i < info.inputs.size(); ++i) {
+    if (info.inputs[i].name == name) return i;
+  }
+  std::string names;
+  for (const auto& in : info.inputs) names += (names.empty() ? "" : ", ") + in.name;
+  return not_found("function '" + info.name + "' has no input '" + std::string(name) + "' (inputs: " +
+                   (names.empty() ? "none" : names) + ")");
+}
 Status run_steps(Session::State& s, Trace* trace, int32_t* failed_call);
 Status complete(Session::State& s, size_t index, Trace* trace, int32_t* failed_call);
 }  // namespace
@@ -171,14 +182,8 @@ Result<Value> Session::output_value(std::string_view name) const {
 }
 
 Status Session::set_input_value(std::string_view name, const Value& value) {
-  const auto& inputs = state_->plan->info.inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].name == name) return set_input_value(i, value);
-  }
-  std::string names;
-  for (const auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
-  return not_found("function '" + state_->plan->info.name + "' has no input '" + std::string(name) +
-                   "' (inputs: " + (names.empty() ? "none" : names) + ")");
+  LOOM_ASSIGN_OR_RETURN(size_t i, input_index(state_->plan->info, name));
+  return set_input_value(i, value);
 }
 
 Status Session::set_input_value(size_t index, const Value& value) {
@@ -220,14 +225,8 @@ Result<std::unique_ptr<Session>> Program::create_session(std::string_view functi
 }
 
 Status Session::set_input(std::string_view name, const Tensor& tensor) {
-  const auto& inputs = state_->plan->info.inputs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].name == name) return set_input(i, tensor);
-  }
-  std::string names;
-  for (const auto& in : inputs) names += (names.empty() ? "" : ", ") + in.name;
-  return not_found("function '" + state_->plan->info.name + "' has no input '" +
-                   std::string(name) + "' (inputs: " + (names.empty() ? "none" : names) + ")");
+  LOOM_ASSIGN_OR_RETURN(size_t i, input_index(state_->plan->info, name));
+  return set_input(i, tensor);
 }
 
 Status Session::set_input(size_t index, const Tensor& tensor) {
