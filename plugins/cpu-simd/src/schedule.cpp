@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "schedule_int8.hpp"
+#include "schedule_int8_step.hpp"
 #include "schedule_rnn.hpp"
 #include "schedule_plan.hpp"
 
@@ -154,12 +155,31 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     Step step;
     step.kind = is_quant(node.op) ? StepKind::kInt8 : StepKind::kRnn;
     step.nodes = {i};
-    for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, Layout::kPlain));
-    step.out = p.define(node.outputs[0], Layout::kPlain);
+    // Layouts: a QLinearConv of u8 x reads and writes channels-last (what
+    // oneDNN's int8 convolutions take), so that a chain of them, and the
+    // per-tensor QuantizeLinear / DequantizeLinear between them (element by
+    // element, any layout), pass no tensor through a reorder; the f32 steps
+    // after a DequantizeLinear then take the channels-last copy too.
+    const uint32_t x = node.inputs[0], y = node.outputs[0];
+    Layout x_layout = Layout::kPlain, y_layout = Layout::kPlain;
+    if (node.op == Op::kQLinearConv && graph.tensors[x].dtype == LOOM_DTYPE_U8 &&
+        graph.tensors[x].shape.size() == 4) {
+      x_layout = y_layout = Layout::kNhwc;
+    } else if ((node.op == Op::kQuantizeLinear || node.op == Op::kDequantizeLinear) &&
+               quant::one_element(graph.tensors[node.inputs[1]].shape) && layout_sensitive(graph.tensors[x].shape) &&
+               p.nhwc_of[x] != kNone) {
+      x_layout = y_layout = Layout::kNhwc;
+    }
     sdk::Status made =
         step.kind == StepKind::kInt8
-            ? make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, &step.int8)
+            ? make_int8_step(graph, i, p.fixed, kernels.isa >= KernelIsa::kAvx2, x_layout == Layout::kNhwc,
+                             &step.int8)
             : make_rnn_step(graph, i, onednn, kernels.isa != KernelIsa::kBaseline, p.fixed, &step.rnn);
+    if (made.ok() && step.kind == StepKind::kInt8 && node.op == Op::kQLinearConv && !step.int8->io_nhwc) {
+      x_layout = y_layout = Layout::kPlain;  // the step's own reorders
+    }
+    for (uint32_t t : node.inputs) step.ins.push_back(p.ensure(t, t == x ? x_layout : Layout::kPlain));
+    step.out = p.define(y, y_layout);
     if (!made.ok() && own_step_error.ok()) own_step_error = std::move(made);
     s->steps_.push_back(std::move(step));
     p.finish(node.outputs[0]);

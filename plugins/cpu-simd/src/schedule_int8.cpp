@@ -162,12 +162,13 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   // primitive returned zeros in the tests (cause not investigated), so those
   // keep the plain layout and oneDNN's reference convolution.
   s->nhwc = src_dt == DType::u8;
+  s->io_nhwc = s->io_nhwc && s->nhwc && x.size() == 4 && s->op == Op::kQLinearConv;
   const Tag nhwc = !s->nhwc ? plain_tag(x.size()) : x.size() == 3 ? Tag::acb : x.size() == 4 ? Tag::acdb : Tag::acdeb;
   s->user_src_md = memory::desc(dims_of(x), src_dt, plain_tag(x.size()));
   s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
   s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
-  if (s->nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
-  if (s->nhwc && s->op == Op::kQLinearConv) {
+  if (s->nhwc && !s->io_nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
+  if (s->nhwc && !s->io_nhwc && s->op == Op::kQLinearConv) {
     const DType y_dt = is_u8(s->out_dtype) ? DType::u8 : DType::s8;
     s->y_nhwc_md = memory::desc(dims_of(y), y_dt, nhwc);
     s->y_plain_md = memory::desc(dims_of(y), y_dt, plain_tag(y.size()));
@@ -183,13 +184,20 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->prim = dnnl::convolution_forward(pd);
   (void)g;
   if (s->nhwc && s->group == 1 && s->c % 2 == 0 && lacks_vnni() && pairs_along_c(s->wei_md)) {
-    // x's even channels: a strided view of the plain x, reordered dense.
+    // x's even channels: a strided view of x (plain, or channels-last with
+    // io_nhwc: then C is the innermost dimension), reordered dense.
     memory::dims hd = dims_of(x), view_strides(x.size());
     hd[1] = s->c / 2;
+    std::vector<size_t> order(x.size());  // dimensions, outermost first
+    for (size_t d = 0; d < x.size(); ++d) order[d] = d;
+    if (s->io_nhwc) {
+      order.erase(order.begin() + 1);
+      order.push_back(1);
+    }
     int64_t stride = 1;
-    for (size_t d = x.size(); d-- > 0;) {
-      view_strides[d] = stride;
-      stride *= x[d];
+    for (size_t j = order.size(); j-- > 0;) {
+      view_strides[order[j]] = stride;
+      stride *= x[order[j]];
     }
     view_strides[1] *= 2;
     s->half_view_md = memory::desc(hd, src_dt, view_strides);
@@ -395,10 +403,11 @@ void quantize_loop(const Int8Step& s, const float* x, const float* scale, const 
 }  // namespace
 
 sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<bool>& fixed, bool avx2,
-                           std::shared_ptr<Int8Step>* out) {
+                           bool nhwc, std::shared_ptr<Int8Step>* out) {
   const BlobNode& node = g.nodes[index];
   auto s = std::make_shared<Int8Step>();
   s->op = node.op;
+  s->io_nhwc = nhwc;  // plan_conv keeps it where it can
   s->where = "node " + std::to_string(index) + " (" + op_name(node.op) + ")";
   std::string why;
   if (!quant::operands_of(node, &s->q, &why)) return sdk::invalid_argument("cpu-simd: " + s->where + ": " + why);
@@ -419,6 +428,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
     switch (node.op) {
       case Op::kQuantizeLinear:
       case Op::kDequantizeLinear: {
+        s->io_nhwc = false;  // element by element: the layout is the schedule's
         const std::vector<int64_t>& scale = s->in_shapes[1];
         if (!quant::one_element(scale)) {
           s->channels = scale[0];
@@ -433,6 +443,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
         LOOM_SDK_RETURN_IF_ERROR(plan_conv(g, node, s.get()));
         break;
       default:
+        s->io_nhwc = false;
         LOOM_SDK_RETURN_IF_ERROR(plan_matmul(*s, s.get()));
         break;
     }
@@ -558,8 +569,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   {
     dnnl::engine& eng = cpu_engine();
     dnnl::stream st(eng);
-    memory src(s.nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
-    if (s.nhwc) {
+    memory src(s.nhwc && !s.io_nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
+    if (s.nhwc && !s.io_nhwc) {
       buffers->x.resize(s.src_md.get_size());
       memory reordered(s.src_md, eng, buffers->x.data());
       s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
@@ -600,6 +611,10 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   auto x_at = [&](int64_t i) -> int64_t {
     return x_unsigned ? static_cast<const uint8_t*>(ins[0])[i] : static_cast<const int8_t*>(ins[0])[i];
   };
+  // Conv: the element of image b, channel ch at offset `off` within a channel.
+  auto x_conv_at = [&](int64_t b, int64_t ch, int64_t off) -> int64_t {
+    return x_at(s.io_nhwc ? (b * s.in_sp + off) * s.c + ch : (b * s.c + ch) * s.in_sp + off);
+  };
   const int32_t* bias = static_cast<const int32_t*>(ptr(q.bias));
   const bool y_unsigned = s.out_dtype == LOOM_DTYPE_U8;
   const double y_zero = qlinear ? static_cast<double>(zp_at(ptr(q.y_zp), dt(q.y_zp), 0)) : 0.0;
@@ -634,10 +649,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
         for (int64_t op = 0; op < s.o; ++op) {
           int64_t sum = 0;
           for (int64_t ci = 0; ci < s.cg; ++ci) {
-            const int64_t base = (b * s.c + gi * s.cg + ci) * s.in_sp;
             for (int64_t t = 0; t < s.k; ++t) {
               const int64_t off = s.taps[static_cast<size_t>(op * s.k + t)];
-              if (off >= 0) sum += x_at(base + off);
+              if (off >= 0) sum += x_conv_at(b, gi * s.cg + ci, off);
             }
           }
           r[static_cast<size_t>((b * s.group + gi) * s.o + op)] = sum;
@@ -658,7 +672,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       lo = std::max(lo, static_cast<double>(s.clamp_lo));
       hi = std::min(hi, static_cast<double>(s.clamp_hi));
     }
-    if (s.nhwc && qlinear) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
+    if (s.nhwc && qlinear && !s.io_nhwc) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
+    uint8_t* const y_rows = s.io_nhwc ? static_cast<uint8_t*>(out) : buffers->y.data();
     // Without the R term (s8 weights with zero point 0, as quantizers
     // write them) the first s.m rounded down to 4 channels of a row take
     // requantize_row_avx2, the same arithmetic four at a time.
@@ -679,7 +694,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
         const int32_t* a = acc.data() + (b * s.o + op) * s.m;
         const int32_t* tw = packed->tw_t.data() + op * s.m;
         // The row's bytes, channels-last (u8 and s8 alike: the low byte).
-        uint8_t* y = qlinear ? buffers->y.data() + (b * s.o + op) * s.m : nullptr;
+        uint8_t* y = qlinear ? y_rows + (b * s.o + op) * s.m : nullptr;
         if (wide > 0) {
           requantize_row_avx2(rq, a, low == nullptr ? nullptr : low + (b * s.o + op) * s.m, tw, y_unsigned, y);
         }
@@ -704,7 +719,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       }
     };
     if (s.nhwc) pool.parallel_for(static_cast<size_t>(s.n * s.o), 64, positions);
-    if (s.nhwc && qlinear) {
+    if (s.nhwc && qlinear && !s.io_nhwc) {
       dnnl::engine& eng = cpu_engine();
       dnnl::stream st(eng);
       memory from(s.y_nhwc_md, eng, buffers->y.data());

@@ -45,10 +45,13 @@ struct Int8Step;
 // Plans node `index` of `graph` (a quantized operator that validate()
 // accepted). `fixed[t]`: tensor t is a constant or a parameter, so a weight
 // read from it is packed once. `avx2`: the plain kernels run AVX2 (or
-// wider), so the requantization may too. Fails with a message naming the
-// node when oneDNN has no primitive for its shapes.
+// wider), so the requantization may too. `nhwc`: the schedule would hand a
+// QLinearConv its x and take its y channels-last (NHWC); the step says
+// whether it does so in Int8Step::io_nhwc (u8 x of rank 4 only), and
+// otherwise reads and writes plain tensors. Fails with a message naming
+// the node when oneDNN has no primitive for its shapes.
 sdk::Status make_int8_step(const BlobGraph& graph, size_t index, const std::vector<bool>& fixed, bool avx2,
-                           std::shared_ptr<Int8Step>* out);
+                           bool nhwc, std::shared_ptr<Int8Step>* out);
 
 // Runs the step: `ins[i]` is the data of the node's input i, `out` its
 // output. Scales and zero points are read here and checked (a scale that is

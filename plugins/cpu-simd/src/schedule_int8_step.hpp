@@ -84,6 +84,9 @@ struct Int8Step {
   memory::desc y_nhwc_md, y_plain_md;
   dnnl::primitive y_reorder;
   bool nhwc = false;
+  // QLinearConv with nhwc whose x and y the schedule keeps channels-last
+  // (make_int8_step's `nhwc`): neither is reordered here.
+  bool io_nhwc = false;
   // Conv, u8 x, group 1, an even C, without VNNI, where oneDNN's weight
   // layout pairs adjacent input channels (its innermost block is along C,
   // of even size): the even-channel split. The weights become a main part

@@ -137,24 +137,33 @@ struct Planner {
     return static_cast<int64_t>(readers[t][0]);
   }
 
-  uint32_t new_slot(const std::vector<int64_t>& shape, Layout layout) {
+  // A second slot of tensor `t` (its channels-last copy), sized for its dtype.
+  uint32_t new_slot(uint32_t t, Layout layout) {
     Slot s;
-    s.shape = shape;
+    s.shape = g.tensors[t].shape;
     s.layout = layout;
-    s.bytes = byte_size(shape);
+    uint64_t elements = 0;
+    element_count(s.shape, &elements);
+    s.bytes = elements * dtype_size(g.tensors[t].dtype);
     slots.push_back(std::move(s));
     return static_cast<uint32_t>(slots.size() - 1);
   }
 
-  void reorder(uint32_t from, uint32_t to) {
+  // The oneDNN type a reorder of tensor `t` moves: a reorder between two
+  // layouts of one type copies bits, so what matters is the element's size
+  // (u8 for the 8-bit types and bool, f32 for the 4-byte ones).
+  DType bits_type(uint32_t t) const { return dtype_size(g.tensors[t].dtype) == 1 ? DType::u8 : DType::f32; }
+
+  void reorder(uint32_t t, uint32_t from, uint32_t to) {
     Step step;
     step.kind = StepKind::kReorder;
     step.ins = {from};
     step.out = to;
     auto d = std::make_shared<DnnlStep>();
     const memory::dims dims = dims_of(slots[from].shape);
-    d->src_md = memory::desc(dims, DType::f32, slots[from].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
-    d->dst_md = memory::desc(dims, DType::f32, slots[to].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
+    const DType type = bits_type(t);
+    d->src_md = memory::desc(dims, type, slots[from].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
+    d->dst_md = memory::desc(dims, type, slots[to].layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
     dnnl::reorder::primitive_desc pd(cpu_engine(), d->src_md, cpu_engine(), d->dst_md);
     d->prim = dnnl::reorder(pd);
     d->args = {{DNNL_ARG_SRC, from, d->src_md}, {DNNL_ARG_DST, to, d->dst_md}};
@@ -162,9 +171,13 @@ struct Planner {
     steps.push_back(std::move(step));
   }
 
+  // The layout an f32 step reading `t` takes: channels-last where the
+  // tensor has that copy. Other dtypes read plain, except in the quantized
+  // steps that choose for themselves (Schedule::build).
   Layout preferred(uint32_t t) const {
-    return layout_sensitive(g.tensors[t].shape) && nhwc_of[t] != kNone ? Layout::kNhwc
-                                                                       : Layout::kPlain;
+    return layout_sensitive(g.tensors[t].shape) && nhwc_of[t] != kNone && g.tensors[t].dtype == LOOM_DTYPE_F32
+               ? Layout::kNhwc
+               : Layout::kPlain;
   }
 
   // The slot holding tensor `t` in `layout`, planning a reorder if needed.
@@ -172,14 +185,14 @@ struct Planner {
     if (!layout_sensitive(g.tensors[t].shape)) return t;
     if (layout == Layout::kPlain) {
       if (!plain_ready[t]) {
-        reorder(nhwc_of[t], t);
+        reorder(t, nhwc_of[t], t);
         plain_ready[t] = true;
       }
       return t;
     }
     if (nhwc_of[t] == kNone) {
-      nhwc_of[t] = new_slot(g.tensors[t].shape, Layout::kNhwc);
-      reorder(t, nhwc_of[t]);
+      nhwc_of[t] = new_slot(t, Layout::kNhwc);
+      reorder(t, t, nhwc_of[t]);
     }
     return nhwc_of[t];
   }
@@ -190,7 +203,7 @@ struct Planner {
       plain_ready[t] = true;
       return t;
     }
-    nhwc_of[t] = new_slot(g.tensors[t].shape, Layout::kNhwc);
+    nhwc_of[t] = new_slot(t, Layout::kNhwc);
     return nhwc_of[t];
   }
 

@@ -1,0 +1,152 @@
+// Quantized steps in a chain: a QLinearConv of u8 x reads and writes
+// channels-last (NHWC), and so do the per-tensor QuantizeLinear /
+// DequantizeLinear and the f32 steps between two of them, so that no tensor
+// between the convolutions passes through a reorder. The chain must give the
+// reference kernels' bytes, run node by node on plain tensors, and the
+// schedule the plugin logs must show the reorders only at the graph's edges.
+#include <algorithm>
+#include <string>
+
+#include "cpu_simd_int8_support.hpp"
+#include "cpu_simd_plugin_fixture.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+using namespace int8_testing;  // NOLINT(build/namespaces)
+
+class CpuSimdInt8Chain : public CpuSimdPlugin {};
+
+// x -> QLinearConv (3x3, pads 1) -> DequantizeLinear -> Add(other) ->
+// QuantizeLinear -> QLinearConv (3x3, stride 2) -> y, with the
+// DequantizeLinear's output also a graph output. Weights with zero point 0
+// and 7 bits (one oneDNN pass, as quantizers write them) and u8 weights with
+// a zero point (the R term, summed over x in its channels-last layout).
+TEST_F(CpuSimdInt8Chain, ConvolutionsAndTheStepsBetweenThemStayChannelsLastAndEqualTheReferenceKernels) {
+  for (const loom_dtype_t wdt : {LOOM_DTYPE_I8, LOOM_DTYPE_U8}) {
+    SCOPED_TRACE(::testing::Message() << "weights " << (wdt == LOOM_DTYPE_U8 ? "u8" : "i8"));
+    std::mt19937 rng(wdt == LOOM_DTYPE_U8 ? 31 : 37);
+    const Dims xs = {1, 6, 9, 8}, ts = {1, 8, 9, 8}, ys = {1, 4, 5, 4};
+    std::vector<QTensor> v = {
+        make(xs, LOOM_DTYPE_U8, rng),             // 0 x
+        scales({}, rng),                          // 1 x scale
+        make({}, LOOM_DTYPE_U8, rng),             // 2 x zero point
+        make({8, 6, 3, 3}, wdt, rng),             // 3 w1
+        scales({8}, rng),                         // 4 w1 scales
+        make({8}, wdt, rng),                      // 5 w1 zero points
+        scales({}, rng),                          // 6 t1 scale
+        make({}, LOOM_DTYPE_U8, rng),             // 7 t1 zero point
+        make(ts, LOOM_DTYPE_F32, rng),            // 8 other
+        scales({}, rng),                          // 9 t2 scale
+        make({}, LOOM_DTYPE_U8, rng),             // 10 t2 zero point
+        make({4, 8, 3, 3}, wdt, rng),             // 11 w2
+        scales({}, rng),                          // 12 w2 scale
+        make({}, wdt, rng),                       // 13 w2 zero point
+        scales({}, rng),                          // 14 y scale
+        make({}, LOOM_DTYPE_U8, rng),             // 15 y zero point
+        make({4}, LOOM_DTYPE_I32, rng, -500, 500) // 16 bias of conv 2
+    };
+    if (wdt == LOOM_DTYPE_I8) {
+      // 7-bit weights with zero point 0.
+      for (int w : {3, 11}) {
+        for (uint8_t& b : v[static_cast<size_t>(w)].bytes) b = static_cast<uint8_t>(static_cast<int8_t>(b) / 2);
+      }
+      for (int z : {5, 13}) std::fill(v[static_cast<size_t>(z)].bytes.begin(), v[static_cast<size_t>(z)].bytes.end(), 0);
+    }
+    // Output scales that put most values inside the range.
+    const float t1_scale = 0.5f, t2_scale = 1.0f, y_scale = 20.0f;
+    std::memcpy(v[6].bytes.data(), &t1_scale, 4);
+    std::memcpy(v[9].bytes.data(), &t2_scale, 4);
+    std::memcpy(v[14].bytes.data(), &y_scale, 4);
+
+    BlobGraph g;
+    for (const QTensor& t : v) {
+      BlobTensor bt;
+      bt.dtype = t.dtype;
+      bt.shape = t.shape;
+      g.tensors.push_back(bt);
+      g.inputs.push_back(static_cast<uint32_t>(g.tensors.size() - 1));
+    }
+    auto tensor = [&](loom_dtype_t d, const Dims& s) {
+      BlobTensor bt;
+      bt.dtype = d;
+      bt.shape = s;
+      g.tensors.push_back(bt);
+      return static_cast<uint32_t>(g.tensors.size() - 1);
+    };
+    const uint32_t t1 = tensor(LOOM_DTYPE_U8, ts), f1 = tensor(LOOM_DTYPE_F32, ts), f2 = tensor(LOOM_DTYPE_F32, ts);
+    const uint32_t t2 = tensor(LOOM_DTYPE_U8, ts), y = tensor(LOOM_DTYPE_U8, ys);
+    auto node = [&](Op op, BlobNode n, std::vector<uint32_t> ins, uint32_t out) {
+      n.op = op;
+      n.inputs = std::move(ins);
+      n.outputs = {out};
+      g.nodes.push_back(n);
+    };
+    node(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), {0, 1, 2, 3, 4, 5, 6, 7}, t1);
+    BlobNode dq;
+    dq.axis = 1;
+    node(Op::kDequantizeLinear, dq, {t1, 6, 7}, f1);
+    node(Op::kAdd, BlobNode{}, {f1, 8}, f2);
+    node(Op::kQuantizeLinear, dq, {f2, 9, 10}, t2);
+    node(Op::kQLinearConv, conv_attrs(1, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}),
+         {t2, 9, 10, 11, 12, 13, 14, 15, 16}, y);
+    g.outputs = {y, f1};
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    // The reference: each node on loom_kernels, on plain tensors.
+    const auto registry = kernels::KernelRegistry::reference();
+    auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
+                   const std::vector<AttributeDef>& attrs) {
+      std::vector<kernels::TensorRef> refs;
+      for (QTensor* t : ins) refs.push_back(t->ref());
+      std::vector<kernels::TensorRef> outs = {out->ref()};
+      Status s = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
+      ASSERT_TRUE(s.ok()) << kernel << ": " << s.to_string();
+    };
+    auto blank = [](loom_dtype_t d, const Dims& s) {
+      return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
+    };
+    QTensor r1 = blank(LOOM_DTYPE_U8, ts), rf1 = blank(LOOM_DTYPE_F32, ts), rf2 = blank(LOOM_DTYPE_F32, ts);
+    QTensor r2 = blank(LOOM_DTYPE_U8, ts), ry = blank(LOOM_DTYPE_U8, ys);
+    run("QLinearConv", {&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]}, &r1,
+        conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}));
+    run("DequantizeLinear", {&r1, &v[6], &v[7]}, &rf1, {int_attr("axis", 1)});
+    run("Add", {&rf1, &v[8]}, &rf2, {});
+    run("QuantizeLinear", {&rf2, &v[9], &v[10]}, &r2, {int_attr("axis", 1)});
+    run("QLinearConv", {&r2, &v[9], &v[10], &v[11], &v[12], &v[13], &v[14], &v[15], &v[16]}, &ry,
+        conv_kernel_attrs(1, {2, 2}, {1, 1}, {1, 1, 1, 1}));
+    if (HasFatalFailure()) return;
+
+    std::vector<const loom_tensor_t*> descs;
+    for (QTensor& t : v) {
+      t.refresh();
+      descs.push_back(&t.desc);
+    }
+    QTensor got_y = blank(LOOM_DTYPE_U8, ys), got_f1 = blank(LOOM_DTYPE_F32, ts);
+    got_y.refresh();
+    got_f1.refresh();
+    ASSERT_EQ(execute(exe, descs, {&got_y.desc, &got_f1.desc}), "ok");
+    EXPECT_EQ(got_f1.bytes, rf1.bytes) << "the first convolution, dequantized";
+    EXPECT_EQ(got_y.bytes, ry.bytes) << "the second convolution";
+    // The scales keep the output inside the range and spread out.
+    EXPECT_GT(std::count_if(ry.bytes.begin(), ry.bytes.end(), [](uint8_t b) { return b != 0 && b != 255; }), 60);
+    EXPECT_GT(*std::max_element(ry.bytes.begin(), ry.bytes.end()) - *std::min_element(ry.bytes.begin(), ry.bytes.end()),
+              20);
+    api_->executable_destroy(exe);
+
+    // Reorders: x into channels-last before the first convolution, f1 and y
+    // back to plain as graph outputs; none between the steps.
+    const std::string want = "executable: schedule: reorder -> nhwc; int8 nodes 0 -> nhwc; int8 nodes 1 -> nhwc; "
+                             "reorder -> plain; node nodes 2 -> nhwc; int8 nodes 3 -> nhwc; int8 nodes 4 -> nhwc; "
+                             "reorder -> plain";
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), want), log_lines.end())
+        << (log_lines.empty() ? "no log lines" : log_lines.back());
+  }
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
