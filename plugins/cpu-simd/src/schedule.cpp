@@ -144,6 +144,19 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     }
   }
 
+  // DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero
+  // point: a MaxPool of the 8-bit values (plan_quant_pool), standing where
+  // the QuantizeLinear stands.
+  std::vector<int64_t> quant_pool_at(node_count, -1);
+  std::vector<QuantPool> quant_pools;
+  for (size_t i = 0; i < node_count; ++i) {
+    QuantPool qp;
+    if (!plan_quant_pool(p, i, &qp)) continue;
+    in_chain[qp.dq] = in_chain[qp.pool] = in_chain[qp.q] = true;
+    quant_pool_at[qp.q] = static_cast<int64_t>(quant_pools.size());
+    quant_pools.push_back(qp);
+  }
+
   // Quantized operators (format 6) and recurrent ones (format 9): one step
   // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain
   // tensors, with or without `onednn` (int8 products are oneDNN's; an RNN
@@ -317,6 +330,38 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       step.out = y;
       s->steps_.push_back(std::move(step));
       p.finish(c.output);
+      continue;
+    }
+    if (quant_pool_at[i] >= 0) {
+      const QuantPool& qp = quant_pools[static_cast<size_t>(quant_pool_at[i])];
+      const uint32_t x = graph.nodes[qp.dq].inputs[0], y = graph.nodes[qp.q].outputs[0];
+      const size_t steps_before = s->steps_.size(), slots_before = s->slots_.size();
+      const std::vector<uint32_t> nhwc_before = p.nhwc_of;
+      const std::vector<bool> plain_before = p.plain_ready;
+      Step step;
+      step.kind = StepKind::kPool;
+      step.nodes = {qp.dq, qp.pool, qp.q};
+      const uint32_t xs = p.ensure(x, Layout::kNhwc);
+      const uint32_t ys = p.define(y, Layout::kNhwc);
+      try {
+        step.dnnl = make_pool(p, qp.pool, xs, ys, Tag::nhwc,
+                              graph.tensors[x].dtype == LOOM_DTYPE_U8 ? DType::u8 : DType::s8);
+      } catch (const dnnl::error&) {
+        step.dnnl = nullptr;
+      }
+      if (step.dnnl == nullptr) {
+        // ceil_mode, or no oneDNN pooling: the three nodes one by one.
+        s->steps_.resize(steps_before);
+        s->slots_.resize(slots_before);
+        p.nhwc_of = nhwc_before;
+        p.plain_ready = plain_before;
+        for (size_t n : step.nodes) emit_node(n);
+        continue;
+      }
+      step.ins = {xs};
+      step.out = ys;
+      s->steps_.push_back(std::move(step));
+      p.finish(y);
       continue;
     }
     if (ln_chain_at[i] >= 0) {

@@ -3,6 +3,7 @@
 // for them; Schedule::build (schedule.cpp) calls these.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "schedule_plan.hpp"
@@ -597,7 +598,7 @@ std::shared_ptr<DnnlStep> make_matmul(const Planner& p, const MatMulChain& c, ui
 // oneDNN pooling on NHWC data, or nullptr when the node needs the plain
 // kernel (ceil_mode, which oneDNN has no notion of).
 std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slot,
-                                    uint32_t dst_slot, Tag layout) {
+                                    uint32_t dst_slot, Tag layout, DType type) {
   const BlobNode& node = p.g.nodes[i];
   const NodePlan plan = plan_node(p.g, i);
   const Window& w = plan.window;
@@ -605,8 +606,8 @@ std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slo
   const auto& xs = p.g.tensors[node.inputs[0]].shape;
   const auto& ys = p.g.tensors[node.outputs[0]].shape;
   auto d = std::make_shared<DnnlStep>();
-  d->src_md = memory::desc(dims_of(xs), DType::f32, layout);
-  d->dst_md = memory::desc(dims_of(ys), DType::f32, layout);
+  d->src_md = memory::desc(dims_of(xs), type, layout);
+  d->dst_md = memory::desc(dims_of(ys), type, layout);
   const dnnl::algorithm alg = node.op == Op::kMaxPool
                                   ? dnnl::algorithm::pooling_max
                                   : (w.count_include_pad != 0
@@ -623,6 +624,62 @@ std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slo
   d->prim = dnnl::pooling_v2_forward(pd);
   d->args = {{DNNL_ARG_SRC, src_slot, d->src_md}, {DNNL_ARG_DST, dst_slot, d->dst_md}};
   return d;
+}
+
+namespace {
+
+// A per-tensor quantization parameter that is a blob constant: its f32
+// value or its integer (8-bit) value; absent zero point: 0.
+bool constant_scale(const BlobGraph& g, uint32_t t, float* out) {
+  const BlobTensor& bt = g.tensors[t];
+  if (!bt.constant || bt.dtype != LOOM_DTYPE_F32 || bt.data.size() != 1) return false;
+  *out = bt.data[0];
+  return true;
+}
+
+bool constant_zero(const BlobGraph& g, const BlobNode& n, loom_dtype_t type, int64_t* out) {
+  if (n.inputs.size() < 3) {
+    *out = 0;
+    return true;
+  }
+  const BlobTensor& bt = g.tensors[n.inputs[2]];
+  if (!bt.constant || bt.dtype != type || bt.bytes.size() != 1) return false;
+  *out = type == LOOM_DTYPE_U8 ? int64_t{bt.bytes[0]} : int64_t{static_cast<int8_t>(bt.bytes[0])};
+  return true;
+}
+
+}  // namespace
+
+bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& dq = g.nodes[i];
+  if (dq.op != Op::kDequantizeLinear || p.claimed[i]) return false;
+  const uint32_t x = dq.inputs[0];
+  const loom_dtype_t type = g.tensors[x].dtype;
+  if ((type != LOOM_DTYPE_U8 && type != LOOM_DTYPE_I8) || g.tensors[x].shape.size() != 4) return false;
+  const int64_t pool = p.sole_reader(dq.outputs[0]);
+  if (pool < 0) return false;
+  const BlobNode& mp = g.nodes[static_cast<size_t>(pool)];
+  if (mp.op != Op::kMaxPool || mp.outputs.size() != 1 || mp.inputs[0] != dq.outputs[0]) return false;
+  const int64_t q = p.sole_reader(mp.outputs[0]);
+  if (q < 0) return false;
+  const BlobNode& qn = g.nodes[static_cast<size_t>(q)];
+  if (qn.op != Op::kQuantizeLinear || qn.inputs[0] != mp.outputs[0] || g.tensors[qn.outputs[0]].dtype != type) {
+    return false;
+  }
+  float s_dq = 0, s_q = 0;
+  int64_t z_dq = 0, z_q = 0;
+  if (!constant_scale(g, dq.inputs[1], &s_dq) || !constant_scale(g, qn.inputs[1], &s_q) ||
+      !constant_zero(g, dq, type, &z_dq) || !constant_zero(g, qn, type, &z_q)) {
+    return false;
+  }
+  // A scale that is not positive and finite stays with the steps that
+  // report it.
+  if (std::memcmp(&s_dq, &s_q, sizeof s_dq) != 0 || z_dq != z_q || !(s_dq > 0.0f) || !std::isfinite(s_dq)) {
+    return false;
+  }
+  *out = {i, static_cast<size_t>(pool), static_cast<size_t>(q)};
+  return true;
 }
 
 const char* layout_name(Layout l) { return l == Layout::kNhwc ? "nhwc" : "plain"; }

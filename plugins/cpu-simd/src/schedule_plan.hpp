@@ -303,9 +303,25 @@ std::shared_ptr<DnnlStep> make_matmul(const Planner& p, const MatMulChain& c, ui
                                       uint32_t b_slot, uint32_t dst_slot);
 
 // oneDNN pooling on NHWC data, or nullptr when the node needs the plain
-// kernel (ceil_mode, which oneDNN has no notion of).
+// kernel (ceil_mode, which oneDNN has no notion of). `type`: the elements'
+// (u8 / s8 for a MaxPool of quantized values, QuantPool).
 std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slot,
-                                    uint32_t dst_slot, Tag layout);
+                                    uint32_t dst_slot, Tag layout, DType type = DType::f32);
+
+// DequantizeLinear -> MaxPool -> QuantizeLinear where the QuantizeLinear's
+// scale and zero point are the DequantizeLinear's (constants, per tensor,
+// equal bit for bit) and each node's output has the next as its only
+// reader: the MaxPool of the 8-bit x itself, exactly. DequantizeLinear is
+// increasing, so the maximum commutes with it, and quantizing a
+// dequantized v with the same parameters gives v back (|v - z| <= 255, the
+// float product's and quotient's relative errors of 2^-24 each move it by
+// far less than 0.5); a window's padding (the type's lowest value in
+// oneDNN, -inf in ONNX) never wins, as ONNX's pads leave every window an
+// element.
+struct QuantPool {
+  size_t dq = 0, pool = 0, q = 0;
+};
+bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out);
 
 // "nhwc" or "plain", for describe().
 const char* layout_name(Layout l);

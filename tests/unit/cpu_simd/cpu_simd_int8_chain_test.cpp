@@ -4,7 +4,11 @@
 // between the convolutions passes through a reorder. The chain must give the
 // reference kernels' bytes, run node by node on plain tensors, and the
 // schedule the plugin logs must show the reorders only at the graph's edges.
+// DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero
+// point is a MaxPool of the 8-bit values, exactly.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "cpu_simd_int8_support.hpp"
@@ -145,6 +149,125 @@ TEST_F(CpuSimdInt8Chain, ConvolutionsAndTheStepsBetweenThemStayChannelsLastAndEq
     const std::vector<std::string> log_lines = harness_.recorder().logs();
     EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), want), log_lines.end())
         << (log_lines.empty() ? "no log lines" : log_lines.back());
+  }
+}
+
+// DequantizeLinear -> MaxPool (3x3, stride 2, pads 1, as ResNets begin) ->
+// QuantizeLinear: with the same scale and zero point one oneDNN pooling of
+// the u8 / s8 values (x near the type's lowest value, so a padding that won
+// would show); with a QuantizeLinear scale one bit apart the three steps
+// stay. Both equal the reference kernels, node by node.
+TEST_F(CpuSimdInt8Chain, MaxPoolBetweenADequantizeAndAQuantizeOfOneScaleIsAPoolOfTheBytes) {
+  for (const loom_dtype_t type : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+    for (const bool same : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << (type == LOOM_DTYPE_U8 ? "u8" : "s8") << (same ? " same" : " other")
+                                        << " scale");
+      std::mt19937 rng(type == LOOM_DTYPE_U8 ? 41 : 43);
+      const Dims xs = {1, 5, 9, 8}, ys = {1, 5, 5, 4};
+      std::vector<QTensor> v = {make(xs, type, rng), scales({}, rng), make({}, type, rng)};
+      // Values within 40 of the lowest (s8: half of them, the others within
+      // 40 above 0, so that a max of the bytes as unsigned would differ).
+      for (uint8_t& b : v[0].bytes) {
+        const int low = type == LOOM_DTYPE_U8 || b % 2 == 0 ? 0 : -128;
+        b = static_cast<uint8_t>(static_cast<int8_t>(low + b % 40));
+      }
+      QTensor q_scale = v[1];
+      if (!same) {
+        float f = 0;
+        std::memcpy(&f, q_scale.bytes.data(), 4);
+        f = std::nextafter(f, 1.0f);
+        std::memcpy(q_scale.bytes.data(), &f, 4);
+      }
+      BlobGraph g;
+      auto tensor = [&](loom_dtype_t d, const Dims& s, const QTensor* constant) {
+        BlobTensor bt;
+        bt.dtype = d;
+        bt.shape = s;
+        if (constant != nullptr) {
+          bt.constant = true;
+          if (d == LOOM_DTYPE_F32) {
+            bt.data.resize(1);
+            std::memcpy(bt.data.data(), constant->bytes.data(), 4);
+          } else {
+            bt.bytes = constant->bytes;
+          }
+        }
+        g.tensors.push_back(bt);
+        return static_cast<uint32_t>(g.tensors.size() - 1);
+      };
+      const uint32_t x = tensor(type, xs, nullptr);
+      g.inputs = {x};
+      const uint32_t s_dq = tensor(LOOM_DTYPE_F32, {}, &v[1]), z = tensor(type, {}, &v[2]);
+      const uint32_t s_q = tensor(LOOM_DTYPE_F32, {}, &q_scale);
+      const uint32_t f = tensor(LOOM_DTYPE_F32, xs, nullptr), pooled = tensor(LOOM_DTYPE_F32, ys, nullptr);
+      const uint32_t y = tensor(type, ys, nullptr);
+      g.outputs = {y};
+      BlobNode dq;
+      dq.axis = 1;
+      dq.op = Op::kDequantizeLinear;
+      dq.inputs = {x, s_dq, z};
+      dq.outputs = {f};
+      BlobNode mp;
+      mp.op = Op::kMaxPool;
+      mp.ints = {2, 0, 0, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1};
+      mp.inputs = {f};
+      mp.outputs = {pooled};
+      BlobNode q = dq;
+      q.op = Op::kQuantizeLinear;
+      q.inputs = {pooled, s_q, z};
+      q.outputs = {y};
+      g.nodes = {dq, mp, q};
+      std::string error;
+      ASSERT_TRUE(validate(g, &error)) << error;
+      loom_executable_t* exe = load(encode(g), &error);
+      ASSERT_NE(exe, nullptr) << error;
+
+      const auto registry = kernels::KernelRegistry::reference();
+      auto blank = [](loom_dtype_t d, const Dims& s) {
+        return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
+      };
+      QTensor rf = blank(LOOM_DTYPE_F32, xs), rp = blank(LOOM_DTYPE_F32, ys), ry = blank(type, ys);
+      auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
+                     const std::vector<AttributeDef>& attrs) {
+        std::vector<kernels::TensorRef> refs;
+        for (QTensor* t : ins) refs.push_back(t->ref());
+        std::vector<kernels::TensorRef> outs = {out->ref()};
+        Status st = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
+        ASSERT_TRUE(st.ok()) << kernel << ": " << st.to_string();
+      };
+      AttributeDef kernel_shape, strides, pads;
+      kernel_shape.name = "kernel_shape";
+      strides.name = "strides";
+      pads.name = "pads";
+      kernel_shape.kind = strides.kind = pads.kind = AttributeKind::kInts;
+      kernel_shape.ints = {3, 3};
+      strides.ints = {2, 2};
+      pads.ints = {1, 1, 1, 1};
+      run("DequantizeLinear", {&v[0], &v[1], &v[2]}, &rf, {int_attr("axis", 1)});
+      run("MaxPool", {&rf}, &rp, {kernel_shape, strides, pads});
+      run("QuantizeLinear", {&rp, &q_scale, &v[2]}, &ry, {int_attr("axis", 1)});
+      if (HasFatalFailure()) return;
+
+      v[0].refresh();
+      QTensor got = blank(type, ys);
+      got.refresh();
+      ASSERT_EQ(execute(exe, {&v[0].desc}, {&got.desc}), "ok");
+      EXPECT_EQ(got.bytes, ry.bytes);
+      api_->executable_destroy(exe);
+
+      const std::string want = same ? "executable: schedule: reorder -> nhwc; pool nodes 0,1,2 -> nhwc; reorder -> plain"
+                                    : "executable: schedule: int8 nodes 0 -> plain; reorder -> nhwc; pool nodes 1 -> nhwc; "
+                                      "int8 nodes 2 -> nhwc; reorder -> plain";
+      const std::vector<std::string> log_lines = harness_.recorder().logs();
+      EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), want), log_lines.end())
+          << [&] {
+               std::string all;
+               for (const std::string& l : log_lines) {
+                 if (l.rfind("executable: schedule:", 0) == 0) all += l + "\n";
+               }
+               return all;
+             }();
+    }
   }
 }
 
