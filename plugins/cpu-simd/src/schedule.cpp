@@ -157,6 +157,19 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_pools.push_back(qp);
   }
 
+  // DequantizeLinear -> unary f32 operators -> QuantizeLinear: one table
+  // (plan_quant_table), standing where the QuantizeLinear stands.
+  std::vector<int64_t> quant_table_at(node_count, -1);
+  std::vector<QuantTable> quant_tables;
+  for (size_t i = 0; i < node_count; ++i) {
+    QuantTable qt;
+    if (!plan_quant_table(p, i, &qt)) continue;
+    in_chain[qt.dq] = in_chain[qt.q] = true;
+    for (size_t n : qt.middle) in_chain[n] = true;
+    quant_table_at[qt.q] = static_cast<int64_t>(quant_tables.size());
+    quant_tables.push_back(std::move(qt));
+  }
+
   // Quantized operators (format 6) and recurrent ones (format 9): one step
   // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain
   // tensors, with or without `onednn` (int8 products are oneDNN's; an RNN
@@ -332,6 +345,25 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       p.finish(c.output);
       continue;
     }
+    if (quant_table_at[i] >= 0) {
+      // Element by element: in the layout x has (channels-last when a
+      // convolution wrote it).
+      const QuantTable& qt = quant_tables[static_cast<size_t>(quant_table_at[i])];
+      const uint32_t x = graph.nodes[qt.dq].inputs[0], y = graph.nodes[qt.q].outputs[0];
+      const Layout layout =
+          layout_sensitive(graph.tensors[x].shape) && p.nhwc_of[x] != kNone ? Layout::kNhwc : Layout::kPlain;
+      Step step;
+      step.kind = StepKind::kTable;
+      step.nodes = {qt.dq};
+      step.nodes.insert(step.nodes.end(), qt.middle.begin(), qt.middle.end());
+      step.nodes.push_back(qt.q);
+      step.ins = {p.ensure(x, layout)};
+      step.out = p.define(y, layout);
+      step.table = build_quant_table(p, qt, kernels);
+      s->steps_.push_back(std::move(step));
+      p.finish(y);
+      continue;
+    }
     if (quant_pool_at[i] >= 0) {
       const QuantPool& qp = quant_pools[static_cast<size_t>(quant_pool_at[i])];
       const uint32_t x = graph.nodes[qp.dq].inputs[0], y = graph.nodes[qp.q].outputs[0];
@@ -501,6 +533,7 @@ std::string Schedule::describe() const {
       case StepKind::kGlobalAverageNhwc: out += "gap"; break;
       case StepKind::kLayerNorm: out += "layernorm"; break;
       case StepKind::kInt8: out += "int8"; break;
+      case StepKind::kTable: out += "table"; break;
       case StepKind::kRnn: out += st.rnn != nullptr && st.rnn->onednn != nullptr ? "rnn-onednn" : "rnn"; break;
     }
     if (!st.nodes.empty()) {
@@ -639,6 +672,29 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
           std::vector<const void*> ins(st.ins.size());
           for (size_t j = 0; j < ins.size(); ++j) ins[j] = slots[st.ins[j]];
           LOOM_SDK_RETURN_IF_ERROR(run_int8_step(*st.int8, ins, slots[st.out], pool));
+          continue;
+        }
+        case StepKind::kTable: {
+          // One lookup per element, split among the threads.
+          struct Lookup {
+            const uint8_t* x;
+            uint8_t* y;
+            const uint8_t* table;
+          } lookup{reinterpret_cast<const uint8_t*>(slots[st.ins[0]]), reinterpret_cast<uint8_t*>(slots[st.out]),
+                   st.table.data()};
+          pool.parallel_for(
+              static_cast<size_t>(slots_[st.out].bytes), size_t{1} << 15,
+              [](void* c, size_t begin, size_t end) {
+                // Locals: a byte store may alias the Lookup, which would be
+                // read again after every one.
+                const Lookup& l = *static_cast<const Lookup*>(c);
+                const uint8_t* __restrict x = l.x;
+                uint8_t* __restrict y = l.y;
+                uint8_t table[256];
+                std::memcpy(table, l.table, sizeof table);
+                for (size_t e = begin; e < end; ++e) y[e] = table[x[e]];
+              },
+              &lookup);
           continue;
         }
         case StepKind::kRnn: {

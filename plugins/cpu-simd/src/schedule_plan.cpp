@@ -682,6 +682,85 @@ bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out) {
   return true;
 }
 
+namespace {
+
+bool usable_scale(float s) { return s > 0.0f && std::isfinite(s); }
+
+}  // namespace
+
+bool plan_quant_table(const Planner& p, size_t i, QuantTable* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& dq = g.nodes[i];
+  if (dq.op != Op::kDequantizeLinear || p.claimed[i]) return false;
+  const loom_dtype_t x_type = g.tensors[dq.inputs[0]].dtype;
+  if (x_type != LOOM_DTYPE_U8 && x_type != LOOM_DTYPE_I8) return false;
+  QuantTable t;
+  t.dq = i;
+  int64_t z = 0;
+  if (!constant_scale(g, dq.inputs[1], &t.dq_scale) || !constant_zero(g, dq, x_type, &z) ||
+      !usable_scale(t.dq_scale)) {
+    return false;
+  }
+  t.dq_zero = static_cast<int32_t>(z);
+  uint32_t cur = dq.outputs[0];
+  for (;;) {
+    const int64_t r = p.sole_reader(cur);
+    if (r < 0) return false;
+    const BlobNode& n = g.nodes[static_cast<size_t>(r)];
+    if (n.inputs.empty() || n.inputs[0] != cur || n.outputs.size() != 1) return false;
+    if (n.op == Op::kQuantizeLinear) {
+      const loom_dtype_t y_type = g.tensors[n.outputs[0]].dtype;
+      if ((y_type != LOOM_DTYPE_U8 && y_type != LOOM_DTYPE_I8) || !constant_scale(g, n.inputs[1], &t.q_scale) ||
+          !constant_zero(g, n, y_type, &z) || !usable_scale(t.q_scale)) {
+        return false;
+      }
+      t.q_zero = static_cast<int32_t>(z);
+      t.q = static_cast<size_t>(r);
+      break;
+    }
+    if (!is_unary(n.op) || n.inputs.size() != 1 || g.tensors[n.outputs[0]].dtype != LOOM_DTYPE_F32 ||
+        t.middle.size() == 4) {
+      return false;
+    }
+    t.middle.push_back(static_cast<size_t>(r));
+    cur = n.outputs[0];
+  }
+  *out = std::move(t);
+  return true;
+}
+
+std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, const Kernels& kernels) {
+  const bool x_unsigned = p.g.tensors[p.g.nodes[t.dq].inputs[0]].dtype == LOOM_DTYPE_U8;
+  const bool y_unsigned = p.g.tensors[p.g.nodes[t.q].outputs[0]].dtype == LOOM_DTYPE_U8;
+  std::vector<float> a(256), b(256);
+  for (int v = 0; v < 256; ++v) {
+    const int32_t x = x_unsigned ? v : static_cast<int8_t>(static_cast<uint8_t>(v));
+    a[static_cast<size_t>(v)] = static_cast<float>(x - t.dq_zero) * t.dq_scale;
+  }
+  ThreadPool one(1);
+  for (size_t n : t.middle) {
+    NodePlan plan = plan_node(p.g, n);
+    plan.count = 256;
+    plan.inputs = {0};
+    plan.input_count = 1;
+    plan.output = 1;
+    float* const tensors[2] = {a.data(), b.data()};
+    kernels.run_node(plan, tensors, one);
+    a.swap(b);
+  }
+  const float lo = y_unsigned ? 0.0f : -128.0f, hi = y_unsigned ? 255.0f : 127.0f;
+  std::vector<uint8_t> table(256);
+  for (size_t v = 0; v < 256; ++v) {
+    // QuantizeLinear as quantize_loop: the quotient rounded half to even,
+    // plus the zero point, saturated; NaN to 0.
+    float q = std::nearbyint(a[v] / t.q_scale) + static_cast<float>(t.q_zero);
+    q = std::min(std::max(q, lo), hi);
+    const int32_t y = std::isnan(q) ? 0 : static_cast<int32_t>(q);
+    table[v] = static_cast<uint8_t>(y);
+  }
+  return table;
+}
+
 const char* layout_name(Layout l) { return l == Layout::kNhwc ? "nhwc" : "plain"; }
 
 }  // namespace loom::cpu_simd::plan

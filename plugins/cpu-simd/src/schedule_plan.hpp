@@ -323,6 +323,25 @@ struct QuantPool {
 };
 bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out);
 
+// DequantizeLinear -> f32 operators of one input each (is_unary: HardSwish,
+// HardSigmoid, Sigmoid, Relu, ...; none, up to four) -> QuantizeLinear,
+// each with per-tensor constant parameters, each node's output read by the
+// next alone: every output byte depends on one input byte, so the chain is
+// a table of the 256 (build_quant_table) and one lookup per element.
+struct QuantTable {
+  size_t dq = 0, q = 0;
+  std::vector<size_t> middle;  // the f32 operators, in order
+  float dq_scale = 1, q_scale = 1;
+  int32_t dq_zero = 0, q_zero = 0;
+};
+bool plan_quant_table(const Planner& p, size_t i, QuantTable* out);
+
+// The chain's output byte for each input byte, computed as the unfused
+// steps compute it: the DequantizeLinear's and QuantizeLinear's arithmetic
+// of schedule_int8.cpp, and between them `kernels`' own kernels run on the
+// 256 dequantized values.
+std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, const Kernels& kernels);
+
 // "nhwc" or "plain", for describe().
 const char* layout_name(Layout l);
 

@@ -5,10 +5,12 @@
 // reference kernels' bytes, run node by node on plain tensors, and the
 // schedule the plugin logs must show the reorders only at the graph's edges.
 // DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero
-// point is a MaxPool of the 8-bit values, exactly.
+// point is a MaxPool of the 8-bit values, exactly; DequantizeLinear -> f32
+// operators of one input -> QuantizeLinear is a table of the 256 bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "cpu_simd_int8_support.hpp"
@@ -268,6 +270,127 @@ TEST_F(CpuSimdInt8Chain, MaxPoolBetweenADequantizeAndAQuantizeOfOneScaleIsAPoolO
                return all;
              }();
     }
+  }
+}
+
+// DequantizeLinear -> HardSwish -> Sigmoid -> QuantizeLinear (u8 in, s8
+// out), DequantizeLinear -> QuantizeLinear (a requantization) and a chain
+// whose HardSwish output is also a graph output (no table then): x holds
+// every byte value, and each result equals the reference kernels node by
+// node.
+TEST_F(CpuSimdInt8Chain, DequantizeUnaryOperatorsQuantizeIsATableOfTheBytes) {
+  struct Case {
+    std::vector<Op> middle;
+    loom_dtype_t x, y;
+    bool middle_is_output;
+    const char* schedule;
+  };
+  const std::vector<Case> cases = {
+      {{Op::kHardSwish, Op::kSigmoid}, LOOM_DTYPE_U8, LOOM_DTYPE_I8, false,
+       "executable: schedule: table nodes 0,1,2,3 -> plain"},
+      {{}, LOOM_DTYPE_I8, LOOM_DTYPE_U8, false, "executable: schedule: table nodes 0,1 -> plain"},
+      {{Op::kHardSwish}, LOOM_DTYPE_U8, LOOM_DTYPE_U8, true,
+       "executable: schedule: int8 nodes 0 -> plain; node nodes 1 -> plain; int8 nodes 2 -> plain"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schedule);
+    std::mt19937 rng(47);
+    const Dims shape = {1, 3, 16, 16};
+    QTensor x = make(shape, c.x, rng);
+    for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 7 % 256);
+    QTensor dq_scale = scales({}, rng), dq_zero = make({}, c.x, rng), q_scale = scales({}, rng);
+    QTensor q_zero = make({}, c.y, rng);
+    const float dq_s = 0.05f, q_s = c.middle.empty() ? 0.07f : 0.004f;
+    std::memcpy(dq_scale.bytes.data(), &dq_s, 4);
+    std::memcpy(q_scale.bytes.data(), &q_s, 4);
+    BlobGraph g;
+    auto tensor = [&](loom_dtype_t d, const Dims& s, const QTensor* constant) {
+      BlobTensor bt;
+      bt.dtype = d;
+      bt.shape = s;
+      if (constant != nullptr) {
+        bt.constant = true;
+        if (d == LOOM_DTYPE_F32) {
+          bt.data.resize(1);
+          std::memcpy(bt.data.data(), constant->bytes.data(), 4);
+        } else {
+          bt.bytes = constant->bytes;
+        }
+      }
+      g.tensors.push_back(bt);
+      return static_cast<uint32_t>(g.tensors.size() - 1);
+    };
+    const uint32_t xt = tensor(c.x, shape, nullptr);
+    g.inputs = {xt};
+    const uint32_t ds = tensor(LOOM_DTYPE_F32, {}, &dq_scale), dz = tensor(c.x, {}, &dq_zero);
+    const uint32_t qs = tensor(LOOM_DTYPE_F32, {}, &q_scale), qz = tensor(c.y, {}, &q_zero);
+    BlobNode dq;
+    dq.axis = 1;
+    dq.op = Op::kDequantizeLinear;
+    dq.inputs = {xt, ds, dz};
+    dq.outputs = {tensor(LOOM_DTYPE_F32, shape, nullptr)};
+    g.nodes.push_back(dq);
+    for (Op op : c.middle) {
+      BlobNode n;
+      n.op = op;
+      n.inputs = {g.nodes.back().outputs[0]};
+      n.outputs = {tensor(LOOM_DTYPE_F32, shape, nullptr)};
+      g.nodes.push_back(n);
+    }
+    BlobNode q = dq;
+    q.op = Op::kQuantizeLinear;
+    q.inputs = {g.nodes.back().outputs[0], qs, qz};
+    const uint32_t yt = tensor(c.y, shape, nullptr);
+    q.outputs = {yt};
+    g.nodes.push_back(q);
+    g.outputs = {yt};
+    if (c.middle_is_output) g.outputs.push_back(g.nodes[1].outputs[0]);
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    const auto registry = kernels::KernelRegistry::reference();
+    auto blank = [](loom_dtype_t d, const Dims& s) {
+      return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
+    };
+    auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
+                   const std::vector<AttributeDef>& attrs) {
+      std::vector<kernels::TensorRef> refs;
+      for (QTensor* t : ins) refs.push_back(t->ref());
+      std::vector<kernels::TensorRef> outs = {out->ref()};
+      Status st = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
+      ASSERT_TRUE(st.ok()) << kernel << ": " << st.to_string();
+    };
+    std::vector<QTensor> f(c.middle.size() + 1, blank(LOOM_DTYPE_F32, shape));
+    run("DequantizeLinear", {&x, &dq_scale, &dq_zero}, &f[0], {int_attr("axis", 1)});
+    for (size_t k = 0; k < c.middle.size(); ++k) {
+      run(c.middle[k] == Op::kHardSwish ? "HardSwish" : "Sigmoid", {&f[k]}, &f[k + 1], {});
+    }
+    QTensor want = blank(c.y, shape);
+    run("QuantizeLinear", {&f.back(), &q_scale, &q_zero}, &want, {int_attr("axis", 1)});
+    if (HasFatalFailure()) return;
+    std::set<uint8_t> distinct(want.bytes.begin(), want.bytes.end());
+    EXPECT_GT(distinct.size(), 30u) << "the scales should spread the outputs";
+
+    x.refresh();
+    QTensor got = blank(c.y, shape), got_mid = blank(LOOM_DTYPE_F32, shape);
+    got.refresh();
+    got_mid.refresh();
+    std::vector<const loom_tensor_t*> outs = {&got.desc};
+    if (c.middle_is_output) outs.push_back(&got_mid.desc);
+    ASSERT_EQ(execute(exe, {&x.desc}, outs), "ok");
+    EXPECT_EQ(got.bytes, want.bytes);
+    api_->executable_destroy(exe);
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
+        << [&] {
+             std::string all;
+             for (const std::string& l : log_lines) {
+               if (l.rfind("executable: schedule:", 0) == 0) all += l + "\n";
+             }
+             return all;
+           }();
   }
 }
 
