@@ -259,6 +259,7 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
   fused.op = conv ? Op::kQLinearConv : Op::kQLinearMatMul;
   fused.ints = conv ? core.ints : std::vector<int64_t>{};
   fused.trans_b = trans_b ? 1 : 0;
+  fused.trans_a = 1;  // format 10: requantize as the QuantizeLinear does (round, then add the zero point)
   fused.floats = clamp;
   fused.origin = core.origin;
   const uint32_t xz = qdq_zero_operand(g, g->nodes[grp.dq_x], g->tensors[xq].dtype);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "schedule_int8_step.hpp"
 #include "schedule_plan.hpp"
@@ -68,9 +69,12 @@ inline double round_half_even(double v) {
   return (v + kMagic) - kMagic;  // not reassociated without -ffast-math
 }
 
-// ONNX's requantization as the reference kernels compute it.
-int32_t requantize(float scaled, double zero, bool is_unsigned) {
-  double r = round_half_even(static_cast<double>(scaled) + zero);
+// ONNX's requantization as the reference kernels compute it, or with
+// `round_first` (format 10's trans_a 1) as a QuantizeLinear does: rounded,
+// then the zero point added.
+int32_t requantize(float scaled, double zero, bool is_unsigned, bool round_first) {
+  double r = round_first ? round_half_even(static_cast<double>(scaled)) + zero
+                         : round_half_even(static_cast<double>(scaled) + zero);
   const double lo = is_unsigned ? 0.0 : -128.0;
   const double hi = is_unsigned ? 255.0 : 127.0;
   if (!(r >= lo)) r = lo;
@@ -94,6 +98,91 @@ bool pairs_along_c(const memory::desc& md) {
   if (d.format_kind != dnnl_blocked) return false;
   const auto& b = d.format_desc.blocking;
   return b.inner_nblks > 0 && b.inner_idxs[b.inner_nblks - 1] == 2 && b.inner_blks[b.inner_nblks - 1] % 2 == 0;
+}
+
+// A blob constant's values (f32, or u8 / i8 / i32 as integers); false when
+// `t` is not a constant.
+bool int8_const_floats(const BlobGraph& g, uint32_t t, std::vector<float>* out) {
+  const BlobTensor& bt = g.tensors[t];
+  if (!bt.constant || bt.dtype != LOOM_DTYPE_F32) return false;
+  *out = bt.data;
+  return !out->empty();
+}
+
+bool int8_const_ints(const BlobGraph& g, uint32_t t, std::vector<int64_t>* out) {
+  const BlobTensor& bt = g.tensors[t];
+  if (!bt.constant) return false;
+  const size_t width = dtype_size(bt.dtype);
+  if (width == 0 || bt.bytes.empty() || bt.bytes.size() % width != 0) return false;
+  out->resize(bt.bytes.size() / width);
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i] = zp_at(bt.bytes.data(), bt.dtype, static_cast<int64_t>(i));
+  return true;
+}
+
+// Int8Step::fused_prim, where the step allows it (see there): leaves
+// fused_possible false otherwise, and when oneDNN has no such primitive.
+void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wdims, const memory::dims& strides,
+                const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r, Int8Step* s) {
+  const quant::QuantOperands& q = s->q;
+  const uint32_t wt = node.inputs[static_cast<size_t>(q.weight)];
+  if (s->op != Op::kQLinearConv || !s->round_first || !s->nhwc || g.tensors[wt].dtype != LOOM_DTYPE_I8 ||
+      s->out_shape.size() != 4) {
+    return;
+  }
+  auto input = [&](int i) { return node.inputs[static_cast<size_t>(i)]; };
+  std::vector<float> xs, ws, ys;
+  std::vector<int64_t> xz = {0}, wz = {0}, yz = {0}, bias;
+  if (!int8_const_floats(g, input(q.x_scale), &xs) || !int8_const_floats(g, input(q.w_scale), &ws) ||
+      !int8_const_floats(g, input(q.y_scale), &ys) || (q.x_zp >= 0 && !int8_const_ints(g, input(q.x_zp), &xz)) ||
+      (q.w_zp >= 0 && !int8_const_ints(g, input(q.w_zp), &wz)) ||
+      (q.y_zp >= 0 && !int8_const_ints(g, input(q.y_zp), &yz)) || (q.bias >= 0 && !int8_const_ints(g, input(q.bias), &bias))) {
+    return;
+  }
+  for (int64_t z : wz) {
+    if (z != 0) return;
+  }
+  for (const std::vector<float>* v : {&xs, &ws, &ys}) {
+    for (float f : *v) {
+      if (!(f > 0.0f) || !std::isfinite(f)) return;  // the loop below reports it
+    }
+  }
+  std::vector<float> mult(static_cast<size_t>(s->m));
+  for (int64_t ch = 0; ch < s->m; ++ch) {
+    mult[static_cast<size_t>(ch)] = xs[0] * ws[ws.size() > 1 ? static_cast<size_t>(ch) : 0] / ys[0];
+  }
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(ws.size() > 1 ? 1 << 1 : 0, ws.size() > 1 ? mult : std::vector<float>{mult[0]});
+  if (xz[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(xz[0])});
+  if (yz[0] != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(yz[0])});
+  dnnl::post_ops po;
+  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_round, 0.0f, 0.0f);
+  if (s->clamp) {
+    // After rounding, in units before the zero point: whole numbers, so the
+    // clip and the zero point's addition are exact.
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(s->clamp_lo - yz[0]),
+                      static_cast<float>(s->clamp_hi - yz[0]));
+  }
+  attr.set_post_ops(po);
+  const memory::desc& y_md = s->y_nhwc_md;
+  const memory::desc any_wei(wdims, DType::s8, Tag::any);
+  s->bias_md = bias.empty() ? memory::desc() : memory::desc({s->m}, DType::s32, Tag::a);
+  try {
+    const dnnl::convolution_forward::desc desc =
+        bias.empty() ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, s->src_md, any_wei, y_md,
+                                                       strides, dilates, pad_l, pad_r)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, s->src_md, any_wei,
+                                                       s->bias_md, y_md, strides, dilates, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, cpu_engine());
+    s->fused_wei_md = pd.weights_desc();
+    s->fused_prim = dnnl::convolution_forward(pd);
+  } catch (const dnnl::error&) {
+    return;
+  }
+  s->bias_abs.assign(static_cast<size_t>(s->m), 0);
+  for (size_t ch = 0; ch < bias.size() && ch < s->bias_abs.size(); ++ch) s->bias_abs[ch] = std::llabs(bias[ch]);
+  s->fused_possible = true;
 }
 
 sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
@@ -168,12 +257,14 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   s->src_md = memory::desc(dims_of(x), src_dt, nhwc);
   s->dst_md = memory::desc(dims_of(y), DType::s32, nhwc);
   if (s->nhwc && !s->io_nhwc) s->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->user_src_md, cpu_engine(), s->src_md));
-  if (s->nhwc && !s->io_nhwc && s->op == Op::kQLinearConv) {
+  if (s->nhwc && s->op == Op::kQLinearConv) {
     const DType y_dt = is_u8(s->out_dtype) ? DType::u8 : DType::s8;
     s->y_nhwc_md = memory::desc(dims_of(y), y_dt, nhwc);
     s->y_plain_md = memory::desc(dims_of(y), y_dt, plain_tag(y.size()));
-    s->y_reorder =
-        dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
+    if (!s->io_nhwc) {
+      s->y_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->y_nhwc_md, cpu_engine(), s->y_plain_md));
+    }
   }
   s->user_wei_md = memory::desc(wdims, DType::s8, plain_tag(wdims.size()));
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
@@ -182,7 +273,6 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   dnnl::convolution_forward::primitive_desc pd(desc, cpu_engine());
   s->wei_md = pd.weights_desc();
   s->prim = dnnl::convolution_forward(pd);
-  (void)g;
   if (s->nhwc && s->group == 1 && s->c % 2 == 0 && lacks_vnni() && pairs_along_c(s->wei_md)) {
     // x's even channels: a strided view of x (plain, or channels-last with
     // io_nhwc: then C is the innermost dimension), reordered dense.
@@ -217,6 +307,7 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
       s->half_possible = true;
     }
   }
+  plan_fused(g, node, wdims, strides, dilates, pad_l, pad_r, s);
   return sdk::Status();
 }
 
@@ -264,6 +355,7 @@ struct RequantRow {
   double y_zero, lo, hi;
   int64_t channels;  // a multiple of 4
   int32_t y_zero_i;  // y_zero as an integer
+  bool round_first;  // round, then add the zero point (format 10)
 };
 
 // One output position of a channels-last QLinearConv without the R term:
@@ -296,7 +388,8 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
   const __m256 hi8 = _mm256_set1_ps(static_cast<float>(q.hi + 1.0 - q.y_zero));
   const __m256i lo8i = _mm256_set1_epi32(static_cast<int32_t>(q.lo)), hi8i = _mm256_set1_epi32(static_cast<int32_t>(q.hi));
   const __m256 half = _mm256_set1_ps(0.5f), sign = _mm256_set1_ps(-0.0f);
-  const bool odd_zero = (q.y_zero_i & 1) != 0;
+  // Rounding first leaves nothing to correct: r + y_zero is the result.
+  const bool odd_zero = (q.y_zero_i & 1) != 0 && !q.round_first;
   for (; m + 8 <= q.channels; m += 8) {
     __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + m));
     if (low != nullptr) {
@@ -332,9 +425,16 @@ __attribute__((target("avx2"))) void requantize_row_avx2(const RequantRow& q, co
     const __m128i wrapped = _mm_sub_epi32(a, _mm_mullo_epi32(t, xz));
     const __m256d with_bias = _mm256_add_pd(_mm256_cvtepi32_pd(wrapped), _mm256_loadu_pd(q.bias + m));
     const __m128 scaled = _mm_mul_ps(_mm256_cvtpd_ps(with_bias), _mm_loadu_ps(q.mult + m));
-    __m256d v = _mm256_add_pd(_mm256_cvtps_pd(scaled), zero);
-    v = _mm256_min_pd(_mm256_max_pd(v, below), above);  // max_pd gives `below` for NaN
-    v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d v = _mm256_cvtps_pd(scaled);
+    if (q.round_first) {
+      // Bounded first (NaN to `below` - zero), so that the rounding is exact.
+      v = _mm256_min_pd(_mm256_max_pd(v, _mm256_sub_pd(below, zero)), _mm256_sub_pd(above, zero));
+      v = _mm256_add_pd(_mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zero);
+    } else {
+      v = _mm256_add_pd(v, zero);
+      v = _mm256_min_pd(_mm256_max_pd(v, below), above);  // max_pd gives `below` for NaN
+      v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    }
     v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
     const __m128i r = _mm256_cvtpd_epi32(v);  // within [lo, hi], so the packs below do not saturate
     const __m128i bytes =
@@ -419,6 +519,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
   s->out_dtype = g.tensors[node.outputs[0]].dtype;
   s->out_count = count_of(s->out_shape);
   s->trans_b = node.op == Op::kQLinearMatMul && node.trans_b == 1;
+  s->round_first = (node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul) && node.trans_a == 1;
   if (node.floats.size() == 2) {
     s->clamp = true;
     s->clamp_lo = static_cast<int32_t>(node.floats[0]);
@@ -465,7 +566,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
 uint64_t int8_packed_bytes(const Int8Step& step) {
   auto& s = const_cast<Int8Step&>(step);
   std::lock_guard<std::mutex> lock(s.mutex);
-  return s.packed != nullptr ? s.wei_md.get_size() : 0;
+  return s.packed != nullptr ? s.packed->mem.get_desc().get_size() : 0;
 }
 
 sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
@@ -563,6 +664,30 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
   } give_back{s, buffers};
 
+  if (packed->fused) {
+    // oneDNN requantizes (Int8Step::fused_prim): y's bytes, channels-last.
+    dnnl::engine& eng = cpu_engine();
+    dnnl::stream st(eng);
+    memory src(s.io_nhwc ? s.src_md : s.user_src_md, eng, const_cast<void*>(ins[0]));
+    if (!s.io_nhwc) {
+      buffers->x.resize(s.src_md.get_size());
+      memory reordered(s.src_md, eng, buffers->x.data());
+      s.src_reorder.execute(st, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, reordered}});
+      src = reordered;
+    }
+    if (!s.io_nhwc) buffers->y.resize(static_cast<size_t>(s.n * s.o * s.m));
+    memory dst(s.y_nhwc_md, eng, s.io_nhwc ? out : buffers->y.data());
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, dst}};
+    if (q.bias >= 0) args[DNNL_ARG_BIAS] = memory(s.bias_md, eng, const_cast<void*>(ins[static_cast<size_t>(q.bias)]));
+    s.fused_prim.execute(st, args);
+    if (!s.io_nhwc) {
+      memory plain(s.y_plain_md, eng, out);
+      s.y_reorder.execute(st, {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, plain}});
+    }
+    st.wait();
+    return sdk::Status();
+  }
+
   // P = x * ws in s32.
   std::vector<int32_t>& acc = buffers->acc;
   acc.resize(static_cast<size_t>(s.out_count));
@@ -631,7 +756,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       return;
     }
     const int64_t with_bias = int64_t{wrapped} + (bias != nullptr ? bias[ch] : 0);
-    int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned);
+    int32_t v = requantize(static_cast<float>(with_bias) * mult[static_cast<size_t>(ch)], y_zero, y_unsigned,
+                           s.round_first);
     if (s.clamp) v = std::min(std::max(v, s.clamp_lo), s.clamp_hi);
     if (y_unsigned) {
       static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v);
@@ -685,7 +811,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       bias_wide32[static_cast<size_t>(mm)] = static_cast<int32_t>(bias_row[static_cast<size_t>(mm)]);
     }
     const RequantRow rq{mult.data(), bias_wide.data(), bias_wide32.data(), static_cast<int32_t>(xz),
-                        packed->low_shift, y_zero, lo, hi, wide, static_cast<int32_t>(y_zero)};
+                        packed->low_shift, y_zero, lo, hi, wide, static_cast<int32_t>(y_zero), s.round_first};
     // One output position at a time, positions split among the threads
     // (each writes its own row of y, or its own outputs of ConvInteger).
     auto positions = [&](size_t begin, size_t end) {
@@ -711,9 +837,12 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
           }
           const float scaled = static_cast<float>(int64_t{wrapped} + bias_row[static_cast<size_t>(mm)]) *
                                mult[static_cast<size_t>(mm)];
-          double v = static_cast<double>(scaled) + y_zero;
-          v = std::min(v >= lo - 1.0 ? v : lo - 1.0, hi + 1.0);  // NaN to lo, as requantize()
-          v = (v + 6755399441055744.0) - 6755399441055744.0;
+          // Bounded (NaN to lo, as requantize()) and rounded half to even:
+          // with the zero point added before, or (round_first) after.
+          const double before = s.round_first ? 0.0 : y_zero;
+          double v = static_cast<double>(scaled) + before;
+          v = std::min(v >= lo - 1.0 - (y_zero - before) ? v : lo - 1.0 - (y_zero - before), hi + 1.0 - (y_zero - before));
+          v = ((v + 6755399441055744.0) - 6755399441055744.0) + (y_zero - before);
           y[mm] = static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(v, lo), hi)));
         }
       }

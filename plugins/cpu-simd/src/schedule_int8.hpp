@@ -28,7 +28,11 @@
 // the weights are split in two halves of 7 and 1 bits and P takes two
 // passes (Int8Step::split, PackedInt8::two_pass). Format 7's fused QDQ steps add an output clamp
 // (floats [lo, hi], applied after the saturation), a QLinearMatMul bias (as
-// QLinearConv's) and a transposed B (trans_b: transposed when packed).
+// QLinearConv's) and a transposed B (trans_b: transposed when packed);
+// format 10's trans_a 1 (every fused step) rounds before adding the output
+// zero point (Int8Step::round_first). Such a QLinearConv with constant
+// parameters may instead requantize inside oneDNN's convolution, with the
+// same result (Int8Step::fused_prim says when).
 #pragma once
 
 #include <memory>

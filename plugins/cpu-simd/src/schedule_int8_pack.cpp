@@ -48,6 +48,21 @@ bool pairs_cannot_saturate(const Int8Step& s, const std::vector<int8_t>& ws) {
   return true;
 }
 
+// Whether oneDNN's float(acc) + float(bias) is float(acc + bias) for every
+// output of a conv with these weights (Int8Step::fused_prim): each channel's
+// accumulator is at most 255 * sum |w| in magnitude (|x - x_zero| <= 255 for
+// u8 x), and integers below 2^24 are floats exactly, their sums too while
+// below 2^24.
+bool fused_sums_exact(const Int8Step& s, const std::vector<int8_t>& ws) {
+  const int64_t reduce = s.cg * s.k;
+  for (int64_t ch = 0; ch < s.m; ++ch) {
+    int64_t sum = 0;
+    for (int64_t r = 0; r < reduce; ++r) sum += std::abs(static_cast<int>(ws[static_cast<size_t>(ch * reduce + r)]));
+    if (255 * sum + s.bias_abs[static_cast<size_t>(ch)] >= (int64_t{1} << 24)) return false;
+  }
+  return true;
+}
+
 // The even-channel split of conv weights ws [M, C, taps] (Int8Step::
 // half_possible): where a channel pair (2j, 2j + 1) at one output channel
 // and tap has |a| + |b| > 128, the even one keeps a' = sign(a) (128 - |b|)
@@ -120,6 +135,16 @@ std::shared_ptr<PackedInt8> pack_int8_weights(const Int8Step& s, const void* w) 
     dnnl::reorder(user, *into).execute(st, user, *into);
     st.wait();
   };
+  if (s.fused_possible && (!s.split || pairs_cannot_saturate(s, shifted)) && fused_sums_exact(s, shifted)) {
+    // oneDNN requantizes: its weights layout (with the compensation for x's
+    // zero point) is all the step needs.
+    memory user(s.user_wei_md, eng, shifted.data());
+    p->mem = memory(s.fused_wei_md, eng);
+    dnnl::reorder(user, p->mem).execute(st, user, p->mem);
+    st.wait();
+    p->fused = true;
+    return p;
+  }
   p->two_pass = s.split && !pairs_cannot_saturate(s, shifted);
   std::vector<int8_t> main_part, residual;
   if (p->two_pass && s.half_possible && split_even(s, shifted, &main_part, &residual)) {

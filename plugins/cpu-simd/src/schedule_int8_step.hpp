@@ -36,6 +36,9 @@ struct PackedInt8 {
   // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
   // to i32 in the end, so its low 32 bits are all that matter).
   std::vector<int32_t> tw_t;
+  // The weights are in Int8Step::fused_wei_md and the step runs
+  // Int8Step::fused_prim (see there); mem holds them, nothing else is set.
+  bool fused = false;
 };
 
 // A run's buffers (the s32 accumulators, the split's second product, the
@@ -107,6 +110,23 @@ struct Int8Step {
   // Format 7's output clamp (a fused Relu or Clip), in output units.
   bool clamp = false;
   int32_t clamp_lo = 0, clamp_hi = 0;
+  // Format 10's trans_a 1: round half to even, then add the output zero
+  // point (a QuantizeLinear's order); else the zero point is added first.
+  bool round_first = false;
+
+  // The requantization inside oneDNN's convolution (QLinearConv with
+  // round_first, u8 x, s8 weights with zero point 0, every scale and zero
+  // point a blob constant): output scales x_scale * w_scale[m] / y_scale,
+  // x's zero point, a round-half-to-even post-op, the clamp as a clip
+  // post-op and y's zero point, writing y's bytes directly. It computes
+  // round(float(acc + bias) * mult) + y_zero exactly as the loop below
+  // where float(acc) + float(bias) is float(acc + bias): for every output
+  // channel 255 * sum |w| + |bias| < 2^24 (checked when the weights are
+  // packed, with whether one pass is exact: PackedInt8::fused).
+  bool fused_possible = false;
+  dnnl::primitive fused_prim;
+  memory::desc fused_wei_md, bias_md;
+  std::vector<int64_t> bias_abs;  // |bias[m]| (zeros without a bias)
 
   // Conv: per output position, the count of its taps inside the input
   // times the group's input channels (Cnt).

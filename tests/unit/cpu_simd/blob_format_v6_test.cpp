@@ -209,6 +209,29 @@ TEST(BlobFormatV7, FusedQuantizedStepsNeedFormatSevenAndAreChecked) {
   refused(bad, "QLinearMatMul: trans_b must be 0 or 1, got 2");
 }
 
+// Format 10: trans_a 1 on QLinearConv / QLinearMatMul (round, then add the
+// zero point): written as 10, refused by a format-9 reader by name; any
+// other trans_a is refused; ConvInteger keeps its present mask.
+TEST(BlobFormatV10, RoundingBeforeTheZeroPointNeedsFormatTen) {
+  BlobGraph g = quant_graph();
+  g.nodes[1].trans_a = 1;
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 10u);
+  BlobGraph d;
+  const std::vector<std::byte> bytes = encode(g);
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  EXPECT_EQ(d.nodes[1].trans_a, 1);
+  EXPECT_NE(decode_error(encode(g, 9)).find("node 1 (QLinearConv): trans_a 1 (requantize as a QuantizeLinear: "
+                                            "round, then add the zero point) needs format 10, the blob is format 9"),
+            std::string::npos);
+  g.nodes[1].trans_a = 2;
+  EXPECT_FALSE(validate(g, &error));
+  EXPECT_NE(error.find("QLinearConv: trans_a must be 0 or 1 (round, then add the zero point), got 2"),
+            std::string::npos)
+      << error;
+}
+
 // Format 8: a Resize of an open input in the open form (ints [2 + linear,
 // coordinate mode, rounding], floats the scales); bind_shapes makes the
 // static form's taps per binding.

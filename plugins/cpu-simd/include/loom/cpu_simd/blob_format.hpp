@@ -39,7 +39,10 @@
 // dimensions; bind_shapes makes its taps per binding. Version 9 is version 8
 // plus the recurrent operators LSTM, GRU and RNN (59 to 61,
 // blob_rnn_rules.hpp: static shapes only, one output that packs Y, Y_h and,
-// for LSTM, Y_c). encode() writes the oldest version
+// for LSTM, Y_c). Version 10 is version 9 plus QLinearConv and QLinearMatMul
+// that requantize as a QuantizeLinear (trans_a 1: round, then add the zero
+// point; blob_quant_rules.hpp, uses_format10), which compile writes for the
+// steps it fuses from QDQ groups. encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -69,7 +72,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -204,6 +207,9 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (uses_format10(n)) return 10;
+  }
   for (const BlobNode& n : g.nodes) {
     if (uses_format9(n)) return 9;
   }
@@ -739,6 +745,12 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     if (version < 7 && uses_format7(node)) {
       *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
                "): a fused quantized step (an output clamp, a QLinearMatMul bias or trans_b) needs format 7, "
+               "the blob is format " + std::to_string(version);
+      return false;
+    }
+    if (version < 10 && uses_format10(node)) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
+               "): trans_a 1 (requantize as a QuantizeLinear: round, then add the zero point) needs format 10, "
                "the blob is format " + std::to_string(version);
       return false;
     }

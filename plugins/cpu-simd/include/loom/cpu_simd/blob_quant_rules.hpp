@@ -20,6 +20,16 @@
 // may take a 9th input, an i32 bias of N entries added to the accumulator as
 // QLinearConv's, and trans_b 1: B is then 2-D and given as [N, K] (a Gemm's
 // transB), per-column scales and zero points still having N entries.
+//
+// Format 10: QLinearConv and QLinearMatMul may carry trans_a 1, "requantize
+// as a QuantizeLinear does": the scaled accumulator is rounded half to even
+// first and the output zero point added after (ONNX's QuantizeLinear, and
+// ONNX Runtime's requantization), where trans_a 0 keeps the QOperator
+// form's arithmetic (the zero point added before rounding, as ONNX's
+// reference implementation of QLinearConv does). The two differ only when
+// the scaled value is exactly halfway and the zero point odd. compile
+// writes trans_a 1 on the steps it fuses from QDQ groups, whose last node
+// is a QuantizeLinear.
 #pragma once
 
 #include <string>
@@ -82,6 +92,11 @@ inline bool operands_of(const BlobNode& node, QuantOperands* q, std::string* err
 
 }  // namespace quant
 
+// Whether `node` uses what format 10 added (see the header comment).
+inline bool uses_format10(const BlobNode& node) {
+  return (node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul) && node.trans_a == 1;
+}
+
 // Whether `node` uses what format 7 added (see the header comment).
 inline bool uses_format7(const BlobNode& node) {
   if (node.op != Op::kQLinearConv && node.op != Op::kQLinearMatMul) return false;
@@ -107,8 +122,10 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
              (qlinear ? ", expected none or an output clamp [lo, hi]" : "");
     return false;
   }
-  if (node.op != Op::kConvInteger && node.op != Op::kMatMulInteger && node.trans_a != 0) {
-    *error = op + ": trans_a must be 0, got " + std::to_string(node.trans_a);
+  if (node.op != Op::kConvInteger && node.op != Op::kMatMulInteger && node.trans_a != 0 &&
+      !(qlinear && node.trans_a == 1)) {
+    *error = op + ": trans_a must be 0" + (qlinear ? " or 1 (round, then add the zero point)" : "") + ", got " +
+             std::to_string(node.trans_a);
     return false;
   }
   const bool trans_b = node.op == Op::kQLinearMatMul && node.trans_b == 1;
