@@ -527,6 +527,53 @@ void BM_QLinearConv_CpuSimd(benchmark::State& state) {
   state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
 }
 
+// The same convolution as a QDQ group (DequantizeLinear of x, of the weight
+// parameter per output channel and of the i32 bias at x_scale * w_scale[m],
+// Conv, QuantizeLinear), which compile fuses into one step of blob format
+// 10: with these constant scales and zero points the step requantizes
+// inside oneDNN's convolution where the weights allow (7-bit weights
+// without VNNI), else it takes the exact path as the QOperator form does.
+void BM_QLinearConv_CpuSimdQdq(benchmark::State& state) {
+  const ConvShape& s = kConvShapes[state.range(0)];
+  const int bits = static_cast<int>(state.range(2));
+  const int64_t oh = conv_out(s), p = s.k / 2, cg = s.c / s.group;
+  const Dims xd = {1, s.c, s.hw, s.hw}, wd = {s.o, cg, s.k, s.k}, yd = {1, s.o, oh, oh};
+  Int8Operands o = int8_operands(static_cast<size_t>(s.c * s.hw * s.hw), static_cast<size_t>(s.o * cg * s.k * s.k),
+                                 s.o, cg * s.k * s.k, bits);
+  ::loom::testing::GraphBuilder g;
+  const int x = g.input(xd, gfb::DType::u8);
+  const int w = g.parameter(wd, "w");
+  g.tensors[static_cast<size_t>(w)].dtype = gfb::DType::i8;
+  const std::vector<int8_t> wz(static_cast<size_t>(s.o), 0);
+  const std::vector<int32_t> bz(static_cast<size_t>(s.o), 0);
+  std::vector<float> bias_scale(static_cast<size_t>(s.o));
+  for (int64_t m = 0; m < s.o; ++m) bias_scale[static_cast<size_t>(m)] = o.x_scale * o.w_scale[static_cast<size_t>(m)];
+  const int xf = g.tensor(xd), wf = g.tensor(wd), bf = g.tensor({s.o}), yf = g.tensor(yd);
+  const int y = g.tensor(yd, gfb::DType::u8);
+  g.node("DequantizeLinear", {x, g.constant_f32({}, {o.x_scale}), g.constant({}, gfb::DType::u8, &o.x_zero, 1)}, {xf},
+         {}, 13);
+  g.node("DequantizeLinear",
+         {w, g.constant_f32({s.o}, o.w_scale), g.constant({s.o}, gfb::DType::i8, wz.data(), wz.size())}, {wf},
+         {attr_i("axis", 0)}, 13);
+  g.node("DequantizeLinear",
+         {g.constant({s.o}, gfb::DType::i32, o.bias.data(), o.bias.size() * 4), g.constant_f32({s.o}, bias_scale),
+          g.constant({s.o}, gfb::DType::i32, bz.data(), bz.size() * 4)},
+         {bf}, {attr_i("axis", 0)}, 13);
+  g.node("Conv", {xf, wf, bf}, {yf},
+         {attr_i("group", s.group), attr_ints("pads", {p, p, p, p}), attr_ints("strides", {s.stride, s.stride})});
+  g.node("QuantizeLinear", {yf, g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)}, {y},
+         {}, 13);
+  g.output(y);
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
+  const std::string wrong =
+      out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
+        return qconv_accumulator(s, o, at, channel);
+      });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
+}
+
 // oneDNN's int8 convolution: u8 source with a zero point, s8 weights (reordered
 // once), s32 bias, u8 destination with per-channel output scales and a zero
 // point. NCHW tensors reordered in and out, or with `kernel_only` the
@@ -680,6 +727,7 @@ BENCHMARK(BM_Conv_CpuSimd)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->U
 BENCHMARK(BM_Conv_OneDnn)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv_OneDnnKernelOnly)->Apply(conv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearConv_CpuSimd)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearConv_CpuSimdQdq)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearConv_OneDnn)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearConv_OneDnnKernelOnly)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearMatMul_CpuSimd)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();

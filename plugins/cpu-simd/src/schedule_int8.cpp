@@ -333,6 +333,26 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
     yd = dims_of(s->out_shape);
   }
   const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
+  if (b.size() == 2 && src_dt == DType::u8 && s->rows <= 4) {
+    // A 2-D B and a few rows (a classifier's one): a 1 x 1 convolution of
+    // the rows ([rows, K, 1, 1] channels-last is A's bytes, [rows, N, 1, 1]
+    // the result's), whose weights oneDNN packs into its blocked layout
+    // once; its matmul (gemm:jit) takes about five times as long on one row
+    // (cpu_simd_bench BM_QLinearMatMul), and less time from 8 rows on. B's
+    // [K, N] bytes are given as [N, K, 1, 1] through strides, so the packing
+    // transposes them.
+    s->src_md = memory::desc({s->rows, s->inner_k, 1, 1}, src_dt, Tag::nhwc);
+    s->dst_md = memory::desc({s->rows, s->cols, 1, 1}, DType::s32, Tag::nhwc);
+    s->user_wei_md = memory::desc({s->cols, s->inner_k, 1, 1}, DType::s8,
+                                  memory::dims{1, s->cols, s->cols * s->inner_k, s->cols * s->inner_k});
+    const memory::desc any_wei({s->cols, s->inner_k, 1, 1}, DType::s8, Tag::any);
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                         s->src_md, any_wei, s->dst_md, {1, 1}, {0, 0}, {0, 0});
+    dnnl::convolution_forward::primitive_desc pd(desc, cpu_engine());
+    s->wei_md = pd.weights_desc();
+    s->prim = dnnl::convolution_forward(pd);
+    return sdk::Status();
+  }
   s->src_md = memory::desc(ad, src_dt, plain_tag(ad.size()));
   s->dst_md = memory::desc(yd, DType::s32, plain_tag(yd.size()));
   s->user_wei_md = memory::desc(bd, DType::s8, plain_tag(bd.size()));
