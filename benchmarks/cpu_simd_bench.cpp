@@ -493,6 +493,22 @@ int64_t qmatmul_accumulator(int64_t k, int64_t n, const Int8Operands& o, int64_t
   return acc;
 }
 
+// Runs a convolution graph of shape `s` on `o` (inputs x, w; output y) on
+// cpu-simd, checks sampled outputs and labels the case.
+void run_qconv_case(benchmark::State& state, const ConvShape& s, Int8Operands& o, int bits,
+                    const ::loom::testing::GraphBuilder& g) {
+  const int64_t oh = conv_out(s), cg = s.c / s.group;
+  const Dims xd = {1, s.c, s.hw, s.hw}, wd = {s.o, cg, s.k, s.k}, yd = {1, s.o, oh, oh};
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
+  const std::string wrong =
+      out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
+        return qconv_accumulator(s, o, at, channel);
+      });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
+}
+
 // Args: index into kConvShapes, threads, weight bits (7 or 8).
 void BM_QLinearConv_CpuSimd(benchmark::State& state) {
   const ConvShape& s = kConvShapes[state.range(0)];
@@ -517,14 +533,7 @@ void BM_QLinearConv_CpuSimd(benchmark::State& state) {
          {attr_i("group", s.group), attr_ints("pads", {p, p, p, p}), attr_ints("strides", {s.stride, s.stride})},
          10);
   g.output(y);
-  std::vector<uint8_t> out;
-  run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
-  const std::string wrong =
-      out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
-        return qconv_accumulator(s, o, at, channel);
-      });
-  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
-  state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
+  run_qconv_case(state, s, o, bits, g);
 }
 
 // The same convolution as a QDQ group (DequantizeLinear of x, of the weight
@@ -564,14 +573,7 @@ void BM_QLinearConv_CpuSimdQdq(benchmark::State& state) {
   g.node("QuantizeLinear", {yf, g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)}, {y},
          {}, 13);
   g.output(y);
-  std::vector<uint8_t> out;
-  run_int8_case(state, cpu_simd(state.range(1)), g.finish(), xd, o.x.data(), wd, o.w.data(), yd, &out);
-  const std::string wrong =
-      out.empty() ? "" : int8_check(out, s.o * oh * oh, o, [&](int64_t at, int64_t* channel) {
-        return qconv_accumulator(s, o, at, channel);
-      });
-  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
-  state.SetLabel(label_conv(state, s) + " w" + std::to_string(bits));
+  run_qconv_case(state, s, o, bits, g);
 }
 
 // oneDNN's int8 convolution: u8 source with a zero point, s8 weights (reordered

@@ -1,11 +1,15 @@
 // The compile notes on quantized graphs (compile.hpp, quantized_notes): for
 // each int8 step, what it came from; for each node that still reads a
 // DequantizeLinear's output, that it runs in f32, and why the QDQ fusion
-// (compile_rewrite.cpp) left it so.
+// (compile_rewrite.cpp) left it so, unless the schedule runs it on the 8-bit
+// values (a MaxPool or one-input operators between a DequantizeLinear and a
+// QuantizeLinear: plan_quant_pool, plan_quant_table, the matchers the
+// schedule itself uses).
 #include <string>
 #include <vector>
 
 #include "compile.hpp"
+#include "schedule_plan.hpp"
 
 namespace loom::cpu_simd {
 namespace {
@@ -63,6 +67,26 @@ std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const Te
 std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGraph& blob) {
   std::vector<std::string> notes;
   const TensorUses u = tensor_uses(blob);
+  // What the schedule will run on the bytes: per node, the note.
+  std::vector<std::string> on_bytes(blob.nodes.size());
+  {
+    std::vector<Slot> slots;
+    std::vector<Step> steps;
+    const plan::Planner p(blob, slots, steps);
+    for (size_t i = 0; i < blob.nodes.size(); ++i) {
+      plan::QuantPool pool;
+      plan::QuantTable table;
+      if (plan::plan_quant_pool(p, i, &pool)) {
+        on_bytes[pool.pool] = "pooled on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "
+                              "scale and zero point)";
+      } else if (plan::plan_quant_table(p, i, &table)) {
+        for (size_t n : table.middle) {
+          on_bytes[n] = "one lookup per value in a table of the 256 8-bit values, with its DequantizeLinear "
+                        "and QuantizeLinear";
+        }
+      }
+    }
+  }
   for (const BlobNode& n : blob.nodes) {
     if (is_int8_step(n.op)) {
       const std::string from =
@@ -84,6 +108,10 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
       }
     }
     if (dequantized < 0) continue;
+    if (!on_bytes[static_cast<size_t>(&n - blob.nodes.data())].empty()) {
+      notes.push_back("int8: " + label_of(g, n) + ": " + on_bytes[static_cast<size_t>(&n - blob.nodes.data())]);
+      continue;
+    }
     const std::string& name = blob.tensors[static_cast<size_t>(dequantized)].name;
     const std::string what = name.empty() ? std::string() : " '" + name + "'";
     std::string why;

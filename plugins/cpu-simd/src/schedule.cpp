@@ -309,9 +309,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     if (conv_chain_at[i] >= 0) {
       const ConvChain& c = conv_chains[static_cast<size_t>(conv_chain_at[i])];
       const BlobNode& conv = graph.nodes[c.conv];
-      const size_t steps_before = s->steps_.size(), slots_before = s->slots_.size();
-      const std::vector<uint32_t> nhwc_before = p.nhwc_of;
-      const std::vector<bool> plain_before = p.plain_ready;
+      const Planner::Mark before = p.mark();
       Step step;
       step.kind = StepKind::kConv;
       step.nodes = c.nodes;
@@ -325,10 +323,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       }
       if (step.dnnl == nullptr) {
         // Roll back and run the chain's nodes one by one.
-        s->steps_.resize(steps_before);
-        s->slots_.resize(slots_before);
-        p.nhwc_of = nhwc_before;
-        p.plain_ready = plain_before;
+        p.rollback(before);
         for (size_t n : c.nodes) emit_node(n);
         continue;
       }
@@ -367,9 +362,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     if (quant_pool_at[i] >= 0) {
       const QuantPool& qp = quant_pools[static_cast<size_t>(quant_pool_at[i])];
       const uint32_t x = graph.nodes[qp.dq].inputs[0], y = graph.nodes[qp.q].outputs[0];
-      const size_t steps_before = s->steps_.size(), slots_before = s->slots_.size();
-      const std::vector<uint32_t> nhwc_before = p.nhwc_of;
-      const std::vector<bool> plain_before = p.plain_ready;
+      const Planner::Mark before = p.mark();
       Step step;
       step.kind = StepKind::kPool;
       step.nodes = {qp.dq, qp.pool, qp.q};
@@ -383,10 +376,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       }
       if (step.dnnl == nullptr) {
         // ceil_mode, or no oneDNN pooling: the three nodes one by one.
-        s->steps_.resize(steps_before);
-        s->slots_.resize(slots_before);
-        p.nhwc_of = nhwc_before;
-        p.plain_ready = plain_before;
+        p.rollback(before);
         for (size_t n : step.nodes) emit_node(n);
         continue;
       }

@@ -141,6 +141,30 @@ struct Int8Step {
   std::vector<std::unique_ptr<Int8Scratch>> scratch;  // free buffers, under mutex
 };
 
+// requantize_row_avx2's operands: per channel the multiplier and the bias
+// (as double), the x zero point, the output zero point and range.
+struct RequantRow {
+  const float* mult;
+  const double* bias;
+  const int32_t* bias32;  // the same biases as i32, for the eight-wide part
+  int32_t xz;
+  int32_t low_shift;  // the two passes: (acc << low_shift) + low
+  double y_zero, lo, hi;
+  int64_t channels;  // a multiple of 4
+  int32_t y_zero_i;  // y_zero as an integer
+  bool round_first;  // round, then add the zero point (format 10)
+};
+
+// The AVX2 loops (schedule_int8_rows.cpp): one output position's channels
+// of a channels-last QLinearConv without the R term (q.channels of them, a
+// multiple of 4; `low` the two passes' second product or null) as bytes;
+// per-tensor QuantizeLinear and DequantizeLinear of `count` values, a
+// multiple of 8. Bit for bit the scalar loops in schedule_int8.cpp.
+void requantize_row_avx2(const RequantRow& q, const int32_t* acc, const int32_t* low, const int32_t* tw,
+                         bool y_unsigned, uint8_t* y);
+void quantize_rows_avx2(const float* x, int64_t count, float scale, float zero, bool is_unsigned, uint8_t* y);
+void dequantize_rows_avx2(const void* x, int64_t count, float scale, int32_t zero, bool is_unsigned, float* y);
+
 // Shifts the weight `w` (the data of the step's weight input) into s8,
 // splits it where oneDNN's 16-bit pairs could saturate (7 + 1 bits, or the
 // even-channel split), reorders it into the primitive's layout and sums Tw.

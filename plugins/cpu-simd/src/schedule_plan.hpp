@@ -207,6 +207,21 @@ struct Planner {
     return nhwc_of[t];
   }
 
+  // The plan so far, to go back to when a step oneDNN cannot make after all
+  // had already planned its reorders and slots.
+  struct Mark {
+    size_t steps = 0, slots = 0;
+    std::vector<uint32_t> nhwc_of;
+    std::vector<bool> plain_ready;
+  };
+  Mark mark() const { return {steps.size(), slots.size(), nhwc_of, plain_ready}; }
+  void rollback(const Mark& m) {
+    steps.resize(m.steps);
+    slots.resize(m.slots);
+    nhwc_of = m.nhwc_of;
+    plain_ready = m.plain_ready;
+  }
+
   // After the producer of `t`: graph outputs are plain.
   void finish(uint32_t t) {
     if (is_output[t]) ensure(t, Layout::kPlain);

@@ -15,6 +15,7 @@
 
 #include "cpu_simd_int8_support.hpp"
 #include "cpu_simd_plugin_fixture.hpp"
+#include "graph_builder.hpp"
 
 namespace loom::cpu_simd {
 namespace {
@@ -66,22 +67,9 @@ TEST_F(CpuSimdInt8Chain, ConvolutionsAndTheStepsBetweenThemStayChannelsLastAndEq
     std::memcpy(v[14].bytes.data(), &y_scale, 4);
 
     BlobGraph g;
-    for (const QTensor& t : v) {
-      BlobTensor bt;
-      bt.dtype = t.dtype;
-      bt.shape = t.shape;
-      g.tensors.push_back(bt);
-      g.inputs.push_back(static_cast<uint32_t>(g.tensors.size() - 1));
-    }
-    auto tensor = [&](loom_dtype_t d, const Dims& s) {
-      BlobTensor bt;
-      bt.dtype = d;
-      bt.shape = s;
-      g.tensors.push_back(bt);
-      return static_cast<uint32_t>(g.tensors.size() - 1);
-    };
-    const uint32_t t1 = tensor(LOOM_DTYPE_U8, ts), f1 = tensor(LOOM_DTYPE_F32, ts), f2 = tensor(LOOM_DTYPE_F32, ts);
-    const uint32_t t2 = tensor(LOOM_DTYPE_U8, ts), y = tensor(LOOM_DTYPE_U8, ys);
+    for (const QTensor& t : v) g.inputs.push_back(add_tensor(&g, t.dtype, t.shape));
+    const uint32_t t1 = add_tensor(&g, LOOM_DTYPE_U8, ts), f1 = add_tensor(&g, LOOM_DTYPE_F32, ts), f2 = add_tensor(&g, LOOM_DTYPE_F32, ts);
+    const uint32_t t2 = add_tensor(&g, LOOM_DTYPE_U8, ts), y = add_tensor(&g, LOOM_DTYPE_U8, ys);
     auto node = [&](Op op, BlobNode n, std::vector<uint32_t> ins, uint32_t out) {
       n.op = op;
       n.inputs = std::move(ins);
@@ -103,18 +91,8 @@ TEST_F(CpuSimdInt8Chain, ConvolutionsAndTheStepsBetweenThemStayChannelsLastAndEq
     ASSERT_NE(exe, nullptr) << error;
 
     // The reference: each node on loom_kernels, on plain tensors.
-    const auto registry = kernels::KernelRegistry::reference();
     auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
-                   const std::vector<AttributeDef>& attrs) {
-      std::vector<kernels::TensorRef> refs;
-      for (QTensor* t : ins) refs.push_back(t->ref());
-      std::vector<kernels::TensorRef> outs = {out->ref()};
-      Status s = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
-      ASSERT_TRUE(s.ok()) << kernel << ": " << s.to_string();
-    };
-    auto blank = [](loom_dtype_t d, const Dims& s) {
-      return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
-    };
+                   const std::vector<AttributeDef>& attrs) { ASSERT_EQ(run_reference(kernel, ins, out, attrs), "ok"); };
     QTensor r1 = blank(LOOM_DTYPE_U8, ts), rf1 = blank(LOOM_DTYPE_F32, ts), rf2 = blank(LOOM_DTYPE_F32, ts);
     QTensor r2 = blank(LOOM_DTYPE_U8, ts), ry = blank(LOOM_DTYPE_U8, ys);
     run("QLinearConv", {&v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]}, &r1,
@@ -181,28 +159,12 @@ TEST_F(CpuSimdInt8Chain, MaxPoolBetweenADequantizeAndAQuantizeOfOneScaleIsAPoolO
         std::memcpy(q_scale.bytes.data(), &f, 4);
       }
       BlobGraph g;
-      auto tensor = [&](loom_dtype_t d, const Dims& s, const QTensor* constant) {
-        BlobTensor bt;
-        bt.dtype = d;
-        bt.shape = s;
-        if (constant != nullptr) {
-          bt.constant = true;
-          if (d == LOOM_DTYPE_F32) {
-            bt.data.resize(1);
-            std::memcpy(bt.data.data(), constant->bytes.data(), 4);
-          } else {
-            bt.bytes = constant->bytes;
-          }
-        }
-        g.tensors.push_back(bt);
-        return static_cast<uint32_t>(g.tensors.size() - 1);
-      };
-      const uint32_t x = tensor(type, xs, nullptr);
+      const uint32_t x = add_tensor(&g, type, xs);
       g.inputs = {x};
-      const uint32_t s_dq = tensor(LOOM_DTYPE_F32, {}, &v[1]), z = tensor(type, {}, &v[2]);
-      const uint32_t s_q = tensor(LOOM_DTYPE_F32, {}, &q_scale);
-      const uint32_t f = tensor(LOOM_DTYPE_F32, xs, nullptr), pooled = tensor(LOOM_DTYPE_F32, ys, nullptr);
-      const uint32_t y = tensor(type, ys, nullptr);
+      const uint32_t s_dq = add_tensor(&g, LOOM_DTYPE_F32, {}, &v[1]), z = add_tensor(&g, type, {}, &v[2]);
+      const uint32_t s_q = add_tensor(&g, LOOM_DTYPE_F32, {}, &q_scale);
+      const uint32_t f = add_tensor(&g, LOOM_DTYPE_F32, xs), pooled = add_tensor(&g, LOOM_DTYPE_F32, ys);
+      const uint32_t y = add_tensor(&g, type, ys);
       g.outputs = {y};
       BlobNode dq;
       dq.axis = 1;
@@ -223,20 +185,9 @@ TEST_F(CpuSimdInt8Chain, MaxPoolBetweenADequantizeAndAQuantizeOfOneScaleIsAPoolO
       ASSERT_TRUE(validate(g, &error)) << error;
       loom_executable_t* exe = load(encode(g), &error);
       ASSERT_NE(exe, nullptr) << error;
-
-      const auto registry = kernels::KernelRegistry::reference();
-      auto blank = [](loom_dtype_t d, const Dims& s) {
-        return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
-      };
       QTensor rf = blank(LOOM_DTYPE_F32, xs), rp = blank(LOOM_DTYPE_F32, ys), ry = blank(type, ys);
       auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
-                     const std::vector<AttributeDef>& attrs) {
-        std::vector<kernels::TensorRef> refs;
-        for (QTensor* t : ins) refs.push_back(t->ref());
-        std::vector<kernels::TensorRef> outs = {out->ref()};
-        Status st = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
-        ASSERT_TRUE(st.ok()) << kernel << ": " << st.to_string();
-      };
+                   const std::vector<AttributeDef>& attrs) { ASSERT_EQ(run_reference(kernel, ins, out, attrs), "ok"); };
       AttributeDef kernel_shape, strides, pads;
       kernel_shape.name = "kernel_shape";
       strides.name = "strides";
@@ -262,13 +213,7 @@ TEST_F(CpuSimdInt8Chain, MaxPoolBetweenADequantizeAndAQuantizeOfOneScaleIsAPoolO
                                       "int8 nodes 2 -> nhwc; reorder -> plain";
       const std::vector<std::string> log_lines = harness_.recorder().logs();
       EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), want), log_lines.end())
-          << [&] {
-               std::string all;
-               for (const std::string& l : log_lines) {
-                 if (l.rfind("executable: schedule:", 0) == 0) all += l + "\n";
-               }
-               return all;
-             }();
+          << schedule_lines(log_lines);
     }
   }
 }
@@ -304,43 +249,27 @@ TEST_F(CpuSimdInt8Chain, DequantizeUnaryOperatorsQuantizeIsATableOfTheBytes) {
     std::memcpy(dq_scale.bytes.data(), &dq_s, 4);
     std::memcpy(q_scale.bytes.data(), &q_s, 4);
     BlobGraph g;
-    auto tensor = [&](loom_dtype_t d, const Dims& s, const QTensor* constant) {
-      BlobTensor bt;
-      bt.dtype = d;
-      bt.shape = s;
-      if (constant != nullptr) {
-        bt.constant = true;
-        if (d == LOOM_DTYPE_F32) {
-          bt.data.resize(1);
-          std::memcpy(bt.data.data(), constant->bytes.data(), 4);
-        } else {
-          bt.bytes = constant->bytes;
-        }
-      }
-      g.tensors.push_back(bt);
-      return static_cast<uint32_t>(g.tensors.size() - 1);
-    };
-    const uint32_t xt = tensor(c.x, shape, nullptr);
+    const uint32_t xt = add_tensor(&g, c.x, shape);
     g.inputs = {xt};
-    const uint32_t ds = tensor(LOOM_DTYPE_F32, {}, &dq_scale), dz = tensor(c.x, {}, &dq_zero);
-    const uint32_t qs = tensor(LOOM_DTYPE_F32, {}, &q_scale), qz = tensor(c.y, {}, &q_zero);
+    const uint32_t ds = add_tensor(&g, LOOM_DTYPE_F32, {}, &dq_scale), dz = add_tensor(&g, c.x, {}, &dq_zero);
+    const uint32_t qs = add_tensor(&g, LOOM_DTYPE_F32, {}, &q_scale), qz = add_tensor(&g, c.y, {}, &q_zero);
     BlobNode dq;
     dq.axis = 1;
     dq.op = Op::kDequantizeLinear;
     dq.inputs = {xt, ds, dz};
-    dq.outputs = {tensor(LOOM_DTYPE_F32, shape, nullptr)};
+    dq.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
     g.nodes.push_back(dq);
     for (Op op : c.middle) {
       BlobNode n;
       n.op = op;
       n.inputs = {g.nodes.back().outputs[0]};
-      n.outputs = {tensor(LOOM_DTYPE_F32, shape, nullptr)};
+      n.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
       g.nodes.push_back(n);
     }
     BlobNode q = dq;
     q.op = Op::kQuantizeLinear;
     q.inputs = {g.nodes.back().outputs[0], qs, qz};
-    const uint32_t yt = tensor(c.y, shape, nullptr);
+    const uint32_t yt = add_tensor(&g, c.y, shape);
     q.outputs = {yt};
     g.nodes.push_back(q);
     g.outputs = {yt};
@@ -349,19 +278,8 @@ TEST_F(CpuSimdInt8Chain, DequantizeUnaryOperatorsQuantizeIsATableOfTheBytes) {
     ASSERT_TRUE(validate(g, &error)) << error;
     loom_executable_t* exe = load(encode(g), &error);
     ASSERT_NE(exe, nullptr) << error;
-
-    const auto registry = kernels::KernelRegistry::reference();
-    auto blank = [](loom_dtype_t d, const Dims& s) {
-      return QTensor{s, d, std::vector<uint8_t>(count_of(s) * dtype_size(d), 0)};
-    };
     auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out,
-                   const std::vector<AttributeDef>& attrs) {
-      std::vector<kernels::TensorRef> refs;
-      for (QTensor* t : ins) refs.push_back(t->ref());
-      std::vector<kernels::TensorRef> outs = {out->ref()};
-      Status st = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
-      ASSERT_TRUE(st.ok()) << kernel << ": " << st.to_string();
-    };
+                   const std::vector<AttributeDef>& attrs) { ASSERT_EQ(run_reference(kernel, ins, out, attrs), "ok"); };
     std::vector<QTensor> f(c.middle.size() + 1, blank(LOOM_DTYPE_F32, shape));
     run("DequantizeLinear", {&x, &dq_scale, &dq_zero}, &f[0], {int_attr("axis", 1)});
     for (size_t k = 0; k < c.middle.size(); ++k) {
@@ -384,13 +302,7 @@ TEST_F(CpuSimdInt8Chain, DequantizeUnaryOperatorsQuantizeIsATableOfTheBytes) {
     api_->executable_destroy(exe);
     const std::vector<std::string> log_lines = harness_.recorder().logs();
     EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
-        << [&] {
-             std::string all;
-             for (const std::string& l : log_lines) {
-               if (l.rfind("executable: schedule:", 0) == 0) all += l + "\n";
-             }
-             return all;
-           }();
+        << schedule_lines(log_lines);
   }
 }
 
@@ -415,26 +327,19 @@ TEST_F(CpuSimdInt8Chain, RoundingBeforeTheZeroPointOnTiesInOneDnnAndInTheLoop) {
       std::vector<int32_t> bias(8);
       for (int32_t& b : bias) b = static_cast<int32_t>(rng() % 41) - 20;
       BlobGraph g;
-      auto tensor = [&](loom_dtype_t d, const Dims& s) {
-        BlobTensor bt;
-        bt.dtype = d;
-        bt.shape = s;
-        g.tensors.push_back(bt);
-        return static_cast<uint32_t>(g.tensors.size() - 1);
-      };
       auto f32 = [&](float v) {
-        const uint32_t t = tensor(LOOM_DTYPE_F32, {});
+        const uint32_t t = add_tensor(&g, LOOM_DTYPE_F32, {});
         g.tensors[t].constant = true;
         g.tensors[t].data = {v};
         return t;
       };
       auto bytes = [&](loom_dtype_t d, const Dims& s, const void* p, size_t n) {
-        const uint32_t t = tensor(d, s);
+        const uint32_t t = add_tensor(&g, d, s);
         g.tensors[t].constant = true;
         g.tensors[t].bytes.assign(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
         return t;
       };
-      const uint32_t xt = tensor(LOOM_DTYPE_U8, xs);
+      const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, xs);
       g.inputs = {xt};
       const uint8_t xz8 = x_zero, yz8 = y_zero;
       const uint32_t x_scale = f32(1.0f), x_zp = bytes(LOOM_DTYPE_U8, {}, &xz8, 1);
@@ -446,12 +351,12 @@ TEST_F(CpuSimdInt8Chain, RoundingBeforeTheZeroPointOnTiesInOneDnnAndInTheLoop) {
       if (constants) {
         y_scale = f32(2.0f);
       } else {
-        y_scale = tensor(LOOM_DTYPE_F32, {});
+        y_scale = add_tensor(&g, LOOM_DTYPE_F32, {});
         g.inputs.push_back(y_scale);
       }
       const uint32_t y_zp = bytes(LOOM_DTYPE_U8, {}, &yz8, 1);
       const uint32_t bt = bytes(LOOM_DTYPE_I32, {8}, bias.data(), bias.size() * 4);
-      const uint32_t yt = tensor(LOOM_DTYPE_U8, ys);
+      const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, ys);
       g.outputs = {yt};
       BlobNode n = conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1});
       n.op = Op::kQLinearConv;
@@ -508,6 +413,47 @@ TEST_F(CpuSimdInt8Chain, RoundingBeforeTheZeroPointOnTiesInOneDnnAndInTheLoop) {
       }
       api_->executable_destroy(exe);
     }
+  }
+}
+
+// The compile notes (`loom compile` prints them) say that a MaxPool and a
+// HardSwish between a DequantizeLinear and a QuantizeLinear run on the
+// bytes, from the same matchers the schedule uses; a MaxPool whose
+// QuantizeLinear has another scale still runs in f32 and says so.
+TEST_F(CpuSimdInt8Chain, CompileNotesSayWhichOperatorsRunOnTheBytes) {
+  using ::loom::testing::attr_ints;
+  using Fb = ::loom::graph::fb::DType;
+  for (const bool same : {true, false}) {
+    ::loom::testing::GraphBuilder b;
+    const Dims xs = {1, 4, 8, 8}, ps = {1, 4, 4, 4};
+    const uint8_t zero = 3;
+    const int x = b.input(xs, Fb::u8);
+    auto scale = [&](float v) { return b.constant_f32({}, {v}); };
+    auto zp = [&]() { return b.constant({}, Fb::u8, &zero, 1); };
+    const int xf = b.tensor(xs), pf = b.tensor(ps), pq = b.tensor(ps, Fb::u8), pf2 = b.tensor(ps), hf = b.tensor(ps);
+    const int y = b.tensor(ps, Fb::u8);
+    b.node("DequantizeLinear", {x, scale(0.05f), zp()}, {xf});
+    b.node("MaxPool", {xf}, {pf}, {attr_ints("kernel_shape", {2, 2}), attr_ints("strides", {2, 2})});
+    b.node("QuantizeLinear", {pf, scale(same ? 0.05f : 0.06f), zp()}, {pq});
+    b.node("DequantizeLinear", {pq, scale(0.05f), zp()}, {pf2});
+    b.node("HardSwish", {pf2}, {hf}, {}, 14);
+    b.node("QuantizeLinear", {hf, scale(0.02f), zp()}, {y});
+    b.output(y);
+    const size_t before = harness_.recorder().logs().size();
+    ::loom::testing::CompiledBlob compiled;
+    ASSERT_EQ(harness_.compile(plugin_, b.finish(), &compiled), "ok");
+    std::vector<std::string> logs = harness_.recorder().logs(), notes;
+    for (size_t i = before; i < logs.size(); ++i) {
+      if (logs[i].rfind("compile: ", 0) == 0) notes.push_back(logs[i]);
+    }
+    const std::string pool = same ? "compile: int8: node n1 (MaxPool): pooled on the 8-bit values (its "
+                                    "DequantizeLinear and QuantizeLinear share one scale and zero point)"
+                                  : "compile: f32: node n1 (MaxPool) reads dequantized";
+    const std::string swish = "compile: int8: node n4 (HardSwish): one lookup per value in a table of the 256 "
+                              "8-bit values, with its DequantizeLinear and QuantizeLinear";
+    ASSERT_EQ(notes.size(), 2u) << (notes.empty() ? std::string("no notes") : notes[0]);
+    EXPECT_EQ(notes[0].rfind(pool, 0), 0u) << notes[0];
+    EXPECT_EQ(notes[1], swish);
   }
 }
 

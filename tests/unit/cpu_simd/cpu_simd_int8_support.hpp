@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,50 @@ inline std::vector<AttributeDef> conv_kernel_attrs(int64_t group, Dims strides, 
   a.push_back(ints("dilations", std::move(dilations)));
   a.push_back(ints("pads", std::move(pads)));
   return a;
+}
+
+// A zeroed tensor of `dtype` and `shape` (an output to fill).
+inline QTensor blank(loom_dtype_t dtype, const Dims& shape) {
+  return QTensor{shape, dtype, std::vector<uint8_t>(count_of(shape) * dtype_size(dtype), 0)};
+}
+
+// Runs the reference kernel `kernel` on `ins` into `out`: "ok" or its error.
+inline std::string run_reference(const char* kernel, const std::vector<QTensor*>& ins, QTensor* out,
+                                 const std::vector<AttributeDef>& attrs) {
+  std::vector<kernels::TensorRef> refs;
+  for (QTensor* t : ins) refs.push_back(t->ref());
+  std::vector<kernels::TensorRef> outs = {out->ref()};
+  const auto registry = kernels::KernelRegistry::reference();
+  const Status s = registry.find(kernel)->run(refs, outs, kernels::Attributes(attrs));
+  return s.ok() ? "ok" : std::string(kernel) + ": " + s.to_string();
+}
+
+// Adds a tensor of `dtype` and `shape` to `g`, a constant holding
+// `constant`'s bytes (f32: its values) when one is given; its index.
+inline uint32_t add_tensor(BlobGraph* g, loom_dtype_t dtype, const Dims& shape, const QTensor* constant = nullptr) {
+  BlobTensor bt;
+  bt.dtype = dtype;
+  bt.shape = shape;
+  if (constant != nullptr) {
+    bt.constant = true;
+    if (dtype == LOOM_DTYPE_F32) {
+      bt.data.resize(constant->bytes.size() / 4);
+      std::memcpy(bt.data.data(), constant->bytes.data(), constant->bytes.size());
+    } else {
+      bt.bytes = constant->bytes;
+    }
+  }
+  g->tensors.push_back(bt);
+  return static_cast<uint32_t>(g->tensors.size() - 1);
+}
+
+// The schedule lines (`executable: schedule: ...`) among `logs`, one a line.
+inline std::string schedule_lines(const std::vector<std::string>& logs) {
+  std::string all;
+  for (const std::string& l : logs) {
+    if (l.rfind("executable: schedule:", 0) == 0) all += l + "\n";
+  }
+  return all;
 }
 
 }  // namespace loom::cpu_simd::int8_testing
