@@ -39,7 +39,10 @@
 // dimensions; bind_shapes makes its taps per binding. Version 9 is version 8
 // plus the recurrent operators LSTM, GRU and RNN (59 to 61,
 // blob_rnn_rules.hpp: static shapes only, one output that packs Y, Y_h and,
-// for LSTM, Y_c). encode() writes the oldest version
+// for LSTM, Y_c). Version 10 is version 9 plus Round (62) and ONNX's
+// DynamicQuantizeLinear as three single-output nodes, scale (63), zero
+// point (64) and the quantized y (65) (blob_dql_rules.hpp). encode() writes
+// the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -69,7 +72,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 9;
+inline constexpr uint32_t kFormatVersion = 10;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -204,6 +207,13 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (uses_format10(n)) return 10;
+    if (n.op == Op::kCast && !n.inputs.empty() && n.inputs[0] < g.tensors.size() &&
+        quant_dtype_code(g.tensors[n.inputs[0]].dtype)) {
+      return 10;
+    }
+  }
   for (const BlobNode& n : g.nodes) {
     if (uses_format9(n)) return 9;
   }
@@ -704,6 +714,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
         !r.i32("node trans_b", &node.trans_b, error)) {
       return false;
     }
+    if (version < 10 && op > kLastOpV9 && op <= kLastOp) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(static_cast<Op>(op)) +
+               "): needs format 10, the blob is format " + std::to_string(version);
+      return false;
+    }
     if (op < 1 || op > last_op(version)) {
       *error = at(start) + ": node " + std::to_string(n) + ": unknown operator " +
                std::to_string(op) + " for format " + std::to_string(version);
@@ -721,6 +736,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       if (!r.fits(n_floats, 4, "node float", error)) return false;
       node.floats.resize(n_floats);
       for (float& f : node.floats) r.f32("node float", &f, error);
+    }
+    if (version < 10 && uses_format10(node)) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
+               "): a Cast to u8 or i8 needs format 10, the blob is format " + std::to_string(version);
+      return false;
     }
     if (version < 5 && node.op == Op::kCopy && !node.ints.empty()) {
       *error = at(start) + ": node " + std::to_string(n) + " (Copy): a shape spec (ints) needs format 5, "
