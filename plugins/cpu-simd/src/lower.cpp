@@ -528,6 +528,7 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "Reciprocal") return lower_unary(l, Op::kReciprocal, 6);
   if (op == "Floor") return lower_unary(l, Op::kFloor, 6);
   if (op == "Ceil") return lower_unary(l, Op::kCeil, 6);
+  if (op == "Round") return lower_unary(l, Op::kRound, 11);
   if (op == "Erf") return lower_unary(l, Op::kErf, 9);
   if (op == "Softplus") return lower_unary(l, Op::kSoftplus, 1);
   if (op == "HardSwish") return lower_unary(l, Op::kHardSwish, 14);
@@ -591,6 +592,7 @@ bool dispatch(Lowering& l, const std::string& op) {
   if (op == "QLinearMatMul") return lower_qlinear_matmul(l);
   if (op == "ConvInteger") return lower_conv_integer(l);
   if (op == "MatMulInteger") return lower_matmul_integer(l);
+  if (op == "DynamicQuantizeLinear") return lower_dynamic_quantize(l);
   if (op == "LSTM") return lower_recurrent(l, Op::kLstm);
   if (op == "GRU") return lower_recurrent(l, Op::kGru);
   if (op == "RNN") return lower_recurrent(l, Op::kRnn);

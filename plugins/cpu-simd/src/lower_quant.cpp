@@ -295,4 +295,35 @@ bool lower_qlinear_matmul(Lowering& l) { return qlinear(l, false); }
 bool lower_conv_integer(Lowering& l) { return integer(l, true); }
 bool lower_matmul_integer(Lowering& l) { return integer(l, false); }
 
+// DynamicQuantizeLinear (opset 11; blob format 10): three single-output
+// nodes reading x, the scale, the zero point, then y from x and those two
+// (blob_dql_rules.hpp). All three outputs must be present.
+bool lower_dynamic_quantize(Lowering& l) {
+  if (l.opset() < 11) return l.fail("opset " + std::to_string(l.opset()) + " is not supported");
+  if (!l.check_attributes({}) || !l.check_inputs(1, 1) || !l.data(0)) return false;
+  if (l.output_count() != 3) return l.fail("has " + std::to_string(l.output_count()) + " outputs, expected 3");
+  if (!l.output_ok(0, gfb::DType::u8) || !l.output_ok(1, gfb::DType::f32) || !l.output_ok(2, gfb::DType::u8)) {
+    return false;
+  }
+  if (!l.output_shape(1).empty() || !l.output_shape(2).empty()) {
+    return l.invalid("y_scale and y_zero_point must be scalars, declared " + detail::shape_string(l.output_shape(1)) +
+                     " and " + detail::shape_string(l.output_shape(2)));
+  }
+  const uint32_t x = l.node().inputs[0];
+  const auto scale = static_cast<uint32_t>(l.output_index(1));
+  const auto zp = static_cast<uint32_t>(l.output_index(2));
+  BlobNode& s = l.node();
+  s.op = Op::kDynamicQuantizeScale;
+  s.outputs = {scale};
+  BlobNode& z = l.add_node();
+  z.op = Op::kDynamicQuantizeZeroPoint;
+  z.inputs = {x};
+  z.outputs = {zp};
+  BlobNode& y = l.add_node();
+  y.op = Op::kDynamicQuantize;
+  y.inputs = {x, scale, zp};
+  y.outputs = {static_cast<uint32_t>(l.output_index(0))};
+  return true;
+}
+
 }  // namespace loom::cpu_simd::lowering

@@ -200,10 +200,12 @@ bool lower_equal(Lowering& l) {
   return l.output(1, gfb::DType::bool_);
 }
 
-// Cast from opset 6 (`to` an integer) between f32, bool, i32 and i64:
-// floats truncate toward zero into integers (NaN to 0, out of range
-// saturated: ONNX leaves both undefined), integers wrap, anything becomes
-// bool as != 0. `saturate` (19) only concerns float 8 types.
+// Cast from opset 6 (`to` an integer) between f32, bool, i32, i64 and
+// (blob format 10) u8 and i8: floats truncate toward zero into integers
+// (NaN to 0, out of range saturated: ONNX leaves both undefined), integers
+// wrap, anything becomes bool as != 0. `saturate` (19) only concerns float
+// 8 types. A u8 / i8 input is a graph input or an earlier node's output
+// (the blob embeds no inline constants of theirs from ONNX).
 bool lower_cast(Lowering& l) {
   BlobNode& n = l.node();
   n.op = Op::kCast;
@@ -221,9 +223,23 @@ bool lower_cast(Lowering& l) {
     case 6: target = gfb::DType::i32; break;
     case 7: target = gfb::DType::i64; break;
     case 9: target = gfb::DType::bool_; break;
-    default: return l.fail("to = " + std::to_string(to) + " is not f32, i32, i64 or bool");
+    case 2: target = gfb::DType::u8; break;
+    case 3: target = gfb::DType::i8; break;
+    default: return l.fail("to = " + std::to_string(to) + " is not f32, i32, i64, bool, u8 or i8");
   }
-  if (!l.data(0, true) || !l.output(1, target)) return false;
+  const gfb::DType from = l.present(0) ? l.dtype_of(0) : gfb::DType::f32;
+  if (from == gfb::DType::u8 || from == gfb::DType::i8) {
+    const sdk::TensorView t = l.view().input(0);
+    if (t.has_data() && !t.is_graph_input()) {
+      return l.fail(std::string("input 0 is an inline ") + gfb::EnumNameDType(from) +
+                    " constant; cpu-simd embeds f32 constants only");
+    }
+    if (!l.shape_ok(t.shape(), "input 0")) return false;
+    n.inputs.push_back(static_cast<uint32_t>(t.index()));
+  } else if (!l.data(0, true)) {
+    return false;
+  }
+  if (!l.output(1, target)) return false;
   n.ints = {static_cast<int64_t>(blob_dtype(target))};
   if (l.output_shape() != l.shape_of(0)) return l.fail("output shape differs from the input's");
   return true;

@@ -238,5 +238,7 @@ bool lower_qlinear_conv(Lowering& l);
 bool lower_qlinear_matmul(Lowering& l);
 bool lower_conv_integer(Lowering& l);
 bool lower_matmul_integer(Lowering& l);
+// Format 10: DynamicQuantizeLinear as three nodes (lower_quant.cpp).
+bool lower_dynamic_quantize(Lowering& l);
 
 }  // namespace loom::cpu_simd::lowering

@@ -202,6 +202,8 @@ void run_unary(const NodePlan& p, float* const* t, ThreadPool& pool) {
     case Op::kReciprocal: return unary_loop(x, y, n, [](float v) { return 1.0f / v; });
     case Op::kFloor: return unary_loop(x, y, n, [](float v) { return std::floor(v); });
     case Op::kCeil: return unary_loop(x, y, n, [](float v) { return std::ceil(v); });
+    // The default rounding mode: half to even, as ONNX's Round.
+    case Op::kRound: return unary_loop(x, y, n, [](float v) { return std::nearbyint(v); });
     default: return;
   }
 }

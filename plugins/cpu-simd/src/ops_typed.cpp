@@ -2,6 +2,7 @@
 // be bool (one byte, 0 or 1), i32 or i64. Slots are handed over as float
 // pointers; these kernels read and write them as the blob's dtype says. Like
 // ops_data.cpp this file is compiled once per instruction set.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -172,17 +173,22 @@ void run_equal(const NodePlan& p, float* const* t) {
 
 // -------------------------------------------------------------------- Cast
 
+// A bool element (0 or 1), told apart from a u8 one.
+struct BoolByte {
+  uint8_t v;
+};
+
 // As the reference kernels convert: floats to integers truncate toward
 // zero, NaN becomes 0 and out-of-range values saturate; integers wrap;
-// anything becomes bool as != 0; bools are read as bytes.
+// anything becomes bool as != 0; bools are read as 0 or 1.
 template <typename To, typename From>
 To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
-  } else if constexpr (std::is_same_v<To, uint8_t>) {
-    return v != From{0} ? 1 : 0;
-  } else if constexpr (std::is_same_v<From, uint8_t>) {
-    return v != 0 ? To{1} : To{0};
+  } else if constexpr (std::is_same_v<From, BoolByte>) {
+    return v.v != 0 ? To{1} : To{0};
+  } else if constexpr (std::is_same_v<To, BoolByte>) {
+    return BoolByte{static_cast<uint8_t>(v != From{0} ? 1 : 0)};
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
     const double d = static_cast<double>(v);
     if (std::isnan(d)) return To{0};
@@ -208,7 +214,9 @@ void cast_from(const NodePlan& p, const void* in, void* out) {
     case LOOM_DTYPE_F32: return loop(static_cast<float*>(out));
     case LOOM_DTYPE_I32: return loop(static_cast<int32_t*>(out));
     case LOOM_DTYPE_I64: return loop(static_cast<int64_t*>(out));
-    default: return loop(static_cast<uint8_t*>(out));
+    case LOOM_DTYPE_U8: return loop(static_cast<uint8_t*>(out));
+    case LOOM_DTYPE_I8: return loop(static_cast<int8_t*>(out));
+    default: return loop(static_cast<BoolByte*>(out));
   }
 }
 
@@ -220,7 +228,62 @@ void run_cast(const NodePlan& p, float* const* t) {
     case LOOM_DTYPE_F32: return cast_from<float>(p, x, y);
     case LOOM_DTYPE_I32: return cast_from<int32_t>(p, x, y);
     case LOOM_DTYPE_I64: return cast_from<int64_t>(p, x, y);
-    default: return cast_from<uint8_t>(p, x, y);
+    case LOOM_DTYPE_U8: return cast_from<uint8_t>(p, x, y);
+    case LOOM_DTYPE_I8: return cast_from<int8_t>(p, x, y);
+    default: return cast_from<BoolByte>(p, x, y);
+  }
+}
+
+
+// ---------------------------------------------------- DynamicQuantizeLinear
+
+// The reference kernel's arithmetic, step for step, so that the bytes agree:
+// the range [lo, hi] starts at [0, 0] and widens with each element (NaN
+// never compares below or above, so it is skipped); scale = (hi - lo) / 255;
+// zp = nearbyint(clamp(0 - lo / scale, 0, 255)), 0 when the scale is 0;
+// y = clamp(nearbyint(x / scale) + zp, 0, 255), 0 when the scale is 0, then
+// converted as Cast converts (NaN to 0).
+void dynamic_quant_range(const float* x, int64_t n, float* lo, float* hi) {
+  float l = 0.0f, h = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+float dynamic_quant_zero_point(float lo, float scale) {
+  return scale == 0.0f ? 0.0f : std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+}
+
+uint8_t dynamic_quant_u8(float v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<uint8_t>(std::clamp(v, 0.0f, 255.0f));
+}
+
+void run_dynamic_quant(const NodePlan& p, float* const* t) {
+  const float* x = t[p.inputs[0]];
+  const int64_t n = p.n;  // x's elements
+  if (p.op == Op::kDynamicQuantize) {
+    const float scale = *t[p.inputs[1]];
+    const float zp = static_cast<float>(*reinterpret_cast<const uint8_t*>(t[p.inputs[2]]));
+    auto* y = reinterpret_cast<uint8_t*>(t[p.output]);
+    if (scale == 0.0f) {
+      if (n != 0) std::memset(y, 0, static_cast<size_t>(n));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) y[i] = dynamic_quant_u8(std::nearbyint(x[i] / scale) + zp);
+    return;
+  }
+  float lo = 0.0f, hi = 0.0f;
+  dynamic_quant_range(x, n, &lo, &hi);
+  const float scale = (hi - lo) / 255.0f;
+  if (p.op == Op::kDynamicQuantizeScale) {
+    *t[p.output] = scale;
+  } else {
+    // The reference casts the (integral, 0 to 255) float straight to u8.
+    *reinterpret_cast<uint8_t*>(t[p.output]) = dynamic_quant_u8(dynamic_quant_zero_point(lo, scale));
   }
 }
 
@@ -251,6 +314,14 @@ void plan_typed_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) 
       }
       return;
     }
+    case Op::kDynamicQuantizeScale:
+    case Op::kDynamicQuantizeZeroPoint:
+    case Op::kDynamicQuantize: {
+      uint64_t n = 1;
+      for (int64_t d : graph.tensors[node.inputs[0]].shape) n *= static_cast<uint64_t>(d);
+      p->n = static_cast<int64_t>(n);
+      return;
+    }
     case Op::kWhere:
     case Op::kEqual:
       for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -268,6 +339,9 @@ void run_typed_node(const NodePlan& p, float* const* t, ThreadPool&) {
     case Op::kWhere: return run_where(p, t);
     case Op::kEqual: return run_equal(p, t);
     case Op::kCast: return run_cast(p, t);
+    case Op::kDynamicQuantizeScale:
+    case Op::kDynamicQuantizeZeroPoint:
+    case Op::kDynamicQuantize: return run_dynamic_quant(p, t);
     default: return;
   }
 }

@@ -105,8 +105,8 @@ TEST(BlobFormatV4, DtypeCodesOutsideTheEnumAreRefusedByName) {
   for (int64_t to : {int64_t{14}, int64_t{96}, int64_t{-1}, int64_t{1} << 40}) {
     BlobGraph g = typed_graph();
     g.nodes[1].ints = {to};  // Cast's `to`
-    EXPECT_NE(validate_error(g).find("ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) "
-                                     "or bool (13), got [" + std::to_string(to) + "]"),
+    EXPECT_NE(validate_error(g).find("ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8), "
+                                     "bool (13), u8 (9) or i8 (5), got [" + std::to_string(to) + "]"),
               std::string::npos) << to;
   }
 }
@@ -129,7 +129,7 @@ TEST(BlobFormatV4, DtypeRulesArePerOperator) {
   EXPECT_EQ(validate_error(g), "node 1 (Cast): Cast: the output is f32 (1), expected bool");
   g.nodes[1].ints = {LOOM_DTYPE_F16};
   EXPECT_EQ(validate_error(g), "node 1 (Cast): Cast: ints must be [to] with to a dtype of f32 (1), i32 (7), "
-                               "i64 (8) or bool (13), got [2]");
+                               "i64 (8), bool (13), u8 (9) or i8 (5), got [2]");
   g.nodes[1].ints = {};
   EXPECT_NE(validate_error(g).find("Cast: ints must be [to]"), std::string::npos);
   g = typed_graph();

@@ -118,8 +118,8 @@ TEST(BlobFormatV5, OpenCastWithABadTargetDtypeIsRefused) {
   BlobNode& cast = b.node(Op::kCast, {x}, y);
   cast.ints = {33619966};
   const std::string want =
-      "node 0 (Cast): Cast: ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
-      "bool (13), got ";
+      "node 0 (Cast): Cast: ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8), "
+      "bool (13), u8 (9) or i8 (5), got ";
   EXPECT_EQ(validate_error(b.g), want + "[33619966]");
   b.g.nodes[0].ints.clear();
   EXPECT_EQ(validate_error(b.g), want + "[]");

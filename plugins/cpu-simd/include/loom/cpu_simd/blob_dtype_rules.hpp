@@ -28,6 +28,7 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
   auto operand = [](size_t i) { return "input " + std::to_string(i); };
   if (is_quant(node.op)) return check_quant_dtypes(node, in, out, error);
   if (is_recurrent(node.op)) return check_rnn_dtypes(node, in, out, error);
+  if (is_dynamic_quant(node.op)) return check_dynamic_quant_dtypes(node, in, out, error);
   switch (node.op) {
     case Op::kEqual:
       if (in[1] != in[0]) return bad(operand(1), in[1], dtype_name(in[0]));
@@ -43,9 +44,9 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
     case Op::kCast:
       // Checked here too: an open Cast reaches this rule before (or without)
       // infer_output_shape, which also checks `to`.
-      if (node.ints.size() != 1 || dtype_code_size(node.ints[0]) == 0) {
-        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
-                 "bool (13), got " + detail::shape_string(node.ints);
+      if (node.ints.size() != 1 || !cast_to_ok(node.ints[0])) {
+        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8), "
+                 "bool (13), u8 (9) or i8 (5), got " + detail::shape_string(node.ints);
         return false;
       }
       if (static_cast<int64_t>(out) != node.ints[0]) {

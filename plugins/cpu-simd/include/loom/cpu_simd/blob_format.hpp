@@ -39,10 +39,13 @@
 // dimensions; bind_shapes makes its taps per binding. Version 9 is version 8
 // plus the recurrent operators LSTM, GRU and RNN (59 to 61,
 // blob_rnn_rules.hpp: static shapes only, one output that packs Y, Y_h and,
-// for LSTM, Y_c). Version 10 is version 9 plus QLinearConv and QLinearMatMul
-// that requantize as a QuantizeLinear (trans_a 1: round, then add the zero
-// point; blob_quant_rules.hpp, uses_format10), which compile writes for the
-// steps it fuses from QDQ groups. encode() writes the oldest version
+// for LSTM, Y_c). Version 10 is version 9 plus Round (62) and ONNX's
+// DynamicQuantizeLinear as three single-output nodes, scale (63), zero
+// point (64) and the quantized y (65) (blob_dql_rules.hpp), Cast to and from
+// u8 and i8, and QLinearConv and QLinearMatMul that requantize as a
+// QuantizeLinear (trans_a 1: round, then add the zero point;
+// blob_quant_rules.hpp, requantizes_round_first), which compile writes for
+// the steps it fuses from QDQ groups. encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -208,7 +211,11 @@ inline bool has_open_dims(const BlobGraph& g) {
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
   for (const BlobNode& n : g.nodes) {
-    if (uses_format10(n)) return 10;
+    if (uses_format10(n) || requantizes_round_first(n)) return 10;
+    if (n.op == Op::kCast && !n.inputs.empty() && n.inputs[0] < g.tensors.size() &&
+        quant_dtype_code(g.tensors[n.inputs[0]].dtype)) {
+      return 10;
+    }
   }
   for (const BlobNode& n : g.nodes) {
     if (uses_format9(n)) return 9;
@@ -710,6 +717,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
         !r.i32("node trans_b", &node.trans_b, error)) {
       return false;
     }
+    if (version < 10 && op > kLastOpV9 && op <= kLastOp) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(static_cast<Op>(op)) +
+               "): needs format 10, the blob is format " + std::to_string(version);
+      return false;
+    }
     if (op < 1 || op > last_op(version)) {
       *error = at(start) + ": node " + std::to_string(n) + ": unknown operator " +
                std::to_string(op) + " for format " + std::to_string(version);
@@ -727,6 +739,11 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
       if (!r.fits(n_floats, 4, "node float", error)) return false;
       node.floats.resize(n_floats);
       for (float& f : node.floats) r.f32("node float", &f, error);
+    }
+    if (version < 10 && uses_format10(node)) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
+               "): a Cast to u8 or i8 needs format 10, the blob is format " + std::to_string(version);
+      return false;
     }
     if (version < 5 && node.op == Op::kCopy && !node.ints.empty()) {
       *error = at(start) + ": node " + std::to_string(n) + " (Copy): a shape spec (ints) needs format 5, "
@@ -748,7 +765,7 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
                "the blob is format " + std::to_string(version);
       return false;
     }
-    if (version < 10 && uses_format10(node)) {
+    if (version < 10 && requantizes_round_first(node)) {
       *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(node.op) +
                "): trans_a 1 (requantize as a QuantizeLinear: round, then add the zero point) needs format 10, "
                "the blob is format " + std::to_string(version);

@@ -63,7 +63,7 @@ enum class Op : uint32_t {
                 //   alpha = the constant when there is no value input
   kWhere = 50,  // condition (bool), X, Y (f32); broadcast
   kEqual = 51,  // A, B of one dtype (f32, bool, i32, i64); bool output; broadcast
-  kCast = 52,   // ints = [to]: the output's dtype (f32, bool, i32, i64)
+  kCast = 52,   // ints = [to]: the output's dtype (f32, bool, i32, i64; [v10] u8, i8, and u8 / i8 inputs)
   // Format 6: u8 / i8 tensors and the quantized operators (blob_quant_rules.hpp).
   // Scales are f32 tensors and zero points u8 / i8 tensors read at run time
   // (inline constants or graph inputs), as ONNX passes them.
@@ -84,13 +84,20 @@ enum class Op : uint32_t {
   kGru = 60,   // X, W, R[, B][, sequence_lens][, initial_h]; mask bits 0 to 2 as above; ints =
                //   [direction, layout, hidden_size, linear_before_reset]; output packs Y, Y_h
   kRnn = 61,   // as kGru, ints[3] 0 (Tanh)
+  // Format 10: ONNX's DynamicQuantizeLinear as three single-output nodes
+  // (blob_dql_rules.hpp), and Round.
+  kRound = 62,                      // f32, round half to even
+  kDynamicQuantizeScale = 63,       // x (f32) -> y_scale (f32, shape [])
+  kDynamicQuantizeZeroPoint = 64,   // x (f32) -> y_zero_point (u8, shape [])
+  kDynamicQuantize = 65,            // x (f32), y_scale, y_zero_point -> y (u8, x's shape)
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
 inline constexpr uint32_t kLastOpV3 = 48;
 inline constexpr uint32_t kLastOpV5 = 52;
 inline constexpr uint32_t kLastOpV8 = 58;
-inline constexpr uint32_t kLastOp = 61;
+inline constexpr uint32_t kLastOpV9 = 61;
+inline constexpr uint32_t kLastOp = 65;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
@@ -99,6 +106,7 @@ inline uint32_t last_op(uint32_t version) {
          : version == 3 ? kLastOpV3
          : version <= 5 ? kLastOpV5
          : version <= 8 ? kLastOpV8
+         : version == 9 ? kLastOpV9
                         : kLastOp;
 }
 
@@ -141,6 +149,10 @@ inline uint32_t dtype_code_size(int64_t code) {
   }
 }
 
+// Whether Cast may write the dtype with raw code `to`: format 4's dtypes,
+// and u8 and i8 from format 10 (uses_format10).
+inline bool cast_to_ok(int64_t to) { return dtype_code_size(to) != 0 || quant_dtype_code(to); }
+
 // The name of a blob dtype for messages.
 inline const char* dtype_name(loom_dtype_t dtype) {
   switch (dtype) {
@@ -164,7 +176,8 @@ inline const char* op_name(Op op) {
       "GlobalAveragePool", "BatchNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
       "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice", "Pad",
       "Where", "Equal", "Cast", "QuantizeLinear", "DequantizeLinear", "QLinearConv",
-      "QLinearMatMul", "ConvInteger", "MatMulInteger", "LSTM", "GRU", "RNN"};
+      "QLinearMatMul", "ConvInteger", "MatMulInteger", "LSTM", "GRU", "RNN", "Round",
+      "DynamicQuantizeLinear (scale)", "DynamicQuantizeLinear (zero point)", "DynamicQuantizeLinear (y)"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }
@@ -173,8 +186,10 @@ inline bool is_binary(Op op) {
   return op == Op::kAdd || (op >= Op::kSub && op <= Op::kPRelu);
 }
 inline bool is_unary(Op op) {
-  return op == Op::kRelu || (op >= Op::kLeakyRelu && op <= Op::kCeil);
+  return op == Op::kRelu || (op >= Op::kLeakyRelu && op <= Op::kCeil) || op == Op::kRound;
 }
+// The DynamicQuantizeLinear parts of format 10.
+inline bool is_dynamic_quant(Op op) { return op >= Op::kDynamicQuantizeScale && op <= Op::kDynamicQuantize; }
 // The recurrent operators of format 9.
 inline bool is_recurrent(Op op) { return op >= Op::kLstm && op <= Op::kRnn; }
 inline bool is_reduce(Op op) { return op >= Op::kReduceMean && op <= Op::kReduceMin; }

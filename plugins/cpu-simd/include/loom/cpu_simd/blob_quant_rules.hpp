@@ -92,8 +92,9 @@ inline bool operands_of(const BlobNode& node, QuantOperands* q, std::string* err
 
 }  // namespace quant
 
-// Whether `node` uses what format 10 added (see the header comment).
-inline bool uses_format10(const BlobNode& node) {
+// Whether `node` uses format 10's trans_a 1 (see the header comment; the
+// rest of format 10 is blob_dql_rules.hpp's uses_format10).
+inline bool requantizes_round_first(const BlobNode& node) {
   return (node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul) && node.trans_a == 1;
 }
 

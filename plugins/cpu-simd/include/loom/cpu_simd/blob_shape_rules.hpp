@@ -249,6 +249,8 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   } else if (op == Op::kGru || op == Op::kRnn) {
     *min_in = 3;
     *max_in = 6;
+  } else if (op == Op::kDynamicQuantize) {
+    *min_in = *max_in = 3;
   } else {
     *min_in = *max_in = 1;
   }
@@ -340,6 +342,8 @@ inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtyp
 struct RnnForm;
 inline bool rnn_form(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in, RnnForm* form,
                      std::vector<int64_t>* out, std::string* error);
+inline bool infer_dynamic_quant_shape(const BlobNode& node, const std::vector<const std::vector<int64_t>*>& in,
+                                      std::vector<int64_t>* out, std::string* error);
 
 // A plain (not quantized) operator carries ints and floats only where its
 // form has them; false with `*error` otherwise.
@@ -367,6 +371,7 @@ inline bool infer_output_shape(const BlobNode& node,
                                std::vector<int64_t>* out, std::string* error) {
   using detail::shape_string;
   if (is_quant(node.op)) return infer_quant_shape(node, in, out, error);
+  if (is_dynamic_quant(node.op)) return infer_dynamic_quant_shape(node, in, out, error);
   if (is_recurrent(node.op)) return rnn_form(node, in, nullptr, out, error);
   const std::string op = op_name(node.op);
   if (!attribute_lists_ok(node, error)) return false;
@@ -668,9 +673,9 @@ inline bool infer_output_shape(const BlobNode& node,
       return true;
     }
     case Op::kCast:
-      if (node.ints.size() != 1 || dtype_code_size(node.ints[0]) == 0) {
-        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8) or "
-                 "bool (13), got " + shape_string(node.ints);
+      if (node.ints.size() != 1 || !cast_to_ok(node.ints[0])) {
+        *error = op + ": ints must be [to] with to a dtype of f32 (1), i32 (7), i64 (8), "
+                 "bool (13), u8 (9) or i8 (5), got " + shape_string(node.ints);
         return false;
       }
       *out = *in[0];
@@ -781,3 +786,4 @@ inline bool infer_output_shape(const BlobNode& node,
 
 #include "loom/cpu_simd/blob_quant_rules.hpp"
 #include "loom/cpu_simd/blob_rnn_rules.hpp"
+#include "loom/cpu_simd/blob_dql_rules.hpp"

@@ -137,6 +137,10 @@ inline NodeWork node_work(const BlobGraph& g, size_t index) {
       w.flops = 2 * steps * (elements(g.tensors[node.inputs[1]]) + elements(g.tensors[node.inputs[2]]));
       break;
     }
+    case Op::kDynamicQuantizeScale:
+    case Op::kDynamicQuantizeZeroPoint:
+      w.flops = 2 * elements(in0);  // the range: a min and a max per element
+      break;
     case Op::kCopy:
     case Op::kConcat:
     case Op::kTranspose:

@@ -1,0 +1,109 @@
+// Format 10 of the cpu-simd blob: Round and DynamicQuantizeLinear's three
+// nodes (scale, zero point, y), their arity, shape and dtype rules, and that
+// format 9 refuses them by name.
+#include <gtest/gtest.h>
+
+#include "blob_fuzz_support.hpp"
+#include "loom/cpu_simd/blob_format.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+using testing::decode_error;
+using testing::validate_error;
+
+// x [2, 3] f32 -> r = Round(x); s = scale(r); z = zero point(r); y = quantize(r, s, z)
+BlobGraph dql_graph() {
+  testing::BlobBuilder b;
+  const uint32_t x = b.t({2, 3}), r = b.t({2, 3}), s = b.t({}), z = b.t({}, LOOM_DTYPE_U8);
+  const uint32_t y = b.t({2, 3}, LOOM_DTYPE_U8);
+  b.g.inputs = {x};
+  b.g.outputs = {y, s, z};
+  b.node(Op::kRound, {x}, r);
+  b.node(Op::kDynamicQuantizeScale, {r}, s);
+  b.node(Op::kDynamicQuantizeZeroPoint, {r}, z);
+  b.node(Op::kDynamicQuantize, {r, s, z}, y);
+  return b.g;
+}
+
+TEST(BlobFormatV10, RoundTripsRoundAndDynamicQuantizeLinear) {
+  const BlobGraph g = dql_graph();
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 10u);
+  const std::vector<std::byte> bytes = encode(g);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[4]), 10u);
+  BlobGraph d;
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  ASSERT_EQ(d.nodes.size(), 4u);
+  EXPECT_EQ(d.nodes[0].op, Op::kRound);
+  EXPECT_EQ(d.nodes[3].op, Op::kDynamicQuantize);
+  EXPECT_EQ(d.nodes[3].inputs, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(encode(d), bytes);
+  // A graph without them keeps its older format.
+  BlobGraph old = g;
+  old.nodes[0].op = Op::kFloor;
+  old.nodes.resize(1);
+  old.outputs = {1};
+  EXPECT_LT(format_version_for(old), 10u);
+}
+
+TEST(BlobFormatV10, FormatNineRefusesTheNewOperatorsByName) {
+  EXPECT_NE(decode_error(encode(dql_graph(), 9)).find("node 0 (Round): needs format 10, the blob is format 9"),
+            std::string::npos);
+  BlobGraph g = dql_graph();
+  g.nodes[0].op = Op::kCopy;
+  EXPECT_NE(decode_error(encode(g, 9)).find("node 1 (DynamicQuantizeLinear (scale)): needs format 10"),
+            std::string::npos);
+  EXPECT_NE(decode_error(encode(g, 6)).find("needs format 10, the blob is format 6"), std::string::npos);
+}
+
+TEST(BlobFormatV10, MalformedNodesAreRefusedByName) {
+  BlobGraph g = dql_graph();
+  g.tensors[2].shape = {1};  // the scale
+  EXPECT_NE(validate_error(g).find("node 1 (DynamicQuantizeLinear (scale)): output tensor 2 is declared [1] but "
+                                   "the operator produces []"),
+            std::string::npos)
+      << validate_error(g);
+  g = dql_graph();
+  g.tensors[3].dtype = LOOM_DTYPE_I8;  // the zero point
+  EXPECT_NE(validate_error(g).find("node 2 (DynamicQuantizeLinear (zero point)): DynamicQuantizeLinear (zero point): the output is i8, expected u8"),
+            std::string::npos)
+      << validate_error(g);
+  g = dql_graph();
+  g.tensors[4].dtype = LOOM_DTYPE_F32;  // y
+  EXPECT_NE(validate_error(g).find("node 3 (DynamicQuantizeLinear (y)): DynamicQuantizeLinear (y): the output is f32, expected u8"),
+            std::string::npos)
+      << validate_error(g);
+  g = dql_graph();
+  g.nodes[3].inputs = {1, 2};
+  EXPECT_NE(validate_error(g).find("node 3 (DynamicQuantizeLinear (y)): has 2 inputs, needs 3"), std::string::npos)
+      << validate_error(g);
+  g = dql_graph();
+  g.nodes[3].inputs = {1, 3, 2};  // scale and zero point swapped
+  EXPECT_NE(validate_error(g).find("node 3 (DynamicQuantizeLinear (y)): DynamicQuantizeLinear (y): y_scale is u8, expected f32"),
+            std::string::npos)
+      << validate_error(g);
+  g = dql_graph();
+  g.nodes[1].ints = {1};
+  EXPECT_NE(validate_error(g).find("node 1 (DynamicQuantizeLinear (scale)): DynamicQuantizeLinear (scale): unexpected attribute lists (1 ints"),
+            std::string::npos)
+      << validate_error(g);
+  // A scale that is not a scalar, fed to the quantize node.
+  testing::BlobBuilder b;
+  const uint32_t x = b.t({4}), s = b.t({1}), z = b.t({}, LOOM_DTYPE_U8), y = b.t({4}, LOOM_DTYPE_U8);
+  b.g.inputs = {x, s, z};
+  b.g.outputs = {y};
+  b.node(Op::kDynamicQuantize, {x, s, z}, y);
+  EXPECT_NE(validate_error(b.g).find("node 0 (DynamicQuantizeLinear (y)): DynamicQuantizeLinear (y): y_scale [1] must be a scalar []"),
+            std::string::npos)
+      << validate_error(b.g);
+  g = dql_graph();
+  g.tensors[0].dtype = LOOM_DTYPE_I32;
+  g.tensors[1].dtype = LOOM_DTYPE_I32;
+  EXPECT_NE(validate_error(g).find("node 0 (Round): Round: input 0 is i32 (7), expected f32"), std::string::npos)
+      << validate_error(g);
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
