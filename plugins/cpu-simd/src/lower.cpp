@@ -43,7 +43,7 @@ bool lower_unary(Lowering& l, Op op, int64_t min_opset, AllowList attrs = {}) {
 
 bool lower_copy_same(Lowering& l) {
   l.node().op = Op::kCopy;
-  if (!l.check_attributes({}) || !l.check_inputs(1, 1) || !l.data(0) || !l.output(1)) return false;
+  if (!l.check_attributes({}) || !l.check_inputs(1, 1) || !l.moved(0) || !l.moved_output(1)) return false;
   if (l.output_shape() != l.shape_of(0)) return l.fail("output shape differs from the input's");
   return true;
 }
@@ -103,9 +103,9 @@ bool lower_concat(Lowering& l) {
   if (!l.get_int("axis", 0, &n.axis)) return false;
   if (n.axis < 0 && l.opset() < 11) return l.fail("negative axis before opset 11");
   for (size_t i = 0; i < l.input_count(); ++i) {
-    if (!l.data(i)) return false;
+    if (!l.moved(i)) return false;
   }
-  return l.output(1);
+  return l.moved_output(1);
 }
 
 bool lower_reshape(Lowering& l) {
@@ -120,7 +120,7 @@ bool lower_reshape(Lowering& l) {
   if (!l.present(1) || !l.constant_i64s(1, &spec)) {
     return l.present(1) ? false : l.fail("the shape input is missing");
   }
-  if (!l.data(0) || !l.output(1)) return false;
+  if (!l.moved(0) || !l.moved_output(1)) return false;
   const Shape x = l.shape_of(0);
   if (l.open_shapes()) {
     // The target per binding: the blob's shape spec says the same as ONNX's
@@ -176,7 +176,7 @@ bool lower_flatten(Lowering& l) {
   l.node().op = Op::kCopy;
   int64_t axis = 1;
   if (!l.check_attributes({{"axis", 1}}) || !l.check_inputs(1, 1) || !l.get_int("axis", 1, &axis) ||
-      !l.data(0) || !l.output(1)) {
+      !l.moved(0) || !l.moved_output(1)) {
     return false;
   }
   const Shape x = l.shape_of(0);
@@ -208,7 +208,7 @@ bool lower_transpose(Lowering& l) {
   BlobNode& n = l.node();
   n.op = Op::kTranspose;
   if (!l.check_attributes({{"perm", 1}}) || !l.check_inputs(1, 1) || !l.get_ints("perm", &n.ints) ||
-      !l.data(0) || !l.output(1)) {
+      !l.moved(0) || !l.moved_output(1)) {
     return false;
   }
   if (!l.has("perm")) {
@@ -249,7 +249,15 @@ bool lower_window(Lowering& l, Op op) {
   } else if (op == Op::kMaxPool) {
     if (!l.check_attributes({{"auto_pad", 1}, {"kernel_shape", 1}, {"pads", 1}, {"strides", 1},
                              {"storage_order", 8}, {"dilations", 10}, {"ceil_mode", 10}}) ||
-        !l.check_inputs(1, 1) || !l.data(0)) {
+        !l.check_inputs(1, 1)) {
+      return false;
+    }
+    // u8 and i8 from opset 12 (blob format 11): what QOperator models pool.
+    const gfb::DType d = l.present(0) ? l.dtype_of(0) : gfb::DType::f32;
+    if (d == gfb::DType::u8 || d == gfb::DType::i8) {
+      if (l.opset() < 12) return l.fail("MaxPool of " + std::string(gfb::EnumNameDType(d)) + " needs opset 12");
+      if (!l.moved(0)) return false;
+    } else if (!l.data(0)) {
       return false;
     }
   } else {
@@ -259,7 +267,7 @@ bool lower_window(Lowering& l, Op op) {
       return false;
     }
   }
-  if (!l.output(op == Op::kMaxPool ? 2 : 1)) return false;
+  if (!(op == Op::kMaxPool ? l.moved_output(2) : l.output(1))) return false;
   const Shape x = l.shape_of(0);
   if (x.size() < 3 || x.size() > static_cast<size_t>(2 + kMaxSpatial)) {
     return l.fail("input rank " + std::to_string(x.size()) + " is not 3 to " + std::to_string(2 + kMaxSpatial));
@@ -370,7 +378,7 @@ bool lower_squeeze(Lowering& l, bool unsqueeze) {
   Shape axes;
   if (!l.get_ints("axes", &axes)) return false;
   if (axes_input && l.present(1) && !l.constant_i64s(1, &axes)) return false;
-  if (!l.data(0) || !l.output(1)) return false;
+  if (!l.moved(0) || !l.moved_output(1)) return false;
   const Shape x = l.shape_of(0);
   const int64_t out_rank = static_cast<int64_t>(x.size()) + (unsqueeze ? static_cast<int64_t>(axes.size()) : 0);
   if (unsqueeze && axes.empty()) return l.fail("Unsqueeze needs axes");

@@ -75,7 +75,7 @@ bool lower_gather(Lowering& l) {
     return false;
   }
   Shape values, index_shape;
-  if (!l.constant_indices(1, &values, &index_shape) || !l.data(0) || !l.output(1)) return false;
+  if (!l.constant_indices(1, &values, &index_shape) || !l.moved(0) || !l.moved_output(1)) return false;
   const Shape x = l.shape_of(0);
   const int64_t rank = static_cast<int64_t>(x.size());
   if (axis < -rank || axis >= rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
@@ -325,7 +325,7 @@ bool lower_slice(Lowering& l) {
     if (l.present(3) && !list(3, &axes)) return false;
     if (l.present(4) && !list(4, &steps)) return false;
   }
-  if (!l.data(0) || !l.output(1)) return false;
+  if (!l.moved(0) || !l.moved_output(1)) return false;
   const Shape x = l.shape_of(0);
   const int64_t rank = static_cast<int64_t>(x.size());
   if (rank == 0) return l.fail("a scalar cannot be sliced");

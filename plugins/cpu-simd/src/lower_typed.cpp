@@ -38,7 +38,7 @@ bool lower_split(Lowering& l) {
   if (l.opset() >= 18 && !given && !l.has("num_outputs")) {
     return l.fail("neither 'split' nor 'num_outputs' is given");
   }
-  if (!l.data(0)) return false;
+  if (!l.moved(0)) return false;
   const Shape x = l.shape_of(0);
   const int64_t rank = static_cast<int64_t>(x.size());
   if (axis < -rank || axis >= rank) return l.fail("axis " + std::to_string(axis) + " is out of range");
@@ -76,7 +76,7 @@ bool lower_split(Lowering& l) {
   const uint32_t input = l.node().inputs[0];
   int64_t start = 0;
   for (size_t k = 0; k < outputs; ++k) {
-    if (!l.output_ok(k, gfb::DType::f32)) return false;
+    if (!l.output_ok(k, l.dtype_of(0))) return false;
     BlobNode& s = k == 0 ? l.node() : l.add_node();
     s.op = Op::kSlice;
     s.inputs = {input};

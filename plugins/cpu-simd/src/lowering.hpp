@@ -123,6 +123,33 @@ class Lowering {
     return true;
   }
 
+  // A tensor an operator moves without reading its values (Identity,
+  // Reshape, Concat, Transpose, Slice, Gather, ...): f32, bool, i32, i64, u8
+  // or i8 (other than f32: blob format 11), not an inline constant unless
+  // f32, and of input 0's dtype. Its output is then moved_output's.
+  bool moved(size_t i) {
+    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
+    const gfb::DType d = dtype_of(i);
+    if (!blob_dtype_ok(d) && d != gfb::DType::u8 && d != gfb::DType::i8) {
+      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(d) +
+                  "; cpu-simd moves f32, bool, i32, i64, u8 and i8");
+    }
+    if (i > 0 && present(0) && d != dtype_of(0)) {
+      return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(d) + ", input 0 is " +
+                  gfb::EnumNameDType(dtype_of(0)));
+    }
+    const sdk::TensorView t = node_.input(i);
+    if (t.has_data() && !t.is_graph_input() && d != gfb::DType::f32) {
+      return fail("input " + std::to_string(i) + " is an inline " + gfb::EnumNameDType(d) +
+                  " constant; cpu-simd embeds f32 constants only");
+    }
+    if (!shape_ok(t.shape(), "input " + std::to_string(i))) return false;
+    node().inputs.push_back(static_cast<uint32_t>(t.index()));
+    return true;
+  }
+  // The output of a node whose inputs passed `moved`: of input 0's dtype.
+  bool moved_output(size_t allowed_outputs) { return output(allowed_outputs, dtype_of(0)); }
+
   bool constant_f32_scalar(size_t i, float* v) { return ok(node_.constant_float(i, v)); }
   // Input `i`'s values when it is an inline f32 constant; false (no
   // failure recorded) otherwise.

@@ -142,6 +142,8 @@ NodePlan plan_node(const BlobGraph& graph, size_t index) {
   p.output = node.outputs[0];
   const std::vector<int64_t>& out = graph.tensors[p.output].shape;
   p.count = elements(out);
+  p.out_dtype = graph.tensors[p.output].dtype;
+  p.elem = dtype_size(p.out_dtype);
   auto shape = [&](size_t i) -> const std::vector<int64_t>& {
     return graph.tensors[node.inputs[i]].shape;
   };
@@ -200,6 +202,7 @@ NodePlan plan_node(const BlobGraph& graph, size_t index) {
 }
 
 void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool) {
+  if (plan.elem != 4 && moves_elements(plan.op)) return run_moved_node(plan, tensors);
   switch (plan.op) {
     case Op::kMatMul: run_matmul(plan, tensors, pool); return;
     case Op::kGemm: run_gemm(plan, tensors, pool); return;

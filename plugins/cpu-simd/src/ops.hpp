@@ -66,7 +66,15 @@ struct NodePlan {
   // the constant. Equal and Cast: the dtypes read and written.
   std::array<std::array<int64_t, kMaxRank>, 3> strides{};
   loom_dtype_t in_dtype = LOOM_DTYPE_F32, out_dtype = LOOM_DTYPE_F32;
+  // Bytes per output element (plan_node): the operators that only move
+  // elements (moves_elements) run 1- and 8-byte ones with run_moved_node;
+  // 4-byte ones (f32, i32) take the f32 kernels, which copy bits.
+  size_t elem = 4;
 };
+
+// The operators whose kernels only move or compare elements: those that
+// run any blob dtype, and MaxPool (f32, u8, i8; blob_dtype_rules.hpp).
+inline bool moves_elements(Op op) { return moves_any_dtype(op) || op == Op::kMaxPool; }
 
 // A 2-D MaxPool 2 x 2, stride 2, without pads or dilation: the plain
 // kernels have a vectorized loop for it on NCHW data, which the schedule
@@ -135,6 +143,7 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
   void run_data_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);             \
   void plan_typed_node(const BlobGraph& graph, const BlobNode& node, NodePlan* plan);            \
   void run_typed_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);            \
+  void run_moved_node(const NodePlan& plan, float* const* tensors);                              \
   void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,  \
                   int64_t n, float epsilon, ThreadPool& pool);                                   \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \

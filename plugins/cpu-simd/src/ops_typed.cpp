@@ -1,7 +1,8 @@
 // Format-4 operators: Pad (f32), and Where, Equal and Cast, whose tensors may
-// be bool (one byte, 0 or 1), i32 or i64. Slots are handed over as float
-// pointers; these kernels read and write them as the blob's dtype says. Like
-// ops_data.cpp this file is compiled once per instruction set.
+// be bool (one byte, 0 or 1), i32 or i64; format 11's moves of 1- and 8-byte
+// elements (run_moved_node). Slots are handed over as float pointers; these
+// kernels read and write them as the blob's dtype says. Like ops_data.cpp
+// this file is compiled once per instruction set.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -287,7 +288,123 @@ void run_dynamic_quant(const NodePlan& p, float* const* t) {
   }
 }
 
+// The element walk of Transpose and Slice (the f32 kernels' geometry:
+// output dims, per dim the input stride), for elements of type T.
+template <typename T>
+void walk_elements(const BroadcastGeometry& g, const T* x, T* y, int64_t count) {
+  if (count == 0) return;
+  if (g.rank == 0) {
+    y[0] = x[0];
+    return;
+  }
+  std::array<int64_t, kMaxRank> index{};
+  const size_t last = g.rank - 1;
+  const int64_t width = g.dims[last], stride = g.a_strides[last];
+  int64_t xo = 0;
+  for (int64_t o = 0; o < count; o += width) {
+    for (int64_t j = 0; j < width; ++j) y[o + j] = x[xo + j * stride];
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      xo += g.a_strides[d];
+      if (index[d] < g.dims[d]) break;
+      xo -= g.a_strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// MaxPool of integers: the largest element each window covers inside the
+// input; a window wholly in the padding gives the type's lowest value (as
+// the reference kernels do).
+template <typename T>
+void max_pool_integers(const NodePlan& p, const T* x, T* y) {
+  const Window& win = p.window;
+  const int64_t od = p.out_sp[0], oh = p.out_sp[1], ow = p.out_sp[2];
+  const int64_t id = p.in_sp[0], ih = p.in_sp[1], iw = p.in_sp[2];
+  const int64_t in_plane = id * ih * iw, out_plane = od * oh * ow;
+  for (int64_t plane = 0; plane < p.batch * p.in_channels; ++plane) {
+    const T* xp = x + plane * in_plane;
+    T* yp = y + plane * out_plane;
+    for (int64_t z = 0; z < od; ++z) {
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t c = 0; c < ow; ++c) {
+          T best = std::numeric_limits<T>::lowest();
+          for (int64_t a = 0; a < win.kernel[0]; ++a) {
+            const int64_t zi = z * win.stride[0] - win.pad_begin[0] + a * win.dilation[0];
+            if (zi < 0 || zi >= id) continue;
+            for (int64_t b = 0; b < win.kernel[1]; ++b) {
+              const int64_t ri = r * win.stride[1] - win.pad_begin[1] + b * win.dilation[1];
+              if (ri < 0 || ri >= ih) continue;
+              for (int64_t e = 0; e < win.kernel[2]; ++e) {
+                const int64_t ci = c * win.stride[2] - win.pad_begin[2] + e * win.dilation[2];
+                if (ci >= 0 && ci < iw) best = std::max(best, xp[(zi * ih + ri) * iw + ci]);
+              }
+            }
+          }
+          yp[(z * oh + r) * ow + c] = best;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
+
+// The operators that only move elements, for 1- and 8-byte elements (u8,
+// i8, bool, i64): the same geometry as their f32 kernels, in bytes.
+void run_moved_node(const NodePlan& p, float* const* t) {
+  const size_t e = p.elem;
+  const auto* x = reinterpret_cast<const unsigned char*>(t[p.inputs[0]]);
+  auto* y = reinterpret_cast<unsigned char*>(t[p.output]);
+  const size_t count = static_cast<size_t>(p.count);
+  switch (p.op) {
+    case Op::kCopy:
+      if (count != 0) std::memmove(y, x, e * count);
+      return;
+    case Op::kConcat:
+      for (int64_t o = 0; o < p.outer; ++o) {
+        for (size_t i = 0; i < p.inputs.size(); ++i) {
+          const size_t chunk = static_cast<size_t>(p.chunks[i]) * e;
+          const auto* src = reinterpret_cast<const unsigned char*>(t[p.inputs[i]]);
+          if (chunk != 0) std::memcpy(y, src + static_cast<size_t>(o) * chunk, chunk);
+          y += chunk;
+        }
+      }
+      return;
+    case Op::kGather: {
+      const size_t inner = static_cast<size_t>(p.inner) * e, extent = static_cast<size_t>(p.n);
+      for (int64_t o = 0; o < p.outer; ++o) {
+        const unsigned char* xo = x + static_cast<size_t>(o) * extent * inner;
+        for (int64_t index : p.chunks) {
+          if (inner != 0) std::memcpy(y, xo + static_cast<size_t>(index) * inner, inner);
+          y += inner;
+        }
+      }
+      return;
+    }
+    case Op::kTranspose:
+    case Op::kSlice: {
+      // Slice starts at element p.outer; Transpose at 0.
+      const int64_t start = p.op == Op::kSlice ? p.outer : 0;
+      if (e == 1) {
+        walk_elements(p.transpose, x + start, y, p.count);
+      } else {
+        walk_elements(p.transpose, reinterpret_cast<const uint64_t*>(x) + start, reinterpret_cast<uint64_t*>(y),
+                      p.count);
+      }
+      return;
+    }
+    case Op::kMaxPool:
+      if (p.out_dtype == LOOM_DTYPE_I8) {
+        max_pool_integers(p, reinterpret_cast<const int8_t*>(x), reinterpret_cast<int8_t*>(y));
+      } else {
+        max_pool_integers(p, x, y);
+      }
+      return;
+    default:
+      return;
+  }
+}
 
 void plan_typed_node(const BlobGraph& graph, const BlobNode& node, NodePlan* p) {
   const std::vector<int64_t>& out = graph.tensors[node.outputs[0]].shape;

@@ -279,7 +279,9 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       const size_t slots_before = s->slots_.size();
       const uint32_t out_slot = p.define(y, layout);
       try {
-        d = make_pool(p, i, x, out_slot, layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw);
+        const loom_dtype_t type = graph.tensors[node.inputs[0]].dtype;
+        d = make_pool(p, i, x, out_slot, layout == Layout::kNhwc ? Tag::nhwc : Tag::nchw,
+                      type == LOOM_DTYPE_U8 ? DType::u8 : type == LOOM_DTYPE_I8 ? DType::s8 : DType::f32);
       } catch (const dnnl::error&) {
         d = nullptr;
       }

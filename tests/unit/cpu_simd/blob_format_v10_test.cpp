@@ -1,6 +1,7 @@
 // Format 10 of the cpu-simd blob: Round and DynamicQuantizeLinear's three
 // nodes (scale, zero point, y), their arity, shape and dtype rules, and that
-// format 9 refuses them by name.
+// format 9 refuses them by name. Format 11: the moving operators of any
+// dtype and MaxPool of u8 / i8, refused by name in format 10.
 #include <gtest/gtest.h>
 
 #include "blob_fuzz_support.hpp"
@@ -103,6 +104,56 @@ TEST(BlobFormatV10, MalformedNodesAreRefusedByName) {
   g.tensors[1].dtype = LOOM_DTYPE_I32;
   EXPECT_NE(validate_error(g).find("node 0 (Round): Round: input 0 is i32 (7), expected f32"), std::string::npos)
       << validate_error(g);
+}
+
+// x u8 [1, 2, 4, 4] -> MaxPool 2x2 -> p [1, 2, 2, 2] -> Copy -> y [8]; z i64
+// [3] -> Transpose -> w.
+BlobGraph moved_graph() {
+  testing::BlobBuilder b;
+  const uint32_t x = b.t({1, 2, 4, 4}, LOOM_DTYPE_U8), p = b.t({1, 2, 2, 2}, LOOM_DTYPE_U8);
+  const uint32_t y = b.t({8}, LOOM_DTYPE_U8), z = b.t({3}, LOOM_DTYPE_I64), w = b.t({3}, LOOM_DTYPE_I64);
+  b.g.inputs = {x, z};
+  b.g.outputs = {y, w};
+  b.node(Op::kMaxPool, {x}, p);
+  b.g.nodes.back().ints = {2, 0, 0, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0};
+  b.node(Op::kCopy, {p}, y);
+  b.node(Op::kTranspose, {z}, w);
+  b.g.nodes.back().ints = {0};
+  return b.g;
+}
+
+TEST(BlobFormatV11, MovingOperatorsOfAnyDtypeRoundTripAndFormatTenRefusesThemByName) {
+  const BlobGraph g = moved_graph();
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 11u);
+  const std::vector<std::byte> bytes = encode(g);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[4]), 11u);
+  BlobGraph d;
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  EXPECT_EQ(encode(d), bytes);
+  EXPECT_NE(decode_error(encode(g, 10)).find("node 0 (MaxPool): moving u8 elements needs format 11, the blob is format 10"),
+            std::string::npos)
+      << decode_error(encode(g, 10));
+  testing::BlobBuilder t;
+  const uint32_t z = t.t({3}, LOOM_DTYPE_I64), w = t.t({3}, LOOM_DTYPE_I64);
+  t.g.inputs = {z};
+  t.g.outputs = {w};
+  t.node(Op::kTranspose, {z}, w);
+  t.g.nodes.back().ints = {0};
+  EXPECT_NE(decode_error(encode(t.g, 10)).find("node 0 (Transpose): moving i64 elements needs format 11"),
+            std::string::npos)
+      << decode_error(encode(t.g, 10));
+  // The dtype rules: one dtype in and out; MaxPool of f32, u8 and i8 only.
+  BlobGraph bad = g;
+  bad.tensors[2].dtype = LOOM_DTYPE_I8;  // Copy u8 -> i8
+  EXPECT_NE(validate_error(bad).find("node 1 (Copy): Copy: input 0 is u8 (9), expected i8"), std::string::npos)
+      << validate_error(bad);
+  bad = g;
+  bad.tensors[0].dtype = bad.tensors[1].dtype = bad.tensors[2].dtype = LOOM_DTYPE_I32;
+  EXPECT_NE(validate_error(bad).find("node 0 (MaxPool): MaxPool: the output is i32 (7), expected f32, u8 or i8"),
+            std::string::npos)
+      << validate_error(bad);
 }
 
 }  // namespace

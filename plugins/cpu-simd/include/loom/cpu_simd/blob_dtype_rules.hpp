@@ -12,11 +12,24 @@
 
 namespace loom::cpu_simd {
 
+// Copy, Concat, Transpose, Slice and Gather only move elements: from format
+// 11 they run any blob dtype (every operand and the output of one dtype).
+inline bool moves_any_dtype(Op op) {
+  return op == Op::kCopy || op == Op::kConcat || op == Op::kTranspose || op == Op::kSlice || op == Op::kGather;
+}
+
+// Whether `node`, with output dtype `out`, needs format 11: one of those
+// operators on other than f32, or a MaxPool of u8 or i8.
+inline bool uses_format11(const BlobNode& node, loom_dtype_t out) {
+  return (moves_any_dtype(node.op) || node.op == Op::kMaxPool) && out != LOOM_DTYPE_F32;
+}
+
 // The dtype rules of format 4, given the operand and output dtypes of
 // `node`: Equal reads two operands of one dtype and writes bool; Where reads
 // a bool condition and f32 X and Y and writes f32; Cast writes the dtype
-// `ints[0]` names from any blob dtype; every other operator reads and writes
-// f32 only. False with `*error` naming the operand.
+// `ints[0]` names from any blob dtype; Copy, Concat, Transpose, Slice and
+// Gather read and write one dtype, any (format 11), MaxPool one of f32, u8
+// and i8; every other operator reads and writes f32 only. False with `*error` naming the operand.
 inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& in,
                          loom_dtype_t out, std::string* error) {
   const std::string op = op_name(node.op);
@@ -53,7 +66,19 @@ inline bool check_dtypes(const BlobNode& node, const std::vector<loom_dtype_t>& 
         return bad("the output", out, dtype_name(static_cast<loom_dtype_t>(node.ints[0])));
       }
       return true;
+    case Op::kMaxPool:
+      if (out != LOOM_DTYPE_F32 && out != LOOM_DTYPE_U8 && out != LOOM_DTYPE_I8) {
+        return bad("the output", out, "f32, u8 or i8");
+      }
+      if (in[0] != out) return bad(operand(0), in[0], dtype_name(out));
+      return true;
     default:
+      if (moves_any_dtype(node.op)) {
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] != out) return bad(operand(i), in[i], dtype_name(out));
+        }
+        return true;
+      }
       for (size_t i = 0; i < in.size(); ++i) {
         if (in[i] != LOOM_DTYPE_F32) return bad(operand(i), in[i], "f32");
       }

@@ -45,7 +45,11 @@
 // u8 and i8, and QLinearConv and QLinearMatMul that requantize as a
 // QuantizeLinear (trans_a 1: round, then add the zero point;
 // blob_quant_rules.hpp, requantizes_round_first), which compile writes for
-// the steps it fuses from QDQ groups. encode() writes the oldest version
+// the steps it fuses from QDQ groups. Version 11 is version 10 plus Copy,
+// Concat, Transpose, Slice and Gather of any blob dtype (bool, i32, i64, u8,
+// i8: every operand and the output of one dtype) and MaxPool of u8 and i8
+// (blob_dtype_rules.hpp, uses_format11), which compile writes for the
+// tensors a quantized model passes through unchanged. encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -75,7 +79,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 10;
+inline constexpr uint32_t kFormatVersion = 11;
 inline constexpr uint32_t kMinFormatVersion = 1;
 inline constexpr char kMagic[4] = {'L', 'C', 'P', 'U'};
 inline constexpr size_t kHeaderSize = 24;
@@ -210,6 +214,11 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (!n.outputs.empty() && n.outputs[0] < g.tensors.size() && uses_format11(n, g.tensors[n.outputs[0]].dtype)) {
+      return 11;
+    }
+  }
   for (const BlobNode& n : g.nodes) {
     if (uses_format10(n) || requantizes_round_first(n)) return 10;
     if (n.op == Op::kCast && !n.inputs.empty() && n.inputs[0] < g.tensors.size() &&
@@ -784,6 +793,15 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
     return false;
   }
   if (!validate(g, error)) return false;
+  for (size_t n = 0; version < 11 && n < g.nodes.size(); ++n) {
+    const BlobNode& node = g.nodes[n];
+    const loom_dtype_t type = g.tensors[node.outputs[0]].dtype;
+    if (uses_format11(node, type)) {
+      *error = "node " + std::to_string(n) + " (" + op_name(node.op) + "): moving " + dtype_name(type) +
+               " elements needs format 11, the blob is format " + std::to_string(version);
+      return false;
+    }
+  }
   *out = std::move(g);
   return true;
 }
