@@ -64,6 +64,39 @@ sys.exit(0 if a.shape == b.shape and diff <= 1e-5 else 1)
 PY
 then fail "the split run differs from the reference"; fi
 
+# --- the QOperator form (issue 27): QLinearConv, MaxPool and Flatten of u8,
+# QLinearMatMul and ONNX Runtime's com.microsoft contrib operators (read as
+# DequantizeLinear -> f32 operator -> QuantizeLinear) all placed on cpu-simd,
+# within 1 unit of the output's scale of the reference kernels.
+expect_ok "the QOperator model: no node on the reference kernels" "^reference  *-  *0 " \
+  "$loom" compile "$dir/qop_cnn.onnx" -o "$dir/qop.loom" --target cpu-simd
+expect_ok "the QOperator model: MaxPool of u8 and the contrib operators' parts on cpu-simd" \
+  "^cpu-simd  *1 .*AveragePool,Concat,DequantizeLinear,Flatten,GlobalAveragePool,LeakyRelu,MaxPool,Mul,QLinearConv" \
+  "$loom" compile "$dir/qop_cnn.onnx" -o "$dir/qop.loom" --target cpu-simd
+expect_ok "the QOperator model: the Sigmoid is a table of the bytes" \
+  "int8: node QLinearSigmoid_s/f32_Sigmoid (Sigmoid): one lookup per value in a table" \
+  "$loom" compile "$dir/qop_cnn.onnx" -o "$dir/qop.loom" --target cpu-simd
+expect_ok "the QOperator model for the reference kernels" "reference" \
+  "$loom" compile "$dir/qop_cnn.onnx" -o "$dir/qop_ref.loom" --target none
+expect_ok "the QOperator model runs on cpu-simd" "delegate cpu-simd_0 -> cpu-simd://0" \
+  "$loom" run "$dir/qop.loom" --input "x_f=$dir/input.npy" --output "y=$dir/qop_simd.npy"
+expect_ok "the QOperator model on the reference kernels" "wrote y" \
+  "$loom" run "$dir/qop_ref.loom" --input "x_f=$dir/input.npy" --output "y=$dir/qop_ref.npy"
+if ! /usr/bin/python3 - "$dir" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+d = sys.argv[1]
+scale = float(next(numpy_helper.to_array(t) for t in onnx.load(d + "/qop_cnn.onnx").graph.initializer
+                   if t.name == "cat_scale"))
+a, b = np.load(d + "/qop_simd.npy"), np.load(d + "/qop_ref.npy")
+units = float(np.abs(a - b).max()) / scale
+print(f"QOperator model: cpu-simd vs reference kernels: {units:.3f} output units")
+sys.exit(0 if a.shape == b.shape == (1, 20) and units <= 1.0 + 1e-3 else 1)
+PY
+then fail "the QOperator model on cpu-simd is not within 1 unit of the reference kernels"; fi
+
 # --- the quantized zoo on cpu-simd (issue 27): make_zoo.py's
 # mobilenetv3_small quantized by quantize_zoo.py (BatchNormalization folded,
 # MinMax calibration on 2 inputs at 64 x 64, u8 activations, s8 per-channel

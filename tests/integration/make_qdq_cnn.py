@@ -1,9 +1,13 @@
 #!/usr/bin/python3
 """Writes a small quantized CNN in QDQ form (QuantizeLinear/DequantizeLinear
 around every convolution and the classifier) with random int8 weights and
-activation scales calibrated on random inputs, plus one input as .npy.
+activation scales calibrated on random inputs, plus one input as .npy; and
+a second CNN in ONNX Runtime's QOperator form: QLinearConv, MaxPool and
+Flatten of u8, QLinearMatMul and the com.microsoft contrib operators
+(QLinearAdd, QLinearMul, QLinearLeakyRelu, QLinearAveragePool,
+QLinearGlobalAveragePool, QLinearSigmoid, QLinearConcat).
 
-Usage: make_qdq_cnn.py OUT_DIR   (writes qdq_cnn.onnx and input.npy)
+Usage: make_qdq_cnn.py OUT_DIR   (writes qdq_cnn.onnx, qop_cnn.onnx and input.npy)
 
 Run with Debian's /usr/bin/python3 (python3-onnx, python3-numpy)."""
 import os
@@ -105,6 +109,77 @@ def main():
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(out_dir, "qdq_cnn.onnx"))
     np.save(os.path.join(out_dir, "input.npy"), RNG.uniform(-1, 1, size=(1, 3, 8, 8)).astype(np.float32))
+    write_qoperator(out_dir, calib, (w1q, w1s, w1, b1), (w2q, w2s, w2, b2), (fcq, fcs, fc))
+
+
+def write_qoperator(out_dir, calib, conv1, conv2, fc):
+    """x -> QuantizeLinear -> QLinearConv 3x3 (ReLU folded into its range) ->
+    MaxPool 2x2 (u8) -> QLinearConv 3x3 -> QLinearAdd (residual) ->
+    QLinearLeakyRelu -> QLinearAveragePool 2x2 -> QLinearMul (square) ->
+    QLinearGlobalAveragePool -> Flatten (u8) -> QLinearMatMul ->
+    QLinearConcat(itself, QLinearSigmoid of it) -> DequantizeLinear."""
+    w1q, w1s, w1, b1 = conv1
+    w2q, w2s, w2, b2 = conv2
+    fcq, fcs, fcw = fc
+    # The float model on the calibration inputs gives each tensor's range.
+    f = {"x": calib}
+    f["c1"] = np.maximum(conv2d(calib, w1, b1, 1), 0)
+    f["p1"] = maxpool2(f["c1"])
+    f["c2"] = conv2d(f["p1"], w2, b2, 1)
+    f["r"] = f["c2"] + f["p1"]
+    f["l"] = np.where(f["r"] < 0, 0.1 * f["r"], f["r"])
+    f["a"] = f["l"].reshape(16, 8, 2, 2, 2, 2).mean(axis=(3, 5))
+    f["m"] = f["a"] * f["a"]
+    f["g"] = f["m"].mean(axis=(2, 3), keepdims=True)
+    f["mm"] = f["g"].reshape(16, 8) @ fcw
+    f["s"] = 1 / (1 + np.exp(-f["mm"]))
+    f["cat"] = np.concatenate([f["mm"], f["s"]], axis=1)
+    params = {name: quant_params(v) for name, v in f.items()}
+    params["p1"] = params["c1"]  # MaxPool keeps its input's scale
+    inits = [
+        numpy_helper.from_array(w1q, "w1_q"), numpy_helper.from_array(np.array(w1s), "w1_scale"),
+        numpy_helper.from_array(w2q, "w2_q"), numpy_helper.from_array(np.array(w2s), "w2_scale"),
+        numpy_helper.from_array(fcq, "fc_q"), numpy_helper.from_array(np.array(fcs), "fc_scale"),
+        numpy_helper.from_array(np.int8(0).reshape(()), "w_zero"),
+    ]
+    for name, (s, z) in params.items():
+        inits.append(numpy_helper.from_array(np.array(s), name + "_scale"))
+        inits.append(numpy_helper.from_array(np.array(z), name + "_zero"))
+    for name, b, ws, src in (("b1", b1, w1s, "x"), ("b2", b2, w2s, "p1")):
+        inits.append(numpy_helper.from_array(
+            np.round(b / (params[src][0] * ws)).astype(np.int32), name + "_q"))
+
+    def q(name):
+        return [name, name + "_scale", name + "_zero"]
+
+    def contrib(op, inputs, output, **attrs):
+        return helper.make_node(op, inputs, [output], domain="com.microsoft", name=op + "_" + output, **attrs)
+
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x_f", "x_scale", "x_zero"], ["x"]),
+        helper.make_node("QLinearConv", q("x") + ["w1_q", "w1_scale", "w_zero"] + q("c1")[1:] + ["b1_q"], ["c1"],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["c1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("QLinearConv", q("p1") + ["w2_q", "w2_scale", "w_zero"] + q("c2")[1:] + ["b2_q"], ["c2"],
+                         pads=[1, 1, 1, 1]),
+        contrib("QLinearAdd", q("c2") + q("p1") + q("r")[1:], "r"),
+        contrib("QLinearLeakyRelu", q("r") + q("l")[1:], "l", alpha=0.1),
+        contrib("QLinearAveragePool", q("l") + q("a")[1:], "a", kernel_shape=[2, 2], strides=[2, 2]),
+        contrib("QLinearMul", q("a") + q("a") + q("m")[1:], "m"),
+        contrib("QLinearGlobalAveragePool", q("m") + q("g")[1:], "g"),
+        helper.make_node("Flatten", ["g"], ["gf"]),
+        helper.make_node("QLinearMatMul", ["gf", "g_scale", "g_zero", "fc_q", "fc_scale", "w_zero"] + q("mm")[1:],
+                         ["mm"]),
+        contrib("QLinearSigmoid", q("mm") + q("s")[1:], "s"),
+        contrib("QLinearConcat", q("cat")[1:] + q("mm") + q("s"), "cat", axis=1),
+        helper.make_node("DequantizeLinear", q("cat"), ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "qop_cnn", [helper.make_tensor_value_info("x_f", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+                              producer_name="loom-test")
+    onnx.save(model, os.path.join(out_dir, "qop_cnn.onnx"))
 
 
 if __name__ == "__main__":

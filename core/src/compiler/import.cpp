@@ -19,6 +19,7 @@
 
 #include "compiler/import.hpp"
 #include "compiler/import_attributes.hpp"
+#include "compiler/import_contrib.hpp"
 #include "compiler/import_control_flow.hpp"
 #include "compiler/import_opsets.hpp"
 #include "lowering/graph_passes.hpp"
@@ -573,6 +574,18 @@ class Reader {
       node.outputs.push_back(t);
     }
     if (node.outputs.empty()) return invalid_argument(desc + " has no output");
+    if (is_expanded_contrib(node)) {
+      // ONNX Runtime's QLinearAdd and friends: read as DequantizeLinear,
+      // the f32 operator and QuantizeLinear (import_contrib.hpp).
+      AddTensor add_tensor = [this](graph::Tensor t) {
+        while (by_name_.count(t.name)) t.name += "_";
+        return add(std::move(t), "tensor");
+      };
+      std::vector<graph::Node> expanded;
+      LOOM_RETURN_IF_ERROR(expand_contrib_node(node, out_.opset, out_.graph, desc, add_tensor, &expanded));
+      for (graph::Node& e : expanded) out_.graph.nodes.push_back(std::move(e));
+      return Status();
+    }
     if (node.domain.empty()) {
       AddConstant add_constant = [this](graph::Tensor t) {
         while (by_name_.count(t.name)) t.name += "_";
