@@ -66,9 +66,10 @@ for k, v in (("location", "weights.bin"), ("offset", "16"), ("length", "16")):
 save("tensor_proto", "external.pb", t.SerializeToString())
 
 
-def model(nodes, inputs, outputs, inits, name, opset=13):
+def model(nodes, inputs, outputs, inits, name, opset=13, domains=()):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] +
+                          [helper.make_opsetid(d, 1) for d in domains])
     m.ir_version = 8
     save("onnx_import", name + ".onnx", m.SerializeToString())
 
@@ -106,6 +107,19 @@ model([helper.make_node("Constant", [], ["dims"], value=numpy_helper.from_array(
        helper.make_node("Identity", ["m"], ["y"]),
        helper.make_node("Sigmoid", ["x"], ["unused"])],
       [x2], [helper.make_tensor_value_info("y", f32, [2, 2])], [], "constant_matmul")
+# ONNX Runtime's quantized contrib operators (com.microsoft), read as
+# DequantizeLinear -> f32 operator -> QuantizeLinear.
+u8 = TensorProto.UINT8
+qparams = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+           numpy_helper.from_array(np.array(128, np.uint8), "z")]
+model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+       helper.make_node("QLinearAdd", ["q", "s", "z", "q", "s", "z", "s", "z"], ["a"], domain="com.microsoft"),
+       helper.make_node("QLinearSigmoid", ["a", "s", "z", "s"], ["g"], domain="com.microsoft"),
+       helper.make_node("QLinearGlobalAveragePool", ["g", "s", "z", "s", "z"], ["p"], domain="com.microsoft"),
+       helper.make_node("QLinearConcat", ["s", "z", "p", "s", "z", "p", "s", "z"], ["y"], axis=1,
+                        domain="com.microsoft")],
+      [x4], [helper.make_tensor_value_info("y", u8, [1, 4, 1, 1])], qparams, "qlinear_contrib",
+      domains=["com.microsoft"])
 
 
 # loom serve's gRPC requests (serve_grpc): inference.ModelInferRequest
