@@ -81,10 +81,24 @@ void main() {
   }
   float multiplier = intBitsToFloat(table[3u * oc + 2u]);
   precise float scaled = float(double(acc) + double(bias)) * multiplier;
-  precise double v = roundEven(double(scaled) + double(p.y_zero));
-  double lo = ytype == 2u ? -128.0lf : 0.0lf;
-  double hi = ytype == 2u ? 127.0lf : 255.0lf;
-  if (!(v >= lo)) v = lo;  // also NaN, as the reference
-  if (v > hi) v = hi;
-  y8[i] = uint8_t(uint(int(v)) & 255u);
+  int lo = ytype == 2u ? -128 : 0;
+  int hi = ytype == 2u ? 127 : 255;
+  int q = lo;  // NaN: the low end, as the reference
+  if (!isnan(scaled)) {
+    // roundEven(scaled + y_zero) of the exact sum (the reference adds in
+    // double, exactly): a tie of scaled (fraction exactly 1/2) goes to the
+    // even one of its neighbours after the zero point is added; otherwise
+    // the nearest integer of scaled, plus the zero point. Clamped first so
+    // that the conversion to int is defined.
+    float s = clamp(scaled, -1024.0, 1024.0);
+    float f = floor(s);
+    int r = int(f);
+    if (s - f == 0.5) {
+      r += ((r + p.y_zero) & 1) != 0 ? 1 : 0;
+    } else {
+      r = int(roundEven(s));
+    }
+    q = clamp(r + p.y_zero, lo, hi);
+  }
+  y8[i] = uint8_t(uint(q) & 255u);
 }

@@ -274,27 +274,35 @@ std::vector<Attr> conv_attrs(int64_t group, Dims strides, Dims dilations, Dims p
 
 TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups) {
   LOOM_VK_REQUIRE_DEVICE();
-  // u8 x and w, per tensor: multiplier 0.5 makes every odd accumulator a .5
-  // tie, the odd y zero point sends half of them the other way than
-  // rounding first would; padding, stride 2, a bias.
+  // Ties: a 1x1 convolution whose accumulators are x (w - w_zero_point = 1)
+  // and -x (-1), times the multiplier 0.5: every odd x is a .5 tie, and the
+  // odd y zero point, added before rounding as the reference does, sends
+  // each the other way than rounding first would. A bias shifts channel 1.
+  {
+    std::vector<int64_t> x(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int64_t>(i);
+    expect_equal("QLinearConv",
+                 {qint({1, 1, 4, 8}, LOOM_DTYPE_U8, x, false), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_U8, {0}),
+                  qint({2, 1, 1, 1}, LOOM_DTYPE_U8, {129, 127}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {128}),
+                  qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {33}), qint({2}, LOOM_DTYPE_I32, {0, 3})},
+                 {1, 2, 4, 8}, LOOM_DTYPE_U8, conv_attrs(1, {1, 1}, {1, 1}, {0, 0, 0, 0}));
+  }
+  // u8 x and w, per tensor, padding, stride 2, a bias; a multiplier of
+  // about 1e-3 keeps most outputs inside [0, 255], some saturate.
   {
     const Dims xs = {1, 3, 5, 5}, ws = {4, 3, 3, 3};
     expect_equal("QLinearConv",
-                 {qrandom8(xs, LOOM_DTYPE_U8, 11), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_U8, {131}),
+                 {qrandom8(xs, LOOM_DTYPE_U8, 11), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {131}),
                   qrandom8(ws, LOOM_DTYPE_U8, 12, true), qf32({}, {0.01f}), qint({}, LOOM_DTYPE_U8, {127}),
-                  qf32({}, {0.005f}), qint({}, LOOM_DTYPE_U8, {7}), qint({4}, LOOM_DTYPE_I32, {-3, 0, 5, 1001})},
-                 {1, 4, 3, 3}, LOOM_DTYPE_U8, conv_attrs(1, {2, 2}, {1, 1}, {1, 1, 1, 1}));
-    expect_equal("QLinearConv",
-                 {qrandom8(xs, LOOM_DTYPE_U8, 13), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_U8, {0}),
-                  qrandom8(ws, LOOM_DTYPE_U8, 14, true), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {128}),
-                  qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {3})},
+                  qf32({}, {0.2f}), qint({}, LOOM_DTYPE_U8, {129}), qint({4}, LOOM_DTYPE_I32, {-3, 0, 5, 30001})},
                  {1, 4, 3, 3}, LOOM_DTYPE_U8, conv_attrs(1, {2, 2}, {1, 1}, {1, 1, 1, 1}));
   }
   // i8 x and w, per-channel w scales and zero points, two groups, dilation
-  // 2, asymmetric pads; a large multiplier saturates at -128 and 127.
+  // 2, asymmetric pads; channels of large multipliers saturate at -128 and
+  // 127, the others stay inside.
   {
     const Dims xs = {2, 4, 6, 6}, ws = {6, 2, 2, 3};
-    for (float y_scale : {0.02f, 0.0005f}) {
+    for (float y_scale : {2.0f, 0.0005f}) {
       expect_equal("QLinearConv",
                    {qrandom8(xs, LOOM_DTYPE_I8, 21), qf32({}, {0.05f}), qint({}, LOOM_DTYPE_I8, {-5}),
                     qrandom8(ws, LOOM_DTYPE_I8, 22, true), qf32({6}, {0.01f, 0.02f, 0.5f, 0.003f, 0.25f, 0.1f}),
@@ -309,7 +317,7 @@ TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups
     expect_equal("QLinearConv",
                  {qrandom8(xs, LOOM_DTYPE_U8, 31), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {128}),
                   qrandom8(ws, LOOM_DTYPE_I8, 32), qf32({4}, {0.01f, 0.03f, 0.002f, 0.2f}),
-                  qint({4}, LOOM_DTYPE_I8, {0, 0, 0, 0}), qf32({}, {0.01f}), qint({}, LOOM_DTYPE_U8, {255}),
+                  qint({4}, LOOM_DTYPE_I8, {0, 5, -7, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {120}),
                   qint({4}, LOOM_DTYPE_I32, {100, -100, 0, 7})},
                  {1, 4, 5, 4}, LOOM_DTYPE_U8, conv_attrs(4, {1, 1}, {1, 1}, {1, 1, 1, 1}));
   }
