@@ -466,6 +466,7 @@ bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* wh
   if (op == "Gemm") return lower_gemm(l);
   if (op == "QuantizeLinear" || op == "DequantizeLinear") return lower_quantize(l, op == "QuantizeLinear");
   if (op == "QLinearConv" || op == "ConvInteger") return lower_qconv(l, op == "QLinearConv");
+  if (op == "QLinearMatMul" || op == "MatMulInteger") return lower_qmatmul(l, op == "QLinearMatMul");
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
     return lower_alias(l);
   }

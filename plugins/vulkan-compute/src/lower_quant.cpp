@@ -1,7 +1,8 @@
 // Lowering of the quantized operators onto the int8 kernels (blob format 4,
 // int8_kernels.hpp): QuantizeLinear, DequantizeLinear (per tensor and per
 // axis, u8 and i8; DequantizeLinear also i32), QLinearConv and ConvInteger
-// (2-D). Declined, so that the node runs elsewhere, with the reason:
+// (2-D), QLinearMatMul and MatMulInteger (a 2-D constant B, as a 1x1
+// convolution). Declined, so that the node runs elsewhere, with the reason:
 //  - where the compile target cannot run the int8 kernels (its devices lack
 //    shaderInt8, storageBuffer8BitAccess or shaderFloat64, named);
 //  - open shapes;
@@ -226,6 +227,97 @@ bool lower_qconv(Lowering& l, bool qlinear) {
   o.w_dtype = blob_dtype(wd);
   o.y_dtype = blob_dtype(yd);
   o.x_zero = static_cast<int32_t>(xz[0]);
+  o.y_zero = static_cast<int32_t>(yz[0]);
+  return true;
+}
+
+// QLinearMatMul / MatMulInteger of A [..., M, K] (any rank >= 2, the
+// leading dimensions flattened into rows) and a 2-D inline-constant B
+// [K, N], as the qconv kernel's 1x1 convolution of a batch of rows x and
+// weights B transposed to [N, K] (made by the compiler): per-column b
+// scales and zero points are per output channel. Declined: B at run time or
+// batched, 1-D operands, per-row a scales or zero points.
+bool lower_qmatmul(Lowering& l, bool qlinear) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kQConv;
+  if (!quant_common(l)) return false;
+  if (l.opset() < 10) return l.fail("opset " + std::to_string(l.opset()) + " has no " + l.op());
+  if (!l.attributes({}) || !l.inputs(qlinear ? 8 : 2, qlinear ? 8 : 4)) return false;
+  const size_t bi = qlinear ? 3 : 1;
+  const loom_dtype_t ad = l.node().input(0).dtype(), bd = l.present(bi) ? l.node().input(bi).dtype() : LOOM_DTYPE_INVALID;
+  if (!is8(ad) || !is8(bd)) return l.fail("A and B must be u8 or i8");
+  loom_dtype_t yd = LOOM_DTYPE_I32;
+  if (qlinear) {
+    yd = l.node().input(7).dtype();
+    if (!is8(yd)) return l.fail("y_zero_point must be u8 or i8");
+  }
+  if (!l.typed_data(0, ad) || !l.output(yd)) return false;
+  const Shape a = l.shape_of(0);
+  std::vector<int64_t> b;
+  if (!constant_ints(l, bi, "B", bd, &b)) return false;
+  const Shape bs = l.node().input(bi).shape();
+  if (a.size() < 2 || bs.size() != 2) {
+    return l.fail("A " + shape_text(a) + " and B " + shape_text(bs) + ": vulkan-compute runs A of rank >= 2 with a 2-D B");
+  }
+  const int64_t k = bs[0], n = bs[1];
+  if (a.back() != k) return l.fail("A " + shape_text(a) + " and B " + shape_text(bs) + " do not multiply");
+  Shape want(a.begin(), a.end() - 1);
+  want.push_back(n);
+  if (!l.output_is(want)) return l.fail("output shape " + shape_text(l.output_shape()) + " does not match A x B");
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < a.size(); ++d) rows *= a[d];
+  if (rows <= 0 || k <= 0 || n <= 0) return l.fail("empty operands are not run");
+  const int64_t m = a[a.size() - 2];
+  std::vector<float> as, bscale, ys;
+  std::vector<int64_t> az, bz, yz;
+  auto per_row = [&](size_t i) {
+    return l.present(i) && !one_element(l.node().input(i).shape()) && m > 1;
+  };
+  if (per_row(qlinear ? 1 : 2) || per_row(qlinear ? 2 : 2)) {
+    return l.fail("per-row scales or zero points of A are not run by vulkan-compute");
+  }
+  auto b_count = [&](size_t i) -> size_t {
+    return l.present(i) && !one_element(l.node().input(i).shape()) ? static_cast<size_t>(n) : 1;
+  };
+  if (qlinear) {
+    if (!constant_scales(l, 1, "a_scale", 0, &as) || !zero_points(l, 2, "a_zero_point", ad, 1, &az) ||
+        !constant_scales(l, 4, "b_scale", n, &bscale) ||
+        !zero_points(l, 5, "b_zero_point", bd, bscale.size(), &bz) || !constant_scales(l, 6, "y_scale", 0, &ys) ||
+        !zero_points(l, 7, "y_zero_point", yd, 1, &yz)) {
+      return false;
+    }
+  } else {
+    if (!zero_points(l, 2, "a_zero_point", ad, 1, &az) || !zero_points(l, 3, "b_zero_point", bd, b_count(3), &bz)) {
+      return false;
+    }
+    yz = {0};
+  }
+  if (bz.size() == 1) bz.assign(static_cast<size_t>(n), bz[0]);
+  if (bz.size() != static_cast<size_t>(n)) return l.fail("b_zero_point must have one or N elements");
+  for (int64_t j = 0; j < n; ++j) {
+    const size_t c = static_cast<size_t>(j);
+    // The reference kernel's multiplier, in f32: a_scale * b_scale / y_scale.
+    const float multiplier = qlinear ? as[0] * bscale[bscale.size() == 1 ? 0 : c] / ys[0] : 0.0f;
+    o.words.push_back(0);  // no bias
+    o.words.push_back(static_cast<uint32_t>(static_cast<int32_t>(bz[c])));
+    o.words.push_back(bits_of(multiplier));
+  }
+  o.weights.resize(static_cast<size_t>(k * n));
+  for (int64_t p = 0; p < k; ++p) {
+    for (int64_t j = 0; j < n; ++j) {
+      o.weights[static_cast<size_t>(j * k + p)] = static_cast<uint8_t>(b[static_cast<size_t>(p * n + j)] & 255);
+    }
+  }
+  ConvParams& cp = o.conv;
+  cp = ConvParams();
+  cp.n = static_cast<uint32_t>(rows);
+  cp.c = static_cast<uint32_t>(k);
+  cp.m = static_cast<uint32_t>(n);
+  o.table_dtype = DType::kI32;
+  o.x_dtype = blob_dtype(ad);
+  o.w_dtype = blob_dtype(bd);
+  o.y_dtype = blob_dtype(yd);
+  o.x_zero = static_cast<int32_t>(az[0]);
   o.y_zero = static_cast<int32_t>(yz[0]);
   return true;
 }

@@ -210,6 +210,7 @@ bool conv_geometry(Lowering& l, size_t wi, bool bias, ConvParams* p);
 // QLinearConv, ConvInteger.
 bool lower_quantize(Lowering& l, bool quantize);
 bool lower_qconv(Lowering& l, bool qlinear);
+bool lower_qmatmul(Lowering& l, bool qlinear);
 bool lower_pool(Lowering& l, const std::string& op);
 bool lower_reduce(Lowering& l, const std::string& op);
 bool lower_layernorm(Lowering& l);

@@ -56,11 +56,6 @@ QOperand qint(Dims shape, loom_dtype_t dtype, const std::vector<int64_t>& v, boo
   }
   return t;
 }
-QOperand qabsent() {
-  QOperand t;
-  t.absent = true;
-  return t;
-}
 // n random bytes (u8 or i8).
 QOperand qrandom8(Dims shape, loom_dtype_t dtype, uint32_t seed, bool constant = false) {
   size_t n = 1;
@@ -331,6 +326,35 @@ TEST_F(VulkanInt8, ConvIntegerEqualsTheReference) {
                {1, 4, 5, 5}, LOOM_DTYPE_I32, conv_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), 10);
   expect_equal("ConvInteger", {qrandom8({1, 4, 4, 4}, LOOM_DTYPE_I8, 43), qrandom8({2, 2, 2, 2}, LOOM_DTYPE_I8, 44, true)},
                {1, 2, 2, 2}, LOOM_DTYPE_I32, conv_attrs(2, {2, 2}, {1, 1}, {0, 0, 0, 0}), 10);
+}
+
+TEST_F(VulkanInt8, QLinearMatMulAndMatMulIntegerEqualTheReference) {
+  LOOM_VK_REQUIRE_DEVICE();
+  // A of rank 3 (rows flattened), a constant B, per-column b scales and
+  // zero points, an odd y zero point; multipliers that keep part of the
+  // outputs inside the range.
+  expect_equal("QLinearMatMul",
+               {qrandom8({2, 3, 6}, LOOM_DTYPE_U8, 51), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {129}),
+                qrandom8({6, 4}, LOOM_DTYPE_I8, 52, true), qf32({4}, {0.01f, 0.05f, 0.002f, 0.5f}),
+                qint({4}, LOOM_DTYPE_I8, {0, 3, -2, 1}), qf32({}, {0.1f}), qint({}, LOOM_DTYPE_U8, {127})},
+               {2, 3, 4}, LOOM_DTYPE_U8);
+  // Ties: A's rows times B = [1; 0] and [-1; 0] with multiplier 0.5.
+  std::vector<int64_t> a(24);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int64_t>(i) - 12;
+  expect_equal("QLinearMatMul",
+               {qint({12, 2}, LOOM_DTYPE_I8, a, false), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_I8, {0}),
+                qint({2, 2}, LOOM_DTYPE_I8, {1, -1, 0, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_I8, {0}),
+                qf32({}, {1.0f}), qint({}, LOOM_DTYPE_I8, {-7})},
+               {12, 2}, LOOM_DTYPE_I8);
+  expect_equal("MatMulInteger",
+               {qrandom8({3, 7}, LOOM_DTYPE_I8, 53), qrandom8({7, 5}, LOOM_DTYPE_U8, 54, true),
+                qint({}, LOOM_DTYPE_I8, {-4}), qint({5}, LOOM_DTYPE_U8, {0, 1, 128, 255, 9})},
+               {3, 5}, LOOM_DTYPE_I32, {}, 10);
+  // B given at run time is declined (the compiler transposes it).
+  const Outcome r = run_node("MatMulInteger", {qrandom8({3, 7}, LOOM_DTYPE_I8, 55), qrandom8({7, 5}, LOOM_DTYPE_I8, 56)},
+                             {3, 5}, LOOM_DTYPE_I32, {}, 10);
+  EXPECT_FALSE(r.claimed);
+  EXPECT_NE(r.compile.find("B is not an inline constant"), std::string::npos) << r.compile;
 }
 
 TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {
