@@ -379,6 +379,10 @@ TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {
                                          qf32({}, {1.0f}, false)},
                     shape, LOOM_DTYPE_F32),
            "the scale is not an inline constant");
+  // A plugin without devices (compile-only) cannot vouch for the features.
+  declined(run_node("QuantizeLinear", {qf32(shape, x, false), qf32({}, {1.0f})}, shape, LOOM_DTYPE_U8, {}, 13,
+                    compiler_),
+           "no Vulkan device of this plugin runs the int8 kernels");
 }
 
 TEST_F(VulkanInt8, ADeviceWithoutTheFeaturesDeclinesAndRefusesInt8Blobs) {
