@@ -2,7 +2,8 @@
 // element, with the reference kernels' arithmetic bit for bit:
 //   acc = sum over the channels c of oc's group and the taps (kh, kw) of
 //         (x[n, c, ih, iw] - x_zero_point) * (w[oc, c, kh, kw] - w_zero_point[oc])
-// in i32 (wrapping like the reference's static_cast), padding taps skipped
+// in i32 (wrapping like the reference's static_cast; w is read as [C, M]
+// for a QLinearMatMul / MatMulInteger's B), padding taps skipped
 // (they would add (x_zero_point - x_zero_point) * ... = 0). ConvInteger
 // writes acc (i32). QLinearConv writes
 //   saturate(roundEven(double(float(double(acc) + bias[oc]) * multiplier[oc])
@@ -27,7 +28,9 @@ layout(std430, set = 0, binding = 3) writeonly buffer Y32 { int y32[]; };
 layout(push_constant) uniform P {
   uint N; uint C; uint H; uint W; uint M; uint OH; uint OW; uint KH; uint KW;
   uint sh; uint sw; uint dh; uint dw; uint pt; uint pl; uint group;
-  int x_zero; int y_zero; uint types;  // x dtype | w dtype << 4 | y dtype << 8 (1 u8, 2 i8, 3 i32)
+  // types: x dtype | w dtype << 4 | y dtype << 8 (1 u8, 2 i8, 3 i32), bit 12:
+  // w is a matmul's B, [C, M] (a 1x1 convolution of one group)
+  int x_zero; int y_zero; uint types;
 } p;
 
 int load8(uint8_t b, bool is_signed) {
@@ -43,6 +46,7 @@ void main() {
   if (i >= p.N * p.M * p.OH * p.OW || i >= ylen) return;
   bool xs = (p.types & 15u) == 2u;
   bool ws = ((p.types >> 4u) & 15u) == 2u;
+  bool b_layout = ((p.types >> 12u) & 1u) != 0u;
   uint ow = i % p.OW;
   uint t = i / p.OW;
   uint oh = t % p.OH;
@@ -70,7 +74,7 @@ void main() {
         int iw = iw0 + int(kw * p.dw);
         if (iw < 0 || uint(iw) >= p.W) continue;
         uint xi = (xplane + uint(ih)) * p.W + uint(iw);
-        uint wi = wbase + kh * p.KW + kw;
+        uint wi = b_layout ? c * p.M + oc : wbase + kh * p.KW + kw;
         if (xi < xlen && wi < wlen) acc += (load8(x[xi], xs) - p.x_zero) * (load8(w[wi], ws) - wz);
       }
     }

@@ -340,20 +340,8 @@ class Builder {
         } else if (node.kind == Lowered::Kind::kDequantize) {
           p_.dispatches.push_back(make_dequantize(in[0], t, y, count, node.channels, node.inner, node.x_dtype));
         } else {
-          uint32_t w = in.size() > 1 ? in[1] : 0;
-          if (!node.weights.empty()) {  // a matmul's B, transposed by the compiler
-            BlobTensor wt;
-            wt.kind = TensorKind::kConstant;
-            wt.dtype = node.w_dtype;
-            wt.shape = {node.conv.m, node.conv.c, 1, 1};
-            wt.data_offset = p_.data.size();
-            p_.data.insert(p_.data.end(), node.weights.begin(), node.weights.end());
-            p_.tensors.push_back(wt);
-            consumers_.push_back(1);
-            w = static_cast<uint32_t>(p_.tensors.size() - 1);
-          }
-          p_.dispatches.push_back(make_qconv(node.conv, in[0], w, t, y, node.x_zero, node.y_zero, node.x_dtype,
-                                             node.w_dtype, node.y_dtype));
+          p_.dispatches.push_back(make_qconv(node.conv, in[0], in[1], t, y, node.x_zero, node.y_zero, node.x_dtype,
+                                             node.w_dtype, node.y_dtype, node.b_layout));
         }
         return Status();
       }

@@ -62,10 +62,7 @@ struct Lowered {
   uint32_t channels = 1;
   DType x_dtype = DType::kF32, w_dtype = DType::kF32, y_dtype = DType::kF32;
   int32_t x_zero = 0, y_zero = 0;
-  // kQConv of QLinearMatMul / MatMulInteger: B transposed to [N, K] (a 1x1
-  // convolution's weights), a constant the compiler makes; only A is an
-  // operand then.
-  std::vector<uint8_t> weights;
+  bool b_layout = false;  // kQConv of QLinearMatMul / MatMulInteger: w is B, [K, N]
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;
 };

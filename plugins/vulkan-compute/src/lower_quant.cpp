@@ -1,8 +1,7 @@
 // Lowering of the quantized operators onto the int8 kernels (blob format 4,
 // int8_kernels.hpp): QuantizeLinear, DequantizeLinear (per tensor and per
 // axis, u8 and i8; DequantizeLinear also i32), QLinearConv and ConvInteger
-// (2-D), QLinearMatMul and MatMulInteger (a 2-D constant B, as a 1x1
-// convolution). Declined, so that the node runs elsewhere, with the reason:
+// (2-D), QLinearMatMul and MatMulInteger (a 2-D B, as a 1x1 convolution). Declined, so that the node runs elsewhere, with the reason:
 //  - where the compile target cannot run the int8 kernels (its devices lack
 //    shaderInt8, storageBuffer8BitAccess or shaderFloat64, named);
 //  - open shapes;
@@ -232,11 +231,11 @@ bool lower_qconv(Lowering& l, bool qlinear) {
 }
 
 // QLinearMatMul / MatMulInteger of A [..., M, K] (any rank >= 2, the
-// leading dimensions flattened into rows) and a 2-D inline-constant B
-// [K, N], as the qconv kernel's 1x1 convolution of a batch of rows x and
-// weights B transposed to [N, K] (made by the compiler): per-column b
-// scales and zero points are per output channel. Declined: B at run time or
-// batched, 1-D operands, per-row a scales or zero points.
+// leading dimensions flattened into rows) and a 2-D B [K, N] (an inline
+// constant or given at run time), as the qconv kernel's 1x1 convolution of
+// a batch of rows x with B read as [K, N] (the b layout): per-column b
+// scales and zero points are per output channel. Declined: batched B, 1-D
+// operands, per-row a scales or zero points.
 bool lower_qmatmul(Lowering& l, bool qlinear) {
   Lowered& o = l.out();
   o.kind = Lowered::Kind::kQConv;
@@ -251,11 +250,8 @@ bool lower_qmatmul(Lowering& l, bool qlinear) {
     yd = l.node().input(7).dtype();
     if (!is8(yd)) return l.fail("y_zero_point must be u8 or i8");
   }
-  if (!l.typed_data(0, ad) || !l.output(yd)) return false;
-  const Shape a = l.shape_of(0);
-  std::vector<int64_t> b;
-  if (!constant_ints(l, bi, "B", bd, &b)) return false;
-  const Shape bs = l.node().input(bi).shape();
+  if (!l.typed_data(0, ad) || !l.typed_data(bi, bd) || !l.output(yd)) return false;
+  const Shape a = l.shape_of(0), bs = l.shape_of(bi);
   if (a.size() < 2 || bs.size() != 2) {
     return l.fail("A " + shape_text(a) + " and B " + shape_text(bs) + ": vulkan-compute runs A of rank >= 2 with a 2-D B");
   }
@@ -302,17 +298,12 @@ bool lower_qmatmul(Lowering& l, bool qlinear) {
     o.words.push_back(static_cast<uint32_t>(static_cast<int32_t>(bz[c])));
     o.words.push_back(bits_of(multiplier));
   }
-  o.weights.resize(static_cast<size_t>(k * n));
-  for (int64_t p = 0; p < k; ++p) {
-    for (int64_t j = 0; j < n; ++j) {
-      o.weights[static_cast<size_t>(j * k + p)] = static_cast<uint8_t>(b[static_cast<size_t>(p * n + j)] & 255);
-    }
-  }
   ConvParams& cp = o.conv;
   cp = ConvParams();
   cp.n = static_cast<uint32_t>(rows);
   cp.c = static_cast<uint32_t>(k);
   cp.m = static_cast<uint32_t>(n);
+  o.b_layout = true;
   o.table_dtype = DType::kI32;
   o.x_dtype = blob_dtype(ad);
   o.w_dtype = blob_dtype(bd);

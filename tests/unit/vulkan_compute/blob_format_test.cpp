@@ -446,6 +446,10 @@ TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
   q.tensors[4].shape = {6};  // the table of 3 channels has 6 entries
   EXPECT_NE(error_of(encode(q)).find("(table: 3 x M)"), std::string::npos) << error_of(encode(q));
   q = int8_program();
+  q.dispatches[1].push[18] |= kQConvBLayout;  // a 3x3 convolution cannot read w as a matmul's B
+  EXPECT_NE(error_of(encode(q)).find("a matmul's B layout needs a 1x1 convolution"), std::string::npos)
+      << error_of(encode(q));
+  q = int8_program();
   q.dispatches[2].push[3] = static_cast<uint32_t>(DType::kU8);  // x is i8
   EXPECT_NE(error_of(encode(q)).find("dispatch 2 (dequantize): the x dtype push constant does not match x"),
             std::string::npos)

@@ -350,11 +350,15 @@ TEST_F(VulkanInt8, QLinearMatMulAndMatMulIntegerEqualTheReference) {
                {qrandom8({3, 7}, LOOM_DTYPE_I8, 53), qrandom8({7, 5}, LOOM_DTYPE_U8, 54, true),
                 qint({}, LOOM_DTYPE_I8, {-4}), qint({5}, LOOM_DTYPE_U8, {0, 1, 128, 255, 9})},
                {3, 5}, LOOM_DTYPE_I32, {}, 10);
-  // B given at run time is declined (the compiler transposes it).
-  const Outcome r = run_node("MatMulInteger", {qrandom8({3, 7}, LOOM_DTYPE_I8, 55), qrandom8({7, 5}, LOOM_DTYPE_I8, 56)},
-                             {3, 5}, LOOM_DTYPE_I32, {}, 10);
+  // B given at run time, no zero points.
+  expect_equal("MatMulInteger", {qrandom8({3, 7}, LOOM_DTYPE_I8, 55), qrandom8({7, 5}, LOOM_DTYPE_I8, 56)}, {3, 5},
+               LOOM_DTYPE_I32, {}, 10);
+  // A batched B is declined.
+  const Outcome r = run_node("MatMulInteger",
+                             {qrandom8({2, 3, 7}, LOOM_DTYPE_U8, 57), qrandom8({2, 7, 5}, LOOM_DTYPE_U8, 58, true)},
+                             {2, 3, 5}, LOOM_DTYPE_I32, {}, 10);
   EXPECT_FALSE(r.claimed);
-  EXPECT_NE(r.compile.find("B is not an inline constant"), std::string::npos) << r.compile;
+  EXPECT_NE(r.compile.find("vulkan-compute runs A of rank >= 2 with a 2-D B"), std::string::npos) << r.compile;
 }
 
 TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {

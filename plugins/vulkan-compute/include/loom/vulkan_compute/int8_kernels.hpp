@@ -15,8 +15,10 @@
 //              first 16 (N, C, H, W, M, OH, OW, KH, KW, strides, dilations,
 //              pad top, pad left, group), x zero point (i32 bits), y zero
 //              point (i32 bits), types (x dtype | w dtype << 4 | y dtype <<
-//              8). NCHW x, [M, C/group, KH, KW] w. One invocation per output,
-//              1-D grid over N*M*OH*OW.
+//              8 | b layout << 12). NCHW x, [M, C/group, KH, KW] w, or with
+//              b layout (QLinearMatMul, MatMulInteger: rows of A as N images
+//              of C channels, 1x1, one group) w is B as [C, M]. One
+//              invocation per output, 1-D grid over N*M*OH*OW.
 #pragma once
 
 #include <string>
@@ -50,6 +52,7 @@ inline std::string int8_missing(const Int8Features& f) {
 }
 
 inline constexpr uint32_t kQConvPush = 19;
+inline constexpr uint32_t kQConvBLayout = 1u << 12;
 
 inline BlobDispatch make_quantize(uint32_t x, uint32_t table, uint32_t y, uint64_t count, uint32_t channels,
                                   uint64_t inner, bool is_signed) {
@@ -71,15 +74,18 @@ inline BlobDispatch make_dequantize(uint32_t x, uint32_t table, uint32_t y, uint
   return d;
 }
 
-// p as for conv (bias, act and splits unused: the bias is in the table).
+// p as for conv (bias, act and splits unused: the bias is in the table);
+// `b_layout`: w is a matmul's B, [C, M] (p a 1x1 convolution of one group).
 inline BlobDispatch make_qconv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t table, uint32_t y,
-                               int32_t x_zero, int32_t y_zero, DType xt, DType wt, DType yt) {
+                               int32_t x_zero, int32_t y_zero, DType xt, DType wt, DType yt,
+                               bool b_layout = false) {
   BlobDispatch d;
   d.kernel = Kernel::kQConv;
   d.bindings = {x, w, table, y};
   d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
             static_cast<uint32_t>(x_zero), static_cast<uint32_t>(y_zero),
-            static_cast<uint32_t>(xt) | static_cast<uint32_t>(wt) << 4 | static_cast<uint32_t>(yt) << 8};
+            static_cast<uint32_t>(xt) | static_cast<uint32_t>(wt) << 4 | static_cast<uint32_t>(yt) << 8 |
+                (b_layout ? kQConvBLayout : 0u)};
   linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
   return d;
 }
@@ -143,10 +149,14 @@ inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& 
                 std::to_string(group) + " groups");
   }
   const uint32_t types = q[18];
-  if ((types >> 12) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
+  if ((types >> 13) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
       ((types >> 4) & 15) != static_cast<uint32_t>(tensor(1).dtype) ||
       ((types >> 8) & 15) != static_cast<uint32_t>(tensor(3).dtype)) {
     return fail("the types push constant " + std::to_string(types) + " does not match x, w and y");
+  }
+  if ((types & kQConvBLayout) && (kh != 1 || kw != 1 || h != 1 || w != 1 || oh != 1 || ow != 1 || group != 1 ||
+                                  q[13] != 0 || q[14] != 0)) {
+    return fail("a matmul's B layout needs a 1x1 convolution of 1x1 images in one group");
   }
   if (!is8(tensor(0).dtype)) return type_fail("x", tensor(0).dtype);
   if (!is8(tensor(1).dtype)) return type_fail("w", tensor(1).dtype);
