@@ -146,6 +146,14 @@ bool lower_quantize(Lowering& l, bool quantize) {
     channels = x[static_cast<size_t>(axis)];
     for (int64_t d = axis + 1; d < rank; ++d) o.inner *= static_cast<uint64_t>(x[static_cast<size_t>(d)]);
   }
+  if (l.present(2)) {
+    // The reference kernels want the zero point in the scale's shape.
+    const Shape z = l.node().input(2).shape();
+    if (z != s && !(one_element(z) && one_element(s))) {
+      return l.fail("the zero point has shape " + shape_text(z) + ", the scale " + shape_text(s) +
+                    " (the reference kernels report it)");
+    }
+  }
   std::vector<float> scales;
   std::vector<int64_t> zeros;
   if (!constant_scales(l, 1, "the scale", channels, &scales) ||
@@ -192,7 +200,8 @@ bool lower_qconv(Lowering& l, bool qlinear) {
   if (qlinear) {
     if (!constant_scales(l, 1, "x_scale", 0, &xs) || !zero_points(l, 2, "x_zero_point", xd, 1, &xz) ||
         !constant_scales(l, 4, "w_scale", m, &ws) ||
-        !zero_points(l, 5, "w_zero_point", wd, ws.size(), &wz) || !constant_scales(l, 6, "y_scale", 0, &ys) ||
+        !zero_points(l, 5, "w_zero_point", wd, static_cast<size_t>(m), &wz) ||
+        !constant_scales(l, 6, "y_scale", 0, &ys) ||
         !zero_points(l, 7, "y_zero_point", yd, 1, &yz)) {
       return false;
     }
@@ -278,7 +287,8 @@ bool lower_qmatmul(Lowering& l, bool qlinear) {
   if (qlinear) {
     if (!constant_scales(l, 1, "a_scale", 0, &as) || !zero_points(l, 2, "a_zero_point", ad, 1, &az) ||
         !constant_scales(l, 4, "b_scale", n, &bscale) ||
-        !zero_points(l, 5, "b_zero_point", bd, bscale.size(), &bz) || !constant_scales(l, 6, "y_scale", 0, &ys) ||
+        !zero_points(l, 5, "b_zero_point", bd, static_cast<size_t>(n), &bz) ||
+        !constant_scales(l, 6, "y_scale", 0, &ys) ||
         !zero_points(l, 7, "y_zero_point", yd, 1, &yz)) {
       return false;
     }

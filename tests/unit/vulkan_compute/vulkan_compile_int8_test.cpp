@@ -306,12 +306,13 @@ TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups
                    {2, 6, 7, 3}, LOOM_DTYPE_I8, conv_attrs(2, {1, 2}, {2, 1}, {1, 0, 2, 1}));
     }
   }
-  // Depthwise, u8 x and i8 w (mixed signedness), weights as a runtime input.
+  // Depthwise, u8 x and i8 w (mixed signedness), weights as a runtime
+  // input, a per-tensor w scale with per-channel w zero points.
   {
     const Dims xs = {1, 4, 5, 4}, ws = {4, 1, 3, 3};
     expect_equal("QLinearConv",
                  {qrandom8(xs, LOOM_DTYPE_U8, 31), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {128}),
-                  qrandom8(ws, LOOM_DTYPE_I8, 32), qf32({4}, {0.01f, 0.03f, 0.002f, 0.2f}),
+                  qrandom8(ws, LOOM_DTYPE_I8, 32), qf32({}, {0.01f}),
                   qint({4}, LOOM_DTYPE_I8, {0, 5, -7, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {120}),
                   qint({4}, LOOM_DTYPE_I32, {100, -100, 0, 7})},
                  {1, 4, 5, 4}, LOOM_DTYPE_U8, conv_attrs(4, {1, 1}, {1, 1}, {1, 1, 1, 1}));
@@ -378,6 +379,12 @@ TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {
                     {qf32(shape, x, false), qf32({2, 2}, {1.f, 1.f, 1.f, 1.f}), qint({2, 2}, LOOM_DTYPE_U8, {0, 0, 0, 0})},
                     shape, LOOM_DTYPE_U8, {attr_i("axis", 1), attr_i("block_size", 2)}, 21),
            "blocked quantization (block_size 2)");
+  // A zero point of another shape than its scale (the reference kernels
+  // refuse it).
+  declined(run_node("QuantizeLinear",
+                    {qf32(shape, x, false), qf32({4}, {1.f, 1.f, 1.f, 1.f}), qint({}, LOOM_DTYPE_U8, {0})}, shape,
+                    LOOM_DTYPE_U8, {attr_i("axis", 1)}),
+           "the zero point has shape [], the scale [4]");
   // A scale given at run time.
   declined(run_node("DequantizeLinear", {qint(shape, LOOM_DTYPE_U8, {1, 2, 3, 4, 5, 6, 7, 8}, false),
                                          qf32({}, {1.0f}, false)},
