@@ -33,8 +33,10 @@ enum class ShapeMode {
 // Builds the blob program node by node.
 class Builder {
  public:
-  Builder(const sdk::GraphView& g, ShapeMode mode = ShapeMode::kStatic, std::vector<Shape>* bound = nullptr)
-      : g_(g), mode_(mode), bound_(bound), map_(g.tensor_count(), UINT32_MAX), readers_(g.tensor_count(), 0) {
+  Builder(const sdk::GraphView& g, ShapeMode mode = ShapeMode::kStatic, std::vector<Shape>* bound = nullptr,
+          const std::string* int8_unavailable = nullptr)
+      : g_(g), mode_(mode), bound_(bound), int8_unavailable_(int8_unavailable), map_(g.tensor_count(), UINT32_MAX),
+        readers_(g.tensor_count(), 0) {
     for (size_t n = 0; n < g.node_count(); ++n) {
       const sdk::NodeView node = g.node(n);
       for (size_t i = 0; i < node.input_count(); ++i) {
@@ -46,9 +48,10 @@ class Builder {
   Status build(BlobProgram* out) {
     for (size_t i = 0; i < g_.input_count(); ++i) {
       const sdk::TensorView t = g_.input(i);
-      if (t.dtype() != LOOM_DTYPE_F32) {
+      const loom_dtype_t d = t.dtype();
+      if (d != LOOM_DTYPE_F32 && d != LOOM_DTYPE_U8 && d != LOOM_DTYPE_I8 && d != LOOM_DTYPE_I32) {
         return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " (" + t.name() +
-                                     ") is not f32");
+                                     ") is not f32, u8, i8 or i32");
       }
       if (map_[static_cast<size_t>(t.index())] != UINT32_MAX) {
         return sdk::invalid_argument("compile: graph input " + std::to_string(i) + " is listed twice");
@@ -71,7 +74,7 @@ class Builder {
       const sdk::NodeView gn = g_.node(n);
       const int32_t out_index = gn.output_count() > 0 && gn.has_output(0) ? gn.output_index(0) : -1;
       if (mode_ == ShapeMode::kProbe && out_index >= 0) declared_probe = (*bound_)[static_cast<size_t>(out_index)];
-      if (!lower_node(g_, n, &node, &why, mode_ == ShapeMode::kStatic ? nullptr : bound_)) {
+      if (!lower_node(g_, n, &node, &why, mode_ == ShapeMode::kStatic ? nullptr : bound_, int8_unavailable_)) {
         if (mode_ == ShapeMode::kBound) {
           return sdk::invalid_argument(gn.label() + " cannot run at this binding: " + why);
         }
@@ -185,6 +188,12 @@ class Builder {
     bt.kind = kind;
     const sdk::TensorView gt = g_.tensor(static_cast<size_t>(t));
     bt.shape = bound_ != nullptr ? (*bound_)[static_cast<size_t>(t)] : gt.shape();
+    switch (gt.dtype()) {
+      case LOOM_DTYPE_U8: bt.dtype = DType::kU8; break;
+      case LOOM_DTYPE_I8: bt.dtype = DType::kI8; break;
+      case LOOM_DTYPE_I32: bt.dtype = DType::kI32; break;
+      default: bt.dtype = DType::kF32; break;
+    }
     if (kind == TensorKind::kConstant) {
       bt.data_offset = p_.data.size();
       p_.data.insert(p_.data.end(), gt.data(), gt.data() + gt.data_size());
@@ -307,6 +316,35 @@ class Builder {
         p_.dispatches.push_back(make_resize(in[0], t, y, node.in_dims, node.dims));
         return Status();
       }
+      case Lowered::Kind::kQuantize:
+      case Lowered::Kind::kDequantize:
+      case Lowered::Kind::kQConv: {
+        // The table of scales and zero points (or per-channel bias, zero
+        // point and multiplier) is a constant the compiler makes.
+        BlobTensor table;
+        table.kind = TensorKind::kConstant;
+        table.dtype = node.table_dtype;
+        table.shape = {static_cast<int64_t>(node.words.size())};
+        table.data_offset = p_.data.size();
+        for (uint32_t w : node.words) {
+          for (int b = 0; b < 4; ++b) p_.data.push_back(static_cast<uint8_t>(w >> (8 * b)));
+        }
+        p_.tensors.push_back(table);
+        consumers_.push_back(1);
+        const uint32_t t = static_cast<uint32_t>(p_.tensors.size() - 1);
+        const uint32_t y = target(node.output);
+        const uint64_t count = p_.tensors[y].elements();
+        if (node.kind == Lowered::Kind::kQuantize) {
+          p_.dispatches.push_back(make_quantize(in[0], t, y, count, node.channels, node.inner,
+                                                node.y_dtype == DType::kI8));
+        } else if (node.kind == Lowered::Kind::kDequantize) {
+          p_.dispatches.push_back(make_dequantize(in[0], t, y, count, node.channels, node.inner, node.x_dtype));
+        } else {
+          p_.dispatches.push_back(make_qconv(node.conv, in[0], in[1], t, y, node.x_zero, node.y_zero, node.x_dtype,
+                                             node.w_dtype, node.y_dtype, node.b_layout));
+        }
+        return Status();
+      }
       case Lowered::Kind::kConvTranspose: {
         const uint32_t y = target(node.output);
         p_.dispatches.push_back(make_conv_transpose(node.conv, in[0], in[1], node.conv.bias ? in[2] : 0, y));
@@ -336,6 +374,7 @@ class Builder {
   const sdk::GraphView& g_;
   ShapeMode mode_;
   std::vector<Shape>* bound_;  // kBound, kProbe: one shape per graph tensor
+  const std::string* int8_unavailable_;  // lower_node's
   std::vector<uint32_t> map_;
   std::vector<uint32_t> readers_;  // per graph tensor: node operands reading it
   BlobProgram p_;
@@ -344,14 +383,14 @@ class Builder {
 
 }  // namespace
 
-Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
+Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavailable, sdk::Claims* claims) {
   std::vector<Shape> probe;
   if (g.has_open_dims()) probe = probe_shapes(g);
   for (size_t n = 0; n < g.node_count(); ++n) {
     Lowered node;
     std::string why;
     if (!g.has_open_dims()) {
-      if (lower_node(g, n, &node, &why)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+      if (lower_node(g, n, &node, &why, nullptr, &int8_unavailable)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
       continue;
     }
     // An open graph: the node's rule must hold at the probe and give a shape
@@ -366,8 +405,8 @@ Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
   return Status();
 }
 
-Status compile_graph(const sdk::GraphView& g, BlobProgram* out) {
-  Builder b(g);
+Status compile_graph(const sdk::GraphView& g, const std::string& int8_unavailable, BlobProgram* out) {
+  Builder b(g, ShapeMode::kStatic, nullptr, &int8_unavailable);
   return b.build(out);
 }
 

@@ -16,10 +16,13 @@
 namespace loom::vulkan {
 
 // compile_supported: claims every node lower_node accepts.
-Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims);
+// `int8_unavailable`: why the plugin's devices cannot run the int8 kernels
+// (empty when they can): quantized nodes are declined with it.
+Status compile_supported(const sdk::GraphView& graph, const std::string& int8_unavailable, sdk::Claims* claims);
 
-// compile: the blob program of the whole subgraph (every node must lower).
-Status compile_graph(const sdk::GraphView& graph, BlobProgram* out);
+// compile: the blob program of the whole subgraph (every node must lower);
+// format 4 when it uses the int8 kernels, else format 2.
+Status compile_graph(const sdk::GraphView& graph, const std::string& int8_unavailable, BlobProgram* out);
 
 // Open graphs (ABI 1.2, LOOM_PLUGIN_CAP_OPEN_SHAPES). compile_supported
 // claims a node of an open graph when its rule holds with its operands'

@@ -260,17 +260,18 @@ Status Buffer::copy_to_host(uint64_t offset, void* dst, uint64_t size) {
 
 Status Device::create(const Instance* instance, VkPhysicalDevice physical, uint32_t index,
                       uint32_t queue_family, bool force_staging, WaitMode wait,
-                      std::unique_ptr<Device>* out) {
+                      const std::vector<std::string>& hidden_features, std::unique_ptr<Device>* out) {
   std::unique_ptr<Device> d(new Device());
   d->instance_ = instance;
   d->force_staging_ = force_staging;
   d->props_.uri = "vulkan-compute://" + std::to_string(index);
-  LOOM_SDK_RETURN_IF_ERROR(d->init(physical, queue_family, wait));
+  LOOM_SDK_RETURN_IF_ERROR(d->init(physical, queue_family, wait, hidden_features));
   *out = std::move(d);
   return Status();
 }
 
-Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait) {
+Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait,
+                    const std::vector<std::string>& hidden_features) {
   queue_family_ = queue_family;
   uint32_t ext_count = 0;
   vkEnumerateDeviceExtensionProperties(physical, nullptr, &ext_count, nullptr);
@@ -279,6 +280,8 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
   const bool host_import = has_extension(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   const bool f16_int8 = has_extension(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   const bool has_timeline = has_extension(exts, VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME);
+  const bool has_8bit = has_extension(exts, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  const bool has_dot = has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
 
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
@@ -303,6 +306,18 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
     timeline.pNext = f2.pNext;
     f2.pNext = &timeline;
   }
+  VkPhysicalDevice8BitStorageFeaturesKHR storage8{};
+  storage8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR;
+  if (has_8bit) {
+    storage8.pNext = f2.pNext;
+    f2.pNext = &storage8;
+  }
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
+  if (has_dot) {
+    dot.pNext = f2.pNext;
+    f2.pNext = &dot;
+  }
   vkGetPhysicalDeviceFeatures2(physical, &f2);
 
   vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
@@ -325,6 +340,16 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
   d.max_storage_range = lim.maxStorageBufferRange;
   d.f16 = f16_int8 && f16i8.shaderFloat16;
   d.int8 = f16_int8 && f16i8.shaderInt8;
+  // The int8 kernels' features (vulkan.hide_features: as if the driver
+  // lacked the ones it names).
+  auto shown = [&](const char* name, bool have) {
+    return have && std::find(hidden_features.begin(), hidden_features.end(), name) == hidden_features.end();
+  };
+  d.int8_features.shader_int8 = shown("shaderInt8", d.int8);
+  d.int8_features.storage_8bit = shown("storageBuffer8BitAccess", has_8bit && storage8.storageBuffer8BitAccess);
+  d.int8_features.float64 = shown("shaderFloat64", f2.features.shaderFloat64 != VK_FALSE);
+  d.int8_features.integer_dot = shown("shaderIntegerDotProduct", has_dot && dot.shaderIntegerDotProduct);
+  d.int8_missing = int8_missing(d.int8_features);
   d.host_import = host_import;
   d.import_alignment = host_import ? import.minImportedHostPointerAlignment : 0;
   {
@@ -363,7 +388,8 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
            version_text(p.driverVersion) + ", subgroup " + std::to_string(d.subgroup_size) +
            ", workgroup <= " + std::to_string(d.max_workgroup_invocations) + ", shared " +
            std::to_string(d.max_shared_memory / 1024) + " KiB" + (d.f16 ? ", f16" : "") +
-           (d.int8 ? ", int8" : "") + ", wait " + wait_mode_name(wait_mode_) + "]";
+           (d.int8 ? ", int8" : "") + (d.int8_missing.empty() ? ", int8 kernels" : "") +
+           (d.int8_features.integer_dot ? ", int8 dot" : "") + ", wait " + wait_mode_name(wait_mode_) + "]";
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo q{};
@@ -383,6 +409,24 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
   if (wait_mode_ == WaitMode::kTimeline) {
     enable.push_back(VK_KHR_TIMELINE_SEMAPHORE_EXTENSION_NAME);
     info.pNext = &enable_timeline;
+  }
+  // The int8 kernels' features, only where all of them are present.
+  VkPhysicalDeviceFeatures2 enable_f2{};
+  enable_f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  VkPhysicalDeviceShaderFloat16Int8FeaturesKHR enable_int8{};
+  enable_int8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR;
+  VkPhysicalDevice8BitStorageFeaturesKHR enable_8bit{};
+  enable_8bit.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR;
+  if (d.int8_missing.empty()) {
+    enable_f2.features.shaderFloat64 = VK_TRUE;
+    enable_int8.shaderInt8 = VK_TRUE;
+    enable_8bit.storageBuffer8BitAccess = VK_TRUE;
+    enable_8bit.pNext = &enable_int8;
+    enable_int8.pNext = const_cast<void*>(info.pNext);
+    enable_f2.pNext = &enable_8bit;
+    info.pNext = &enable_f2;
+    enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    enable.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
   }
   info.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   info.ppEnabledExtensionNames = enable.data();
@@ -444,6 +488,9 @@ void Device::info(loom_device_info_t* out) const {
                       (props_.host_visible_bytes != 0 ? LOOM_DEVICE_CAP_HOST_VISIBLE_MEMORY : 0) |
                       (props_.host_import ? LOOM_DEVICE_CAP_HOST_POINTER_IMPORT : 0);
   out->dtype_mask = LOOM_DTYPE_BIT(LOOM_DTYPE_F32);
+  if (props_.int8_missing.empty()) {
+    out->dtype_mask |= LOOM_DTYPE_BIT(LOOM_DTYPE_U8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I32);
+  }
 }
 
 Status Device::alloc_memory(const VkMemoryRequirements& req, bool host_visible, const void* next,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "estimate.hpp"
+#include "loom/vulkan_compute/kernels.hpp"
 #include "instance.hpp"
 #include "pipelines.hpp"
 
@@ -38,7 +39,13 @@ struct DeviceProperties {
   uint64_t min_storage_offset_alignment = 1;
   uint64_t max_storage_range = 0;
   bool f16 = false;
-  bool int8 = false;
+  bool int8 = false;        // shaderInt8
+  // What the int8 kernels (blob format 4) need, as offered (less the
+  // features vulkan.hide_features hides), and the names of those missing
+  // (int8_kernels.hpp, int8_missing): empty when the int8 kernels run here
+  // (their features are then enabled on the logical device).
+  Int8Features int8_features;
+  std::string int8_missing;
   bool host_import = false;  // VK_EXT_external_memory_host enabled
   uint64_t import_alignment = 0;
   // Nanoseconds per timestamp tick on the compute queue; 0: the queue has no
@@ -152,7 +159,7 @@ class Device {
   // Creates the logical device on `queue_family` (which supports compute).
   static Status create(const Instance* instance, VkPhysicalDevice physical, uint32_t index,
                        uint32_t queue_family, bool force_staging, WaitMode wait,
-                       std::unique_ptr<Device>* out);
+                       const std::vector<std::string>& hidden_features, std::unique_ptr<Device>* out);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -194,7 +201,8 @@ class Device {
 
  private:
   Device() = default;
-  Status init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait);
+  Status init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode wait,
+              const std::vector<std::string>& hidden_features);
   Status alloc_memory(const VkMemoryRequirements& req, bool host_visible, const void* next,
                       VkDeviceMemory* out, bool* out_mapped_ok);
 

@@ -240,7 +240,7 @@ sdk::Status CostModel::estimate(const BlobProgram& program, uint64_t* out_ns) {
 Status Device::estimate_executable(const sdk::Blob& blob, uint64_t* out_time_ns) {
   BlobProgram program;
   std::unique_ptr<OpenGraph> open;
-  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program, &open));
+  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, props_, &program, &open));
   if (open) {  // an open graph: its work follows the binding, no estimate
     *out_time_ns = 0;
     return Status();

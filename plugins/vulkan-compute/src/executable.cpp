@@ -17,7 +17,8 @@ struct VulkanExecutable::BindingSet {
 
 VulkanExecutable::VulkanExecutable(Device* device) : device_(device) {}
 
-Status check_blob(const sdk::Blob& blob, BlobProgram* out, std::unique_ptr<OpenGraph>* open) {
+Status check_blob(const sdk::Blob& blob, const DeviceProperties& device, BlobProgram* out,
+                  std::unique_ptr<OpenGraph>* open) {
   if (std::strcmp(blob.loader_key, kLoaderKey) != 0) {
     return sdk::incompatible(std::string("vulkan-compute serves loader key \"") + kLoaderKey +
                              "\", not \"" + blob.loader_key + "\"");
@@ -39,19 +40,27 @@ Status check_blob(const sdk::Blob& blob, BlobProgram* out, std::unique_ptr<OpenG
   if (!decode(blob.data, blob.size, out, &error)) {
     return sdk::incompatible("vulkan-compute blob rejected: " + error);
   }
+  if (!device.int8_missing.empty()) {
+    for (const BlobDispatch& d : out->dispatches) {
+      if (is_int8_kernel(d.kernel)) {
+        return sdk::incompatible(device.uri + " (" + device.device_name + ") lacks " + device.int8_missing +
+                                 ", which the blob's int8 kernels need");
+      }
+    }
+  }
   return Status();
 }
 
 Status Device::check_executable(const sdk::Blob& blob) {
   BlobProgram program;
-  return check_blob(blob, &program);
+  return check_blob(blob, props_, &program);
 }
 
 Status Device::load_executable(const sdk::Blob& blob, const sdk::Options&,
                                std::unique_ptr<VulkanExecutable>* out) {
   BlobProgram program;
   std::unique_ptr<OpenGraph> open;
-  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, &program, &open));
+  LOOM_SDK_RETURN_IF_ERROR(check_blob(blob, props_, &program, &open));
   if (open) return VulkanExecutable::load_open(this, std::move(open), out);
   return VulkanExecutable::load(this, std::move(program), out);
 }
@@ -127,7 +136,11 @@ Status VulkanExecutable::check_call(const sdk::ExecuteCallT<Fence>& call) const 
     const loom_tensor_t& t = in ? *call.inputs[i] : *call.outputs[i];
     const BlobTensor& bt = program_.tensors[in ? program_.inputs[i] : program_.outputs[i]];
     auto where = [&] { return std::string("execute: ") + (in ? "input " : "output ") + std::to_string(i); };
-    if (t.dtype != LOOM_DTYPE_F32) return sdk::invalid_argument(where() + " is not f32");
+    const loom_dtype_t want = bt.dtype == DType::kU8    ? LOOM_DTYPE_U8
+                              : bt.dtype == DType::kI8  ? LOOM_DTYPE_I8
+                              : bt.dtype == DType::kI32 ? LOOM_DTYPE_I32
+                                                        : LOOM_DTYPE_F32;
+    if (t.dtype != want) return sdk::invalid_argument(where() + " is not " + dtype_text(bt.dtype));
     bool same = t.rank == bt.shape.size();
     for (uint32_t d = 0; same && d < t.rank; ++d) same = t.shape[d] == bt.shape[d];
     if (!same || t.byte_size != bt.bytes()) {
@@ -193,6 +206,9 @@ const char* kernel_name(Kernel k) {
     case Kernel::kResize: return "Resize";
     case Kernel::kConvTranspose: return "ConvTranspose";
     case Kernel::kDirectConv: return "Conv (direct)";
+    case Kernel::kQuantize: return "QuantizeLinear";
+    case Kernel::kDequantize: return "DequantizeLinear";
+    case Kernel::kQConv: return "QConv";
     case Kernel::kCount: break;
   }
   return "kernel";

@@ -87,7 +87,10 @@ class VulkanExecutable {
 
 // executable_check: loader key, format version and a full decode. A
 // format-3 blob (an open graph) fills `*open` instead of `*out` (it must
-// not be NULL then; with NULL, the blob is checked and left).
-Status check_blob(const sdk::Blob& blob, BlobProgram* out, std::unique_ptr<OpenGraph>* open = nullptr);
+// not be NULL then; with NULL, the blob is checked and left). A program
+// with int8 kernels (format 4) is INCOMPATIBLE with a device that lacks
+// their features, naming them.
+Status check_blob(const sdk::Blob& blob, const DeviceProperties& device, BlobProgram* out,
+                  std::unique_ptr<OpenGraph>* open = nullptr);
 
 }  // namespace loom::vulkan

@@ -1,5 +1,6 @@
 #include "instance.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -40,11 +41,11 @@ Status parse_options(const sdk::Options& options, InstanceOptions* out) {
     if (std::strncmp(key, "vulkan.", 7) != 0) continue;
     if (std::strcmp(key, kOptionLoader) != 0 && std::strcmp(key, kOptionAllowCpu) != 0 &&
         std::strcmp(key, kOptionValidation) != 0 && std::strcmp(key, kOptionStaging) != 0 &&
-        std::strcmp(key, kOptionWait) != 0) {
+        std::strcmp(key, kOptionWait) != 0 && std::strcmp(key, kOptionHideFeatures) != 0) {
       return sdk::invalid_argument(std::string("unknown option ") + key + " (vulkan-compute takes " +
                                    kOptionLoader + ", " + kOptionAllowCpu + ", " +
                                    kOptionValidation + ", " + kOptionStaging + ", " + kOptionWait +
-                                   ")");
+                                   ", " + kOptionHideFeatures + ")");
     }
   }
   if (const char* loader = options.find(kOptionLoader)) {
@@ -65,6 +66,25 @@ Status parse_options(const sdk::Options& options, InstanceOptions* out) {
     if (!known) {
       return sdk::invalid_argument(std::string("option vulkan.wait=\"") + wait +
                                    "\" must be auto, block, spin or timeline");
+    }
+  }
+  if (const char* hide = options.find(kOptionHideFeatures)) {
+    static const char* const kKnown[] = {"shaderInt8", "storageBuffer8BitAccess", "shaderFloat64",
+                                         "shaderIntegerDotProduct"};
+    std::string list = hide;
+    size_t at = 0;
+    while (at <= list.size()) {
+      const size_t end = std::min(list.find(',', at), list.size());
+      const std::string name = list.substr(at, end - at);
+      bool known = false;
+      for (const char* k : kKnown) known |= name == k;
+      if (!known) {
+        return sdk::invalid_argument(std::string("option vulkan.hide_features=\"") + hide + "\": \"" + name +
+                                     "\" is not one of shaderInt8, storageBuffer8BitAccess, shaderFloat64, "
+                                     "shaderIntegerDotProduct");
+      }
+      o.hidden_features.push_back(name);
+      at = end + 1;
     }
   }
   *out = std::move(o);

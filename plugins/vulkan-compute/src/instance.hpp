@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vk_loader.hpp"
 
@@ -19,6 +20,10 @@ inline constexpr const char* kOptionAllowCpu = "vulkan.allow_cpu";     // 0 hide
 inline constexpr const char* kOptionValidation = "vulkan.validation";  // 1 enables the layer
 inline constexpr const char* kOptionStaging = "vulkan.staging";        // 1 forces staged copies
 inline constexpr const char* kOptionWait = "vulkan.wait";              // auto, block, spin, timeline
+// Comma-separated Vulkan feature names the devices are to treat as absent
+// (shaderInt8, storageBuffer8BitAccess, shaderFloat64,
+// shaderIntegerDotProduct): how a test sees a device without them.
+inline constexpr const char* kOptionHideFeatures = "vulkan.hide_features";
 inline constexpr const char* kDefaultLoader = "libvulkan.so.1";
 inline constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
@@ -42,6 +47,7 @@ struct InstanceOptions {
   bool validation = false;
   bool force_staging = false;
   WaitMode wait = WaitMode::kAuto;
+  std::vector<std::string> hidden_features;  // vulkan.hide_features
 };
 
 // Parses the plugin options; INVALID_ARGUMENT naming the bad key.

@@ -433,14 +433,15 @@ bool lower_alias(Lowering& l) {
 
 }  // namespace
 
-bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound) {
+bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound,
+                const std::string* int8_unavailable) {
   using namespace lowering;
   const sdk::NodeView node = g.node(n);
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     *why = "domain '" + node.domain() + "' is not supported";
     return false;
   }
-  Lowering l(g, n, out, why, bound);
+  Lowering l(g, n, out, why, bound, int8_unavailable);
   const std::string op = node.op_type();
   for (const UnaryEntry& e : kUnaries) {
     if (op == e.name) return lower_unary(l, e);
@@ -463,6 +464,9 @@ bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* wh
   if (op == "Resize") return lower_resize(l);
   if (op == "ConvTranspose") return lower_conv_transpose(l);
   if (op == "Gemm") return lower_gemm(l);
+  if (op == "QuantizeLinear" || op == "DequantizeLinear") return lower_quantize(l, op == "QuantizeLinear");
+  if (op == "QLinearConv" || op == "ConvInteger") return lower_qconv(l, op == "QLinearConv");
+  if (op == "QLinearMatMul" || op == "MatMulInteger") return lower_qmatmul(l, op == "QLinearMatMul");
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity") {
     return lower_alias(l);
   }

@@ -37,7 +37,7 @@ struct CopyBox {
 // What one node becomes, in graph tensor indices.
 struct Lowered {
   enum class Kind { kUnary, kBinary, kMatMul, kAlias, kSoftmax, kConv, kPool, kReduce, kLayerNorm, kCopy, kResize,
-                    kConvTranspose } kind = Kind::kUnary;
+                    kConvTranspose, kQuantize, kDequantize, kQConv } kind = Kind::kUnary;
   UnaryOp unary = UnaryOp::kIdentity;
   float alpha = 0, beta = 0;
   BinaryOp binary = BinaryOp::kAdd;
@@ -53,6 +53,16 @@ struct Lowered {
   Shape in_dims;               // kResize: X's shape (`dims` is Y's)
   std::vector<float> table;    // kResize: the tap table, a constant made by the compiler
   std::vector<CopyBox> boxes;  // kCopy: one per operand (Slice: 1, Concat: each input)
+  // kQuantize, kDequantize, kQConv (format 4): the table the compiler makes
+  // (int8_kernels.hpp: scales and zero points as f32, or per output channel
+  // bias, w zero point and multiplier as i32), the per-axis channel count
+  // (`inner` as for softmax), operand dtypes and the zero points pushed.
+  std::vector<uint32_t> words;
+  DType table_dtype = DType::kF32;
+  uint32_t channels = 1;
+  DType x_dtype = DType::kF32, w_dtype = DType::kF32, y_dtype = DType::kF32;
+  int32_t x_zero = 0, y_zero = 0;
+  bool b_layout = false;  // kQConv of QLinearMatMul / MatMulInteger: w is B, [K, N]
   std::vector<int32_t> operands;  // data operands, in binding order (bias last for matmul)
   int32_t output = -1;
 };
@@ -67,7 +77,12 @@ bool broadcast_strides(const Shape& s, const Shape& out, std::vector<uint64_t>* 
 // the output's shape, by the operator's rule, is checked against the
 // declared one (rank, fixed dimensions) and the kernels' limits and written
 // to it (lowering.hpp, class Lowering).
+// `int8_unavailable`: why the compile target cannot run the int8 kernels
+// (the devices' missing features), or empty when it can; NULL: it cannot
+// (quantized nodes are declined with kNoInt8Target).
 bool lower_node(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why,
-                std::vector<Shape>* bound = nullptr);
+                std::vector<Shape>* bound = nullptr, const std::string* int8_unavailable = nullptr);
+
+inline constexpr const char* kNoInt8Target = "no Vulkan device of this plugin runs the int8 kernels";
 
 }  // namespace loom::vulkan

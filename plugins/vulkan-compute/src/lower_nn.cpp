@@ -67,20 +67,16 @@ bool lower_softmax(Lowering& l, bool log_softmax) {
 
 // 2-D Conv (NCHW), any group, stride, dilation and pads; auto_pad NOTSET,
 // VALID, SAME_UPPER or SAME_LOWER.
-bool lower_conv(Lowering& l) {
-  Lowered& o = l.out();
-  o.kind = Lowered::Kind::kConv;
+bool conv_geometry(Lowering& l, size_t wi, bool bias, ConvParams* p) {
   Shape strides, dilations, pads, kernel;
   int64_t group = 1;
   std::string auto_pad;
-  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
-      !l.inputs(2, 3) || !l.get_window_ints("strides", &strides) || !l.get_window_ints("dilations", &dilations) ||
+  if (!l.get_window_ints("strides", &strides) || !l.get_window_ints("dilations", &dilations) ||
       !l.get_window_ints("pads", &pads) || !l.get_window_ints("kernel_shape", &kernel) ||
-      !l.get_window_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad) ||
-      !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output()) {
+      !l.get_window_int("group", 1, &group) || !l.get_string("auto_pad", "NOTSET", &auto_pad)) {
     return false;
   }
-  const Shape x = l.shape_of(0), w = l.shape_of(1);
+  const Shape x = l.shape_of(0), w = l.shape_of(wi);
   if (x.size() != 4 || w.size() != 4) return l.fail("only 2-D convolutions (4-D tensors) are supported");
   if (group < 1 || x[1] % group != 0 || w[0] % group != 0 || w[1] * group != x[1]) {
     return l.fail("group " + std::to_string(group) + " does not fit the channels");
@@ -114,11 +110,20 @@ bool lower_conv(Lowering& l) {
   if (!l.output_is(want)) {
     return l.fail("output shape " + shape_text(l.output_shape()) + " does not match the convolution");
   }
-  const Shape y = l.output_shape();
-  if (l.present(2) && l.shape_of(2) != Shape{w[0]}) return l.fail("B must have M elements");
-  ConvParams& p = o.conv;
-  fill_conv(x, w, y, w[0], strides, dilations, pads, group, l.present(2), &p);
-  if (uint64_t{p.n} * p.group > 65535) return l.fail("N x group exceeds 65535");
+  fill_conv(x, w, l.output_shape(), w[0], strides, dilations, pads, group, bias, p);
+  if (uint64_t{p->n} * p->group > 65535) return l.fail("N x group exceeds 65535");
+  return true;
+}
+
+bool lower_conv(Lowering& l) {
+  Lowered& o = l.out();
+  o.kind = Lowered::Kind::kConv;
+  if (!l.attributes({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}) ||
+      !l.inputs(2, 3) || !l.data(0) || !l.data(1) || (l.present(2) && !l.data(2)) || !l.output() ||
+      !conv_geometry(l, 1, l.present(2), &o.conv)) {
+    return false;
+  }
+  if (l.present(2) && l.shape_of(2) != Shape{l.shape_of(1)[0]}) return l.fail("B must have M elements");
   return true;
 }
 

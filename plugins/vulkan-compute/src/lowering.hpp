@@ -26,8 +26,16 @@ namespace loom::vulkan::lowering {
 // kernels' limits, and is written to `bound` for the nodes that read it.
 class Lowering {
  public:
-  Lowering(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound = nullptr)
-      : node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()), bound_(bound) {}
+  Lowering(const sdk::GraphView& g, size_t n, Lowered* out, std::string* why, std::vector<Shape>* bound = nullptr,
+           const std::string* int8_unavailable = nullptr)
+      : node_(g.node(n)), out_(out), why_(why), opset_(node_.opset()), bound_(bound),
+        int8_unavailable_(int8_unavailable) {}
+
+  // Why the int8 kernels cannot run for this compile (empty: they can).
+  std::string int8_unavailable() const {
+    return int8_unavailable_ == nullptr ? std::string(kNoInt8Target) : *int8_unavailable_;
+  }
+  const sdk::NodeView& node() const { return node_; }
 
   // Records why the node is refused (the first reason output_is gave, when
   // it gave one) and returns false.
@@ -112,14 +120,32 @@ class Lowering {
     out_->operands.push_back(t.index());
     return true;
   }
-  // The one f32 output (further optional outputs must be left out).
-  bool output() {
+  // Input i, of dtype `dtype`, read by an int8 kernel.
+  bool typed_data(size_t i, loom_dtype_t dtype) {
+    if (!present(i)) return fail("input " + std::to_string(i) + " is missing");
+    const sdk::TensorView t = node_.input(i);
+    if (t.dtype() != dtype) {
+      return fail("input " + std::to_string(i) + " is " + sdk::dtype_name(t.dtype()) + ", expected " +
+                  sdk::dtype_name(dtype));
+    }
+    const Shape s = shape_of(i);
+    uint64_t n = 0;
+    if (!element_count(s, &n) || s.size() > kMaxRank || n == 0) {
+      return fail("input " + std::to_string(i) + " has shape " + shape_text(s) +
+                  ", beyond vulkan-compute's limits or empty");
+    }
+    out_->operands.push_back(t.index());
+    return true;
+  }
+  // The one output, of `dtype` (f32 unless an int8 kernel writes it;
+  // further optional outputs must be left out).
+  bool output(loom_dtype_t dtype = LOOM_DTYPE_F32) {
     if (!node_.has_output(0)) return fail("has no output");
     for (size_t i = 1; i < node_.output_count(); ++i) {
       if (node_.has_output(i)) return fail("optional output " + std::to_string(i) + " is not supported");
     }
     const sdk::TensorView t = node_.output(0);
-    if (t.dtype() != LOOM_DTYPE_F32) return fail(std::string("output is ") + sdk::dtype_name(t.dtype()));
+    if (t.dtype() != dtype) return fail(std::string("output is ") + sdk::dtype_name(t.dtype()));
     if (t.is_constant() || t.is_graph_input()) return fail("output tensor is a constant or a graph input");
     out_->output = t.index();
     if (bound_ != nullptr) return true;  // output_is() gives the shape
@@ -163,6 +189,7 @@ class Lowering {
   std::string* why_;
   int64_t opset_;
   std::vector<Shape>* bound_;
+  const std::string* int8_unavailable_;
   bool pinned_ = false;  // output_is gave the reason: later fail() calls keep it
   Shape output_shape_;
 };
@@ -175,6 +202,15 @@ bool same_shape_out(Lowering& l);
 
 bool lower_softmax(Lowering& l, bool log_softmax);
 bool lower_conv(Lowering& l);
+// The 2-D convolution attributes (strides, dilations, pads, kernel_shape,
+// group, auto_pad) over x (input 0) and w (input `wi`), checked against the
+// output's shape (output() first) into `p`.
+bool conv_geometry(Lowering& l, size_t wi, bool bias, ConvParams* p);
+// lower_quant.cpp (format 4): QuantizeLinear, DequantizeLinear,
+// QLinearConv, ConvInteger.
+bool lower_quantize(Lowering& l, bool quantize);
+bool lower_qconv(Lowering& l, bool qlinear);
+bool lower_qmatmul(Lowering& l, bool qlinear);
 bool lower_pool(Lowering& l, const std::string& op);
 bool lower_reduce(Lowering& l, const std::string& op);
 bool lower_layernorm(Lowering& l);

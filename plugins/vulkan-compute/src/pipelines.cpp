@@ -42,6 +42,15 @@ const uint32_t kConvTransposeSpirv[] = {
 const uint32_t kDirectConvSpirv[] = {
 #include "direct_conv.spv.inc"
 };
+const uint32_t kQuantizeSpirv[] = {
+#include "quantize.spv.inc"
+};
+const uint32_t kDequantizeSpirv[] = {
+#include "dequantize.spv.inc"
+};
+const uint32_t kQConvSpirv[] = {
+#include "qconv.spv.inc"
+};
 
 }  // namespace
 
@@ -65,6 +74,9 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
       *words = kDirectConvSpirv;
       *count = std::size(kDirectConvSpirv);
       return;
+    case Kernel::kQuantize: *words = kQuantizeSpirv; *count = std::size(kQuantizeSpirv); return;
+    case Kernel::kDequantize: *words = kDequantizeSpirv; *count = std::size(kDequantizeSpirv); return;
+    case Kernel::kQConv: *words = kQConvSpirv; *count = std::size(kQConvSpirv); return;
     case Kernel::kCount: break;
   }
   *words = nullptr;

@@ -41,6 +41,7 @@ class VulkanPlugin {
       return Status();
     }
     plugin->enumerate(options);
+    plugin->int8_unavailable_ = plugin->int8_target();
     *out = std::move(plugin);
     return Status();
   }
@@ -57,7 +58,7 @@ class VulkanPlugin {
   // The compile side (compile.hpp), over the graph the SDK has verified.
   // Thread-safe: both only read the graph.
   Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
-    return vulkan::compile_supported(graph, claims);
+    return vulkan::compile_supported(graph, int8_unavailable_, claims);
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     if (graph.has_open_dims()) {
@@ -70,10 +71,10 @@ class VulkanPlugin {
       return Status();
     }
     BlobProgram program;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, &program));
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, int8_unavailable_, &program));
     out->bytes = encode(program);
     out->loader_key = kLoaderKey;
-    out->format_version = kStaticFormatVersion;
+    out->format_version = program_format(program);
     return Status();
   }
   // Validation messages so far (0 when validation is off).
@@ -125,7 +126,7 @@ class VulkanPlugin {
       }
       std::unique_ptr<Device> device;
       Status s = Device::create(instance_.get(), p, static_cast<uint32_t>(devices_.size()), compute,
-                                options.force_staging, options.wait, &device);
+                                options.force_staging, options.wait, options.hidden_features, &device);
       if (!s.ok()) {
         skipped.push_back(name + ": " + s.message());
         continue;
@@ -146,7 +147,22 @@ class VulkanPlugin {
     for (const std::string& s : skipped) instance_->log(LOOM_LOG_INFO, "vulkan-compute: skipped " + s);
   }
 
+  // Why quantized nodes are declined at compile (empty: the int8 kernels
+  // run): every device must have their features, since a blob may be
+  // loaded on any of them.
+  std::string int8_target() const {
+    if (devices_.empty()) return kNoInt8Target;
+    for (const auto& d : devices_) {
+      const DeviceProperties& p = d->props();
+      if (!p.int8_missing.empty()) {
+        return p.uri + " (" + p.device_name + ") lacks " + p.int8_missing + ", which the int8 kernels need";
+      }
+    }
+    return std::string();
+  }
+
   const loom_host_services_t* host_ = nullptr;
+  std::string int8_unavailable_ = kNoInt8Target;
   std::unique_ptr<Instance> instance_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::string unavailable_;

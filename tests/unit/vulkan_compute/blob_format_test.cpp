@@ -331,5 +331,141 @@ TEST(VulkanBlobFormat, DirectConvDispatchesAreCheckedAgainstTheirTensors) {
   EXPECT_FALSE(conv_is_direct(c));
 }
 
+// Format 4: tensor dtypes and the int8 kernels (quantize, dequantize,
+// qconv). An int8 program: f32 x quantized to u8, a u8 x i8 convolution
+// writing i8, and the i8 result dequantized to f32.
+BlobProgram int8_program() {
+  BlobProgram p;
+  auto add = [&](TensorKind kind, std::vector<int64_t> shape, DType dtype) {
+    const uint32_t t = add_tensor(&p, kind, std::move(shape));
+    p.tensors[t].dtype = dtype;
+    return t;
+  };
+  const uint32_t x = add(TensorKind::kInput, {1, 2, 4, 4}, DType::kF32);
+  const uint32_t qtable = add(TensorKind::kConstant, {2}, DType::kF32);
+  const uint32_t xq = add(TensorKind::kIntermediate, {1, 2, 4, 4}, DType::kU8);
+  const uint32_t w = add(TensorKind::kConstant, {3, 2, 3, 3}, DType::kI8);
+  const uint32_t ctable = add(TensorKind::kConstant, {9}, DType::kI32);
+  const uint32_t yq = add(TensorKind::kIntermediate, {1, 3, 2, 2}, DType::kI8);
+  const uint32_t dtable = add(TensorKind::kConstant, {2}, DType::kF32);
+  const uint32_t y = add(TensorKind::kOutput, {1, 3, 2, 2}, DType::kF32);
+  p.tensors[qtable].data_offset = 0;
+  p.tensors[w].data_offset = 8;
+  p.tensors[ctable].data_offset = 64;
+  p.tensors[dtable].data_offset = 100;
+  p.data.assign(108, 0);
+  p.inputs = {x};
+  p.outputs = {y};
+  p.dispatches.push_back(make_quantize(x, qtable, xq, 32, 1, 1, false));
+  ConvParams c;
+  c.n = 1; c.c = 2; c.h = 4; c.w = 4; c.m = 3; c.oh = 2; c.ow = 2; c.kh = 3; c.kw = 3;
+  p.dispatches.push_back(make_qconv(c, xq, w, ctable, yq, 128, -3, DType::kU8, DType::kI8, DType::kI8));
+  p.dispatches.push_back(make_dequantize(yq, dtable, y, 12, 1, 1, DType::kI8));
+  return p;
+}
+
+TEST(VulkanBlobFormat, Int8ProgramsAreFormatFourAndRoundTrip) {
+  const BlobProgram p = int8_program();
+  EXPECT_EQ(program_format(p), kInt8FormatVersion);
+  EXPECT_EQ(program_format(small_program()), kStaticFormatVersion);
+  const std::vector<uint8_t> bytes = encode(p);
+  EXPECT_EQ(blob_version(bytes.data(), bytes.size()), kInt8FormatVersion);
+  BlobProgram q;
+  std::string error;
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &q, &error)) << error;
+  ASSERT_EQ(q.tensors.size(), p.tensors.size());
+  for (size_t t = 0; t < p.tensors.size(); ++t) EXPECT_EQ(q.tensors[t].dtype, p.tensors[t].dtype) << t;
+  EXPECT_EQ(q.tensors[3].bytes(), 54u);  // 3x2x3x3 i8
+  EXPECT_EQ(q.dispatches[1].push, p.dispatches[1].push);
+  // Every truncation and flipped record byte: rejected or consistent.
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(n));
+    EXPECT_FALSE(error_of(cut).empty()) << n;
+  }
+  for (size_t i = 0; i + p.data.size() < bytes.size(); ++i) {
+    for (uint8_t mask : {0x01, 0x80, 0xff}) {
+      std::vector<uint8_t> bad = bytes;
+      bad[i] ^= mask;
+      BlobProgram r;
+      if (!decode(bad.data(), bad.size(), &r, &error)) continue;
+      for (size_t d = 0; d < r.dispatches.size(); ++d) EXPECT_TRUE(validate_dispatch(r, d, &error)) << error;
+    }
+  }
+}
+
+TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
+  const std::vector<uint8_t> bytes = encode(int8_program());
+  // The same records as format 2: a dtype is format 2's reserved field.
+  std::vector<uint8_t> bad = bytes;
+  bad[4] = 2;
+  EXPECT_EQ(error_of(bad), "tensor 2: reserved field is not 0");
+  // An int8 kernel in a format-2 blob whose tensors are all f32.
+  BlobProgram p;
+  const uint32_t x = add_tensor(&p, TensorKind::kInput, {4});
+  const uint32_t t = add_tensor(&p, TensorKind::kInput, {2});
+  const uint32_t y = add_tensor(&p, TensorKind::kOutput, {4});
+  p.inputs = {x, t};
+  p.outputs = {y};
+  p.dispatches.push_back(make_unary(UnaryOp::kRelu, x, y, 4));
+  bad = encode(p);
+  ASSERT_EQ(blob_version(bad.data(), bad.size()), kStaticFormatVersion);
+  const size_t kernel_at = bad.size() - blob_detail::kDispatchBytes;
+  bad[kernel_at] = static_cast<uint8_t>(Kernel::kQuantize);
+  EXPECT_EQ(error_of(bad), "dispatch 0: kernel 12 is an int8 kernel of format 4, the blob is format 2");
+  // A newer format than this reader's.
+  bad = bytes;
+  bad[4] = static_cast<uint8_t>(kFormatVersion + 1);
+  EXPECT_EQ(error_of(bad), "format version 5, this plugin reads 1 to 4");
+  // An unknown dtype.
+  BlobProgram q = int8_program();
+  std::vector<uint8_t> unknown = encode(q);
+  const size_t dtype_at = blob_detail::kHeadBytes + 2 * blob_detail::kTensorBytes + blob_detail::kTensorBytes - 4;
+  ASSERT_EQ(unknown[dtype_at], static_cast<uint8_t>(DType::kU8));
+  unknown[dtype_at] = 4;
+  EXPECT_EQ(error_of(unknown), "tensor 2: unknown dtype 4");
+  // An f32 kernel bound to a u8 tensor.
+  q.dispatches.push_back(make_unary(UnaryOp::kRelu, 2, 7, 12));
+  q.dispatches.back().push[0] = 32;
+  EXPECT_NE(error_of(encode(q)).find("dispatch 3 (unary): binds tensor 2 of u8; the kernel takes f32"),
+            std::string::npos)
+      << error_of(encode(q));
+  // The int8 kernels check their tensors' dtypes, the push constants that
+  // name them, zero points and table sizes.
+  q = int8_program();
+  q.tensors[2].dtype = DType::kI8;  // quantize's y is i8 but the signed flag says u8
+  EXPECT_NE(error_of(encode(q)).find("dispatch 0 (quantize): the signed flag does not match y"), std::string::npos)
+      << error_of(encode(q));
+  q = int8_program();
+  q.dispatches[1].push[16] = 300;  // x zero point outside u8
+  EXPECT_NE(error_of(encode(q)).find("dispatch 1 (qconv): x zero point 300 is outside x's type"), std::string::npos)
+      << error_of(encode(q));
+  q = int8_program();
+  q.dispatches[1].push[18] = 1 | 1 << 4 | 2 << 8;  // w named u8, but it is i8
+  EXPECT_NE(error_of(encode(q)).find("does not match x, w and y"), std::string::npos) << error_of(encode(q));
+  q = int8_program();
+  q.tensors[4].shape = {6};  // the table of 3 channels has 6 entries
+  EXPECT_NE(error_of(encode(q)).find("(table: 3 x M)"), std::string::npos) << error_of(encode(q));
+  q = int8_program();
+  q.dispatches[1].push[18] |= kQConvBLayout;  // a 3x3 convolution cannot read w as a matmul's B
+  EXPECT_NE(error_of(encode(q)).find("a matmul's B layout needs a 1x1 convolution"), std::string::npos)
+      << error_of(encode(q));
+  q = int8_program();
+  q.dispatches[2].push[3] = static_cast<uint32_t>(DType::kU8);  // x is i8
+  EXPECT_NE(error_of(encode(q)).find("dispatch 2 (dequantize): the x dtype push constant does not match x"),
+            std::string::npos)
+      << error_of(encode(q));
+}
+
+TEST(VulkanBlobFormat, Int8FeatureDecisionNamesWhatIsMissing) {
+  Int8Features f;
+  EXPECT_EQ(int8_missing(f), "shaderInt8, storageBuffer8BitAccess, shaderFloat64");
+  f.shader_int8 = f.storage_8bit = true;
+  EXPECT_EQ(int8_missing(f), "shaderFloat64");
+  f.float64 = true;
+  EXPECT_EQ(int8_missing(f), "");  // shaderIntegerDotProduct is not needed
+  f.storage_8bit = false;
+  EXPECT_EQ(int8_missing(f), "storageBuffer8BitAccess");
+}
+
 }  // namespace
 }  // namespace loom::vulkan

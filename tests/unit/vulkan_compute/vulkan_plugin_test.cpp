@@ -31,7 +31,10 @@ TEST_F(VulkanTest, DeviceReportsUriKindMemoryAndLimits) {
   EXPECT_GT(info.device_memory_bytes, 0u);
   EXPECT_TRUE(info.capabilities & LOOM_DEVICE_CAP_ASYNC);
   EXPECT_FALSE(info.capabilities & LOOM_DEVICE_CAP_HOST_POINTER_EXECUTE);
-  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
+  // f32, and u8, i8, i32 where the int8 kernels run (named in the name).
+  const uint64_t int8 = LOOM_DTYPE_BIT(LOOM_DTYPE_U8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I8) | LOOM_DTYPE_BIT(LOOM_DTYPE_I32);
+  EXPECT_EQ(info.dtype_mask,
+            LOOM_DTYPE_BIT(LOOM_DTYPE_F32) | (name.find(", int8 kernels") != std::string::npos ? int8 : 0));
   EXPECT_EQ(take(api_, api_->plugin_check_available(plugin_)), "ok");
 }
 

@@ -6,17 +6,23 @@
 //             dispatch count u32, input count u32, output count u32,
 //             constant data bytes u64
 //   tensors   per tensor: kind u32, rank u32, dims i64[8], data offset u64,
-//             alias u32 (tensor index for kind alias, else 0), reserved u32
+//             alias u32 (tensor index for kind alias, else 0), dtype u32
+//             (format 4; 0 in formats 1 and 2, where every tensor is f32)
 //   inputs    u32 tensor index per input, in call order
 //   outputs   u32 tensor index per output, in call order
 //   dispatches per dispatch: kernel u32, binding count u32, bindings u32[4],
 //             workgroups u32[3], push count u32, push u32[32]
 //   data      the constant tensors' bytes
-// Every tensor is dense row-major f32. A dispatch binds tensors as storage
+// Every tensor is dense row-major, f32 unless its dtype says otherwise
+// (format 4: u8, i8 or i32 for the int8 kernels). A dispatch binds tensors as storage
 // buffers 0..binding count-1 and passes `push` as push constants. decode()
 // checks every count, index, range and each kernel's push constants against
 // the shapes of its bound tensors, so a blob that decodes runs without
 // touching memory outside its tensors.
+//
+// Format 4 (2026-11-28) is format 2's layout with tensor dtypes and the int8
+// kernels (quantize, dequantize, qconv); encode() writes it only for a
+// program that uses either, so f32 programs stay format 2 byte for byte.
 //
 // Format 3, written only for a graph with open dimensions (ABI 1.2,
 // LOOM_PLUGIN_CAP_OPEN_SHAPES), carries the graph itself, lowered per
@@ -45,8 +51,11 @@ inline constexpr const char* kLoaderKey = "vulkan-compute";
 inline constexpr uint32_t kStaticFormatVersion = 2;
 // Format 3 (2026-11-27): an open graph (encode_open, decode_open).
 inline constexpr uint32_t kOpenFormatVersion = 3;
+// Format 4 (2026-11-28): format 2 plus tensor dtypes (u8, i8, i32) and the
+// int8 kernels; written only for programs that use them.
+inline constexpr uint32_t kInt8FormatVersion = 4;
 // The newest format this plugin reads (the loader key's maximum).
-inline constexpr uint32_t kFormatVersion = kOpenFormatVersion;
+inline constexpr uint32_t kFormatVersion = kInt8FormatVersion;
 inline constexpr uint32_t kMinFormatVersion = 1;
 // Format 3's head: magic, version, reserved, graph bytes.
 inline constexpr size_t kOpenHeadBytes = 16;
@@ -83,21 +92,43 @@ enum class Kernel : uint32_t {
   kResize = 9,
   kConvTranspose = 10,
   kDirectConv = 11,  // format 2
-  kCount = 12,
+  kQuantize = 12,    // format 4: QuantizeLinear
+  kDequantize = 13,  // format 4: DequantizeLinear
+  kQConv = 14,       // format 4: QLinearConv and ConvInteger
+  kCount = 15,
 };
+
+// A kernel of format 4 (the int8 kernels).
+inline bool is_int8_kernel(Kernel k) { return k == Kernel::kQuantize || k == Kernel::kDequantize || k == Kernel::kQConv; }
+
+// Element types of tensors (format 4; 0 is f32, the only type before).
+enum class DType : uint32_t { kF32 = 0, kU8 = 1, kI8 = 2, kI32 = 3, kCount = 4 };
+
+inline uint64_t dtype_size(DType d) { return d == DType::kU8 || d == DType::kI8 ? 1 : 4; }
+inline const char* dtype_text(DType d) {
+  switch (d) {
+    case DType::kF32: return "f32";
+    case DType::kU8: return "u8";
+    case DType::kI8: return "i8";
+    case DType::kI32: return "i32";
+    case DType::kCount: break;
+  }
+  return "?";
+}
 
 struct BlobTensor {
   TensorKind kind = TensorKind::kIntermediate;
   std::vector<int64_t> shape;
   uint64_t data_offset = 0;  // kConstant: offset in the data section
   uint32_t alias = 0;        // kAlias: the tensor it aliases
+  DType dtype = DType::kF32;  // format 4
 
   uint64_t elements() const {
     uint64_t n = 1;
     for (int64_t d : shape) n *= static_cast<uint64_t>(d);
     return n;
   }
-  uint64_t bytes() const { return elements() * 4; }
+  uint64_t bytes() const { return elements() * dtype_size(dtype); }
 };
 
 struct BlobDispatch {
@@ -158,15 +189,27 @@ class Reader {
 
 }  // namespace blob_detail
 
-// Serializes `program` (tensors, io lists, dispatches, `data`). Does not
-// validate; decode() does.
+// The format encode() writes for `program`: 4 when a tensor is not f32 or a
+// dispatch runs an int8 kernel, else 2.
+inline uint32_t program_format(const BlobProgram& program) {
+  for (const BlobTensor& t : program.tensors) {
+    if (t.dtype != DType::kF32) return kInt8FormatVersion;
+  }
+  for (const BlobDispatch& d : program.dispatches) {
+    if (is_int8_kernel(d.kernel)) return kInt8FormatVersion;
+  }
+  return kStaticFormatVersion;
+}
+
+// Serializes `program` (tensors, io lists, dispatches, `data`) in
+// program_format(program). Does not validate; decode() does.
 inline std::vector<uint8_t> encode(const BlobProgram& program) {
   using namespace blob_detail;
   std::vector<uint8_t> out;
   out.reserve(kHeadBytes + program.tensors.size() * kTensorBytes +
               program.dispatches.size() * kDispatchBytes + program.data.size() + 64);
   for (char c : kMagic) out.push_back(static_cast<uint8_t>(c));
-  put32(&out, kStaticFormatVersion);
+  put32(&out, program_format(program));
   put32(&out, static_cast<uint32_t>(program.tensors.size()));
   put32(&out, static_cast<uint32_t>(program.dispatches.size()));
   put32(&out, static_cast<uint32_t>(program.inputs.size()));
@@ -180,7 +223,7 @@ inline std::vector<uint8_t> encode(const BlobProgram& program) {
     }
     put64(&out, t.data_offset);
     put32(&out, t.alias);
-    put32(&out, 0);
+    put32(&out, static_cast<uint32_t>(t.dtype));
   }
   for (uint32_t i : program.inputs) put32(&out, i);
   for (uint32_t o : program.outputs) put32(&out, o);
@@ -325,7 +368,10 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     }
     bt.data_offset = r.u64();
     bt.alias = r.u32();
-    if (r.u32() != 0) return fail(where + "reserved field is not 0");
+    const uint32_t dtype = r.u32();
+    if (version < kInt8FormatVersion && dtype != 0) return fail(where + "reserved field is not 0");
+    if (dtype >= static_cast<uint32_t>(DType::kCount)) return fail(where + "unknown dtype " + std::to_string(dtype));
+    bt.dtype = static_cast<DType>(dtype);
     if ((bt.kind != TensorKind::kConstant && bt.data_offset != 0) ||
         (bt.kind != TensorKind::kAlias && bt.alias != 0)) {
       return fail(where + "data offset or alias set on a tensor of another kind");
@@ -345,9 +391,10 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
       return fail(where + "aliases tensor " + std::to_string(bt.alias) +
                   ", which is out of range or an alias itself");
     }
-    if (prog.tensors[bt.alias].bytes() != bt.bytes()) {
-      return fail(where + "has " + std::to_string(bt.bytes()) + " bytes, the tensor it aliases " +
-                  std::to_string(prog.tensors[bt.alias].bytes()));
+    if (prog.tensors[bt.alias].bytes() != bt.bytes() || prog.tensors[bt.alias].dtype != bt.dtype) {
+      return fail(where + "has " + std::to_string(bt.bytes()) + " bytes of " + dtype_text(bt.dtype) +
+                  ", the tensor it aliases " + std::to_string(prog.tensors[bt.alias].bytes()) + " of " +
+                  dtype_text(prog.tensors[bt.alias].dtype));
     }
   }
   auto io = [&](uint32_t count, TensorKind kind, const char* what, std::vector<uint32_t>* list) {
@@ -389,6 +436,10 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     }
     if (bindings > kMaxBindings) return fail(where + std::to_string(bindings) + " bindings");
     bd.kernel = static_cast<Kernel>(kernel);
+    if (is_int8_kernel(bd.kernel) && version < kInt8FormatVersion) {
+      return fail(where + "kernel " + std::to_string(kernel) + " is an int8 kernel of format 4, the blob is format " +
+                  std::to_string(version));
+    }
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
       const uint32_t b = r.u32();
       if (i >= bindings) {

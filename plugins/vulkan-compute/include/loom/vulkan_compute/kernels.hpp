@@ -333,6 +333,10 @@ inline BlobDispatch make_conv_transpose(const ConvParams& p, uint32_t x, uint32_
   return d;
 }
 
+struct Int8Features;
+inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& d, const std::string& where,
+                                   uint32_t groups[3], std::string* error);
+
 // Checks one dispatch of a structurally decoded program: binding and push
 // counts, that every index the kernel computes from its push constants lies
 // inside the bound tensors, and that the workgroup counts are the ones the
@@ -342,7 +346,8 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
   const BlobDispatch& d = prog.dispatches[index];
   static const char* const kNames[] = {"unary",  "binary", "matmul",        "softmax",
                                        "conv",   "pool",   "reduce",        "layernorm",
-                                       "copy",   "resize", "conv_transpose", "direct_conv"};
+                                       "copy",   "resize", "conv_transpose", "direct_conv",
+                                       "quantize", "dequantize", "qconv"};
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -366,7 +371,21 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
     return false;
   };
   uint32_t groups[3] = {0, 0, 0};
+  if (!is_int8_kernel(d.kernel)) {
+    // The f32 kernels read and write f32 only (format 4 has other dtypes).
+    for (uint32_t b : d.bindings) {
+      if (prog.tensors[b].dtype != DType::kF32) {
+        return fail("binds tensor " + std::to_string(b) + " of " + dtype_text(prog.tensors[b].dtype) +
+                    "; the kernel takes f32");
+      }
+    }
+  }
   switch (d.kernel) {
+    case Kernel::kQuantize:
+    case Kernel::kDequantize:
+    case Kernel::kQConv:
+      if (!validate_int8_dispatch(prog, d, where, groups, error)) return false;
+      break;
     case Kernel::kUnary: {
       if (!need(2, 4)) return false;
       const uint64_t count = d.push[0];
@@ -648,3 +667,5 @@ inline bool decode(const void* blob, size_t size, BlobProgram* out, std::string*
 }
 
 }  // namespace loom::vulkan
+
+#include "loom/vulkan_compute/int8_kernels.hpp"

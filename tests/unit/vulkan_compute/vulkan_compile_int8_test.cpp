@@ -1,0 +1,445 @@
+// vulkan-compute's int8 kernels (blob format 4) through the compile entries,
+// run on the first Vulkan device (lavapipe in CI) and compared byte for byte
+// with the reference kernels (core/src/kernels) on edge values: rounding
+// ties with odd zero points, saturation at both ends, NaN and infinities,
+// per-axis / per-channel scales, padding, strides, groups, depthwise. And
+// what is declined, with its reason: 16-bit zero points, blocked
+// quantization, scales given at run time, a device without the features.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compile_harness.hpp"
+#include "kernels/kernel.hpp"
+#include "loom/program.hpp"
+
+namespace loom::vulkan::test {
+namespace {
+
+size_t int8_test_elem_size(loom_dtype_t d) {
+  if (d == LOOM_DTYPE_U8 || d == LOOM_DTYPE_I8) return 1;
+  return d == LOOM_DTYPE_U16 || d == LOOM_DTYPE_I16 ? 2 : 4;
+}
+
+// A tensor of any dtype as bytes; a graph input, an inline constant or
+// absent (an optional operand left out).
+struct QOperand {
+  Dims shape;
+  loom_dtype_t dtype = LOOM_DTYPE_F32;
+  std::vector<uint8_t> bytes;
+  bool constant = true;
+  bool absent = false;
+};
+
+QOperand qf32(Dims shape, const std::vector<float>& v, bool constant = true) {
+  QOperand t{std::move(shape), LOOM_DTYPE_F32, std::vector<uint8_t>(v.size() * 4), constant};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+QOperand qint(Dims shape, loom_dtype_t dtype, const std::vector<int64_t>& v, bool constant = true) {
+  QOperand t{std::move(shape), dtype, std::vector<uint8_t>(v.size() * int8_test_elem_size(dtype)), constant};
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (int8_test_elem_size(dtype) == 1) {
+      t.bytes[i] = static_cast<uint8_t>(v[i] & 255);
+    } else if (int8_test_elem_size(dtype) == 2) {
+      const uint16_t x = static_cast<uint16_t>(v[i]);
+      std::memcpy(&t.bytes[i * 2], &x, 2);
+    } else {
+      const int32_t x = static_cast<int32_t>(v[i]);
+      std::memcpy(&t.bytes[i * 4], &x, 4);
+    }
+  }
+  return t;
+}
+// n random bytes (u8 or i8).
+QOperand qrandom8(Dims shape, loom_dtype_t dtype, uint32_t seed, bool constant = false) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> any(0, 255);
+  std::vector<int64_t> v(n);
+  for (int64_t& x : v) x = any(rng);
+  return qint(std::move(shape), dtype, v, constant);
+}
+
+std::vector<AttributeDef> ref_attrs(const std::vector<Attr>& attrs) {
+  std::vector<AttributeDef> out;
+  for (const Attr& a : attrs) {
+    AttributeDef d;
+    d.name = a.name;
+    if (a.kind == gfb::AttributeKind::ints) {
+      d.kind = AttributeKind::kInts;
+      d.ints = a.ints;
+    } else if (a.kind == gfb::AttributeKind::string) {
+      d.kind = AttributeKind::kString;
+      d.s = a.s;
+    } else {
+      d.kind = AttributeKind::kInt;
+      d.i = a.i;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+class VulkanInt8 : public VulkanCompile {
+ protected:
+  struct Outcome {
+    bool claimed = false;
+    std::string compile;  // the compile entry's answer ("ok" or the error)
+    uint32_t format = 0;
+    std::vector<uint8_t> got, want;
+  };
+
+  // One `op` node over `ops`, claimed and compiled by `compiler` (the device
+  // plugin unless given), run on the device and by the reference kernel.
+  Outcome run_node(const std::string& op, const std::vector<QOperand>& ops, const Dims& out_shape,
+                   loom_dtype_t out_dtype, const std::vector<Attr>& attrs = {}, int64_t opset = 13,
+                   loom_plugin_t* compiler = nullptr) {
+    Outcome r;
+    if (compiler == nullptr) compiler = plugin_;
+    GraphBuilder g;
+    std::vector<int32_t> ins;
+    std::vector<size_t> runtime;  // operands that are graph inputs
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const QOperand& o = ops[i];
+      const auto fb = static_cast<gfb::DType>(o.dtype);
+      if (o.absent) {
+        ins.push_back(-1);
+      } else if (o.constant) {
+        ins.push_back(g.constant(o.shape, fb, o.bytes.data(), o.bytes.size()));
+      } else {
+        ins.push_back(g.input(o.shape, fb));
+        runtime.push_back(i);
+      }
+    }
+    const int y = g.tensor(out_shape, static_cast<gfb::DType>(out_dtype));
+    g.node(op, ins, {y}, attrs, opset);
+    g.output(y);
+    const std::vector<uint8_t> graph = g.finish();
+    std::vector<bool> flags;
+    EXPECT_EQ(harness_.supported(compiler, graph, 1, &flags), "ok");
+    r.claimed = !flags.empty() && flags[0];
+    ::loom::testing::CompiledBlob compiled;
+    r.compile = harness_.compile(compiler, graph, &compiled);
+    if (r.compile != "ok") return r;
+    r.format = compiled.format_version;
+    const auto* p = reinterpret_cast<const uint8_t*>(compiled.bytes.data());
+    const std::vector<uint8_t> blob(p, p + compiled.bytes.size());
+    EXPECT_EQ(r.format, blob_version(blob.data(), blob.size()));
+
+    // The reference kernel.
+    size_t out_count = 1;
+    for (int64_t d : out_shape) out_count *= static_cast<size_t>(d);
+    r.want.assign(out_count * int8_test_elem_size(out_dtype), 0x5a);
+    std::vector<QOperand> copies = ops;
+    std::vector<kernels::TensorRef> refs;
+    for (QOperand& o : copies) {
+      refs.push_back(o.absent ? kernels::TensorRef{}
+                              : kernels::TensorRef{static_cast<::loom::DType>(o.dtype), o.shape, o.bytes.data(), o.bytes.size()});
+    }
+    std::vector<kernels::TensorRef> outs = {
+        {static_cast<::loom::DType>(out_dtype), out_shape, r.want.data(), r.want.size()}};
+    const std::vector<AttributeDef> defs = ref_attrs(attrs);
+    const auto registry = kernels::KernelRegistry::reference();
+    const auto s = registry.find(op)->run(refs, outs, kernels::Attributes(defs, static_cast<int32_t>(opset)));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+
+    // The device.
+    loom_executable_t* exe = nullptr;
+    EXPECT_EQ(harness_.load(device_, kLoaderKey, r.format, blob.data(), blob.size(), &exe), "ok");
+    if (exe == nullptr) return r;
+    std::vector<loom_buffer_t*> buffers;
+    std::vector<loom_tensor_t> descs;
+    descs.reserve(runtime.size() + 1);
+    std::vector<const loom_tensor_t*> in_descs, out_descs;
+    for (size_t i : runtime) {
+      const QOperand& o = ops[i];
+      buffers.push_back(allocate(o.bytes.size()));
+      descs.push_back(::loom::testing::buffer_tensor(o.dtype, o.shape, buffers.back(), o.bytes.size()));
+      std::vector<uint8_t> tmp = o.bytes;
+      EXPECT_EQ(copy(buffers.back(), 0, tmp.data(), tmp.size(), true), "ok");
+      in_descs.push_back(&descs.back());
+    }
+    buffers.push_back(allocate(r.want.size()));
+    std::vector<uint8_t> fill(r.want.size(), 0xa5);  // not what the kernel writes
+    EXPECT_EQ(copy(buffers.back(), 0, fill.data(), fill.size(), true), "ok");
+    descs.push_back(::loom::testing::buffer_tensor(out_dtype, out_shape, buffers.back(), r.want.size()));
+    out_descs.push_back(&descs.back());
+    EXPECT_EQ(harness_.execute(exe, in_descs, out_descs), "ok");
+    r.got.assign(r.want.size(), 0);
+    EXPECT_EQ(copy(buffers.back(), 0, r.got.data(), r.got.size(), false), "ok");
+    api_->executable_destroy(exe);
+    for (loom_buffer_t* b : buffers) api_->buffer_free(b);
+    return r;
+  }
+
+  // run_node, expecting the node claimed, a format-4 blob and the device's
+  // bytes equal to the reference kernel's.
+  void expect_equal(const std::string& op, const std::vector<QOperand>& ops, const Dims& out_shape,
+                    loom_dtype_t out_dtype, const std::vector<Attr>& attrs = {}, int64_t opset = 13) {
+    const Outcome r = run_node(op, ops, out_shape, out_dtype, attrs, opset);
+    EXPECT_TRUE(r.claimed) << op;
+    ASSERT_EQ(r.compile, "ok") << op;
+    EXPECT_EQ(r.format, kInt8FormatVersion);
+    ASSERT_EQ(r.got.size(), r.want.size());
+    const size_t es = int8_test_elem_size(out_dtype);
+    for (size_t i = 0; i < r.want.size(); i += es) {
+      EXPECT_EQ(std::vector<uint8_t>(r.got.begin() + static_cast<long>(i), r.got.begin() + static_cast<long>(i + es)),
+                std::vector<uint8_t>(r.want.begin() + static_cast<long>(i), r.want.begin() + static_cast<long>(i + es)))
+          << op << " element " << i / es;
+    }
+  }
+};
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+// Ties (x / scale exactly k + 0.5) with odd zero points, both saturation
+// ends, NaN (to 0), infinities, and quotients that f32 division must round
+// correctly (x / 0.1f).
+std::vector<float> quantize_edges() {
+  std::vector<float> v = {0.5f,   1.5f,   2.5f,   -0.5f, -1.5f,  -2.5f, 124.5f, 125.5f, 126.5f, 127.5f, -128.5f,
+                          -129.5f, 250.5f, 251.5f, 252.5f, 253.5f, 254.5f, 255.5f, 300.f,  -300.f, kNaN,   kInf,
+                          -kInf,  0.f,    -0.f,   1e-40f, 3.7f,  -3.7f};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> any(-40.f, 40.f);
+  while (v.size() < 64) v.push_back(any(rng));
+  return v;
+}
+
+TEST_F(VulkanInt8, DeviceReportsTheInt8FeaturesAndDtypes) {
+  LOOM_VK_REQUIRE_DEVICE();
+  loom_device_info_t info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(take(api_, api_->device_info(device_, &info)), "ok");
+  const std::string name = info.name;
+  // lavapipe has shaderInt8, storageBuffer8BitAccess and shaderFloat64.
+  EXPECT_NE(name.find(", int8 kernels"), std::string::npos) << name;
+  EXPECT_NE(info.dtype_mask & LOOM_DTYPE_BIT(LOOM_DTYPE_U8), 0u);
+  EXPECT_NE(info.dtype_mask & LOOM_DTYPE_BIT(LOOM_DTYPE_I8), 0u);
+  EXPECT_NE(info.dtype_mask & LOOM_DTYPE_BIT(LOOM_DTYPE_I32), 0u);
+}
+
+TEST_F(VulkanInt8, QuantizeLinearPerTensorEqualsTheReferenceOnEdgeValues) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const std::vector<float> x = quantize_edges();
+  const Dims shape = {2, static_cast<int64_t>(x.size() / 2)};
+  for (float scale : {1.0f, 0.5f, 0.1f}) {
+    expect_equal("QuantizeLinear", {qf32(shape, x, false), qf32({}, {scale}), qint({}, LOOM_DTYPE_U8, {3})}, shape,
+                 LOOM_DTYPE_U8);
+    expect_equal("QuantizeLinear", {qf32(shape, x, false), qf32({}, {scale}), qint({}, LOOM_DTYPE_I8, {-3})}, shape,
+                 LOOM_DTYPE_I8);
+  }
+  // No zero point: u8 with zero point 0 (opset 10's form).
+  expect_equal("QuantizeLinear", {qf32(shape, x, false), qf32({}, {0.25f})}, shape, LOOM_DTYPE_U8, {}, 10);
+}
+
+TEST_F(VulkanInt8, QuantizeAndDequantizeLinearPerAxisEqualTheReference) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const Dims shape = {2, 3, 2, 4};
+  std::vector<float> x = quantize_edges();
+  x.resize(48, 1.5f);
+  const QOperand scales = qf32({3}, {0.5f, 1.0f, 0.03f});
+  expect_equal("QuantizeLinear", {qf32(shape, x, false), scales, qint({3}, LOOM_DTYPE_I8, {-1, 5, 0})}, shape,
+               LOOM_DTYPE_I8, {attr_i("axis", 1)});
+  expect_equal("QuantizeLinear", {qf32(shape, x, false), qf32({4}, {0.5f, 1.0f, 2.0f, 0.2f}),
+                                  qint({4}, LOOM_DTYPE_U8, {1, 3, 255, 0})},
+               shape, LOOM_DTYPE_U8, {attr_i("axis", -1)});
+  expect_equal("DequantizeLinear", {qrandom8(shape, LOOM_DTYPE_U8, 3), scales, qint({3}, LOOM_DTYPE_U8, {0, 128, 255})},
+               shape, LOOM_DTYPE_F32, {attr_i("axis", 1)});
+  expect_equal("DequantizeLinear", {qrandom8(shape, LOOM_DTYPE_I8, 4), qf32({}, {0.037f}), qint({}, LOOM_DTYPE_I8, {-7})},
+               shape, LOOM_DTYPE_F32);
+  // i32 (a bias), zero point 0: f32 conversion of large values rounds.
+  expect_equal("DequantizeLinear",
+               {qint({6}, LOOM_DTYPE_I32, {0, 1, -1, 16777217, -2147483647 - 1, 2147483647}, false), qf32({}, {0.5f})},
+               {6}, LOOM_DTYPE_F32);
+}
+
+// QLinearConv's attributes and the reference's.
+std::vector<Attr> conv_attrs(int64_t group, Dims strides, Dims dilations, Dims pads) {
+  return {attr_i("group", group), attr_ints("strides", std::move(strides)), attr_ints("dilations", std::move(dilations)),
+          attr_ints("pads", std::move(pads))};
+}
+
+TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups) {
+  LOOM_VK_REQUIRE_DEVICE();
+  // Ties: a 1x1 convolution whose accumulators are x (w - w_zero_point = 1)
+  // and -x (-1), times the multiplier 0.5: every odd x is a .5 tie, and the
+  // odd y zero point, added before rounding as the reference does, sends
+  // each the other way than rounding first would. A bias shifts channel 1.
+  {
+    std::vector<int64_t> x(32);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<int64_t>(i);
+    expect_equal("QLinearConv",
+                 {qint({1, 1, 4, 8}, LOOM_DTYPE_U8, x, false), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_U8, {0}),
+                  qint({2, 1, 1, 1}, LOOM_DTYPE_U8, {129, 127}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {128}),
+                  qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {33}), qint({2}, LOOM_DTYPE_I32, {0, 3})},
+                 {1, 2, 4, 8}, LOOM_DTYPE_U8, conv_attrs(1, {1, 1}, {1, 1}, {0, 0, 0, 0}));
+  }
+  // u8 x and w, per tensor, padding, stride 2, a bias; a multiplier of
+  // about 1e-3 keeps most outputs inside [0, 255], some saturate.
+  {
+    const Dims xs = {1, 3, 5, 5}, ws = {4, 3, 3, 3};
+    expect_equal("QLinearConv",
+                 {qrandom8(xs, LOOM_DTYPE_U8, 11), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {131}),
+                  qrandom8(ws, LOOM_DTYPE_U8, 12, true), qf32({}, {0.01f}), qint({}, LOOM_DTYPE_U8, {127}),
+                  qf32({}, {0.2f}), qint({}, LOOM_DTYPE_U8, {129}), qint({4}, LOOM_DTYPE_I32, {-3, 0, 5, 30001})},
+                 {1, 4, 3, 3}, LOOM_DTYPE_U8, conv_attrs(1, {2, 2}, {1, 1}, {1, 1, 1, 1}));
+  }
+  // i8 x and w, per-channel w scales and zero points, two groups, dilation
+  // 2, asymmetric pads; channels of large multipliers saturate at -128 and
+  // 127, the others stay inside.
+  {
+    const Dims xs = {2, 4, 6, 6}, ws = {6, 2, 2, 3};
+    for (float y_scale : {2.0f, 0.0005f}) {
+      expect_equal("QLinearConv",
+                   {qrandom8(xs, LOOM_DTYPE_I8, 21), qf32({}, {0.05f}), qint({}, LOOM_DTYPE_I8, {-5}),
+                    qrandom8(ws, LOOM_DTYPE_I8, 22, true), qf32({6}, {0.01f, 0.02f, 0.5f, 0.003f, 0.25f, 0.1f}),
+                    qint({6}, LOOM_DTYPE_I8, {0, 1, -1, 3, -128, 127}), qf32({}, {y_scale}),
+                    qint({}, LOOM_DTYPE_I8, {-3})},
+                   {2, 6, 7, 3}, LOOM_DTYPE_I8, conv_attrs(2, {1, 2}, {2, 1}, {1, 0, 2, 1}));
+    }
+  }
+  // Depthwise, u8 x and i8 w (mixed signedness), weights as a runtime
+  // input, a per-tensor w scale with per-channel w zero points.
+  {
+    const Dims xs = {1, 4, 5, 4}, ws = {4, 1, 3, 3};
+    expect_equal("QLinearConv",
+                 {qrandom8(xs, LOOM_DTYPE_U8, 31), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {128}),
+                  qrandom8(ws, LOOM_DTYPE_I8, 32), qf32({}, {0.01f}),
+                  qint({4}, LOOM_DTYPE_I8, {0, 5, -7, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {120}),
+                  qint({4}, LOOM_DTYPE_I32, {100, -100, 0, 7})},
+                 {1, 4, 5, 4}, LOOM_DTYPE_U8, conv_attrs(4, {1, 1}, {1, 1}, {1, 1, 1, 1}));
+  }
+}
+
+TEST_F(VulkanInt8, ConvIntegerEqualsTheReference) {
+  LOOM_VK_REQUIRE_DEVICE();
+  expect_equal("ConvInteger",
+               {qrandom8({1, 3, 5, 5}, LOOM_DTYPE_U8, 41), qrandom8({4, 3, 3, 3}, LOOM_DTYPE_U8, 42, true),
+                qint({}, LOOM_DTYPE_U8, {77}), qint({4}, LOOM_DTYPE_U8, {0, 1, 128, 255})},
+               {1, 4, 5, 5}, LOOM_DTYPE_I32, conv_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1}), 10);
+  expect_equal("ConvInteger", {qrandom8({1, 4, 4, 4}, LOOM_DTYPE_I8, 43), qrandom8({2, 2, 2, 2}, LOOM_DTYPE_I8, 44, true)},
+               {1, 2, 2, 2}, LOOM_DTYPE_I32, conv_attrs(2, {2, 2}, {1, 1}, {0, 0, 0, 0}), 10);
+}
+
+TEST_F(VulkanInt8, QLinearMatMulAndMatMulIntegerEqualTheReference) {
+  LOOM_VK_REQUIRE_DEVICE();
+  // A of rank 3 (rows flattened), a constant B, per-column b scales and
+  // zero points, an odd y zero point; multipliers that keep part of the
+  // outputs inside the range.
+  expect_equal("QLinearMatMul",
+               {qrandom8({2, 3, 6}, LOOM_DTYPE_U8, 51), qf32({}, {0.02f}), qint({}, LOOM_DTYPE_U8, {129}),
+                qrandom8({6, 4}, LOOM_DTYPE_I8, 52, true), qf32({4}, {0.01f, 0.05f, 0.002f, 0.5f}),
+                qint({4}, LOOM_DTYPE_I8, {0, 3, -2, 1}), qf32({}, {0.1f}), qint({}, LOOM_DTYPE_U8, {127})},
+               {2, 3, 4}, LOOM_DTYPE_U8);
+  // Ties: A's rows times B = [1; 0] and [-1; 0] with multiplier 0.5.
+  std::vector<int64_t> a(24);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int64_t>(i) - 12;
+  expect_equal("QLinearMatMul",
+               {qint({12, 2}, LOOM_DTYPE_I8, a, false), qf32({}, {0.5f}), qint({}, LOOM_DTYPE_I8, {0}),
+                qint({2, 2}, LOOM_DTYPE_I8, {1, -1, 0, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_I8, {0}),
+                qf32({}, {1.0f}), qint({}, LOOM_DTYPE_I8, {-7})},
+               {12, 2}, LOOM_DTYPE_I8);
+  expect_equal("MatMulInteger",
+               {qrandom8({3, 7}, LOOM_DTYPE_I8, 53), qrandom8({7, 5}, LOOM_DTYPE_U8, 54, true),
+                qint({}, LOOM_DTYPE_I8, {-4}), qint({5}, LOOM_DTYPE_U8, {0, 1, 128, 255, 9})},
+               {3, 5}, LOOM_DTYPE_I32, {}, 10);
+  // B given at run time, no zero points.
+  expect_equal("MatMulInteger", {qrandom8({3, 7}, LOOM_DTYPE_I8, 55), qrandom8({7, 5}, LOOM_DTYPE_I8, 56)}, {3, 5},
+               LOOM_DTYPE_I32, {}, 10);
+  // A batched B is declined.
+  const Outcome r = run_node("MatMulInteger",
+                             {qrandom8({2, 3, 7}, LOOM_DTYPE_U8, 57), qrandom8({2, 7, 5}, LOOM_DTYPE_U8, 58, true)},
+                             {2, 3, 5}, LOOM_DTYPE_I32, {}, 10);
+  EXPECT_FALSE(r.claimed);
+  EXPECT_NE(r.compile.find("vulkan-compute runs A of rank >= 2 with a 2-D B"), std::string::npos) << r.compile;
+}
+
+TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const Dims shape = {2, 4};
+  const std::vector<float> x(8, 1.0f);
+  auto declined = [&](const Outcome& r, const std::string& reason) {
+    EXPECT_FALSE(r.claimed) << reason;
+    EXPECT_NE(r.compile.find(reason), std::string::npos) << r.compile;
+  };
+  // A 16-bit zero point (ONNX opset 21 allows u16/i16).
+  declined(run_node("QuantizeLinear", {qf32(shape, x, false), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U16, {3})},
+                    shape, LOOM_DTYPE_U16, {}, 21),
+           "the zero point is u16");
+  // Blocked quantization.
+  declined(run_node("QuantizeLinear",
+                    {qf32(shape, x, false), qf32({2, 2}, {1.f, 1.f, 1.f, 1.f}), qint({2, 2}, LOOM_DTYPE_U8, {0, 0, 0, 0})},
+                    shape, LOOM_DTYPE_U8, {attr_i("axis", 1), attr_i("block_size", 2)}, 21),
+           "blocked quantization (block_size 2)");
+  // A zero point of another shape than its scale (the reference kernels
+  // refuse it).
+  declined(run_node("QuantizeLinear",
+                    {qf32(shape, x, false), qf32({4}, {1.f, 1.f, 1.f, 1.f}), qint({}, LOOM_DTYPE_U8, {0})}, shape,
+                    LOOM_DTYPE_U8, {attr_i("axis", 1)}),
+           "the zero point has shape [], the scale [4]");
+  // A scale given at run time.
+  declined(run_node("DequantizeLinear", {qint(shape, LOOM_DTYPE_U8, {1, 2, 3, 4, 5, 6, 7, 8}, false),
+                                         qf32({}, {1.0f}, false)},
+                    shape, LOOM_DTYPE_F32),
+           "the scale is not an inline constant");
+  // A plugin without devices (compile-only) cannot vouch for the features.
+  declined(run_node("QuantizeLinear", {qf32(shape, x, false), qf32({}, {1.0f})}, shape, LOOM_DTYPE_U8, {}, 13,
+                    compiler_),
+           "no Vulkan device of this plugin runs the int8 kernels");
+}
+
+TEST_F(VulkanInt8, ADeviceWithoutTheFeaturesDeclinesAndRefusesInt8Blobs) {
+  LOOM_VK_REQUIRE_DEVICE({"vulkan.hide_features", "shaderFloat64,storageBuffer8BitAccess"});
+  loom_device_info_t info{};
+  info.struct_size = sizeof info;
+  ASSERT_EQ(take(api_, api_->device_info(device_, &info)), "ok");
+  EXPECT_EQ(std::string(info.name).find("int8 kernels"), std::string::npos) << info.name;
+  EXPECT_EQ(info.dtype_mask, LOOM_DTYPE_BIT(LOOM_DTYPE_F32));
+  const Dims shape = {4};
+  const Outcome r = run_node("QuantizeLinear", {qf32(shape, {1, 2, 3, 4}, false), qf32({}, {1.0f})}, shape,
+                             LOOM_DTYPE_U8);
+  EXPECT_FALSE(r.claimed);
+  EXPECT_NE(r.compile.find("lacks storageBuffer8BitAccess, shaderFloat64, which the int8 kernels need"),
+            std::string::npos)
+      << r.compile;
+  // A format-4 blob from a device that has them is refused by name here.
+  BlobProgram p;
+  for (auto [kind, dtype] : {std::pair{TensorKind::kInput, DType::kF32}, std::pair{TensorKind::kConstant, DType::kF32},
+                             std::pair{TensorKind::kOutput, DType::kU8}}) {
+    BlobTensor t;
+    t.kind = kind;
+    t.dtype = dtype;
+    t.shape = kind == TensorKind::kConstant ? std::vector<int64_t>{2} : std::vector<int64_t>{4};
+    p.tensors.push_back(t);
+  }
+  p.data.assign(8, 0);
+  p.inputs = {0};
+  p.outputs = {2};
+  p.dispatches.push_back(make_quantize(0, 1, 2, 4, 1, 1, false));
+  const std::vector<uint8_t> blob = encode(p);
+  ASSERT_EQ(blob_version(blob.data(), blob.size()), kInt8FormatVersion);
+  EXPECT_EQ(harness_.check(device_, kLoaderKey, kInt8FormatVersion, blob.data(), blob.size()),
+            code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute://0 (" +
+                std::string(info.name).substr(0, std::string(info.name).find(" [")) +
+                ") lacks storageBuffer8BitAccess, shaderFloat64, which the blob's int8 kernels need");
+  // And a newer format than this plugin reads is refused by its number.
+  EXPECT_EQ(harness_.check(device_, kLoaderKey, kFormatVersion + 1, blob.data(), blob.size()),
+            code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute reads blob formats 1 to 4, the program records format 5");
+}
+
+TEST_F(VulkanInt8, HideFeaturesOptionIsChecked) {
+  std::string error;
+  EXPECT_EQ(create({{"vulkan.hide_features", "shaderInt8,fastMath"}}, &error), nullptr);
+  EXPECT_NE(error.find("\"fastMath\" is not one of shaderInt8"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace loom::vulkan::test
