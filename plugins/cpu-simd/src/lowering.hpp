@@ -114,13 +114,7 @@ class Lowering {
       return fail("input " + std::to_string(i) + " is " + gfb::EnumNameDType(d) +
                   (any_dtype ? "; cpu-simd runs f32, bool, i32 and i64" : "; cpu-simd runs f32 only here"));
     }
-    if (t.has_data() && !t.is_graph_input() && d != gfb::DType::f32) {
-      return fail("input " + std::to_string(i) + " is an inline " + gfb::EnumNameDType(d) +
-                  " constant; cpu-simd embeds f32 constants only");
-    }
-    if (!shape_ok(t.shape(), "input " + std::to_string(i))) return false;
-    node().inputs.push_back(static_cast<uint32_t>(t.index()));
-    return true;
+    return take(i, t, d);
   }
 
   // A tensor an operator moves without reading its values (Identity,
@@ -139,6 +133,12 @@ class Lowering {
                   gfb::EnumNameDType(dtype_of(0)));
     }
     const sdk::TensorView t = node_.input(i);
+    return take(i, t, d);
+  }
+  // Input `i` (tensor `t` of dtype `d`, checked by data or moved) becomes
+  // an input of the blob node: not an inline constant unless f32, of a
+  // shape cpu-simd takes.
+  bool take(size_t i, const sdk::TensorView& t, gfb::DType d) {
     if (t.has_data() && !t.is_graph_input() && d != gfb::DType::f32) {
       return fail("input " + std::to_string(i) + " is an inline " + gfb::EnumNameDType(d) +
                   " constant; cpu-simd embeds f32 constants only");

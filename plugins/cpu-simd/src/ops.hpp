@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "loom/cpu_simd/blob_format.hpp"
@@ -71,6 +72,35 @@ struct NodePlan {
   // 4-byte ones (f32, i32) take the f32 kernels, which copy bits.
   size_t elem = 4;
 };
+
+// The element walk of Transpose and Slice: `count` output elements of `g`'s
+// output dims, the innermost axis read `g.a_strides[last]` apart, each
+// outer axis `g.a_strides[d]` apart in x; elements of type T (floats, or
+// 1- and 8-byte elements, run_moved_node). A contiguous innermost axis is
+// copied a row at a time. Rank >= 1. Internal linkage: the per-ISA builds
+// of the kernels each keep their own copy (one merged copy could be the
+// AVX-512 build's, run on a CPU without it).
+template <typename T>
+static void walk_elements(const BroadcastGeometry& g, const T* x, T* y, int64_t count) {
+  std::array<int64_t, kMaxRank> index{};
+  const size_t last = g.rank - 1;
+  const int64_t width = g.dims[last], stride = g.a_strides[last];
+  int64_t xo = 0;
+  for (int64_t o = 0; o < count; o += width) {
+    if (stride == 1) {
+      std::memcpy(y + o, x + xo, sizeof(T) * static_cast<size_t>(width));
+    } else {
+      for (int64_t j = 0; j < width; ++j) y[o + j] = x[xo + j * stride];
+    }
+    for (size_t d = last; d-- > 0;) {
+      ++index[d];
+      xo += g.a_strides[d];
+      if (index[d] < g.dims[d]) break;
+      xo -= g.a_strides[d] * index[d];
+      index[d] = 0;
+    }
+  }
+}
 
 // The operators whose kernels only move or compare elements: those that
 // run any blob dtype, and MaxPool (f32, u8, i8; blob_dtype_rules.hpp).

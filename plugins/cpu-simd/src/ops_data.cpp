@@ -230,28 +230,7 @@ void run_resize(const NodePlan& p, float* const* t) {
 // Rows of the output's last dim: contiguous input runs (step 1) are copied
 // with memcpy, others gathered with their stride.
 void run_slice(const NodePlan& p, float* const* t) {
-  const float* x = t[p.inputs[0]] + p.outer;
-  float* y = t[p.output];
-  const BroadcastGeometry& g = p.transpose;
-  if (p.count == 0) return;
-  const size_t last = g.rank - 1;
-  const int64_t width = g.dims[last], stride = g.a_strides[last];
-  std::array<int64_t, kMaxRank> index{};
-  int64_t xo = 0;
-  for (int64_t o = 0; o < p.count; o += width) {
-    if (stride == 1) {
-      std::memcpy(y + o, x + xo, sizeof(float) * static_cast<size_t>(width));
-    } else {
-      for (int64_t j = 0; j < width; ++j) y[o + j] = x[xo + j * stride];
-    }
-    for (size_t d = last; d-- > 0;) {
-      ++index[d];
-      xo += g.a_strides[d];
-      if (index[d] < g.dims[d]) break;
-      xo -= g.a_strides[d] * index[d];
-      index[d] = 0;
-    }
-  }
+  if (p.count != 0) walk_elements(p.transpose, t[p.inputs[0]] + p.outer, t[p.output], p.count);
 }
 
 // ----------------------------------------------------------- ConvTranspose

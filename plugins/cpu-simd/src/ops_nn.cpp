@@ -359,24 +359,6 @@ inline void transpose_tile8(const float* src, int64_t ss, float* dst, int64_t ds
 #endif
 }
 
-// The general walk: the innermost output axis read `stride` apart.
-void transpose_rows(const BroadcastGeometry& g, const float* x, float* y, int64_t count) {
-  std::array<int64_t, kMaxRank> index{};
-  const size_t last = g.rank - 1;
-  const int64_t inner = g.dims[last], stride = g.a_strides[last];
-  int64_t xo = 0;
-  for (int64_t o = 0; o < count; o += inner) {
-    for (int64_t j = 0; j < inner; ++j) y[o + j] = x[xo + j * stride];
-    for (size_t d = last; d-- > 0;) {
-      ++index[d];
-      xo += g.a_strides[d];
-      if (index[d] < g.dims[d]) break;
-      xo -= g.a_strides[d] * index[d];
-      index[d] = 0;
-    }
-  }
-}
-
 void run_transpose(const NodePlan& p, float* const* t, ThreadPool& pool) {
   const float* x = t[p.inputs[0]];
   float* y = t[p.output];
@@ -410,13 +392,13 @@ void run_transpose(const NodePlan& p, float* const* t, ThreadPool& pool) {
   for (size_t d = 0; d < g.rank; ++d) k = g.a_strides[d] == 1 ? d : k;
   const size_t last = g.rank - 1;
   if (k == g.rank || k == last) {
-    if (p.count < static_cast<int64_t>(2 * kElementGrain) || g.rank < 2) return transpose_rows(g, x, y, p.count);
+    if (p.count < static_cast<int64_t>(2 * kElementGrain) || g.rank < 2) return walk_elements(g, x, y, p.count);
     // Split over the outermost axis.
     auto body = [&](size_t begin, size_t end) {
       BroadcastGeometry sub = g;
       sub.dims[0] = static_cast<int64_t>(end - begin);
       const int64_t per = p.count / g.dims[0];
-      transpose_rows(sub, x + static_cast<int64_t>(begin) * g.a_strides[0],
+      walk_elements(sub, x + static_cast<int64_t>(begin) * g.a_strides[0],
                      y + static_cast<int64_t>(begin) * per, sub.dims[0] * per);
     };
     pool.parallel_for(static_cast<size_t>(g.dims[0]), 1, body);

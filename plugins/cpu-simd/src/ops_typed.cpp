@@ -288,31 +288,6 @@ void run_dynamic_quant(const NodePlan& p, float* const* t) {
   }
 }
 
-// The element walk of Transpose and Slice (the f32 kernels' geometry:
-// output dims, per dim the input stride), for elements of type T.
-template <typename T>
-void walk_elements(const BroadcastGeometry& g, const T* x, T* y, int64_t count) {
-  if (count == 0) return;
-  if (g.rank == 0) {
-    y[0] = x[0];
-    return;
-  }
-  std::array<int64_t, kMaxRank> index{};
-  const size_t last = g.rank - 1;
-  const int64_t width = g.dims[last], stride = g.a_strides[last];
-  int64_t xo = 0;
-  for (int64_t o = 0; o < count; o += width) {
-    for (int64_t j = 0; j < width; ++j) y[o + j] = x[xo + j * stride];
-    for (size_t d = last; d-- > 0;) {
-      ++index[d];
-      xo += g.a_strides[d];
-      if (index[d] < g.dims[d]) break;
-      xo -= g.a_strides[d] * index[d];
-      index[d] = 0;
-    }
-  }
-}
-
 // MaxPool of integers: the largest element each window covers inside the
 // input; a window wholly in the padding gives the type's lowest value (as
 // the reference kernels do).
@@ -386,7 +361,10 @@ void run_moved_node(const NodePlan& p, float* const* t) {
     case Op::kSlice: {
       // Slice starts at element p.outer; Transpose at 0.
       const int64_t start = p.op == Op::kSlice ? p.outer : 0;
-      if (e == 1) {
+      if (p.count == 0) return;
+      if (p.transpose.rank == 0) {
+        std::memcpy(y, x + static_cast<size_t>(start) * e, e);
+      } else if (e == 1) {
         walk_elements(p.transpose, x + start, y, p.count);
       } else {
         walk_elements(p.transpose, reinterpret_cast<const uint64_t*>(x) + start, reinterpret_cast<uint64_t*>(y),
