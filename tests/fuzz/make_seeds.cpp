@@ -20,6 +20,7 @@
 #include "loom/cpu_simd/blob_format.hpp"
 #include "loom/vulkan_compute/blob_format.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
+#include "blob_test_util.hpp"
 
 namespace fs = std::filesystem;
 
@@ -304,32 +305,9 @@ void vulkan_seeds(const fs::path& dir) {
   }
   {
     // Format 4: dtypes and the int8 kernels (f32 -> quantize u8 -> qconv
-    // u8 x i8 -> i8 -> dequantize f32).
-    BlobProgram p;
-    auto typed = [&](TensorKind kind, std::vector<int64_t> shape, DType dtype) {
-      const uint32_t t = add(p, kind, std::move(shape));
-      p.tensors[t].dtype = dtype;
-      return t;
-    };
-    const uint32_t x = typed(TensorKind::kInput, {1, 2, 4, 4}, DType::kF32);
-    const uint32_t qtable = typed(TensorKind::kConstant, {2}, DType::kF32);
-    const uint32_t xq = typed(TensorKind::kIntermediate, {1, 2, 4, 4}, DType::kU8);
-    const uint32_t w = typed(TensorKind::kConstant, {3, 2, 3, 3}, DType::kI8);
-    const uint32_t ctable = typed(TensorKind::kConstant, {9}, DType::kI32);
-    const uint32_t yq = typed(TensorKind::kIntermediate, {1, 3, 2, 2}, DType::kI8);
-    const uint32_t dtable = typed(TensorKind::kConstant, {2}, DType::kF32);
-    const uint32_t y = typed(TensorKind::kOutput, {1, 3, 2, 2}, DType::kF32);
-    p.tensors[w].data_offset = 8;
-    p.tensors[ctable].data_offset = 64;
-    p.tensors[dtable].data_offset = 100;
-    p.data.assign(108, 1);
-    p.inputs = {x};
-    p.outputs = {y};
-    p.dispatches.push_back(make_quantize(x, qtable, xq, 32, 1, 1, false));
-    ConvParams c;
-    c.n = 1; c.c = 2; c.h = 4; c.w = 4; c.m = 3; c.oh = 2; c.ow = 2; c.kh = 3; c.kw = 3;
-    p.dispatches.push_back(make_qconv(c, xq, w, ctable, yq, 128, -3, DType::kU8, DType::kI8, DType::kI8));
-    p.dispatches.push_back(make_dequantize(yq, dtable, y, 12, 1, 1, DType::kI8));
+    // u8 x i8 -> i8 -> dequantize f32), its tables filled with ones.
+    BlobProgram p = loom::vulkan::test_util::int8_program();
+    p.data.assign(p.data.size(), 1);
     write(dir, "int8_qconv_v4.blob", encode(p));
   }
   {

@@ -11,6 +11,7 @@ namespace loom::vulkan {
 namespace {
 
 using test_util::add_tensor;
+using test_util::int8_program;
 
 BlobProgram small_program() {
   BlobProgram p;
@@ -331,38 +332,7 @@ TEST(VulkanBlobFormat, DirectConvDispatchesAreCheckedAgainstTheirTensors) {
   EXPECT_FALSE(conv_is_direct(c));
 }
 
-// Format 4: tensor dtypes and the int8 kernels (quantize, dequantize,
-// qconv). An int8 program: f32 x quantized to u8, a u8 x i8 convolution
-// writing i8, and the i8 result dequantized to f32.
-BlobProgram int8_program() {
-  BlobProgram p;
-  auto add = [&](TensorKind kind, std::vector<int64_t> shape, DType dtype) {
-    const uint32_t t = add_tensor(&p, kind, std::move(shape));
-    p.tensors[t].dtype = dtype;
-    return t;
-  };
-  const uint32_t x = add(TensorKind::kInput, {1, 2, 4, 4}, DType::kF32);
-  const uint32_t qtable = add(TensorKind::kConstant, {2}, DType::kF32);
-  const uint32_t xq = add(TensorKind::kIntermediate, {1, 2, 4, 4}, DType::kU8);
-  const uint32_t w = add(TensorKind::kConstant, {3, 2, 3, 3}, DType::kI8);
-  const uint32_t ctable = add(TensorKind::kConstant, {9}, DType::kI32);
-  const uint32_t yq = add(TensorKind::kIntermediate, {1, 3, 2, 2}, DType::kI8);
-  const uint32_t dtable = add(TensorKind::kConstant, {2}, DType::kF32);
-  const uint32_t y = add(TensorKind::kOutput, {1, 3, 2, 2}, DType::kF32);
-  p.tensors[qtable].data_offset = 0;
-  p.tensors[w].data_offset = 8;
-  p.tensors[ctable].data_offset = 64;
-  p.tensors[dtable].data_offset = 100;
-  p.data.assign(108, 0);
-  p.inputs = {x};
-  p.outputs = {y};
-  p.dispatches.push_back(make_quantize(x, qtable, xq, 32, 1, 1, false));
-  ConvParams c;
-  c.n = 1; c.c = 2; c.h = 4; c.w = 4; c.m = 3; c.oh = 2; c.ow = 2; c.kh = 3; c.kw = 3;
-  p.dispatches.push_back(make_qconv(c, xq, w, ctable, yq, 128, -3, DType::kU8, DType::kI8, DType::kI8));
-  p.dispatches.push_back(make_dequantize(yq, dtable, y, 12, 1, 1, DType::kI8));
-  return p;
-}
+// Format 4: tensor dtypes and the int8 kernels (int8_program, blob_test_util.hpp).
 
 TEST(VulkanBlobFormat, Int8ProgramsAreFormatFourAndRoundTrip) {
   const BlobProgram p = int8_program();
