@@ -19,41 +19,19 @@ even), not by any ONNX runtime. Layout of the ONNX backend test data
 The files it writes are checked in; rerunning it rewrites them identically.
 """
 import os
-import shutil
+import sys
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import case_writer  # noqa: E402  (tests/onnx/case_writer.py)
 RNG = np.random.default_rng(27)
 
-NP_TO_ONNX = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.uint8): TensorProto.UINT8,
-    np.dtype(np.int8): TensorProto.INT8,
-}
-
-
-def write_case(name, opset, nodes, inputs, outputs, initializers):
+def write_case(name, opset, nodes, inputs, outputs, initializers=()):
     """inputs/outputs/initializers: lists of (name, numpy array)."""
-    folder = os.path.join(HERE, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(os.path.join(folder, "test_data_set_0"))
-    graph = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], a.shape) for n, a in inputs],
-        [helper.make_tensor_value_info(n, NP_TO_ONNX[a.dtype], a.shape) for n, a in outputs],
-        [numpy_helper.from_array(np.asarray(a), n) for n, a in initializers])
-    model = helper.make_model(graph, producer_name="loom tests/onnx/vulkan_int8/make_cases.py",
-                              opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    with open(os.path.join(folder, "model.onnx"), "wb") as f:
-        f.write(model.SerializeToString())
-    for kind, tensors in (("input", inputs), ("output", outputs)):
-        for i, (n, a) in enumerate(tensors):
-            with open(os.path.join(folder, "test_data_set_0", f"{kind}_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(a, n).SerializeToString())
+    case_writer.write_case(HERE, "loom tests/onnx/vulkan_int8/make_cases.py", name, opset, nodes, inputs, outputs, initializers)
 
 
 def saturate(v, dtype):
