@@ -176,6 +176,8 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
   void run_moved_node(const NodePlan& plan, float* const* tensors);                              \
   void layer_norm(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,  \
                   int64_t n, float epsilon, ThreadPool& pool);                                   \
+  void lookup_bytes(const uint8_t* x, uint8_t* y, size_t n, const uint8_t* table);               \
+  void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw);          \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
   void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
   }
@@ -202,6 +204,13 @@ struct Kernels {
   // (gamma, beta: n values or NULL), for the fused LayerNorm pattern.
   void (*layer_norm)(const float* x, const float* gamma, const float* beta, float* y, int64_t rows,
                      int64_t n, float epsilon, ThreadPool& pool) = isa_baseline::layer_norm;
+  // y[e] = table[x[e]] for e < n (a kTable step's chunk). The AVX-512 build
+  // needs VBMI as well; without it the AVX2 build's serves.
+  void (*lookup_bytes)(const uint8_t* x, uint8_t* y, size_t n, const uint8_t* table) =
+      isa_baseline::lookup_bytes;
+  // The mean over the hw pixels of each of c channels of n NHWC images.
+  void (*global_average_nhwc)(const float* x, float* y, int64_t n, int64_t c, int64_t hw) =
+      isa_baseline::global_average_nhwc;
 };
 
 // The widest build this CPU runs (CPUID), but none wider than `cap`.

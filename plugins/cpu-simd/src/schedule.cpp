@@ -672,19 +672,14 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
             const uint8_t* x;
             uint8_t* y;
             const uint8_t* table;
+            void (*look)(const uint8_t*, uint8_t*, size_t, const uint8_t*);
           } lookup{reinterpret_cast<const uint8_t*>(slots[st.ins[0]]), reinterpret_cast<uint8_t*>(slots[st.out]),
-                   st.table.data()};
+                   st.table.data(), kernels_.lookup_bytes};
           pool.parallel_for(
               static_cast<size_t>(slots_[st.out].bytes), size_t{1} << 15,
               [](void* c, size_t begin, size_t end) {
-                // Locals: a byte store may alias the Lookup, which would be
-                // read again after every one.
                 const Lookup& l = *static_cast<const Lookup*>(c);
-                const uint8_t* __restrict x = l.x;
-                uint8_t* __restrict y = l.y;
-                uint8_t table[256];
-                std::memcpy(table, l.table, sizeof table);
-                for (size_t e = begin; e < end; ++e) y[e] = table[x[e]];
+                l.look(l.x + begin, l.y + begin, end - begin, l.table);
               },
               &lookup);
           continue;
@@ -702,19 +697,7 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
           continue;
         case StepKind::kGlobalAverageNhwc: {
           const auto& x = slots_[st.ins[0]].shape;
-          const int64_t n = x[0], c = x[1], hw = x[2] * x[3];
-          const float* in = slots[st.ins[0]];
-          float* y = slots[st.out];
-          const float inv = 1.0f / static_cast<float>(hw);
-          for (int64_t b = 0; b < n; ++b) {
-            float* row = y + b * c;
-            for (int64_t j = 0; j < c; ++j) row[j] = 0.0f;
-            for (int64_t s = 0; s < hw; ++s) {
-              const float* px = in + (b * hw + s) * c;
-              for (int64_t j = 0; j < c; ++j) row[j] += px[j];
-            }
-            for (int64_t j = 0; j < c; ++j) row[j] *= inv;
-          }
+          kernels_.global_average_nhwc(slots[st.ins[0]], slots[st.out], x[0], x[1], x[2] * x[3]);
           continue;
         }
         default:

@@ -306,6 +306,75 @@ TEST_F(CpuSimdInt8Chain, DequantizeUnaryOperatorsQuantizeIsATableOfTheBytes) {
   }
 }
 
+// The table step's lookup has three builds: AVX-512 VBMI (64 bytes at a
+// time, the tail under a mask), AVX2 (32 at a time, the tail one by one) and
+// plain x86-64. Each must give the reference kernels' bytes at lengths that
+// leave every kind of tail, and across the chunks of two threads. cpu.isa
+// picks the build (the widest this CPU runs when unset) and holds for the
+// whole process, so CTest runs this test once more per lower instruction
+// set with LOOM_TEST_CPU_ISA, which the fixture hands over as cpu.isa.
+TEST_F(CpuSimdInt8Chain, TheTableLooksUpEveryByteAlikeOnEachInstructionSetAndLength) {
+  const std::vector<int64_t> lengths = {1, 31, 32, 33, 63, 64, 65, 200, 4129, 70001};
+  {
+    std::string error;
+    for (int64_t n : lengths) {
+      SCOPED_TRACE(std::to_string(n) + " bytes");
+      const Dims shape = {1, 1, 1, n};
+      std::mt19937 rng(5);
+      QTensor x = make(shape, LOOM_DTYPE_U8, rng);
+      // Every byte value, in an order that is not the table's.
+      for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>((i * 7 + i / 256) % 256);
+      QTensor dq_scale = scales({}, rng), dq_zero = make({}, LOOM_DTYPE_U8, rng), q_scale = scales({}, rng);
+      QTensor q_zero = make({}, LOOM_DTYPE_U8, rng);
+      const float dq_s = 0.05f, q_s = 0.03f;
+      std::memcpy(dq_scale.bytes.data(), &dq_s, 4);
+      std::memcpy(q_scale.bytes.data(), &q_s, 4);
+      dq_zero.bytes[0] = 101;
+      q_zero.bytes[0] = 20;
+      BlobGraph g;
+      const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, shape);
+      g.inputs = {xt};
+      BlobNode dq;
+      dq.axis = 1;
+      dq.op = Op::kDequantizeLinear;
+      dq.inputs = {xt, add_tensor(&g, LOOM_DTYPE_F32, {}, &dq_scale), add_tensor(&g, LOOM_DTYPE_U8, {}, &dq_zero)};
+      dq.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
+      BlobNode swish;
+      swish.op = Op::kHardSwish;
+      swish.inputs = dq.outputs;
+      swish.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
+      BlobNode q = dq;
+      q.op = Op::kQuantizeLinear;
+      q.inputs = {swish.outputs[0], add_tensor(&g, LOOM_DTYPE_F32, {}, &q_scale),
+                  add_tensor(&g, LOOM_DTYPE_U8, {}, &q_zero)};
+      q.outputs = {add_tensor(&g, LOOM_DTYPE_U8, shape)};
+      g.nodes = {dq, swish, q};
+      g.outputs = q.outputs;
+      ASSERT_TRUE(validate(g, &error)) << error;
+      QTensor f = blank(LOOM_DTYPE_F32, shape), h = blank(LOOM_DTYPE_F32, shape), want = blank(LOOM_DTYPE_U8, shape);
+      ASSERT_EQ(run_reference("DequantizeLinear", {&x, &dq_scale, &dq_zero}, &f, {int_attr("axis", 1)}), "ok");
+      ASSERT_EQ(run_reference("HardSwish", {&f}, &h, {}), "ok");
+      ASSERT_EQ(run_reference("QuantizeLinear", {&h, &q_scale, &q_zero}, &want, {int_attr("axis", 1)}), "ok");
+      if (n >= 256) {
+        EXPECT_GT(std::set<uint8_t>(want.bytes.begin(), want.bytes.end()).size(), 100u);
+      }
+      const std::vector<std::byte> blob = encode(g);
+      loom_executable_t* exe = load(blob, &error);
+      ASSERT_NE(exe, nullptr) << error;
+      x.refresh();
+      QTensor got = blank(LOOM_DTYPE_U8, shape);
+      got.refresh();
+      ASSERT_EQ(execute(exe, {&x.desc}, {&got.desc}), "ok");
+      api_->executable_destroy(exe);
+      ASSERT_EQ(got.bytes, want.bytes);
+    }
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), "executable: schedule: table nodes 0,1,2 -> plain"),
+              log_lines.end())
+        << schedule_lines(log_lines);
+  }
+}
+
 // Format 10's trans_a 1 (the steps compile fuses from QDQ groups): round
 // half to even, then add the zero point. Scales 1, 1 and 2 make every odd
 // accumulator a tie (k + 0.5) and the zero point is odd, where adding it

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -84,7 +85,12 @@ class CpuSimdPlugin : public ::testing::Test {
     ASSERT_NE(harness_.api(), nullptr) << harness_.error();
     api_ = harness_.api();
     std::string error;
-    plugin_ = create({{LOOM_OPTION_THREADS, "2"}}, &error);
+    // LOOM_TEST_CPU_ISA (set by CTest for the runs per instruction set)
+    // becomes cpu.isa, which holds for the whole process.
+    std::vector<std::pair<const char*, const char*>> options = {{LOOM_OPTION_THREADS, "2"}};
+    const char* isa = std::getenv("LOOM_TEST_CPU_ISA");
+    if (isa != nullptr && *isa != '\0') options.emplace_back("cpu.isa", isa);
+    plugin_ = create(options, &error);
     ASSERT_NE(plugin_, nullptr) << error;
     ASSERT_EQ(harness_.device(plugin_, 0, &device_), "ok");
   }
