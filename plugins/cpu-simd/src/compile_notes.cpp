@@ -3,7 +3,8 @@
 // DequantizeLinear's output, that it runs in f32, and why the QDQ fusion
 // (compile_rewrite.cpp) left it so, unless the schedule runs it on the 8-bit
 // values (a MaxPool or one-input operators between a DequantizeLinear and a
-// QuantizeLinear: plan_quant_pool, plan_quant_table, the matchers the
+// QuantizeLinear, an Add of two DequantizeLinear outputs before one:
+// plan_quant_pool, plan_quant_table, plan_quant_add, the matchers the
 // schedule itself uses).
 #include <string>
 #include <vector>
@@ -76,7 +77,11 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
     for (size_t i = 0; i < blob.nodes.size(); ++i) {
       plan::QuantPool pool;
       plan::QuantTable table;
-      if (plan::plan_quant_pool(p, i, &pool)) {
+      plan::QuantAdd add;
+      if (plan::plan_quant_add(p, i, &add)) {
+        on_bytes[add.add] = "added on the 8-bit values in one pass with its two DequantizeLinear and its "
+                            "QuantizeLinear (the unfused steps' f32 arithmetic, the same bytes)";
+      } else if (plan::plan_quant_pool(p, i, &pool)) {
         on_bytes[pool.pool] = "pooled on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "
                               "scale and zero point)";
       } else if (plan::plan_quant_table(p, i, &table)) {

@@ -159,6 +159,14 @@ void coalesce(BroadcastGeometry* g);
 // workers costs more than it saves.
 inline constexpr int64_t kParallelThreshold = 1 << 16;
 
+// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear with
+// per-tensor parameters, as one pass (a kQuantAdd step, plan::QuantAdd).
+struct QuantAddParams {
+  float a_scale = 1, b_scale = 1, y_scale = 1;
+  int32_t a_zero = 0, b_zero = 0, y_zero = 0;
+  bool a_unsigned = true, b_unsigned = true, y_unsigned = true;
+};
+
 // ops.cpp and ops_nn.cpp are compiled once per instruction set, each build
 // in its own namespace (LOOM_CPU_SIMD_ISA, set by CMakeLists.txt): plain
 // x86-64, AVX2+FMA, and AVX-512 (F/BW/VL/DQ). The plugin picks one build
@@ -178,6 +186,7 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
                   int64_t n, float epsilon, ThreadPool& pool);                                   \
   void lookup_bytes(const uint8_t* x, uint8_t* y, size_t n, const uint8_t* table);               \
   void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw);          \
+  void quant_add(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q);      \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
   void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
   }
@@ -211,6 +220,9 @@ struct Kernels {
   // The mean over the hw pixels of each of c channels of n NHWC images.
   void (*global_average_nhwc)(const float* x, float* y, int64_t n, int64_t c, int64_t hw) =
       isa_baseline::global_average_nhwc;
+  // y[e] for e < n from a[e] and b[e] (a kQuantAdd step's chunk).
+  void (*quant_add)(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q) =
+      isa_baseline::quant_add;
 };
 
 // The widest build this CPU runs (CPUID), but none wider than `cap`.

@@ -1,8 +1,13 @@
 // Kernels of the schedule's own steps (schedule.cpp): the 256-byte table of
-// a DequantizeLinear -> unary operators -> QuantizeLinear chain, and the
-// global average pool of channels-last f32 data. Compiled once per
-// instruction set like ops.cpp; select_kernels (schedule_isa.cpp) picks one.
+// a DequantizeLinear -> unary operators -> QuantizeLinear chain, the add of
+// two dequantized tensors quantized again in one pass, and the global
+// average pool of channels-last f32 data. Compiled once per instruction set
+// like ops.cpp; select_kernels (schedule_isa.cpp) picks one. Built with
+// -ffp-contract=off: quant_add must round each product and the sum as the
+// unfused steps do, never as one fused multiply-add.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "ops.hpp"
 
@@ -99,6 +104,57 @@ void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t
       for (int64_t j = 0; j < c; ++j) row[j] += px[j];
     }
     for (int64_t j = 0; j < c; ++j) row[j] *= inv;
+  }
+}
+
+namespace {
+
+// The unfused steps' arithmetic, element by element: each DequantizeLinear
+// float(x - zero) * scale (schedule_int8.cpp), the f32 Add, and the
+// QuantizeLinear's quotient rounded half to even plus the zero point,
+// saturated (NaN cannot occur: the scales are finite and positive).
+template <typename A, typename B, typename Y>
+void quant_add_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
+                   const QuantAddParams& q) {
+  const float lo = static_cast<float>(std::numeric_limits<Y>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Y>::max());
+  const float as = q.a_scale, bs = q.b_scale, ys = q.y_scale, yz = static_cast<float>(q.y_zero);
+  const int32_t az = q.a_zero, bz = q.b_zero;
+  for (size_t e = 0; e < n; ++e) {
+    const float fa = static_cast<float>(static_cast<int32_t>(a[e]) - az) * as;
+    const float fb = static_cast<float>(static_cast<int32_t>(b[e]) - bz) * bs;
+    float v = std::nearbyint((fa + fb) / ys) + yz;
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    y[e] = static_cast<Y>(static_cast<int32_t>(v));
+  }
+}
+
+template <typename A, typename B>
+void quant_add_to(const A* a, const B* b, void* y, size_t n, const QuantAddParams& q) {
+  if (q.y_unsigned) {
+    quant_add_run(a, b, static_cast<uint8_t*>(y), n, q);
+  } else {
+    quant_add_run(a, b, static_cast<int8_t*>(y), n, q);
+  }
+}
+
+template <typename A>
+void quant_add_from(const A* a, const void* b, void* y, size_t n, const QuantAddParams& q) {
+  if (q.b_unsigned) {
+    quant_add_to(a, static_cast<const uint8_t*>(b), y, n, q);
+  } else {
+    quant_add_to(a, static_cast<const int8_t*>(b), y, n, q);
+  }
+}
+
+}  // namespace
+
+void quant_add(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q) {
+  if (q.a_unsigned) {
+    quant_add_from(static_cast<const uint8_t*>(a), b, y, n, q);
+  } else {
+    quant_add_from(static_cast<const int8_t*>(a), b, y, n, q);
   }
 }
 

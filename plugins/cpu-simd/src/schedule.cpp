@@ -170,6 +170,19 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_tables.push_back(std::move(qt));
   }
 
+  // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear: one
+  // pass over the bytes (plan_quant_add), standing where the QuantizeLinear
+  // stands.
+  std::vector<int64_t> quant_add_at(node_count, -1);
+  std::vector<QuantAdd> quant_adds;
+  for (size_t i = 0; i < node_count; ++i) {
+    QuantAdd qa;
+    if (!plan_quant_add(p, i, &qa)) continue;
+    in_chain[qa.dq_a] = in_chain[qa.dq_b] = in_chain[qa.add] = in_chain[qa.q] = true;
+    quant_add_at[qa.q] = static_cast<int64_t>(quant_adds.size());
+    quant_adds.push_back(qa);
+  }
+
   // Quantized operators (format 6) and recurrent ones (format 9): one step
   // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain
   // tensors, with or without `onednn` (int8 products are oneDNN's; an RNN
@@ -361,6 +374,27 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       p.finish(y);
       continue;
     }
+    if (quant_add_at[i] >= 0) {
+      // Element by element, in one layout for a, b and y: channels-last when
+      // a convolution wrote a or b so (one reorder of the other at most).
+      const QuantAdd& qa = quant_adds[static_cast<size_t>(quant_add_at[i])];
+      const uint32_t a = graph.nodes[qa.dq_a].inputs[0], b = graph.nodes[qa.dq_b].inputs[0];
+      const uint32_t y = graph.nodes[qa.q].outputs[0];
+      const Layout layout = layout_sensitive(graph.tensors[a].shape) &&
+                                    (p.nhwc_of[a] != kNone || p.nhwc_of[b] != kNone)
+                                ? Layout::kNhwc
+                                : Layout::kPlain;
+      Step step;
+      step.kind = StepKind::kQuantAdd;
+      step.nodes = {qa.dq_a, qa.dq_b, qa.add, qa.q};
+      std::sort(step.nodes.begin(), step.nodes.end());
+      step.ins = {p.ensure(a, layout), p.ensure(b, layout)};
+      step.out = p.define(y, layout);
+      step.quant_add = qa.params;
+      s->steps_.push_back(std::move(step));
+      p.finish(y);
+      continue;
+    }
     if (quant_pool_at[i] >= 0) {
       const QuantPool& qp = quant_pools[static_cast<size_t>(quant_pool_at[i])];
       const uint32_t x = graph.nodes[qp.dq].inputs[0], y = graph.nodes[qp.q].outputs[0];
@@ -526,6 +560,7 @@ std::string Schedule::describe() const {
       case StepKind::kLayerNorm: out += "layernorm"; break;
       case StepKind::kInt8: out += "int8"; break;
       case StepKind::kTable: out += "table"; break;
+      case StepKind::kQuantAdd: out += "qadd"; break;
       case StepKind::kRnn: out += st.rnn != nullptr && st.rnn->onednn != nullptr ? "rnn-onednn" : "rnn"; break;
     }
     if (!st.nodes.empty()) {
@@ -682,6 +717,24 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
                 l.look(l.x + begin, l.y + begin, end - begin, l.table);
               },
               &lookup);
+          continue;
+        }
+        case StepKind::kQuantAdd: {
+          struct Add {
+            const uint8_t* a;
+            const uint8_t* b;
+            uint8_t* y;
+            const QuantAddParams* q;
+            void (*run)(const void*, const void*, void*, size_t, const QuantAddParams&);
+          } add{reinterpret_cast<const uint8_t*>(slots[st.ins[0]]), reinterpret_cast<const uint8_t*>(slots[st.ins[1]]),
+                reinterpret_cast<uint8_t*>(slots[st.out]), &st.quant_add, kernels_.quant_add};
+          pool.parallel_for(
+              static_cast<size_t>(slots_[st.out].bytes), size_t{1} << 14,
+              [](void* c, size_t begin, size_t end) {
+                const Add& l = *static_cast<const Add*>(c);
+                l.run(l.a + begin, l.b + begin, l.y + begin, end - begin, *l.q);
+              },
+              &add);
           continue;
         }
         case StepKind::kRnn: {

@@ -61,7 +61,8 @@ enum class StepKind : uint8_t {
   kNode, kConv, kMatMul, kPool, kReorder, kGlobalAverageNhwc, kLayerNorm,
   kInt8,  // a quantized operator (schedule_int8.hpp)
   kRnn,   // a recurrent operator (schedule_rnn.hpp)
-  kTable  // 8-bit values through a table of 256 (plan::QuantTable)
+  kTable,    // 8-bit values through a table of 256 (plan::QuantTable)
+  kQuantAdd  // two 8-bit tensors added and quantized in one pass (plan::QuantAdd)
 };
 
 struct Int8Step;
@@ -77,6 +78,7 @@ struct Step {
   std::shared_ptr<Int8Step> int8;  // kInt8
   std::shared_ptr<RnnStep> rnn;    // kRnn
   std::vector<uint8_t> table;      // kTable: the output byte of each input byte
+  QuantAddParams quant_add;        // kQuantAdd: the scales and zero points
   // kLayerNorm: rows x n, epsilon, and whether ins[1] / ins[2] hold gamma
   // and beta.
   int64_t rows = 0, n = 0;

@@ -372,24 +372,42 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
 }
 
 template <typename Q>
-void quantize_loop(const Int8Step& s, const float* x, const float* scale, const void* zp, Q* y) {
+void quantize_loop(const Int8Step& s, const float* x, const float* scale, const void* zp, Q* y, int64_t begin,
+                   int64_t end) {
   const float lo = static_cast<float>(std::numeric_limits<Q>::min());
   const float hi = static_cast<float>(std::numeric_limits<Q>::max());
-  int64_t start = 0;
+  const loom_dtype_t zd = s.in_dtypes.size() > 2 ? s.in_dtypes[2] : LOOM_DTYPE_U8;
+  int64_t start = begin;
   if (s.avx2 && s.channels == 1) {
     // Per tensor on AVX2: all but the last count % 8 elements eight at a time.
-    start = s.out_count / 8 * 8;
-    const float zero = static_cast<float>(zp_at(zp, s.in_dtypes.size() > 2 ? s.in_dtypes[2] : LOOM_DTYPE_U8, 0));
-    quantize_rows_avx2(x, start, scale[0], zero, std::is_same_v<Q, uint8_t>, reinterpret_cast<uint8_t*>(y));
+    start = begin + (end - begin) / 8 * 8;
+    const float zero = static_cast<float>(zp_at(zp, zd, 0));
+    quantize_rows_avx2(x + begin, start - begin, scale[0], zero, std::is_same_v<Q, uint8_t>,
+                       reinterpret_cast<uint8_t*>(y + begin));
   }
-  for (int64_t i = start; i < s.out_count; ++i) {
+  for (int64_t i = start; i < end; ++i) {
     const int64_t ch = s.channels == 1 ? 0 : (i / s.inner) % s.channels;
     // Round half to even (nearbyint, default rounding mode), then saturate;
     // NaN becomes 0, as in the reference kernels.
-    float v = std::nearbyint(x[i] / scale[ch]) + static_cast<float>(zp_at(zp, s.in_dtypes.size() > 2 ? s.in_dtypes[2] : LOOM_DTYPE_U8, ch));
+    float v = std::nearbyint(x[i] / scale[ch]) + static_cast<float>(zp_at(zp, zd, ch));
     v = std::clamp(v, lo, hi);
     y[i] = std::isnan(v) ? Q{0} : static_cast<Q>(v);
   }
+}
+
+// Calls body(begin, end) over [0, count): on this thread when small, else in
+// blocks of 4096 elements (a multiple of the 8-wide loops) across the pool.
+template <typename Body>
+void over_blocks(int64_t count, ThreadPool& pool, Body body) {
+  constexpr int64_t kBlock = 4096;
+  if (count < (int64_t{1} << 15)) {
+    body(int64_t{0}, count);
+    return;
+  }
+  auto blocks = [&](size_t b, size_t e) {
+    body(static_cast<int64_t>(b) * kBlock, std::min(count, static_cast<int64_t>(e) * kBlock));
+  };
+  pool.parallel_for(static_cast<size_t>((count + kBlock - 1) / kBlock), 1, blocks);
 }
 
 }  // namespace
@@ -471,11 +489,13 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     const void* zp = ptr(q.x_zp);
     if (s.op == Op::kQuantizeLinear) {
       const float* x = static_cast<const float*>(ins[0]);
-      if (s.out_dtype == LOOM_DTYPE_U8) {
-        quantize_loop(s, x, scale, zp, static_cast<uint8_t*>(out));
-      } else {
-        quantize_loop(s, x, scale, zp, static_cast<int8_t*>(out));
-      }
+      over_blocks(s.out_count, pool, [&](int64_t begin, int64_t end) {
+        if (s.out_dtype == LOOM_DTYPE_U8) {
+          quantize_loop(s, x, scale, zp, static_cast<uint8_t*>(out), begin, end);
+        } else {
+          quantize_loop(s, x, scale, zp, static_cast<int8_t*>(out), begin, end);
+        }
+      });
       return sdk::Status();
     }
     float* y = static_cast<float*>(out);
@@ -485,19 +505,21 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       // vectorizes (the difference is exact in i32).
       const int32_t z = static_cast<int32_t>(zp_at(zp, xd, 0));
       const float sc = scale[0];
-      const int64_t count = s.out_count;
-      int64_t start = 0;
-      if (s.avx2) {
-        start = count / 8 * 8;
-        dequantize_rows_avx2(ins[0], start, sc, z, xd == LOOM_DTYPE_U8, y);
-      }
-      if (xd == LOOM_DTYPE_U8) {
-        const uint8_t* x = static_cast<const uint8_t*>(ins[0]);
-        for (int64_t i = start; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
-      } else {
-        const int8_t* x = static_cast<const int8_t*>(ins[0]);
-        for (int64_t i = start; i < count; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
-      }
+      over_blocks(s.out_count, pool, [&](int64_t begin, int64_t end) {
+        int64_t start = begin;
+        if (s.avx2) {
+          start = begin + (end - begin) / 8 * 8;
+          dequantize_rows_avx2(static_cast<const uint8_t*>(ins[0]) + begin, start - begin, sc, z,
+                               xd == LOOM_DTYPE_U8, y + begin);
+        }
+        if (xd == LOOM_DTYPE_U8) {
+          const uint8_t* x = static_cast<const uint8_t*>(ins[0]);
+          for (int64_t i = start; i < end; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+        } else {
+          const int8_t* x = static_cast<const int8_t*>(ins[0]);
+          for (int64_t i = start; i < end; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - z) * sc;
+        }
+      });
       return sdk::Status();
     }
     for (int64_t i = 0; i < s.out_count; ++i) {

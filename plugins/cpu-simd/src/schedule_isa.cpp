@@ -41,6 +41,7 @@ Kernels select_kernels(KernelIsa cap) {
     k.run_node = isa_avx512::run_node;
     k.layer_norm = isa_avx512::layer_norm;
     k.global_average_nhwc = isa_avx512::global_average_nhwc;
+    k.quant_add = isa_avx512::quant_add;
     k.lookup_bytes = __builtin_cpu_supports("avx512vbmi") ? isa_avx512::lookup_bytes : isa_avx2::lookup_bytes;
   } else if (avx2 && cap >= KernelIsa::kAvx2) {
     k.isa = KernelIsa::kAvx2;
@@ -48,6 +49,7 @@ Kernels select_kernels(KernelIsa cap) {
     k.run_node = isa_avx2::run_node;
     k.layer_norm = isa_avx2::layer_norm;
     k.global_average_nhwc = isa_avx2::global_average_nhwc;
+    k.quant_add = isa_avx2::quant_add;
     k.lookup_bytes = isa_avx2::lookup_bytes;
   }
   return k;

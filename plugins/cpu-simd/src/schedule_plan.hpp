@@ -357,6 +357,19 @@ bool plan_quant_table(const Planner& p, size_t i, QuantTable* out);
 // 256 dequantized values.
 std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, const Kernels& kernels);
 
+// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear, every
+// scale and zero point a per-tensor constant (scales finite and positive),
+// a and b 8-bit and of the Add's output shape (no broadcast), each
+// DequantizeLinear's output read by the Add alone and the Add's by the
+// QuantizeLinear: one pass over the bytes (a kQuantAdd step) with the
+// unfused steps' own arithmetic, each product, the sum and the quotient
+// rounded to f32 as they round them, so the bytes are theirs.
+struct QuantAdd {
+  size_t dq_a = 0, dq_b = 0, add = 0, q = 0;
+  QuantAddParams params;
+};
+bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out);
+
 // "nhwc" or "plain", for describe().
 const char* layout_name(Layout l);
 

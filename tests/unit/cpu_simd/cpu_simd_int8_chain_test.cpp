@@ -8,6 +8,7 @@
 // point is a MaxPool of the 8-bit values, exactly; DequantizeLinear -> f32
 // operators of one input -> QuantizeLinear is a table of the 256 bytes.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -371,6 +372,156 @@ TEST_F(CpuSimdInt8Chain, TheTableLooksUpEveryByteAlikeOnEachInstructionSetAndLen
     const std::vector<std::string> log_lines = harness_.recorder().logs();
     EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), "executable: schedule: table nodes 0,1,2 -> plain"),
               log_lines.end())
+        << schedule_lines(log_lines);
+  }
+}
+
+// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear with
+// constant per-tensor parameters is one pass over the bytes (a qadd step)
+// that must give the unfused steps' bytes: the reference kernels' here.
+// Scales 0.5, 0.25 and 0.5 make every odd b - zero point a tie (round half
+// to even); others saturate y. Cases: u8 + i8 -> u8 and i8 + u8 -> i8 in
+// plain layout at a length with a tail; a written by a QLinearConv
+// (channels-last), so the step runs channels-last and reorders the plain b;
+// and a DequantizeLinear output that is also a graph output, which keeps
+// the steps apart. The per-instruction-set runs (LOOM_TEST_CPU_ISA) take
+// this test too.
+TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverTheBytes) {
+  struct Case {
+    loom_dtype_t a, b, y;
+    Dims shape;
+    std::array<float, 3> scales;  // a, b, y
+    bool a_from_conv, dq_is_output;
+    const char* schedule;
+  };
+  const std::vector<Case> cases = {
+      {LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, {1, 3, 16, 16}, {0.5f, 0.25f, 0.5f}, false, false,
+       "executable: schedule: qadd nodes 0,1,2,3 -> plain"},
+      {LOOM_DTYPE_I8, LOOM_DTYPE_U8, LOOM_DTYPE_I8, {1, 1, 1, 1237}, {0.031f, 0.047f, 0.02f}, false, false,
+       "executable: schedule: qadd nodes 0,1,2,3 -> plain"},
+      {LOOM_DTYPE_U8, LOOM_DTYPE_U8, LOOM_DTYPE_U8, {1, 8, 9, 8}, {0.5f, 0.25f, 0.5f}, true, false,
+       "executable: schedule: reorder -> nhwc; int8 nodes 0 -> nhwc; reorder -> nhwc; qadd nodes 1,2,3,4 -> nhwc; "
+       "reorder -> plain"},
+      {LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, {1, 3, 16, 16}, {0.5f, 0.25f, 0.5f}, false, true,
+       "executable: schedule: int8 nodes 0 -> plain; int8 nodes 1 -> plain; node nodes 2 -> plain; "
+       "int8 nodes 3 -> plain"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schedule);
+    std::mt19937 rng(61);
+    BlobGraph g;
+    std::vector<QTensor> ins;  // the graph inputs, in order
+    std::vector<QTensor> params;
+    auto constant = [&](loom_dtype_t t, float scale_or_zero) {
+      QTensor q = blank(t, {});
+      if (t == LOOM_DTYPE_F32) {
+        std::memcpy(q.bytes.data(), &scale_or_zero, 4);
+      } else {
+        q.bytes[0] = static_cast<uint8_t>(static_cast<int>(scale_or_zero));
+      }
+      params.push_back(q);
+      return add_tensor(&g, t, {}, &params.back());
+    };
+    params.reserve(16);
+    auto node = [&](Op op, BlobNode n, std::vector<uint32_t> in, uint32_t out) {
+      n.op = op;
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      g.nodes.push_back(n);
+    };
+    // a: a graph input, or the output of a QLinearConv (3x3, pads 1) of
+    // graph inputs, which writes channels-last.
+    uint32_t a = 0;
+    QTensor ra = make(c.shape, c.a, rng);
+    std::vector<QTensor> conv;
+    if (c.a_from_conv) {
+      const Dims xs = {1, 6, 9, 8};
+      conv = {make(xs, LOOM_DTYPE_U8, rng), scales({}, rng),          make({}, LOOM_DTYPE_U8, rng),
+              make({8, 6, 3, 3}, LOOM_DTYPE_I8, rng), scales({8}, rng), blank(LOOM_DTYPE_I8, {8}),
+              scales({}, rng),                    make({}, LOOM_DTYPE_U8, rng)};
+      for (uint8_t& w : conv[3].bytes) w = static_cast<uint8_t>(static_cast<int8_t>(w) / 2);
+      const float t_scale = 0.5f;
+      std::memcpy(conv[6].bytes.data(), &t_scale, 4);
+      std::vector<uint32_t> conv_in;
+      for (const QTensor& t : conv) {
+        conv_in.push_back(add_tensor(&g, t.dtype, t.shape));
+        g.inputs.push_back(conv_in.back());
+        ins.push_back(t);
+      }
+      a = add_tensor(&g, LOOM_DTYPE_U8, c.shape);
+      node(Op::kQLinearConv, conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}), conv_in, a);
+      ra = blank(LOOM_DTYPE_U8, c.shape);
+      ASSERT_EQ(run_reference("QLinearConv", {&conv[0], &conv[1], &conv[2], &conv[3], &conv[4], &conv[5], &conv[6], &conv[7]},
+                              &ra, conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1})),
+                "ok");
+    } else {
+      a = add_tensor(&g, c.a, c.shape);
+      g.inputs.push_back(a);
+      ins.push_back(ra);
+    }
+    QTensor rb = make(c.shape, c.b, rng);
+    const uint32_t b = add_tensor(&g, c.b, c.shape);
+    g.inputs.push_back(b);
+    ins.push_back(rb);
+    const int a_zero = c.a == LOOM_DTYPE_U8 ? 131 : -3, b_zero = c.b == LOOM_DTYPE_U8 ? 120 : 5;
+    const int y_zero = c.y == LOOM_DTYPE_U8 ? 129 : -7;  // odd: ties show the rounding's place
+    BlobNode dq;
+    dq.axis = 1;
+    const uint32_t fa = add_tensor(&g, LOOM_DTYPE_F32, c.shape), fb = add_tensor(&g, LOOM_DTYPE_F32, c.shape);
+    const uint32_t sum = add_tensor(&g, LOOM_DTYPE_F32, c.shape), y = add_tensor(&g, c.y, c.shape);
+    node(Op::kDequantizeLinear, dq, {a, constant(LOOM_DTYPE_F32, c.scales[0]), constant(c.a, a_zero)}, fa);
+    node(Op::kDequantizeLinear, dq, {b, constant(LOOM_DTYPE_F32, c.scales[1]), constant(c.b, b_zero)}, fb);
+    node(Op::kAdd, BlobNode{}, {fa, fb}, sum);
+    node(Op::kQuantizeLinear, dq, {sum, constant(LOOM_DTYPE_F32, c.scales[2]), constant(c.y, y_zero)}, y);
+    g.outputs = {y};
+    if (c.dq_is_output) g.outputs.push_back(fa);
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    // The reference: the four nodes on loom_kernels.
+    auto scalar = [](loom_dtype_t t, float v) {
+      QTensor q = blank(t, {});
+      if (t == LOOM_DTYPE_F32) {
+        std::memcpy(q.bytes.data(), &v, 4);
+      } else {
+        q.bytes[0] = static_cast<uint8_t>(static_cast<int>(v));
+      }
+      return q;
+    };
+    QTensor as = scalar(LOOM_DTYPE_F32, c.scales[0]), az = scalar(c.a, static_cast<float>(a_zero));
+    QTensor bs = scalar(LOOM_DTYPE_F32, c.scales[1]), bz = scalar(c.b, static_cast<float>(b_zero));
+    QTensor ys = scalar(LOOM_DTYPE_F32, c.scales[2]), yz = scalar(c.y, static_cast<float>(y_zero));
+    QTensor rfa = blank(LOOM_DTYPE_F32, c.shape), rfb = blank(LOOM_DTYPE_F32, c.shape);
+    QTensor rsum = blank(LOOM_DTYPE_F32, c.shape), want = blank(c.y, c.shape);
+    ASSERT_EQ(run_reference("DequantizeLinear", {&ra, &as, &az}, &rfa, {int_attr("axis", 1)}), "ok");
+    ASSERT_EQ(run_reference("DequantizeLinear", {&rb, &bs, &bz}, &rfb, {int_attr("axis", 1)}), "ok");
+    ASSERT_EQ(run_reference("Add", {&rfa, &rfb}, &rsum, {}), "ok");
+    ASSERT_EQ(run_reference("QuantizeLinear", {&rsum, &ys, &yz}, &want, {int_attr("axis", 1)}), "ok");
+    const std::set<uint8_t> distinct(want.bytes.begin(), want.bytes.end());
+    EXPECT_GT(distinct.size(), 30u) << "the scales should spread the outputs";
+    EXPECT_TRUE(distinct.count(c.y == LOOM_DTYPE_U8 ? 255 : 127) || distinct.count(c.y == LOOM_DTYPE_U8 ? 0 : 128))
+        << "some values should saturate";
+
+    std::vector<const loom_tensor_t*> in_descs;
+    for (QTensor& t : ins) {
+      t.refresh();
+      in_descs.push_back(&t.desc);
+    }
+    QTensor got = blank(c.y, c.shape), got_fa = blank(LOOM_DTYPE_F32, c.shape);
+    got.refresh();
+    got_fa.refresh();
+    std::vector<const loom_tensor_t*> outs = {&got.desc};
+    if (c.dq_is_output) outs.push_back(&got_fa.desc);
+    ASSERT_EQ(execute(exe, in_descs, outs), "ok");
+    api_->executable_destroy(exe);
+    EXPECT_EQ(got.bytes, want.bytes);
+    if (c.dq_is_output) {
+      EXPECT_EQ(got_fa.bytes, rfa.bytes);
+    }
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
         << schedule_lines(log_lines);
   }
 }

@@ -1,0 +1,207 @@
+// The schedule's matchers for chains of quantized values that run on the
+// 8-bit values themselves (QuantPool, QuantTable, QuantAdd in
+// schedule_plan.hpp), and the table a QuantTable looks its bytes up in;
+// Schedule::build (schedule.cpp) and the compile notes call these.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "schedule_plan.hpp"
+
+namespace loom::cpu_simd::plan {
+
+namespace {
+
+// A per-tensor quantization parameter that is a blob constant: its f32
+// value or its integer (8-bit) value; absent zero point: 0.
+bool constant_scale(const BlobGraph& g, uint32_t t, float* out) {
+  const BlobTensor& bt = g.tensors[t];
+  if (!bt.constant || bt.dtype != LOOM_DTYPE_F32 || bt.data.size() != 1) return false;
+  *out = bt.data[0];
+  return true;
+}
+
+bool constant_zero(const BlobGraph& g, const BlobNode& n, loom_dtype_t type, int64_t* out) {
+  if (n.inputs.size() < 3) {
+    *out = 0;
+    return true;
+  }
+  const BlobTensor& bt = g.tensors[n.inputs[2]];
+  if (!bt.constant || bt.dtype != type || bt.bytes.size() != 1) return false;
+  *out = type == LOOM_DTYPE_U8 ? int64_t{bt.bytes[0]} : int64_t{static_cast<int8_t>(bt.bytes[0])};
+  return true;
+}
+
+}  // namespace
+
+bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& dq = g.nodes[i];
+  if (dq.op != Op::kDequantizeLinear || p.claimed[i]) return false;
+  const uint32_t x = dq.inputs[0];
+  const loom_dtype_t type = g.tensors[x].dtype;
+  if ((type != LOOM_DTYPE_U8 && type != LOOM_DTYPE_I8) || g.tensors[x].shape.size() != 4) return false;
+  const int64_t pool = p.sole_reader(dq.outputs[0]);
+  if (pool < 0) return false;
+  const BlobNode& mp = g.nodes[static_cast<size_t>(pool)];
+  if (mp.op != Op::kMaxPool || mp.outputs.size() != 1 || mp.inputs[0] != dq.outputs[0]) return false;
+  const int64_t q = p.sole_reader(mp.outputs[0]);
+  if (q < 0) return false;
+  const BlobNode& qn = g.nodes[static_cast<size_t>(q)];
+  if (qn.op != Op::kQuantizeLinear || qn.inputs[0] != mp.outputs[0] || g.tensors[qn.outputs[0]].dtype != type) {
+    return false;
+  }
+  float s_dq = 0, s_q = 0;
+  int64_t z_dq = 0, z_q = 0;
+  if (!constant_scale(g, dq.inputs[1], &s_dq) || !constant_scale(g, qn.inputs[1], &s_q) ||
+      !constant_zero(g, dq, type, &z_dq) || !constant_zero(g, qn, type, &z_q)) {
+    return false;
+  }
+  // A scale that is not positive and finite stays with the steps that
+  // report it.
+  if (std::memcmp(&s_dq, &s_q, sizeof s_dq) != 0 || z_dq != z_q || !(s_dq > 0.0f) || !std::isfinite(s_dq)) {
+    return false;
+  }
+  *out = {i, static_cast<size_t>(pool), static_cast<size_t>(q)};
+  return true;
+}
+
+namespace {
+
+bool usable_scale(float s) { return s > 0.0f && std::isfinite(s); }
+
+}  // namespace
+
+bool plan_quant_table(const Planner& p, size_t i, QuantTable* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& dq = g.nodes[i];
+  if (dq.op != Op::kDequantizeLinear || p.claimed[i]) return false;
+  const loom_dtype_t x_type = g.tensors[dq.inputs[0]].dtype;
+  if (x_type != LOOM_DTYPE_U8 && x_type != LOOM_DTYPE_I8) return false;
+  QuantTable t;
+  t.dq = i;
+  int64_t z = 0;
+  if (!constant_scale(g, dq.inputs[1], &t.dq_scale) || !constant_zero(g, dq, x_type, &z) ||
+      !usable_scale(t.dq_scale)) {
+    return false;
+  }
+  t.dq_zero = static_cast<int32_t>(z);
+  uint32_t cur = dq.outputs[0];
+  for (;;) {
+    const int64_t r = p.sole_reader(cur);
+    if (r < 0) return false;
+    const BlobNode& n = g.nodes[static_cast<size_t>(r)];
+    if (n.inputs.empty() || n.inputs[0] != cur || n.outputs.size() != 1) return false;
+    if (n.op == Op::kQuantizeLinear) {
+      const loom_dtype_t y_type = g.tensors[n.outputs[0]].dtype;
+      if ((y_type != LOOM_DTYPE_U8 && y_type != LOOM_DTYPE_I8) || !constant_scale(g, n.inputs[1], &t.q_scale) ||
+          !constant_zero(g, n, y_type, &z) || !usable_scale(t.q_scale)) {
+        return false;
+      }
+      t.q_zero = static_cast<int32_t>(z);
+      t.q = static_cast<size_t>(r);
+      break;
+    }
+    if (!is_unary(n.op) || n.inputs.size() != 1 || g.tensors[n.outputs[0]].dtype != LOOM_DTYPE_F32 ||
+        t.middle.size() == 4) {
+      return false;
+    }
+    t.middle.push_back(static_cast<size_t>(r));
+    cur = n.outputs[0];
+  }
+  *out = std::move(t);
+  return true;
+}
+
+std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, const Kernels& kernels) {
+  const bool x_unsigned = p.g.tensors[p.g.nodes[t.dq].inputs[0]].dtype == LOOM_DTYPE_U8;
+  const bool y_unsigned = p.g.tensors[p.g.nodes[t.q].outputs[0]].dtype == LOOM_DTYPE_U8;
+  std::vector<float> a(256), b(256);
+  for (int v = 0; v < 256; ++v) {
+    const int32_t x = x_unsigned ? v : static_cast<int8_t>(static_cast<uint8_t>(v));
+    a[static_cast<size_t>(v)] = static_cast<float>(x - t.dq_zero) * t.dq_scale;
+  }
+  ThreadPool one(1);
+  for (size_t n : t.middle) {
+    NodePlan plan = plan_node(p.g, n);
+    plan.count = 256;
+    plan.inputs = {0};
+    plan.input_count = 1;
+    plan.output = 1;
+    float* const tensors[2] = {a.data(), b.data()};
+    kernels.run_node(plan, tensors, one);
+    a.swap(b);
+  }
+  const float lo = y_unsigned ? 0.0f : -128.0f, hi = y_unsigned ? 255.0f : 127.0f;
+  std::vector<uint8_t> table(256);
+  for (size_t v = 0; v < 256; ++v) {
+    // QuantizeLinear as quantize_loop: the quotient rounded half to even,
+    // plus the zero point, saturated; NaN to 0.
+    float q = std::nearbyint(a[v] / t.q_scale) + static_cast<float>(t.q_zero);
+    q = std::min(std::max(q, lo), hi);
+    const int32_t y = std::isnan(q) ? 0 : static_cast<int32_t>(q);
+    table[v] = static_cast<uint8_t>(y);
+  }
+  return table;
+}
+
+namespace {
+
+// The node writing tensor `t`, or -1 (a graph input or constant).
+int64_t producer_of(const BlobGraph& g, uint32_t t) {
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    for (uint32_t o : g.nodes[j].outputs) {
+      if (o == t) return static_cast<int64_t>(j);
+    }
+  }
+  return -1;
+}
+
+bool is_8bit(loom_dtype_t t) { return t == LOOM_DTYPE_U8 || t == LOOM_DTYPE_I8; }
+
+}  // namespace
+
+bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& add = g.nodes[i];
+  if (add.op != Op::kAdd || p.claimed[i] || add.inputs.size() != 2 || add.outputs.size() != 1) return false;
+  const BlobTensor& sum = g.tensors[add.outputs[0]];
+  if (sum.dtype != LOOM_DTYPE_F32) return false;
+  QuantAdd qa;
+  qa.add = i;
+  for (size_t k = 0; k < 2; ++k) {
+    const uint32_t t = add.inputs[k];
+    if (g.tensors[t].shape != sum.shape || p.sole_reader(t) != static_cast<int64_t>(i)) return false;
+    const int64_t d = producer_of(g, t);
+    if (d < 0 || p.claimed[static_cast<size_t>(d)]) return false;
+    const BlobNode& dq = g.nodes[static_cast<size_t>(d)];
+    const loom_dtype_t type = g.tensors[dq.inputs[0]].dtype;
+    float scale = 0;
+    int64_t zero = 0;
+    if (dq.op != Op::kDequantizeLinear || !is_8bit(type) || !constant_scale(g, dq.inputs[1], &scale) ||
+        !usable_scale(scale) || !constant_zero(g, dq, type, &zero)) {
+      return false;
+    }
+    (k == 0 ? qa.dq_a : qa.dq_b) = static_cast<size_t>(d);
+    (k == 0 ? qa.params.a_scale : qa.params.b_scale) = scale;
+    (k == 0 ? qa.params.a_zero : qa.params.b_zero) = static_cast<int32_t>(zero);
+    (k == 0 ? qa.params.a_unsigned : qa.params.b_unsigned) = type == LOOM_DTYPE_U8;
+  }
+  const int64_t q = p.sole_reader(add.outputs[0]);
+  if (q < 0) return false;
+  const BlobNode& qn = g.nodes[static_cast<size_t>(q)];
+  if (qn.op != Op::kQuantizeLinear || qn.inputs[0] != add.outputs[0] || qn.outputs.size() != 1) return false;
+  const loom_dtype_t y_type = g.tensors[qn.outputs[0]].dtype;
+  int64_t zero = 0;
+  if (!is_8bit(y_type) || !constant_scale(g, qn.inputs[1], &qa.params.y_scale) ||
+      !usable_scale(qa.params.y_scale) || !constant_zero(g, qn, y_type, &zero)) {
+    return false;
+  }
+  qa.params.y_zero = static_cast<int32_t>(zero);
+  qa.params.y_unsigned = y_type == LOOM_DTYPE_U8;
+  qa.q = static_cast<size_t>(q);
+  *out = qa;
+  return true;
+}
+
+}  // namespace loom::cpu_simd::plan
