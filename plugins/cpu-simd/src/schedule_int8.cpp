@@ -340,14 +340,15 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
     yd = dims_of(s->out_shape);
   }
   const DType src_dt = is_u8(s->in_dtypes[0]) ? DType::u8 : DType::s8;
-  if (b.size() == 2 && src_dt == DType::u8 && s->rows <= 4) {
-    // A 2-D B and a few rows (a classifier's one): a 1 x 1 convolution of
-    // the rows ([rows, K, 1, 1] channels-last is A's bytes, [rows, N, 1, 1]
+  if (b.size() == 2 && src_dt == DType::u8 && s->rows <= 4 && lacks_vnni()) {
+    // A 2-D B and a few rows (a classifier's one), without VNNI: a 1 x 1
+    // convolution of the rows ([rows, K, 1, 1] channels-last is A's bytes, [rows, N, 1, 1]
     // the result's), whose weights oneDNN packs into its blocked layout
     // once; its matmul (gemm:jit) takes about five times as long on one row
     // (cpu_simd_bench BM_QLinearMatMul), and less time from 8 rows on. B's
     // [K, N] bytes are given as [N, K, 1, 1] through strides, so the packing
-    // transposes them.
+    // transposes them. With VNNI oneDNN's matmul (brg) packs B itself and
+    // takes about a third of the convolution's time on one row.
     s->src_md = memory::desc({s->rows, s->inner_k, 1, 1}, src_dt, Tag::nhwc);
     s->dst_md = memory::desc({s->rows, s->cols, 1, 1}, DType::s32, Tag::nhwc);
     s->user_wei_md = memory::desc({s->cols, s->inner_k, 1, 1}, DType::s8,
@@ -795,15 +796,45 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     for (int64_t kk = 0; kk < s.inner_k; ++kk) sum += x_at(row * s.inner_k + kk);
     rowsum[static_cast<size_t>(row)] = sum;
   }
-  for (int64_t row = 0; row < total_rows; ++row) {
-    const int64_t b = s.b_batches > 1 ? row / s.rows : 0;
-    for (int64_t j = 0; j < s.cols; ++j) {
-      const int64_t i = row * s.cols + j;
-      int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(b * s.cols + j)];
-      const int64_t corr = s.shift - wz(j);
-      if (corr != 0) total += corr * (rowsum[static_cast<size_t>(row)] - xz * s.inner_k);
-      emit(i, j, total);
+  // Without the rowsum term (s8 weights with zero point 0, as quantizers
+  // write them) the first s.cols rounded down to 4 columns of a row take
+  // requantize_row_avx2, the same arithmetic as emit() four at a time (as a
+  // channels-last convolution's output positions do); rows split among the
+  // threads, each writing its own.
+  const int64_t wide = s.avx2 && qlinear && !need_r ? s.cols / 4 * 4 : 0;
+  std::vector<double> bias_wide(static_cast<size_t>(wide), 0.0);
+  std::vector<int32_t> bias_wide32(static_cast<size_t>(wide), 0);
+  for (int64_t j = 0; bias != nullptr && j < wide; ++j) {
+    bias_wide[static_cast<size_t>(j)] = static_cast<double>(bias[j]);
+    bias_wide32[static_cast<size_t>(j)] = bias[j];
+  }
+  double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
+  if (s.clamp) {
+    lo = std::max(lo, static_cast<double>(s.clamp_lo));
+    hi = std::min(hi, static_cast<double>(s.clamp_hi));
+  }
+  const RequantRow rq{mult.data(), bias_wide.data(), bias_wide32.data(), static_cast<int32_t>(xz), 0, y_zero, lo, hi,
+                      wide, static_cast<int32_t>(y_zero), s.round_first};
+  auto rows = [&](size_t begin, size_t end) {
+    for (int64_t row = static_cast<int64_t>(begin); row < static_cast<int64_t>(end); ++row) {
+      const int64_t b = s.b_batches > 1 ? row / s.rows : 0;
+      if (wide > 0) {
+        requantize_row_avx2(rq, acc.data() + row * s.cols, nullptr, packed->tw_t.data() + b * s.cols, y_unsigned,
+                            static_cast<uint8_t*>(out) + row * s.cols);
+      }
+      for (int64_t j = wide; j < s.cols; ++j) {
+        const int64_t i = row * s.cols + j;
+        int64_t total = acc[static_cast<size_t>(i)] - xz * packed->tw[static_cast<size_t>(b * s.cols + j)];
+        const int64_t corr = s.shift - wz(j);
+        if (corr != 0) total += corr * (rowsum[static_cast<size_t>(row)] - xz * s.inner_k);
+        emit(i, j, total);
+      }
     }
+  };
+  if (total_rows * s.cols < (int64_t{1} << 15)) {
+    rows(0, static_cast<size_t>(total_rows));
+  } else {
+    pool.parallel_for(static_cast<size_t>(total_rows), 1, rows);
   }
   return sdk::Status();
 }

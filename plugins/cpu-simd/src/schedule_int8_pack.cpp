@@ -204,6 +204,11 @@ std::shared_ptr<PackedInt8> pack_int8_weights(const Int8Step& s, const void* w) 
         for (int64_t j = 0; j < s.cols; ++j) p->tw[static_cast<size_t>(b * s.cols + j)] += row[j];
       }
     }
+    // The same sums wrapped to 32 bits, for requantize_row_avx2.
+    p->tw_t.resize(p->tw.size());
+    for (size_t j = 0; j < p->tw.size(); ++j) {
+      p->tw_t[j] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(p->tw[j])));
+    }
   }
   return p;
 }

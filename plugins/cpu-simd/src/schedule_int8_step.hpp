@@ -34,7 +34,8 @@ struct PackedInt8 {
   int low_shift = 1;
   std::vector<int64_t> tw;
   // conv with nhwc: Tw as [O, M], wrapped to 32 bits (the result is wrapped
-  // to i32 in the end, so its low 32 bits are all that matter).
+  // to i32 in the end, so its low 32 bits are all that matter); matmul: tw
+  // wrapped to 32 bits, in its order.
   std::vector<int32_t> tw_t;
   // The weights are in Int8Step::fused_wei_md and the step runs
   // Int8Step::fused_prim (see there); mem holds them, nothing else is set.

@@ -394,6 +394,38 @@ TEST_F(CpuSimdInt8, EightWideRequantizationEqualsTheReferenceKernelOnTiesOddZero
   }
 }
 
+// QLinearMatMul with s8 weights of zero point 0 (as quantizers write them:
+// no row-sum term) requantizes its rows four and eight columns at a time
+// (requantize_row_avx2), the rest of a row and the other cases one by one,
+// rows split among the threads: 1003 columns leave a tail of 3, 70 rows
+// pass the threshold for threads. Scales 1, per-column 1 and 64 make every
+// accumulator that is 32 mod 64 a tie, where the odd output zero point
+// decides the direction; large sums saturate.
+TEST_F(CpuSimdInt8, QLinearMatMulRowsOfSevenBitWeightsEqualTheReferenceKernelOnTiesAndSaturation) {
+  std::mt19937 rng(43);
+  std::uniform_int_distribution<int> xv(0, 255), wv(-3, 3);
+  const int64_t k = 37, n = 1003;
+  for (int64_t rows : {1, 3, 70}) {
+    for (loom_dtype_t xt : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+      for (loom_dtype_t yt : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+        SCOPED_TRACE(::testing::Message() << rows << " rows, x " << xt << ", y " << yt);
+        std::vector<float> x(static_cast<size_t>(rows * k)), w(static_cast<size_t>(k * n));
+        for (float& v : x) v = static_cast<float>(xt == LOOM_DTYPE_U8 ? xv(rng) : xv(rng) - 128);
+        for (float& v : w) v = static_cast<float>(wv(rng));
+        std::vector<QTensor> ins = {exact({rows, k}, xt, x),
+                                    exact({}, LOOM_DTYPE_F32, {1.0f}),
+                                    exact({}, xt, {7}),
+                                    exact({k, n}, LOOM_DTYPE_I8, w),
+                                    exact({n}, LOOM_DTYPE_F32, std::vector<float>(static_cast<size_t>(n), 1.0f)),
+                                    exact({n}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(n), 0.0f)),
+                                    exact({}, LOOM_DTYPE_F32, {64.0f}),
+                                    exact({}, yt, {yt == LOOM_DTYPE_U8 ? 129.0f : -3.0f})};
+        compare(Op::kQLinearMatMul, BlobNode{}, ins, {rows, n}, yt, "QLinearMatMul", {}, {}, {3});
+      }
+    }
+  }
+}
+
 TEST_F(CpuSimdInt8, AScaleBoundAtRunTimeThatIsNotPositiveIsAnErrorNamingTheNode) {
   BlobGraph g;
   g.tensors = {{LOOM_DTYPE_F32, {4}}, {LOOM_DTYPE_F32, {}}, {LOOM_DTYPE_U8, {4}}};
