@@ -467,6 +467,8 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
   if (s->q.weight >= 0) {
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
+    auto fixed_at = [&](int i) { return i < 0 || fixed[node.inputs[static_cast<size_t>(i)]]; };
+    s->params_fixed = fixed_at(s->q.x_scale) && fixed_at(s->q.w_scale) && fixed_at(s->q.y_scale) && fixed_at(s->q.w_zp);
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
     s->split = lacks_vnni();
   }
@@ -534,20 +536,42 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   // Parameters, checked before anything runs.
   const bool qlinear = s.op == Op::kQLinearConv || s.op == Op::kQLinearMatMul;
   const int64_t channels = s.conv ? s.m : s.cols;
-  const float *xs = nullptr, *ws = nullptr, *ys = nullptr;
-  if (qlinear) {
-    xs = static_cast<const float*>(ptr(q.x_scale));
-    ws = static_cast<const float*>(ptr(q.w_scale));
-    ys = static_cast<const float*>(ptr(q.y_scale));
-    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, xs, 1, "x_scale"));
-    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ws, param_count(s, q.w_scale), "w_scale"));
-    LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ys, 1, "y_scale"));
-  }
   const int64_t xz = zp_at(ptr(q.x_zp), dt(q.x_zp), 0);
   const bool wz_per_channel = param_count(s, q.w_zp) > 1;
   auto wz = [&](int64_t ch) { return zp_at(ptr(q.w_zp), dt(q.w_zp), wz_per_channel ? ch : 0); };
-  bool need_r = false;
-  for (int64_t ch = 0; ch < channels && !need_r; ++ch) need_r = s.shift - wz(ch) != 0;
+  // The scales' check, the multipliers and the R term's need: kept by the
+  // step while its fixed parameters stay at the same addresses.
+  std::shared_ptr<const RequantParams> params;
+  const std::array<const void*, 4> from = {ptr(q.x_scale), ptr(q.w_scale), ptr(q.y_scale), ptr(q.w_zp)};
+  if (s.params_fixed) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.params != nullptr && s.params->from == from) params = s.params;
+  }
+  if (params == nullptr) {
+    auto made = std::make_shared<RequantParams>();
+    made->from = from;
+    if (qlinear) {
+      const auto* xs = static_cast<const float*>(ptr(q.x_scale));
+      const auto* ws = static_cast<const float*>(ptr(q.w_scale));
+      const auto* ys = static_cast<const float*>(ptr(q.y_scale));
+      LOOM_SDK_RETURN_IF_ERROR(check_scales(s, xs, 1, "x_scale"));
+      LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ws, param_count(s, q.w_scale), "w_scale"));
+      LOOM_SDK_RETURN_IF_ERROR(check_scales(s, ys, 1, "y_scale"));
+      made->mult.resize(static_cast<size_t>(channels));
+      const bool ws_per_channel = param_count(s, q.w_scale) > 1;
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        made->mult[static_cast<size_t>(ch)] = xs[0] * ws[ws_per_channel ? ch : 0] / ys[0];
+      }
+    }
+    for (int64_t ch = 0; ch < channels && !made->need_r; ++ch) made->need_r = s.shift - wz(ch) != 0;
+    params = made;
+    if (s.params_fixed) {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.params = params;
+    }
+  }
+  const bool need_r = params->need_r;
+  const std::vector<float>& mult = params->mult;
 
   // Weights: packed once when fixed, else for this run.
   const void* w = ins[static_cast<size_t>(q.weight)];
@@ -658,12 +682,6 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   const int32_t* bias = static_cast<const int32_t*>(ptr(q.bias));
   const bool y_unsigned = s.out_dtype == LOOM_DTYPE_U8;
   const double y_zero = qlinear ? static_cast<double>(zp_at(ptr(q.y_zp), dt(q.y_zp), 0)) : 0.0;
-  std::vector<float> mult;
-  if (qlinear) {
-    mult.resize(static_cast<size_t>(channels));
-    const bool ws_per_channel = param_count(s, q.w_scale) > 1;
-    for (int64_t ch = 0; ch < channels; ++ch) mult[static_cast<size_t>(ch)] = xs[0] * ws[ws_per_channel ? ch : 0] / ys[0];
-  }
   auto emit = [&](int64_t i, int64_t ch, int64_t total) {
     const int32_t wrapped = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(total)));
     if (!qlinear) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -137,9 +138,25 @@ struct Int8Step {
   // kernels' ISA, CPUID capped by cpu.isa, is AVX2 or wider).
   bool avx2 = false;
 
+  // x_scale, w_scale, y_scale and w's zero point all constants or
+  // parameters: their check, the multipliers and whether the R term is
+  // needed are worked out once per set of addresses (RequantParams).
+  bool params_fixed = false;
+
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
+  std::shared_ptr<const struct RequantParams> params;  // under mutex
   std::vector<std::unique_ptr<Int8Scratch>> scratch;  // free buffers, under mutex
+};
+
+// What a run derives from the scales and the weight zero point (checked):
+// per channel x_scale * w_scale / y_scale, and whether any channel's weight
+// zero point differs from the shift (the R term); `from` the addresses they
+// were read from.
+struct RequantParams {
+  std::array<const void*, 4> from{};
+  std::vector<float> mult;
+  bool need_r = false;
 };
 
 // requantize_row_avx2's operands: per channel the multiplier and the bias

@@ -426,6 +426,69 @@ TEST_F(CpuSimdInt8, QLinearMatMulRowsOfSevenBitWeightsEqualTheReferenceKernelOnT
   }
 }
 
+// Scales that are parameters (fixed) have their multipliers worked out once
+// per set of addresses: bound again elsewhere with other values, the step
+// must use the new ones, and a bad one there is still an error.
+TEST_F(CpuSimdInt8, ParameterScalesBoundAgainWithOtherValuesAreReadAgain) {
+  std::mt19937 rng(47);
+  const int64_t k = 16, n = 24;
+  std::vector<QTensor> ins = {make({2, k}, LOOM_DTYPE_U8, rng), exact({}, LOOM_DTYPE_F32, {0.5f}),
+                              exact({}, LOOM_DTYPE_U8, {3}),     make({k, n}, LOOM_DTYPE_I8, rng),
+                              scales({n}, rng),                   exact({n}, LOOM_DTYPE_I8, std::vector<float>(n, 0.0f)),
+                              exact({}, LOOM_DTYPE_F32, {0.7f}),  exact({}, LOOM_DTYPE_U8, {101})};
+  for (uint8_t& w : ins[3].bytes) w = static_cast<uint8_t>(static_cast<int8_t>(w) / 2);
+  BlobGraph g;
+  for (const QTensor& t : ins) {
+    BlobTensor bt;
+    bt.dtype = t.dtype;
+    bt.shape = t.shape;
+    bt.parameter = &t != &ins[0];
+    g.tensors.push_back(bt);
+    g.inputs.push_back(static_cast<uint32_t>(g.tensors.size() - 1));
+  }
+  g.tensors.push_back({LOOM_DTYPE_U8, {2, n}});
+  const uint32_t y = static_cast<uint32_t>(g.tensors.size() - 1);
+  g.outputs = {y};
+  BlobNode node;
+  node.op = Op::kQLinearMatMul;
+  node.inputs = g.inputs;
+  node.outputs = {y};
+  g.nodes = {node};
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  loom_executable_t* exe = load(encode(g), &error);
+  ASSERT_NE(exe, nullptr) << error;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    std::vector<QTensor> run_ins = ins;  // fresh copies: every input at a new address
+    const float x_scale = round == 0 ? 0.5f : 2.0f;
+    std::memcpy(run_ins[1].bytes.data(), &x_scale, 4);
+    if (round == 2) {
+      const float bad = 0.0f;
+      std::memcpy(run_ins[4].bytes.data() + 4 * 5, &bad, 4);
+    }
+    std::vector<const loom_tensor_t*> descs;
+    for (QTensor& t : run_ins) {
+      t.refresh();
+      descs.push_back(&t.desc);
+    }
+    QTensor got = blank(LOOM_DTYPE_U8, {2, n});
+    got.refresh();
+    const std::string status = execute(exe, descs, {&got.desc});
+    if (round == 2) {
+      EXPECT_NE(status.find("w_scale entry 5 is 0.000000"), std::string::npos) << status;
+      continue;
+    }
+    ASSERT_EQ(status, "ok");
+    QTensor want = blank(LOOM_DTYPE_U8, {2, n});
+    std::vector<QTensor*> ptrs;
+    for (QTensor& t : run_ins) ptrs.push_back(&t);
+    ASSERT_EQ(run_reference("QLinearMatMul", ptrs, &want, {}), "ok");
+    EXPECT_EQ(got.bytes, want.bytes);
+  }
+  api_->executable_destroy(exe);
+}
+
 TEST_F(CpuSimdInt8, AScaleBoundAtRunTimeThatIsNotPositiveIsAnErrorNamingTheNode) {
   BlobGraph g;
   g.tensors = {{LOOM_DTYPE_F32, {4}}, {LOOM_DTYPE_F32, {}}, {LOOM_DTYPE_U8, {4}}};
