@@ -4,8 +4,8 @@
 // Private to the plugin.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -158,6 +158,17 @@ struct RequantParams {
   std::vector<float> mult;
   bool need_r = false;
 };
+
+// Shared by schedule_int8.cpp (making and running steps) and
+// schedule_int8_plan.cpp (their oneDNN primitives): the element count of a
+// shape; a one-element or per-channel integer parameter's entry i; whether
+// oneDNN's int8 kernels lack VNNI (see Int8Step::split); the primitives of a
+// convolution step and of a matmul step.
+int64_t int8_elements(const std::vector<int64_t>& s);
+int64_t int8_zp_at(const void* p, loom_dtype_t d, int64_t i);
+bool lacks_vnni();
+sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s);
+sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s);
 
 // requantize_row_avx2's operands: per channel the multiplier and the bias
 // (as double), the x zero point, the output zero point and range.

@@ -1,5 +1,5 @@
 // Helpers of the quantized-operator tests (cpu_simd_int8_test.cpp,
-// cpu_simd_int8_chain_test.cpp): tensors of any dtype as bytes with their
+// cpu_simd_qdq_test.cpp, cpu_simd_int8_chain_test.cpp): tensors of any dtype as bytes with their
 // plugin and reference-kernel views, random quantized operands, and a
 // QLinearConv's attributes in both forms.
 #pragma once
@@ -123,4 +123,100 @@ inline std::string schedule_lines(const std::vector<std::string>& logs) {
   return all;
 }
 
+// A tensor of `dtype` holding exactly `values` (as bytes of that dtype).
+inline QTensor exact(Dims shape, loom_dtype_t dtype, const std::vector<float>& values) {
+  QTensor t;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  for (float v : values) {
+    if (dtype == LOOM_DTYPE_F32) {
+      uint8_t b[4];
+      std::memcpy(b, &v, 4);
+      t.bytes.insert(t.bytes.end(), b, b + 4);
+    } else {
+      // u8 and s8 alike: the value's low byte (two's complement for s8).
+      t.bytes.push_back(static_cast<uint8_t>(static_cast<int>(v) & 0xff));
+    }
+  }
+  return t;
+}
+
 }  // namespace loom::cpu_simd::int8_testing
+
+namespace loom::cpu_simd {
+namespace {
+
+// Runs one quantized node on the plugin and on the reference kernel
+// (cpu_simd_int8_test.cpp, cpu_simd_qdq_test.cpp).
+class CpuSimdInt8 : public CpuSimdPlugin {
+ protected:
+  using QTensor = int8_testing::QTensor;
+  // Runs one node on the plugin (twice; inputs listed in `parameters` are
+  // parameters, the second run binds them at a new address) and on the
+  // reference kernel; the output bytes must be equal.
+  void compare(Op op, const BlobNode& attrs, std::vector<QTensor> ins, const Dims& out_shape, loom_dtype_t out_dtype,
+               const char* kernel, const std::vector<AttributeDef>& kernel_attrs, std::vector<int> blob_inputs = {},
+               std::vector<int> parameters = {}) {
+    if (blob_inputs.empty()) {
+      for (size_t i = 0; i < ins.size(); ++i) blob_inputs.push_back(static_cast<int>(i));
+    }
+    BlobGraph g;
+    for (int i : blob_inputs) {
+      BlobTensor t;
+      t.dtype = ins[static_cast<size_t>(i)].dtype;
+      t.shape = ins[static_cast<size_t>(i)].shape;
+      t.parameter = std::find(parameters.begin(), parameters.end(), i) != parameters.end();
+      g.tensors.push_back(t);
+      g.inputs.push_back(static_cast<uint32_t>(g.tensors.size() - 1));
+    }
+    BlobTensor o;
+    o.dtype = out_dtype;
+    o.shape = out_shape;
+    g.tensors.push_back(o);
+    const uint32_t y = static_cast<uint32_t>(g.tensors.size() - 1);
+    g.outputs = {y};
+    BlobNode node = attrs;
+    node.op = op;
+    node.inputs = g.inputs;
+    node.outputs = {y};
+    g.nodes = {node};
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    ASSERT_EQ(format_version_for(g), 6u);
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    const size_t out_bytes = count_of(out_shape) * dtype_size(out_dtype);
+    QTensor want{out_shape, out_dtype, std::vector<uint8_t>(out_bytes, 0x5a)};
+    want.refresh();
+    std::vector<kernels::TensorRef> refs;
+    for (QTensor& t : ins) refs.push_back(t.ref());
+    std::vector<kernels::TensorRef> outs = {want.ref()};
+    const auto registry = kernels::KernelRegistry::reference();
+    Status s = registry.find(kernel)->run(refs, outs, kernels::Attributes(kernel_attrs));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+
+    for (int round = 0; round < 2; ++round) {
+      // Round 1: fresh copies, so every input (parameters too) moves.
+      std::vector<QTensor> run_ins;
+      for (int i : blob_inputs) run_ins.push_back(ins[static_cast<size_t>(i)]);
+      std::vector<const loom_tensor_t*> descs;
+      for (QTensor& t : run_ins) {
+        t.refresh();
+        descs.push_back(&t.desc);
+      }
+      QTensor got{out_shape, out_dtype, std::vector<uint8_t>(out_bytes, 0xa5)};
+      got.refresh();
+      ASSERT_EQ(execute(exe, descs, {&got.desc}), "ok");
+      ASSERT_EQ(got.bytes.size(), want.bytes.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.bytes.size(); ++i) differ += got.bytes[i] != want.bytes[i];
+      EXPECT_EQ(differ, 0u) << kernel << ": " << differ << " of " << got.bytes.size() << " bytes differ";
+    }
+    api_->executable_destroy(exe);
+  }
+};
+
+}  // namespace
+}  // namespace loom::cpu_simd
+
