@@ -146,6 +146,31 @@ print(f"quantized zoo model: cpu-simd vs reference kernels: {units:.3f} output u
 sys.exit(0 if a.shape == b.shape and units <= 1.0 + 1e-3 else 1)
 PY
   then fail "the quantized zoo model on cpu-simd is not within 1 unit of the reference kernels"; fi
+  # Its batch left open, as exporters write it: compiled once, still every
+  # node on cpu-simd and the same int8 steps (the weights stay 8-bit); a
+  # batch of 3 gives each image the batch-1 program's logits, byte for byte.
+  expect_ok "the quantized zoo model with an open batch: no node on the reference kernels" "^reference  *-  *0 " \
+    "$loom" compile "$qzoo" -o "$dir/qzoo_open.loom" --target cpu-simd --input-shape input=?,3,64,64
+  steps=$("$loom" compile "$qzoo" -o "$dir/qzoo.loom" --target cpu-simd --input-shape input=1,3,64,64 |
+          grep -o "notes from the plugins ([0-9]* int8 steps")
+  expect_ok "the quantized zoo model with an open batch is compiled once" \
+    "open shapes: compiled once for every binding" \
+    "$loom" compile "$qzoo" -o "$dir/qzoo_open.loom" --target cpu-simd --input-shape input=?,3,64,64
+  expect_ok "the quantized zoo model with an open batch: as many int8 steps as at batch 1 (${steps#*(})" \
+    "${steps:-no int8 steps at batch 1}" \
+    "$loom" compile "$qzoo" -o "$dir/qzoo_open.loom" --target cpu-simd --input-shape input=?,3,64,64
+  /usr/bin/python3 -c "import numpy as np; x = np.load('$dir/qzoo_x.npy'); np.save('$dir/qzoo_x3.npy', np.concatenate([x, x, x]))"
+  expect_ok "the quantized zoo model with an open batch runs a batch of 3 on cpu-simd" \
+    "delegate cpu-simd_0 -> cpu-simd://0" \
+    "$loom" run "$dir/qzoo_open.loom" --input "input=$dir/qzoo_x3.npy" --output "logits=$dir/qzoo_open3.npy"
+  if ! /usr/bin/python3 - "$dir" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+one, three = np.load(d + "/qzoo_simd.npy"), np.load(d + "/qzoo_open3.npy")
+sys.exit(0 if three.shape == (3,) + one.shape[1:] and all(np.array_equal(r[None], one) for r in three) else 1)
+PY
+  then fail "the open-batch quantized zoo model's batch of 3 differs from the batch-1 program"; fi
 else
   fail "make_zoo.py / quantize_zoo.py: $(tail -5 "$dir/qzoo.log")"
 fi

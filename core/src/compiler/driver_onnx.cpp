@@ -170,6 +170,7 @@ Result<CompileReport> write_open_program(const ImportedModel& imported,
     open.declared = lowering::kept_declared(stored, stored_declared);
     open.targets = names;
     open.all_variants = emit.all_variants;
+    open.keep_qdq_weights = emit.keep_qdq_weights;
     auto typed = lowering::typed_open_graph(open, imported.signature, kernels);
     if (!typed.ok()) {
       report.open_per_binding_why = typed.status().message();
@@ -383,6 +384,7 @@ Result<CompileReport> compile_onnx_file(host::PluginHost& plugins, const std::fi
     return any_target_takes(*targets, domain, op_type, opset);
   };
   import_options.keep_qdq_weights = first_target_takes_dequantize(*targets);
+  emit.keep_qdq_weights = import_options.keep_qdq_weights;  // open programs bind as the import did
   const kernels::KernelRegistry kernels = kernels::KernelRegistry::reference();
   auto imported = import_onnx(**loaded, import_options, kernels);
   if (!imported.ok()) return imported.status();

@@ -688,7 +688,7 @@ Result<ImportedModel> open_import(ReadGraph read, const ImportOptions& options,
     }
   }
   if (bounded && any_open && !result.control_flow) {
-    lowering::OpenGraph open{g, result.declared, {}, false};
+    lowering::OpenGraph open{g, result.declared, {}, false, options.keep_qdq_weights};
     for (const bool at_max : {false, true}) {
       std::vector<Shape> shapes;
       std::string binding;

@@ -63,6 +63,11 @@ struct EmitOptions {
   // CompileOptions::one_node_per_subgraph, read by compile_graph when it
   // partitions.
   bool one_node_per_subgraph = false;
+  // Open-shape programs: the graph artifact records that a binding leaves
+  // the DequantizeLinear of a QDQ group's constant weight unfolded
+  // (InferOptions::keep_qdq_weights), as the compiler decided for the
+  // targets it had (metadata kOpenQdqWeightsKey).
+  bool keep_qdq_weights = false;
 };
 
 struct EmittedProgram {

@@ -107,6 +107,7 @@ Result<uint32_t> add_open_graph_artifact(EmittedProgram& out, const graph::Graph
   artifact.content_segment = static_cast<int32_t>(out.writer.add_segment(bytes));
   artifact.metadata.push_back({std::string(kOpenTargetsKey), join_names(targets)});
   artifact.metadata.push_back({std::string(kOpenVariantsKey), all_variants ? "all" : "first"});
+  if (options.keep_qdq_weights) artifact.metadata.push_back({std::string(kOpenQdqWeightsKey), "kept"});
   program.artifacts.push_back(std::move(artifact));
   return static_cast<uint32_t>(program.artifacts.size() - 1);
 }
@@ -574,6 +575,12 @@ Result<OpenGraph> decode_open_graph(
       }
       out.all_variants = kv.value == "all";
     }
+    if (kv.key == kOpenQdqWeightsKey) {
+      if (kv.value != "kept" && kv.value != "folded") {
+        return invalid_argument("metadata '" + kv.key + "': '" + kv.value + "' is neither 'kept' nor 'folded'");
+      }
+      out.keep_qdq_weights = kv.value == "kept";
+    }
   }
   return out;
 }
@@ -653,6 +660,7 @@ Result<BoundGraph> bind_open_graph(const OpenGraph& open, std::span<const Shape>
   // Ops without a reference kernel were kept at compile time because a
   // target took them; their declared types stand.
   infer.plugin_takes = [](std::string_view, std::string_view, int64_t) { return true; };
+  infer.keep_qdq_weights = open.keep_qdq_weights;
   graph::Graph g;
   // Each round freezes at least one more input, so there are at most as
   // many rounds as inputs.

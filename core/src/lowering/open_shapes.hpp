@@ -42,6 +42,9 @@ namespace loom::lowering {
 // The artifact metadata keys of a "loom.graph" artifact.
 inline constexpr std::string_view kOpenTargetsKey = "targets";    // "cpu-simd,vulkan-compute"
 inline constexpr std::string_view kOpenVariantsKey = "variants";  // "first" or "all"
+// "kept": every binding leaves the DequantizeLinear of a QDQ group's constant
+// weight unfolded (absent, in programs before it: "folded").
+inline constexpr std::string_view kOpenQdqWeightsKey = "qdq_weights";
 inline constexpr uint32_t kOpenGraphFormatVersion = 1;
 
 struct OpenSignature {
@@ -70,6 +73,10 @@ struct OpenGraph {
   std::vector<passes::DeclaredType> declared;  // by tensor
   std::vector<std::string> targets;
   bool all_variants = false;
+  // Bindings keep the DequantizeLinear of a QDQ group's constant weight
+  // (passes::InferOptions::keep_qdq_weights): the target's int8 kernels read
+  // the 8-bit weight instead of a folded f32 copy.
+  bool keep_qdq_weights = false;
 };
 
 // Reads the artifact `bytes` of a function with `function_inputs` inputs.

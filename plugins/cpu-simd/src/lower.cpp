@@ -455,7 +455,7 @@ bool open_shapes_ok(const sdk::GraphView&, const sdk::NodeView& node, std::strin
            " (its index tables are resolved at compile time)";
     return false;
   }
-  if (op == "Conv" || op == "MaxPool" || op == "AveragePool") {
+  if (op == "Conv" || op == "QLinearConv" || op == "ConvInteger" || op == "MaxPool" || op == "AveragePool") {
     std::string auto_pad;
     if (!node.get_string("auto_pad", "NOTSET", &auto_pad).ok()) return true;  // dispatch says why
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {

@@ -4,8 +4,9 @@
 // Two kinds of "no" (docs: plugins/cpu-simd/README.md, "Quantized operators"):
 //  - legal ONNX that cpu-simd does not run (per-row scales or zero points of
 //    the MatMul forms' A, float 8 / int 4 / 16-bit types, blocked
-//    quantization, open shapes): declined, so the node runs on the reference
-//    kernels;
+//    quantization; over open shapes, a per-channel axis left open, and SAME
+//    padding, which lower.cpp's open_shapes_ok refuses): declined, so the
+//    node runs on the reference kernels;
 //  - input that no implementation can run correctly (a scale that is zero,
 //    negative or not finite, a per-channel scale or zero point whose length is
 //    not the channel count, a zero point whose dtype differs from its data's):
@@ -188,7 +189,6 @@ bool quantize_linear(Lowering& l, bool quantize) {
     return false;
   }
   if (!l.check_inputs(2, 3)) return false;
-  if (l.open_shapes()) return l.fail("open shapes are not run by cpu-simd's quantized operators");
   const Shape x = l.shape_of(0);
   int64_t axis = 1;
   if (!l.get_int("axis", 1, &axis)) return false;
@@ -200,6 +200,10 @@ bool quantize_linear(Lowering& l, bool quantize) {
     if (axis < -rank || axis >= rank) return l.invalid("axis " + std::to_string(axis) + " is out of range");
     if (axis < 0) axis += rank;
     channels = x[static_cast<size_t>(axis)];
+    if (channels < 0) {
+      return l.fail("axis " + std::to_string(axis) + " of x " + detail::shape_string(x) +
+                    " is open, which per-channel quantization on cpu-simd needs bound");
+    }
   } else {
     axis = std::max<int64_t>(0, std::min<int64_t>(axis < 0 ? axis + rank : axis, rank - 1));
   }
@@ -225,7 +229,6 @@ bool qlinear(Lowering& l, bool conv) {
   if (l.opset() < 10) return l.fail("opset " + std::to_string(l.opset()) + " has no QLinear operators");
   if (!l.check_inputs(8, conv ? 9 : 8)) return false;
   if (!conv && !l.check_attributes({})) return false;
-  if (l.open_shapes()) return l.fail("open shapes are not run by cpu-simd's quantized operators");
   const gfb::DType xd = l.dtype_of(0), wd = l.dtype_of(3);
   if (!is8(xd) || !is8(wd)) return l.fail("x and w must be u8 or i8");
   const Shape x = l.shape_of(0), w = l.shape_of(3);
@@ -257,7 +260,6 @@ bool integer(Lowering& l, bool conv) {
   if (l.opset() < 10) return l.fail("opset " + std::to_string(l.opset()) + " has no integer operators");
   if (!l.check_inputs(2, 4)) return false;
   if (!conv && !l.check_attributes({})) return false;
-  if (l.open_shapes()) return l.fail("open shapes are not run by cpu-simd's quantized operators");
   const gfb::DType xd = l.dtype_of(0), wd = l.dtype_of(1);
   if (!is8(xd) || !is8(wd)) return l.fail("the operands must be u8 or i8");
   const Shape x = l.shape_of(0), w = l.shape_of(1);

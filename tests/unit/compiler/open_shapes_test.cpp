@@ -385,6 +385,12 @@ TEST(DecodeOpenGraph, DamagedArtifactsAreErrorsNamingWhatIsWrong) {
   EXPECT_EQ(short_weights.status().message(), "parameter 'w': 16 bytes, but the graph reads it as f32 [2000]");
   auto variants = lowering::decode_open_graph(bytes, {{"variants", "some"}}, 1, weights);
   EXPECT_EQ(variants.status().message(), "metadata 'variants': 'some' is neither 'first' nor 'all'");
+  EXPECT_FALSE(good->keep_qdq_weights) << "programs before the key fold a QDQ group's weights";
+  auto kept = lowering::decode_open_graph(bytes, {{"qdq_weights", "kept"}}, 1, weights);
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  EXPECT_TRUE(kept->keep_qdq_weights);
+  auto qdq = lowering::decode_open_graph(bytes, {{"qdq_weights", "some"}}, 1, weights);
+  EXPECT_EQ(qdq.status().message(), "metadata 'qdq_weights': 'some' is neither 'kept' nor 'folded'");
   auto inputs = lowering::decode_open_graph(bytes, {}, 3, weights);
   EXPECT_EQ(inputs.status().message(), "graph IR: 2 inputs, but the function has 3");
   std::vector<std::byte> cut(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(bytes.size() / 2));

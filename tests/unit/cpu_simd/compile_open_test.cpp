@@ -98,6 +98,37 @@ TEST_F(CompileOpen, RefusesWhatABindingWouldDecide) {
   EXPECT_EQ(supported(b), (std::vector<bool>{false, false, false, false, true, true, false, true}));
 }
 
+// The quantized operators take open dimensions too (a QDQ model exported
+// with an open batch): what they refuse is what a binding would decide, a
+// per-channel axis left open and SAME padding.
+TEST_F(CompileOpen, QuantizedOperatorsRefuseOnlyWhatABindingWouldDecide) {
+  using F = gfb::DType;
+  GraphBuilder b;
+  const int x = b.input({-1, 4, -1});
+  const uint8_t zero = 128, zeros4[4] = {128, 128, 128, 128}, zeros3[3] = {128, 128, 128};
+  const int s = b.constant_f32({}, {0.05f}), z = b.constant({}, F::u8, &zero, 1);
+  const int s4 = b.constant_f32({4}, {0.05f, 0.1f, 0.02f, 0.04f}), z4 = b.constant({4}, F::u8, zeros4, 4);
+  const int s3 = b.constant_f32({3}, {0.05f, 0.1f, 0.02f}), z3 = b.constant({3}, F::u8, zeros3, 3);
+  // Per tensor, and per channel along the fixed axis 1: claimed.
+  const int q = b.tensor({-1, 4, -1}, F::u8), qc = b.tensor({-1, 4, -1}, F::u8);
+  b.node("QuantizeLinear", {x, s, z}, {q}, {}, 13);
+  b.node("QuantizeLinear", {x, s4, z4}, {qc}, {attr_i("axis", 1)}, 13);
+  // Per channel along the open axis 2: its length is the binding's.
+  const int qo = b.tensor({-1, 4, -1}, F::u8);
+  b.node("QuantizeLinear", {x, s3, z3}, {qo}, {attr_i("axis", 2)}, 13);
+  // QLinearConv with explicit pads: claimed; with SAME padding: refused.
+  std::vector<int8_t> w(4 * 4 * 3, 1);
+  const int8_t wzero = 0;
+  const int wt = b.constant({4, 4, 3}, F::i8, w.data(), w.size()), wz = b.constant({}, F::i8, &wzero, 1);
+  const int c = b.tensor({-1, 4, -1}, F::u8), cs = b.tensor({-1, 4, -1}, F::u8);
+  b.node("QLinearConv", {q, s, z, wt, s, wz, s, z}, {c}, {attr_ints("pads", {1, 1})}, 10);
+  b.node("QLinearConv", {q, s, z, wt, s, wz, s, z}, {cs}, {attr_s("auto_pad", "SAME_UPPER")}, 10);
+  const int d = b.tensor({-1, 4, -1});
+  b.node("DequantizeLinear", {c, s, z}, {d}, {}, 13);
+  for (int t : {qc, qo, cs, d}) b.output(t);
+  EXPECT_EQ(supported(b), (std::vector<bool>{true, true, false, true, false, true}));
+}
+
 TEST_F(CompileOpen, ConvTransposeFollowsTheBinding) {
   auto graph = [](int64_t n, int64_t l) {
     GraphBuilder b;

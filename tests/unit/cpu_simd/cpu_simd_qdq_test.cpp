@@ -2,7 +2,8 @@
 // QuantizeLinear) compiled through the plugin's compile entries become one
 // quantized step that equals the QLinear form on the reference kernels
 // exactly and the unfused graph within 1 unit; a bad scale is one compile
-// error naming the node; the compile notes say which groups ran int8.
+// error naming the node; the compile notes say which groups ran int8; an
+// open batch keeps the fusion.
 #include <algorithm>
 #include <limits>
 
@@ -279,6 +280,43 @@ TEST_F(CpuSimdQdq, QdqGroupsFuseIntoOneStepEqualToTheQLinearFormAndWithinOneUnit
     EXPECT_GT(distinct, std::min<size_t>(want.size() / 4, 20u));
     std::cout << c.name << ": " << off_by_one << " of " << want.size() << " outputs 1 unit from the unfused graph\n";
   }
+}
+
+// A model exported with an open batch (x [N, 3, 8, 8]) compiles once: the
+// group is still one QLinearConv node, in an open blob, and every batch
+// runs it with the bytes of the QLinear form on the reference kernels.
+TEST_F(CpuSimdQdq, AQdqGroupWithAnOpenBatchIsOneQLinearStepAtEveryBatch) {
+  std::mt19937 rng(34);
+  const QdqCase fixed = {"", 0, LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, true, 1, 1, false,
+                         {3, 3, 8, 8}, {6, 3, 3, 3}, {3, 6, 8, 8}, {1, 1}, {1, 1, 1, 1}};
+  QdqCase open = fixed;
+  open.x_shape[0] = -1;
+  open.y_shape[0] = -1;
+  const Data d = make_data(fixed, rng);
+  ::loom::testing::CompiledBlob compiled;
+  ASSERT_EQ(harness_.compile(plugin_, graph(open, d, false).finish(), &compiled), "ok");
+  BlobGraph g;
+  std::string error;
+  ASSERT_TRUE(decode(compiled.bytes.data(), compiled.bytes.size(), &g, &error)) << error;
+  EXPECT_TRUE(has_open_dims(g));
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op, Op::kQLinearConv);
+  EXPECT_EQ(g.nodes[0].trans_a, 1);
+  loom_executable_t* exe = load(compiled.bytes, &error, compiled.format_version);
+  ASSERT_NE(exe, nullptr) << error;
+  const std::vector<uint8_t> want = reference(fixed, d);
+  const size_t per_image_in = count_of(fixed.x_shape) / 3, per_image_out = want.size() / 3;
+  for (int64_t n : {3, 1, 2, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(n));
+    QTensor x{{n, 3, 8, 8}, fixed.x,
+              std::vector<uint8_t>(d.xq.bytes.begin(), d.xq.bytes.begin() + static_cast<ptrdiff_t>(n * per_image_in))};
+    x.refresh();
+    QTensor y{{n, 6, 8, 8}, fixed.y, std::vector<uint8_t>(static_cast<size_t>(n) * per_image_out, 0x5a)};
+    y.refresh();
+    ASSERT_EQ(execute(exe, {&x.desc}, {&y.desc}), "ok");
+    EXPECT_TRUE(std::equal(y.bytes.begin(), y.bytes.end(), want.begin()));
+  }
+  api_->executable_destroy(exe);
 }
 
 TEST_F(CpuSimdQdq, ABadScaleInAQdqGroupIsStillOneCompileErrorNamingTheNode) {
