@@ -181,6 +181,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
   if (s->q.weight >= 0) {
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
+    s->bias_fixed = s->q.bias >= 0 && fixed[node.inputs[static_cast<size_t>(s->q.bias)]];
     auto fixed_at = [&](int i) { return i < 0 || fixed[node.inputs[static_cast<size_t>(i)]]; };
     s->params_fixed = fixed_at(s->q.x_scale) && fixed_at(s->q.w_scale) && fixed_at(s->q.y_scale) && fixed_at(s->q.w_zp);
     s->shift = is_u8(g.tensors[wt].dtype) ? 128 : 0;
@@ -317,6 +318,29 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
   } give_back{s, buffers};
 
+  if (packed->fused && s.io_nhwc) {
+    // oneDNN requantizes (Int8Step::fused_prim) from x to y, both
+    // channels-last: the set's own stream and memory objects, as below.
+    Int8Scratch& b = *buffers;
+    if (!b.stream) {
+      dnnl::engine& eng = cpu_engine();
+      b.stream = dnnl::stream(eng);
+      b.src = memory(s.src_md, eng, const_cast<void*>(ins[0]));
+      b.dst = memory(s.y_nhwc_md, eng, out);
+      b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, b.dst}};
+      if (q.bias >= 0) {
+        b.bias = memory(s.bias_md, eng, const_cast<void*>(ins[static_cast<size_t>(q.bias)]));
+        b.args[DNNL_ARG_BIAS] = b.bias;
+      }
+    }
+    b.src.set_data_handle(const_cast<void*>(ins[0]));
+    b.dst.set_data_handle(out);
+    if (q.bias >= 0) b.bias.set_data_handle(const_cast<void*>(ins[static_cast<size_t>(q.bias)]));
+    b.args[DNNL_ARG_WEIGHTS] = packed->mem;
+    s.fused_prim.execute(b.stream, b.args);
+    b.stream.wait();
+    return sdk::Status();
+  }
   if (packed->fused) {
     // oneDNN requantizes (Int8Step::fused_prim): y's bytes, channels-last.
     dnnl::engine& eng = cpu_engine();
@@ -344,8 +368,23 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   // P = x * ws in s32.
   std::vector<int32_t>& acc = buffers->acc;
   acc.resize(static_cast<size_t>(s.out_count));
-  {
-    dnnl::engine& eng = cpu_engine();
+  dnnl::engine& eng = cpu_engine();
+  if (!(s.nhwc && !s.io_nhwc) && !packed->two_pass) {
+    // The common call (x as the primitive reads it, one pass): the set's
+    // own stream and memory objects, pointed at this run's tensors.
+    Int8Scratch& b = *buffers;
+    if (!b.stream) {
+      b.stream = dnnl::stream(eng);
+      b.src = memory(s.src_md, eng, const_cast<void*>(ins[0]));
+      b.dst = memory(s.dst_md, eng, acc.data());
+      b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, b.dst}};
+    }
+    b.src.set_data_handle(const_cast<void*>(ins[0]));
+    b.dst.set_data_handle(acc.data());
+    b.args[DNNL_ARG_WEIGHTS] = packed->mem;
+    s.prim.execute(b.stream, b.args);
+    b.stream.wait();
+  } else {
     dnnl::stream st(eng);
     memory src(s.nhwc && !s.io_nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));
     if (s.nhwc && !s.io_nhwc) {
@@ -522,7 +561,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
 
   // MatMul: rowsum of A per row.
   const int64_t total_rows = s.rows * s.batches;
-  std::vector<int64_t> rowsum(static_cast<size_t>(total_rows), 0);
+  std::vector<int64_t> rowsum(need_r ? static_cast<size_t>(total_rows) : 0, 0);
   for (int64_t row = 0; need_r && row < total_rows; ++row) {
     int64_t sum = 0;
     for (int64_t kk = 0; kk < s.inner_k; ++kk) sum += x_at(row * s.inner_k + kk);
@@ -534,11 +573,18 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   // channels-last convolution's output positions do); rows split among the
   // threads, each writing its own.
   const int64_t wide = s.avx2 && qlinear && !need_r ? s.cols / 4 * 4 : 0;
-  std::vector<double> bias_wide(static_cast<size_t>(wide), 0.0);
-  std::vector<int32_t> bias_wide32(static_cast<size_t>(wide), 0);
-  for (int64_t j = 0; bias != nullptr && j < wide; ++j) {
-    bias_wide[static_cast<size_t>(j)] = static_cast<double>(bias[j]);
-    bias_wide32[static_cast<size_t>(j)] = bias[j];
+  // The bias in requantize_row_avx2's two forms: kept by the buffer set
+  // while a fixed bias stays at one address.
+  std::vector<double>& bias_wide = buffers->bias_wide;
+  std::vector<int32_t>& bias_wide32 = buffers->bias_wide32;
+  if (!((s.bias_fixed || bias == nullptr) && buffers->bias_from == bias && bias_wide.size() == static_cast<size_t>(wide))) {
+    bias_wide.assign(static_cast<size_t>(wide), 0.0);
+    bias_wide32.assign(static_cast<size_t>(wide), 0);
+    for (int64_t j = 0; bias != nullptr && j < wide; ++j) {
+      bias_wide[static_cast<size_t>(j)] = static_cast<double>(bias[j]);
+      bias_wide32[static_cast<size_t>(j)] = bias[j];
+    }
+    buffers->bias_from = bias;
   }
   double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
   if (s.clamp) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "schedule_int8.hpp"
@@ -49,6 +50,18 @@ struct PackedInt8 {
 struct Int8Scratch {
   std::vector<int32_t> acc, low;
   std::vector<uint8_t> x, y, x_half;
+  // The primitive's call when x needs no reorder: a stream and the
+  // arguments' memory objects, made at this set's first run; each run
+  // points them at its tensors (set_data_handle), so a small step (a
+  // classifier's one-row QLinearMatMul) pays no allocation there.
+  dnnl::stream stream;
+  memory src, dst, bias;
+  std::unordered_map<int, memory> args;
+  // The bias as requantize_row_avx2 reads it, for the bias at `bias_from`
+  // (kept while a fixed bias stays at that address).
+  std::vector<double> bias_wide;
+  std::vector<int32_t> bias_wide32;
+  const void* bias_from = nullptr;
 };
 
 
@@ -69,6 +82,7 @@ struct Int8Step {
   // Conv and MatMul.
   bool conv = false;
   bool weight_fixed = false;
+  bool bias_fixed = false;  // the bias is a constant or parameter (Int8Scratch::bias_wide)
   int32_t shift = 0;  // c: 128 for u8 weights, 0 for s8
   // Without VNNI, oneDNN multiplies u8 by s8 with vpmaddubsw, whose pairwise
   // sums saturate at 16 bits (2 x 255 x 128 does not fit): the weights are

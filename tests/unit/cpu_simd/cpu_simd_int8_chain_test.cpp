@@ -13,6 +13,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "cpu_simd_int8_support.hpp"
 #include "cpu_simd_plugin_fixture.hpp"
@@ -634,6 +635,87 @@ TEST_F(CpuSimdInt8Chain, RoundingBeforeTheZeroPointOnTiesInOneDnnAndInTheLoop) {
       api_->executable_destroy(exe);
     }
   }
+}
+
+// Two QDQ convolutions that requantize inside oneDNN, the second reading
+// and writing channels-last between steps (then a DequantizeLinear), run
+// from two threads at once, each with its own x: each step keeps a few sets
+// of buffers with a oneDNN stream and memory objects made once, and a set
+// serves whichever execution's arena takes it next, so every run must point
+// them at its own tensors. Each thread's outputs equal one run alone.
+TEST_F(CpuSimdInt8Chain, FusedStepsRunConcurrentlyEachOnItsOwnTensors) {
+  std::mt19937 rng(61);
+  const Dims xs = {1, 8, 10, 10}, ts = {1, 16, 10, 10}, ys = {1, 16, 10, 10};
+  BlobGraph g;
+  const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, xs);
+  g.inputs = {xt};
+  auto constant = [&](QTensor t) { return add_tensor(&g, t.dtype, t.shape, &t); };
+  auto weights = [&](Dims shape) {  // 7-bit, zero point 0: one exact oneDNN pass
+    QTensor w = make(std::move(shape), LOOM_DTYPE_I8, rng);
+    for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(b) / 2);
+    return w;
+  };
+  const uint32_t s_in = constant(exact({}, LOOM_DTYPE_F32, {0.02f})), z_in = constant(exact({}, LOOM_DTYPE_U8, {3.0f}));
+  const uint32_t s_w = constant(exact({}, LOOM_DTYPE_F32, {0.01f})), z_w = constant(exact({}, LOOM_DTYPE_I8, {0.0f}));
+  const uint32_t s_t = constant(exact({}, LOOM_DTYPE_F32, {0.05f})), z_t = constant(exact({}, LOOM_DTYPE_U8, {9.0f}));
+  const uint32_t s_y = constant(exact({}, LOOM_DTYPE_F32, {0.1f})), z_y = constant(exact({}, LOOM_DTYPE_U8, {11.0f}));
+  const uint32_t w1 = constant(weights({16, 8, 3, 3})), w2 = constant(weights({16, 16, 3, 3}));
+  const uint32_t t1 = add_tensor(&g, LOOM_DTYPE_U8, ts), t2 = add_tensor(&g, LOOM_DTYPE_U8, ys);
+  const uint32_t y = add_tensor(&g, LOOM_DTYPE_F32, ys);
+  auto conv = [&](std::vector<uint32_t> ins, uint32_t out) {
+    BlobNode n = conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1});
+    n.op = Op::kQLinearConv;
+    n.trans_a = 1;  // as compile writes a QDQ group: oneDNN may requantize
+    n.inputs = std::move(ins);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  conv({xt, s_in, z_in, w1, s_w, z_w, s_t, z_t}, t1);
+  conv({t1, s_t, z_t, w2, s_w, z_w, s_y, z_y}, t2);
+  BlobNode dq;
+  dq.op = Op::kDequantizeLinear;
+  dq.axis = 1;
+  dq.inputs = {t2, s_y, z_y};
+  dq.outputs = {y};
+  g.nodes.push_back(dq);
+  g.outputs = {y};
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  loom_executable_t* exe = load(encode(g), &error);
+  ASSERT_NE(exe, nullptr) << error;
+
+  // Each thread's x and the outputs of one run alone.
+  constexpr int kThreads = 2, kRuns = 150;
+  std::vector<QTensor> x, want;
+  for (int t = 0; t < kThreads; ++t) {
+    x.push_back(make(xs, LOOM_DTYPE_U8, rng));
+    x.back().refresh();
+    want.push_back(blank(LOOM_DTYPE_F32, ys));
+    want.back().refresh();
+    ASSERT_EQ(execute(exe, {&x.back().desc}, {&want.back().desc}), "ok");
+  }
+  ASSERT_NE(want[0].bytes, want[1].bytes);
+  std::vector<int> wrong(kThreads, 0), failed(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      QTensor got = blank(LOOM_DTYPE_F32, ys);
+      got.refresh();
+      for (int r = 0; r < kRuns; ++r) {
+        std::fill(got.bytes.begin(), got.bytes.end(), 0);
+        if (harness_.execute(exe, {&x[static_cast<size_t>(t)].desc}, {&got.desc}) != "ok") ++failed[static_cast<size_t>(t)];
+        if (got.bytes != want[static_cast<size_t>(t)].bytes) ++wrong[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(failed[static_cast<size_t>(t)], 0) << "thread " << t;
+    EXPECT_EQ(wrong[static_cast<size_t>(t)], 0) << "thread " << t << ": runs whose output is not its own x's";
+  }
+  const std::string schedule = schedule_lines(harness_.recorder().logs());
+  EXPECT_NE(schedule.find("int8 nodes 1 -> nhwc"), std::string::npos) << schedule;
+  api_->executable_destroy(exe);
 }
 
 // The compile notes (`loom compile` prints them) say that a MaxPool and a
