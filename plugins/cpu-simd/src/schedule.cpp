@@ -87,15 +87,16 @@ class PackedWeights {
   std::mutex mutex;
   std::vector<Entry> entries;  // few (one per weight and layout): searched linearly
   size_t packs = 0, reuses = 0;
+  Int8PackStore int8;  // the quantized steps' packs (shared_int8_pack)
 };
 
 std::shared_ptr<PackedWeights> make_packed_weights() { return std::make_shared<PackedWeights>(); }
 
 void packed_weights_counts(const PackedWeights& store, size_t* out_packed, size_t* out_reused) {
   auto& s = const_cast<PackedWeights&>(store);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  *out_packed = s.packs;
-  *out_reused = s.reuses;
+  std::scoped_lock lock(s.mutex, s.int8.mutex);
+  *out_packed = s.packs + s.int8.packs;
+  *out_reused = s.reuses + s.int8.reuses;
 }
 
 Schedule::~Schedule() = default;
@@ -512,6 +513,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   if (s->shared_ != nullptr) {
     // The packed bytes come from the store: no memory of the schedule's own.
     for (Step& st : s->steps_) {
+      if (st.int8 != nullptr) st.int8->store = &s->shared_->int8;
       if (st.dnnl == nullptr || !st.dnnl->packs) continue;
       st.dnnl->packed = memory(st.dnnl->wei_md, cpu_engine(), nullptr);
       st.dnnl->bias = memory(st.dnnl->bias_md, cpu_engine(), nullptr);

@@ -293,7 +293,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   std::shared_ptr<const PackedInt8> packed;
   if (s.weight_fixed) {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.packed == nullptr || s.packed->from != w) s.packed = pack_int8_weights(s, w);
+    if (s.packed == nullptr || s.packed->from != w) {
+      s.packed = s.store != nullptr ? shared_int8_pack(*s.store, s, w) : pack_int8_weights(s, w);
+    }
     packed = s.packed;
   } else {
     packed = pack_int8_weights(s, w);

@@ -104,6 +104,46 @@ bool split_even(const Int8Step& s, const std::vector<int8_t>& ws, std::vector<in
 // them per output position (Tw).
 }  // namespace
 
+std::shared_ptr<const PackedInt8> shared_int8_pack(Int8PackStore& store, const Int8Step& s, const void* w) {
+  Int8PackKey key;
+  key.from = w;
+  key.x_dtype = s.in_dtypes[0];
+  key.w_dtype = s.in_dtypes[static_cast<size_t>(s.q.weight)];
+  key.w_shape = s.in_shapes[static_cast<size_t>(s.q.weight)];
+  key.shift = s.shift;
+  key.conv = s.conv;
+  key.nhwc = s.nhwc;
+  key.trans_b = s.trans_b;
+  key.split = s.split;
+  key.fused_possible = s.fused_possible;
+  key.half_possible = s.half_possible;
+  key.m = s.m;
+  key.c = s.c;
+  key.cg = s.cg;
+  key.k = s.k;
+  key.o = s.o;
+  key.cols = s.cols;
+  key.inner_k = s.inner_k;
+  key.b_batches = s.b_batches;
+  key.taps = s.taps;
+  key.bias_abs = s.bias_abs;
+  key.user_wei_md = s.user_wei_md;
+  key.wei_md = s.wei_md;
+  key.fused_wei_md = s.fused_wei_md;
+  key.half_user_wei_md = s.half_user_wei_md;
+  key.half_wei_md = s.half_wei_md;
+  std::lock_guard<std::mutex> lock(store.mutex);
+  for (const auto& [k, pack] : store.entries) {
+    if (!(k == key)) continue;
+    ++store.reuses;
+    return pack;
+  }
+  std::shared_ptr<const PackedInt8> made = pack_int8_weights(s, w);
+  store.entries.emplace_back(std::move(key), made);
+  ++store.packs;
+  return made;
+}
+
 std::shared_ptr<PackedInt8> pack_int8_weights(const Int8Step& s, const void* w) {
   auto p = std::make_shared<PackedInt8>();
   p->from = w;

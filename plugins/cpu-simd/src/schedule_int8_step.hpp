@@ -157,6 +157,10 @@ struct Int8Step {
   // needed are worked out once per set of addresses (RequantParams).
   bool params_fixed = false;
 
+  // An open-shape executable's store of packs shared by its bindings'
+  // schedules (PackedWeights::int8); null: this step packs its own.
+  struct Int8PackStore* store = nullptr;
+
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
   std::shared_ptr<const struct RequantParams> params;  // under mutex
@@ -207,6 +211,34 @@ void requantize_row_avx2(const RequantRow& q, const int32_t* acc, const int32_t*
                          bool y_unsigned, uint8_t* y);
 void quantize_rows_avx2(const float* x, int64_t count, float scale, float zero, bool is_unsigned, uint8_t* y);
 void dequantize_rows_avx2(const void* x, int64_t count, float scale, int32_t zero, bool is_unsigned, float* y);
+
+// What a pack depends on: the weight's address, type and shape, and every
+// field of the step that pack_int8_weights reads (layouts, the splits, the
+// taps behind Tw). Two bindings' steps with equal keys share one pack.
+struct Int8PackKey {
+  const void* from = nullptr;
+  loom_dtype_t x_dtype = LOOM_DTYPE_U8, w_dtype = LOOM_DTYPE_I8;
+  std::vector<int64_t> w_shape;
+  int32_t shift = 0;
+  bool conv = false, nhwc = false, trans_b = false, split = false, fused_possible = false, half_possible = false;
+  int64_t m = 0, c = 0, cg = 0, k = 0, o = 0, cols = 0, inner_k = 0, b_batches = 1;
+  std::vector<int64_t> taps, bias_abs;
+  memory::desc user_wei_md, wei_md, fused_wei_md, half_user_wei_md, half_wei_md;
+  bool operator==(const Int8PackKey&) const = default;
+};
+
+// The packs of an open-shape executable, shared by its bindings: a batch
+// size seen for the first time reuses the 8-bit weights packed for another.
+struct Int8PackStore {
+  std::mutex mutex;
+  std::vector<std::pair<Int8PackKey, std::shared_ptr<const PackedInt8>>> entries;
+  size_t packs = 0, reuses = 0;
+};
+
+// The pack of `w` for step `s`: the store's when it has one with the same
+// key, else packed now (under the store's lock, so that another binding
+// waits for it instead of packing it again) and recorded.
+std::shared_ptr<const PackedInt8> shared_int8_pack(Int8PackStore& store, const Int8Step& s, const void* w);
 
 // Shifts the weight `w` (the data of the step's weight input) into s8,
 // splits it where oneDNN's 16-bit pairs could saturate (7 + 1 bits, or the

@@ -306,7 +306,7 @@ TEST_F(CpuSimdQdq, AQdqGroupWithAnOpenBatchIsOneQLinearStepAtEveryBatch) {
   ASSERT_NE(exe, nullptr) << error;
   const std::vector<uint8_t> want = reference(fixed, d);
   const size_t per_image_in = count_of(fixed.x_shape) / 3, per_image_out = want.size() / 3;
-  for (int64_t n : {3, 1, 2, 3}) {
+  for (int64_t n : {3, 1, 2, 3, 1}) {
     SCOPED_TRACE("batch " + std::to_string(n));
     QTensor x{{n, 3, 8, 8}, fixed.x,
               std::vector<uint8_t>(d.xq.bytes.begin(), d.xq.bytes.begin() + static_cast<ptrdiff_t>(n * per_image_in))};
@@ -316,6 +316,15 @@ TEST_F(CpuSimdQdq, AQdqGroupWithAnOpenBatchIsOneQLinearStepAtEveryBatch) {
     ASSERT_EQ(execute(exe, {&x.desc}, {&y.desc}), "ok");
     EXPECT_TRUE(std::equal(y.bytes.begin(), y.bytes.end(), want.begin()));
   }
+  // Three bindings (batches 3, 1 and 2); the weights were packed at the
+  // first one's run and reused by the other two (the log line of a binding
+  // counts the packs before its own first run).
+  std::vector<std::string> prepared;
+  for (const std::string& l : harness_.recorder().logs()) {
+    if (l.find("executable: prepared binding") != std::string::npos) prepared.push_back(l);
+  }
+  ASSERT_EQ(prepared.size(), 3u);
+  EXPECT_NE(prepared[2].find("weight packs so far: 1 made, 1 reused"), std::string::npos) << prepared[2];
   api_->executable_destroy(exe);
 }
 
