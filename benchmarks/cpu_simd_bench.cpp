@@ -672,6 +672,40 @@ void BM_QLinearMatMul_CpuSimd(benchmark::State& state) {
   state.SetLabel("w" + std::to_string(bits));
 }
 
+// The same matmul as a QDQ group (DequantizeLinear of A and of the B
+// parameter per column, MatMul, QuantizeLinear), which compile fuses into
+// one step of blob format 10: with these constant scales and zero points it
+// requantizes inside oneDNN's matmul where the weights allow.
+void BM_QLinearMatMul_CpuSimdQdq(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int bits = static_cast<int>(state.range(4));
+  Int8Operands o = int8_operands(static_cast<size_t>(m * k), static_cast<size_t>(k * n), n, k, bits);
+  std::fill(o.bias.begin(), o.bias.end(), 0);
+  ::loom::testing::GraphBuilder g;
+  const int a = g.input({m, k}, gfb::DType::u8);
+  const int b = g.parameter({k, n}, "b");
+  g.tensors[static_cast<size_t>(b)].dtype = gfb::DType::i8;
+  const std::vector<int8_t> bz(static_cast<size_t>(n), 0);
+  const int af = g.tensor({m, k}), bf = g.tensor({k, n}), yf = g.tensor({m, n});
+  const int y = g.tensor({m, n}, gfb::DType::u8);
+  g.node("DequantizeLinear", {a, g.constant_f32({}, {o.x_scale}), g.constant({}, gfb::DType::u8, &o.x_zero, 1)}, {af},
+         {}, 13);
+  g.node("DequantizeLinear", {b, g.constant_f32({n}, o.w_scale), g.constant({n}, gfb::DType::i8, bz.data(), bz.size())},
+         {bf}, {attr_i("axis", 1)}, 13);
+  g.node("MatMul", {af, bf}, {yf});
+  g.node("QuantizeLinear", {yf, g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)}, {y},
+         {}, 13);
+  g.output(y);
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
+  const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
+    return qmatmul_accumulator(k, n, o, at, channel);
+  });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  set_gemm_counters(state, m, k, n);
+  state.SetLabel("w" + std::to_string(bits));
+}
+
 // oneDNN's int8 matmul: u8 A with a zero point, s8 B reordered once, u8 C
 // with per-column output scales and a zero point.
 void BM_QLinearMatMul_OneDnn(benchmark::State& state) {
@@ -733,6 +767,7 @@ BENCHMARK(BM_QLinearConv_CpuSimdQdq)->Apply(qconv_shapes)->Unit(benchmark::kMill
 BENCHMARK(BM_QLinearConv_OneDnn)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearConv_OneDnnKernelOnly)->Apply(qconv_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearMatMul_CpuSimd)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_QLinearMatMul_CpuSimdQdq)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_QLinearMatMul_OneDnn)->Apply(qmatmul_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Triad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Add)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -170,7 +170,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
         break;
       default:
         s->io_nhwc = false;
-        LOOM_SDK_RETURN_IF_ERROR(plan_matmul(*s, s.get()));
+        LOOM_SDK_RETURN_IF_ERROR(plan_matmul(g, node, s.get()));
         break;
     }
   } catch (const dnnl::error& e) {
@@ -320,15 +320,16 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     }
   } give_back{s, buffers};
 
-  if (packed->fused && s.io_nhwc) {
+  if (packed->fused && (s.io_nhwc || !s.conv)) {
     // oneDNN requantizes (Int8Step::fused_prim) from x to y, both
-    // channels-last: the set's own stream and memory objects, as below.
+    // channels-last (or a matmul's, plain): the set's own stream and memory
+    // objects, as below.
     Int8Scratch& b = *buffers;
     if (!b.stream) {
       dnnl::engine& eng = cpu_engine();
       b.stream = dnnl::stream(eng);
       b.src = memory(s.src_md, eng, const_cast<void*>(ins[0]));
-      b.dst = memory(s.y_nhwc_md, eng, out);
+      b.dst = memory(s.fused_y_md, eng, out);
       b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, b.dst}};
       if (q.bias >= 0) {
         b.bias = memory(s.bias_md, eng, const_cast<void*>(ins[static_cast<size_t>(q.bias)]));

@@ -49,15 +49,20 @@ bool pairs_cannot_saturate(const Int8Step& s, const std::vector<int8_t>& ws) {
 }
 
 // Whether oneDNN's float(acc) + float(bias) is float(acc + bias) for every
-// output of a conv with these weights (Int8Step::fused_prim): each channel's
+// output of a conv or matmul with these weights (Int8Step::fused_prim): each channel's
 // accumulator is at most 255 * sum |w| in magnitude (|x - x_zero| <= 255 for
 // u8 x), and integers below 2^24 are floats exactly, their sums too while
 // below 2^24.
 bool fused_sums_exact(const Int8Step& s, const std::vector<int8_t>& ws) {
-  const int64_t reduce = s.cg * s.k;
-  for (int64_t ch = 0; ch < s.m; ++ch) {
+  const int64_t reduce = s.conv ? s.cg * s.k : s.inner_k;
+  const int64_t channels = s.conv ? s.m : s.cols;
+  for (int64_t ch = 0; ch < channels; ++ch) {
     int64_t sum = 0;
-    for (int64_t r = 0; r < reduce; ++r) sum += std::abs(static_cast<int>(ws[static_cast<size_t>(ch * reduce + r)]));
+    for (int64_t r = 0; r < reduce; ++r) {
+      // conv: [M, Cg * taps] rows; matmul: column ch of [K, N].
+      const int64_t i = s.conv ? ch * reduce + r : r * s.cols + ch;
+      sum += std::abs(static_cast<int>(ws[static_cast<size_t>(i)]));
+    }
     if (255 * sum + s.bias_abs[static_cast<size_t>(ch)] >= (int64_t{1} << 24)) return false;
   }
   return true;

@@ -61,16 +61,15 @@ bool int8_const_ints(const BlobGraph& g, uint32_t t, std::vector<int64_t>* out) 
   return true;
 }
 
-// Int8Step::fused_prim, where the step allows it (see there): leaves
-// fused_possible false otherwise, and when oneDNN has no such primitive.
-void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wdims, const memory::dims& strides,
-                const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r, Int8Step* s) {
+// The attributes of Int8Step::fused_prim for `channels` output channels
+// (columns): output scales, zero points, the round and clip post-ops; the
+// bias's values into `bias`. False where the step does not allow it (see
+// Int8Step::fused_possible): a parameter scale or zero point, an s8 weight
+// zero point other than 0, or a scale no check would pass.
+bool fused_attr(const BlobGraph& g, const BlobNode& node, const Int8Step& st, int64_t channels,
+                dnnl::primitive_attr* out, std::vector<int64_t>* bias_out) {
+  const Int8Step* s = &st;
   const quant::QuantOperands& q = s->q;
-  const uint32_t wt = node.inputs[static_cast<size_t>(q.weight)];
-  if (s->op != Op::kQLinearConv || !s->round_first || !s->nhwc || g.tensors[wt].dtype != LOOM_DTYPE_I8 ||
-      s->out_shape.size() != 4) {
-    return;
-  }
   auto input = [&](int i) { return node.inputs[static_cast<size_t>(i)]; };
   std::vector<float> xs, ws, ys;
   std::vector<int64_t> xz = {0}, wz = {0}, yz = {0}, bias;
@@ -78,21 +77,21 @@ void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wd
       !int8_const_floats(g, input(q.y_scale), &ys) || (q.x_zp >= 0 && !int8_const_ints(g, input(q.x_zp), &xz)) ||
       (q.w_zp >= 0 && !int8_const_ints(g, input(q.w_zp), &wz)) ||
       (q.y_zp >= 0 && !int8_const_ints(g, input(q.y_zp), &yz)) || (q.bias >= 0 && !int8_const_ints(g, input(q.bias), &bias))) {
-    return;
+    return false;
   }
   for (int64_t z : wz) {
-    if (z != 0) return;
+    if (z != 0) return false;
   }
   for (const std::vector<float>* v : {&xs, &ws, &ys}) {
     for (float f : *v) {
-      if (!(f > 0.0f) || !std::isfinite(f)) return;  // the loop below reports it
+      if (!(f > 0.0f) || !std::isfinite(f)) return false;  // the loop below reports it
     }
   }
-  std::vector<float> mult(static_cast<size_t>(s->m));
-  for (int64_t ch = 0; ch < s->m; ++ch) {
+  std::vector<float> mult(static_cast<size_t>(channels));
+  for (int64_t ch = 0; ch < channels; ++ch) {
     mult[static_cast<size_t>(ch)] = xs[0] * ws[ws.size() > 1 ? static_cast<size_t>(ch) : 0] / ys[0];
   }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr& attr = *out;
   attr.set_output_scales(ws.size() > 1 ? 1 << 1 : 0, ws.size() > 1 ? mult : std::vector<float>{mult[0]});
   if (xz[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(xz[0])});
   if (yz[0] != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(yz[0])});
@@ -105,6 +104,29 @@ void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wd
                       static_cast<float>(s->clamp_hi - yz[0]));
   }
   attr.set_post_ops(po);
+  *bias_out = std::move(bias);
+  return true;
+}
+
+// The bias's magnitudes, which fused_sums_exact adds to each channel's bound.
+void set_bias_abs(const std::vector<int64_t>& bias, int64_t channels, Int8Step* s) {
+  s->bias_abs.assign(static_cast<size_t>(channels), 0);
+  for (size_t ch = 0; ch < bias.size() && ch < s->bias_abs.size(); ++ch) s->bias_abs[ch] = std::llabs(bias[ch]);
+}
+
+// Int8Step::fused_prim of a convolution, where the step allows it (see
+// there): leaves fused_possible false otherwise, and when oneDNN has no such
+// primitive.
+void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wdims, const memory::dims& strides,
+                const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r, Int8Step* s) {
+  const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
+  if (s->op != Op::kQLinearConv || !s->round_first || !s->nhwc || g.tensors[wt].dtype != LOOM_DTYPE_I8 ||
+      s->out_shape.size() != 4) {
+    return;
+  }
+  dnnl::primitive_attr attr;
+  std::vector<int64_t> bias;
+  if (!fused_attr(g, node, *s, s->m, &attr, &bias)) return;
   const memory::desc& y_md = s->y_nhwc_md;
   const memory::desc any_wei(wdims, DType::s8, Tag::any);
   s->bias_md = bias.empty() ? memory::desc() : memory::desc({s->m}, DType::s32, Tag::a);
@@ -122,8 +144,8 @@ void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wd
   } catch (const dnnl::error&) {
     return;
   }
-  s->bias_abs.assign(static_cast<size_t>(s->m), 0);
-  for (size_t ch = 0; ch < bias.size() && ch < s->bias_abs.size(); ++ch) s->bias_abs[ch] = std::llabs(bias[ch]);
+  s->fused_y_md = y_md;
+  set_bias_abs(bias, s->m, s);
   s->fused_possible = true;
 }
 
@@ -261,7 +283,8 @@ sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   return sdk::Status();
 }
 
-sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
+sdk::Status plan_matmul(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
+  const Int8Step& ro = *s;
   const std::vector<int64_t>& a = ro.in_shapes[0];
   std::vector<int64_t> b = ro.in_shapes[static_cast<size_t>(ro.q.weight)];
   if (ro.trans_b) std::swap(b[0], b[1]);  // validate() made B 2-D
@@ -312,6 +335,29 @@ sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s) {
   dnnl::matmul::primitive_desc pd(desc, cpu_engine());
   s->wei_md = pd.weights_desc();
   s->prim = dnnl::matmul(pd);
+  // A QDQ group's matmul (round_first) with constant scales and zero points
+  // and s8 weights of zero point 0: oneDNN may requantize, as a
+  // convolution's fused step does (Int8Step::fused_possible).
+  const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
+  dnnl::primitive_attr attr;
+  std::vector<int64_t> bias;
+  if (b.size() == 2 && s->op == Op::kQLinearMatMul && s->round_first && g.tensors[wt].dtype == LOOM_DTYPE_I8 &&
+      fused_attr(g, node, *s, s->cols, &attr, &bias)) {
+    const memory::desc y_md(yd, s->out_dtype == LOOM_DTYPE_U8 ? DType::u8 : DType::s8, plain_tag(yd.size()));
+    s->bias_md = bias.empty() ? memory::desc() : memory::desc({1, s->cols}, DType::s32, Tag::ab);
+    try {
+      const dnnl::matmul::desc fdesc = bias.empty() ? dnnl::matmul::desc(s->src_md, any_wei, y_md)
+                                                    : dnnl::matmul::desc(s->src_md, any_wei, s->bias_md, y_md);
+      dnnl::matmul::primitive_desc fpd(fdesc, attr, cpu_engine());
+      s->fused_wei_md = fpd.weights_desc();
+      s->fused_prim = dnnl::matmul(fpd);
+      s->fused_y_md = y_md;
+      set_bias_abs(bias, s->cols, s);
+      s->fused_possible = true;
+    } catch (const dnnl::error&) {
+      s->fused_possible = false;
+    }
+  }
   return sdk::Status();
 }
 

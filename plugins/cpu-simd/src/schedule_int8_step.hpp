@@ -139,9 +139,11 @@ struct Int8Step {
   // where float(acc) + float(bias) is float(acc + bias): for every output
   // channel 255 * sum |w| + |bias| < 2^24 (checked when the weights are
   // packed, with whether one pass is exact: PackedInt8::fused).
+  // A QDQ group's QLinearMatMul (round_first, a 2-D B) likewise, on plain
+  // [rows, K] x and [rows, N] y (fused_y_md: y as fused_prim writes it).
   bool fused_possible = false;
   dnnl::primitive fused_prim;
-  memory::desc fused_wei_md, bias_md;
+  memory::desc fused_wei_md, bias_md, fused_y_md;
   std::vector<int64_t> bias_abs;  // |bias[m]| (zeros without a bias)
 
   // Conv: per output position, the count of its taps inside the input
@@ -186,7 +188,7 @@ int64_t int8_elements(const std::vector<int64_t>& s);
 int64_t int8_zp_at(const void* p, loom_dtype_t d, int64_t i);
 bool lacks_vnni();
 sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s);
-sdk::Status plan_matmul(const Int8Step& ro, Int8Step* s);
+sdk::Status plan_matmul(const BlobGraph& g, const BlobNode& node, Int8Step* s);
 
 // requantize_row_avx2's operands: per channel the multiplier and the bias
 // (as double), the x zero point, the output zero point and range.
