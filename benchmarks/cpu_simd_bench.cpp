@@ -643,6 +643,20 @@ void qconv_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// Runs a matmul graph of [m, k] x [k, n] on `o` (inputs A, B; output Y) on
+// cpu-simd, checks sampled outputs and labels the case.
+void run_qmatmul_case(benchmark::State& state, int64_t m, int64_t k, int64_t n, Int8Operands& o, int bits,
+                      const ::loom::testing::GraphBuilder& g) {
+  std::vector<uint8_t> out;
+  run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
+  const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
+    return qmatmul_accumulator(k, n, o, at, channel);
+  });
+  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
+  set_gemm_counters(state, m, k, n);
+  state.SetLabel("w" + std::to_string(bits));
+}
+
 // Args: M, K, N, threads, weight bits.
 void BM_QLinearMatMul_CpuSimd(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
@@ -662,14 +676,7 @@ void BM_QLinearMatMul_CpuSimd(benchmark::State& state) {
           g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)},
          {y}, {}, 10);
   g.output(y);
-  std::vector<uint8_t> out;
-  run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
-  const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
-    return qmatmul_accumulator(k, n, o, at, channel);
-  });
-  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
-  set_gemm_counters(state, m, k, n);
-  state.SetLabel("w" + std::to_string(bits));
+  run_qmatmul_case(state, m, k, n, o, bits, g);
 }
 
 // The same matmul as a QDQ group (DequantizeLinear of A and of the B
@@ -696,14 +703,7 @@ void BM_QLinearMatMul_CpuSimdQdq(benchmark::State& state) {
   g.node("QuantizeLinear", {yf, g.constant_f32({}, {o.y_scale}), g.constant({}, gfb::DType::u8, &o.y_zero, 1)}, {y},
          {}, 13);
   g.output(y);
-  std::vector<uint8_t> out;
-  run_int8_case(state, cpu_simd(state.range(3)), g.finish(), {m, k}, o.x.data(), {k, n}, o.w.data(), {m, n}, &out);
-  const std::string wrong = out.empty() ? "" : int8_check(out, m * n, o, [&](int64_t at, int64_t* channel) {
-    return qmatmul_accumulator(k, n, o, at, channel);
-  });
-  if (!wrong.empty()) state.SkipWithError(("wrong result: " + wrong).c_str());
-  set_gemm_counters(state, m, k, n);
-  state.SetLabel("w" + std::to_string(bits));
+  run_qmatmul_case(state, m, k, n, o, bits, g);
 }
 
 // oneDNN's int8 matmul: u8 A with a zero point, s8 B reordered once, u8 C
