@@ -65,7 +65,10 @@ bool int8_const_ints(const BlobGraph& g, uint32_t t, std::vector<int64_t>* out) 
 // (columns): output scales, zero points, the round and clip post-ops; the
 // bias's values into `bias`. False where the step does not allow it (see
 // Int8Step::fused_possible): a parameter scale or zero point, an s8 weight
-// zero point other than 0, or a scale no check would pass.
+// zero point other than 0, a scale no check would pass, or the QOperator
+// form (the zero point added before rounding) with an odd y zero point:
+// round(v + z) is round(v) + z for an even z (the sum is exact in double
+// and a tie keeps its parity), but rounds a tie the other way for an odd z.
 bool fused_attr(const BlobGraph& g, const BlobNode& node, const Int8Step& st, int64_t channels,
                 dnnl::primitive_attr* out, std::vector<int64_t>* bias_out) {
   const Int8Step* s = &st;
@@ -82,6 +85,7 @@ bool fused_attr(const BlobGraph& g, const BlobNode& node, const Int8Step& st, in
   for (int64_t z : wz) {
     if (z != 0) return false;
   }
+  if (!s->round_first && yz[0] % 2 != 0) return false;
   for (const std::vector<float>* v : {&xs, &ws, &ys}) {
     for (float f : *v) {
       if (!(f > 0.0f) || !std::isfinite(f)) return false;  // the loop below reports it
@@ -120,7 +124,7 @@ void set_bias_abs(const std::vector<int64_t>& bias, int64_t channels, Int8Step* 
 void plan_fused(const BlobGraph& g, const BlobNode& node, const memory::dims& wdims, const memory::dims& strides,
                 const memory::dims& dilates, const memory::dims& pad_l, const memory::dims& pad_r, Int8Step* s) {
   const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
-  if (s->op != Op::kQLinearConv || !s->round_first || !s->nhwc || g.tensors[wt].dtype != LOOM_DTYPE_I8 ||
+  if (s->op != Op::kQLinearConv || !s->nhwc || g.tensors[wt].dtype != LOOM_DTYPE_I8 ||
       s->out_shape.size() != 4) {
     return;
   }
@@ -335,13 +339,14 @@ sdk::Status plan_matmul(const BlobGraph& g, const BlobNode& node, Int8Step* s) {
   dnnl::matmul::primitive_desc pd(desc, cpu_engine());
   s->wei_md = pd.weights_desc();
   s->prim = dnnl::matmul(pd);
-  // A QDQ group's matmul (round_first) with constant scales and zero points
-  // and s8 weights of zero point 0: oneDNN may requantize, as a
-  // convolution's fused step does (Int8Step::fused_possible).
+  // A matmul with constant scales and zero points and s8 weights of zero
+  // point 0 (a QDQ group's, or the QOperator form with an even y zero
+  // point): oneDNN may requantize, as a convolution's fused step does
+  // (Int8Step::fused_possible).
   const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
   dnnl::primitive_attr attr;
   std::vector<int64_t> bias;
-  if (b.size() == 2 && s->op == Op::kQLinearMatMul && s->round_first && g.tensors[wt].dtype == LOOM_DTYPE_I8 &&
+  if (b.size() == 2 && s->op == Op::kQLinearMatMul && g.tensors[wt].dtype == LOOM_DTYPE_I8 &&
       fused_attr(g, node, *s, s->cols, &attr, &bias)) {
     const memory::desc y_md(yd, s->out_dtype == LOOM_DTYPE_U8 ? DType::u8 : DType::s8, plain_tag(yd.size()));
     s->bias_md = bias.empty() ? memory::desc() : memory::desc({1, s->cols}, DType::s32, Tag::ab);

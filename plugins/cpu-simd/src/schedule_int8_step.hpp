@@ -131,16 +131,17 @@ struct Int8Step {
   bool round_first = false;
 
   // The requantization inside oneDNN's convolution (QLinearConv with
-  // round_first, u8 x, s8 weights with zero point 0, every scale and zero
-  // point a blob constant): output scales x_scale * w_scale[m] / y_scale,
+  // round_first, or the QOperator form with an even y zero point, where the
+  // two orders agree; u8 x, s8 weights with zero point 0, every scale and
+  // zero point a blob constant): output scales x_scale * w_scale[m] / y_scale,
   // x's zero point, a round-half-to-even post-op, the clamp as a clip
   // post-op and y's zero point, writing y's bytes directly. It computes
   // round(float(acc + bias) * mult) + y_zero exactly as the loop below
   // where float(acc) + float(bias) is float(acc + bias): for every output
   // channel 255 * sum |w| + |bias| < 2^24 (checked when the weights are
   // packed, with whether one pass is exact: PackedInt8::fused).
-  // A QDQ group's QLinearMatMul (round_first, a 2-D B) likewise, on plain
-  // [rows, K] x and [rows, N] y (fused_y_md: y as fused_prim writes it).
+  // QLinearMatMul with a 2-D B likewise, on plain [rows, K] x and
+  // [rows, N] y (fused_y_md: y as fused_prim writes it).
   bool fused_possible = false;
   dnnl::primitive fused_prim;
   memory::desc fused_wei_md, bias_md, fused_y_md;

@@ -528,112 +528,118 @@ TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverThe
 }
 
 // Format 10's trans_a 1 (the steps compile fuses from QDQ groups): round
-// half to even, then add the zero point. Scales 1, 1 and 2 make every odd
-// accumulator a tie (k + 0.5) and the zero point is odd, where adding it
-// first would round the other way. With every scale and zero point a
-// constant the step requantizes inside oneDNN's convolution
-// (Int8Step::fused_prim); with y's scale a graph input it takes the
-// plugin's own loop. Both must give the exact integer result.
+// half to even, then add the zero point; the QOperator form (trans_a 0)
+// adds it first. Scales 1, 1 and 2 make every odd accumulator a tie
+// (k + 0.5); with an odd zero point the two orders round ties apart, with
+// an even one they agree. With every scale and zero point a constant the
+// step requantizes inside oneDNN's convolution (Int8Step::fused_prim),
+// except for the QOperator form with an odd zero point; with y's scale a
+// graph input it takes the plugin's own loop. All must be exact.
 TEST_F(CpuSimdInt8Chain, RoundingBeforeTheZeroPointOnTiesInOneDnnAndInTheLoop) {
-  for (const bool constants : {true, false}) {
-    for (const bool clamp : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << (constants ? "oneDNN requantizes" : "the loop requantizes")
-                                        << (clamp ? ", clamped" : ""));
-      std::mt19937 rng(53);
-      const Dims xs = {1, 8, 6, 5}, ws = {8, 8, 3, 3}, ys = {1, 8, 6, 5};
-      QTensor x = make(xs, LOOM_DTYPE_U8, rng), w = make(ws, LOOM_DTYPE_I8, rng);
-      for (uint8_t& b : x.bytes) b = static_cast<uint8_t>(b % 16);
-      for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(b % 9) - 4));
-      const int32_t x_zero = 7, y_zero = 101;
-      std::vector<int32_t> bias(8);
-      for (int32_t& b : bias) b = static_cast<int32_t>(rng() % 41) - 20;
-      BlobGraph g;
-      auto f32 = [&](float v) {
-        const uint32_t t = add_tensor(&g, LOOM_DTYPE_F32, {});
-        g.tensors[t].constant = true;
-        g.tensors[t].data = {v};
-        return t;
-      };
-      auto bytes = [&](loom_dtype_t d, const Dims& s, const void* p, size_t n) {
-        const uint32_t t = add_tensor(&g, d, s);
-        g.tensors[t].constant = true;
-        g.tensors[t].bytes.assign(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
-        return t;
-      };
-      const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, xs);
-      g.inputs = {xt};
-      const uint8_t xz8 = x_zero, yz8 = y_zero;
-      const uint32_t x_scale = f32(1.0f), x_zp = bytes(LOOM_DTYPE_U8, {}, &xz8, 1);
-      const uint32_t wt = bytes(LOOM_DTYPE_I8, ws, w.bytes.data(), w.bytes.size());
-      const uint32_t w_scale = f32(1.0f);
-      const int8_t wz8 = 0;
-      const uint32_t w_zp = bytes(LOOM_DTYPE_I8, {}, &wz8, 1);
-      uint32_t y_scale = 0;
-      if (constants) {
-        y_scale = f32(2.0f);
-      } else {
-        y_scale = add_tensor(&g, LOOM_DTYPE_F32, {});
-        g.inputs.push_back(y_scale);
-      }
-      const uint32_t y_zp = bytes(LOOM_DTYPE_U8, {}, &yz8, 1);
-      const uint32_t bt = bytes(LOOM_DTYPE_I32, {8}, bias.data(), bias.size() * 4);
-      const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, ys);
-      g.outputs = {yt};
-      BlobNode n = conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1});
-      n.op = Op::kQLinearConv;
-      n.trans_a = 1;
-      if (clamp) n.floats = {95.0f, 110.0f};
-      n.inputs = {xt, x_scale, x_zp, wt, w_scale, w_zp, y_scale, y_zp, bt};
-      n.outputs = {yt};
-      g.nodes = {n};
-      std::string error;
-      ASSERT_TRUE(validate(g, &error)) << error;
-      ASSERT_EQ(format_version_for(g), 10u);
-      loom_executable_t* exe = load(encode(g), &error);
-      ASSERT_NE(exe, nullptr) << error;
+  for (int variant = 0; variant < 16; ++variant) {
+    const bool qop = (variant & 8) != 0, constants = (variant & 2) == 0, clamp = (variant & 1) != 0;
+    const int32_t y_zero = (variant & 4) != 0 ? 100 : 101;
+    SCOPED_TRACE(::testing::Message() << (qop ? "QOperator form" : "QDQ form") << ", y zero point " << y_zero
+                                      << (constants ? ", constants" : ", y scale bound") << (clamp ? ", clamped" : ""));
+    std::mt19937 rng(53);
+    const Dims xs = {1, 8, 6, 5}, ws = {8, 8, 3, 3}, ys = {1, 8, 6, 5};
+    QTensor x = make(xs, LOOM_DTYPE_U8, rng), w = make(ws, LOOM_DTYPE_I8, rng);
+    for (uint8_t& b : x.bytes) b = static_cast<uint8_t>(b % 16);
+    for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(b % 9) - 4));
+    const int32_t x_zero = 7;
+    std::vector<int32_t> bias(8);
+    for (int32_t& b : bias) b = static_cast<int32_t>(rng() % 41) - 20;
+    BlobGraph g;
+    auto f32 = [&](float v) {
+      const uint32_t t = add_tensor(&g, LOOM_DTYPE_F32, {});
+      g.tensors[t].constant = true;
+      g.tensors[t].data = {v};
+      return t;
+    };
+    auto bytes = [&](loom_dtype_t d, const Dims& s, const void* p, size_t n) {
+      const uint32_t t = add_tensor(&g, d, s);
+      g.tensors[t].constant = true;
+      g.tensors[t].bytes.assign(static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+      return t;
+    };
+    const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, xs);
+    g.inputs = {xt};
+    const uint8_t xz8 = x_zero, yz8 = y_zero;
+    const uint32_t x_scale = f32(1.0f), x_zp = bytes(LOOM_DTYPE_U8, {}, &xz8, 1);
+    const uint32_t wt = bytes(LOOM_DTYPE_I8, ws, w.bytes.data(), w.bytes.size());
+    const uint32_t w_scale = f32(1.0f);
+    const int8_t wz8 = 0;
+    const uint32_t w_zp = bytes(LOOM_DTYPE_I8, {}, &wz8, 1);
+    uint32_t y_scale = 0;
+    if (constants) {
+      y_scale = f32(2.0f);
+    } else {
+      y_scale = add_tensor(&g, LOOM_DTYPE_F32, {});
+      g.inputs.push_back(y_scale);
+    }
+    const uint32_t y_zp = bytes(LOOM_DTYPE_U8, {}, &yz8, 1);
+    const uint32_t bt = bytes(LOOM_DTYPE_I32, {8}, bias.data(), bias.size() * 4);
+    const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, ys);
+    g.outputs = {yt};
+    BlobNode n = conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1});
+    n.op = Op::kQLinearConv;
+    n.trans_a = qop ? 0 : 1;
+    if (clamp) n.floats = {95.0f, 110.0f};
+    n.inputs = {xt, x_scale, x_zp, wt, w_scale, w_zp, y_scale, y_zp, bt};
+    n.outputs = {yt};
+    g.nodes = {n};
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    ASSERT_EQ(format_version_for(g), qop ? (clamp ? 7u : 6u) : 10u);
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
 
-      // The exact result, and how many outputs were ties.
-      std::vector<uint8_t> want(count_of(ys));
-      size_t ties = 0, moved = 0;
-      for (int64_t m = 0; m < 8; ++m) {
-        for (int64_t oh = 0; oh < 6; ++oh) {
-          for (int64_t ow = 0; ow < 5; ++ow) {
-            int64_t acc = bias[static_cast<size_t>(m)];
-            for (int64_t c = 0; c < 8; ++c) {
-              for (int64_t kh = 0; kh < 3; ++kh) {
-                for (int64_t kw = 0; kw < 3; ++kw) {
-                  const int64_t ih = oh - 1 + kh, iw = ow - 1 + kw;
-                  if (ih < 0 || ih >= 6 || iw < 0 || iw >= 5) continue;
-                  acc += (int64_t{x.bytes[static_cast<size_t>((c * 6 + ih) * 5 + iw)]} - x_zero) *
-                         static_cast<int8_t>(w.bytes[static_cast<size_t>(((m * 8 + c) * 3 + kh) * 3 + kw)]);
-                }
+    // The exact result, and how many outputs were ties.
+    std::vector<uint8_t> want(count_of(ys));
+    size_t ties = 0, moved = 0;
+    for (int64_t m = 0; m < 8; ++m) {
+      for (int64_t oh = 0; oh < 6; ++oh) {
+        for (int64_t ow = 0; ow < 5; ++ow) {
+          int64_t acc = bias[static_cast<size_t>(m)];
+          for (int64_t c = 0; c < 8; ++c) {
+            for (int64_t kh = 0; kh < 3; ++kh) {
+              for (int64_t kw = 0; kw < 3; ++kw) {
+                const int64_t ih = oh - 1 + kh, iw = ow - 1 + kw;
+                if (ih < 0 || ih >= 6 || iw < 0 || iw >= 5) continue;
+                acc += (int64_t{x.bytes[static_cast<size_t>((c * 6 + ih) * 5 + iw)]} - x_zero) *
+                       static_cast<int8_t>(w.bytes[static_cast<size_t>(((m * 8 + c) * 3 + kh) * 3 + kw)]);
               }
             }
-            const double scaled = static_cast<double>(acc) / 2.0;
-            ties += (acc % 2) != 0;
-            double r = std::nearbyint(scaled) + y_zero;
-            moved += r != std::nearbyint(scaled + y_zero);
-            r = std::clamp(r, clamp ? 95.0 : 0.0, clamp ? 110.0 : 255.0);
-            want[static_cast<size_t>((m * 6 + oh) * 5 + ow)] = static_cast<uint8_t>(r);
           }
+          const double scaled = static_cast<double>(acc) / 2.0;
+          ties += (acc % 2) != 0;
+          const double first = std::nearbyint(scaled) + y_zero, after = std::nearbyint(scaled + y_zero);
+          moved += first != after;
+          double r = qop ? after : first;
+          r = std::clamp(r, clamp ? 95.0 : 0.0, clamp ? 110.0 : 255.0);
+          want[static_cast<size_t>((m * 6 + oh) * 5 + ow)] = static_cast<uint8_t>(r);
         }
       }
-      EXPECT_GT(moved, count_of(ys) / 8) << "ties where the order of rounding and zero point matters";
-      x.refresh();
-      QTensor scale{{}, LOOM_DTYPE_F32, std::vector<uint8_t>(4)};
-      const float two = 2.0f;
-      std::memcpy(scale.bytes.data(), &two, 4);
-      scale.refresh();
-      QTensor got{ys, LOOM_DTYPE_U8, std::vector<uint8_t>(count_of(ys), 0)};
-      got.refresh();
-      std::vector<const loom_tensor_t*> ins = {&x.desc};
-      if (!constants) ins.push_back(&scale.desc);
-      for (int round = 0; round < 2; ++round) {
-        ASSERT_EQ(execute(exe, ins, {&got.desc}), "ok");
-        EXPECT_EQ(got.bytes, want) << ties << " ties; run " << round;
-      }
-      api_->executable_destroy(exe);
     }
+    if (y_zero % 2 != 0) {
+      EXPECT_GT(moved, count_of(ys) / 8) << "ties where the order of rounding and zero point matters";
+    } else {
+      EXPECT_EQ(moved, 0u) << "an even zero point: both orders agree";
+    }
+    x.refresh();
+    QTensor scale{{}, LOOM_DTYPE_F32, std::vector<uint8_t>(4)};
+    const float two = 2.0f;
+    std::memcpy(scale.bytes.data(), &two, 4);
+    scale.refresh();
+    QTensor got{ys, LOOM_DTYPE_U8, std::vector<uint8_t>(count_of(ys), 0)};
+    got.refresh();
+    std::vector<const loom_tensor_t*> ins = {&x.desc};
+    if (!constants) ins.push_back(&scale.desc);
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_EQ(execute(exe, ins, {&got.desc}), "ok");
+      EXPECT_EQ(got.bytes, want) << ties << " ties; run " << round;
+    }
+    api_->executable_destroy(exe);
   }
 }
 

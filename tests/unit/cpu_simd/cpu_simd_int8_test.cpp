@@ -427,88 +427,95 @@ TEST_F(CpuSimdInt8, AScaleBoundAtRunTimeThatIsNotPositiveIsAnErrorNamingTheNode)
   api_->executable_destroy(exe);
 }
 
-// A QDQ group's QLinearMatMul (format 10's trans_a 1: round half to even,
-// then add the zero point) on ties: scales 1, 1 and 2 make every odd
-// accumulator a tie and the zero point is odd, where adding it first would
-// round the other way. With every scale and zero point a constant oneDNN's
-// matmul requantizes (Int8Step::fused_prim); with y's scale a graph input
-// the plugin's loop does. Both must give the exact result, clamped or not.
-TEST_F(CpuSimdInt8, FusedMatMulRoundsTiesBeforeTheZeroPoint) {
-  for (const bool constants : {true, false}) {
-    for (const bool clamp : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << (constants ? "oneDNN requantizes" : "the loop requantizes")
-                                        << (clamp ? ", clamped" : ""));
-      std::mt19937 rng(71);
-      const int64_t rows = 3, k = 24, n = 20;
-      QTensor x = make({rows, k}, LOOM_DTYPE_U8, rng), w = make({k, n}, LOOM_DTYPE_I8, rng);
-      for (uint8_t& b : x.bytes) b = static_cast<uint8_t>(b % 16);
-      for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(b % 9) - 4));
-      QTensor bias{{n}, LOOM_DTYPE_I32, std::vector<uint8_t>(static_cast<size_t>(n) * 4)};
-      std::vector<int32_t> bv(static_cast<size_t>(n));
-      for (int32_t& b : bv) b = static_cast<int32_t>(rng() % 41) - 20;
-      std::memcpy(bias.bytes.data(), bv.data(), bias.bytes.size());
-      const int32_t x_zero = 7, y_zero = 101;
-      BlobGraph g;
-      const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, {rows, k});
-      g.inputs = {xt};
-      const QTensor ones = exact({n}, LOOM_DTYPE_F32, std::vector<float>(static_cast<size_t>(n), 1.0f));
-      const QTensor w_zero = exact({n}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(n), 0.0f));
-      const QTensor one = exact({}, LOOM_DTYPE_F32, {1.0f}), two = exact({}, LOOM_DTYPE_F32, {2.0f});
-      const QTensor xz8 = exact({}, LOOM_DTYPE_U8, {static_cast<float>(x_zero)});
-      const uint32_t xs = add_tensor(&g, LOOM_DTYPE_F32, {}, &one), xz = add_tensor(&g, LOOM_DTYPE_U8, {}, &xz8);
-      const uint32_t wt = add_tensor(&g, LOOM_DTYPE_I8, {k, n}, &w), ws = add_tensor(&g, LOOM_DTYPE_F32, {n}, &ones);
-      const uint32_t wz = add_tensor(&g, LOOM_DTYPE_I8, {n}, &w_zero);
-      uint32_t ys = 0;
-      if (constants) {
-        ys = add_tensor(&g, LOOM_DTYPE_F32, {}, &two);
-      } else {
-        ys = add_tensor(&g, LOOM_DTYPE_F32, {});
-        g.inputs.push_back(ys);
-      }
-      const QTensor yz8 = exact({}, LOOM_DTYPE_U8, {static_cast<float>(y_zero)});
-      const uint32_t yz = add_tensor(&g, LOOM_DTYPE_U8, {}, &yz8), bt = add_tensor(&g, LOOM_DTYPE_I32, {n}, &bias);
-      const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, {rows, n});
-      g.outputs = {yt};
-      BlobNode node;
-      node.op = Op::kQLinearMatMul;
-      node.trans_a = 1;
-      if (clamp) node.floats = {95.0f, 110.0f};
-      node.inputs = {xt, xs, xz, wt, ws, wz, ys, yz, bt};
-      node.outputs = {yt};
-      g.nodes = {node};
-      std::string error;
-      ASSERT_TRUE(validate(g, &error)) << error;
-      loom_executable_t* exe = load(encode(g), &error);
-      ASSERT_NE(exe, nullptr) << error;
-      std::vector<uint8_t> want(static_cast<size_t>(rows * n));
-      size_t moved = 0;
-      for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          int64_t acc = bv[static_cast<size_t>(j)];
-          for (int64_t q = 0; q < k; ++q) {
-            acc += (int64_t{x.bytes[static_cast<size_t>(i * k + q)]} - x_zero) *
-                   static_cast<int8_t>(w.bytes[static_cast<size_t>(q * n + j)]);
-          }
-          double r = std::nearbyint(static_cast<double>(acc) / 2.0) + y_zero;
-          moved += r != std::nearbyint(static_cast<double>(acc) / 2.0 + y_zero);
-          r = std::clamp(r, clamp ? 95.0 : 0.0, clamp ? 110.0 : 255.0);
-          want[static_cast<size_t>(i * n + j)] = static_cast<uint8_t>(r);
-        }
-      }
-      EXPECT_GT(moved, want.size() / 8) << "ties where the order of rounding and zero point matters";
-      x.refresh();
-      QTensor scale = two;
-      scale.refresh();
-      QTensor got{{rows, n}, LOOM_DTYPE_U8, std::vector<uint8_t>(want.size(), 0)};
-      got.refresh();
-      std::vector<const loom_tensor_t*> ins = {&x.desc};
-      if (!constants) ins.push_back(&scale.desc);
-      for (int round = 0; round < 2; ++round) {
-        ASSERT_EQ(execute(exe, ins, {&got.desc}), "ok");
-        EXPECT_EQ(got.bytes, want) << "run " << round;
-      }
-      api_->executable_destroy(exe);
+// QLinearMatMul on ties, in both forms: a QDQ group's (format 10's
+// trans_a 1: round half to even, then add the zero point) and the QOperator
+// form's (the zero point added first). Scales 1, 1 and 2 make every odd
+// accumulator a tie. With every scale and zero point a constant oneDNN's
+// matmul requantizes (Int8Step::fused_prim), except for the QOperator form
+// with an odd zero point, where the two orders differ on ties; with y's
+// scale a graph input the plugin's loop does. All must be exact.
+TEST_F(CpuSimdInt8, FusedMatMulRoundsTiesAsEachFormDoes) {
+  for (int variant = 0; variant < 16; ++variant) {
+    const bool qop = (variant & 8) != 0, constants = (variant & 2) == 0, clamp = (variant & 1) != 0;
+    const int32_t y_zero = (variant & 4) != 0 ? 100 : 101;
+    SCOPED_TRACE(::testing::Message() << (qop ? "QOperator form" : "QDQ form") << ", y zero point " << y_zero
+                                      << (constants ? ", constants" : ", y scale bound") << (clamp ? ", clamped" : ""));
+    std::mt19937 rng(71);
+    const int64_t rows = 3, k = 24, n = 20;
+    QTensor x = make({rows, k}, LOOM_DTYPE_U8, rng), w = make({k, n}, LOOM_DTYPE_I8, rng);
+    for (uint8_t& b : x.bytes) b = static_cast<uint8_t>(b % 16);
+    for (uint8_t& b : w.bytes) b = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int>(b % 9) - 4));
+    QTensor bias{{n}, LOOM_DTYPE_I32, std::vector<uint8_t>(static_cast<size_t>(n) * 4)};
+    std::vector<int32_t> bv(static_cast<size_t>(n));
+    for (int32_t& b : bv) b = static_cast<int32_t>(rng() % 41) - 20;
+    std::memcpy(bias.bytes.data(), bv.data(), bias.bytes.size());
+    const int32_t x_zero = 7;
+    BlobGraph g;
+    const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, {rows, k});
+    g.inputs = {xt};
+    const QTensor ones = exact({n}, LOOM_DTYPE_F32, std::vector<float>(static_cast<size_t>(n), 1.0f));
+    const QTensor w_zero = exact({n}, LOOM_DTYPE_I8, std::vector<float>(static_cast<size_t>(n), 0.0f));
+    const QTensor one = exact({}, LOOM_DTYPE_F32, {1.0f}), two = exact({}, LOOM_DTYPE_F32, {2.0f});
+    const QTensor xz8 = exact({}, LOOM_DTYPE_U8, {static_cast<float>(x_zero)});
+    const uint32_t xs = add_tensor(&g, LOOM_DTYPE_F32, {}, &one), xz = add_tensor(&g, LOOM_DTYPE_U8, {}, &xz8);
+    const uint32_t wt = add_tensor(&g, LOOM_DTYPE_I8, {k, n}, &w), ws = add_tensor(&g, LOOM_DTYPE_F32, {n}, &ones);
+    const uint32_t wz = add_tensor(&g, LOOM_DTYPE_I8, {n}, &w_zero);
+    uint32_t ys = 0;
+    if (constants) {
+      ys = add_tensor(&g, LOOM_DTYPE_F32, {}, &two);
+    } else {
+      ys = add_tensor(&g, LOOM_DTYPE_F32, {});
+      g.inputs.push_back(ys);
     }
+    const QTensor yz8 = exact({}, LOOM_DTYPE_U8, {static_cast<float>(y_zero)});
+    const uint32_t yz = add_tensor(&g, LOOM_DTYPE_U8, {}, &yz8), bt = add_tensor(&g, LOOM_DTYPE_I32, {n}, &bias);
+    const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, {rows, n});
+    g.outputs = {yt};
+    BlobNode node;
+    node.op = Op::kQLinearMatMul;
+    node.trans_a = qop ? 0 : 1;
+    if (clamp) node.floats = {95.0f, 110.0f};
+    node.inputs = {xt, xs, xz, wt, ws, wz, ys, yz, bt};
+    node.outputs = {yt};
+    g.nodes = {node};
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+    std::vector<uint8_t> want(static_cast<size_t>(rows * n));
+    size_t moved = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t acc = bv[static_cast<size_t>(j)];
+        for (int64_t q = 0; q < k; ++q) {
+          acc += (int64_t{x.bytes[static_cast<size_t>(i * k + q)]} - x_zero) *
+                 static_cast<int8_t>(w.bytes[static_cast<size_t>(q * n + j)]);
+        }
+        const double first = std::nearbyint(static_cast<double>(acc) / 2.0) + y_zero;
+        const double after = std::nearbyint(static_cast<double>(acc) / 2.0 + y_zero);
+        moved += first != after;
+        double r = qop ? after : first;
+        r = std::clamp(r, clamp ? 95.0 : 0.0, clamp ? 110.0 : 255.0);
+        want[static_cast<size_t>(i * n + j)] = static_cast<uint8_t>(r);
+      }
+    }
+    if (y_zero % 2 != 0) {
+      EXPECT_GT(moved, want.size() / 8) << "ties where the order of rounding and zero point matters";
+    } else {
+      EXPECT_EQ(moved, 0u) << "an even zero point: both orders agree";
+    }
+    x.refresh();
+    QTensor scale = two;
+    scale.refresh();
+    QTensor got{{rows, n}, LOOM_DTYPE_U8, std::vector<uint8_t>(want.size(), 0)};
+    got.refresh();
+    std::vector<const loom_tensor_t*> ins = {&x.desc};
+    if (!constants) ins.push_back(&scale.desc);
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_EQ(execute(exe, ins, {&got.desc}), "ok");
+      EXPECT_EQ(got.bytes, want) << "run " << round;
+    }
+    api_->executable_destroy(exe);
   }
 }
 
