@@ -197,6 +197,37 @@ uint64_t int8_packed_bytes(const Int8Step& step) {
   return s.packed != nullptr ? s.packed->mem.get_desc().get_size() : 0;
 }
 
+namespace {
+
+// Runs `prim` (src, weights, dst[, bias]) with the oneDNN stream and memory
+// objects `b` keeps for calls of `kind`, made at its first such call and
+// pointed at this run's tensors (a step's weights may repack into the other
+// kind, which makes them again).
+void run_kept_call(Int8Scratch& b, int kind, const dnnl::primitive& prim, const memory::desc& src_md, const void* src,
+                   const memory::desc& dst_md, void* dst, const memory& weights, const memory::desc* bias_md,
+                   const void* bias) {
+  if (b.kept != kind) {
+    dnnl::engine& eng = cpu_engine();
+    b.stream = dnnl::stream(eng);
+    b.src = memory(src_md, eng, const_cast<void*>(src));
+    b.dst = memory(dst_md, eng, dst);
+    b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, b.dst}};
+    if (bias_md != nullptr) {
+      b.bias = memory(*bias_md, eng, const_cast<void*>(bias));
+      b.args[DNNL_ARG_BIAS] = b.bias;
+    }
+    b.kept = kind;
+  }
+  b.src.set_data_handle(const_cast<void*>(src));
+  b.dst.set_data_handle(dst);
+  if (bias_md != nullptr) b.bias.set_data_handle(const_cast<void*>(bias));
+  b.args[DNNL_ARG_WEIGHTS] = weights;
+  prim.execute(b.stream, b.args);
+  b.stream.wait();
+}
+
+}  // namespace
+
 sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
   const quant::QuantOperands& q = s.q;
   auto ptr = [&](int i) { return i < 0 ? nullptr : ins[static_cast<size_t>(i)]; };
@@ -322,26 +353,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
 
   if (packed->fused && (s.io_nhwc || !s.conv)) {
     // oneDNN requantizes (Int8Step::fused_prim) from x to y, both
-    // channels-last (or a matmul's, plain): the set's own stream and memory
-    // objects, as below.
-    Int8Scratch& b = *buffers;
-    if (!b.stream) {
-      dnnl::engine& eng = cpu_engine();
-      b.stream = dnnl::stream(eng);
-      b.src = memory(s.src_md, eng, const_cast<void*>(ins[0]));
-      b.dst = memory(s.fused_y_md, eng, out);
-      b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, b.dst}};
-      if (q.bias >= 0) {
-        b.bias = memory(s.bias_md, eng, const_cast<void*>(ins[static_cast<size_t>(q.bias)]));
-        b.args[DNNL_ARG_BIAS] = b.bias;
-      }
-    }
-    b.src.set_data_handle(const_cast<void*>(ins[0]));
-    b.dst.set_data_handle(out);
-    if (q.bias >= 0) b.bias.set_data_handle(const_cast<void*>(ins[static_cast<size_t>(q.bias)]));
-    b.args[DNNL_ARG_WEIGHTS] = packed->mem;
-    s.fused_prim.execute(b.stream, b.args);
-    b.stream.wait();
+    // channels-last (or a matmul's, plain).
+    run_kept_call(*buffers, Int8Scratch::kFused, s.fused_prim, s.src_md, ins[0], s.fused_y_md, out, packed->mem,
+                  q.bias >= 0 ? &s.bias_md : nullptr, q.bias >= 0 ? ins[static_cast<size_t>(q.bias)] : nullptr);
     return sdk::Status();
   }
   if (packed->fused) {
@@ -373,20 +387,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   acc.resize(static_cast<size_t>(s.out_count));
   dnnl::engine& eng = cpu_engine();
   if (!(s.nhwc && !s.io_nhwc) && !packed->two_pass) {
-    // The common call (x as the primitive reads it, one pass): the set's
-    // own stream and memory objects, pointed at this run's tensors.
-    Int8Scratch& b = *buffers;
-    if (!b.stream) {
-      b.stream = dnnl::stream(eng);
-      b.src = memory(s.src_md, eng, const_cast<void*>(ins[0]));
-      b.dst = memory(s.dst_md, eng, acc.data());
-      b.args = {{DNNL_ARG_SRC, b.src}, {DNNL_ARG_WEIGHTS, packed->mem}, {DNNL_ARG_DST, b.dst}};
-    }
-    b.src.set_data_handle(const_cast<void*>(ins[0]));
-    b.dst.set_data_handle(acc.data());
-    b.args[DNNL_ARG_WEIGHTS] = packed->mem;
-    s.prim.execute(b.stream, b.args);
-    b.stream.wait();
+    // The common call: x as the primitive reads it, one pass.
+    run_kept_call(*buffers, Int8Scratch::kProduct, s.prim, s.src_md, ins[0], s.dst_md, acc.data(), packed->mem,
+                  nullptr, nullptr);
   } else {
     dnnl::stream st(eng);
     memory src(s.nhwc && !s.io_nhwc ? s.user_src_md : s.src_md, eng, const_cast<void*>(ins[0]));

@@ -51,9 +51,13 @@ struct Int8Scratch {
   std::vector<int32_t> acc, low;
   std::vector<uint8_t> x, y, x_half;
   // The primitive's call when x needs no reorder: a stream and the
-  // arguments' memory objects, made at this set's first run; each run
-  // points them at its tensors (set_data_handle), so a small step (a
-  // classifier's one-row QLinearMatMul) pays no allocation there.
+  // arguments' memory objects, made at this set's first run of that kind
+  // (`kept`: kFused for fused_prim, kProduct for prim, whose arguments
+  // differ); each run points them at its tensors (set_data_handle), so a
+  // small step (a classifier's one-row QLinearMatMul) pays no allocation
+  // there.
+  static constexpr int kNone = 0, kFused = 1, kProduct = 2;
+  int kept = kNone;
   dnnl::stream stream;
   memory src, dst, bias;
   std::unordered_map<int, memory> args;

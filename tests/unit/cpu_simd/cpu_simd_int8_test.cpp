@@ -519,5 +519,87 @@ TEST_F(CpuSimdInt8, FusedMatMulRoundsTiesAsEachFormDoes) {
   }
 }
 
+// A QDQ group's QLinearMatMul whose weight is a parameter: weights whose
+// sums are exact in f32 requantize inside oneDNN, weights whose sums are not
+// (|w| >= 110 over 600 rows) take the s32 product and the plugin's pass.
+// Binding one and then the other and back switches the step between its
+// two oneDNN calls, whose kept memory objects differ (the requantizing call
+// also reads the bias); each run must equal the reference kernel (an even y
+// zero point, where both forms agree).
+TEST_F(CpuSimdInt8, AParameterWeightRepackedIntoTheOtherCallRunsIt) {
+  std::mt19937 rng(83);
+  const int64_t rows = 2, k = 600, n = 16;
+  std::vector<QTensor> ins = {make({rows, k}, LOOM_DTYPE_U8, rng), exact({}, LOOM_DTYPE_F32, {0.01f}),
+                              exact({}, LOOM_DTYPE_U8, {128}),     make({k, n}, LOOM_DTYPE_I8, rng),
+                              exact({n}, LOOM_DTYPE_F32, std::vector<float>(n, 0.01f)),
+                              exact({n}, LOOM_DTYPE_I8, std::vector<float>(n, 0.0f)),
+                              exact({}, LOOM_DTYPE_F32, {0.5f}),   exact({}, LOOM_DTYPE_U8, {100}),
+                              make({n}, LOOM_DTYPE_I32, rng, -3000, 3000)};
+  BlobGraph g;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    // x and w are inputs (w a parameter); the scales and zero points are
+    // constants, as oneDNN's requantization needs.
+    const bool input = i == 0 || i == 3;
+    const uint32_t t = add_tensor(&g, ins[i].dtype, ins[i].shape, input ? nullptr : &ins[i]);
+    if (i == 3) g.tensors[t].parameter = true;
+    if (input) g.inputs.push_back(t);
+  }
+  const uint32_t y = add_tensor(&g, LOOM_DTYPE_U8, {rows, n});
+  g.outputs = {y};
+  BlobNode node;
+  node.op = Op::kQLinearMatMul;
+  node.trans_a = 1;
+  node.inputs = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  node.outputs = {y};
+  g.nodes = {node};
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  loom_executable_t* exe = load(encode(g), &error);
+  ASSERT_NE(exe, nullptr) << error;
+  std::vector<uint8_t> previous;
+  // Every round's weights stay alive, each at an address of its own: the
+  // step packs a parameter once per address.
+  std::vector<QTensor> weights(4, ins[3]);
+  for (int round = 0; round < 4; ++round) {
+    const bool large = round % 2 == 0;
+    SCOPED_TRACE(::testing::Message() << "round " << round << (large ? ", large weights" : ", small weights"));
+    QTensor& w = weights[static_cast<size_t>(round)];
+    for (uint8_t& b : w.bytes) {
+      const int v = static_cast<int>(rng() % (large ? 18 : 3));  // |w| in [110, 127] or [-1, 1]
+      const int sign = rng() % 2 ? 1 : -1;
+      b = static_cast<uint8_t>(static_cast<int8_t>(large ? sign * (110 + v) : v - 1));
+    }
+    QTensor x = ins[0];
+    x.refresh();
+    w.refresh();
+    QTensor got = blank(LOOM_DTYPE_U8, {rows, n});
+    got.refresh();
+    ASSERT_EQ(execute(exe, {&x.desc, &w.desc}, {&got.desc}), "ok");
+    // The exact accumulator with the bias, times x_scale * w_scale / y_scale
+    // in f32 as ONNX's QLinearMatMul computes it, rounded half to even, plus
+    // the zero point (even: both forms' order).
+    std::vector<uint8_t> want(static_cast<size_t>(rows * n));
+    const float mult = 0.01f * 0.01f / 0.5f;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        int32_t acc;
+        std::memcpy(&acc, ins[8].bytes.data() + 4 * j, 4);
+        int64_t sum = acc;
+        for (int64_t q = 0; q < k; ++q) {
+          sum += (int64_t{x.bytes[static_cast<size_t>(r * k + q)]} - 128) *
+                 static_cast<int8_t>(w.bytes[static_cast<size_t>(q * n + j)]);
+        }
+        const double v = std::nearbyint(static_cast<double>(static_cast<float>(sum) * mult)) + 100.0;
+        want[static_cast<size_t>(r * n + j)] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      }
+    }
+    EXPECT_EQ(got.bytes, want);
+    EXPECT_GT(std::count_if(want.begin(), want.end(), [](uint8_t b) { return b != 0 && b != 255 && b != 100; }), 4);
+    EXPECT_NE(got.bytes, previous);
+    previous = got.bytes;
+  }
+  api_->executable_destroy(exe);
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd
