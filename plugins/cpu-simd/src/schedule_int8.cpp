@@ -226,6 +226,21 @@ void run_kept_call(Int8Scratch& b, int kind, const dnnl::primitive& prim, const 
   b.stream.wait();
 }
 
+// The first `wide` biases in requantize_row_avx2's two forms (0 without a
+// bias), in `b`: kept while a fixed bias stays at one address.
+void keep_wide_bias(const Int8Step& s, const int32_t* bias, int64_t wide, Int8Scratch* b) {
+  if ((s.bias_fixed || bias == nullptr) && b->bias_from == bias && b->bias_wide.size() == static_cast<size_t>(wide)) {
+    return;
+  }
+  b->bias_wide.assign(static_cast<size_t>(wide), 0.0);
+  b->bias_wide32.assign(static_cast<size_t>(wide), 0);
+  for (int64_t j = 0; bias != nullptr && j < wide; ++j) {
+    b->bias_wide[static_cast<size_t>(j)] = static_cast<double>(bias[j]);
+    b->bias_wide32[static_cast<size_t>(j)] = bias[j];
+  }
+  b->bias_from = bias;
+}
+
 }  // namespace
 
 sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
@@ -460,7 +475,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
 
   if (s.conv) {
     // R: per image, group and output position, the sum of x over the taps.
-    std::vector<int64_t> r;
+    std::vector<int64_t>& r = buffers->sums;
     if (need_r) r.assign(static_cast<size_t>(s.n * s.group * s.o), 0);
     for (int64_t b = 0; need_r && b < s.n; ++b) {
       for (int64_t gi = 0; gi < s.group; ++gi) {
@@ -477,13 +492,15 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
       }
     }
     const std::vector<int64_t>& cnt = s.cnt;
-    std::vector<int64_t> corr(static_cast<size_t>(s.m));
+    std::vector<int64_t>& corr = buffers->corr;
+    corr.resize(static_cast<size_t>(s.m));
     for (int64_t mm = 0; mm < s.m; ++mm) corr[static_cast<size_t>(mm)] = s.shift - wz(mm);
     // Channels-last accumulators are walked in their own order, one output
     // position's channels at a time, in a loop without calls: the same
     // arithmetic as emit(), saturation and the clamp as one range (the value
     // is bounded first, so 1.5 * 2^52 rounds it half to even exactly).
-    std::vector<int64_t> bias_row(static_cast<size_t>(s.m), 0);
+    std::vector<int64_t>& bias_row = buffers->bias_row;
+    bias_row.assign(static_cast<size_t>(s.m), 0);
     for (int64_t mm = 0; bias != nullptr && mm < s.m; ++mm) bias_row[static_cast<size_t>(mm)] = bias[mm];
     double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
     if (s.clamp) {
@@ -496,13 +513,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
     // write them) the first s.m rounded down to 4 channels of a row take
     // requantize_row_avx2, the same arithmetic four at a time.
     const int64_t wide = s.avx2 && qlinear && !need_r ? s.m / 4 * 4 : 0;
-    std::vector<double> bias_wide(static_cast<size_t>(wide));
-    std::vector<int32_t> bias_wide32(static_cast<size_t>(wide));
-    for (int64_t mm = 0; mm < wide; ++mm) {
-      bias_wide[static_cast<size_t>(mm)] = static_cast<double>(bias_row[static_cast<size_t>(mm)]);
-      bias_wide32[static_cast<size_t>(mm)] = static_cast<int32_t>(bias_row[static_cast<size_t>(mm)]);
-    }
-    const RequantRow rq{mult.data(), bias_wide.data(), bias_wide32.data(), static_cast<int32_t>(xz),
+    keep_wide_bias(s, bias, wide, buffers.get());
+    const RequantRow rq{mult.data(), buffers->bias_wide.data(), buffers->bias_wide32.data(), static_cast<int32_t>(xz),
                         packed->low_shift, y_zero, lo, hi, wide, static_cast<int32_t>(y_zero), s.round_first};
     // One output position at a time, positions split among the threads
     // (each writes its own row of y, or its own outputs of ConvInteger).
@@ -567,7 +579,8 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
 
   // MatMul: rowsum of A per row.
   const int64_t total_rows = s.rows * s.batches;
-  std::vector<int64_t> rowsum(need_r ? static_cast<size_t>(total_rows) : 0, 0);
+  std::vector<int64_t>& rowsum = buffers->sums;
+  rowsum.assign(need_r ? static_cast<size_t>(total_rows) : 0, 0);
   for (int64_t row = 0; need_r && row < total_rows; ++row) {
     int64_t sum = 0;
     for (int64_t kk = 0; kk < s.inner_k; ++kk) sum += x_at(row * s.inner_k + kk);
@@ -579,19 +592,9 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   // channels-last convolution's output positions do); rows split among the
   // threads, each writing its own.
   const int64_t wide = s.avx2 && qlinear && !need_r ? s.cols / 4 * 4 : 0;
-  // The bias in requantize_row_avx2's two forms: kept by the buffer set
-  // while a fixed bias stays at one address.
-  std::vector<double>& bias_wide = buffers->bias_wide;
-  std::vector<int32_t>& bias_wide32 = buffers->bias_wide32;
-  if (!((s.bias_fixed || bias == nullptr) && buffers->bias_from == bias && bias_wide.size() == static_cast<size_t>(wide))) {
-    bias_wide.assign(static_cast<size_t>(wide), 0.0);
-    bias_wide32.assign(static_cast<size_t>(wide), 0);
-    for (int64_t j = 0; bias != nullptr && j < wide; ++j) {
-      bias_wide[static_cast<size_t>(j)] = static_cast<double>(bias[j]);
-      bias_wide32[static_cast<size_t>(j)] = bias[j];
-    }
-    buffers->bias_from = bias;
-  }
+  keep_wide_bias(s, bias, wide, buffers.get());
+  const std::vector<double>& bias_wide = buffers->bias_wide;
+  const std::vector<int32_t>& bias_wide32 = buffers->bias_wide32;
   double lo = y_unsigned ? 0.0 : -128.0, hi = y_unsigned ? 255.0 : 127.0;
   if (s.clamp) {
     lo = std::max(lo, static_cast<double>(s.clamp_lo));

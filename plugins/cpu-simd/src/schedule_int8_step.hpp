@@ -66,6 +66,10 @@ struct Int8Scratch {
   std::vector<double> bias_wide;
   std::vector<int32_t> bias_wide32;
   const void* bias_from = nullptr;
+  // The zero-point terms' sums (a convolution's R per position, a matmul's
+  // row sums), per-channel corrections and the bias as i64: sized by the
+  // first run, reused by the next.
+  std::vector<int64_t> sums, corr, bias_row;
 };
 
 
