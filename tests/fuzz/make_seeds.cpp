@@ -143,6 +143,19 @@ void cpu_simd_seeds(const fs::path& dir) {
     g.tensors.push_back(std::move(bt));
     return static_cast<uint32_t>(g.tensors.size() - 1);
   };
+  // Constants: u8 / i8 / i32 bytes, or f32 values.
+  auto bytes = [&t](BlobGraph& g, std::vector<int64_t> shape, loom_dtype_t dtype, std::vector<uint8_t> v) {
+    const uint32_t i = t(g, std::move(shape), dtype);
+    g.tensors[i].constant = true;
+    g.tensors[i].bytes = std::move(v);
+    return i;
+  };
+  auto f32 = [&t](BlobGraph& g, std::vector<int64_t> shape, std::vector<float> v) {
+    const uint32_t i = t(g, std::move(shape));
+    g.tensors[i].constant = true;
+    g.tensors[i].data = std::move(v);
+    return i;
+  };
   {
     BlobGraph g;
     const uint32_t x = t(g, {2, 3}), w = t(g, {3, 2}), b = t(g, {2}), h = t(g, {2, 2}), y = t(g, {2, 2});
@@ -185,24 +198,12 @@ void cpu_simd_seeds(const fs::path& dir) {
     // u8 / i8 / i32 constants) -> Dequantize, and a MatMulInteger with one
     // zero point (present mask 2).
     BlobGraph g;
-    auto bytes = [&](std::vector<int64_t> shape, loom_dtype_t dtype, std::vector<uint8_t> v) {
-      const uint32_t i = t(g, std::move(shape), dtype);
-      g.tensors[i].constant = true;
-      g.tensors[i].bytes = std::move(v);
-      return i;
-    };
-    auto f32 = [&](std::vector<int64_t> shape, std::vector<float> v) {
-      const uint32_t i = t(g, std::move(shape));
-      g.tensors[i].constant = true;
-      g.tensors[i].data = std::move(v);
-      return i;
-    };
     const uint32_t x = t(g, {1, 2, 3, 3}), w = t(g, {2, 2, 1, 1}, LOOM_DTYPE_I8);
     const uint32_t a = t(g, {2, 3}, LOOM_DTYPE_U8), bm = t(g, {3, 2}, LOOM_DTYPE_I8);
-    const uint32_t s = f32({}, {0.1f}), z = bytes({}, LOOM_DTYPE_U8, {128});
-    const uint32_t ws = f32({2}, {0.01f, 0.02f}), wz = bytes({2}, LOOM_DTYPE_I8, {0, 1});
-    const uint32_t bias = bytes({2}, LOOM_DTYPE_I32, {1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff});
-    const uint32_t bz = bytes({}, LOOM_DTYPE_I8, {3});
+    const uint32_t s = f32(g, {}, {0.1f}), z = bytes(g, {}, LOOM_DTYPE_U8, {128});
+    const uint32_t ws = f32(g, {2}, {0.01f, 0.02f}), wz = bytes(g, {2}, LOOM_DTYPE_I8, {0, 1});
+    const uint32_t bias = bytes(g, {2}, LOOM_DTYPE_I32, {1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff});
+    const uint32_t bz = bytes(g, {}, LOOM_DTYPE_I8, {3});
     const uint32_t q = t(g, {1, 2, 3, 3}, LOOM_DTYPE_U8), c = t(g, {1, 2, 3, 3}, LOOM_DTYPE_U8);
     const uint32_t y = t(g, {1, 2, 3, 3}), m = t(g, {2, 2}, LOOM_DTYPE_I32);
     g.tensors[w].parameter = true;
@@ -213,6 +214,26 @@ void cpu_simd_seeds(const fs::path& dir) {
     add_node(g, Op::kDequantizeLinear, {c, s, z}, y);
     add_node(g, Op::kMatMulInteger, {a, bm, bz}, m).trans_a = 2;
     write(dir, "qlinear_conv_matmul_integer_v6.blob", encode(g));
+  }
+  {
+    // Format 12: QLinearConvTranspose (stride 2, pads 1, a clamp) between a
+    // QuantizeLinear and a DequantizeLinear, its operands constants.
+    BlobGraph g;
+    const uint32_t x = t(g, {1, 2, 3, 3}), q = t(g, {1, 2, 3, 3}, LOOM_DTYPE_U8);
+    const uint32_t s = f32(g, {}, {0.1f}), z = bytes(g, {}, LOOM_DTYPE_U8, {128});
+    const uint32_t w = bytes(g, {2, 3, 2, 2}, LOOM_DTYPE_I8, std::vector<uint8_t>(24, 0xfd));
+    const uint32_t ws = f32(g, {3}, {0.01f, 0.02f, 0.03f}), wz = bytes(g, {3}, LOOM_DTYPE_I8, {0, 0, 0});
+    const uint32_t bias = bytes(g, {3}, LOOM_DTYPE_I32, std::vector<uint8_t>(12, 1));
+    const uint32_t c = t(g, {1, 3, 4, 4}, LOOM_DTYPE_U8), y = t(g, {1, 3, 4, 4});
+    g.inputs = {x};
+    g.outputs = {y};
+    add_node(g, Op::kQuantizeLinear, {x, s, z}, q);
+    BlobNode& d = add_node(g, Op::kQLinearConvTranspose, {q, s, z, w, ws, wz, s, z, bias}, c);
+    d.ints = {2, 1, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0, 0};
+    d.trans_a = 1;
+    d.floats = {10, 250};
+    add_node(g, Op::kDequantizeLinear, {c, s, z}, y);
+    write(dir, "qlinear_conv_transpose_v12.blob", encode(g));
   }
   {
     // Format 8: the open form of Resize (nearest asymmetric/floor 2x and

@@ -58,8 +58,9 @@ struct InferOptions {
   std::function<bool(std::string_view domain, std::string_view op_type, int64_t opset)>
       plugin_takes;
   // Leaves the DequantizeLinear of a constant weight or bias unfolded when it
-  // feeds a QDQ group (DequantizeLinear of the activation -> Conv, MatMul or
-  // Gemm -> optionally Relu or Clip -> QuantizeLinear), so that a plugin
+  // feeds a QDQ group (DequantizeLinear of the activation -> Conv,
+  // ConvTranspose, MatMul or Gemm -> optionally Relu or Clip ->
+  // QuantizeLinear), so that a plugin
   // that runs such groups in int8 sees the quantized weight (cpu-simd's QDQ
   // fusion). The driver sets it when the most preferred target plugin takes
   // DequantizeLinear.

@@ -166,7 +166,7 @@ Result<bool> fold_node(graph::Graph& g, const graph::Node& node, const kernels::
 
 // Whether node `n` is the DequantizeLinear of a constant weight or bias of a
 // QDQ group (see InferOptions::keep_qdq_weights): its output is read as
-// input 1 or 2 of a Conv, MatMul or Gemm whose input 0 a DequantizeLinear
+// input 1 or 2 of a Conv, ConvTranspose, MatMul or Gemm whose input 0 a DequantizeLinear
 // writes and whose output, alone or through one Relu or Clip, only a
 // QuantizeLinear reads.
 bool is_qdq_weight(const graph::Graph& g, size_t n, const std::vector<std::vector<size_t>>& readers,
@@ -185,7 +185,9 @@ bool is_qdq_weight(const graph::Graph& g, size_t n, const std::vector<std::vecto
   };
   for (size_t r : readers[dq.outputs[0]]) {
     const graph::Node& core = g.nodes[r];
-    if (!onnx(core, "Conv") && !onnx(core, "MatMul") && !onnx(core, "Gemm")) continue;
+    if (!onnx(core, "Conv") && !onnx(core, "ConvTranspose") && !onnx(core, "MatMul") && !onnx(core, "Gemm")) {
+      continue;
+    }
     if (core.inputs.size() < 2 || core.outputs.size() != 1 || core.inputs[0] == dq.outputs[0]) continue;
     const int32_t x = core.inputs[0];
     if (x == graph::kNoTensor || producer[x] < 0 || !onnx(g.nodes[producer[x]], "DequantizeLinear")) continue;

@@ -17,7 +17,7 @@ namespace {
 
 bool is_int8_step(Op op) {
   return op == Op::kQLinearConv || op == Op::kQLinearMatMul || op == Op::kConvInteger ||
-         op == Op::kMatMulInteger;
+         op == Op::kMatMulInteger || op == Op::kQLinearConvTranspose;
 }
 
 std::string label_of(const sdk::GraphView& g, const BlobNode& n) {
@@ -58,6 +58,11 @@ std::string why_unfused(const sdk::GraphView& g, const BlobGraph& blob, const Te
   const std::vector<int64_t>& qs = blob.tensors[next->inputs[1]].shape;
   if (!(qs.empty() || (qs.size() == 1 && qs[0] == 1))) {
     return "the QuantizeLinear after it has a scale per channel; int8 steps write one scale";
+  }
+  if (core.op == Op::kConvTranspose) {
+    return "the int8 ConvTranspose takes a 2-D one with u8 input, i8 weights of zero point 0 that the program "
+           "holds, a weight scale per tensor or (one group) per output channel, and constant scales, zero "
+           "points and bias (plugins/cpu-simd/README.md, QDQ fusion)";
   }
   return "its scales, zero points or bias are not constants the fusion can read, or a Gemm "
          "with alpha, beta or transA other than 1, 1, 0 (plugins/cpu-simd/README.md, QDQ fusion)";
@@ -120,7 +125,7 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
     const std::string& name = blob.tensors[static_cast<size_t>(dequantized)].name;
     const std::string what = name.empty() ? std::string() : " '" + name + "'";
     std::string why;
-    if (n.op == Op::kConv || n.op == Op::kMatMul || n.op == Op::kGemm) {
+    if (n.op == Op::kConv || n.op == Op::kMatMul || n.op == Op::kGemm || n.op == Op::kConvTranspose) {
       why = why_unfused(g, blob, u, n);
     } else {
       const std::string op =

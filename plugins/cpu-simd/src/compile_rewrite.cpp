@@ -151,8 +151,8 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
   }
   grp.core = static_cast<size_t>(u.producer[core_out]);
   const BlobNode& core = g->nodes[grp.core];
-  const bool conv = core.op == Op::kConv, gemm = core.op == Op::kGemm;
-  if (!conv && !gemm && core.op != Op::kMatMul) return false;
+  const bool conv = core.op == Op::kConv, gemm = core.op == Op::kGemm, deconv = core.op == Op::kConvTranspose;
+  if (!conv && !gemm && !deconv && core.op != Op::kMatMul) return false;
   if (core.inputs.size() < 2) return false;
   const BlobNode* dx = producer_if(*g, u, core.inputs[0], Op::kDequantizeLinear);
   const BlobNode* dw = producer_if(*g, u, core.inputs[1], Op::kDequantizeLinear);
@@ -169,6 +169,24 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
   if (conv) {
     channels = ws_shape.at(0);
     if (!qdq_weight_scale_ok(*g, *dw, 0, channels)) return false;
+  } else if (deconv) {
+    // QLinearConvTranspose (format 12): 2-D, u8 x, i8 weights of zero point
+    // 0 held by the program (a constant or a parameter), the weight's scale
+    // per tensor or, with one group, per output channel (its axis 1).
+    std::vector<int64_t> wz;
+    if (g->tensors[xq].dtype != LOOM_DTYPE_U8 || g->tensors[wq].dtype != LOOM_DTYPE_I8 || x_shape.size() != 4 ||
+        ws_shape.size() != 4 || core.ints.size() < 2 || core.ints[0] != 2 ||
+        !(g->tensors[wq].constant || g->tensors[wq].parameter) || !qdq_zero_points(*g, *dw, &wz)) {
+      return false;
+    }
+    for (int64_t z : wz) {
+      if (z != 0) return false;
+    }
+    const int64_t group = core.ints[1];
+    channels = ws_shape[1] * group;
+    if (!qdq_one(g->tensors[dw->inputs[1]].shape) && !(group == 1 && qdq_weight_scale_ok(*g, *dw, 1, channels))) {
+      return false;
+    }
   } else {
     // The int8 matmul: A of rank >= 2 and a 2-D B (a weight).
     if (x_shape.size() < 2 || ws_shape.size() != 2) return false;
@@ -184,6 +202,9 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
   const bool scales_known = qdq_floats(*g, dx->inputs[1], &xs) && qdq_floats(*g, dw->inputs[1], &wsc);
   std::vector<int64_t> yz;
   const bool y_known = qdq_floats(*g, q.inputs[1], &ys) && qdq_zero_points(*g, q, &yz);
+  // QLinearConvTranspose reads every scale and zero point when it loads.
+  std::vector<int64_t> xz_values;
+  if (deconv && (!scales_known || !y_known || !qdq_zero_points(*g, *dx, &xz_values))) return false;
 
   // The bias as i32 in accumulator units (x_scale * w_scale[m]).
   int64_t bias_tensor = -1;          // an existing i32 tensor used as it is
@@ -256,8 +277,8 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
 
   // The fused node, where the QuantizeLinear stood.
   BlobNode fused;
-  fused.op = conv ? Op::kQLinearConv : Op::kQLinearMatMul;
-  fused.ints = conv ? core.ints : std::vector<int64_t>{};
+  fused.op = conv ? Op::kQLinearConv : deconv ? Op::kQLinearConvTranspose : Op::kQLinearMatMul;
+  fused.ints = conv || deconv ? core.ints : std::vector<int64_t>{};
   fused.trans_b = trans_b ? 1 : 0;
   fused.trans_a = 1;  // format 10: requantize as the QuantizeLinear does (round, then add the zero point)
   fused.floats = clamp;

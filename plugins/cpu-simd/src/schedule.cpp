@@ -202,8 +202,9 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     // after a DequantizeLinear then take the channels-last copy too.
     const uint32_t x = node.inputs[0], y = node.outputs[0];
     Layout x_layout = Layout::kPlain, y_layout = Layout::kPlain;
-    if (node.op == Op::kQLinearConv && graph.tensors[x].dtype == LOOM_DTYPE_U8 &&
-        graph.tensors[x].shape.size() == 4) {
+    if ((node.op == Op::kQLinearConv && graph.tensors[x].dtype == LOOM_DTYPE_U8 &&
+         graph.tensors[x].shape.size() == 4) ||
+        node.op == Op::kQLinearConvTranspose) {  // always u8 and 4-D, channels-last
       x_layout = y_layout = Layout::kNhwc;
     } else if ((node.op == Op::kQuantizeLinear || node.op == Op::kDequantizeLinear) &&
                quant::one_element(graph.tensors[node.inputs[1]].shape) && layout_sensitive(graph.tensors[x].shape) &&

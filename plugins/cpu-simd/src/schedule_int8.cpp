@@ -168,6 +168,9 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
       case Op::kConvInteger:
         LOOM_SDK_RETURN_IF_ERROR(plan_conv(g, node, s.get()));
         break;
+      case Op::kQLinearConvTranspose:
+        LOOM_SDK_RETURN_IF_ERROR(plan_deconv(g, node, fixed, s.get()));
+        break;
       default:
         s->io_nhwc = false;
         LOOM_SDK_RETURN_IF_ERROR(plan_matmul(g, node, s.get()));
@@ -178,7 +181,7 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
                               e.what() + ")");
   }
   s->avx2 = avx2;
-  if (s->q.weight >= 0) {
+  if (s->q.weight >= 0 && s->deconv == nullptr) {
     const uint32_t wt = node.inputs[static_cast<size_t>(s->q.weight)];
     s->weight_fixed = fixed[wt];
     s->bias_fixed = s->q.bias >= 0 && fixed[node.inputs[static_cast<size_t>(s->q.bias)]];
@@ -194,10 +197,28 @@ sdk::Status make_int8_step(const BlobGraph& g, size_t index, const std::vector<b
 uint64_t int8_packed_bytes(const Int8Step& step) {
   auto& s = const_cast<Int8Step&>(step);
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.deconv != nullptr) {
+    const std::shared_ptr<const DeconvPack>& p = s.deconv->pack;
+    return p == nullptr ? 0 : p->wei.get_desc().get_size() + (p->two_pass ? p->low.get_desc().get_size() : 0);
+  }
   return s.packed != nullptr ? s.packed->mem.get_desc().get_size() : 0;
 }
 
-namespace {
+HeldScratch::HeldScratch(Int8Step& s) : step_(s) {
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.scratch.empty()) {
+      held_ = std::move(s.scratch.back());
+      s.scratch.pop_back();
+    }
+  }
+  if (held_ == nullptr) held_ = std::make_unique<Int8Scratch>();
+}
+
+HeldScratch::~HeldScratch() {
+  std::lock_guard<std::mutex> lock(step_.mutex);
+  step_.scratch.push_back(std::move(held_));
+}
 
 // Runs `prim` (src, weights, dst[, bias]) with the oneDNN stream and memory
 // objects `b` keeps for calls of `kind`, made at its first such call and
@@ -241,9 +262,8 @@ void keep_wide_bias(const Int8Step& s, const int32_t* bias, int64_t wide, Int8Sc
   b->bias_from = bias;
 }
 
-}  // namespace
-
 sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool) {
+  if (s.deconv != nullptr) return run_deconv(s, ins, out, pool);
   const quant::QuantOperands& q = s.q;
   auto ptr = [&](int i) { return i < 0 ? nullptr : ins[static_cast<size_t>(i)]; };
   auto dt = [&](int i) { return i < 0 ? LOOM_DTYPE_U8 : s.in_dtypes[static_cast<size_t>(i)]; };
@@ -348,23 +368,7 @@ sdk::Status run_int8_step(Int8Step& s, const std::vector<const void*>& ins, void
   }
 
   // The run's buffers: a free set of the step's, or new ones (kept after).
-  std::unique_ptr<Int8Scratch> buffers;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (!s.scratch.empty()) {
-      buffers = std::move(s.scratch.back());
-      s.scratch.pop_back();
-    }
-  }
-  if (buffers == nullptr) buffers = std::make_unique<Int8Scratch>();
-  struct GiveBack {
-    Int8Step& step;
-    std::unique_ptr<Int8Scratch>& held;
-    ~GiveBack() {
-      std::lock_guard<std::mutex> lock(step.mutex);
-      step.scratch.push_back(std::move(held));
-    }
-  } give_back{s, buffers};
+  HeldScratch buffers(s);
 
   if (packed->fused && (s.io_nhwc || !s.conv)) {
     // oneDNN requantizes (Int8Step::fused_prim) from x to y, both

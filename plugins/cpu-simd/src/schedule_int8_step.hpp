@@ -73,6 +73,37 @@ struct Int8Scratch {
 };
 
 
+// QLinearConvTranspose (format 12, schedule_int8_deconv.cpp): the weights
+// of one address packed for the call the step takes with them. `fused`:
+// oneDNN's deconvolution requantizes (output scales, x's zero point, round
+// and clip post-ops, y's zero point) where that is exact: one pass cannot
+// saturate (VNNI, or every output channel's two largest |w| sum to at most
+// 128) and 255 * sum |w| + |bias| < 2^24 per output channel (float(acc) +
+// float(bias) is then float(acc + bias)). Otherwise s32 products, two of
+// them (ws = 2 * hi + lo) where one could saturate, requantized by the
+// plugin's loop.
+struct DeconvPack {
+  const void* from = nullptr;
+  bool fused = false, two_pass = false;
+  memory wei, low;
+};
+
+// The geometry, primitives and constant operands of a QLinearConvTranspose
+// step; x and y are channels-last.
+struct DeconvInt8 {
+  int64_t n = 0, c = 0, m = 0, group = 1, positions = 0;  // positions: N x OH x OW
+  memory::desc src_md, y_md, acc_md, user_wei_md, bias_md;
+  dnnl::primitive fused_prim, acc_prim;
+  memory::desc fused_wei_md, acc_wei_md;
+  std::vector<float> mult;     // x_scale * w_scale[m] / y_scale, per output channel
+  std::vector<int32_t> bias;   // per output channel (zeros without a bias)
+  std::vector<int32_t> zeros;  // requantize_row_avx2's Tw: none here (oneDNN subtracts x's zero point)
+  bool has_bias = false;
+  int32_t y_zero = 0;
+  double lo = 0, hi = 255;  // the output range, the clamp included
+  std::shared_ptr<const DeconvPack> pack;  // under Int8Step::mutex
+};
+
 struct Int8Step {
   Op op = Op::kQuantizeLinear;
   std::string where;  // "node 3 (QLinearConv)"
@@ -172,6 +203,10 @@ struct Int8Step {
   // schedules (PackedWeights::int8); null: this step packs its own.
   struct Int8PackStore* store = nullptr;
 
+  // QLinearConvTranspose: everything it needs (the fields above from
+  // `conv` on are unused).
+  std::shared_ptr<DeconvInt8> deconv;
+
   std::mutex mutex;
   std::shared_ptr<const PackedInt8> packed;
   std::shared_ptr<const struct RequantParams> params;  // under mutex
@@ -198,6 +233,38 @@ int64_t int8_zp_at(const void* p, loom_dtype_t d, int64_t i);
 bool lacks_vnni();
 sdk::Status plan_conv(const BlobGraph& g, const BlobNode& node, Int8Step* s);
 sdk::Status plan_matmul(const BlobGraph& g, const BlobNode& node, Int8Step* s);
+
+// QLinearConvTranspose (schedule_int8_deconv.cpp): its plan (constant
+// scales, zero points and bias read and checked; oneDNN's primitives) and
+// its run.
+sdk::Status plan_deconv(const BlobGraph& g, const BlobNode& node, const std::vector<bool>& fixed, Int8Step* s);
+sdk::Status run_deconv(Int8Step& s, const std::vector<const void*>& ins, void* out, ThreadPool& pool);
+
+// One run's buffer set of step `s`: a free one of the step's, or a new one;
+// given back to the step when the run ends (kept for the next run).
+class HeldScratch {
+ public:
+  explicit HeldScratch(Int8Step& s);
+  ~HeldScratch();
+  HeldScratch(const HeldScratch&) = delete;
+  HeldScratch& operator=(const HeldScratch&) = delete;
+  Int8Scratch& operator*() { return *held_; }
+  Int8Scratch* operator->() { return held_.get(); }
+  Int8Scratch* get() { return held_.get(); }
+
+ private:
+  Int8Step& step_;
+  std::unique_ptr<Int8Scratch> held_;
+};
+
+// Shared by the steps' runs: calls `prim` (src, weights, dst[, bias]) with
+// the stream and memory objects `b` keeps for calls of `kind` (made at the
+// first such call, pointed at this run's tensors); keeps in `b` the first
+// `wide` biases in requantize_row_avx2's two forms.
+void run_kept_call(Int8Scratch& b, int kind, const dnnl::primitive& prim, const memory::desc& src_md, const void* src,
+                   const memory::desc& dst_md, void* dst, const memory& weights, const memory::desc* bias_md,
+                   const void* bias);
+void keep_wide_bias(const Int8Step& s, const int32_t* bias, int64_t wide, Int8Scratch* b);
 
 // requantize_row_avx2's operands: per channel the multiplier and the bias
 // (as double), the x zero point, the output zero point and range.

@@ -1,7 +1,8 @@
 // Format 10 of the cpu-simd blob: Round and DynamicQuantizeLinear's three
 // nodes (scale, zero point, y), their arity, shape and dtype rules, and that
 // format 9 refuses them by name. Format 11: the moving operators of any
-// dtype and MaxPool of u8 / i8, refused by name in format 10.
+// dtype and MaxPool of u8 / i8, refused by name in format 10. Format 12:
+// QLinearConvTranspose and its rules.
 #include <gtest/gtest.h>
 
 #include "blob_fuzz_support.hpp"
@@ -154,6 +155,77 @@ TEST(BlobFormatV11, MovingOperatorsOfAnyDtypeRoundTripAndFormatTenRefusesThemByN
   EXPECT_NE(validate_error(bad).find("node 0 (MaxPool): MaxPool: the output is i32 (7), expected f32, u8 or i8"),
             std::string::npos)
       << validate_error(bad);
+}
+
+
+// Format 12: QLinearConvTranspose. x u8 [1, 4, 3, 3], w i8 [4, 2, 3, 3]
+// (stride 2, pads 1, output_padding 1: y [1, 2, 6, 6]), scales and zero
+// points as inputs here (the rules read shapes and dtypes only).
+BlobGraph qdeconv_graph() {
+  testing::BlobBuilder b;
+  const uint32_t x = b.t({1, 4, 3, 3}, LOOM_DTYPE_U8), xs = b.t({}), xz = b.t({}, LOOM_DTYPE_U8);
+  const uint32_t w = b.t({4, 2, 3, 3}, LOOM_DTYPE_I8), ws = b.t({2}), wz = b.t({2}, LOOM_DTYPE_I8);
+  const uint32_t ys = b.t({}), yz = b.t({}, LOOM_DTYPE_U8), bias = b.t({2}, LOOM_DTYPE_I32);
+  const uint32_t y = b.t({1, 2, 6, 6}, LOOM_DTYPE_U8);
+  b.g.inputs = {x, xs, xz, w, ws, wz, ys, yz, bias};
+  b.g.outputs = {y};
+  BlobNode& n = b.node(Op::kQLinearConvTranspose, {x, xs, xz, w, ws, wz, ys, yz, bias}, y);
+  n.ints = {2, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1};
+  n.trans_a = 1;
+  n.floats = {0, 200};
+  return b.g;
+}
+
+TEST(BlobFormatV12, QLinearConvTransposeRoundTripsAndOlderFormatsRefuseItByName) {
+  const BlobGraph g = qdeconv_graph();
+  std::string error;
+  ASSERT_TRUE(validate(g, &error)) << error;
+  EXPECT_EQ(format_version_for(g), 12u);
+  const std::vector<std::byte> bytes = encode(g);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[4]), 12u);
+  BlobGraph d;
+  ASSERT_TRUE(decode(bytes.data(), bytes.size(), &d, &error)) << error;
+  ASSERT_EQ(d.nodes.size(), 1u);
+  EXPECT_EQ(d.nodes[0].op, Op::kQLinearConvTranspose);
+  EXPECT_EQ(d.nodes[0].ints, g.nodes[0].ints);
+  EXPECT_EQ(encode(d), bytes);
+  EXPECT_NE(decode_error(encode(g, 11)).find("node 0 (QLinearConvTranspose): needs format 12, the blob is format 11"),
+            std::string::npos);
+  EXPECT_NE(decode_error(encode(g, 9)).find("needs format 12, the blob is format 9"), std::string::npos);
+}
+
+TEST(BlobFormatV12, MalformedQLinearConvTransposeIsRefusedByName) {
+  auto error_of = [](void (*edit)(BlobGraph&)) {
+    BlobGraph g = qdeconv_graph();
+    edit(g);
+    return validate_error(g);
+  };
+  const std::string rounding = error_of([](BlobGraph& g) { g.nodes[0].trans_a = 0; });
+  EXPECT_NE(rounding.find("QLinearConvTranspose: trans_a must be 1 (round, then add the zero point), got 0"),
+            std::string::npos) << rounding;
+  const std::string signed_x = error_of([](BlobGraph& g) {
+    g.tensors[0].dtype = LOOM_DTYPE_I8;
+    g.tensors[2].dtype = LOOM_DTYPE_I8;
+  });
+  EXPECT_NE(signed_x.find("QLinearConvTranspose: x is i8 (5), expected u8"), std::string::npos) << signed_x;
+  const std::string u8_w = error_of([](BlobGraph& g) {
+    g.tensors[3].dtype = LOOM_DTYPE_U8;
+    g.tensors[5].dtype = LOOM_DTYPE_U8;
+  });
+  EXPECT_NE(u8_w.find("QLinearConvTranspose: the weight is u8 (9), expected i8"), std::string::npos) << u8_w;
+  const std::string rank = error_of([](BlobGraph& g) {
+    g.tensors[0].shape = {1, 4, 9};
+    g.tensors[3].shape = {4, 2, 3};
+    g.tensors[9].shape = {1, 2, 18};
+    g.nodes[0].ints = {1, 1, 3, 2, 1, 1, 1, 1};
+  });
+  EXPECT_NE(rank.find("QLinearConvTranspose: x [1, 4, 9] must be 4-D ([N, C, H, W])"), std::string::npos) << rank;
+  const std::string scale = error_of([](BlobGraph& g) { g.tensors[4].shape = {3}; });
+  EXPECT_NE(scale.find("QLinearConvTranspose: w scale [3] must have one element or 2"), std::string::npos) << scale;
+  const std::string out = error_of([](BlobGraph& g) { g.tensors[9].shape = {1, 2, 5, 6}; });
+  EXPECT_NE(out.find("is declared [1, 2, 5, 6] but the operator produces [1, 2, 6, 6]"), std::string::npos) << out;
+  const std::string arity = error_of([](BlobGraph& g) { g.nodes[0].inputs.resize(7); });
+  EXPECT_NE(arity.find("QLinearConvTranspose"), std::string::npos) << arity;
 }
 
 }  // namespace

@@ -152,9 +152,9 @@ TEST_F(CpuSimdPlugin, CheckRejectsAForeignKeyOrVersion) {
   EXPECT_EQ(check(blob, "vulkan-compute"),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
                 "cpu-simd serves loader key \"cpu-simd\", not \"vulkan-compute\"");
-  EXPECT_EQ(check(blob, "cpu-simd", 12),
+  EXPECT_EQ(check(blob, "cpu-simd", 13),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) +
-                "cpu-simd reads blob formats 1 to 11, the program records format 12");
+                "cpu-simd reads blob formats 1 to 12, the program records format 13");
 }
 
 TEST_F(CpuSimdPlugin, LoadOfABadBlobFailsAndReturnsNoHandle) {

@@ -49,7 +49,9 @@
 // Concat, Transpose, Slice and Gather of any blob dtype (bool, i32, i64, u8,
 // i8: every operand and the output of one dtype) and MaxPool of u8 and i8
 // (blob_dtype_rules.hpp, uses_format11), which compile writes for the
-// tensors a quantized model passes through unchanged. encode() writes the oldest version
+// tensors a quantized model passes through unchanged. Version 12 is version
+// 11 plus QLinearConvTranspose (66, blob_quant_rules.hpp), the int8
+// ConvTranspose compile fuses from a QDQ group. encode() writes the oldest version
 // that holds the graph (format_version_for: 5 only when it needs it) unless
 // asked for another.
 //
@@ -672,7 +674,12 @@ inline bool decode(const void* data, size_t size, BlobGraph* out, std::string* e
         !r.i32("node trans_b", &node.trans_b, error)) {
       return false;
     }
-    if (version < 10 && op > kLastOpV9 && op <= kLastOp) {
+    if (version < 12 && op > kLastOpV11 && op <= kLastOp) {
+      *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(static_cast<Op>(op)) +
+               "): needs format 12, the blob is format " + std::to_string(version);
+      return false;
+    }
+    if (version < 10 && op > kLastOpV9 && op <= kLastOpV11) {
       *error = at(start) + ": node " + std::to_string(n) + " (" + op_name(static_cast<Op>(op)) +
                "): needs format 10, the blob is format " + std::to_string(version);
       return false;

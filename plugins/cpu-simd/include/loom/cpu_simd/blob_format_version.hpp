@@ -13,7 +13,7 @@
 
 namespace loom::cpu_simd {
 
-inline constexpr uint32_t kFormatVersion = 11;
+inline constexpr uint32_t kFormatVersion = 12;
 inline constexpr uint32_t kMinFormatVersion = 1;
 
 // Whether `shape` has an open dimension (-1, format 5).
@@ -37,6 +37,9 @@ inline bool has_open_dims(const BlobGraph& g) {
 // a Copy carries a shape spec, 4 otherwise (so static blobs stay readable by
 // plugins that know formats 1 to 4).
 inline uint32_t format_version_for(const BlobGraph& g) {
+  for (const BlobNode& n : g.nodes) {
+    if (n.op == Op::kQLinearConvTranspose) return 12;
+  }
   for (const BlobNode& n : g.nodes) {
     if (!n.outputs.empty() && n.outputs[0] < g.tensors.size() && uses_format11(n, g.tensors[n.outputs[0]].dtype)) {
       return 11;

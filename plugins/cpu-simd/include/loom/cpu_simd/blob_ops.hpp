@@ -90,6 +90,10 @@ enum class Op : uint32_t {
   kDynamicQuantizeScale = 63,       // x (f32) -> y_scale (f32, shape [])
   kDynamicQuantizeZeroPoint = 64,   // x (f32) -> y_zero_point (u8, shape [])
   kDynamicQuantize = 65,            // x (f32), y_scale, y_zero_point -> y (u8, x's shape)
+  // Format 12: the int8 ConvTranspose compile fuses from a QDQ group
+  // (blob_quant_rules.hpp).
+  kQLinearConvTranspose = 66,  // x (u8), x_scale, x_zp, w (i8), w_scale, w_zp, y_scale, y_zp[, B (i32)];
+                               //   ints as kConvTranspose (2-D); trans_a 1; floats as kQLinearConv
 };
 inline constexpr uint32_t kLastOpV1 = 5;
 inline constexpr uint32_t kLastOpV2 = 39;
@@ -97,7 +101,8 @@ inline constexpr uint32_t kLastOpV3 = 48;
 inline constexpr uint32_t kLastOpV5 = 52;
 inline constexpr uint32_t kLastOpV8 = 58;
 inline constexpr uint32_t kLastOpV9 = 61;
-inline constexpr uint32_t kLastOp = 65;
+inline constexpr uint32_t kLastOpV11 = 65;
+inline constexpr uint32_t kLastOp = 66;
 
 // The last operator code that blob format `version` may use.
 inline uint32_t last_op(uint32_t version) {
@@ -107,11 +112,14 @@ inline uint32_t last_op(uint32_t version) {
          : version <= 5 ? kLastOpV5
          : version <= 8 ? kLastOpV8
          : version == 9 ? kLastOpV9
-                        : kLastOp;
+         : version <= 11 ? kLastOpV11
+                         : kLastOp;
 }
 
-// The quantized operators of format 6.
-inline bool is_quant(Op op) { return op >= Op::kQuantizeLinear && op <= Op::kMatMulInteger; }
+// The quantized operators of format 6, and format 12's QLinearConvTranspose.
+inline bool is_quant(Op op) {
+  return (op >= Op::kQuantizeLinear && op <= Op::kMatMulInteger) || op == Op::kQLinearConvTranspose;
+}
 
 // Pad's modes (ints[0]).
 enum class PadMode : int64_t { kConstant = 0, kReflect = 1, kEdge = 2, kWrap = 3 };
@@ -177,7 +185,8 @@ inline const char* op_name(Op op) {
       "ReduceMin", "Gather", "Resize", "ConvTranspose", "LayerNormalization", "Slice", "Pad",
       "Where", "Equal", "Cast", "QuantizeLinear", "DequantizeLinear", "QLinearConv",
       "QLinearMatMul", "ConvInteger", "MatMulInteger", "LSTM", "GRU", "RNN", "Round",
-      "DynamicQuantizeLinear (scale)", "DynamicQuantizeLinear (zero point)", "DynamicQuantizeLinear (y)"};
+      "DynamicQuantizeLinear (scale)", "DynamicQuantizeLinear (zero point)", "DynamicQuantizeLinear (y)",
+      "QLinearConvTranspose"};
   const uint32_t i = static_cast<uint32_t>(op);
   return i <= kLastOp ? kNames[i] : kNames[0];
 }

@@ -30,6 +30,16 @@
 // the scaled value is exactly halfway and the zero point odd. compile
 // writes trans_a 1 on the steps it fuses from QDQ groups, whose last node
 // is a QuantizeLinear.
+//
+// Format 12: QLinearConvTranspose, QLinearConv's operands around an ONNX
+// ConvTranspose (ints as ConvTranspose's, 2-D only: x is [N, C, H, W], the
+// weight [C, M / group, kH, kW]), u8 x, i8 weights, the weight's scale and
+// zero point one element or one per entry of the weight's axis 1 (M /
+// group), trans_a 1 (it always requantizes as a QuantizeLinear does) and
+// the optional output clamp. compile writes it for a DequantizeLinear ->
+// ConvTranspose -> QuantizeLinear group; its weight zero points must be 0,
+// and its scales and zero points constants, which the plugin checks when it
+// loads the blob.
 #pragma once
 
 #include <string>
@@ -64,6 +74,7 @@ inline bool operands_of(const BlobNode& node, QuantOperands* q, std::string* err
       return true;
     case Op::kQLinearConv:
     case Op::kQLinearMatMul:
+    case Op::kQLinearConvTranspose:
       *q = QuantOperands{0, 3, n > 8 ? 8 : -1, 1, 2, 4, 5, 6, 7};
       return true;
     case Op::kConvInteger:
@@ -111,16 +122,21 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
   const std::string op = op_name(node.op);
   quant::QuantOperands q;
   if (!quant::operands_of(node, &q, error)) return false;
-  const bool conv = node.op == Op::kQLinearConv || node.op == Op::kConvInteger;
+  const bool transposed = node.op == Op::kQLinearConvTranspose;
+  const bool conv = node.op == Op::kQLinearConv || node.op == Op::kConvInteger || transposed;
   const bool matmul = node.op == Op::kQLinearMatMul || node.op == Op::kMatMulInteger;
   if (!conv && !node.ints.empty()) {
     *error = op + ": unexpected ints (" + std::to_string(node.ints.size()) + ")";
     return false;
   }
-  const bool qlinear = node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul;
+  const bool qlinear = node.op == Op::kQLinearConv || node.op == Op::kQLinearMatMul || transposed;
   if (!node.floats.empty() && !(qlinear && node.floats.size() == 2)) {
     *error = op + ": unexpected floats (" + std::to_string(node.floats.size()) + ")" +
              (qlinear ? ", expected none or an output clamp [lo, hi]" : "");
+    return false;
+  }
+  if (transposed && node.trans_a != 1) {
+    *error = op + ": trans_a must be 1 (round, then add the zero point), got " + std::to_string(node.trans_a);
     return false;
   }
   if (node.op != Op::kConvInteger && node.op != Op::kMatMulInteger && node.trans_a != 0 &&
@@ -171,8 +187,12 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
     *out = x;
     return true;
   }
+  if (transposed && shape(0).size() != 4) {
+    *error = op + ": x " + shape_string(shape(0)) + " must be 4-D ([N, C, H, W])";
+    return false;
+  }
   BlobNode core;
-  core.op = conv ? Op::kConv : Op::kMatMul;
+  core.op = transposed ? Op::kConvTranspose : conv ? Op::kConv : Op::kMatMul;
   core.ints = node.ints;
   std::vector<int64_t> b_kn;  // B as [K, N] when given transposed
   if (trans_b) {
@@ -192,7 +212,7 @@ inline bool infer_quant_shape(const BlobNode& node, const std::vector<const std:
   }
   const std::vector<int64_t>& w = trans_b ? b_kn : shape(q.weight);
   int64_t channels = 0;
-  if (conv) channels = w[0];
+  if (conv) channels = transposed ? w[1] : w[0];
   if (matmul) {
     if (shape(0).size() < 2 || w.size() < 2) {
       *error = op + ": A " + shape_string(shape(0)) + " and B " + shape_string(w) + " must have rank >= 2";
@@ -242,6 +262,10 @@ inline bool check_quant_dtypes(const BlobNode& node, const std::vector<loom_dtyp
       return out == LOOM_DTYPE_F32 || bad("the output", out, "f32");
     default:
       break;
+  }
+  if (node.op == Op::kQLinearConvTranspose) {
+    if (at(0) != LOOM_DTYPE_U8) return bad("x", at(0), "u8");
+    if (at(q.weight) != LOOM_DTYPE_I8) return bad("the weight", at(q.weight), "i8");
   }
   if (!is8(at(0))) return bad("input 0", at(0), "u8 or i8");
   if (!is8(at(q.weight))) return bad("the weight (B)", at(q.weight), "u8 or i8");

@@ -234,7 +234,7 @@ inline void op_arity(Op op, size_t* min_in, size_t* max_in) {
   } else if (op == Op::kQuantizeLinear || op == Op::kDequantizeLinear) {
     *min_in = 2;
     *max_in = 3;
-  } else if (op == Op::kQLinearConv) {
+  } else if (op == Op::kQLinearConv || op == Op::kQLinearConvTranspose) {
     *min_in = 8;
     *max_in = 9;
   } else if (op == Op::kQLinearMatMul) {

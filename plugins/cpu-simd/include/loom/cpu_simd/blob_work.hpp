@@ -103,6 +103,10 @@ inline NodeWork node_work(const BlobGraph& g, size_t index) {
       w.kind = WorkKind::kConv;
       w.flops = 2 * elements(in0) * work_detail::per_channel(g.tensors[node.inputs.at(1)]);
       break;
+    case Op::kQLinearConvTranspose:
+      w.kind = WorkKind::kConv;
+      w.flops = 2 * elements(in0) * work_detail::per_channel(g.tensors[node.inputs.at(3)]);
+      break;
     case Op::kMaxPool:
     case Op::kAveragePool: {
       // ints = [k, ceil_mode, count_include_pad, kernel[k], ...]
