@@ -76,7 +76,12 @@ def loom_median(out):
 def ort_run(a, model, outdir, feed, threads, repeat, warmup):
     env = dict(os.environ, ORT_THREADS=str(threads), ORT_REPEAT=str(repeat), ORT_WARMUP=str(warmup))
     out = sh(["node", os.path.join(a.ort_dir, "ort_bench.js"), model, outdir, feed], env)
-    return json.loads(out.strip().splitlines()[-1])
+    # the figures: the last JSON line (ONNX Runtime's warnings on stderr, such
+    # as unused initializers of an exported model, come with it)
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    if not lines:
+        fail(f"no figures in ort_bench.js's output: {out[-300:]}")
+    return json.loads(lines[-1])
 
 
 def expose_quantized(src, dst):

@@ -15,9 +15,14 @@ output's scale and zero point). --size S calibrates at [1, 3, S, S] instead
 of the zoo's input size and writes the models with that input size
 (mobilenetv3_small and resnet18 end in global pooling, so any multiple of 32
 runs; tests use it to stay small). Models:
-mobilenetv3_small, resnet18, detector (default: all three).
+mobilenetv3_small, resnet18, detector (default: all three), and ppocr_det,
+PaddleOCR's trained text detector, once add_ppocr_det.py has added it to
+ZOO_DIR (its zoo.json entry says "calib": "text_pages": it calibrates on
+text_pages.py's synthetic pages, seeds 1000 + i, instead of noise).
 
 Steps:
+0. Constant nodes that only feed weights, biases and BatchNormalization
+   parameters become initializers (paddle2onnx writes every weight so).
 1. Convert models below opset 13 to 13 (onnx.version_converter: a
    per-channel DequantizeLinear, its axis, needs 13). Fold every BatchNormalization that follows a Conv (whose output nothing
    else reads) into that Conv's weight and bias (in float64, stored f32).
@@ -34,12 +39,15 @@ Steps:
      transB else 1, MatMul axis 1): scale = max|w| / 127 (range [-127, 127]),
      or / 64 with --reduce-range (7-bit, [-64, 64], ONNX Runtime's advice for
      CPUs without VNNI); the bias becomes i32 at scale x_scale * w_scale[c]
-     (the product in f32), round half to even.
+     (the product in f32), round half to even; a bias that does not fit i32
+     at that scale (a channel whose weights are all near 0) stays f32, so
+     that Conv runs in f32 between its DQs and Q.
    - Relu or Clip right after a node whose output nothing else reads (and is
      no graph output) is removed: the upstream node writes the activation's
      output, whose calibrated range (from 0) does the clamping when quantized.
    - Add, Mul, Concat, GlobalAveragePool, Sigmoid: every f32 input and the
-     output get Q/DQ, each with its own range.
+     output get Q/DQ, each with its own range; one with a constant operand
+     (a learned scale) stays f32.
    - MaxPool, AveragePool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
      Resize, Slice: only when the data input is already quantized; the output
      then gets Q/DQ with the input's scale and zero point (the values pass
@@ -69,7 +77,10 @@ import onnx
 import onnx.version_converter
 from onnx import TensorProto, helper, numpy_helper
 
-CNNS = ("mobilenetv3_small", "resnet18", "detector")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import text_pages  # noqa: E402
+
+CNNS = ("mobilenetv3_small", "resnet18", "detector", "ppocr_det")
 WEIGHTED = {"Conv", "ConvTranspose", "Gemm", "MatMul"}
 ALL_IO = {"Add", "Mul", "Concat", "GlobalAveragePool", "Sigmoid"}
 PASS_THROUGH = {"MaxPool", "AveragePool", "Reshape", "Flatten", "Transpose", "Squeeze",
@@ -89,6 +100,34 @@ def readers_of(graph):
             if i:
                 readers.setdefault(i, []).append(n)
     return readers
+
+
+def constants_to_initializers(model):
+    """Moves the tensor of each Constant node that only weighted nodes and
+    BatchNormalization read as a parameter (input 1 or later) into the
+    initializers; returns the count."""
+    g = model.graph
+    readers = readers_of(g)
+    param_of = ("Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization")
+
+    def weight_only(t):
+        rs = readers.get(t, [])
+        return bool(rs) and all(r.op_type in param_of and list(r.input).index(t) >= 1 for r in rs)
+
+    keep, moved = [], 0
+    for n in g.node:
+        if (n.op_type == "Constant" and len(n.attribute) == 1 and n.attribute[0].name == "value" and
+                weight_only(n.output[0])):
+            t = onnx.TensorProto()
+            t.CopyFrom(n.attribute[0].t)
+            t.name = n.output[0]
+            g.initializer.append(t)
+            moved += 1
+        else:
+            keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    return moved
 
 
 def fold_batchnorm(model):
@@ -151,8 +190,9 @@ def file_name(name):
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def calibrate(model, shape, loom, n_inputs, work):
-    """Per-tensor [lo, hi] over the calibration set, run on Loom (cpu-simd, 1 thread)."""
+def calibrate(model, shape, loom, n_inputs, work, pages=False):
+    """Per-tensor [lo, hi] over the calibration set, run on Loom (cpu-simd, 1 thread);
+    `pages`: text_pages.py's pages instead of standard normal inputs."""
     names = float_tensors(model)
     if len({file_name(n) for n in names}) != len(names):
         fail("two tensor names map to one .npy file name; cannot calibrate")
@@ -173,7 +213,10 @@ def calibrate(model, shape, loom, n_inputs, work):
     run([loom, "compile", src, "-o", prog, "--target", "cpu-simd", "--input-shape", shape_arg])
     ranges = {}
     for i in range(n_inputs):
-        x = np.random.default_rng(1000 + i).standard_normal(shape).astype(np.float32)
+        if pages:
+            x = text_pages.page(1000 + i, shape[2])
+        else:
+            x = np.random.default_rng(1000 + i).standard_normal(shape).astype(np.float32)
         xin, out = os.path.join(work, f"x{i}.npy"), os.path.join(work, f"out{i}")
         np.save(xin, x)
         run([loom, "run", prog, "--input", f"{in_name}={xin}", "--threads", "1", "--output-dir", out])
@@ -208,6 +251,7 @@ class Quantizer:
         self.ranges = ranges
         self.qmax = qmax
         self.inits = {t.name: t for t in self.g.initializer}
+        self.constants = {n.output[0] for n in self.g.node if n.op_type == "Constant"}
         self.params = {}        # f32 tensor -> (scale, zero point): gets Q/DQ
         self.weights = {}       # initializer -> (axis,)
         self.biases = {}        # (initializer, x tensor, weight) -> the DQ output the node reads
@@ -274,10 +318,9 @@ class Quantizer:
             elif op in ALL_IO:
                 if n.output[0] not in self.ranges:
                     continue        # not f32 (a Concat of shape parts)
+                if any(i in self.inits or i in self.constants for i in n.input):
+                    continue        # a constant operand (a learned scale): stays f32
                 for i in n.input:
-                    if i in self.inits:
-                        fail(f"node '{n.name}' ({op}) has a constant input '{i}'; "
-                             "this script quantizes activations only there")
                     self.want(i)
                 self.want(n.output[0])
             elif op in PASS_THROUGH:
@@ -322,7 +365,9 @@ class Quantizer:
             b = numpy_helper.to_array(self.inits[bias]).astype(np.float64)
             q = np.rint(b / bs.astype(np.float64))
             if np.abs(q).max() >= 2 ** 31:
-                fail(f"bias '{name}' is out of i32 range at scale x_scale * w_scale")
+                # stays f32 under the name the Conv reads
+                self.new_inits.append(numpy_helper.from_array(b.astype(np.float32), dq))
+                continue
             self.new_inits += [numpy_helper.from_array(q.astype(np.int32), name + "_quantized"),
                                numpy_helper.from_array(bs, name + "_scale"),
                                numpy_helper.from_array(np.zeros(bs.shape, np.int32), name + "_zero_point")]
@@ -367,7 +412,7 @@ def main():
     ap = argparse.ArgumentParser(usage=__doc__.split("\n\n")[1])
     ap.add_argument("zoo")
     ap.add_argument("out")
-    ap.add_argument("--models", default=",".join(CNNS))
+    ap.add_argument("--models", default=",".join(CNNS[:3]))
     ap.add_argument("--reduce-range", action="store_true")
     ap.add_argument("--loom", default=os.environ.get("LOOM", os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "bin", "loom")))
@@ -398,10 +443,11 @@ def main():
         e = zoo[name]
         model = onnx.load(os.path.join(a.zoo, e["file"]))
         if a.size:
-            if name == "detector":
+            if name in ("detector", "ppocr_det"):
                 fail("--size: the detector's output size is fixed by its input size; use the zoo's")
             for d in model.graph.input[0].type.tensor_type.shape.dim[2:]:
                 d.dim_value = a.size
+        constants_to_initializers(model)
         folded = fold_batchnorm(model)
         if model.opset_import[0].version < 13:
             # per-channel DequantizeLinear (its axis) needs opset 13
@@ -409,7 +455,7 @@ def main():
         onnx.save(model, os.path.join(a.out, f"{name}_f32fold.onnx"))
         work = tempfile.mkdtemp(prefix=f"qzoo_{name}_", dir=a.out)
         shape = [1, 3, a.size, a.size] if a.size else e["shape"]
-        ranges = calibrate(model, shape, a.loom, a.calib, work)
+        ranges = calibrate(model, shape, a.loom, a.calib, work, pages=e.get("calib") == "text_pages")
         if not a.keep_calib:
             shutil.rmtree(work)
         q = Quantizer(model, ranges, 64 if a.reduce_range else 127)

@@ -165,7 +165,8 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   for (size_t i = 0; i < node_count; ++i) {
     QuantTable qt;
     if (!plan_quant_table(p, i, &qt)) continue;
-    in_chain[qt.dq] = in_chain[qt.q] = true;
+    in_chain[qt.q] = true;
+    if (!qt.dq_kept) in_chain[qt.dq] = true;
     for (size_t n : qt.middle) in_chain[n] = true;
     quant_table_at[qt.q] = static_cast<int64_t>(quant_tables.size());
     quant_tables.push_back(std::move(qt));
@@ -366,7 +367,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
           layout_sensitive(graph.tensors[x].shape) && p.nhwc_of[x] != kNone ? Layout::kNhwc : Layout::kPlain;
       Step step;
       step.kind = StepKind::kTable;
-      step.nodes = {qt.dq};
+      if (!qt.dq_kept) step.nodes = {qt.dq};
       step.nodes.insert(step.nodes.end(), qt.middle.begin(), qt.middle.end());
       step.nodes.push_back(qt.q);
       step.ins = {p.ensure(x, layout)};

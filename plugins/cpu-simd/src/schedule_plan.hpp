@@ -338,18 +338,28 @@ struct QuantPool {
 };
 bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out);
 
-// DequantizeLinear -> f32 operators of one input each (is_unary: HardSwish,
-// HardSigmoid, Sigmoid, Relu, ...; none, up to four) -> QuantizeLinear,
-// each with per-tensor constant parameters, each node's output read by the
-// next alone: every output byte depends on one input byte, so the chain is
-// a table of the 256 (build_quant_table) and one lookup per element.
+// DequantizeLinear -> f32 operators of one input each (none, up to four:
+// is_unary ones, HardSwish, HardSigmoid, Sigmoid, Relu, Clip, ...; and Add,
+// Sub, Mul, Div, Max and Min whose other operand is a one-element f32
+// constant, as exporters write x + 3, x / 6 or a learned scale) ->
+// QuantizeLinear, each with per-tensor constant parameters, each node's
+// output read by the next alone: every output byte depends on one input
+// byte, so the chain is a table of the 256 (build_quant_table) and one
+// lookup per element. The DequantizeLinear's output may have other readers
+// (x * HardSigmoid-like gates read x twice): it then stays a step of its
+// own (`dq_kept`) and the table reads its 8-bit input.
 struct QuantTable {
   size_t dq = 0, q = 0;
   std::vector<size_t> middle;  // the f32 operators, in order
   float dq_scale = 1, q_scale = 1;
   int32_t dq_zero = 0, q_zero = 0;
+  bool dq_kept = false;
 };
 bool plan_quant_table(const Planner& p, size_t i, QuantTable* out);
+// plan_quant_table's parts: the chain from reader `first` of `cur` on; the
+// operand position of `cur` in table operator `n` (-1: not one).
+bool table_chain(const Planner& p, uint32_t cur, size_t first, QuantTable* out);
+int table_operand(const BlobGraph& g, const BlobNode& n, uint32_t cur);
 
 // The chain's output byte for each input byte, computed as the unfused
 // steps compute it: the DequantizeLinear's and QuantizeLinear's arithmetic

@@ -86,13 +86,59 @@ bool plan_quant_table(const Planner& p, size_t i, QuantTable* out) {
     return false;
   }
   t.dq_zero = static_cast<int32_t>(z);
-  uint32_t cur = dq.outputs[0];
-  for (;;) {
-    const int64_t r = p.sole_reader(cur);
+  const uint32_t dq_out = dq.outputs[0];
+  // Each unclaimed reader of the DequantizeLinear's output may start the
+  // chain (the first that completes one does); with other readers the
+  // DequantizeLinear stays.
+  if (p.is_output[dq_out] || p.readers[dq_out].empty()) return false;
+  for (size_t first : p.readers[dq_out]) {
+    if (p.claimed[first]) continue;
+    QuantTable c = t;
+    c.dq_kept = p.readers[dq_out].size() > 1;
+    if (table_chain(p, dq_out, first, &c)) {
+      *out = std::move(c);
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// A one-element f32 constant: its value.
+bool scalar_constant(const BlobGraph& g, uint32_t t, float* out) {
+  const BlobTensor& bt = g.tensors[t];
+  if (!bt.constant || bt.dtype != LOOM_DTYPE_F32 || bt.data.size() != 1) return false;
+  *out = bt.data[0];
+  return true;
+}
+
+}  // namespace
+
+// The table operator `n` reading `cur` (see QuantTable): the operand
+// position of `cur` (0 or 1), or -1 when `n` cannot be one.
+int table_operand(const BlobGraph& g, const BlobNode& n, uint32_t cur) {
+  if (n.outputs.size() != 1 || g.tensors[n.outputs[0]].dtype != LOOM_DTYPE_F32) return -1;
+  if (is_unary(n.op)) return n.inputs.size() == 1 && n.inputs[0] == cur ? 0 : -1;
+  const bool scalar_op = n.op == Op::kAdd || n.op == Op::kSub || n.op == Op::kMul || n.op == Op::kDiv ||
+                         n.op == Op::kMax || n.op == Op::kMin;
+  if (!scalar_op || n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) return -1;
+  const int at = n.inputs[0] == cur ? 0 : n.inputs[1] == cur ? 1 : -1;
+  float c = 0;
+  if (at < 0 || !scalar_constant(g, n.inputs[static_cast<size_t>(1 - at)], &c)) return -1;
+  // The constant broadcasts without changing the shape.
+  return g.tensors[n.outputs[0]].shape == g.tensors[cur].shape ? at : -1;
+}
+
+bool table_chain(const Planner& p, uint32_t cur, size_t first, QuantTable* out) {
+  const BlobGraph& g = p.g;
+  QuantTable& t = *out;
+  int64_t z = 0;
+  for (int64_t r = static_cast<int64_t>(first);; r = p.sole_reader(cur)) {
     if (r < 0) return false;
     const BlobNode& n = g.nodes[static_cast<size_t>(r)];
-    if (n.inputs.empty() || n.inputs[0] != cur || n.outputs.size() != 1) return false;
     if (n.op == Op::kQuantizeLinear) {
+      if (n.inputs.empty() || n.inputs[0] != cur || n.outputs.size() != 1) return false;
       const loom_dtype_t y_type = g.tensors[n.outputs[0]].dtype;
       if ((y_type != LOOM_DTYPE_U8 && y_type != LOOM_DTYPE_I8) || !constant_scale(g, n.inputs[1], &t.q_scale) ||
           !constant_zero(g, n, y_type, &z) || !usable_scale(t.q_scale)) {
@@ -100,17 +146,12 @@ bool plan_quant_table(const Planner& p, size_t i, QuantTable* out) {
       }
       t.q_zero = static_cast<int32_t>(z);
       t.q = static_cast<size_t>(r);
-      break;
+      return true;
     }
-    if (!is_unary(n.op) || n.inputs.size() != 1 || g.tensors[n.outputs[0]].dtype != LOOM_DTYPE_F32 ||
-        t.middle.size() == 4) {
-      return false;
-    }
+    if (table_operand(g, n, cur) < 0 || t.middle.size() == 4) return false;
     t.middle.push_back(static_cast<size_t>(r));
     cur = n.outputs[0];
   }
-  *out = std::move(t);
-  return true;
 }
 
 std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, const Kernels& kernels) {
@@ -122,15 +163,36 @@ std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, co
     a[static_cast<size_t>(v)] = static_cast<float>(x - t.dq_zero) * t.dq_scale;
   }
   ThreadPool one(1);
+  uint32_t cur = p.g.nodes[t.dq].outputs[0];
   for (size_t n : t.middle) {
+    const BlobNode& node = p.g.nodes[n];
     NodePlan plan = plan_node(p.g, n);
     plan.count = 256;
-    plan.inputs = {0};
-    plan.input_count = 1;
-    plan.output = 1;
-    float* const tensors[2] = {a.data(), b.data()};
-    kernels.run_node(plan, tensors, one);
+    float c = 0;
+    const int at = table_operand(p.g, node, cur);
+    if (node.inputs.size() == 2) {
+      // The binary kernel over the 256 values and the constant, in the
+      // node's operand order (tensors: values, constant, result).
+      c = p.g.tensors[node.inputs[static_cast<size_t>(1 - at)]].data[0];
+      plan.inputs = at == 0 ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{1, 0};
+      plan.input_count = 2;
+      plan.output = 2;
+      plan.add = BroadcastGeometry{};
+      plan.add.rank = 1;
+      plan.add.dims[0] = 256;
+      plan.add.a_strides[0] = at == 0 ? 1 : 0;
+      plan.add.b_strides[0] = at == 0 ? 0 : 1;
+      float* const tensors[3] = {a.data(), &c, b.data()};
+      kernels.run_node(plan, tensors, one);
+    } else {
+      plan.inputs = {0};
+      plan.input_count = 1;
+      plan.output = 1;
+      float* const tensors[2] = {a.data(), b.data()};
+      kernels.run_node(plan, tensors, one);
+    }
     a.swap(b);
+    cur = node.outputs[0];
   }
   const float lo = y_unsigned ? 0.0f : -128.0f, hi = y_unsigned ? 255.0f : 127.0f;
   std::vector<uint8_t> table(256);

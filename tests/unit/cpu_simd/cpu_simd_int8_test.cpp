@@ -147,6 +147,40 @@ TEST_F(CpuSimdInt8, PerTensorQuantizeAndDequantizeEqualTheReferenceKernelsOnEdge
   }
 }
 
+// QuantizeLinear rounds x / scale (the quotient in f32) half to even:
+// values on, just below and just above every half k + 0.5 (k in [-300,
+// 300]) for scales whose reciprocal is inexact (x * (1 / scale) would round
+// some of them the other way), and random values, must give the reference
+// kernel's bytes, eight at a time and in the tail, for u8 and i8 and an odd
+// zero point.
+TEST_F(CpuSimdInt8, QuantizeEqualsTheReferenceKernelNextToEveryHalf) {
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> any(-400.0f, 400.0f);
+  for (float scale : {0.1f, 0.0373f, 3.3e-3f, 1.0f / 3.0f, 7.77f}) {
+    std::vector<float> values;
+    for (int k = -300; k <= 300; ++k) {
+      const float at = (static_cast<float>(k) + 0.5f) * scale;
+      values.push_back(at);
+      float below = at, above = at;
+      for (int step = 0; step < 3; ++step) {
+        below = std::nextafter(below, -std::numeric_limits<float>::infinity());
+        above = std::nextafter(above, std::numeric_limits<float>::infinity());
+        values.push_back(below);
+        values.push_back(above);
+      }
+    }
+    for (int i = 0; i < 2000; ++i) values.push_back(any(rng) * scale);
+    values.resize(values.size() / 8 * 8 + 5);  // a tail for the scalar loop too
+    const int64_t n = static_cast<int64_t>(values.size());
+    for (loom_dtype_t q : {LOOM_DTYPE_U8, LOOM_DTYPE_I8}) {
+      SCOPED_TRACE("scale " + std::to_string(scale) + (q == LOOM_DTYPE_U8 ? ", u8" : ", i8"));
+      compare(Op::kQuantizeLinear, BlobNode{}, {exact({n}, LOOM_DTYPE_F32, values), exact({}, LOOM_DTYPE_F32, {scale}),
+                                                exact({}, q, {q == LOOM_DTYPE_U8 ? 131.0f : -7.0f})},
+              {n}, q, "QuantizeLinear", {});
+    }
+  }
+}
+
 // Where oneDNN lacks VNNI (this CPU without AVX-512 VNNI / AVX-VNNI, or
 // cpu.isa capped below it) a u8 x s8 product saturates when two weights of
 // one output channel paired by vpmaddubsw sum to more than 128 in

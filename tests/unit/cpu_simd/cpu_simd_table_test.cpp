@@ -1,0 +1,165 @@
+// DequantizeLinear -> operators of one input -> QuantizeLinear is one table
+// of the 256 bytes (plan_quant_table) also when the operators are Add, Sub,
+// Mul, Div, Max or Min with a one-element f32 constant (either operand, as
+// exporters write x + 3, x / 6, 2 - x or a learned scale a * x), and when
+// the DequantizeLinear's output has another reader (x * HardSigmoid(x)
+// patterns): the DequantizeLinear then stays a step of its own. Each result
+// equals the reference kernels run node by node on every byte value; a
+// constant of more than one element keeps the chain in f32.
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "cpu_simd_int8_support.hpp"
+#include "cpu_simd_plugin_fixture.hpp"
+
+namespace loom::cpu_simd {
+namespace {
+
+using namespace int8_testing;  // NOLINT(build/namespaces)
+
+class CpuSimdTable : public CpuSimdPlugin {};
+
+// One operator of a chain: `op` reading the running value, with an f32
+// constant `value` (shape `const_shape`) as operand 0 (`const_first`) or 1;
+// no constant for Clip (alpha / beta: [0, 6]) and Relu.
+struct ChainOp {
+  Op op;
+  const char* kernel;
+  float value;
+  bool const_first;
+  Dims const_shape;
+};
+
+struct TableCase {
+  const char* name;
+  std::vector<ChainOp> ops;
+  bool relu_reads_dq;  // a Relu of the DequantizeLinear's output, a graph output
+  const char* schedule;
+};
+
+TEST_F(CpuSimdTable, ScalarConstantOperatorsAndASharedDequantizeAreOneTableOfTheBytes) {
+  const Dims shape = {1, 4, 16, 16};
+  const std::vector<TableCase> cases = {
+      {"a learned scale and shift: Mul(a, x), Add(x, b)",
+       {{Op::kMul, "Mul", 0.94316906f, true, {1}}, {Op::kAdd, "Add", 0.5042972f, false, {1}}},
+       false,
+       "executable: schedule: table nodes 0,1,2,3 -> plain"},
+      {"operand order: Sub(2, x), Div(x, 6), Max(x, -0.1), Min(0.3, x)",
+       {{Op::kSub, "Sub", 2.0f, true, {}},
+        {Op::kDiv, "Div", 6.0f, false, {}},
+        {Op::kMax, "Max", -0.1f, false, {}},
+        {Op::kMin, "Min", 0.3f, true, {}}},
+       false,
+       "executable: schedule: table nodes 0,1,2,3,4,5 -> plain"},
+      {"Add(x, 3), Clip(0, 6), Div(x, 6) with the DequantizeLinear also read by a Relu",
+       {{Op::kAdd, "Add", 3.0f, false, {}}, {Op::kClip, "Clip", 0, false, {}}, {Op::kDiv, "Div", 6.0f, false, {}}},
+       true,
+       "executable: schedule: int8 nodes 0 -> plain; table nodes 1,2,3,4 -> plain; node nodes 5 -> plain"},
+      {"a per-channel constant is no table",
+       {{Op::kMul, "Mul", 0.5f, false, {4, 1, 1}}},
+       false,
+       "executable: schedule: int8 nodes 0 -> plain; node nodes 1 -> plain; int8 nodes 2 -> plain"},
+  };
+  for (const TableCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 rng(48);
+    QTensor x = make(shape, LOOM_DTYPE_U8, rng);
+    for (size_t i = 0; i < x.bytes.size(); ++i) x.bytes[i] = static_cast<uint8_t>(i * 7 % 256);
+    const QTensor dq_scale = exact({}, LOOM_DTYPE_F32, {0.05f}), dq_zero = exact({}, LOOM_DTYPE_U8, {121});
+    const QTensor q_scale = exact({}, LOOM_DTYPE_F32, {0.0037f}), q_zero = exact({}, LOOM_DTYPE_U8, {90});
+    BlobGraph g;
+    const uint32_t xt = add_tensor(&g, LOOM_DTYPE_U8, shape);
+    g.inputs = {xt};
+    BlobNode dq;
+    dq.op = Op::kDequantizeLinear;
+    dq.inputs = {xt, add_tensor(&g, LOOM_DTYPE_F32, {}, &dq_scale), add_tensor(&g, LOOM_DTYPE_U8, {}, &dq_zero)};
+    dq.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
+    g.nodes.push_back(dq);
+    const uint32_t dq_out = dq.outputs[0];
+    std::vector<QTensor> consts;
+    consts.reserve(c.ops.size());
+    for (const ChainOp& o : c.ops) {
+      BlobNode n;
+      n.op = o.op;
+      const uint32_t cur = g.nodes.back().outputs[0];
+      if (o.op == Op::kClip) {
+        n.alpha = 0.0f;
+        n.beta = 6.0f;
+        n.inputs = {cur};
+      } else {
+        consts.push_back(exact(o.const_shape, LOOM_DTYPE_F32,
+                               std::vector<float>(static_cast<size_t>(count_of(o.const_shape)), o.value)));
+        const uint32_t k = add_tensor(&g, LOOM_DTYPE_F32, o.const_shape, &consts.back());
+        n.inputs = o.const_first ? std::vector<uint32_t>{k, cur} : std::vector<uint32_t>{cur, k};
+      }
+      n.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
+      g.nodes.push_back(n);
+    }
+    BlobNode q;
+    q.op = Op::kQuantizeLinear;
+    q.inputs = {g.nodes.back().outputs[0], add_tensor(&g, LOOM_DTYPE_F32, {}, &q_scale),
+                add_tensor(&g, LOOM_DTYPE_U8, {}, &q_zero)};
+    const uint32_t yt = add_tensor(&g, LOOM_DTYPE_U8, shape);
+    q.outputs = {yt};
+    g.nodes.push_back(q);
+    g.outputs = {yt};
+    if (c.relu_reads_dq) {
+      BlobNode relu;
+      relu.op = Op::kRelu;
+      relu.inputs = {dq_out};
+      relu.outputs = {add_tensor(&g, LOOM_DTYPE_F32, shape)};
+      g.nodes.push_back(relu);
+      g.outputs.push_back(relu.outputs[0]);
+    }
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    // The reference kernels, node by node.
+    auto run = [&](const char* kernel, std::vector<QTensor*> ins, QTensor* out) {
+      ASSERT_EQ(run_reference(kernel, ins, out, {}), "ok");
+    };
+    QTensor xs = x, dqs = dq_scale, dqz = dq_zero, qs = q_scale, qz = q_zero;
+    QTensor clip_lo = exact({}, LOOM_DTYPE_F32, {0.0f}), clip_hi = exact({}, LOOM_DTYPE_F32, {6.0f});
+    QTensor d = blank(LOOM_DTYPE_F32, shape);
+    run("DequantizeLinear", {&xs, &dqs, &dqz}, &d);
+    QTensor cur = d;
+    for (size_t k = 0, ci = 0; k < c.ops.size(); ++k) {
+      const ChainOp& o = c.ops[k];
+      QTensor next = blank(LOOM_DTYPE_F32, shape);
+      if (o.op == Op::kClip) {
+        run("Clip", {&cur, &clip_lo, &clip_hi}, &next);
+      } else {
+        QTensor& k_t = consts[ci++];
+        run(o.kernel, o.const_first ? std::vector<QTensor*>{&k_t, &cur} : std::vector<QTensor*>{&cur, &k_t}, &next);
+      }
+      cur = next;
+    }
+    QTensor want = blank(LOOM_DTYPE_U8, shape), want_relu = blank(LOOM_DTYPE_F32, shape);
+    run("QuantizeLinear", {&cur, &qs, &qz}, &want);
+    run("Relu", {&d}, &want_relu);
+    if (HasFatalFailure()) return;
+    std::set<uint8_t> distinct(want.bytes.begin(), want.bytes.end());
+    EXPECT_GT(distinct.size(), 20u) << "the scales should spread the outputs";
+
+    x.refresh();
+    QTensor got = blank(LOOM_DTYPE_U8, shape), got_relu = blank(LOOM_DTYPE_F32, shape);
+    got.refresh();
+    got_relu.refresh();
+    std::vector<const loom_tensor_t*> outs = {&got.desc};
+    if (c.relu_reads_dq) outs.push_back(&got_relu.desc);
+    ASSERT_EQ(execute(exe, {&x.desc}, outs), "ok");
+    EXPECT_EQ(got.bytes, want.bytes);
+    if (c.relu_reads_dq) EXPECT_EQ(got_relu.bytes, want_relu.bytes);
+    api_->executable_destroy(exe);
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
+        << schedule_lines(log_lines);
+  }
+}
+
+}  // namespace
+}  // namespace loom::cpu_simd
