@@ -84,7 +84,8 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
       plan::QuantTable table;
       plan::QuantAdd add;
       if (plan::plan_quant_add(p, i, &add)) {
-        on_bytes[add.add] = "added on the 8-bit values in one pass with its two DequantizeLinear and its "
+        on_bytes[add.add] = std::string(add.params.multiply ? "multiplied" : "added") +
+                            " on the 8-bit values in one pass with its two DequantizeLinear and its "
                             "QuantizeLinear (the unfused steps' f32 arithmetic, the same bytes)";
       } else if (plan::plan_quant_pool(p, i, &pool)) {
         on_bytes[pool.pool] = "pooled on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "

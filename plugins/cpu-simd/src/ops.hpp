@@ -159,12 +159,14 @@ void coalesce(BroadcastGeometry* g);
 // workers costs more than it saves.
 inline constexpr int64_t kParallelThreshold = 1 << 16;
 
-// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear with
-// per-tensor parameters, as one pass (a kQuantAdd step, plan::QuantAdd).
+// DequantizeLinear(a), DequantizeLinear(b) -> Add (or Mul: `multiply`) ->
+// QuantizeLinear with per-tensor parameters, as one pass (a kQuantAdd step,
+// plan::QuantAdd).
 struct QuantAddParams {
   float a_scale = 1, b_scale = 1, y_scale = 1;
   int32_t a_zero = 0, b_zero = 0, y_zero = 0;
   bool a_unsigned = true, b_unsigned = true, y_unsigned = true;
+  bool multiply = false;
 };
 
 // ops.cpp and ops_nn.cpp are compiled once per instruction set, each build

@@ -110,12 +110,13 @@ void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t
 namespace {
 
 // The unfused steps' arithmetic, element by element: each DequantizeLinear
-// float(x - zero) * scale (schedule_int8.cpp), the f32 Add, and the
+// float(x - zero) * scale (schedule_int8.cpp), the f32 Add (or Mul), and the
 // QuantizeLinear's quotient rounded half to even plus the zero point,
-// saturated (NaN cannot occur: the scales are finite and positive).
-template <typename A, typename B, typename Y>
-void quant_add_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
-                   const QuantAddParams& q) {
+// saturated; NaN (an infinite product of huge scales times 0, or opposite
+// infinities added) becomes 0, as the QuantizeLinear step makes it.
+template <bool kMultiply, typename A, typename B, typename Y>
+void quant_binary_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
+                      const QuantAddParams& q) {
   const float lo = static_cast<float>(std::numeric_limits<Y>::min());
   const float hi = static_cast<float>(std::numeric_limits<Y>::max());
   const float as = q.a_scale, bs = q.b_scale, ys = q.y_scale, yz = static_cast<float>(q.y_zero);
@@ -123,10 +124,21 @@ void quant_add_run(const A* __restrict a, const B* __restrict b, Y* __restrict y
   for (size_t e = 0; e < n; ++e) {
     const float fa = static_cast<float>(static_cast<int32_t>(a[e]) - az) * as;
     const float fb = static_cast<float>(static_cast<int32_t>(b[e]) - bz) * bs;
-    float v = std::nearbyint((fa + fb) / ys) + yz;
+    float v = std::nearbyint((kMultiply ? fa * fb : fa + fb) / ys) + yz;
     v = v < lo ? lo : v;
     v = v > hi ? hi : v;
+    v = v == v ? v : 0.0f;
     y[e] = static_cast<Y>(static_cast<int32_t>(v));
+  }
+}
+
+template <typename A, typename B, typename Y>
+void quant_add_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
+                   const QuantAddParams& q) {
+  if (q.multiply) {
+    quant_binary_run<true>(a, b, y, n, q);
+  } else {
+    quant_binary_run<false>(a, b, y, n, q);
   }
 }
 

@@ -180,9 +180,27 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   for (size_t i = 0; i < node_count; ++i) {
     QuantAdd qa;
     if (!plan_quant_add(p, i, &qa)) continue;
-    in_chain[qa.dq_a] = in_chain[qa.dq_b] = in_chain[qa.add] = in_chain[qa.q] = true;
+    in_chain[qa.add] = in_chain[qa.q] = true;
+    if (!qa.dq_a_kept) in_chain[qa.dq_a] = true;
+    if (!qa.dq_b_kept) in_chain[qa.dq_b] = true;
     quant_add_at[qa.q] = static_cast<int64_t>(quant_adds.size());
     quant_adds.push_back(qa);
+  }
+
+  // A DequantizeLinear kept for other readers that all read its bytes
+  // instead (tables, quantized Adds and Muls) is not run at all.
+  {
+    std::vector<size_t> byte_readers(node_count, 0);
+    for (const QuantTable& qt : quant_tables) byte_readers[qt.dq] += qt.dq_kept ? 1 : 0;
+    for (const QuantAdd& qa : quant_adds) {
+      byte_readers[qa.dq_a] += qa.dq_a_kept ? 1 : 0;
+      byte_readers[qa.dq_b] += qa.dq_b_kept ? 1 : 0;
+    }
+    for (size_t d = 0; d < node_count; ++d) {
+      if (in_chain[d] || byte_readers[d] == 0) continue;
+      const uint32_t t = graph.nodes[d].outputs[0];
+      if (!p.is_output[t] && p.readers[t].size() == byte_readers[d]) in_chain[d] = true;
+    }
   }
 
   // Quantized operators (format 6) and recurrent ones (format 9): one step
@@ -389,7 +407,9 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
                                 : Layout::kPlain;
       Step step;
       step.kind = StepKind::kQuantAdd;
-      step.nodes = {qa.dq_a, qa.dq_b, qa.add, qa.q};
+      step.nodes = {qa.add, qa.q};
+      if (!qa.dq_a_kept) step.nodes.push_back(qa.dq_a);
+      if (!qa.dq_b_kept) step.nodes.push_back(qa.dq_b);
       std::sort(step.nodes.begin(), step.nodes.end());
       step.ins = {p.ensure(a, layout), p.ensure(b, layout)};
       step.out = p.define(y, layout);

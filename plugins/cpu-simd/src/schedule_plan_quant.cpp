@@ -226,14 +226,19 @@ bool is_8bit(loom_dtype_t t) { return t == LOOM_DTYPE_U8 || t == LOOM_DTYPE_I8; 
 bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out) {
   const BlobGraph& g = p.g;
   const BlobNode& add = g.nodes[i];
-  if (add.op != Op::kAdd || p.claimed[i] || add.inputs.size() != 2 || add.outputs.size() != 1) return false;
+  if ((add.op != Op::kAdd && add.op != Op::kMul) || p.claimed[i] || add.inputs.size() != 2 ||
+      add.outputs.size() != 1 || add.inputs[0] == add.inputs[1]) {
+    return false;
+  }
   const BlobTensor& sum = g.tensors[add.outputs[0]];
   if (sum.dtype != LOOM_DTYPE_F32) return false;
   QuantAdd qa;
   qa.add = i;
+  qa.params.multiply = add.op == Op::kMul;
   for (size_t k = 0; k < 2; ++k) {
     const uint32_t t = add.inputs[k];
-    if (g.tensors[t].shape != sum.shape || p.sole_reader(t) != static_cast<int64_t>(i)) return false;
+    if (g.tensors[t].shape != sum.shape) return false;
+    (k == 0 ? qa.dq_a_kept : qa.dq_b_kept) = p.sole_reader(t) != static_cast<int64_t>(i);
     const int64_t d = producer_of(g, t);
     if (d < 0 || p.claimed[static_cast<size_t>(d)]) return false;
     const BlobNode& dq = g.nodes[static_cast<size_t>(d)];

@@ -384,9 +384,10 @@ TEST_F(CpuSimdInt8Chain, TheTableLooksUpEveryByteAlikeOnEachInstructionSetAndLen
 // to even); others saturate y. Cases: u8 + i8 -> u8 and i8 + u8 -> i8 in
 // plain layout at a length with a tail; a written by a QLinearConv
 // (channels-last), so the step runs channels-last and reorders the plain b;
-// and a DequantizeLinear output that is also a graph output, which keeps
-// the steps apart. The per-instruction-set runs (LOOM_TEST_CPU_ISA) take
-// this test too.
+// a DequantizeLinear output that is also a graph output (that
+// DequantizeLinear stays a step, the qadd reads its bytes); and a Mul of
+// the two (qadd with a product; 0.0625 * 0.03125-scaled products). The
+// per-instruction-set runs (LOOM_TEST_CPU_ISA) take this test too.
 TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverTheBytes) {
   struct Case {
     loom_dtype_t a, b, y;
@@ -394,6 +395,7 @@ TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverThe
     std::array<float, 3> scales;  // a, b, y
     bool a_from_conv, dq_is_output;
     const char* schedule;
+    bool multiply = false;
   };
   const std::vector<Case> cases = {
       {LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, {1, 3, 16, 16}, {0.5f, 0.25f, 0.5f}, false, false,
@@ -404,8 +406,9 @@ TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverThe
        "executable: schedule: reorder -> nhwc; int8 nodes 0 -> nhwc; reorder -> nhwc; qadd nodes 1,2,3,4 -> nhwc; "
        "reorder -> plain"},
       {LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, {1, 3, 16, 16}, {0.5f, 0.25f, 0.5f}, false, true,
-       "executable: schedule: int8 nodes 0 -> plain; int8 nodes 1 -> plain; node nodes 2 -> plain; "
-       "int8 nodes 3 -> plain"},
+       "executable: schedule: int8 nodes 0 -> plain; qadd nodes 1,2,3 -> plain"},
+      {LOOM_DTYPE_U8, LOOM_DTYPE_U8, LOOM_DTYPE_U8, {1, 4, 16, 16}, {0.0625f, 0.03125f, 0.0078125f}, false, false,
+       "executable: schedule: qadd nodes 0,1,2,3 -> plain", true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.schedule);
@@ -472,7 +475,7 @@ TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverThe
     const uint32_t sum = add_tensor(&g, LOOM_DTYPE_F32, c.shape), y = add_tensor(&g, c.y, c.shape);
     node(Op::kDequantizeLinear, dq, {a, constant(LOOM_DTYPE_F32, c.scales[0]), constant(c.a, a_zero)}, fa);
     node(Op::kDequantizeLinear, dq, {b, constant(LOOM_DTYPE_F32, c.scales[1]), constant(c.b, b_zero)}, fb);
-    node(Op::kAdd, BlobNode{}, {fa, fb}, sum);
+    node(c.multiply ? Op::kMul : Op::kAdd, BlobNode{}, {fa, fb}, sum);
     node(Op::kQuantizeLinear, dq, {sum, constant(LOOM_DTYPE_F32, c.scales[2]), constant(c.y, y_zero)}, y);
     g.outputs = {y};
     if (c.dq_is_output) g.outputs.push_back(fa);
@@ -498,7 +501,7 @@ TEST_F(CpuSimdInt8Chain, TwoDequantizedTensorsAddedAndQuantizedAreOnePassOverThe
     QTensor rsum = blank(LOOM_DTYPE_F32, c.shape), want = blank(c.y, c.shape);
     ASSERT_EQ(run_reference("DequantizeLinear", {&ra, &as, &az}, &rfa, {int_attr("axis", 1)}), "ok");
     ASSERT_EQ(run_reference("DequantizeLinear", {&rb, &bs, &bz}, &rfb, {int_attr("axis", 1)}), "ok");
-    ASSERT_EQ(run_reference("Add", {&rfa, &rfb}, &rsum, {}), "ok");
+    ASSERT_EQ(run_reference(c.multiply ? "Mul" : "Add", {&rfa, &rfb}, &rsum, {}), "ok");
     ASSERT_EQ(run_reference("QuantizeLinear", {&rsum, &ys, &yz}, &want, {int_attr("axis", 1)}), "ok");
     const std::set<uint8_t> distinct(want.bytes.begin(), want.bytes.end());
     EXPECT_GT(distinct.size(), 30u) << "the scales should spread the outputs";
