@@ -11,7 +11,8 @@ ZOO_DIR holds make_zoo.py's output (<name>.onnx, zoo.json); OUT_DIR gets
 <name>_qdq.onnx (or <name>_qdq7.onnx with --reduce-range), <name>_f32fold.onnx
 (the f32 model with BatchNormalization folded, what was calibrated) and
 qdq_zoo.json (qdq_zoo7.json with --reduce-range: file, input, shape, the
-output's scale and zero point). --size S calibrates at [1, 3, S, S] instead
+output's scale and zero point; entries of other models already there are
+kept). --size S calibrates at [1, 3, S, S] instead
 of the zoo's input size and writes the models with that input size
 (mobilenetv3_small and resnet18 end in global pooling, so any multiple of 32
 runs; tests use it to stay small). Models:
@@ -479,7 +480,16 @@ def main():
                         "output": last, "output_scale": None if s is None else float(s),
                         "output_zero_point": None if z is None else int(z),
                         "weight_bits": 7 if a.reduce_range else 8})
-    with open(os.path.join(a.out, f"qdq_zoo{suffix[4:]}.json"), "w") as f:
+    # The index keeps the entries of models quantized by earlier runs into
+    # OUT_DIR (add_ppocr_det.py's model is quantized on its own).
+    index = os.path.join(a.out, f"qdq_zoo{suffix[4:]}.json")
+    done = {e["name"] for e in entries}
+    try:
+        with open(index) as f:
+            entries = [e for e in json.load(f)["models"] if e.get("name") not in done] + entries
+    except (OSError, ValueError, KeyError):
+        pass
+    with open(index, "w") as f:
         json.dump({"models": entries}, f, indent=1)
     return 0
 
