@@ -187,21 +187,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_adds.push_back(qa);
   }
 
-  // A DequantizeLinear kept for other readers that all read its bytes
-  // instead (tables, quantized Adds and Muls) is not run at all.
-  {
-    std::vector<size_t> byte_readers(node_count, 0);
-    for (const QuantTable& qt : quant_tables) byte_readers[qt.dq] += qt.dq_kept ? 1 : 0;
-    for (const QuantAdd& qa : quant_adds) {
-      byte_readers[qa.dq_a] += qa.dq_a_kept ? 1 : 0;
-      byte_readers[qa.dq_b] += qa.dq_b_kept ? 1 : 0;
-    }
-    for (size_t d = 0; d < node_count; ++d) {
-      if (in_chain[d] || byte_readers[d] == 0) continue;
-      const uint32_t t = graph.nodes[d].outputs[0];
-      if (!p.is_output[t] && p.readers[t].size() == byte_readers[d]) in_chain[d] = true;
-    }
-  }
+  skip_unread_dequantize(quant_tables, quant_adds, &p);
 
   // Quantized operators (format 6) and recurrent ones (format 9): one step
   // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain

@@ -383,6 +383,11 @@ struct QuantAdd {
 };
 bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out);
 
+// Marks claimed (not run) each DequantizeLinear that the tables and
+// quantized Adds / Muls kept for other readers when every reader of its
+// output reads its bytes instead (and it is no graph output).
+void skip_unread_dequantize(const std::vector<QuantTable>& tables, const std::vector<QuantAdd>& adds, Planner* p);
+
 // "nhwc" or "plain", for describe().
 const char* layout_name(Layout l);
 

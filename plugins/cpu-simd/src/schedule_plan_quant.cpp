@@ -271,4 +271,18 @@ bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out) {
   return true;
 }
 
+void skip_unread_dequantize(const std::vector<QuantTable>& tables, const std::vector<QuantAdd>& adds, Planner* p) {
+  std::vector<size_t> byte_readers(p->g.nodes.size(), 0);
+  for (const QuantTable& qt : tables) byte_readers[qt.dq] += qt.dq_kept ? 1 : 0;
+  for (const QuantAdd& qa : adds) {
+    byte_readers[qa.dq_a] += qa.dq_a_kept ? 1 : 0;
+    byte_readers[qa.dq_b] += qa.dq_b_kept ? 1 : 0;
+  }
+  for (size_t d = 0; d < byte_readers.size(); ++d) {
+    if (p->claimed[d] || byte_readers[d] == 0) continue;
+    const uint32_t t = p->g.nodes[d].outputs[0];
+    if (!p->is_output[t] && p->readers[t].size() == byte_readers[d]) p->claimed[d] = true;
+  }
+}
+
 }  // namespace loom::cpu_simd::plan
