@@ -88,7 +88,8 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
                             " on the 8-bit values in one pass with its two DequantizeLinear and its "
                             "QuantizeLinear (the unfused steps' f32 arithmetic, the same bytes)";
       } else if (plan::plan_quant_pool(p, i, &pool)) {
-        on_bytes[pool.pool] = "pooled on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "
+        on_bytes[pool.pool] = std::string(pool.resize ? "resized" : "pooled") +
+                              " on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "
                               "scale and zero point)";
       } else if (plan::plan_quant_table(p, i, &table)) {
         for (size_t n : table.middle) {

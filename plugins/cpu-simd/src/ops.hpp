@@ -104,7 +104,8 @@ static void walk_elements(const BroadcastGeometry& g, const T* x, T* y, int64_t 
 
 // The operators whose kernels only move or compare elements: those that
 // run any blob dtype, and MaxPool (f32, u8, i8; blob_dtype_rules.hpp).
-inline bool moves_elements(Op op) { return moves_any_dtype(op) || op == Op::kMaxPool; }
+// Resize: nearest, of bytes only (the schedule's pass-through Resize).
+inline bool moves_elements(Op op) { return moves_any_dtype(op) || op == Op::kMaxPool || op == Op::kResize; }
 
 // A 2-D MaxPool 2 x 2, stride 2, without pads or dilation: the plain
 // kernels have a vectorized loop for it on NCHW data, which the schedule

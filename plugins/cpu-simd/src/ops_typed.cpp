@@ -4,6 +4,7 @@
 // kernels read and write them as the blob's dtype says. Like ops_data.cpp
 // this file is compiled once per instruction set.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -325,6 +326,29 @@ void max_pool_integers(const NodePlan& p, const T* x, T* y) {
 
 }  // namespace
 
+// A nearest Resize of bytes (the schedule's DequantizeLinear -> Resize ->
+// QuantizeLinear of one scale and zero point): run_resize's walk without
+// the interpolation.
+void resize_nearest_bytes(const NodePlan& p, const unsigned char* x, unsigned char* y) {
+  const BroadcastGeometry& g = p.transpose;  // dims: output; a_strides: input strides
+  const size_t rank = g.rank;
+  const int64_t width = g.dims[rank - 1];
+  const int64_t* taps_last = p.a_offsets.data() + p.b_offsets[rank - 1];
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d) rows *= g.dims[d];
+  std::array<int64_t, kMaxRank> idx{};
+  for (int64_t r = 0; r < rows; ++r, y += width) {
+    int64_t base = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) base += p.a_offsets[p.b_offsets[d] + 2 * idx[d]] * g.a_strides[d];
+    const unsigned char* xr = x + base;
+    for (int64_t c = 0; c < width; ++c) y[c] = xr[taps_last[2 * c]];
+    for (size_t d = rank - 1; d-- > 0;) {
+      if (++idx[d] < g.dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 // The operators that only move elements, for 1- and 8-byte elements (u8,
 // i8, bool, i64): the same geometry as their f32 kernels, in bytes.
 void run_moved_node(const NodePlan& p, float* const* t) {
@@ -372,6 +396,9 @@ void run_moved_node(const NodePlan& p, float* const* t) {
       }
       return;
     }
+    case Op::kResize:
+      if (e == 1 && !p.linear && p.count != 0) resize_nearest_bytes(p, x, y);
+      return;
     case Op::kMaxPool:
       if (p.out_dtype == LOOM_DTYPE_I8) {
         max_pool_integers(p, reinterpret_cast<const int8_t*>(x), reinterpret_cast<int8_t*>(y));

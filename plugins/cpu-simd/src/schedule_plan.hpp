@@ -333,8 +333,11 @@ std::shared_ptr<DnnlStep> make_pool(const Planner& p, size_t i, uint32_t src_slo
 // far less than 0.5); a window's padding (the type's lowest value in
 // oneDNN, -inf in ONNX) never wins, as ONNX's pads leave every window an
 // element.
+// A nearest Resize (of any rank) passes values through the same way, as a
+// Resize of the bytes (`resize`; the step runs it in plain layout).
 struct QuantPool {
   size_t dq = 0, pool = 0, q = 0;
+  bool resize = false;
 };
 bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out);
 

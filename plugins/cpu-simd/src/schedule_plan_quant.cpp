@@ -40,11 +40,13 @@ bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out) {
   if (dq.op != Op::kDequantizeLinear || p.claimed[i]) return false;
   const uint32_t x = dq.inputs[0];
   const loom_dtype_t type = g.tensors[x].dtype;
-  if ((type != LOOM_DTYPE_U8 && type != LOOM_DTYPE_I8) || g.tensors[x].shape.size() != 4) return false;
+  if (type != LOOM_DTYPE_U8 && type != LOOM_DTYPE_I8) return false;
   const int64_t pool = p.sole_reader(dq.outputs[0]);
   if (pool < 0) return false;
   const BlobNode& mp = g.nodes[static_cast<size_t>(pool)];
-  if (mp.op != Op::kMaxPool || mp.outputs.size() != 1 || mp.inputs[0] != dq.outputs[0]) return false;
+  const bool nearest = mp.op == Op::kResize && !mp.ints.empty() && mp.ints[0] == 0 && mp.inputs.size() == 1;
+  if ((mp.op != Op::kMaxPool || g.tensors[x].shape.size() != 4) && !nearest) return false;
+  if (mp.outputs.size() != 1 || mp.inputs[0] != dq.outputs[0]) return false;
   const int64_t q = p.sole_reader(mp.outputs[0]);
   if (q < 0) return false;
   const BlobNode& qn = g.nodes[static_cast<size_t>(q)];
@@ -62,7 +64,7 @@ bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out) {
   if (std::memcmp(&s_dq, &s_q, sizeof s_dq) != 0 || z_dq != z_q || !(s_dq > 0.0f) || !std::isfinite(s_dq)) {
     return false;
   }
-  *out = {i, static_cast<size_t>(pool), static_cast<size_t>(q)};
+  *out = {i, static_cast<size_t>(pool), static_cast<size_t>(q), nearest};
   return true;
 }
 

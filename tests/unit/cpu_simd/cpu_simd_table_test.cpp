@@ -161,5 +161,87 @@ TEST_F(CpuSimdTable, ScalarConstantOperatorsAndASharedDequantizeAreOneTableOfThe
   }
 }
 
+// DequantizeLinear -> nearest Resize -> QuantizeLinear with one scale and
+// zero point is a Resize of the bytes (the values pass through: quantizing
+// a dequantized byte with the same parameters gives it back). x [1, 3, 5,
+// 7] (u8, then i8) to [1, 3, 8, 12] by arbitrary nearest taps: the result
+// must be the gather of x's bytes, and equal the unfused steps' (the same
+// blob with the Resize's f32 output also a graph output); a QuantizeLinear
+// of another scale keeps the f32 steps.
+TEST_F(CpuSimdTable, ANearestResizeBetweenADequantizeAndAQuantizeOfOneScaleIsAResizeOfTheBytes) {
+  const Dims in = {1, 3, 5, 7}, out = {1, 3, 8, 12};
+  const std::vector<int64_t> taps_h = {0, 0, 1, 2, 2, 3, 4, 4}, taps_w = {0, 1, 1, 2, 3, 3, 4, 5, 5, 6, 6, 6};
+  struct Case {
+    loom_dtype_t type;
+    bool resize_is_output;
+    float q_scale;
+    const char* schedule;
+  };
+  const std::vector<Case> cases = {
+      {LOOM_DTYPE_U8, false, 0.05f, "executable: schedule: node nodes 0,1,2 -> plain"},
+      {LOOM_DTYPE_I8, false, 0.05f, "executable: schedule: node nodes 0,1,2 -> plain"},
+      {LOOM_DTYPE_U8, true, 0.05f, "executable: schedule: int8 nodes 0 -> plain; node nodes 1 -> plain; int8 nodes 2 -> plain"},
+      {LOOM_DTYPE_U8, false, 0.07f, "executable: schedule: int8 nodes 0 -> plain; node nodes 1 -> plain; int8 nodes 2 -> plain"},
+  };
+  std::vector<std::vector<uint8_t>> results;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schedule);
+    std::mt19937 rng(49);
+    QTensor x = make(in, c.type, rng);
+    const QTensor scale = exact({}, LOOM_DTYPE_F32, {0.05f}), zero = exact({}, c.type, {c.type == LOOM_DTYPE_U8 ? 9.0f : -3.0f});
+    const QTensor q_scale = exact({}, LOOM_DTYPE_F32, {c.q_scale});
+    BlobGraph g;
+    const uint32_t xt = add_tensor(&g, c.type, in);
+    g.inputs = {xt};
+    BlobNode dq;
+    dq.op = Op::kDequantizeLinear;
+    dq.inputs = {xt, add_tensor(&g, LOOM_DTYPE_F32, {}, &scale), add_tensor(&g, c.type, {}, &zero)};
+    dq.outputs = {add_tensor(&g, LOOM_DTYPE_F32, in)};
+    BlobNode rs;
+    rs.op = Op::kResize;
+    rs.inputs = dq.outputs;
+    rs.outputs = {add_tensor(&g, LOOM_DTYPE_F32, out)};
+    rs.ints = {0, out[0], out[1], out[2], out[3]};
+    for (int64_t ch : {int64_t{0}}) rs.ints.insert(rs.ints.end(), {ch, ch});
+    for (int64_t ch = 0; ch < out[1]; ++ch) rs.ints.insert(rs.ints.end(), {ch, ch});
+    for (int64_t t : taps_h) rs.ints.insert(rs.ints.end(), {t, t});
+    for (int64_t t : taps_w) rs.ints.insert(rs.ints.end(), {t, t});
+    BlobNode q;
+    q.op = Op::kQuantizeLinear;
+    q.inputs = {rs.outputs[0], add_tensor(&g, LOOM_DTYPE_F32, {}, &q_scale), dq.inputs[2]};
+    const uint32_t yt = add_tensor(&g, c.type, out);
+    q.outputs = {yt};
+    g.nodes = {dq, rs, q};
+    g.outputs = {yt};
+    if (c.resize_is_output) g.outputs.push_back(rs.outputs[0]);
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+    x.refresh();
+    QTensor got = blank(c.type, out), got_f = blank(LOOM_DTYPE_F32, out);
+    got.refresh();
+    got_f.refresh();
+    std::vector<const loom_tensor_t*> outs = {&got.desc};
+    if (c.resize_is_output) outs.push_back(&got_f.desc);
+    ASSERT_EQ(execute(exe, {&x.desc}, outs), "ok");
+    api_->executable_destroy(exe);
+    if (c.q_scale == 0.05f) {
+      std::vector<uint8_t> want;
+      for (int64_t ch = 0; ch < out[1]; ++ch) {
+        for (int64_t h : taps_h) {
+          for (int64_t w : taps_w) want.push_back(x.bytes[static_cast<size_t>((ch * in[2] + h) * in[3] + w)]);
+        }
+      }
+      EXPECT_EQ(got.bytes, want);
+    }
+    results.push_back(got.bytes);
+    const std::vector<std::string> log_lines = harness_.recorder().logs();
+    EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
+        << schedule_lines(log_lines);
+  }
+  EXPECT_EQ(results[0], results[2]) << "the byte Resize and the unfused steps agree";
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd
