@@ -408,16 +408,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       const QuantPool& qp = quant_pools[static_cast<size_t>(quant_pool_at[i])];
       const uint32_t x = graph.nodes[qp.dq].inputs[0], y = graph.nodes[qp.q].outputs[0];
       if (qp.resize) {
-        // The plain Resize kernel on the bytes (run_moved_node).
-        Step step;
-        step.plan = plan_node(graph, qp.pool);
-        step.plan.elem = 1;
-        step.nodes = {qp.dq, qp.pool, qp.q};
-        step.ins = {p.ensure(x, Layout::kPlain)};
-        step.plan.inputs = step.ins;
-        step.out = p.define(y, Layout::kPlain);
-        step.plan.output = step.out;
-        s->steps_.push_back(std::move(step));
+        s->steps_.push_back(byte_resize_step(qp, &p));
         p.finish(y);
         continue;
       }

@@ -340,6 +340,9 @@ struct QuantPool {
   bool resize = false;
 };
 bool plan_quant_pool(const Planner& p, size_t i, QuantPool* out);
+// The step of a QuantPool with `resize`: the plain Resize kernel on the
+// bytes (run_moved_node), in plain layout.
+Step byte_resize_step(const QuantPool& qp, Planner* p);
 
 // DequantizeLinear -> f32 operators of one input each (none, up to four:
 // is_unary ones, HardSwish, HardSigmoid, Sigmoid, Relu, Clip, ...; and Add,

@@ -287,4 +287,17 @@ void skip_unread_dequantize(const std::vector<QuantTable>& tables, const std::ve
   }
 }
 
+Step byte_resize_step(const QuantPool& qp, Planner* p) {
+  const BlobGraph& g = p->g;
+  Step step;
+  step.plan = plan_node(g, qp.pool);
+  step.plan.elem = 1;
+  step.nodes = {qp.dq, qp.pool, qp.q};
+  step.ins = {p->ensure(g.nodes[qp.dq].inputs[0], Layout::kPlain)};
+  step.plan.inputs = step.ins;
+  step.out = p->define(g.nodes[qp.q].outputs[0], Layout::kPlain);
+  step.plan.output = step.out;
+  return step;
+}
+
 }  // namespace loom::cpu_simd::plan
