@@ -263,6 +263,9 @@ bool fuse_qdq_at(BlobGraph* g, const TensorUses& u, size_t qi) {
       }
     }
   }
+  // QLinearConvTranspose reads its bias when it loads: an i32 bias held
+  // outside the blob (a parameter) keeps the group in f32.
+  if (deconv && bias_tensor >= 0 && !g->tensors[static_cast<size_t>(bias_tensor)].constant) return false;
   // The activation as a clamp in output units.
   std::vector<float> clamp;
   if (act != nullptr) {

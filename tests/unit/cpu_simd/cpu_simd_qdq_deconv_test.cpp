@@ -90,13 +90,22 @@ class CpuSimdQdqDeconv : public CpuSimdInt8 {
 
   // The QDQ graph; `unfusable` also makes the ConvTranspose's f32 output a
   // graph output, which keeps the group apart.
-  ::loom::testing::GraphBuilder graph(const DeconvCase& c, const Data& d, bool unfusable) {
+  // `w_parameter` / `bias_parameter`: the weight / the i32 bias is a
+  // parameter (bound at each run, in that order after x) instead of a constant.
+  ::loom::testing::GraphBuilder graph(const DeconvCase& c, const Data& d, bool unfusable, bool w_parameter = false,
+                                      bool bias_parameter = false) {
     using ::loom::testing::attr_i;
     using ::loom::testing::attr_ints;
     ::loom::testing::GraphBuilder b;
     auto constant = [&](const QTensor& t) { return b.constant(t.shape, fb(t.dtype), t.bytes.data(), t.bytes.size()); };
     const int xq = b.input(c.x_shape, fb(LOOM_DTYPE_U8));
-    const int wq = constant(d.wq);
+    int wq = 0;
+    if (w_parameter) {
+      wq = b.parameter(c.w_shape, "w");
+      b.tensors[static_cast<size_t>(wq)].dtype = fb(LOOM_DTYPE_I8);
+    } else {
+      wq = constant(d.wq);
+    }
     const int xf = b.tensor(c.x_shape), wf = b.tensor(c.w_shape), yf = b.tensor(c.y_shape);
     const int yq = b.tensor(c.y_shape, fb(LOOM_DTYPE_U8));
     b.node("DequantizeLinear", {xq, constant(d.xs), constant(d.xz)}, {xf});
@@ -109,7 +118,14 @@ class CpuSimdQdqDeconv : public CpuSimdInt8 {
       for (int64_t m = 0; m < d.m; ++m) {
         sb.push_back(deconv_f32(d.xs, 0) * deconv_f32(d.ws, c.per_channel ? static_cast<size_t>(m) : 0));
       }
-      const int bq = constant(d.bias_i32), bf = b.tensor({d.m});
+      int bq = 0;
+      if (bias_parameter) {
+        bq = b.parameter({d.m}, "bias");
+        b.tensors[static_cast<size_t>(bq)].dtype = fb(LOOM_DTYPE_I32);
+      } else {
+        bq = constant(d.bias_i32);
+      }
+      const int bf = b.tensor({d.m});
       b.node("DequantizeLinear",
              {bq, b.constant_f32(c.per_channel ? Dims{d.m} : Dims{}, c.per_channel ? sb : std::vector<float>{sb[0]})},
              {bf}, {attr_i("axis", 0)});
@@ -283,6 +299,49 @@ TEST_F(CpuSimdQdqDeconv, CompileNotesNameTheStepAndWhyAGroupStaysF32) {
   ASSERT_EQ(unfused.size(), 1u);
   EXPECT_EQ(unfused[0].rfind("compile: f32: node n3 (ConvTranspose) reads dequantized", 0), 0u) << unfused[0];
   EXPECT_NE(unfused[0].find("i8 weights of zero point 0"), std::string::npos) << unfused[0];
+}
+
+// Weights bound at run time (a parameter, as `--params-out` writes them)
+// are packed where they are bound: the group is still one step, equal to
+// the exact sum, also after the weight moves. An i32 bias bound at run time
+// cannot be read when the step loads: the group stays f32, within 1 unit.
+TEST_F(CpuSimdQdqDeconv, AParameterWeightIsPackedWhereBoundAndAParameterBiasKeepsTheGroupF32) {
+  std::mt19937 rng(43);
+  const DeconvCase c = {"", {1, 8, 5, 5}, {8, 12, 4, 4}, {1, 12, 10, 10}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, {0, 0},
+                        true, 2, 1, 8, 0};
+  const Data d = make_data(c, rng);
+  const std::vector<uint8_t> want = exact_result(c, d);
+  for (const bool bias_parameter : {false, true}) {
+    SCOPED_TRACE(bias_parameter ? "bias parameter" : "weight parameter");
+    ::loom::testing::CompiledBlob compiled;
+    ASSERT_EQ(harness_.compile(plugin_, graph(c, d, false, !bias_parameter, bias_parameter).finish(), &compiled),
+              "ok");
+    BlobGraph g;
+    std::string error;
+    ASSERT_TRUE(decode(compiled.bytes.data(), compiled.bytes.size(), &g, &error)) << error;
+    size_t steps = 0;
+    for (const BlobNode& n : g.nodes) steps += n.op == Op::kQLinearConvTranspose;
+    EXPECT_EQ(steps, bias_parameter ? 0u : 1u);
+    loom_executable_t* exe = load(compiled.bytes, &error, compiled.format_version);
+    ASSERT_NE(exe, nullptr) << error;
+    for (int round = 0; round < 2; ++round) {
+      // Fresh copies each round: the bound weight moves.
+      QTensor x = d.xq, bound = bias_parameter ? d.bias_i32 : d.wq;
+      x.refresh();
+      bound.refresh();
+      QTensor y{c.y_shape, LOOM_DTYPE_U8, std::vector<uint8_t>(count_of(c.y_shape), 0x5a)};
+      y.refresh();
+      ASSERT_EQ(execute(exe, {&x.desc, &bound.desc}, {&y.desc}), "ok");
+      size_t differ = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        const int delta = std::abs(int{y.bytes[i]} - int{want[i]});
+        EXPECT_LE(delta, 1) << "element " << i;
+        differ += delta != 0;
+      }
+      if (!bias_parameter) EXPECT_EQ(differ, 0u) << "the int8 step is exact";
+    }
+    api_->executable_destroy(exe);
+  }
 }
 
 // A blob that breaks what the step reads when it loads: an error naming
