@@ -19,7 +19,8 @@ output is printed in units of its last DequantizeLinear's scale (the bound
 of issue 27 is 1). --layers also makes every QuantizeLinear output a graph
 output (in a copy of the model) and prints, per quantized tensor in node
 order, how many u8 values differ and by how much (the first tensor that
-differs shows where the two runtimes part), and checks the first
+differs shows where the two runtimes part; a tensor whose quantized inputs
+are all equal is marked as a place where they part), and checks the first
 convolution against an exact integer emulation in numpy (exact_first_conv).
 
 Timing: for each try, each thread count and each model, in turn: Loom's QDQ
@@ -85,15 +86,33 @@ def ort_run(a, model, outdir, feed, threads, repeat, warmup):
 
 
 def expose_quantized(src, dst):
+    """Writes a copy of src with every QuantizeLinear output a graph output;
+    returns those names and, for each, the quantized tensors it is computed
+    from (through DequantizeLinear and the f32 nodes between) and the
+    operator types on the way."""
     m = onnx.load(src)
     have = {o.name for o in m.graph.output}
-    names = []
+    producer = {o: n for n in m.graph.node for o in n.output}
+    names, sources = [], {}
     for n in m.graph.node:
         if n.op_type == "QuantizeLinear" and n.output[0] not in have:
             m.graph.output.append(helper.make_tensor_value_info(n.output[0], TensorProto.UINT8, None))
             names.append(n.output[0])
+            srcs, ops, todo, seen = set(), [], [n.input[0]], set()
+            while todo:
+                t = todo.pop()
+                p = producer.get(t)
+                if p is None or t in seen:
+                    continue
+                seen.add(t)
+                if p.op_type == "DequantizeLinear":
+                    srcs.add(p.input[0])
+                    continue
+                ops.append(p.op_type)
+                todo.extend(p.input)
+            sources[n.output[0]] = (srcs, sorted(set(ops)))
     onnx.save(m, dst)
-    return names
+    return names, sources
 
 
 def exact_first_conv(model_path, loom_dir, ort_dir):
@@ -192,21 +211,28 @@ def main():
               f"difference {d.max():.3f} output units, {int((d > 0.5).sum())} of {d.size} values differ")
         if a.layers:
             lq = os.path.join(out, f"{name}_qdq{bits}_layers.onnx")
-            names = expose_quantized(q, lq)
+            names, sources = expose_quantized(q, lq)
             lp = lq[:-5] + ".loom"
             sh([a.loom, "compile", lq, "-o", lp, "--target", "cpu-simd", "--input-shape", shape_arg(e)])
             ld, od = os.path.join(out, f"loom_{name}{bits}_l"), os.path.join(out, f"ort_{name}{bits}_l")
             sh([a.loom, "run", lp, "--input", feed, "--threads", "1", "--output-dir", ld])
             ort_run(a, lq, od, feed, 1, 1, 0)
-            differ = 0
+            differ, starts, bad = 0, 0, set()
             for t in names:
                 u = np.load(os.path.join(ld, file_name(t) + ".npy")).astype(np.int64)
                 v = np.load(os.path.join(od, file_name(t) + ".npy")).astype(np.int64)
                 dd = np.abs(u - v)
                 if dd.max() > 0:
                     differ += 1
-                    print(f"  {t}: {int((dd > 0).sum())} of {dd.size} values differ, by up to {int(dd.max())}")
-            print(f"  {differ} of {len(names)} quantized tensors differ")
+                    bad.add(t)
+                    srcs, ops = sources[t]
+                    # Where the runtimes part: its quantized inputs agree.
+                    origin = not (srcs & bad)
+                    starts += origin
+                    print(f"  {t} ({', '.join(ops)}): {int((dd > 0).sum())} of {dd.size} values differ, by up to "
+                          f"{int(dd.max())}" + ("; its quantized inputs are equal: the runtimes part here" if origin
+                                                else ""))
+            print(f"  {differ} of {len(names)} quantized tensors differ, {starts} of them from equal inputs")
             exact_first_conv(q, ld, od)
         rows.append((name, bits, e, q, qp, feed))
 

@@ -86,7 +86,8 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
       if (plan::plan_quant_add(p, i, &add)) {
         on_bytes[add.add] = std::string(add.params.multiply ? "multiplied" : "added") +
                             " on the 8-bit values in one pass with its two DequantizeLinear and its "
-                            "QuantizeLinear (the unfused steps' f32 arithmetic, the same bytes)";
+                            "QuantizeLinear (ONNX Runtime's QLinear" + (add.params.multiply ? "Mul" : "Add") +
+                            " arithmetic: within 1 unit of the unfused steps)";
       } else if (plan::plan_quant_pool(p, i, &pool)) {
         on_bytes[pool.pool] = std::string(pool.resize ? "resized" : "pooled") +
                               " on the 8-bit values (its DequantizeLinear and QuantizeLinear share one "

@@ -162,13 +162,26 @@ inline constexpr int64_t kParallelThreshold = 1 << 16;
 
 // DequantizeLinear(a), DequantizeLinear(b) -> Add (or Mul: `multiply`) ->
 // QuantizeLinear with per-tensor parameters, as one pass (a kQuantAdd step,
-// plan::QuantAdd).
+// plan::QuantAdd), with ONNX Runtime's QLinearAdd / QLinearMul arithmetic
+// (finish_quant_add fills the derived fields):
+//   Add: u is the operand that varies along the output's last dimension of
+//   extent above 1 (a, unless only b does: then `swap`), w the other; with
+//   r_u = u's scale / y's scale and r_w likewise,
+//   fixed = y_zero - fma(r_u, u_zero, r_w * w_zero), and each output is
+//   fma(u, r_u, fma(w, r_w, fixed)) on the raw 8-bit values u and w;
+//   Mul: float((a - a_zero) * (b - b_zero)) * ratio + y_zero with
+//   ratio = a_scale * b_scale / y_scale;
+// each rounded half to even and saturated (NaN: 0), all in f32.
 struct QuantAddParams {
   float a_scale = 1, b_scale = 1, y_scale = 1;
   int32_t a_zero = 0, b_zero = 0, y_zero = 0;
   bool a_unsigned = true, b_unsigned = true, y_unsigned = true;
   bool multiply = false;
+  bool swap = false;  // Add: u is b (a is constant along the last dimension)
+  float u_ratio = 1, w_ratio = 1, fixed = 0;  // Add
+  float ratio = 1;                             // Mul
 };
+void finish_quant_add(QuantAddParams* q);
 
 // ops.cpp and ops_nn.cpp are compiled once per instruction set, each build
 // in its own namespace (LOOM_CPU_SIMD_ISA, set by CMakeLists.txt): plain
@@ -189,7 +202,8 @@ struct QuantAddParams {
                   int64_t n, float epsilon, ThreadPool& pool);                                   \
   void lookup_bytes(const uint8_t* x, uint8_t* y, size_t n, const uint8_t* table);               \
   void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw);          \
-  void quant_add(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q);      \
+  void quant_add(const void* a, const void* b, void* y, const BroadcastGeometry& g, int64_t begin, \
+                 int64_t end, const QuantAddParams& q);                                          \
   NodePlan plan_node(const BlobGraph& graph, size_t index);                                      \
   void run_node(const NodePlan& plan, float* const* tensors, ThreadPool& pool);                  \
   }
@@ -224,7 +238,8 @@ struct Kernels {
   void (*global_average_nhwc)(const float* x, float* y, int64_t n, int64_t c, int64_t hw) =
       isa_baseline::global_average_nhwc;
   // y[e] for e < n from a[e] and b[e] (a kQuantAdd step's chunk).
-  void (*quant_add)(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q) =
+  void (*quant_add)(const void* a, const void* b, void* y, const BroadcastGeometry& g, int64_t begin,
+                    int64_t end, const QuantAddParams& q) =
       isa_baseline::quant_add;
 };
 

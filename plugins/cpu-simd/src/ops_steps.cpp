@@ -3,8 +3,9 @@
 // two dequantized tensors quantized again in one pass, and the global
 // average pool of channels-last f32 data. Compiled once per instruction set
 // like ops.cpp; select_kernels (schedule_isa.cpp) picks one. Built with
-// -ffp-contract=off: quant_add must round each product and the sum as the
-// unfused steps do, never as one fused multiply-add.
+// -ffp-contract=off: quant_add fuses a multiply and an add only where it
+// calls std::fma (QuantAddParams), never where the compiler would choose.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -109,64 +110,111 @@ void global_average_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t
 
 namespace {
 
-// The unfused steps' arithmetic, element by element: each DequantizeLinear
-// float(x - zero) * scale (schedule_int8.cpp), the f32 Add (or Mul), and the
-// QuantizeLinear's quotient rounded half to even plus the zero point,
-// saturated; NaN (an infinite product of huge scales times 0, or opposite
-// infinities added) becomes 0, as the QuantizeLinear step makes it.
-template <bool kMultiply, typename A, typename B, typename Y>
-void quant_binary_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
-                      const QuantAddParams& q) {
+template <typename Y>
+inline Y saturate(float v) {
   const float lo = static_cast<float>(std::numeric_limits<Y>::min());
   const float hi = static_cast<float>(std::numeric_limits<Y>::max());
-  const float as = q.a_scale, bs = q.b_scale, ys = q.y_scale, yz = static_cast<float>(q.y_zero);
-  const int32_t az = q.a_zero, bz = q.b_zero;
-  for (size_t e = 0; e < n; ++e) {
-    const float fa = static_cast<float>(static_cast<int32_t>(a[e]) - az) * as;
-    const float fb = static_cast<float>(static_cast<int32_t>(b[e]) - bz) * bs;
-    float v = std::nearbyint((kMultiply ? fa * fb : fa + fb) / ys) + yz;
-    v = v < lo ? lo : v;
-    v = v > hi ? hi : v;
-    v = v == v ? v : 0.0f;
-    y[e] = static_cast<Y>(static_cast<int32_t>(v));
+  v = std::nearbyint(v);
+  v = v < lo ? lo : v;
+  v = v > hi ? hi : v;
+  v = v == v ? v : 0.0f;
+  return static_cast<Y>(static_cast<int32_t>(v));
+}
+
+// One run of n outputs; a and b advance by sa and sb (0: the same value
+// throughout the run, 1: the next value). QuantAddParams gives the
+// arithmetic: explicit std::fma where it fuses, every other product and
+// sum rounded on its own (-ffp-contract=off).
+template <int kSa, int kSb, typename A, typename B, typename Y>
+void quant_binary_run(const A* __restrict a, int64_t sa, const B* __restrict b, int64_t sb, Y* __restrict y,
+                      int64_t n, const QuantAddParams& q) {
+  // kSa, kSb: the steps when known at compile time (0 or 1), else -1.
+  if constexpr (kSa >= 0) sa = kSa;
+  if constexpr (kSb >= 0) sb = kSb;
+  if (q.multiply) {
+    const float ratio = q.ratio, yz = static_cast<float>(q.y_zero);
+    const int32_t az = q.a_zero, bz = q.b_zero;
+    for (int64_t e = 0; e < n; ++e) {
+      const int32_t p = (static_cast<int32_t>(a[e * sa]) - az) * (static_cast<int32_t>(b[e * sb]) - bz);
+      y[e] = saturate<Y>(static_cast<float>(p) * ratio + yz);
+    }
+    return;
+  }
+  const float ru = q.u_ratio, rw = q.w_ratio, fixed = q.fixed;
+  if (q.swap) {
+    for (int64_t e = 0; e < n; ++e) {
+      const float u = static_cast<float>(b[e * sb]), w = static_cast<float>(a[e * sa]);
+      y[e] = saturate<Y>(std::fma(u, ru, std::fma(w, rw, fixed)));
+    }
+  } else {
+    for (int64_t e = 0; e < n; ++e) {
+      const float u = static_cast<float>(a[e * sa]), w = static_cast<float>(b[e * sb]);
+      y[e] = saturate<Y>(std::fma(u, ru, std::fma(w, rw, fixed)));
+    }
   }
 }
 
+// Outputs [begin, end) of the geometry's walk (y contiguous in it), run by
+// run along its last dimension; the common steps (1 or 0) get their own
+// instantiation so that the loop vectorizes.
 template <typename A, typename B, typename Y>
-void quant_add_run(const A* __restrict a, const B* __restrict b, Y* __restrict y, size_t n,
-                   const QuantAddParams& q) {
-  if (q.multiply) {
-    quant_binary_run<true>(a, b, y, n, q);
-  } else {
-    quant_binary_run<false>(a, b, y, n, q);
+void quant_binary_walk(const A* a, const B* b, Y* y, const BroadcastGeometry& g, int64_t begin, int64_t end,
+                       const QuantAddParams& q) {
+  const size_t rank = g.rank == 0 ? 1 : g.rank;
+  const int64_t inner = g.rank == 0 ? 1 : g.dims[rank - 1];
+  const int64_t sa = g.rank == 0 ? 0 : g.a_strides[rank - 1], sb = g.rank == 0 ? 0 : g.b_strides[rank - 1];
+  int64_t at = begin;
+  while (at < end) {
+    // Offsets of output `at` in a and b.
+    int64_t rest = at / inner, oa = (at % inner) * sa, ob = (at % inner) * sb;
+    for (size_t d = rank - 1; d-- > 0;) {
+      const int64_t i = rest % g.dims[d];
+      rest /= g.dims[d];
+      oa += i * g.a_strides[d];
+      ob += i * g.b_strides[d];
+    }
+    const int64_t n = std::min(end - at, inner - at % inner);
+    if (sa == 1 && sb == 1) {
+      quant_binary_run<1, 1>(a + oa, sa, b + ob, sb, y + at, n, q);
+    } else if (sa == 1 && sb == 0) {
+      quant_binary_run<1, 0>(a + oa, sa, b + ob, sb, y + at, n, q);
+    } else if (sa == 0 && sb == 1) {
+      quant_binary_run<0, 1>(a + oa, sa, b + ob, sb, y + at, n, q);
+    } else {
+      quant_binary_run<-1, -1>(a + oa, sa, b + ob, sb, y + at, n, q);
+    }
+    at += n;
   }
 }
 
 template <typename A, typename B>
-void quant_add_to(const A* a, const B* b, void* y, size_t n, const QuantAddParams& q) {
+void quant_add_to(const A* a, const B* b, void* y, const BroadcastGeometry& g, int64_t begin, int64_t end,
+                  const QuantAddParams& q) {
   if (q.y_unsigned) {
-    quant_add_run(a, b, static_cast<uint8_t*>(y), n, q);
+    quant_binary_walk(a, b, static_cast<uint8_t*>(y), g, begin, end, q);
   } else {
-    quant_add_run(a, b, static_cast<int8_t*>(y), n, q);
+    quant_binary_walk(a, b, static_cast<int8_t*>(y), g, begin, end, q);
   }
 }
 
 template <typename A>
-void quant_add_from(const A* a, const void* b, void* y, size_t n, const QuantAddParams& q) {
+void quant_add_from(const A* a, const void* b, void* y, const BroadcastGeometry& g, int64_t begin, int64_t end,
+                    const QuantAddParams& q) {
   if (q.b_unsigned) {
-    quant_add_to(a, static_cast<const uint8_t*>(b), y, n, q);
+    quant_add_to(a, static_cast<const uint8_t*>(b), y, g, begin, end, q);
   } else {
-    quant_add_to(a, static_cast<const int8_t*>(b), y, n, q);
+    quant_add_to(a, static_cast<const int8_t*>(b), y, g, begin, end, q);
   }
 }
 
 }  // namespace
 
-void quant_add(const void* a, const void* b, void* y, size_t n, const QuantAddParams& q) {
+void quant_add(const void* a, const void* b, void* y, const BroadcastGeometry& g, int64_t begin, int64_t end,
+               const QuantAddParams& q) {
   if (q.a_unsigned) {
-    quant_add_from(static_cast<const uint8_t*>(a), b, y, n, q);
+    quant_add_from(static_cast<const uint8_t*>(a), b, y, g, begin, end, q);
   } else {
-    quant_add_from(static_cast<const int8_t*>(a), b, y, n, q);
+    quant_add_from(static_cast<const int8_t*>(a), b, y, g, begin, end, q);
   }
 }
 

@@ -382,24 +382,26 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       continue;
     }
     if (quant_add_at[i] >= 0) {
-      // Element by element, in one layout for a, b and y: channels-last when
-      // a convolution wrote a or b so (one reorder of the other at most).
+      // Element by element: channels-last when a convolution wrote a or b
+      // so (the other reordered to it unless it broadcasts over the pixels).
       const QuantAdd& qa = quant_adds[static_cast<size_t>(quant_add_at[i])];
       const uint32_t a = graph.nodes[qa.dq_a].inputs[0], b = graph.nodes[qa.dq_b].inputs[0];
       const uint32_t y = graph.nodes[qa.q].outputs[0];
-      const Layout layout = layout_sensitive(graph.tensors[a].shape) &&
+      const Layout layout = layout_sensitive(graph.tensors[y].shape) &&
                                     (p.nhwc_of[a] != kNone || p.nhwc_of[b] != kNone)
                                 ? Layout::kNhwc
                                 : Layout::kPlain;
+      auto in_layout = [&](uint32_t t) { return layout_sensitive(graph.tensors[t].shape) ? layout : Layout::kPlain; };
       Step step;
       step.kind = StepKind::kQuantAdd;
       step.nodes = {qa.add, qa.q};
       if (!qa.dq_a_kept) step.nodes.push_back(qa.dq_a);
       if (!qa.dq_b_kept) step.nodes.push_back(qa.dq_b);
       std::sort(step.nodes.begin(), step.nodes.end());
-      step.ins = {p.ensure(a, layout), p.ensure(b, layout)};
+      step.ins = {p.ensure(a, in_layout(a)), p.ensure(b, in_layout(b))};
       step.out = p.define(y, layout);
       step.quant_add = qa.params;
+      step.plan.add = binary_geometry(s->slots_[step.ins[0]], s->slots_[step.ins[1]], s->slots_[step.out]);
       s->steps_.push_back(std::move(step));
       p.finish(y);
       continue;
@@ -736,18 +738,17 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
         }
         case StepKind::kQuantAdd: {
           struct Add {
-            const uint8_t* a;
-            const uint8_t* b;
-            uint8_t* y;
-            const QuantAddParams* q;
-            void (*run)(const void*, const void*, void*, size_t, const QuantAddParams&);
-          } add{reinterpret_cast<const uint8_t*>(slots[st.ins[0]]), reinterpret_cast<const uint8_t*>(slots[st.ins[1]]),
-                reinterpret_cast<uint8_t*>(slots[st.out]), &st.quant_add, kernels_.quant_add};
+            const void *a, *b;
+            void* y;
+            const Step* st;
+            decltype(kernels_.quant_add) run;
+          } add{slots[st.ins[0]], slots[st.ins[1]], slots[st.out], &st, kernels_.quant_add};
           pool.parallel_for(
               static_cast<size_t>(slots_[st.out].bytes), size_t{1} << 14,
               [](void* c, size_t begin, size_t end) {
                 const Add& l = *static_cast<const Add*>(c);
-                l.run(l.a + begin, l.b + begin, l.y + begin, end - begin, *l.q);
+                l.run(l.a, l.b, l.y, l.st->plan.add, static_cast<int64_t>(begin), static_cast<int64_t>(end),
+                      l.st->quant_add);
               },
               &add);
           continue;

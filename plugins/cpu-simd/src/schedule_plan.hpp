@@ -375,13 +375,12 @@ std::vector<uint8_t> build_quant_table(const Planner& p, const QuantTable& t, co
 
 // DequantizeLinear(a), DequantizeLinear(b) -> Add or Mul -> QuantizeLinear,
 // every scale and zero point a per-tensor constant (scales finite and
-// positive), a and b 8-bit, two tensors, of the operator's output shape (no
-// broadcast), the operator's output read by the QuantizeLinear alone: one
-// pass over the bytes (a kQuantAdd step) with the unfused steps' own
-// arithmetic, each product, the sum and the quotient rounded to f32 as they
-// round them, so the bytes are theirs. A DequantizeLinear whose output has
-// other readers stays a step (`dq_a_kept`, `dq_b_kept`) while this one
-// reads its bytes.
+// positive), a and b 8-bit, broadcasting to the operator's output shape,
+// the operator's output read by the QuantizeLinear alone: one pass over the
+// bytes (a kQuantAdd step) with ONNX Runtime's QLinearAdd / QLinearMul
+// arithmetic (QuantAddParams, ops.hpp), within 1 unit of the unfused
+// steps. A DequantizeLinear whose output has other readers stays a step
+// (`dq_a_kept`, `dq_b_kept`) while this one reads its bytes.
 struct QuantAdd {
   size_t dq_a = 0, dq_b = 0, add = 0, q = 0;
   bool dq_a_kept = false, dq_b_kept = false;

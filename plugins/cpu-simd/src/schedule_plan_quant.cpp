@@ -237,9 +237,25 @@ bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out) {
   QuantAdd qa;
   qa.add = i;
   qa.params.multiply = add.op == Op::kMul;
+  // Either operand may broadcast (the gate of a squeeze-and-excitation
+  // block); the output is the operator's.
+  const std::vector<int64_t>& as = g.tensors[add.inputs[0]].shape;
+  const std::vector<int64_t>& bs = g.tensors[add.inputs[1]].shape;
+  std::vector<int64_t> out_shape;
+  if (!broadcast_shapes(as, bs, &out_shape) || out_shape != sum.shape || sum.shape.size() > kMaxRank) return false;
+  // The operand constant along the output's last dimension of extent
+  // above 1 is ONNX Runtime's scalar of each run (finish_quant_add).
+  for (size_t d = sum.shape.size(); d-- > 0;) {
+    if (sum.shape[d] == 1) continue;
+    auto extent = [&](const std::vector<int64_t>& s) {
+      const size_t pad = sum.shape.size() - s.size();
+      return d < pad ? int64_t{1} : s[d - pad];
+    };
+    qa.params.swap = extent(as) == 1 && extent(bs) != 1;
+    break;
+  }
   for (size_t k = 0; k < 2; ++k) {
     const uint32_t t = add.inputs[k];
-    if (g.tensors[t].shape != sum.shape) return false;
     (k == 0 ? qa.dq_a_kept : qa.dq_b_kept) = p.sole_reader(t) != static_cast<int64_t>(i);
     const int64_t d = producer_of(g, t);
     if (d < 0 || p.claimed[static_cast<size_t>(d)]) return false;
@@ -269,6 +285,7 @@ bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out) {
   qa.params.y_zero = static_cast<int32_t>(zero);
   qa.params.y_unsigned = y_type == LOOM_DTYPE_U8;
   qa.q = static_cast<size_t>(q);
+  finish_quant_add(&qa.params);
   *out = qa;
   return true;
 }
@@ -301,3 +318,21 @@ Step byte_resize_step(const QuantPool& qp, Planner* p) {
 }
 
 }  // namespace loom::cpu_simd::plan
+
+namespace loom::cpu_simd {
+
+// The constants of ONNX Runtime's QLinearAdd and QLinearMul kernels, each
+// rounded to f32 where theirs is, with one fused multiply-add where theirs
+// has one (the scalar zero-point term); std::fma rounds once on every
+// machine.
+void finish_quant_add(QuantAddParams* q) {
+  q->ratio = q->a_scale * q->b_scale / q->y_scale;
+  const float ra = q->a_scale / q->y_scale, rb = q->b_scale / q->y_scale;
+  const float za = static_cast<float>(q->a_zero), zb = static_cast<float>(q->b_zero);
+  q->u_ratio = q->swap ? rb : ra;
+  q->w_ratio = q->swap ? ra : rb;
+  const float w_term = q->w_ratio * (q->swap ? za : zb);
+  q->fixed = static_cast<float>(q->y_zero) - std::fma(q->u_ratio, q->swap ? zb : za, w_term);
+}
+
+}  // namespace loom::cpu_simd
