@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ops.hpp"
 
@@ -125,12 +126,117 @@ inline Y saturate(float v) {
 // throughout the run, 1: the next value). QuantAddParams gives the
 // arithmetic: explicit std::fma where it fuses, every other product and
 // sum rounded on its own (-ffp-contract=off).
+#if defined(__AVX2__)
+
+// The same arithmetic eight (AVX2) or sixteen (AVX-512) outputs at a time:
+// each 8-bit value widened to i32 and converted to f32 exactly, the fused
+// multiply-adds as _mm*_fmadd_ps, every other product and sum on its own;
+// the result clamped to the output type's range in f32 (NaN to 0, as the
+// scalar saturate does), then converted, which rounds half to even in the
+// default rounding mode as nearbyint does. Returns how many outputs it
+// wrote (a multiple of the width); the caller's loop takes the rest.
+#if defined(__AVX512F__)
+constexpr int64_t kQuantWidth = 16;
+// All lanes: the masked forms of the intrinsics, whose unmasked forms start
+// from _mm512_undefined_*, which GCC 12 reports as maybe uninitialized.
+constexpr __mmask16 kAll16 = 0xFFFF;
+using QVec = __m512;
+using QInt = __m512i;
+template <typename T>
+inline QInt q_widen(const T* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (std::is_signed_v<T>) return _mm512_maskz_cvtepi8_epi32(kAll16, v);
+  return _mm512_maskz_cvtepu8_epi32(kAll16, v);
+}
+inline QVec q_float(QInt v) { return _mm512_maskz_cvtepi32_ps(kAll16, v); }
+inline QVec q_set(float v) { return _mm512_set1_ps(v); }
+inline QInt q_set_i(int32_t v) { return _mm512_set1_epi32(v); }
+inline QInt q_sub(QInt a, QInt b) { return _mm512_sub_epi32(a, b); }
+inline QInt q_mul_i(QInt a, QInt b) { return _mm512_mullo_epi32(a, b); }
+inline QVec q_mul(QVec a, QVec b) { return _mm512_mul_ps(a, b); }
+inline QVec q_add(QVec a, QVec b) { return _mm512_add_ps(a, b); }
+inline QVec q_fma(QVec a, QVec b, QVec c) { return _mm512_fmadd_ps(a, b, c); }
+template <typename Y>
+inline void q_store(QVec v, float lo, float hi, Y* y) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  v = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, v, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+  const QInt i = _mm512_maskz_cvtps_epi32(static_cast<__mmask16>(~nan), v);
+  _mm512_mask_cvtepi32_storeu_epi8(y, kAll16, i);
+}
+#else
+constexpr int64_t kQuantWidth = 8;
+using QVec = __m256;
+using QInt = __m256i;
+template <typename T>
+inline QInt q_widen(const T* p) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  if constexpr (std::is_signed_v<T>) return _mm256_cvtepi8_epi32(v);
+  return _mm256_cvtepu8_epi32(v);
+}
+inline QVec q_float(QInt v) { return _mm256_cvtepi32_ps(v); }
+inline QVec q_set(float v) { return _mm256_set1_ps(v); }
+inline QInt q_set_i(int32_t v) { return _mm256_set1_epi32(v); }
+inline QInt q_sub(QInt a, QInt b) { return _mm256_sub_epi32(a, b); }
+inline QInt q_mul_i(QInt a, QInt b) { return _mm256_mullo_epi32(a, b); }
+inline QVec q_mul(QVec a, QVec b) { return _mm256_mul_ps(a, b); }
+inline QVec q_add(QVec a, QVec b) { return _mm256_add_ps(a, b); }
+inline QVec q_fma(QVec a, QVec b, QVec c) { return _mm256_fmadd_ps(a, b, c); }
+template <typename Y>
+inline void q_store(QVec v, float lo, float hi, Y* y) {
+  const __m256 ordered = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+  v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
+  const QInt i = _mm256_cvtps_epi32(_mm256_and_ps(v, ordered));
+  // i32 within the type's range: pack to 16 then 8 bits without saturating
+  // anything, and keep the low eight bytes.
+  const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  const __m128i b = std::is_signed_v<Y> ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y), b);
+}
+#endif
+
+template <int kSa, int kSb, typename A, typename B, typename Y>
+int64_t quant_binary_vec(const A* __restrict a, const B* __restrict b, Y* __restrict y, int64_t n,
+                         const QuantAddParams& q) {
+  const float lo = static_cast<float>(std::numeric_limits<Y>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Y>::max());
+  const int64_t whole = n / kQuantWidth * kQuantWidth;
+  auto load_a = [&](int64_t e) { return kSa == 0 ? q_set_i(static_cast<int32_t>(a[0])) : q_widen(a + e); };
+  auto load_b = [&](int64_t e) { return kSb == 0 ? q_set_i(static_cast<int32_t>(b[0])) : q_widen(b + e); };
+  if (q.multiply) {
+    const QVec ratio = q_set(q.ratio), yz = q_set(static_cast<float>(q.y_zero));
+    const QInt az = q_set_i(q.a_zero), bz = q_set_i(q.b_zero);
+    for (int64_t e = 0; e < whole; e += kQuantWidth) {
+      const QInt p = q_mul_i(q_sub(load_a(e), az), q_sub(load_b(e), bz));
+      q_store(q_add(q_mul(q_float(p), ratio), yz), lo, hi, y + e);
+    }
+    return whole;
+  }
+  const QVec ru = q_set(q.u_ratio), rw = q_set(q.w_ratio), fixed = q_set(q.fixed);
+  for (int64_t e = 0; e < whole; e += kQuantWidth) {
+    const QVec fa = q_float(load_a(e)), fb = q_float(load_b(e));
+    const QVec u = q.swap ? fb : fa, w = q.swap ? fa : fb;
+    q_store(q_fma(u, ru, q_fma(w, rw, fixed)), lo, hi, y + e);
+  }
+  return whole;
+}
+
+#endif  // __AVX2__
+
 template <int kSa, int kSb, typename A, typename B, typename Y>
 void quant_binary_run(const A* __restrict a, int64_t sa, const B* __restrict b, int64_t sb, Y* __restrict y,
                       int64_t n, const QuantAddParams& q) {
   // kSa, kSb: the steps when known at compile time (0 or 1), else -1.
   if constexpr (kSa >= 0) sa = kSa;
   if constexpr (kSb >= 0) sb = kSb;
+#if defined(__AVX2__)
+  if constexpr (kSa >= 0 && kSb >= 0) {
+    const int64_t done = quant_binary_vec<kSa, kSb>(a, b, y, n, q);
+    a += done * sa;
+    b += done * sb;
+    y += done;
+    n -= done;
+  }
+#endif
   if (q.multiply) {
     const float ratio = q.ratio, yz = static_cast<float>(q.y_zero);
     const int32_t az = q.a_zero, bz = q.b_zero;
