@@ -83,7 +83,12 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
       plan::QuantPool pool;
       plan::QuantTable table;
       plan::QuantAdd add;
-      if (plan::plan_quant_add(p, i, &add)) {
+      plan::QuantConcat concat;
+      if (plan::plan_quant_concat(p, i, &concat)) {
+        on_bytes[concat.concat] = "concatenated on the 8-bit values in one pass with its DequantizeLinear inputs and "
+                                  "QuantizeLinear (each input copied, or through its table of 256 where its scale "
+                                  "or zero point differs)";
+      } else if (plan::plan_quant_add(p, i, &add)) {
         on_bytes[add.add] = std::string(add.params.multiply ? "multiplied" : "added") +
                             " on the 8-bit values in one pass with its two DequantizeLinear and its "
                             "QuantizeLinear (ONNX Runtime's QLinear" + (add.params.multiply ? "Mul" : "Add") +

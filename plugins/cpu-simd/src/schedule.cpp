@@ -145,9 +145,8 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     }
   }
 
-  // DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero
-  // point: a MaxPool of the 8-bit values (plan_quant_pool), standing where
-  // the QuantizeLinear stands.
+  // DequantizeLinear -> MaxPool or nearest Resize -> QuantizeLinear of one
+  // scale and zero point: plan_quant_pool, where the QuantizeLinear stands.
   std::vector<int64_t> quant_pool_at(node_count, -1);
   std::vector<QuantPool> quant_pools;
   for (size_t i = 0; i < node_count; ++i) {
@@ -158,8 +157,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_pools.push_back(qp);
   }
 
-  // DequantizeLinear -> unary f32 operators -> QuantizeLinear: one table
-  // (plan_quant_table), standing where the QuantizeLinear stands.
+  // DequantizeLinear -> unary f32 operators -> QuantizeLinear: one table.
   std::vector<int64_t> quant_table_at(node_count, -1);
   std::vector<QuantTable> quant_tables;
   for (size_t i = 0; i < node_count; ++i) {
@@ -172,9 +170,8 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_tables.push_back(std::move(qt));
   }
 
-  // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear: one
-  // pass over the bytes (plan_quant_add), standing where the QuantizeLinear
-  // stands.
+  // DequantizeLinear(a), DequantizeLinear(b) -> Add / Mul -> QuantizeLinear:
+  // one pass over the bytes (plan_quant_add), where the QuantizeLinear stands.
   std::vector<int64_t> quant_add_at(node_count, -1);
   std::vector<QuantAdd> quant_adds;
   for (size_t i = 0; i < node_count; ++i) {
@@ -188,6 +185,18 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
   }
 
   skip_unread_dequantize(quant_tables, quant_adds, &p);
+
+  // DequantizeLinear per input -> Concat -> QuantizeLinear: plan_quant_concat.
+  std::vector<int64_t> quant_concat_at(node_count, -1);
+  std::vector<QuantConcat> quant_concats;
+  for (size_t i = 0; i < node_count; ++i) {
+    QuantConcat qc;
+    if (!plan_quant_concat(p, i, &qc)) continue;
+    in_chain[qc.concat] = in_chain[qc.q] = true;
+    for (const QuantTable& in : qc.inputs) in_chain[in.dq] = true;
+    quant_concat_at[qc.q] = static_cast<int64_t>(quant_concats.size());
+    quant_concats.push_back(std::move(qc));
+  }
 
   // Quantized operators (format 6) and recurrent ones (format 9): one step
   // each of their own (schedule_int8.cpp, schedule_rnn.cpp), on plain
@@ -382,28 +391,15 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
       continue;
     }
     if (quant_add_at[i] >= 0) {
-      // Element by element: channels-last when a convolution wrote a or b
-      // so (the other reordered to it unless it broadcasts over the pixels).
       const QuantAdd& qa = quant_adds[static_cast<size_t>(quant_add_at[i])];
-      const uint32_t a = graph.nodes[qa.dq_a].inputs[0], b = graph.nodes[qa.dq_b].inputs[0];
-      const uint32_t y = graph.nodes[qa.q].outputs[0];
-      const Layout layout = layout_sensitive(graph.tensors[y].shape) &&
-                                    (p.nhwc_of[a] != kNone || p.nhwc_of[b] != kNone)
-                                ? Layout::kNhwc
-                                : Layout::kPlain;
-      auto in_layout = [&](uint32_t t) { return layout_sensitive(graph.tensors[t].shape) ? layout : Layout::kPlain; };
-      Step step;
-      step.kind = StepKind::kQuantAdd;
-      step.nodes = {qa.add, qa.q};
-      if (!qa.dq_a_kept) step.nodes.push_back(qa.dq_a);
-      if (!qa.dq_b_kept) step.nodes.push_back(qa.dq_b);
-      std::sort(step.nodes.begin(), step.nodes.end());
-      step.ins = {p.ensure(a, in_layout(a)), p.ensure(b, in_layout(b))};
-      step.out = p.define(y, layout);
-      step.quant_add = qa.params;
-      step.plan.add = binary_geometry(s->slots_[step.ins[0]], s->slots_[step.ins[1]], s->slots_[step.out]);
-      s->steps_.push_back(std::move(step));
-      p.finish(y);
+      s->steps_.push_back(quant_add_step(qa, &p));
+      p.finish(graph.nodes[qa.q].outputs[0]);
+      continue;
+    }
+    if (quant_concat_at[i] >= 0) {
+      const QuantConcat& qc = quant_concats[static_cast<size_t>(quant_concat_at[i])];
+      s->steps_.push_back(byte_concat_step(qc, &p, kernels));
+      p.finish(graph.nodes[qc.q].outputs[0]);
       continue;
     }
     if (quant_pool_at[i] >= 0) {
@@ -719,6 +715,10 @@ sdk::Status Schedule::run(ScheduleArena& arena, float* const* slots, ThreadPool&
           continue;
         }
         case StepKind::kTable: {
+          if (st.plan.op == Op::kConcat) {
+            run_byte_concat(st, slots, kernels_.lookup_bytes, pool);
+            continue;
+          }
           // One lookup per element, split among the threads.
           struct Lookup {
             const uint8_t* x;

@@ -78,6 +78,8 @@ struct Step {
   std::shared_ptr<Int8Step> int8;  // kInt8
   std::shared_ptr<RnnStep> rnn;    // kRnn
   std::vector<uint8_t> table;      // kTable: the output byte of each input byte
+  // kTable of a Concat (plan.op): per input, its table, or empty: copied.
+  std::vector<std::vector<uint8_t>> concat_tables;
   QuantAddParams quant_add;        // kQuantAdd: the scales and zero points
   // kLayerNorm: rows x n, epsilon, and whether ins[1] / ins[2] hold gamma
   // and beta.

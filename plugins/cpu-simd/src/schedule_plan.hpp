@@ -387,6 +387,25 @@ struct QuantAdd {
   QuantAddParams params;
 };
 bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out);
+// Its step (kQuantAdd): channels-last when a convolution wrote a or b so.
+Step quant_add_step(const QuantAdd& qa, Planner* p);
+
+// DequantizeLinear of each input -> Concat -> QuantizeLinear, every scale
+// and zero point a per-tensor constant, each DequantizeLinear read by the
+// Concat alone and the Concat by the QuantizeLinear alone: the Concat of
+// the bytes (a kTable step with `concat_tables`), each input copied when
+// its type, scale and zero point are the output's, else looked up in its
+// table of 256 (DequantizeLinear then QuantizeLinear, build_quant_table:
+// the unfused steps' bytes, which ONNX Runtime's QLinearConcat also gives).
+// `inputs` holds one QuantTable per input (no middle operators).
+struct QuantConcat {
+  size_t concat = 0, q = 0;
+  std::vector<QuantTable> inputs;
+};
+bool plan_quant_concat(const Planner& p, size_t i, QuantConcat* out);
+Step byte_concat_step(const QuantConcat& qc, Planner* p, const Kernels& kernels);
+void run_byte_concat(const Step& st, float* const* slots,
+                     void (*look)(const uint8_t*, uint8_t*, size_t, const uint8_t*), ThreadPool& pool);
 
 // Marks claimed (not run) each DequantizeLinear that the tables and
 // quantized Adds / Muls kept for other readers when every reader of its

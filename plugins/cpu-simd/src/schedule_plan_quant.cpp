@@ -317,6 +317,140 @@ Step byte_resize_step(const QuantPool& qp, Planner* p) {
   return step;
 }
 
+Step quant_add_step(const QuantAdd& qa, Planner* p) {
+  // Element by element: channels-last when a convolution wrote a or b so
+  // (the other reordered to it unless it broadcasts over the pixels).
+  const BlobGraph& g = p->g;
+  const uint32_t a = g.nodes[qa.dq_a].inputs[0], b = g.nodes[qa.dq_b].inputs[0];
+  const uint32_t y = g.nodes[qa.q].outputs[0];
+  const Layout layout = layout_sensitive(g.tensors[y].shape) && (p->nhwc_of[a] != kNone || p->nhwc_of[b] != kNone)
+                            ? Layout::kNhwc
+                            : Layout::kPlain;
+  auto in_layout = [&](uint32_t t) { return layout_sensitive(g.tensors[t].shape) ? layout : Layout::kPlain; };
+  Step step;
+  step.kind = StepKind::kQuantAdd;
+  step.nodes = {qa.add, qa.q};
+  if (!qa.dq_a_kept) step.nodes.push_back(qa.dq_a);
+  if (!qa.dq_b_kept) step.nodes.push_back(qa.dq_b);
+  std::sort(step.nodes.begin(), step.nodes.end());
+  step.ins = {p->ensure(a, in_layout(a)), p->ensure(b, in_layout(b))};
+  step.out = p->define(y, layout);
+  step.quant_add = qa.params;
+  step.plan.add = binary_geometry(p->slots[step.ins[0]], p->slots[step.ins[1]], p->slots[step.out]);
+  return step;
+}
+
+bool plan_quant_concat(const Planner& p, size_t i, QuantConcat* out) {
+  const BlobGraph& g = p.g;
+  const BlobNode& c = g.nodes[i];
+  if (c.op != Op::kConcat || p.claimed[i] || c.inputs.empty() || c.outputs.size() != 1) return false;
+  const uint32_t f = c.outputs[0];
+  const int64_t q = p.sole_reader(f);
+  if (q < 0 || g.tensors[f].dtype != LOOM_DTYPE_F32) return false;
+  const BlobNode& qn = g.nodes[static_cast<size_t>(q)];
+  const loom_dtype_t y_type = qn.outputs.empty() ? LOOM_DTYPE_F32 : g.tensors[qn.outputs[0]].dtype;
+  QuantTable out_part;
+  int64_t zero = 0;
+  if (qn.op != Op::kQuantizeLinear || qn.inputs[0] != f || qn.outputs.size() != 1 || !is_8bit(y_type) ||
+      !constant_scale(g, qn.inputs[1], &out_part.q_scale) || !usable_scale(out_part.q_scale) ||
+      !constant_zero(g, qn, y_type, &zero)) {
+    return false;
+  }
+  QuantConcat qc;
+  qc.concat = i;
+  qc.q = static_cast<size_t>(q);
+  for (uint32_t t : c.inputs) {
+    // Each input a DequantizeLinear's output that the Concat alone reads.
+    const int64_t d = producer_of(g, t);
+    if (d < 0 || p.claimed[static_cast<size_t>(d)] || p.sole_reader(t) != static_cast<int64_t>(i) ||
+        std::count(c.inputs.begin(), c.inputs.end(), t) != 1) {
+      return false;
+    }
+    const BlobNode& dq = g.nodes[static_cast<size_t>(d)];
+    QuantTable in = out_part;
+    in.q = qc.q;
+    in.q_zero = static_cast<int32_t>(zero);
+    in.dq = static_cast<size_t>(d);
+    const loom_dtype_t x_type = g.tensors[dq.inputs[0]].dtype;
+    int64_t x_zero = 0;
+    if (dq.op != Op::kDequantizeLinear || !is_8bit(x_type) || !constant_scale(g, dq.inputs[1], &in.dq_scale) ||
+        !usable_scale(in.dq_scale) || !constant_zero(g, dq, x_type, &x_zero)) {
+      return false;
+    }
+    in.dq_zero = static_cast<int32_t>(x_zero);
+    qc.inputs.push_back(in);
+  }
+  *out = std::move(qc);
+  return true;
+}
+
+Step byte_concat_step(const QuantConcat& qc, Planner* p, const Kernels& kernels) {
+  const BlobGraph& g = p->g;
+  const uint32_t y = g.nodes[qc.q].outputs[0];
+  const BlobNode& c = g.nodes[qc.concat];
+  const auto& ys = g.tensors[y].shape;
+  const int64_t axis = c.axis < 0 ? c.axis + static_cast<int64_t>(ys.size()) : c.axis;
+  // Channels-last when an input is and the output's channels are the axis
+  // (as the f32 Concat step does); plain otherwise.
+  const bool nhwc = layout_sensitive(ys) && axis == 1 &&
+                    std::any_of(qc.inputs.begin(), qc.inputs.end(), [&](const QuantTable& in) {
+                      const uint32_t x = g.nodes[in.dq].inputs[0];
+                      return layout_sensitive(g.tensors[x].shape) && p->nhwc_of[x] != kNone;
+                    });
+  const Layout layout = nhwc ? Layout::kNhwc : Layout::kPlain;
+  Step step;
+  step.kind = StepKind::kTable;
+  step.plan = plan_node(g, qc.concat);
+  step.plan.elem = 1;
+  if (nhwc) {
+    step.plan.outer = ys[0] * ys[2] * ys[3];
+    step.plan.chunks.clear();
+    for (uint32_t t : c.inputs) step.plan.chunks.push_back(g.tensors[t].shape[1]);
+  }
+  step.nodes = {qc.concat, qc.q};
+  for (const QuantTable& in : qc.inputs) {
+    step.nodes.push_back(in.dq);
+    step.ins.push_back(p->ensure(g.nodes[in.dq].inputs[0], layout));
+    // An input of the output's type, scale and zero point is copied (an
+    // empty table); the others go through theirs.
+    const bool same = g.tensors[g.nodes[in.dq].inputs[0]].dtype == g.tensors[y].dtype &&
+                      std::memcmp(&in.dq_scale, &in.q_scale, sizeof(float)) == 0 && in.dq_zero == in.q_zero;
+    std::vector<uint8_t> table = same ? std::vector<uint8_t>() : build_quant_table(*p, in, kernels);
+    step.concat_tables.push_back(std::move(table));
+  }
+  std::sort(step.nodes.begin(), step.nodes.end());
+  step.plan.inputs = step.ins;
+  step.out = p->define(y, layout);
+  step.plan.output = step.out;
+  return step;
+}
+
+void run_byte_concat(const Step& st, float* const* slots,
+                     void (*look)(const uint8_t*, uint8_t*, size_t, const uint8_t*), ThreadPool& pool) {
+  size_t total = 0;
+  for (int64_t chunk : st.plan.chunks) total += static_cast<size_t>(chunk);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t o = begin; o < end; ++o) {
+      uint8_t* y = reinterpret_cast<uint8_t*>(slots[st.out]) + o * total;
+      for (size_t k = 0; k < st.ins.size(); ++k) {
+        const size_t chunk = static_cast<size_t>(st.plan.chunks[k]);
+        const uint8_t* x = reinterpret_cast<const uint8_t*>(slots[st.ins[k]]) + o * chunk;
+        const std::vector<uint8_t>& table = st.concat_tables[k];
+        if (chunk == 0) continue;
+        if (table.empty()) {
+          std::memcpy(y, x, chunk);
+        } else {
+          look(x, y, chunk, table.data());
+        }
+        y += chunk;
+      }
+    }
+  };
+  // Rows of at least 16 KiB per thread.
+  pool.parallel_for(static_cast<size_t>(st.plan.outer), std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(total, 1)),
+                    run);
+}
+
 }  // namespace loom::cpu_simd::plan
 
 namespace loom::cpu_simd {

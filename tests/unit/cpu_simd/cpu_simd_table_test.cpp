@@ -153,7 +153,9 @@ TEST_F(CpuSimdTable, ScalarConstantOperatorsAndASharedDequantizeAreOneTableOfThe
     if (c.relu_reads_dq) outs.push_back(&got_relu.desc);
     ASSERT_EQ(execute(exe, {&x.desc}, outs), "ok");
     EXPECT_EQ(got.bytes, want.bytes);
-    if (c.relu_reads_dq) EXPECT_EQ(got_relu.bytes, want_relu.bytes);
+    if (c.relu_reads_dq) {
+      EXPECT_EQ(got_relu.bytes, want_relu.bytes);
+    }
     api_->executable_destroy(exe);
     const std::vector<std::string> log_lines = harness_.recorder().logs();
     EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
@@ -241,6 +243,167 @@ TEST_F(CpuSimdTable, ANearestResizeBetweenADequantizeAndAQuantizeOfOneScaleIsARe
         << schedule_lines(log_lines);
   }
   EXPECT_EQ(results[0], results[2]) << "the byte Resize and the unfused steps agree";
+}
+
+
+// DequantizeLinear of each input -> Concat -> QuantizeLinear is one Concat
+// of the bytes (plan_quant_concat): an input of the output's type, scale and
+// zero point copied, the others through their tables of 256. Equal to the
+// reference kernels node by node (DequantizeLinear per input, the f32
+// Concat, QuantizeLinear). Cases: three plain inputs on the channel axis
+// (the first copied, a second u8 and a third i8 with other parameters, one
+// saturating); the last axis; the first input written channels-last by a
+// QLinearConv, so the Concat runs channels-last; and a DequantizeLinear
+// with another reader, which keeps the group in f32.
+TEST_F(CpuSimdTable, DequantizedInputsConcatenatedAndQuantizedAreOneConcatOfTheBytes) {
+  struct In {
+    loom_dtype_t type;
+    Dims shape;
+    float scale;
+    int zero;
+  };
+  struct Case {
+    const char* name;
+    std::vector<In> ins;
+    int64_t axis;
+    bool from_conv, dq_read_twice;
+    const char* schedule;
+  };
+  const float y_scale = 0.05f;
+  const int y_zero = 121;
+  const std::vector<Case> cases = {
+      {"channels, plain", {{LOOM_DTYPE_U8, {1, 2, 4, 5}, y_scale, y_zero}, {LOOM_DTYPE_U8, {1, 3, 4, 5}, 0.031f, 100},
+                           {LOOM_DTYPE_I8, {1, 1, 4, 5}, 0.2f, -3}}, 1, false, false,
+       "executable: schedule: table nodes 0,1,2,3,4 -> plain"},
+      {"last axis", {{LOOM_DTYPE_U8, {2, 3, 7}, 0.07f, 9}, {LOOM_DTYPE_U8, {2, 3, 1}, y_scale, y_zero}}, -1, false, false,
+       "executable: schedule: table nodes 0,1,2,3 -> plain"},
+      {"channels-last from a QLinearConv", {{LOOM_DTYPE_U8, {1, 8, 9, 8}, 0.5f, 3}, {LOOM_DTYPE_U8, {1, 3, 9, 8}, 0.02f, 200}},
+       1, true, false, "executable: schedule: reorder -> nhwc; int8 nodes 0 -> nhwc; reorder -> nhwc; table nodes 1,2,3,4 -> nhwc; reorder -> plain"},
+      {"a DequantizeLinear read twice", {{LOOM_DTYPE_U8, {1, 2, 4, 5}, 0.03f, 7}, {LOOM_DTYPE_U8, {1, 3, 4, 5}, 0.031f, 100}},
+       1, false, true, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::mt19937 rng(77);
+    BlobGraph g;
+    std::vector<QTensor> feeds, params;
+    params.reserve(32);
+    auto constant = [&](QTensor t) {
+      params.push_back(std::move(t));
+      return add_tensor(&g, params.back().dtype, params.back().shape, &params.back());
+    };
+    std::vector<QTensor> xs;  // each input's bytes (for the reference)
+    std::vector<uint32_t> dq_outs;
+    std::vector<QTensor> conv;
+    for (size_t k = 0; k < c.ins.size(); ++k) {
+      const In& in = c.ins[k];
+      uint32_t x = 0;
+      if (c.from_conv && k == 0) {
+        const Dims cs = {1, 6, 9, 8};
+        conv = {make(cs, LOOM_DTYPE_U8, rng), scales({}, rng), make({}, LOOM_DTYPE_U8, rng),
+                make({8, 6, 3, 3}, LOOM_DTYPE_I8, rng), scales({8}, rng), blank(LOOM_DTYPE_I8, {8}),
+                exact({}, LOOM_DTYPE_F32, {in.scale}), exact({}, LOOM_DTYPE_U8, {static_cast<float>(in.zero)})};
+        for (uint8_t& w : conv[3].bytes) w = static_cast<uint8_t>(static_cast<int8_t>(w) / 2);
+        std::vector<uint32_t> conv_in;
+        for (QTensor& t : conv) {
+          conv_in.push_back(add_tensor(&g, t.dtype, t.shape));
+          g.inputs.push_back(conv_in.back());
+          feeds.push_back(t);
+        }
+        x = add_tensor(&g, LOOM_DTYPE_U8, in.shape);
+        BlobNode n = conv_attrs(1, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1});
+        n.op = Op::kQLinearConv;
+        n.inputs = conv_in;
+        n.outputs = {x};
+        g.nodes.push_back(n);
+        QTensor r = blank(LOOM_DTYPE_U8, in.shape);
+        ASSERT_EQ(run_reference("QLinearConv", {&conv[0], &conv[1], &conv[2], &conv[3], &conv[4], &conv[5], &conv[6], &conv[7]},
+                                &r, conv_kernel_attrs(1, {1, 1}, {1, 1}, {1, 1, 1, 1})),
+                  "ok");
+        xs.push_back(r);
+      } else {
+        QTensor t = make(in.shape, in.type, rng);
+        x = add_tensor(&g, in.type, in.shape);
+        g.inputs.push_back(x);
+        feeds.push_back(t);
+        xs.push_back(t);
+      }
+      BlobNode dq;
+      dq.op = Op::kDequantizeLinear;
+      dq.axis = 1;
+      dq.inputs = {x, constant(exact({}, LOOM_DTYPE_F32, {in.scale})),
+                   constant(exact({}, in.type, {static_cast<float>(in.zero)}))};
+      dq.outputs = {add_tensor(&g, LOOM_DTYPE_F32, in.shape)};
+      g.nodes.push_back(dq);
+      dq_outs.push_back(dq.outputs[0]);
+    }
+    Dims ys = c.ins[0].shape;
+    const size_t axis = static_cast<size_t>(c.axis < 0 ? c.axis + static_cast<int64_t>(ys.size()) : c.axis);
+    ys[axis] = 0;
+    for (const In& in : c.ins) ys[axis] += in.shape[axis];
+    BlobNode cat;
+    cat.op = Op::kConcat;
+    cat.axis = c.axis;
+    cat.inputs = dq_outs;
+    cat.outputs = {add_tensor(&g, LOOM_DTYPE_F32, ys)};
+    g.nodes.push_back(cat);
+    BlobNode q;
+    q.op = Op::kQuantizeLinear;
+    q.axis = 1;
+    q.inputs = {cat.outputs[0], constant(exact({}, LOOM_DTYPE_F32, {y_scale})),
+                constant(exact({}, LOOM_DTYPE_U8, {static_cast<float>(y_zero)}))};
+    q.outputs = {add_tensor(&g, LOOM_DTYPE_U8, ys)};
+    g.nodes.push_back(q);
+    g.outputs = {q.outputs[0]};
+    if (c.dq_read_twice) g.outputs.push_back(dq_outs[0]);
+    std::string error;
+    ASSERT_TRUE(validate(g, &error)) << error;
+    const size_t logs_before = harness_.recorder().logs().size();
+    loom_executable_t* exe = load(encode(g), &error);
+    ASSERT_NE(exe, nullptr) << error;
+
+    std::vector<QTensor> dqs;
+    std::vector<QTensor*> cat_in;
+    dqs.reserve(c.ins.size());
+    for (size_t k = 0; k < c.ins.size(); ++k) {
+      QTensor sc = exact({}, LOOM_DTYPE_F32, {c.ins[k].scale});
+      QTensor zp = exact({}, c.ins[k].type, {static_cast<float>(c.ins[k].zero)});
+      dqs.push_back(blank(LOOM_DTYPE_F32, c.ins[k].shape));
+      ASSERT_EQ(run_reference("DequantizeLinear", {&xs[k], &sc, &zp}, &dqs.back(), {int_attr("axis", 1)}), "ok");
+      cat_in.push_back(&dqs.back());
+    }
+    QTensor f = blank(LOOM_DTYPE_F32, ys), want = blank(LOOM_DTYPE_U8, ys);
+    ASSERT_EQ(run_reference("Concat", cat_in, &f, {int_attr("axis", c.axis)}), "ok");
+    QTensor qs = exact({}, LOOM_DTYPE_F32, {y_scale}), qz = exact({}, LOOM_DTYPE_U8, {static_cast<float>(y_zero)});
+    ASSERT_EQ(run_reference("QuantizeLinear", {&f, &qs, &qz}, &want, {int_attr("axis", 1)}), "ok");
+
+    std::vector<const loom_tensor_t*> in_descs;
+    for (QTensor& t : feeds) {
+      t.refresh();
+      in_descs.push_back(&t.desc);
+    }
+    QTensor got = blank(LOOM_DTYPE_U8, ys), got_dq = blank(LOOM_DTYPE_F32, c.ins[0].shape);
+    got.refresh();
+    got_dq.refresh();
+    std::vector<const loom_tensor_t*> outs = {&got.desc};
+    if (c.dq_read_twice) outs.push_back(&got_dq.desc);
+    ASSERT_EQ(execute(exe, in_descs, outs), "ok");
+    api_->executable_destroy(exe);
+    EXPECT_EQ(got.bytes, want.bytes);
+    const std::set<uint8_t> distinct(want.bytes.begin(), want.bytes.end());
+    EXPECT_GT(distinct.size(), 20u);
+    std::vector<std::string> log_lines = harness_.recorder().logs();
+    log_lines.erase(log_lines.begin(), log_lines.begin() + static_cast<std::ptrdiff_t>(logs_before));
+    const bool fused = std::any_of(log_lines.begin(), log_lines.end(), [&](const std::string& l) {
+      return l.find("schedule:") != std::string::npos && l.find("table nodes") != std::string::npos;
+    });
+    if (c.dq_read_twice) {
+      EXPECT_FALSE(fused) << schedule_lines(log_lines);
+    } else {
+      EXPECT_NE(std::find(log_lines.begin(), log_lines.end(), std::string(c.schedule)), log_lines.end())
+          << schedule_lines(log_lines);
+    }
+  }
 }
 
 }  // namespace
