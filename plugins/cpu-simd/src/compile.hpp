@@ -59,8 +59,8 @@ const BlobNode* producer_if(const BlobGraph& g, const TensorUses& u, uint32_t t,
 // (compile_notes.cpp), for the compile notes the plugin logs (info level):
 // "int8: node conv1 (Conv): one QLinearConv step with its DequantizeLinear
 // inputs and QuantizeLinear output", and for every other node reading a
-// DequantizeLinear's output, that it runs in f32 and why ("f32: node add1
-// (Add): cpu-simd has no int8 Add; ..."). Empty for a graph without
+// DequantizeLinear's output, that it runs in f32 and why ("f32: node pool1
+// (MaxPool): cpu-simd has no int8 MaxPool; ..."). Empty for a graph without
 // quantized tensors. `blob` is the graph after fuse_qdq and before
 // fold_constant_dequantize.
 std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGraph& blob);

@@ -138,7 +138,15 @@ std::vector<std::string> quantized_notes(const sdk::GraphView& g, const BlobGrap
     } else {
       const std::string op =
           n.origin >= 0 ? g.node(static_cast<size_t>(n.origin)).op_type() : std::string(op_name(n.op));
-      why = "cpu-simd has no int8 " + op + "; it runs on the dequantized values";
+      if (n.op == Op::kConcat) {
+        why = "the int8 Concat takes DequantizeLinear inputs that it alone reads and one QuantizeLinear reading it, "
+              "each with a constant per-tensor scale and zero point; it runs on the dequantized values";
+      } else if (n.op == Op::kAdd || n.op == Op::kMul) {
+        why = "the int8 " + op + " takes two 8-bit DequantizeLinear inputs and one QuantizeLinear reading it, "
+              "each with a constant per-tensor scale and zero point; it runs on the dequantized values";
+      } else {
+        why = "cpu-simd has no int8 " + op + "; it runs on the dequantized values";
+      }
     }
     notes.push_back("f32: " + label_of(g, n) + " reads dequantized" + what + ": " + why);
   }
