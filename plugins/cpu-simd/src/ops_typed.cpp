@@ -337,11 +337,18 @@ void resize_nearest_bytes(const NodePlan& p, const unsigned char* x, unsigned ch
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < rank; ++d) rows *= g.dims[d];
   std::array<int64_t, kMaxRank> idx{};
+  int64_t last_base = -1;
   for (int64_t r = 0; r < rows; ++r, y += width) {
     int64_t base = 0;
     for (size_t d = 0; d + 1 < rank; ++d) base += p.a_offsets[p.b_offsets[d] + 2 * idx[d]] * g.a_strides[d];
     const unsigned char* xr = x + base;
-    for (int64_t c = 0; c < width; ++c) y[c] = xr[taps_last[2 * c]];
+    if (base == last_base) {
+      // The row above read the same input row (an upsampled height): copy it.
+      std::memcpy(y, y - width, static_cast<size_t>(width));
+    } else {
+      for (int64_t c = 0; c < width; ++c) y[c] = xr[taps_last[2 * c]];
+    }
+    last_base = base;
     for (size_t d = rank - 1; d-- > 0;) {
       if (++idx[d] < g.dims[d]) break;
       idx[d] = 0;
