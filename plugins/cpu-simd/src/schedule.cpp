@@ -170,13 +170,13 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     quant_tables.push_back(std::move(qt));
   }
 
-  // DequantizeLinear(a), DequantizeLinear(b) -> Add / Mul -> QuantizeLinear:
-  // one pass over the bytes (plan_quant_add), where the QuantizeLinear stands.
+  // Dequantized a, b -> Add / Mul -> QuantizeLinear: plan_quant_add, compose_quant_add.
   std::vector<int64_t> quant_add_at(node_count, -1);
   std::vector<QuantAdd> quant_adds;
   for (size_t i = 0; i < node_count; ++i) {
     QuantAdd qa;
     if (!plan_quant_add(p, i, &qa)) continue;
+    if (compose_quant_add(p, quant_tables, &qa)) quant_table_at[quant_tables[static_cast<size_t>(qa.table)].q] = -1;
     in_chain[qa.add] = in_chain[qa.q] = true;
     if (!qa.dq_a_kept) in_chain[qa.dq_a] = true;
     if (!qa.dq_b_kept) in_chain[qa.dq_b] = true;
@@ -392,7 +392,7 @@ sdk::Status Schedule::build(const BlobGraph& graph, size_t threads, bool onednn,
     }
     if (quant_add_at[i] >= 0) {
       const QuantAdd& qa = quant_adds[static_cast<size_t>(quant_add_at[i])];
-      s->steps_.push_back(quant_add_step(qa, &p));
+      s->steps_.push_back(quant_add_step(qa, &p, quant_tables, kernels));
       p.finish(graph.nodes[qa.q].outputs[0]);
       continue;
     }

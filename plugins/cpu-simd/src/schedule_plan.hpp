@@ -385,10 +385,22 @@ struct QuantAdd {
   size_t dq_a = 0, dq_b = 0, add = 0, q = 0;
   bool dq_a_kept = false, dq_b_kept = false;
   QuantAddParams params;
+  // When one operand is a table of the other (x * HardSigmoid(x) written as
+  // a QuantTable of x and this Mul): that table's index in the schedule's
+  // QuantTable list, and whether it gives b (else a). The two steps are
+  // then one table of x (compose_quant_add).
+  int64_t table = -1;
+  bool table_gives_b = true;
 };
 bool plan_quant_add(const Planner& p, size_t i, QuantAdd* out);
-// Its step (kQuantAdd): channels-last when a convolution wrote a or b so.
-Step quant_add_step(const QuantAdd& qa, Planner* p);
+// Whether qa's operands are a tensor x and the output of QuantTable
+// tables[k] of x, the same shape, that output read by qa alone: sets
+// qa->table and table_gives_b.
+bool compose_quant_add(const Planner& p, const std::vector<QuantTable>& tables, QuantAdd* qa);
+// Its step: kQuantAdd, channels-last when a convolution wrote a or b so;
+// with a table, a kTable of x whose byte v gives what the two steps give
+// (kernels' quant_add on v and the table's byte for v).
+Step quant_add_step(const QuantAdd& qa, Planner* p, const std::vector<QuantTable>& tables, const Kernels& kernels);
 
 // DequantizeLinear of each input -> Concat -> QuantizeLinear, every scale
 // and zero point a per-tensor constant, each DequantizeLinear read by the

@@ -317,12 +317,63 @@ Step byte_resize_step(const QuantPool& qp, Planner* p) {
   return step;
 }
 
-Step quant_add_step(const QuantAdd& qa, Planner* p) {
+bool compose_quant_add(const Planner& p, const std::vector<QuantTable>& tables, QuantAdd* qa) {
+  const BlobGraph& g = p.g;
+  const uint32_t a = g.nodes[qa->dq_a].inputs[0], b = g.nodes[qa->dq_b].inputs[0];
+  const auto& ys = g.tensors[g.nodes[qa->q].outputs[0]].shape;
+  if (g.tensors[a].shape != ys || g.tensors[b].shape != ys) return false;
+  for (size_t k = 0; k < tables.size(); ++k) {
+    const QuantTable& t = tables[k];
+    const uint32_t from = g.nodes[t.dq].inputs[0], to = g.nodes[t.q].outputs[0];
+    for (const bool gives_b : {true, false}) {
+      const uint32_t x = gives_b ? a : b, made = gives_b ? b : a;
+      const size_t dq = gives_b ? qa->dq_b : qa->dq_a;
+      const bool kept = gives_b ? qa->dq_b_kept : qa->dq_a_kept;
+      // The table's output read by the qadd's DequantizeLinear alone, which
+      // the qadd alone reads.
+      if (from != x || to != made || kept || p.sole_reader(made) != static_cast<int64_t>(dq)) continue;
+      qa->table = static_cast<int64_t>(k);
+      qa->table_gives_b = gives_b;
+      return true;
+    }
+  }
+  return false;
+}
+
+Step quant_add_step(const QuantAdd& qa, Planner* p, const std::vector<QuantTable>& tables, const Kernels& kernels) {
   // Element by element: channels-last when a convolution wrote a or b so
   // (the other reordered to it unless it broadcasts over the pixels).
   const BlobGraph& g = p->g;
   const uint32_t a = g.nodes[qa.dq_a].inputs[0], b = g.nodes[qa.dq_b].inputs[0];
   const uint32_t y = g.nodes[qa.q].outputs[0];
+  if (qa.table >= 0) {
+    const QuantTable& t = tables[static_cast<size_t>(qa.table)];
+    const uint32_t x = qa.table_gives_b ? a : b;
+    const Layout layout =
+        layout_sensitive(g.tensors[x].shape) && p->nhwc_of[x] != kNone ? Layout::kNhwc : Layout::kPlain;
+    Step step;
+    step.kind = StepKind::kTable;
+    step.nodes = {qa.add, qa.q, qa.table_gives_b ? qa.dq_b : qa.dq_a, t.q};
+    step.nodes.insert(step.nodes.end(), t.middle.begin(), t.middle.end());
+    if (!t.dq_kept) step.nodes.push_back(t.dq);
+    if (!(qa.table_gives_b ? qa.dq_a_kept : qa.dq_b_kept)) step.nodes.push_back(qa.table_gives_b ? qa.dq_a : qa.dq_b);
+    std::sort(step.nodes.begin(), step.nodes.end());
+    step.nodes.erase(std::unique(step.nodes.begin(), step.nodes.end()), step.nodes.end());
+    // Byte v of x and the table's byte for v, through the qadd's own kernel.
+    std::vector<uint8_t> values(256), made = build_quant_table(*p, t, kernels), out(256);
+    for (size_t v = 0; v < 256; ++v) values[v] = static_cast<uint8_t>(v);
+    BroadcastGeometry line;
+    line.rank = 1;
+    line.dims[0] = 256;
+    line.a_strides[0] = line.b_strides[0] = 1;
+    const uint8_t* ops[2] = {values.data(), made.data()};
+    if (!qa.table_gives_b) std::swap(ops[0], ops[1]);
+    kernels.quant_add(ops[0], ops[1], out.data(), line, 0, 256, qa.params);
+    step.table = std::move(out);
+    step.ins = {p->ensure(x, layout)};
+    step.out = p->define(y, layout);
+    return step;
+  }
   const Layout layout = layout_sensitive(g.tensors[y].shape) && (p->nhwc_of[a] != kNone || p->nhwc_of[b] != kNone)
                             ? Layout::kNhwc
                             : Layout::kPlain;

@@ -407,5 +407,94 @@ TEST_F(CpuSimdQuantAdd, InfiniteRatiosSaturateAndNaNBecomesZero) {
   }
 }
 
+
+// x * HardSigmoid(x) as a quantizer writes it: DequantizeLinear(x) ->
+// HardSigmoid -> QuantizeLinear (a table of x), and DequantizeLinear(x) *
+// DequantizeLinear(that) -> QuantizeLinear (a qadd of x and the table's
+// bytes): every output byte depends on one byte of x, so the two steps are
+// one table of x (compose_quant_add). Its bytes must be the two steps'
+// (the same graph with the table's output also a graph output, which keeps
+// them apart) and within 1 unit of the reference kernels' unfused steps;
+// u8 and i8 x, with the Mul's operands in either order.
+TEST_F(CpuSimdQuantAdd, ATensorTimesATableOfItIsOneTable) {
+  for (const int variant : {0, 1, 2}) {
+    const loom_dtype_t xt = variant == 1 ? LOOM_DTYPE_I8 : LOOM_DTYPE_U8;
+    const bool x_second = variant == 2;
+    SCOPED_TRACE(::testing::Message() << "variant " << variant);
+    std::vector<std::vector<uint8_t>> results;
+    std::vector<std::string> schedules;
+    for (const bool apart : {false, true}) {
+      const Dims shape = {1, 4, 8, 8};
+      std::mt19937 rng(17);
+      QTensor x = make(shape, xt, rng);
+      for (size_t k = 0; k < x.bytes.size(); ++k) x.bytes[k] = static_cast<uint8_t>(k * 5 % 256);
+      QTensor xs = exact({}, LOOM_DTYPE_F32, {0.047f}), xz = exact({}, xt, {xt == LOOM_DTYPE_U8 ? 131.0f : 3.0f});
+      QTensor ts = exact({}, LOOM_DTYPE_F32, {1.0f / 255}), tz = exact({}, LOOM_DTYPE_U8, {0.0f});
+      QTensor ys = exact({}, LOOM_DTYPE_F32, {0.029f}), yz = exact({}, LOOM_DTYPE_U8, {97.0f});
+      BlobGraph g;
+      const uint32_t xin = add_tensor(&g, xt, shape);
+      g.inputs = {xin};
+      auto node = [&](Op op, std::vector<uint32_t> in, loom_dtype_t out_type) {
+        BlobNode n;
+        n.op = op;
+        n.axis = op == Op::kMul || op == Op::kHardSigmoid ? 0 : 1;
+        n.alpha = 1.0f / 6;
+        n.beta = 0.5f;
+        n.inputs = std::move(in);
+        n.outputs = {add_tensor(&g, out_type, shape)};
+        g.nodes.push_back(n);
+        return n.outputs[0];
+      };
+      const uint32_t dx = node(Op::kDequantizeLinear, {xin, add_tensor(&g, LOOM_DTYPE_F32, {}, &xs), add_tensor(&g, xt, {}, &xz)}, LOOM_DTYPE_F32);
+      const uint32_t hs = node(Op::kHardSigmoid, {dx}, LOOM_DTYPE_F32);
+      const uint32_t tq = node(Op::kQuantizeLinear, {hs, add_tensor(&g, LOOM_DTYPE_F32, {}, &ts), add_tensor(&g, LOOM_DTYPE_U8, {}, &tz)}, LOOM_DTYPE_U8);
+      const uint32_t td = node(Op::kDequantizeLinear, {tq, add_tensor(&g, LOOM_DTYPE_F32, {}, &ts), add_tensor(&g, LOOM_DTYPE_U8, {}, &tz)}, LOOM_DTYPE_F32);
+      const uint32_t m = node(Op::kMul, x_second ? std::vector<uint32_t>{td, dx} : std::vector<uint32_t>{dx, td}, LOOM_DTYPE_F32);
+      const uint32_t y = node(Op::kQuantizeLinear, {m, add_tensor(&g, LOOM_DTYPE_F32, {}, &ys), add_tensor(&g, LOOM_DTYPE_U8, {}, &yz)}, LOOM_DTYPE_U8);
+      g.outputs = {y};
+      if (apart) g.outputs.push_back(tq);
+      std::string error;
+      ASSERT_TRUE(validate(g, &error)) << error;
+      const size_t logs_before = harness_.recorder().logs().size();
+      loom_executable_t* exe = load(encode(g), &error);
+      ASSERT_NE(exe, nullptr) << error;
+      QTensor got = blank(LOOM_DTYPE_U8, shape), got_t = blank(LOOM_DTYPE_U8, shape);
+      x.refresh();
+      got.refresh();
+      got_t.refresh();
+      std::vector<const loom_tensor_t*> outs = {&got.desc};
+      if (apart) outs.push_back(&got_t.desc);
+      ASSERT_EQ(execute(exe, {&x.desc}, outs), "ok");
+      api_->executable_destroy(exe);
+      results.push_back(got.bytes);
+      const std::vector<std::string> logs = harness_.recorder().logs();
+      for (size_t k = logs_before; k < logs.size(); ++k) {
+        if (logs[k].find("executable: schedule:") == 0) schedules.push_back(logs[k]);
+      }
+      if (apart) continue;
+      // The reference kernels, node by node.
+      QTensor fdx = blank(LOOM_DTYPE_F32, shape), fhs = blank(LOOM_DTYPE_F32, shape), btq = blank(LOOM_DTYPE_U8, shape);
+      QTensor ftd = blank(LOOM_DTYPE_F32, shape), fm = blank(LOOM_DTYPE_F32, shape), want = blank(LOOM_DTYPE_U8, shape);
+      ASSERT_EQ(run_reference("DequantizeLinear", {&x, &xs, &xz}, &fdx, {int_attr("axis", 1)}), "ok");
+      ASSERT_EQ(run_reference("HardSigmoid", {&fdx}, &fhs, {float_attr("alpha", 1.0f / 6), float_attr("beta", 0.5f)}),
+                "ok");
+      ASSERT_EQ(run_reference("QuantizeLinear", {&fhs, &ts, &tz}, &btq, {int_attr("axis", 1)}), "ok");
+      ASSERT_EQ(run_reference("DequantizeLinear", {&btq, &ts, &tz}, &ftd, {int_attr("axis", 1)}), "ok");
+      ASSERT_EQ(run_reference("Mul", x_second ? std::vector<QTensor*>{&ftd, &fdx} : std::vector<QTensor*>{&fdx, &ftd}, &fm, {}), "ok");
+      ASSERT_EQ(run_reference("QuantizeLinear", {&fm, &ys, &yz}, &want, {int_attr("axis", 1)}), "ok");
+      size_t off = 0;
+      for (size_t k = 0; k < want.bytes.size(); ++k) off += std::abs(int(want.bytes[k]) - int(got.bytes[k])) > 1 ? 1 : 0;
+      EXPECT_EQ(off, 0u);
+      EXPECT_GT(std::set<uint8_t>(want.bytes.begin(), want.bytes.end()).size(), 40u);
+    }
+    ASSERT_EQ(schedules.size(), 2u);
+    // One step; x's DequantizeLinear (node 0), whose readers both read its
+    // bytes, is not run at all.
+    EXPECT_EQ(schedules[0], "executable: schedule: table nodes 1,2,3,4,5 -> plain");
+    EXPECT_NE(schedules[1].find("qadd"), std::string::npos) << schedules[1];
+    EXPECT_EQ(results[0], results[1]) << "one table gives the two steps' bytes";
+  }
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd
