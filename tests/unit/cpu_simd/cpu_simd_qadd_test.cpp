@@ -24,6 +24,33 @@ using namespace int8_testing;  // NOLINT(build/namespaces)
 
 class CpuSimdQuantAdd : public CpuSimdPlugin {};
 
+// DequantizeLinear(a), DequantizeLinear(b) -> Add or Mul -> QuantizeLinear
+// over u8 graph inputs a and b, y of type `yt`: the scales and zero points
+// are constants (QTensors of one element).
+BlobGraph binary_graph(const Dims& a_shape, const Dims& b_shape, const Dims& y_shape, bool multiply,
+                       loom_dtype_t yt, const std::array<const QTensor*, 6>& params) {
+  BlobGraph g;
+  const uint32_t ta = add_tensor(&g, LOOM_DTYPE_U8, a_shape), tb = add_tensor(&g, LOOM_DTYPE_U8, b_shape);
+  g.inputs = {ta, tb};
+  const uint32_t fa = add_tensor(&g, LOOM_DTYPE_F32, a_shape), fb = add_tensor(&g, LOOM_DTYPE_F32, b_shape);
+  const uint32_t fy = add_tensor(&g, LOOM_DTYPE_F32, y_shape), y = add_tensor(&g, yt, y_shape);
+  auto node = [&](Op op, std::vector<uint32_t> in, uint32_t out) {
+    BlobNode n;
+    n.op = op;
+    n.axis = op == Op::kAdd || op == Op::kMul ? 0 : 1;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  auto constant = [&](size_t k) { return add_tensor(&g, params[k]->dtype, {}, params[k]); };
+  node(Op::kDequantizeLinear, {ta, constant(0), constant(1)}, fa);
+  node(Op::kDequantizeLinear, {tb, constant(2), constant(3)}, fb);
+  node(multiply ? Op::kMul : Op::kAdd, {fa, fb}, fy);
+  node(Op::kQuantizeLinear, {fy, constant(4), constant(5)}, y);
+  g.outputs = {y};
+  return g;
+}
+
 // DequantizeLinear(a), DequantizeLinear(b) -> Add (or Mul) -> QuantizeLinear
 // with constant per-tensor parameters is one pass over the bytes (a qadd
 // step) with ONNX Runtime's QLinearAdd / QLinearMul arithmetic, written out
@@ -284,25 +311,7 @@ TEST_F(CpuSimdQuantAdd, EqualsOnnxRuntimeOnEveryPairOfBytes) {
     QTensor as = exact({}, LOOM_DTYPE_F32, {c.a_scale}), az = exact({}, LOOM_DTYPE_U8, {static_cast<float>(c.a_zero)});
     QTensor bs = exact({}, LOOM_DTYPE_F32, {c.b_scale}), bz = exact({}, LOOM_DTYPE_U8, {static_cast<float>(c.b_zero)});
     QTensor ysc = exact({}, LOOM_DTYPE_F32, {c.y_scale}), yz = exact({}, LOOM_DTYPE_U8, {static_cast<float>(c.y_zero)});
-    BlobGraph g;
-    const uint32_t ta = add_tensor(&g, LOOM_DTYPE_U8, a.shape), tb = add_tensor(&g, LOOM_DTYPE_U8, b.shape);
-    g.inputs = {ta, tb};
-    const uint32_t fa = add_tensor(&g, LOOM_DTYPE_F32, a.shape), fb = add_tensor(&g, LOOM_DTYPE_F32, b.shape);
-    const uint32_t fy = add_tensor(&g, LOOM_DTYPE_F32, ys), y = add_tensor(&g, LOOM_DTYPE_U8, ys);
-    auto node = [&](Op op, std::vector<uint32_t> in, uint32_t out) {
-      BlobNode n;
-      n.op = op;
-      n.axis = 1;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      g.nodes.push_back(n);
-    };
-    node(Op::kDequantizeLinear, {ta, add_tensor(&g, LOOM_DTYPE_F32, {}, &as), add_tensor(&g, LOOM_DTYPE_U8, {}, &az)}, fa);
-    node(Op::kDequantizeLinear, {tb, add_tensor(&g, LOOM_DTYPE_F32, {}, &bs), add_tensor(&g, LOOM_DTYPE_U8, {}, &bz)}, fb);
-    node(multiply ? Op::kMul : Op::kAdd, {fa, fb}, fy);
-    g.nodes.back().axis = 0;
-    node(Op::kQuantizeLinear, {fy, add_tensor(&g, LOOM_DTYPE_F32, {}, &ysc), add_tensor(&g, LOOM_DTYPE_U8, {}, &yz)}, y);
-    g.outputs = {y};
+    const BlobGraph g = binary_graph(a.shape, b.shape, ys, multiply, LOOM_DTYPE_U8, {&as, &az, &bs, &bz, &ysc, &yz});
     std::string error;
     ASSERT_TRUE(validate(g, &error)) << error;
     const auto steps_before = qadd_steps();
@@ -359,24 +368,7 @@ TEST_F(CpuSimdQuantAdd, InfiniteRatiosSaturateAndNaNBecomesZero) {
     QTensor as = exact({}, LOOM_DTYPE_F32, {3e38f}), az = exact({}, LOOM_DTYPE_U8, {128});
     QTensor bs = exact({}, LOOM_DTYPE_F32, {3e38f}), bz = exact({}, LOOM_DTYPE_U8, {128});
     QTensor ysc = exact({}, LOOM_DTYPE_F32, {1e-30f}), yz = exact({}, yt, {7});
-    BlobGraph g;
-    const uint32_t ta = add_tensor(&g, LOOM_DTYPE_U8, shape), tb = add_tensor(&g, LOOM_DTYPE_U8, shape);
-    g.inputs = {ta, tb};
-    const uint32_t fa = add_tensor(&g, LOOM_DTYPE_F32, shape), fb = add_tensor(&g, LOOM_DTYPE_F32, shape);
-    const uint32_t fy = add_tensor(&g, LOOM_DTYPE_F32, shape), y = add_tensor(&g, yt, shape);
-    auto node = [&](Op op, std::vector<uint32_t> in, uint32_t out) {
-      BlobNode n;
-      n.op = op;
-      n.axis = op == Op::kAdd || op == Op::kMul ? 0 : 1;
-      n.inputs = std::move(in);
-      n.outputs = {out};
-      g.nodes.push_back(n);
-    };
-    node(Op::kDequantizeLinear, {ta, add_tensor(&g, LOOM_DTYPE_F32, {}, &as), add_tensor(&g, LOOM_DTYPE_U8, {}, &az)}, fa);
-    node(Op::kDequantizeLinear, {tb, add_tensor(&g, LOOM_DTYPE_F32, {}, &bs), add_tensor(&g, LOOM_DTYPE_U8, {}, &bz)}, fb);
-    node(multiply ? Op::kMul : Op::kAdd, {fa, fb}, fy);
-    node(Op::kQuantizeLinear, {fy, add_tensor(&g, LOOM_DTYPE_F32, {}, &ysc), add_tensor(&g, yt, {}, &yz)}, y);
-    g.outputs = {y};
+    const BlobGraph g = binary_graph(shape, shape, shape, multiply, yt, {&as, &az, &bs, &bz, &ysc, &yz});
     std::string error;
     ASSERT_TRUE(validate(g, &error)) << error;
     loom_executable_t* exe = load(encode(g), &error);
