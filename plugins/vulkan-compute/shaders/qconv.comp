@@ -11,13 +11,15 @@
 // where multiplier = float(x_scale) * float(w_scale[oc]) / float(y_scale) is
 // computed by the compiler in f32 as the reference does; acc + bias is exact
 // in double and rounded once to f32 like the reference's int64 -> float.
-// Plain int32 multiply-add (no integer dot product instructions). The table
+// Plain int32 multiply-add; qconv_dot.comp is the form with integer dot
+// products that a load puts in its place where the device has them. The table
 // (i32) holds per output channel: bias, w zero point, multiplier (f32 bits).
 // Push constants: int8_kernels.hpp (kQConv). Needs shaderInt8,
 // storageBuffer8BitAccess and shaderFloat64.
 #version 450
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) readonly buffer X { uint8_t x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer W { uint8_t w[]; };
@@ -32,6 +34,8 @@ layout(push_constant) uniform P {
   // w is a matmul's B, [C, M] (a 1x1 convolution of one group)
   int x_zero; int y_zero; uint types;
 } p;
+
+#include "qrequant.glsl"
 
 int load8(uint8_t b, bool is_signed) {
   int v = int(uint(b));
@@ -83,26 +87,5 @@ void main() {
     y32[i] = acc;
     return;
   }
-  float multiplier = intBitsToFloat(table[3u * oc + 2u]);
-  precise float scaled = float(double(acc) + double(bias)) * multiplier;
-  int lo = ytype == 2u ? -128 : 0;
-  int hi = ytype == 2u ? 127 : 255;
-  int q = lo;  // NaN: the low end, as the reference
-  if (!isnan(scaled)) {
-    // roundEven(scaled + y_zero) of the exact sum (the reference adds in
-    // double, exactly): a tie of scaled (fraction exactly 1/2) goes to the
-    // even one of its neighbours after the zero point is added; otherwise
-    // the nearest integer of scaled, plus the zero point. Clamped first so
-    // that the conversion to int is defined.
-    float s = clamp(scaled, -1024.0, 1024.0);
-    float f = floor(s);
-    int r = int(f);
-    if (s - f == 0.5) {
-      r += ((r + p.y_zero) & 1) != 0 ? 1 : 0;
-    } else {
-      r = int(roundEven(s));
-    }
-    q = clamp(r + p.y_zero, lo, hi);
-  }
-  y8[i] = uint8_t(uint(q) & 255u);
+  y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype));
 }

@@ -428,6 +428,15 @@ Status Device::init(VkPhysicalDevice physical, uint32_t queue_family, WaitMode w
     enable.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
     enable.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
   }
+  // Integer dot products, for the int8 convolutions (int8_dot.hpp).
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR enable_dot{};
+  enable_dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR;
+  if (d.int8_missing.empty() && d.int8_features.integer_dot) {
+    enable_dot.shaderIntegerDotProduct = VK_TRUE;
+    enable_dot.pNext = enable_f2.pNext;
+    enable_f2.pNext = &enable_dot;
+    enable.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  }
   info.enabledExtensionCount = static_cast<uint32_t>(enable.size());
   info.ppEnabledExtensionNames = enable.data();
   VkResult r = vkCreateDevice(physical, &info, nullptr, &device_);

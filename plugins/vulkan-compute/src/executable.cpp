@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+
+#include "int8_dot.hpp"
 
 namespace loom::vulkan {
 
@@ -76,6 +79,12 @@ Status VulkanExecutable::load_open(Device* device, std::unique_ptr<OpenGraph> gr
 Status VulkanExecutable::load(Device* device, BlobProgram program,
                               std::unique_ptr<VulkanExecutable>* out) {
   std::unique_ptr<VulkanExecutable> exe(new VulkanExecutable(device));
+  // Integer dot products where the device has them (int8_dot.hpp): the
+  // packed weights are new constants, uploaded from `packed`.
+  std::map<uint32_t, std::vector<uint8_t>> packed;
+  if (device->props().int8_missing.empty() && device->props().int8_features.integer_dot) {
+    use_integer_dot(&program, &packed);
+  }
   const size_t n = program.tensors.size();
   exe->owned_.resize(n);
   exe->io_index_.assign(n, 0);
@@ -89,8 +98,9 @@ Status VulkanExecutable::load(Device* device, BlobProgram program,
     Status s = device->create_buffer(bt.bytes(), false, &exe->owned_[t]);
     if (!s.ok()) return {s.code(), "tensor " + std::to_string(t) + ": " + s.message()};
     if (bt.kind == TensorKind::kConstant) {
-      LOOM_SDK_RETURN_IF_ERROR(
-          exe->owned_[t]->copy_from_host(0, program.data_view + bt.data_offset, bt.bytes()));
+      const auto own = packed.find(static_cast<uint32_t>(t));
+      const uint8_t* from = own != packed.end() ? own->second.data() : program.data_view + bt.data_offset;
+      LOOM_SDK_RETURN_IF_ERROR(exe->owned_[t]->copy_from_host(0, from, bt.bytes()));
     }
   }
   for (const BlobDispatch& d : program.dispatches) {
@@ -209,6 +219,8 @@ const char* kernel_name(Kernel k) {
     case Kernel::kQuantize: return "QuantizeLinear";
     case Kernel::kDequantize: return "DequantizeLinear";
     case Kernel::kQConv: return "QConv";
+    case Kernel::kQPack: return "QConv packing (int8 dot)";
+    case Kernel::kQConvDot: return "QConv (int8 dot)";
     case Kernel::kCount: break;
   }
   return "kernel";

@@ -382,6 +382,14 @@ TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
   const size_t kernel_at = bad.size() - blob_detail::kDispatchBytes;
   bad[kernel_at] = static_cast<uint8_t>(Kernel::kQuantize);
   EXPECT_EQ(error_of(bad), "dispatch 0: kernel 12 is an int8 kernel of format 4, the blob is format 2");
+  // The kernels a load adds on a device with integer dot products (qpack,
+  // qconv_dot) are never in a blob, of any format.
+  for (Kernel k : {Kernel::kQPack, Kernel::kQConvDot}) {
+    BlobProgram own = int8_program();
+    own.dispatches.back().kernel = k;
+    EXPECT_EQ(error_of(encode(own)), "dispatch " + std::to_string(own.dispatches.size() - 1) + ": unknown kernel " +
+                                         std::to_string(static_cast<uint32_t>(k)));
+  }
   // A newer format than this reader's.
   bad = bytes;
   bad[4] = static_cast<uint8_t>(kFormatVersion + 1);

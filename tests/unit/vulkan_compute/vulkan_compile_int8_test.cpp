@@ -5,6 +5,10 @@
 // per-axis / per-channel scales, padding, strides, groups, depthwise. And
 // what is declined, with its reason: 16-bit zero points, blocked
 // quantization, scales given at run time, a device without the features.
+// The convolutions and matmuls run twice: with integer dot products
+// (qconv_dot.comp, where the device has shaderIntegerDotProduct, as
+// lavapipe does) and with that feature hidden (qconv.comp's plain
+// multiply-adds); the device's trace names the kernel that ran.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,7 +98,30 @@ class VulkanInt8 : public VulkanCompile {
     std::string compile;  // the compile entry's answer ("ok" or the error)
     uint32_t format = 0;
     std::vector<uint8_t> got, want;
+    std::vector<std::string> dispatches;  // the device's trace events of the run
   };
+
+  // Set by a test: how the trace must name the node's dispatch (its end,
+  // for example " QConv (int8 dot)"); empty: not checked.
+  std::string want_dispatch_;
+
+  // The device as `dot` says: with integer dot products (false when it
+  // lacks them) or with shaderIntegerDotProduct hidden; *why on failure.
+  bool open_int8_device(bool dot, std::string* why) {
+    if (!dot) {
+      want_dispatch_ = " QConv";
+      return open_device(why, {{"vulkan.hide_features", "shaderIntegerDotProduct"}});
+    }
+    if (!open_device(why)) return false;
+    loom_device_info_t info{};
+    info.struct_size = sizeof info;
+    if (take(api_, api_->device_info(device_, &info)) != "ok" || std::string(info.name).find(", int8 dot") == std::string::npos) {
+      *why = "the device has no shaderIntegerDotProduct";
+      return false;
+    }
+    want_dispatch_ = " QConv (int8 dot)";
+    return true;
+  }
 
   // One `op` node over `ops`, claimed and compiled by `compiler` (the device
   // plugin unless given), run on the device and by the reference kernel.
@@ -171,7 +198,10 @@ class VulkanInt8 : public VulkanCompile {
     EXPECT_EQ(copy(buffers.back(), 0, fill.data(), fill.size(), true), "ok");
     descs.push_back(::loom::testing::buffer_tensor(out_dtype, out_shape, buffers.back(), r.want.size()));
     out_descs.push_back(&descs.back());
+    const size_t events_before = harness_.recorder().events().size();
     EXPECT_EQ(harness_.execute(exe, in_descs, out_descs), "ok");
+    const std::vector<::loom::testing::TraceEvent> events = harness_.recorder().events();
+    for (size_t e = events_before; e < events.size(); ++e) r.dispatches.push_back(events[e].name);
     r.got.assign(r.want.size(), 0);
     EXPECT_EQ(copy(buffers.back(), 0, r.got.data(), r.got.size(), false), "ok");
     api_->executable_destroy(exe);
@@ -187,6 +217,17 @@ class VulkanInt8 : public VulkanCompile {
     EXPECT_TRUE(r.claimed) << op;
     ASSERT_EQ(r.compile, "ok") << op;
     EXPECT_EQ(r.format, kInt8FormatVersion);
+    if (!want_dispatch_.empty()) {
+      // Weights given at run time stay on the plain kernel (packed at load
+      // only when they are constants of the blob).
+      const size_t wi = op == "QLinearConv" || op == "QLinearMatMul" ? 3 : 1;
+      const std::string want = ops[wi].constant ? want_dispatch_ : " QConv";
+      bool ran = false;
+      for (const std::string& name : r.dispatches) {
+        ran |= name.size() >= want.size() && name.compare(name.size() - want.size(), want.size(), want) == 0;
+      }
+      EXPECT_TRUE(ran) << op << ": no dispatch named \"..." << want << "\" in the device's trace";
+    }
     ASSERT_EQ(r.got.size(), r.want.size());
     const size_t es = int8_test_elem_size(out_dtype);
     for (size_t i = 0; i < r.want.size(); i += es) {
@@ -267,8 +308,26 @@ std::vector<Attr> conv_attrs(int64_t group, Dims strides, Dims dilations, Dims p
           attr_ints("pads", std::move(pads))};
 }
 
-TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups) {
-  LOOM_VK_REQUIRE_DEVICE();
+// The convolution tests, with integer dot products (true) and without.
+class VulkanInt8Conv : public VulkanInt8, public ::testing::WithParamInterface<bool> {};
+
+#define LOOM_VK_REQUIRE_INT8_DEVICE()                                                          \
+  do {                                                                                         \
+    std::string why_;                                                                          \
+    if (!open_int8_device(GetParam(), &why_)) {                                                \
+      const char* required_ = std::getenv("LOOM_REQUIRE_ALL_SUITES");                          \
+      if (!GetParam() && required_ != nullptr && std::string(required_) == "1") FAIL() << why_; \
+      GTEST_SKIP() << why_;                                                                    \
+    }                                                                                          \
+  } while (0)
+
+INSTANTIATE_TEST_SUITE_P(Kernels, VulkanInt8Conv, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "IntegerDot" : "PlainMultiplyAdd";
+                         });
+
+TEST_P(VulkanInt8Conv, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
   // Ties: a 1x1 convolution whose accumulators are x (w - w_zero_point = 1)
   // and -x (-1), times the multiplier 0.5: every odd x is a .5 tie, and the
   // odd y zero point, added before rounding as the reference does, sends
@@ -319,8 +378,8 @@ TEST_F(VulkanInt8, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGroups
   }
 }
 
-TEST_F(VulkanInt8, ConvIntegerEqualsTheReference) {
-  LOOM_VK_REQUIRE_DEVICE();
+TEST_P(VulkanInt8Conv, ConvIntegerEqualsTheReference) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
   expect_equal("ConvInteger",
                {qrandom8({1, 3, 5, 5}, LOOM_DTYPE_U8, 41), qrandom8({4, 3, 3, 3}, LOOM_DTYPE_U8, 42, true),
                 qint({}, LOOM_DTYPE_U8, {77}), qint({4}, LOOM_DTYPE_U8, {0, 1, 128, 255})},
@@ -329,8 +388,8 @@ TEST_F(VulkanInt8, ConvIntegerEqualsTheReference) {
                {1, 2, 2, 2}, LOOM_DTYPE_I32, conv_attrs(2, {2, 2}, {1, 1}, {0, 0, 0, 0}), 10);
 }
 
-TEST_F(VulkanInt8, QLinearMatMulAndMatMulIntegerEqualTheReference) {
-  LOOM_VK_REQUIRE_DEVICE();
+TEST_P(VulkanInt8Conv, QLinearMatMulAndMatMulIntegerEqualTheReference) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
   // A of rank 3 (rows flattened), a constant B, per-column b scales and
   // zero points, an odd y zero point; multipliers that keep part of the
   // outputs inside the range.

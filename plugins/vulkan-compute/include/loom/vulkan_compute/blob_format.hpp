@@ -95,8 +95,15 @@ enum class Kernel : uint32_t {
   kQuantize = 12,    // format 4: QuantizeLinear
   kDequantize = 13,  // format 4: DequantizeLinear
   kQConv = 14,       // format 4: QLinearConv and ConvInteger
-  kCount = 15,
+  // Never in a blob: the plugin's own rewrite of kQConv when it loads a blob
+  // on a device with shaderIntegerDotProduct (src/int8_dot.hpp).
+  kQPack = 15,
+  kQConvDot = 16,
+  kCount = 17,
 };
+
+// The kernels a blob may name: 0 .. kBlobKernels - 1.
+inline constexpr uint32_t kBlobKernels = 15;
 
 // A kernel of format 4 (the int8 kernels).
 inline bool is_int8_kernel(Kernel k) { return k == Kernel::kQuantize || k == Kernel::kDequantize || k == Kernel::kQConv; }
@@ -431,7 +438,7 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     BlobDispatch& bd = prog.dispatches[d];
     const uint32_t kernel = r.u32();
     const uint32_t bindings = r.u32();
-    if (kernel >= static_cast<uint32_t>(Kernel::kCount)) {
+    if (kernel >= kBlobKernels) {
       return fail(where + "unknown kernel " + std::to_string(kernel));
     }
     if (bindings > kMaxBindings) return fail(where + std::to_string(bindings) + " bindings");

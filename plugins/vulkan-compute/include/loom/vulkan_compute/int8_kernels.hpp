@@ -35,7 +35,7 @@ struct Int8Features {
   bool shader_int8 = false;      // shaderInt8 (VK_KHR_shader_float16_int8 / 1.2)
   bool storage_8bit = false;     // storageBuffer8BitAccess (VK_KHR_8bit_storage / 1.2)
   bool float64 = false;          // shaderFloat64 (exact requantization and quotients)
-  bool integer_dot = false;      // shaderIntegerDotProduct (1.3): recorded, not needed
+  bool integer_dot = false;      // shaderIntegerDotProduct (1.3): the convolutions use it (int8_dot.hpp)
 };
 
 // The features the int8 kernels need that `f` lacks, named as Vulkan names
