@@ -9,6 +9,10 @@
 #      numpy) compiled for vulkan-compute,cpu-simd and for cpu-simd alone,
 #      each timed with `loom run --repeat`, outputs compared.
 #   4. benchmarks/models/estimate_accuracy.py when it exists (policy:fastest).
+#   5. (asked for) the zoo's per-op profile on vulkan-compute.
+#   6. (asked for) the int8 convolutions: make_qlinear_cnn.py's QLinearConv
+#      CNN on vulkan-compute with integer dot products, with them hidden, and
+#      on cpu-simd; latencies and outputs compared.
 # Writes what it prints to OUT/checks.log and the tables to OUT/*.md.
 #
 # usage: benchmarks/gpu/run_checks.sh PACK OUT [STEPS]
@@ -143,5 +147,32 @@ if [[ " $steps " == *" 5 "* ]]; then
     timeout 120 "$loom" run "$out/$name.gpu.loom" --input "input=$out/zoo/${name}_input.npy" --repeat 20 \
       --profile 2>&1 | tee "$out/profile_$name.txt" | head -70
   done
+fi
+if [[ " $steps " == *" 6 "* ]]; then
+  echo "== 6. int8 convolutions on vulkan-compute: integer dot products (qconv_dot) against plain multiply-adds (qconv) and cpu-simd"
+  timeout 120 python3 "$repo/benchmarks/models/make_qlinear_cnn.py" "$out/qlinear" --size "${QLINEAR_SIZE:-112}" \
+    --channels "${QLINEAR_CHANNELS:-64}" --depth 4 > /dev/null
+  "$loom" compile "$out/qlinear/qlinear_cnn.onnx" --target vulkan-compute -o "$out/qlinear/vk.loom" > /dev/null
+  for form in dot plain cpu; do
+    case $form in
+      dot) extra=() ;;
+      plain) extra=(--plugin-option vulkan.hide_features=shaderIntegerDotProduct) ;;
+      cpu) extra=(--device cpu-simd) ;;
+    esac
+    file=$out/qlinear/vk.loom
+    [ "$form" = cpu ] && file=$out/qlinear/qlinear_cnn.onnx
+    timeout 120 "$loom" run "$file" "${extra[@]}" --input "x=$out/qlinear/qlinear_cnn_input.npy" --repeat 20 \
+      --output "y=$out/qlinear/y_$form.npy" 2>&1 | grep -E "latency|error" | sed "s/^/$form: /"
+  done
+  timeout 60 "$loom" run "$out/qlinear/vk.loom" --input "x=$out/qlinear/qlinear_cnn_input.npy" --repeat 5 \
+    --profile 2>&1 | grep -E "QConv" | head -8
+  python3 - "$out/qlinear" <<'PY'
+import sys
+import numpy as np
+d = sys.argv[1]
+ys = {f: np.load(f"{d}/y_{f}.npy") for f in ("dot", "plain", "cpu")}
+print("int8 outputs differing from cpu-simd's: dot", int((ys["dot"] != ys["cpu"]).sum()),
+      "plain", int((ys["plain"] != ys["cpu"]).sum()), "of", ys["cpu"].size)
+PY
 fi
 echo "== done $(date -u +%FT%TZ)"
