@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "fuse_qdq.hpp"
 #include "lower.hpp"
 
 namespace loom::vulkan {
@@ -115,6 +116,7 @@ class Builder {
       }
     }
     if (mode_ == ShapeMode::kProbe) return Status();  // a check: no program
+    fuse_qdq_convs(&p_, consumers_);
     split_convolutions();
     // Intermediates a fusion left unused get no memory.
     std::vector<bool> used(p_.tensors.size(), false);

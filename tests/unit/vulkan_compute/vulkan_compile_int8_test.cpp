@@ -123,6 +123,70 @@ class VulkanInt8 : public VulkanCompile {
     return true;
   }
 
+  // Compiles `graph` with `compiler` into *blob: "ok" or the error.
+  std::string compile_with(loom_plugin_t* compiler, const std::vector<uint8_t>& graph, std::vector<uint8_t>* blob) {
+    ::loom::testing::CompiledBlob compiled;
+    const std::string s = harness_.compile(compiler, graph, &compiled);
+    const auto* p = reinterpret_cast<const uint8_t*>(compiled.bytes.data());
+    blob->assign(p, p + compiled.bytes.size());
+    return s;
+  }
+
+  // The reference kernel of `op` over `ops`: its output bytes.
+  static std::vector<uint8_t> reference(const std::string& op, const std::vector<QOperand>& ops, const Dims& out_shape,
+                                        loom_dtype_t out_dtype, const std::vector<Attr>& attrs, int64_t opset) {
+    size_t out_count = 1;
+    for (int64_t d : out_shape) out_count *= static_cast<size_t>(d);
+    std::vector<uint8_t> want(out_count * int8_test_elem_size(out_dtype), 0x5a);
+    std::vector<QOperand> copies = ops;
+    std::vector<kernels::TensorRef> refs;
+    for (QOperand& o : copies) {
+      refs.push_back(o.absent ? kernels::TensorRef{}
+                              : kernels::TensorRef{static_cast<::loom::DType>(o.dtype), o.shape, o.bytes.data(), o.bytes.size()});
+    }
+    std::vector<kernels::TensorRef> outs = {{static_cast<::loom::DType>(out_dtype), out_shape, want.data(), want.size()}};
+    const std::vector<AttributeDef> defs = ref_attrs(attrs);
+    const auto registry = kernels::KernelRegistry::reference();
+    const auto s = registry.find(op)->run(refs, outs, kernels::Attributes(defs, static_cast<int32_t>(opset)));
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    return want;
+  }
+
+  // Loads `blob` (of format r->format) on the device, feeds the operands
+  // `runtime` names as inputs, runs it and fills r->got (r->want's size)
+  // and r->dispatches.
+  void run_on_device(const std::vector<uint8_t>& blob, const std::vector<QOperand>& ops,
+                     const std::vector<size_t>& runtime, const Dims& out_shape, loom_dtype_t out_dtype, Outcome* r) {
+    loom_executable_t* exe = nullptr;
+    EXPECT_EQ(harness_.load(device_, kLoaderKey, r->format, blob.data(), blob.size(), &exe), "ok");
+    if (exe == nullptr) return;
+    std::vector<loom_buffer_t*> buffers;
+    std::vector<loom_tensor_t> descs;
+    descs.reserve(runtime.size() + 1);
+    std::vector<const loom_tensor_t*> in_descs, out_descs;
+    for (size_t i : runtime) {
+      const QOperand& o = ops[i];
+      buffers.push_back(allocate(o.bytes.size()));
+      descs.push_back(::loom::testing::buffer_tensor(o.dtype, o.shape, buffers.back(), o.bytes.size()));
+      std::vector<uint8_t> tmp = o.bytes;
+      EXPECT_EQ(copy(buffers.back(), 0, tmp.data(), tmp.size(), true), "ok");
+      in_descs.push_back(&descs.back());
+    }
+    buffers.push_back(allocate(r->want.size()));
+    std::vector<uint8_t> fill(r->want.size(), 0xa5);  // not what the kernel writes
+    EXPECT_EQ(copy(buffers.back(), 0, fill.data(), fill.size(), true), "ok");
+    descs.push_back(::loom::testing::buffer_tensor(out_dtype, out_shape, buffers.back(), r->want.size()));
+    out_descs.push_back(&descs.back());
+    const size_t events_before = harness_.recorder().events().size();
+    EXPECT_EQ(harness_.execute(exe, in_descs, out_descs), "ok");
+    const std::vector<::loom::testing::TraceEvent> events = harness_.recorder().events();
+    for (size_t e = events_before; e < events.size(); ++e) r->dispatches.push_back(events[e].name);
+    r->got.assign(r->want.size(), 0);
+    EXPECT_EQ(copy(buffers.back(), 0, r->got.data(), r->got.size(), false), "ok");
+    api_->executable_destroy(exe);
+    for (loom_buffer_t* b : buffers) api_->buffer_free(b);
+  }
+
   // One `op` node over `ops`, claimed and compiled by `compiler` (the device
   // plugin unless given), run on the device and by the reference kernel.
   Outcome run_node(const std::string& op, const std::vector<QOperand>& ops, const Dims& out_shape,
@@ -160,52 +224,8 @@ class VulkanInt8 : public VulkanCompile {
     const std::vector<uint8_t> blob(p, p + compiled.bytes.size());
     EXPECT_EQ(r.format, blob_version(blob.data(), blob.size()));
 
-    // The reference kernel.
-    size_t out_count = 1;
-    for (int64_t d : out_shape) out_count *= static_cast<size_t>(d);
-    r.want.assign(out_count * int8_test_elem_size(out_dtype), 0x5a);
-    std::vector<QOperand> copies = ops;
-    std::vector<kernels::TensorRef> refs;
-    for (QOperand& o : copies) {
-      refs.push_back(o.absent ? kernels::TensorRef{}
-                              : kernels::TensorRef{static_cast<::loom::DType>(o.dtype), o.shape, o.bytes.data(), o.bytes.size()});
-    }
-    std::vector<kernels::TensorRef> outs = {
-        {static_cast<::loom::DType>(out_dtype), out_shape, r.want.data(), r.want.size()}};
-    const std::vector<AttributeDef> defs = ref_attrs(attrs);
-    const auto registry = kernels::KernelRegistry::reference();
-    const auto s = registry.find(op)->run(refs, outs, kernels::Attributes(defs, static_cast<int32_t>(opset)));
-    EXPECT_TRUE(s.ok()) << s.to_string();
-
-    // The device.
-    loom_executable_t* exe = nullptr;
-    EXPECT_EQ(harness_.load(device_, kLoaderKey, r.format, blob.data(), blob.size(), &exe), "ok");
-    if (exe == nullptr) return r;
-    std::vector<loom_buffer_t*> buffers;
-    std::vector<loom_tensor_t> descs;
-    descs.reserve(runtime.size() + 1);
-    std::vector<const loom_tensor_t*> in_descs, out_descs;
-    for (size_t i : runtime) {
-      const QOperand& o = ops[i];
-      buffers.push_back(allocate(o.bytes.size()));
-      descs.push_back(::loom::testing::buffer_tensor(o.dtype, o.shape, buffers.back(), o.bytes.size()));
-      std::vector<uint8_t> tmp = o.bytes;
-      EXPECT_EQ(copy(buffers.back(), 0, tmp.data(), tmp.size(), true), "ok");
-      in_descs.push_back(&descs.back());
-    }
-    buffers.push_back(allocate(r.want.size()));
-    std::vector<uint8_t> fill(r.want.size(), 0xa5);  // not what the kernel writes
-    EXPECT_EQ(copy(buffers.back(), 0, fill.data(), fill.size(), true), "ok");
-    descs.push_back(::loom::testing::buffer_tensor(out_dtype, out_shape, buffers.back(), r.want.size()));
-    out_descs.push_back(&descs.back());
-    const size_t events_before = harness_.recorder().events().size();
-    EXPECT_EQ(harness_.execute(exe, in_descs, out_descs), "ok");
-    const std::vector<::loom::testing::TraceEvent> events = harness_.recorder().events();
-    for (size_t e = events_before; e < events.size(); ++e) r.dispatches.push_back(events[e].name);
-    r.got.assign(r.want.size(), 0);
-    EXPECT_EQ(copy(buffers.back(), 0, r.got.data(), r.got.size(), false), "ok");
-    api_->executable_destroy(exe);
-    for (loom_buffer_t* b : buffers) api_->buffer_free(b);
+    r.want = reference(op, ops, out_shape, out_dtype, attrs, opset);
+    run_on_device(blob, ops, runtime, out_shape, out_dtype, &r);
     return r;
   }
 
@@ -375,6 +395,120 @@ TEST_P(VulkanInt8Conv, QLinearConvEqualsTheReferenceOnTiesSaturationPaddingAndGr
                   qint({4}, LOOM_DTYPE_I8, {0, 5, -7, 0}), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U8, {120}),
                   qint({4}, LOOM_DTYPE_I32, {100, -100, 0, 7})},
                  {1, 4, 5, 4}, LOOM_DTYPE_U8, conv_attrs(4, {1, 1}, {1, 1}, {1, 1, 1, 1}));
+  }
+}
+
+// The QDQ form quantizers write: DequantizeLinear of x, of per-channel s8
+// weights and of an i32 bias at scale x_scale * w_scale -> Conv ->
+// QuantizeLinear. The compile fuses it into one qconv dispatch whose bytes
+// are QLinearConv's over the same operands (the reference kernel). A bias of
+// another scale, a Relu between Conv and QuantizeLinear, or a Conv output
+// that is also a graph output keep the f32 steps.
+class QdqConv {
+ public:
+  enum class Variant { kFused, kBiasScaleOff, kRelu, kConvOutputKept };
+  QdqConv(Dims xs, Dims ws, int64_t group, Dims strides, Dims pads, loom_dtype_t xt, loom_dtype_t yt, uint32_t seed,
+          Variant v = Variant::kFused)
+      : xt_(xt), yt_(yt), attrs_(conv_attrs(group, std::move(strides), {1, 1}, std::move(pads))) {
+    const int64_t m = ws[0];
+    const Dims& st = attrs_[1].ints;  // conv_attrs: group, strides, dilations, pads
+    const Dims& pd = attrs_[3].ints;
+    out_ = {xs[0], m, (xs[2] + pd[0] + pd[2] - ws[2]) / st[0] + 1, (xs[3] + pd[1] + pd[3] - ws[3]) / st[1] + 1};
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+    std::vector<float> w_scales(static_cast<size_t>(m)), b_scales(static_cast<size_t>(m));
+    std::vector<int64_t> bias(static_cast<size_t>(m));
+    const float x_scale = 0.03f;
+    for (size_t c = 0; c < w_scales.size(); ++c) {
+      w_scales[c] = scale(rng);
+      b_scales[c] = x_scale * w_scales[c];
+      bias[c] = static_cast<int64_t>(rng() % 4001) - 2000;
+    }
+    if (v == Variant::kBiasScaleOff) b_scales[0] = std::nextafter(b_scales[0], 1.0f);
+    const bool xu = xt == LOOM_DTYPE_U8, yu = yt == LOOM_DTYPE_U8;
+    // QLinearConv's operands.
+    ops_ = {qrandom8(xs, xt, seed + 1), qf32({}, {x_scale}), qint({}, xt, {xu ? 131 : -5}),
+            qrandom8(ws, LOOM_DTYPE_I8, seed + 2, true), qf32({m}, w_scales),
+            qint({m}, LOOM_DTYPE_I8, std::vector<int64_t>(static_cast<size_t>(m), 0)), qf32({}, {0.4f}),
+            qint({}, yt, {yu ? 120 : 7}), qint({m}, LOOM_DTYPE_I32, bias)};
+    auto add = [&](const QOperand& o) {
+      const auto fb = static_cast<gfb::DType>(o.dtype);
+      return o.constant ? g_.constant(o.shape, fb, o.bytes.data(), o.bytes.size()) : g_.input(o.shape, fb);
+    };
+    std::vector<int> t;
+    for (const QOperand& o : ops_) t.push_back(add(o));
+    const int bs = add(qf32({m}, b_scales));
+    const int xf = g_.tensor(xs), wf = g_.tensor(ws), bf = g_.tensor({m}), yf = g_.tensor(out_);
+    const int yq = g_.tensor(out_, static_cast<gfb::DType>(yt));
+    g_.node("DequantizeLinear", {t[0], t[1], t[2]}, {xf});
+    g_.node("DequantizeLinear", {t[3], t[4], t[5]}, {wf}, {attr_i("axis", 0)});
+    g_.node("DequantizeLinear", {t[8], bs}, {bf}, {attr_i("axis", 0)});
+    g_.node("Conv", {xf, wf, bf}, {yf}, attrs_);
+    int q_in = yf;
+    if (v == Variant::kRelu) {
+      q_in = g_.tensor(out_);
+      g_.node("Relu", {yf}, {q_in});
+    }
+    g_.node("QuantizeLinear", {q_in, t[6], t[7]}, {yq});
+    g_.output(yq);
+    if (v == Variant::kConvOutputKept) g_.output(yf);
+  }
+  const GraphBuilder& graph() const { return g_; }
+  const std::vector<QOperand>& operands() const { return ops_; }
+  const std::vector<Attr>& attrs() const { return attrs_; }
+  const Dims& out_shape() const { return out_; }
+  loom_dtype_t y_dtype() const { return yt_; }
+
+ private:
+  loom_dtype_t xt_, yt_;
+  std::vector<Attr> attrs_;
+  Dims out_;
+  std::vector<QOperand> ops_;
+  GraphBuilder g_;
+};
+
+TEST_P(VulkanInt8Conv, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
+  const std::vector<QdqConv> cases = {
+      QdqConv({1, 8, 9, 9}, {16, 8, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_U8, 61),
+      QdqConv({2, 6, 7, 8}, {6, 3, 3, 2}, 2, {2, 1}, {0, 1, 1, 0}, LOOM_DTYPE_I8, LOOM_DTYPE_I8, 62),
+      QdqConv({1, 5, 6, 6}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_I8, 63),  // depthwise
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const QdqConv& c = cases[k];
+    SCOPED_TRACE("case " + std::to_string(k));
+    std::vector<uint8_t> blob;
+    ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    ASSERT_EQ(prog.dispatches.size(), 1u);
+    EXPECT_EQ(prog.dispatches[0].kernel, Kernel::kQConv);
+    Outcome r;
+    r.format = blob_version(blob.data(), blob.size());
+    r.want = reference("QLinearConv", c.operands(), c.out_shape(), c.y_dtype(), c.attrs(), 13);
+    run_on_device(blob, c.operands(), {0}, c.out_shape(), c.y_dtype(), &r);
+    EXPECT_EQ(r.got, r.want);
+    bool named = false;
+    for (const std::string& name : r.dispatches) named |= name.find(want_dispatch_) != std::string::npos;
+    EXPECT_TRUE(named) << want_dispatch_;
+  }
+  // Not QLinearConv's form: the f32 steps stay.
+  for (QdqConv::Variant v : {QdqConv::Variant::kBiasScaleOff, QdqConv::Variant::kRelu,
+                             QdqConv::Variant::kConvOutputKept}) {
+    const QdqConv c({1, 8, 9, 9}, {16, 8, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_U8, 61, v);
+    std::vector<uint8_t> blob;
+    ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    size_t qconvs = 0, quantizes = 0;
+    for (const BlobDispatch& d : prog.dispatches) {
+      qconvs += d.kernel == Kernel::kQConv;
+      quantizes += d.kernel == Kernel::kQuantize;
+    }
+    EXPECT_EQ(qconvs, 0u) << static_cast<int>(v);
+    EXPECT_EQ(quantizes, 1u) << static_cast<int>(v);
   }
 }
 

@@ -1,0 +1,153 @@
+#include "fuse_qdq.hpp"
+
+#include <cstring>
+
+#include "loom/vulkan_compute/int8_kernels.hpp"
+
+namespace loom::vulkan {
+
+namespace {
+
+// A quantize or dequantize dispatch's table: per channel, scale and zero
+// point (make_quantize / make_dequantize: f32 words, scales then zeros).
+struct QTable {
+  std::vector<float> scales, zeros;
+};
+
+bool read_table(const BlobProgram& p, const BlobDispatch& d, QTable* out) {
+  const BlobTensor& t = p.tensors[d.bindings[1]];
+  const uint64_t channels = d.push[1];
+  if (t.kind != TensorKind::kConstant || t.dtype != DType::kF32 || t.elements() != 2 * channels ||
+      t.data_offset > p.data.size() || t.bytes() > p.data.size() - t.data_offset) {
+    return false;
+  }
+  out->scales.resize(channels);
+  out->zeros.resize(channels);
+  std::memcpy(out->scales.data(), p.data.data() + t.data_offset, channels * 4);
+  std::memcpy(out->zeros.data(), p.data.data() + t.data_offset + channels * 4, channels * 4);
+  return true;
+}
+
+bool is8(DType t) { return t == DType::kU8 || t == DType::kI8; }
+
+}  // namespace
+
+size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
+  BlobProgram& p = *prog;
+  const size_t n = p.dispatches.size();
+  // The dispatch writing each tensor (its last binding), and each tensor's
+  // readers among the dispatches.
+  std::vector<size_t> writer(p.tensors.size(), SIZE_MAX);
+  std::vector<std::vector<size_t>> read_by(p.tensors.size());
+  for (size_t i = 0; i < n; ++i) {
+    const BlobDispatch& d = p.dispatches[i];
+    if (d.bindings.empty()) continue;
+    writer[d.bindings.back()] = i;
+    for (size_t b = 0; b + 1 < d.bindings.size(); ++b) {
+      std::vector<size_t>& r = read_by[d.bindings[b]];
+      if (r.empty() || r.back() != i) r.push_back(i);  // conv binds x again where it has no bias
+    }
+  }
+  auto single = [&](uint32_t t) {
+    return p.tensors[t].kind == TensorKind::kIntermediate && t < readers.size() && readers[t] == 1;
+  };
+  auto dequantize_of = [&](uint32_t t) -> const BlobDispatch* {
+    const size_t w = writer[t];
+    return w != SIZE_MAX && p.dispatches[w].kernel == Kernel::kDequantize ? &p.dispatches[w] : nullptr;
+  };
+  std::vector<bool> drop(n, false);
+  size_t fused = 0;
+  for (size_t i = 0; i < n; ++i) {
+    BlobDispatch& d = p.dispatches[i];
+    if ((d.kernel != Kernel::kConv && d.kernel != Kernel::kDirectConv) || d.push.size() != 17) continue;
+    const uint32_t flags = d.push[16];
+    const bool has_bias = (flags & kMatMulBias) != 0;
+    if ((flags >> kMatMulActShift) != 0) continue;  // an activation folded in: not QuantizeLinear's input
+    const uint32_t xf = d.bindings[0], wf = d.bindings[1], bf = d.bindings[2], yf = d.bindings[3];
+    ConvParams cp;
+    const uint32_t* q = d.push.data();
+    cp.n = q[0]; cp.c = q[1]; cp.h = q[2]; cp.w = q[3]; cp.m = q[4]; cp.oh = q[5]; cp.ow = q[6];
+    cp.kh = q[7]; cp.kw = q[8]; cp.sh = q[9]; cp.sw = q[10]; cp.dh = q[11]; cp.dw = q[12]; cp.pt = q[13];
+    cp.pl = q[14]; cp.group = q[15];
+    if (cp.group == 0 || cp.m % cp.group != 0 || cp.c % cp.group != 0) continue;
+    // y: read by one per-tensor quantize only.
+    if (!single(yf) || read_by[yf].size() != 1) continue;
+    const size_t qi = read_by[yf][0];
+    const BlobDispatch& qd = p.dispatches[qi];
+    QTable yt, xt, wt, bt;
+    if (qd.kernel != Kernel::kQuantize || qd.bindings[0] != yf || qd.push[1] != 1 || !read_table(p, qd, &yt)) continue;
+    // x: a per-tensor dequantize of u8 / i8.
+    const BlobDispatch* dx = dequantize_of(xf);
+    if (dx == nullptr || dx->push[1] != 1 || !is8(p.tensors[dx->bindings[0]].dtype) || !read_table(p, *dx, &xt)) continue;
+    // w: a dequantize of a u8 / i8 constant, per tensor or per output channel.
+    const BlobDispatch* dw = dequantize_of(wf);
+    const uint64_t per_channel = uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
+    if (dw == nullptr || !read_table(p, *dw, &wt)) continue;
+    const BlobTensor& wq = p.tensors[dw->bindings[0]];
+    if (wq.kind != TensorKind::kConstant || !is8(wq.dtype) ||
+        !(dw->push[1] == 1 || (dw->push[1] == cp.m && dw->push[2] == per_channel))) {
+      continue;
+    }
+    // The bias: a dequantize of an i32 constant whose scale is the product.
+    const BlobDispatch* db = has_bias ? dequantize_of(bf) : nullptr;
+    std::vector<int32_t> bias(cp.m, 0);
+    if (has_bias) {
+      if (db == nullptr || !read_table(p, *db, &bt)) continue;
+      const BlobTensor& bq = p.tensors[db->bindings[0]];
+      if (bq.kind != TensorKind::kConstant || bq.dtype != DType::kI32 || bq.elements() != cp.m ||
+          !(db->push[1] == 1 || db->push[1] == cp.m) || bq.data_offset > p.data.size() ||
+          bq.bytes() > p.data.size() - bq.data_offset) {
+        continue;
+      }
+      std::memcpy(bias.data(), p.data.data() + bq.data_offset, bias.size() * 4);
+    }
+    bool exact_bias = true;
+    std::vector<uint32_t> words;
+    for (uint32_t c = 0; c < cp.m; ++c) {
+      const float ws = wt.scales[wt.scales.size() == 1 ? 0 : c];
+      const float wz = wt.zeros[wt.zeros.size() == 1 ? 0 : c];
+      if (has_bias) {
+        const float product = xt.scales[0] * ws;
+        const size_t k = bt.scales.size() == 1 ? 0 : c;
+        exact_bias = exact_bias && bt.scales[k] == product && bt.zeros[k] == 0.0f;
+      }
+      // QLinearConv's multiplier, in f32 as the reference computes it.
+      const float multiplier = xt.scales[0] * ws / yt.scales[0];
+      words.push_back(static_cast<uint32_t>(bias[c]));
+      words.push_back(static_cast<uint32_t>(static_cast<int32_t>(wz)));
+      words.push_back(float_bits(multiplier));
+    }
+    if (!exact_bias) continue;
+    BlobTensor table;
+    table.kind = TensorKind::kConstant;
+    table.dtype = DType::kI32;
+    table.shape = {static_cast<int64_t>(words.size())};
+    table.data_offset = p.data.size();
+    for (uint32_t w : words) {
+      for (int b = 0; b < 4; ++b) p.data.push_back(static_cast<uint8_t>(w >> (8 * b)));
+    }
+    p.tensors.push_back(table);
+    const auto ti = static_cast<uint32_t>(p.tensors.size() - 1);
+    const uint32_t xq = dx->bindings[0], wqi = dw->bindings[0], yq = qd.bindings[2];
+    const DType yt_dtype = p.tensors[yq].dtype;
+    const auto xz = static_cast<int32_t>(xt.zeros[0]), yz = static_cast<int32_t>(yt.zeros[0]);
+    const DType x_dtype = p.tensors[xq].dtype, w_dtype = wq.dtype;
+    // The dequantizes nothing else reads go with the quantize.
+    if (single(xf) && read_by[xf].size() == 1) drop[writer[xf]] = true;
+    if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
+    if (has_bias && single(bf) && read_by[bf].size() == 1) drop[writer[bf]] = true;
+    drop[qi] = true;
+    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype);
+    ++fused;
+  }
+  if (fused == 0) return 0;
+  std::vector<BlobDispatch> kept;
+  kept.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!drop[i]) kept.push_back(std::move(p.dispatches[i]));
+  }
+  p.dispatches = std::move(kept);
+  return fused;
+}
+
+}  // namespace loom::vulkan

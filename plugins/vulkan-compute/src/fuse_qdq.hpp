@@ -1,0 +1,30 @@
+// The QDQ form of a quantized convolution, fused at compile time:
+// DequantizeLinear (x) and DequantizeLinear (constant weights, and an i32
+// bias) -> Conv -> QuantizeLinear, as quantizers write it, becomes one
+// qconv dispatch on the quantized bytes (QLinearConv of the same
+// operands), so the model's convolutions run in int8 instead of in f32
+// between the int8 kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "loom/vulkan_compute/blob_format.hpp"
+
+namespace loom::vulkan {
+
+// Fuses every conv / direct_conv dispatch of `p` (before split-K) that:
+// reads x from a per-tensor dequantize of a u8 / i8 tensor; reads w from a
+// dequantize (per tensor, or per output channel) of a u8 / i8 constant;
+// reads its bias, if any, from a dequantize of an i32 constant with zero
+// point 0 and scale x_scale * w_scale[c] (the f32 product, as quantizers
+// write it: the bias is then exactly those integers); folds no activation;
+// and writes an intermediate whose only reader (`readers`: per blob tensor,
+// the graph operands reading it) is a per-tensor quantize to u8 / i8. The
+// quantize goes, and so does each dequantize whose output nothing else
+// reads. The result is QLinearConv's (the reference kernels' arithmetic on
+// the bytes), within 1 unit of the unfused f32 steps. Returns the number
+// of convolutions fused.
+size_t fuse_qdq_convs(BlobProgram* p, const std::vector<uint32_t>& readers);
+
+}  // namespace loom::vulkan
