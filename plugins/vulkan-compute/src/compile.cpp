@@ -108,6 +108,7 @@ class Builder {
       }
       written[o] = true;
       LOOM_SDK_RETURN_IF_ERROR(emit(node, operands));
+      labels_.resize(p_.dispatches.size(), gn.label());
     }
     for (size_t i = 0; i < g_.output_count(); ++i) {
       if (!written[static_cast<size_t>(g_.output(i).index())]) {
@@ -116,7 +117,7 @@ class Builder {
       }
     }
     if (mode_ == ShapeMode::kProbe) return Status();  // a check: no program
-    fuse_qdq_convs(&p_, consumers_);
+    fuse_qdq_convs(&p_, consumers_, &labels_, notes_);
     split_convolutions();
     // Intermediates a fusion left unused get no memory.
     std::vector<bool> used(p_.tensors.size(), false);
@@ -375,6 +376,13 @@ class Builder {
 
   const sdk::GraphView& g_;
   ShapeMode mode_;
+  std::vector<std::string> labels_;  // per dispatch: the graph node it came from
+  std::vector<std::string>* notes_ = nullptr;  // compile notes (fuse_qdq.hpp), when wanted
+
+ public:
+  void set_notes(std::vector<std::string>* notes) { notes_ = notes; }
+
+ private:
   std::vector<Shape>* bound_;  // kBound, kProbe: one shape per graph tensor
   const std::string* int8_unavailable_;  // lower_node's
   std::vector<uint32_t> map_;
@@ -407,8 +415,10 @@ Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavai
   return Status();
 }
 
-Status compile_graph(const sdk::GraphView& g, const std::string& int8_unavailable, BlobProgram* out) {
+Status compile_graph(const sdk::GraphView& g, const std::string& int8_unavailable, BlobProgram* out,
+                     std::vector<std::string>* notes) {
   Builder b(g, ShapeMode::kStatic, nullptr, &int8_unavailable);
+  b.set_notes(notes);
   return b.build(out);
 }
 

@@ -2,11 +2,13 @@
 // blob program out. lower.cpp and lower_nn.cpp decide node by node what is
 // claimed (the op set is in the plugin's README); compile.cpp assembles the blob: tensors,
 // aliases for the reshape family, dispatches, and the folding of a following
-// bias Add and Relu into MatMul/Gemm (Relu into Conv).
+// bias Add and Relu into MatMul/Gemm (Relu into Conv), and of
+// DequantizeLinear -> Conv -> QuantizeLinear into one qconv (fuse_qdq.hpp).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "loom/sdk/compile.hpp"
 #include "loom/sdk/graph.hpp"
@@ -21,8 +23,11 @@ namespace loom::vulkan {
 Status compile_supported(const sdk::GraphView& graph, const std::string& int8_unavailable, sdk::Claims* claims);
 
 // compile: the blob program of the whole subgraph (every node must lower);
-// format 4 when it uses the int8 kernels, else format 2.
-Status compile_graph(const sdk::GraphView& graph, const std::string& int8_unavailable, BlobProgram* out);
+// format 4 when it uses the int8 kernels, else format 2. `notes`, when
+// given, gets a line per convolution of dequantized values: int8 (fused
+// into a qconv) or f32, and why (fuse_qdq.hpp).
+Status compile_graph(const sdk::GraphView& graph, const std::string& int8_unavailable, BlobProgram* out,
+                     std::vector<std::string>* notes = nullptr);
 
 // Open graphs (ABI 1.2, LOOM_PLUGIN_CAP_OPEN_SHAPES). compile_supported
 // claims a node of an open graph when its rule holds with its operands'

@@ -32,7 +32,8 @@ bool is8(DType t) { return t == DType::kU8 || t == DType::kI8; }
 
 }  // namespace
 
-size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
+size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
+                      const std::vector<std::string>* labels, std::vector<std::string>* notes) {
   BlobProgram& p = *prog;
   const size_t n = p.dispatches.size();
   // The dispatch writing each tensor (its last binding), and each tensor's
@@ -60,9 +61,19 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
   for (size_t i = 0; i < n; ++i) {
     BlobDispatch& d = p.dispatches[i];
     if ((d.kernel != Kernel::kConv && d.kernel != Kernel::kDirectConv) || d.push.size() != 17) continue;
+    // Only a convolution of dequantized values gets a note.
+    const BlobDispatch* dx = dequantize_of(d.bindings[0]);
+    if (dx == nullptr) continue;
+    const std::string label = labels != nullptr && i < labels->size() ? (*labels)[i] : std::string("a Conv");
+    auto stays = [&](const std::string& why) {
+      if (notes != nullptr) notes->push_back(label + ": f32 between DequantizeLinear and QuantizeLinear: " + why);
+    };
     const uint32_t flags = d.push[16];
     const bool has_bias = (flags & kMatMulBias) != 0;
-    if ((flags >> kMatMulActShift) != 0) continue;  // an activation folded in: not QuantizeLinear's input
+    if ((flags >> kMatMulActShift) != 0) {
+      stays("a Relu follows it before the QuantizeLinear (quantizers fold it into the output range)");
+      continue;
+    }
     const uint32_t xf = d.bindings[0], wf = d.bindings[1], bf = d.bindings[2], yf = d.bindings[3];
     ConvParams cp;
     const uint32_t* q = d.push.data();
@@ -71,35 +82,43 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
     cp.pl = q[14]; cp.group = q[15];
     if (cp.group == 0 || cp.m % cp.group != 0 || cp.c % cp.group != 0) continue;
     // y: read by one per-tensor quantize only.
-    if (!single(yf) || read_by[yf].size() != 1) continue;
+    if (!single(yf) || read_by[yf].size() != 1) {
+      stays("its output has readers other than one QuantizeLinear, or is a graph output");
+      continue;
+    }
     const size_t qi = read_by[yf][0];
     const BlobDispatch& qd = p.dispatches[qi];
     QTable yt, xt, wt, bt;
-    if (qd.kernel != Kernel::kQuantize || qd.bindings[0] != yf || qd.push[1] != 1 || !read_table(p, qd, &yt)) continue;
+    if (qd.kernel != Kernel::kQuantize || qd.bindings[0] != yf || qd.push[1] != 1 || !read_table(p, qd, &yt)) {
+      stays("its output is not read by one per-tensor QuantizeLinear");
+      continue;
+    }
     // x: a per-tensor dequantize of u8 / i8.
-    const BlobDispatch* dx = dequantize_of(xf);
-    if (dx == nullptr || dx->push[1] != 1 || !is8(p.tensors[dx->bindings[0]].dtype) || !read_table(p, *dx, &xt)) continue;
+    if (dx->push[1] != 1 || !is8(p.tensors[dx->bindings[0]].dtype) || !read_table(p, *dx, &xt)) {
+      stays("x's DequantizeLinear is per axis or not of u8 / i8");
+      continue;
+    }
     // w: a dequantize of a u8 / i8 constant, per tensor or per output channel.
     const BlobDispatch* dw = dequantize_of(wf);
     const uint64_t per_channel = uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
-    if (dw == nullptr || !read_table(p, *dw, &wt)) continue;
-    const BlobTensor& wq = p.tensors[dw->bindings[0]];
-    if (wq.kind != TensorKind::kConstant || !is8(wq.dtype) ||
+    const BlobTensor* wq = dw != nullptr ? &p.tensors[dw->bindings[0]] : nullptr;
+    if (dw == nullptr || !read_table(p, *dw, &wt) || wq->kind != TensorKind::kConstant || !is8(wq->dtype) ||
         !(dw->push[1] == 1 || (dw->push[1] == cp.m && dw->push[2] == per_channel))) {
+      stays("the weights are not a DequantizeLinear (per tensor or per output channel) of a u8 / i8 constant");
       continue;
     }
     // The bias: a dequantize of an i32 constant whose scale is the product.
     const BlobDispatch* db = has_bias ? dequantize_of(bf) : nullptr;
     std::vector<int32_t> bias(cp.m, 0);
     if (has_bias) {
-      if (db == nullptr || !read_table(p, *db, &bt)) continue;
-      const BlobTensor& bq = p.tensors[db->bindings[0]];
-      if (bq.kind != TensorKind::kConstant || bq.dtype != DType::kI32 || bq.elements() != cp.m ||
-          !(db->push[1] == 1 || db->push[1] == cp.m) || bq.data_offset > p.data.size() ||
-          bq.bytes() > p.data.size() - bq.data_offset) {
+      const BlobTensor* bq = db != nullptr ? &p.tensors[db->bindings[0]] : nullptr;
+      if (db == nullptr || !read_table(p, *db, &bt) || bq->kind != TensorKind::kConstant ||
+          bq->dtype != DType::kI32 || bq->elements() != cp.m || !(db->push[1] == 1 || db->push[1] == cp.m) ||
+          bq->data_offset > p.data.size() || bq->bytes() > p.data.size() - bq->data_offset) {
+        stays("the bias is not a DequantizeLinear of an i32 constant");
         continue;
       }
-      std::memcpy(bias.data(), p.data.data() + bq.data_offset, bias.size() * 4);
+      std::memcpy(bias.data(), p.data.data() + bq->data_offset, bias.size() * 4);
     }
     bool exact_bias = true;
     std::vector<uint32_t> words;
@@ -117,7 +136,10 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
       words.push_back(static_cast<uint32_t>(static_cast<int32_t>(wz)));
       words.push_back(float_bits(multiplier));
     }
-    if (!exact_bias) continue;
+    if (!exact_bias) {
+      stays("the bias's scale is not x_scale * w_scale, or its zero point is not 0");
+      continue;
+    }
     BlobTensor table;
     table.kind = TensorKind::kConstant;
     table.dtype = DType::kI32;
@@ -131,7 +153,7 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
     const uint32_t xq = dx->bindings[0], wqi = dw->bindings[0], yq = qd.bindings[2];
     const DType yt_dtype = p.tensors[yq].dtype;
     const auto xz = static_cast<int32_t>(xt.zeros[0]), yz = static_cast<int32_t>(yt.zeros[0]);
-    const DType x_dtype = p.tensors[xq].dtype, w_dtype = wq.dtype;
+    const DType x_dtype = p.tensors[xq].dtype, w_dtype = wq->dtype;
     // The dequantizes nothing else reads go with the quantize.
     if (single(xf) && read_by[xf].size() == 1) drop[writer[xf]] = true;
     if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
@@ -139,6 +161,9 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers) {
     drop[qi] = true;
     d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype);
     ++fused;
+    if (notes != nullptr) {
+      notes->push_back(label + ": int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)");
+    }
   }
   if (fused == 0) return 0;
   std::vector<BlobDispatch> kept;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "loom/vulkan_compute/blob_format.hpp"
@@ -25,6 +26,10 @@ namespace loom::vulkan {
 // reads. The result is QLinearConv's (the reference kernels' arithmetic on
 // the bytes), within 1 unit of the unfused f32 steps. Returns the number
 // of convolutions fused.
-size_t fuse_qdq_convs(BlobProgram* p, const std::vector<uint32_t>& readers);
+// With `labels` (per dispatch, the graph node it came from) and `notes`:
+// for each convolution reading a dequantized x, a line saying whether it
+// became an int8 qconv or stays f32, and why.
+size_t fuse_qdq_convs(BlobProgram* p, const std::vector<uint32_t>& readers,
+                      const std::vector<std::string>* labels = nullptr, std::vector<std::string>* notes = nullptr);
 
 }  // namespace loom::vulkan

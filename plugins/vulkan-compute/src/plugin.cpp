@@ -71,7 +71,11 @@ class VulkanPlugin {
       return Status();
     }
     BlobProgram program;
-    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, int8_unavailable_, &program));
+    std::vector<std::string> notes;
+    LOOM_SDK_RETURN_IF_ERROR(compile_graph(graph, int8_unavailable_, &program, &notes));
+    // Which convolutions of dequantized values run in int8, which stay f32
+    // and why, as info lines (`loom compile` prints them).
+    for (const std::string& note : notes) sdk::log(host_, LOOM_LOG_INFO, ("compile: " + note).c_str());
     out->bytes = encode(program);
     out->loader_key = kLoaderKey;
     out->format_version = program_format(program);

@@ -123,6 +123,15 @@ class VulkanInt8 : public VulkanCompile {
     return true;
   }
 
+  // Whether a log line after the first `from` contains `text`.
+  bool logged_since(size_t from, const std::string& text) {
+    const std::vector<std::string> lines = harness_.recorder().logs();
+    for (size_t i = from; i < lines.size(); ++i) {
+      if (lines[i].find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
   // Compiles `graph` with `compiler` into *blob: "ok" or the error.
   std::string compile_with(loom_plugin_t* compiler, const std::vector<uint8_t>& graph, std::vector<uint8_t>* blob) {
     ::loom::testing::CompiledBlob compiled;
@@ -478,7 +487,9 @@ TEST_P(VulkanInt8Conv, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
     const QdqConv& c = cases[k];
     SCOPED_TRACE("case " + std::to_string(k));
     std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
+    EXPECT_TRUE(logged_since(logged, "(Conv): int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)"));
     BlobProgram prog;
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
@@ -493,12 +504,18 @@ TEST_P(VulkanInt8Conv, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
     for (const std::string& name : r.dispatches) named |= name.find(want_dispatch_) != std::string::npos;
     EXPECT_TRUE(named) << want_dispatch_;
   }
-  // Not QLinearConv's form: the f32 steps stay.
-  for (QdqConv::Variant v : {QdqConv::Variant::kBiasScaleOff, QdqConv::Variant::kRelu,
-                             QdqConv::Variant::kConvOutputKept}) {
+  // Not QLinearConv's form: the f32 steps stay, and the compile says why.
+  const std::pair<QdqConv::Variant, const char*> refused[] = {
+      {QdqConv::Variant::kBiasScaleOff, "the bias's scale is not x_scale * w_scale"},
+      {QdqConv::Variant::kRelu, "a Relu follows it before the QuantizeLinear"},
+      {QdqConv::Variant::kConvOutputKept, "its output has readers other than one QuantizeLinear, or is a graph output"}};
+  for (const auto& [v, why] : refused) {
     const QdqConv c({1, 8, 9, 9}, {16, 8, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_U8, 61, v);
     std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
+    EXPECT_TRUE(logged_since(logged, std::string("(Conv): f32 between DequantizeLinear and QuantizeLinear: ") + why))
+        << why;
     BlobProgram prog;
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
