@@ -91,10 +91,19 @@ Status VulkanExecutable::load(Device* device, BlobProgram program,
   for (size_t i = 0; i < program.inputs.size(); ++i) exe->io_index_[program.inputs[i]] = static_cast<uint32_t>(i);
   for (size_t i = 0; i < program.outputs.size(); ++i) exe->io_index_[program.outputs[i]] = static_cast<uint32_t>(i);
   LOOM_SDK_RETURN_IF_ERROR(device->create_buffer(16, false, &exe->dummy_));
+  // A tensor no dispatch binds (the weights of a qconv the rewrite above
+  // packed anew) gets no device memory.
+  std::vector<bool> bound(n, false);
+  for (const BlobDispatch& d : program.dispatches) {
+    for (uint32_t b : d.bindings) bound[b] = true;
+  }
+  for (const BlobTensor& bt : program.tensors) {
+    if (bt.kind == TensorKind::kAlias) bound[bt.alias] = true;
+  }
   for (size_t t = 0; t < n; ++t) {
     const BlobTensor& bt = program.tensors[t];
     if (bt.kind != TensorKind::kIntermediate && bt.kind != TensorKind::kConstant) continue;
-    if (bt.bytes() == 0) continue;
+    if (bt.bytes() == 0 || !bound[t]) continue;
     Status s = device->create_buffer(bt.bytes(), false, &exe->owned_[t]);
     if (!s.ok()) return {s.code(), "tensor " + std::to_string(t) + ": " + s.message()};
     if (bt.kind == TensorKind::kConstant) {
