@@ -60,27 +60,56 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
   size_t fused = 0;
   for (size_t i = 0; i < n; ++i) {
     BlobDispatch& d = p.dispatches[i];
-    if ((d.kernel != Kernel::kConv && d.kernel != Kernel::kDirectConv) || d.push.size() != 17) continue;
-    // Only a convolution of dequantized values gets a note.
+    const bool conv = (d.kernel == Kernel::kConv || d.kernel == Kernel::kDirectConv) && d.push.size() == 17;
+    const bool matmul = d.kernel == Kernel::kMatMul && d.push.size() == 12;
+    if (!conv && !matmul) continue;
+    // Only a convolution or matmul of dequantized values gets a note.
     const BlobDispatch* dx = dequantize_of(d.bindings[0]);
     if (dx == nullptr) continue;
-    const std::string label = labels != nullptr && i < labels->size() ? (*labels)[i] : std::string("a Conv");
+    const std::string label =
+        labels != nullptr && i < labels->size() ? (*labels)[i] : std::string(conv ? "a Conv" : "a MatMul");
     auto stays = [&](const std::string& why) {
       if (notes != nullptr) notes->push_back(label + ": f32 between DequantizeLinear and QuantizeLinear: " + why);
     };
-    const uint32_t flags = d.push[16];
+    const uint32_t flags = conv ? d.push[16] : d.push[7];
     const bool has_bias = (flags & kMatMulBias) != 0;
     if ((flags >> kMatMulActShift) != 0) {
       stays("a Relu follows it before the QuantizeLinear (quantizers fold it into the output range)");
       continue;
     }
     const uint32_t xf = d.bindings[0], wf = d.bindings[1], bf = d.bindings[2], yf = d.bindings[3];
+    // The geometry as qconv's: a convolution's own; a matmul's rows (every
+    // batch of A against one B) as a batch of 1x1 convolutions, B read as
+    // [K, N] (the b layout) or, transposed, as [N, K, 1, 1] weights.
     ConvParams cp;
     const uint32_t* q = d.push.data();
-    cp.n = q[0]; cp.c = q[1]; cp.h = q[2]; cp.w = q[3]; cp.m = q[4]; cp.oh = q[5]; cp.ow = q[6];
-    cp.kh = q[7]; cp.kw = q[8]; cp.sh = q[9]; cp.sw = q[10]; cp.dh = q[11]; cp.dw = q[12]; cp.pt = q[13];
-    cp.pl = q[14]; cp.group = q[15];
-    if (cp.group == 0 || cp.m % cp.group != 0 || cp.c % cp.group != 0) continue;
+    bool b_layout = false;
+    uint64_t w_inner = 0;  // a per-channel weight dequantize's inner size
+    if (conv) {
+      cp.n = q[0]; cp.c = q[1]; cp.h = q[2]; cp.w = q[3]; cp.m = q[4]; cp.oh = q[5]; cp.ow = q[6];
+      cp.kh = q[7]; cp.kw = q[8]; cp.sh = q[9]; cp.sw = q[10]; cp.dh = q[11]; cp.dw = q[12]; cp.pt = q[13];
+      cp.pl = q[14]; cp.group = q[15];
+      if (cp.group == 0 || cp.m % cp.group != 0 || cp.c % cp.group != 0) continue;
+      w_inner = uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
+    } else {
+      const uint32_t m = q[0], nn = q[1], k = q[2], batch = q[3];
+      const bool trans_b = (flags & kMatMulTransB) != 0;
+      const uint64_t rows = uint64_t{batch} * m;
+      if ((flags & kMatMulTransA) != 0 || (batch > 1 && (q[5] != 0 || q[4] != uint64_t{m} * k)) ||
+          rows >= (uint64_t{1} << 31)) {
+        stays("A is transposed, or B differs per batch");
+        continue;
+      }
+      if (q[8] != float_bits(1.0f) || (has_bias && (q[9] != float_bits(1.0f) || q[10] != 0 || q[11] != 1))) {
+        stays("alpha or beta is not 1, or C is not a bias of one value per column");
+        continue;
+      }
+      cp.n = static_cast<uint32_t>(rows);
+      cp.c = k;
+      cp.m = nn;
+      b_layout = !trans_b;
+      w_inner = trans_b ? k : 1;
+    }
     // y: read by one per-tensor quantize only.
     if (!single(yf) || read_by[yf].size() != 1) {
       stays("its output has readers other than one QuantizeLinear, or is a graph output");
@@ -100,10 +129,9 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
     }
     // w: a dequantize of a u8 / i8 constant, per tensor or per output channel.
     const BlobDispatch* dw = dequantize_of(wf);
-    const uint64_t per_channel = uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
     const BlobTensor* wq = dw != nullptr ? &p.tensors[dw->bindings[0]] : nullptr;
     if (dw == nullptr || !read_table(p, *dw, &wt) || wq->kind != TensorKind::kConstant || !is8(wq->dtype) ||
-        !(dw->push[1] == 1 || (dw->push[1] == cp.m && dw->push[2] == per_channel))) {
+        !(dw->push[1] == 1 || (dw->push[1] == cp.m && dw->push[2] == w_inner))) {
       stays("the weights are not a DequantizeLinear (per tensor or per output channel) of a u8 / i8 constant");
       continue;
     }
@@ -159,7 +187,7 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
     if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
     if (has_bias && single(bf) && read_by[bf].size() == 1) drop[writer[bf]] = true;
     drop[qi] = true;
-    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype);
+    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout);
     ++fused;
     if (notes != nullptr) {
       notes->push_back(label + ": int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)");

@@ -1,9 +1,9 @@
-// The QDQ form of a quantized convolution, fused at compile time:
+// The QDQ form of a quantized convolution or matmul, fused at compile time:
 // DequantizeLinear (x) and DequantizeLinear (constant weights, and an i32
-// bias) -> Conv -> QuantizeLinear, as quantizers write it, becomes one
-// qconv dispatch on the quantized bytes (QLinearConv of the same
-// operands), so the model's convolutions run in int8 instead of in f32
-// between the int8 kernels.
+// bias) -> Conv / MatMul / Gemm -> QuantizeLinear, as quantizers write it,
+// becomes one qconv dispatch on the quantized bytes (QLinearConv /
+// QLinearMatMul of the same operands), so the model's convolutions and
+// matmuls run in int8 instead of in f32 between the int8 kernels.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,10 @@
 
 namespace loom::vulkan {
 
-// Fuses every conv / direct_conv dispatch of `p` (before split-K) that:
+// Fuses every conv / direct_conv dispatch of `p` (before split-K), and
+// every matmul one (A not transposed, one B for every batch, alpha 1, C
+// only as a bias of one value per column with beta 1: a batch of 1x1
+// convolutions, B as [K, N] or transposed as [N, K, 1, 1]), that:
 // reads x from a per-tensor dequantize of a u8 / i8 tensor; reads w from a
 // dequantize (per tensor, or per output channel) of a u8 / i8 constant;
 // reads its bias, if any, from a dequantize of an i32 constant with zero

@@ -529,6 +529,98 @@ TEST_P(VulkanInt8Conv, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
   }
 }
 
+// DequantizeLinear -> MatMul / Gemm -> QuantizeLinear, as quantizers write
+// them, fused the same way: a MatMul of rank-3 A and a per-column s8 B is
+// QLinearMatMul's bytes; a Gemm with transB and an i32 bias is a 1x1
+// QLinearConv's (the same arithmetic, the reference kernel's). alpha 2
+// keeps the f32 steps.
+TEST_P(VulkanInt8Conv, DequantizeMatMulQuantizeIsOneQConvEqualToTheReference) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
+  const float a_scale = 0.03f;
+  const std::vector<float> b_scales = {0.01f, 0.004f, 0.02f, 0.007f};
+  auto add = [](GraphBuilder* g, const QOperand& o) {
+    const auto fb = static_cast<gfb::DType>(o.dtype);
+    return o.constant ? g->constant(o.shape, fb, o.bytes.data(), o.bytes.size()) : g->input(o.shape, fb);
+  };
+  // MatMul: A [2, 3, 6] u8, B [6, 4] i8 per column (axis 1).
+  {
+    const std::vector<QOperand> ops = {
+        qrandom8({2, 3, 6}, LOOM_DTYPE_U8, 71), qf32({}, {a_scale}), qint({}, LOOM_DTYPE_U8, {129}),
+        qrandom8({6, 4}, LOOM_DTYPE_I8, 72, true), qf32({4}, b_scales), qint({4}, LOOM_DTYPE_I8, {0, 0, 0, 0}),
+        qf32({}, {0.1f}), qint({}, LOOM_DTYPE_U8, {127})};
+    GraphBuilder g;
+    std::vector<int> t;
+    for (const QOperand& o : ops) t.push_back(add(&g, o));
+    const int af = g.tensor({2, 3, 6}), bf = g.tensor({6, 4}), yf = g.tensor({2, 3, 4});
+    const int yq = g.tensor({2, 3, 4}, gfb::DType::u8);
+    g.node("DequantizeLinear", {t[0], t[1], t[2]}, {af});
+    g.node("DequantizeLinear", {t[3], t[4], t[5]}, {bf}, {attr_i("axis", 1)});
+    g.node("MatMul", {af, bf}, {yf});
+    g.node("QuantizeLinear", {yf, t[6], t[7]}, {yq});
+    g.output(yq);
+    std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
+    ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
+    EXPECT_TRUE(logged_since(logged, "(MatMul): int8 (one qconv"));
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    ASSERT_EQ(prog.dispatches.size(), 1u);
+    EXPECT_EQ(prog.dispatches[0].kernel, Kernel::kQConv);
+    Outcome r;
+    r.format = blob_version(blob.data(), blob.size());
+    r.want = reference("QLinearMatMul", ops, {2, 3, 4}, LOOM_DTYPE_U8, {}, 13);
+    run_on_device(blob, ops, {0}, {2, 3, 4}, LOOM_DTYPE_U8, &r);
+    EXPECT_EQ(r.got, r.want);
+  }
+  // Gemm: A [5, 6] i8, B [4, 6] i8 with transB (per row, axis 0), an i32
+  // bias at a_scale * b_scale; alpha 1 fuses, alpha 2 does not.
+  for (float alpha : {1.0f, 2.0f}) {
+    std::vector<float> bias_scales;
+    for (float b : b_scales) bias_scales.push_back(a_scale * b);
+    const QOperand a = qrandom8({5, 6}, LOOM_DTYPE_I8, 73), b = qrandom8({4, 6}, LOOM_DTYPE_I8, 74, true);
+    const QOperand bias = qint({4}, LOOM_DTYPE_I32, {300, -1200, 0, 45});
+    const std::vector<QOperand> ops = {a, qf32({}, {a_scale}), qint({}, LOOM_DTYPE_I8, {-3}), b, qf32({4}, b_scales),
+                                       qint({4}, LOOM_DTYPE_I8, {0, 0, 0, 0}), qf32({}, {0.05f}),
+                                       qint({}, LOOM_DTYPE_I8, {5}), bias};
+    GraphBuilder g;
+    std::vector<int> t;
+    for (const QOperand& o : ops) t.push_back(add(&g, o));
+    const int bs = add(&g, qf32({4}, bias_scales));
+    const int af = g.tensor({5, 6}), bf = g.tensor({4, 6}), cf = g.tensor({4}), yf = g.tensor({5, 4});
+    const int yq = g.tensor({5, 4}, gfb::DType::i8);
+    g.node("DequantizeLinear", {t[0], t[1], t[2]}, {af});
+    g.node("DequantizeLinear", {t[3], t[4], t[5]}, {bf}, {attr_i("axis", 0)});
+    g.node("DequantizeLinear", {t[8], bs}, {cf}, {attr_i("axis", 0)});
+    g.node("Gemm", {af, bf, cf}, {yf}, {attr_i("transB", 1), attr_f("alpha", alpha)});
+    g.node("QuantizeLinear", {yf, t[6], t[7]}, {yq});
+    g.output(yq);
+    std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
+    ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    if (alpha != 1.0f) {
+      EXPECT_TRUE(logged_since(logged, "(Gemm): f32 between DequantizeLinear and QuantizeLinear: alpha or beta"));
+      EXPECT_GT(prog.dispatches.size(), 1u);
+      continue;
+    }
+    EXPECT_TRUE(logged_since(logged, "(Gemm): int8 (one qconv"));
+    ASSERT_EQ(prog.dispatches.size(), 1u);
+    EXPECT_EQ(prog.dispatches[0].kernel, Kernel::kQConv);
+    // The reference: QLinearConv of A as [5, 6, 1, 1] and B as [4, 6, 1, 1].
+    std::vector<QOperand> conv_ops = ops;
+    conv_ops[0].shape = {5, 6, 1, 1};
+    conv_ops[3].shape = {4, 6, 1, 1};
+    Outcome r;
+    r.format = blob_version(blob.data(), blob.size());
+    r.want = reference("QLinearConv", conv_ops, {5, 4, 1, 1}, LOOM_DTYPE_I8, {}, 13);
+    run_on_device(blob, ops, {0}, {5, 4}, LOOM_DTYPE_I8, &r);
+    EXPECT_EQ(r.got, r.want);
+  }
+}
+
 TEST_P(VulkanInt8Conv, ConvIntegerEqualsTheReference) {
   LOOM_VK_REQUIRE_INT8_DEVICE();
   expect_equal("ConvInteger",
