@@ -12,7 +12,9 @@
 #   5. (asked for) the zoo's per-op profile on vulkan-compute.
 #   6. (asked for) the int8 convolutions: make_qlinear_cnn.py's QLinearConv
 #      CNN on vulkan-compute with integer dot products, with them hidden, and
-#      on cpu-simd; latencies and outputs compared.
+#      on cpu-simd; then the quantized zoo (quantize_zoo.py; QZOO_MODELS,
+#      default resnet18,mobilenetv3_small) on vulkan-compute against its f32
+#      model there and against cpu-simd; latencies and outputs compared.
 # Writes what it prints to OUT/checks.log and the tables to OUT/*.md.
 #
 # usage: benchmarks/gpu/run_checks.sh PACK OUT [STEPS]
@@ -174,5 +176,32 @@ ys = {f: np.load(f"{d}/y_{f}.npy") for f in ("dot", "plain", "cpu")}
 print("int8 outputs differing from cpu-simd's: dot", int((ys["dot"] != ys["cpu"]).sum()),
       "plain", int((ys["plain"] != ys["cpu"]).sum()), "of", ys["cpu"].size)
 PY
+  # The quantized zoo (QDQ, quantize_zoo.py calibrating on cpu-simd) on
+  # vulkan-compute (its Convs and Gemms fused into qconv_dot) against the
+  # f32 model on vulkan-compute and the quantized one on cpu-simd.
+  [ -f "$out/zoo/zoo.json" ] || timeout 180 python3 "$repo/benchmarks/models/make_zoo.py" "$out/zoo" >/dev/null
+  timeout 300 python3 "$repo/benchmarks/models/quantize_zoo.py" "$out/zoo" "$out/qzoo" --loom "$loom" \
+    --models "${QZOO_MODELS:-resnet18,mobilenetv3_small}" > "$out/qzoo.log" 2>&1 || tail -5 "$out/qzoo.log"
+  for name in $(echo "${QZOO_MODELS:-resnet18,mobilenetv3_small}" | tr ',' ' '); do
+    shape=$(python3 -c 'import json,sys; print("x".join(map(str, [m for m in json.load(open(sys.argv[1]))["models"] if m["name"] == sys.argv[2]][0]["shape"])))' "$out/zoo/zoo.json" "$name")
+    for form in vk_int8 vk_f32 cpu_int8; do
+      case $form in
+        vk_int8) model=$out/qzoo/${name}_qdq.onnx target=vulkan-compute ;;
+        vk_f32) model=$out/zoo/$name.onnx target=vulkan-compute ;;
+        cpu_int8) model=$out/qzoo/${name}_qdq.onnx target=cpu-simd ;;
+      esac
+      "$loom" compile "$model" --target "$target" --input-shape "input=$shape" -o "$out/qzoo/$name.$form.loom" \
+        > "$out/qzoo/$name.$form.compile.txt" 2>&1 || { echo "$name $form: compile failed"; continue; }
+      timeout 120 "$loom" run "$out/qzoo/$name.$form.loom" --input "input=$out/zoo/${name}_input.npy" --repeat 20 \
+        --output "logits=$out/qzoo/$name.$form.npy" 2>&1 | grep -E "latency|error" | sed "s/^/$name $form: /"
+    done
+    python3 - "$out/qzoo" "$name" <<'PY'
+import sys
+import numpy as np
+d, name = sys.argv[1], sys.argv[2]
+a, b = np.load(f"{d}/{name}.vk_int8.npy"), np.load(f"{d}/{name}.cpu_int8.npy")
+print(f"{name}: vulkan-compute int8 logits differing from cpu-simd's: {int((a != b).sum())} of {a.size}")
+PY
+  done
 fi
 echo "== done $(date -u +%FT%TZ)"
