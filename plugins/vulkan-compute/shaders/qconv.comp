@@ -31,7 +31,8 @@ layout(push_constant) uniform P {
   uint N; uint C; uint H; uint W; uint M; uint OH; uint OW; uint KH; uint KW;
   uint sh; uint sw; uint dh; uint dw; uint pt; uint pl; uint group;
   // types: x dtype | w dtype << 4 | y dtype << 8 (1 u8, 2 i8, 3 i32), bit 12:
-  // w is a matmul's B, [C, M] (a 1x1 convolution of one group)
+  // w is a matmul's B, [C, M] (a 1x1 convolution of one group); bit 13: the
+  // zero point added after rounding (format 5, the fused QDQ form)
   int x_zero; int y_zero; uint types;
 } p;
 
@@ -87,5 +88,5 @@ void main() {
     y32[i] = acc;
     return;
   }
-  y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype));
+  y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype, (p.types & 8192u) != 0u));
 }

@@ -99,5 +99,5 @@ void main() {
     y32[i] = acc;
     return;
   }
-  y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype));
+  y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype, (p.types & 8192u) != 0u));
 }

@@ -1,8 +1,10 @@
 // The requantization of QLinearConv's i32 sum, shared by qconv.comp and
 // qconv_dot.comp (see qconv.comp for the arithmetic): the output byte of
 // `acc` for an output channel of bias `bias` and multiplier `multiplier`,
-// y of type `ytype` (1 u8, 2 i8) and zero point `y_zero`.
-uint requantize(int acc, int bias, float multiplier, int y_zero, uint ytype) {
+// y of type `ytype` (1 u8, 2 i8) and zero point `y_zero`. `round_first`
+// (types bit 13, the fused QDQ form): rounded half to even, then the zero
+// point added, as QuantizeLinear does (and ONNX Runtime's QLinearConv).
+uint requantize(int acc, int bias, float multiplier, int y_zero, uint ytype, bool round_first) {
   precise float scaled = float(double(acc) + double(bias)) * multiplier;
   int lo = ytype == 2u ? -128 : 0;
   int hi = ytype == 2u ? 127 : 255;
@@ -16,7 +18,9 @@ uint requantize(int acc, int bias, float multiplier, int y_zero, uint ytype) {
     float s = clamp(scaled, -1024.0, 1024.0);
     float f = floor(s);
     int r = int(f);
-    if (s - f == 0.5) {
+    if (round_first) {
+      r = int(roundEven(s));
+    } else if (s - f == 0.5) {
       r += ((r + y_zero) & 1) != 0 ? 1 : 0;
     } else {
       r = int(roundEven(s));

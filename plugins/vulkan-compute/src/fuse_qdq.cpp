@@ -187,7 +187,7 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
     if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
     if (has_bias && single(bf) && read_by[bf].size() == 1) drop[writer[bf]] = true;
     drop[qi] = true;
-    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout);
+    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout, /*round_first=*/true);
     ++fused;
     if (notes != nullptr) {
       notes->push_back(label + ": int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)");

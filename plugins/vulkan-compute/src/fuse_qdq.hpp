@@ -26,8 +26,9 @@ namespace loom::vulkan {
 // and writes an intermediate whose only reader (`readers`: per blob tensor,
 // the graph operands reading it) is a per-tensor quantize to u8 / i8. The
 // quantize goes, and so does each dequantize whose output nothing else
-// reads. The result is QLinearConv's (the reference kernels' arithmetic on
-// the bytes), within 1 unit of the unfused f32 steps. Returns the number
+// reads. The result is QLinearConv's requantization of the exact integer
+// sum with the zero point added after rounding, as QuantizeLinear does
+// (kQConvRoundFirst, format 5), within 1 unit of the unfused f32 steps. Returns the number
 // of convolutions fused.
 // With `labels` (per dispatch, the graph node it came from) and `notes`:
 // for each convolution reading a dequantized x, a line saying whether it

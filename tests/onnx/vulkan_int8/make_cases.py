@@ -57,6 +57,14 @@ def requantize(acc, multiplier, zero, dtype):
     return saturate(np.rint(scaled.astype(np.float64) + float(zero)), dtype)
 
 
+def requantize_round_first(acc, multiplier, zero, dtype):
+    """The fused QDQ form's requantization: float(acc) * multiplier in f32,
+    rounded half to even, then the zero point added (QuantizeLinear's
+    order), saturated."""
+    scaled = (acc.astype(np.float32) * multiplier.astype(np.float32)).astype(np.float32)
+    return saturate(np.rint(scaled.astype(np.float64)) + float(zero), dtype)
+
+
 def conv_acc(xq, xz, w, wz, pads, strides, group=1):
     """The i32 accumulator of a 2-D convolution of `group` groups, zero
     points subtracted, padding contributing nothing."""
@@ -137,9 +145,66 @@ def axis_quantize_convinteger_matmul():
                 ("bz", bz), ("ys", ys), ("yz", yz)])
 
 
+def qdq_conv_fused():
+    """The QDQ form quantizers write, which vulkan-compute fuses into one int8
+    convolution: f32 x -> QuantizeLinear (u8) -> DequantizeLinear, i8
+    weights per output channel and an i32 bias at x_scale * w_scale each
+    through a DequantizeLinear -> Conv (pads, stride 2, two groups) ->
+    QuantizeLinear (u8) -> DequantizeLinear; outputs the u8 tensor too. The
+    expected bytes are the fused arithmetic's: QLinearConv's requantization
+    of the exact sum, but rounded before the zero point is added, as
+    QuantizeLinear does (the unfused f32 steps meet it within 1 unit)."""
+    x = (RNG.standard_normal((1, 4, 9, 9)) * 2).astype(np.float32)
+    xs, xz = np.float32(0.05), np.uint8(131)
+    w = RNG.integers(-127, 128, (6, 2, 3, 3)).astype(np.int8)
+    ws = np.array([0.004, 0.01, 0.002, 0.008, 0.02, 0.006], np.float32)
+    ys, yz = np.float32(0.04), np.uint8(120)
+    b = RNG.integers(-3000, 3000, 6).astype(np.int32)
+    bs = (xs * ws).astype(np.float32)
+    pads, strides = (1, 1, 1, 1), (2, 2)
+    xq = quantize(x, xs, xz)
+    acc = conv_acc(xq, xz, w, np.zeros(6, np.int8), pads, strides, group=2).astype(np.int64) + b.reshape(1, -1, 1, 1)
+    multiplier = (xs * ws / ys).astype(np.float32).reshape(1, -1, 1, 1)
+    yq = requantize_round_first(acc, multiplier, yz, np.uint8)
+    y = ((yq.astype(np.int32) - int(yz)).astype(np.float32) * ys).astype(np.float32)
+    # A second branch where the order shows: a 1x1 convolution with weights 1
+    # and -1 of x2 at scale 0.5, into y_scale 1 and the odd zero point 33,
+    # so that every odd quantized x2 is an exact .5 tie. QLinearConv adds the
+    # zero point before rounding half to even, QuantizeLinear after: the
+    # fused form must round as the QDQ graph does (a QLinearConv's order
+    # gives 24 of the 48 values 1 off).
+    x2 = (np.arange(-12, 12, dtype=np.float32) * 0.5).reshape(1, 1, 4, 6)
+    x2s, x2z, w2s = np.float32(0.5), np.uint8(128), np.array([1.0, 1.0], np.float32)
+    w2 = np.array([1, -1], np.int8).reshape(2, 1, 1, 1)
+    y2s, y2z = np.float32(1.0), np.uint8(33)
+    x2q = quantize(x2, x2s, x2z)
+    acc2 = conv_acc(x2q, x2z, w2, np.zeros(2, np.int8), (0, 0, 0, 0), (1, 1)).astype(np.int64)
+    y2q = requantize_round_first(acc2, (x2s * w2s / y2s).astype(np.float32).reshape(1, -1, 1, 1), y2z, np.uint8)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+        helper.make_node("DequantizeLinear", ["b", "bs"], ["bf"], axis=0),
+        helper.make_node("Conv", ["xf", "wf", "bf"], ["yf"], pads=list(pads), strides=list(strides), group=2),
+        helper.make_node("QuantizeLinear", ["yf", "ys", "yz"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"]),
+        helper.make_node("QuantizeLinear", ["x2", "x2s", "x2z"], ["x2q"]),
+        helper.make_node("DequantizeLinear", ["x2q", "x2s", "x2z"], ["x2f"]),
+        helper.make_node("DequantizeLinear", ["w2", "w2s", "w2z"], ["w2f"], axis=0),
+        helper.make_node("Conv", ["x2f", "w2f"], ["y2f"]),
+        helper.make_node("QuantizeLinear", ["y2f", "y2s", "y2z"], ["y2q"]),
+    ]
+    write_case("test_vulkan_int8_qdq_conv_fused", 13, nodes, [("x", x), ("x2", x2)],
+               [("yq", yq), ("y", y), ("y2q", y2q)],
+               [("xs", xs), ("xz", xz), ("w", w), ("ws", ws), ("wz", np.zeros(6, np.int8)), ("b", b), ("bs", bs),
+                ("ys", ys), ("yz", yz), ("x2s", x2s), ("x2z", x2z), ("w2", w2), ("w2s", w2s),
+                ("w2z", np.zeros(2, np.int8)), ("y2s", y2s), ("y2z", y2z)])
+
+
 def main():
     qdq_qlinearconv()
     axis_quantize_convinteger_matmul()
+    qdq_conv_fused()
 
 
 if __name__ == "__main__":

@@ -393,7 +393,28 @@ TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
   // A newer format than this reader's.
   bad = bytes;
   bad[4] = static_cast<uint8_t>(kFormatVersion + 1);
-  EXPECT_EQ(error_of(bad), "format version 5, this plugin reads 1 to 4");
+  EXPECT_EQ(error_of(bad), "format version 6, this plugin reads 1 to 5");
+  // qconv's round-first flag (the fused QDQ form) is format 5: a format-4
+  // blob with it is refused; encode writes format 5 for it.
+  {
+    BlobProgram r = int8_program();
+    bool flagged = false;
+    for (BlobDispatch& d : r.dispatches) {
+      if (d.kernel == Kernel::kQConv) {
+        d.push[kQConvTypesPush] |= kQConvRoundFirst;
+        flagged = true;
+      }
+    }
+    ASSERT_TRUE(flagged);
+    std::vector<uint8_t> five = encode(r);
+    ASSERT_EQ(blob_version(five.data(), five.size()), kQdqFormatVersion);
+    BlobProgram back;
+    std::string why;
+    EXPECT_TRUE(decode(five.data(), five.size(), &back, &why)) << why;
+    five[4] = static_cast<uint8_t>(kInt8FormatVersion);
+    EXPECT_NE(error_of(five).find("qconv's round-first flag is format 5, the blob is format 4"), std::string::npos)
+        << error_of(five);
+  }
   // An unknown dtype.
   BlobProgram q = int8_program();
   std::vector<uint8_t> unknown = encode(q);

@@ -54,8 +54,18 @@ inline constexpr uint32_t kOpenFormatVersion = 3;
 // Format 4 (2026-11-28): format 2 plus tensor dtypes (u8, i8, i32) and the
 // int8 kernels; written only for programs that use them.
 inline constexpr uint32_t kInt8FormatVersion = 4;
+// Format 5 (2026-11-28): format 4 plus qconv's kQConvRoundFirst flag (the
+// fused DequantizeLinear -> Conv / MatMul / Gemm -> QuantizeLinear form,
+// which adds the output zero point after rounding, as QuantizeLinear does);
+// written only for programs that use it.
+inline constexpr uint32_t kQdqFormatVersion = 5;
 // The newest format this plugin reads (the loader key's maximum).
-inline constexpr uint32_t kFormatVersion = kInt8FormatVersion;
+inline constexpr uint32_t kFormatVersion = kQdqFormatVersion;
+// qconv's types push constant (int8_kernels.hpp): round half to even, then
+// add the output zero point (QuantizeLinear's order; QLinearConv adds it
+// first). Format 5.
+inline constexpr uint32_t kQConvRoundFirst = 1u << 13;
+inline constexpr uint32_t kQConvTypesPush = 18;  // the types push constant's index
 inline constexpr uint32_t kMinFormatVersion = 1;
 // Format 3's head: magic, version, reserved, graph bytes.
 inline constexpr size_t kOpenHeadBytes = 16;
@@ -196,9 +206,18 @@ class Reader {
 
 }  // namespace blob_detail
 
-// The format encode() writes for `program`: 4 when a tensor is not f32 or a
-// dispatch runs an int8 kernel, else 2.
+// Whether `d` is a qconv that rounds before adding the zero point (format 5).
+inline bool rounds_first(const BlobDispatch& d) {
+  return d.kernel == Kernel::kQConv && d.push.size() > kQConvTypesPush &&
+         (d.push[kQConvTypesPush] & kQConvRoundFirst) != 0;
+}
+
+// The format encode() writes for `program`: 5 when a qconv rounds first, 4
+// when a tensor is not f32 or a dispatch runs an int8 kernel, else 2.
 inline uint32_t program_format(const BlobProgram& program) {
+  for (const BlobDispatch& d : program.dispatches) {
+    if (rounds_first(d)) return kQdqFormatVersion;
+  }
   for (const BlobTensor& t : program.tensors) {
     if (t.dtype != DType::kF32) return kInt8FormatVersion;
   }
@@ -469,6 +488,9 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
       } else if (v != 0) {
         return fail(where + "unused push constant " + std::to_string(i) + " is not 0");
       }
+    }
+    if (rounds_first(bd) && version < kQdqFormatVersion) {
+      return fail(where + "qconv's round-first flag is format 5, the blob is format " + std::to_string(version));
     }
   }
   prog.data_view = p + size - data_bytes;

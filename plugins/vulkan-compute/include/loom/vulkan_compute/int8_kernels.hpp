@@ -76,16 +76,18 @@ inline BlobDispatch make_dequantize(uint32_t x, uint32_t table, uint32_t y, uint
 
 // p as for conv (bias, act and splits unused: the bias is in the table);
 // `b_layout`: w is a matmul's B, [C, M] (p a 1x1 convolution of one group).
+// `round_first`: add y's zero point after rounding (kQConvRoundFirst, the
+// fused QDQ form; format 5).
 inline BlobDispatch make_qconv(const ConvParams& p, uint32_t x, uint32_t w, uint32_t table, uint32_t y,
                                int32_t x_zero, int32_t y_zero, DType xt, DType wt, DType yt,
-                               bool b_layout = false) {
+                               bool b_layout = false, bool round_first = false) {
   BlobDispatch d;
   d.kernel = Kernel::kQConv;
   d.bindings = {x, w, table, y};
   d.push = {p.n,  p.c,  p.h,  p.w,  p.m,  p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw, p.pt, p.pl, p.group,
             static_cast<uint32_t>(x_zero), static_cast<uint32_t>(y_zero),
             static_cast<uint32_t>(xt) | static_cast<uint32_t>(wt) << 4 | static_cast<uint32_t>(yt) << 8 |
-                (b_layout ? kQConvBLayout : 0u)};
+                (b_layout ? kQConvBLayout : 0u) | (round_first ? kQConvRoundFirst : 0u)};
   linear_groups(uint64_t{p.n} * p.m * p.oh * p.ow, d.groups);
   return d;
 }
@@ -149,7 +151,7 @@ inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& 
                 std::to_string(group) + " groups");
   }
   const uint32_t types = q[18];
-  if ((types >> 13) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
+  if ((types >> 14) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
       ((types >> 4) & 15) != static_cast<uint32_t>(tensor(1).dtype) ||
       ((types >> 8) & 15) != static_cast<uint32_t>(tensor(3).dtype)) {
     return fail("the types push constant " + std::to_string(types) + " does not match x, w and y");
