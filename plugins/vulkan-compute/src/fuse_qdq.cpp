@@ -194,6 +194,25 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
     }
   }
   if (fused == 0) return 0;
+  // A dequantize whose every reader was fused (x read by two convolutions)
+  // goes too: nothing reads its output any more.
+  std::vector<bool> read(p.tensors.size(), false), aliased(p.tensors.size(), false);
+  for (size_t i = 0; i < n; ++i) {
+    if (drop[i]) continue;
+    const BlobDispatch& d = p.dispatches[i];
+    for (size_t b = 0; b + 1 < d.bindings.size(); ++b) read[d.bindings[b]] = true;
+  }
+  for (const BlobTensor& t : p.tensors) {
+    if (t.kind == TensorKind::kAlias) aliased[t.alias] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const BlobDispatch& d = p.dispatches[i];
+    const uint32_t y = d.bindings.back();
+    if (!drop[i] && d.kernel == Kernel::kDequantize && p.tensors[y].kind == TensorKind::kIntermediate && !read[y] &&
+        !aliased[y]) {
+      drop[i] = true;
+    }
+  }
   std::vector<BlobDispatch> kept;
   kept.reserve(n);
   for (size_t i = 0; i < n; ++i) {

@@ -532,6 +532,33 @@ TEST_P(VulkanInt8Conv, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
     EXPECT_EQ(qconvs, 0u) << static_cast<int>(v);
     EXPECT_EQ(quantizes, 1u) << static_cast<int>(v);
   }
+  // One dequantized x read by two convolutions, both fused: its
+  // DequantizeLinear goes too.
+  {
+    GraphBuilder g;
+    const QOperand x = qrandom8({1, 4, 5, 5}, LOOM_DTYPE_U8, 64);
+    const int xq = g.input(x.shape, gfb::DType::u8);
+    auto scalar = [&](const QOperand& o) { return g.constant(o.shape, static_cast<gfb::DType>(o.dtype), o.bytes.data(), o.bytes.size()); };
+    const int xs = scalar(qf32({}, {0.02f})), xz = scalar(qint({}, LOOM_DTYPE_U8, {128}));
+    const int xf = g.tensor(x.shape);
+    g.node("DequantizeLinear", {xq, xs, xz}, {xf});
+    for (uint32_t k = 0; k < 2; ++k) {
+      const QOperand w = qrandom8({3, 4, 1, 1}, LOOM_DTYPE_I8, 65 + k, true);
+      const int wq = scalar(w), ws = scalar(qf32({}, {0.01f})), wz = scalar(qint({}, LOOM_DTYPE_I8, {0}));
+      const int wf = g.tensor(w.shape), yf = g.tensor({1, 3, 5, 5}), yq = g.tensor({1, 3, 5, 5}, gfb::DType::u8);
+      g.node("DequantizeLinear", {wq, ws, wz}, {wf});
+      g.node("Conv", {xf, wf}, {yf});
+      g.node("QuantizeLinear", {yf, scalar(qf32({}, {0.1f})), scalar(qint({}, LOOM_DTYPE_U8, {100}))}, {yq});
+      g.output(yq);
+    }
+    std::vector<uint8_t> blob;
+    ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    ASSERT_EQ(prog.dispatches.size(), 2u);
+    for (const BlobDispatch& d : prog.dispatches) EXPECT_EQ(d.kernel, Kernel::kQConv);
+  }
 }
 
 // DequantizeLinear -> MatMul / Gemm -> QuantizeLinear, as quantizers write
