@@ -135,6 +135,7 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
       stays("the weights are not a DequantizeLinear (per tensor or per output channel) of a u8 / i8 constant");
       continue;
     }
+    const DType w_dtype = wq->dtype;  // (p.tensors grows below: no pointer into it past here)
     // The bias: a dequantize of an i32 constant whose scale is the product.
     const BlobDispatch* db = has_bias ? dequantize_of(bf) : nullptr;
     std::vector<int32_t> bias(cp.m, 0);
@@ -181,7 +182,7 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
     const uint32_t xq = dx->bindings[0], wqi = dw->bindings[0], yq = qd.bindings[2];
     const DType yt_dtype = p.tensors[yq].dtype;
     const auto xz = static_cast<int32_t>(xt.zeros[0]), yz = static_cast<int32_t>(yt.zeros[0]);
-    const DType x_dtype = p.tensors[xq].dtype, w_dtype = wq->dtype;
+    const DType x_dtype = p.tensors[xq].dtype;
     // The dequantizes nothing else reads go with the quantize.
     if (single(xf) && read_by[xf].size() == 1) drop[writer[xf]] = true;
     if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
