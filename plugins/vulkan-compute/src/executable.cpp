@@ -228,6 +228,7 @@ const char* kernel_name(Kernel k) {
     case Kernel::kQuantize: return "QuantizeLinear";
     case Kernel::kDequantize: return "DequantizeLinear";
     case Kernel::kQConv: return "QConv";
+    case Kernel::kQBinary: return "QBinary (int8 Add / Mul)";
     case Kernel::kQPack: return "QConv packing (int8 dot)";
     case Kernel::kQConvDot: return "QConv (int8 dot)";
     case Kernel::kCount: break;

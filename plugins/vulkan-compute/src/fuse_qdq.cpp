@@ -1,5 +1,6 @@
 #include "fuse_qdq.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "loom/vulkan_compute/int8_kernels.hpp"
@@ -58,8 +59,77 @@ size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
   };
   std::vector<bool> drop(n, false);
   size_t fused = 0;
+  // An Add or Mul of two per-tensor dequantizes read by one per-tensor
+  // quantize: qbinary with ONNX Runtime's QLinearAdd / QLinearMul
+  // arithmetic (as cpu-simd's qadd: ra = a_scale / y_scale, rb likewise;
+  // Add: u the operand that varies along the output's last dimension of
+  // extent > 1, a unless only b does; fixed = y_zero - fma(r_u, u_zero,
+  // r_w * w_zero); Mul: ratio = a_scale * b_scale / y_scale).
+  auto fuse_binary = [&](size_t i) {
+    BlobDispatch& d = p.dispatches[i];
+    const uint32_t op = d.push.size() == 3 + 3 * kBinaryMaxRank ? d.push[1] : UINT32_MAX;
+    const bool multiply = op == static_cast<uint32_t>(BinaryOp::kMul);
+    if (op != static_cast<uint32_t>(BinaryOp::kAdd) && !multiply) return false;
+    const uint32_t af = d.bindings[0], bf = d.bindings[1], yf = d.bindings[2];
+    const BlobDispatch* da = dequantize_of(af);
+    const BlobDispatch* db = dequantize_of(bf);
+    if (da == nullptr || db == nullptr) return false;
+    const std::string label =
+        labels != nullptr && i < labels->size() ? (*labels)[i] : std::string(multiply ? "a Mul" : "an Add");
+    auto stays = [&](const std::string& why) {
+      if (notes != nullptr) notes->push_back(label + ": f32 between DequantizeLinear and QuantizeLinear: " + why);
+      return false;
+    };
+    QTable at, bt, yt;
+    if (da->push[1] != 1 || db->push[1] != 1 || !is8(p.tensors[da->bindings[0]].dtype) ||
+        !is8(p.tensors[db->bindings[0]].dtype) || !read_table(p, *da, &at) || !read_table(p, *db, &bt)) {
+      return stays("a DequantizeLinear is per axis or not of u8 / i8");
+    }
+    if (!single(yf) || read_by[yf].size() != 1) {
+      return stays("its output has readers other than one QuantizeLinear, or is a graph output");
+    }
+    const size_t qi = read_by[yf][0];
+    const BlobDispatch& qd = p.dispatches[qi];
+    if (qd.kernel != Kernel::kQuantize || qd.bindings[0] != yf || qd.push[1] != 1 || !read_table(p, qd, &yt)) {
+      return stays("its output is not read by one per-tensor QuantizeLinear");
+    }
+    const uint32_t rank = d.push[2];
+    bool swap = false;
+    for (uint32_t k = rank; k-- > 0;) {
+      if (d.push[3 + k] == 1) continue;
+      swap = d.push[3 + kBinaryMaxRank + k] == 0 && d.push[3 + 2 * kBinaryMaxRank + k] != 0;
+      break;
+    }
+    const float as = at.scales[0], bs = bt.scales[0], ys = yt.scales[0];
+    const float za = at.zeros[0], zb = bt.zeros[0], zy = yt.zeros[0];
+    float params[3] = {0, 0, 0};
+    if (multiply) {
+      params[0] = as * bs / ys;
+    } else {
+      const float ra = as / ys, rb = bs / ys;
+      params[0] = swap ? rb : ra;
+      params[1] = swap ? ra : rb;
+      const float w_term = params[1] * (swap ? za : zb);
+      params[2] = zy - std::fma(params[0], swap ? zb : za, w_term);
+    }
+    const uint32_t aq = da->bindings[0], bq = db->bindings[0], yq = qd.bindings[2];
+    if (single(af) && read_by[af].size() == 1) drop[writer[af]] = true;
+    if (single(bf) && read_by[bf].size() == 1) drop[writer[bf]] = true;
+    drop[qi] = true;
+    d = make_qbinary(d, aq, bq, yq, p.tensors[aq].dtype, p.tensors[bq].dtype, p.tensors[yq].dtype, swap && !multiply,
+                     static_cast<int32_t>(za), static_cast<int32_t>(zb), static_cast<int32_t>(zy), params);
+    if (notes != nullptr) {
+      notes->push_back(label + ": int8 (one qbinary on the bytes, ONNX Runtime's QLinear" +
+                       (multiply ? "Mul" : "Add") + " arithmetic)");
+    }
+    return true;
+  };
   for (size_t i = 0; i < n; ++i) {
     BlobDispatch& d = p.dispatches[i];
+    if (d.kernel == Kernel::kBinary) {
+      fused += fuse_binary(i) ? 1 : 0;
+      continue;
+    }
     const bool conv = (d.kernel == Kernel::kConv || d.kernel == Kernel::kDirectConv) && d.push.size() == 17;
     const bool matmul = d.kernel == Kernel::kMatMul && d.push.size() == 12;
     if (!conv && !matmul) continue;

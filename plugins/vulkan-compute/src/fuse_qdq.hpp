@@ -1,4 +1,7 @@
-// The QDQ form of a quantized convolution or matmul, fused at compile time:
+// The QDQ form of a quantized convolution or matmul, fused at compile time
+// (and of a quantized Add / Mul: two per-tensor DequantizeLinear -> Add /
+// Mul -> QuantizeLinear becomes one qbinary with ONNX Runtime's QLinearAdd /
+// QLinearMul arithmetic):
 // DequantizeLinear (x) and DequantizeLinear (constant weights, and an i32
 // bias) -> Conv / MatMul / Gemm -> QuantizeLinear, as quantizers write it,
 // becomes one qconv dispatch on the quantized bytes (QLinearConv /

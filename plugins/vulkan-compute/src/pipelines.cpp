@@ -51,6 +51,9 @@ const uint32_t kDequantizeSpirv[] = {
 const uint32_t kQConvSpirv[] = {
 #include "qconv.spv.inc"
 };
+const uint32_t kQBinarySpirv[] = {
+#include "qbinary.spv.inc"
+};
 const uint32_t kQPackSpirv[] = {
 #include "qpack.spv.inc"
 };
@@ -83,6 +86,7 @@ void kernel_spirv(Kernel kernel, const uint32_t** words, size_t* count) {
     case Kernel::kQuantize: *words = kQuantizeSpirv; *count = std::size(kQuantizeSpirv); return;
     case Kernel::kDequantize: *words = kDequantizeSpirv; *count = std::size(kDequantizeSpirv); return;
     case Kernel::kQConv: *words = kQConvSpirv; *count = std::size(kQConvSpirv); return;
+    case Kernel::kQBinary: *words = kQBinarySpirv; *count = std::size(kQBinarySpirv); return;
     case Kernel::kQPack: *words = kQPackSpirv; *count = std::size(kQPackSpirv); return;
     case Kernel::kQConvDot: *words = kQConvDotSpirv; *count = std::size(kQConvDotSpirv); return;
     case Kernel::kCount: break;

@@ -1,6 +1,7 @@
 // The vulkan-compute blob decoder on its own (no Vulkan): every truncation
 // and every flipped record byte of a valid blob is rejected with a message
 // or decodes into a program that passes every check. Runs under ASan/UBSan.
+#include "loom/vulkan_compute/int8_kernels.hpp"
 #include "loom/vulkan_compute/kernels.hpp"
 
 #include <gtest/gtest.h>
@@ -453,6 +454,40 @@ TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
   EXPECT_NE(error_of(encode(q)).find("dispatch 2 (dequantize): the x dtype push constant does not match x"),
             std::string::npos)
       << error_of(encode(q));
+}
+
+// qbinary (a quantized Add / Mul, format 5): its op, types and zero points
+// are checked against its tensors, and a format-4 blob may not name it.
+TEST(VulkanBlobFormat, QBinaryDispatchesAreFormatFiveAndCheckedAgainstTheirTensors) {
+  auto program = [](BinaryOp op, DType y_type, int32_t y_zero) {
+    BlobProgram p;
+    const uint32_t a = add_tensor(&p, TensorKind::kInput, {2, 3});
+    const uint32_t b = add_tensor(&p, TensorKind::kInput, {1, 3});
+    const uint32_t y = add_tensor(&p, TensorKind::kOutput, {2, 3});
+    p.tensors[a].dtype = DType::kU8;
+    p.tensors[b].dtype = DType::kI8;
+    p.tensors[y].dtype = y_type;
+    p.inputs = {a, b};
+    p.outputs = {y};
+    const float params[3] = {0.5f, 0.25f, 3.0f};
+    p.dispatches.push_back(make_qbinary(make_binary(op, a, b, y, {2, 3}, {3, 1}, {0, 1}), a, b, y, DType::kU8,
+                                        DType::kI8, DType::kU8, false, 128, -3, y_zero, params));
+    return p;
+  };
+  const std::vector<uint8_t> good = encode(program(BinaryOp::kAdd, DType::kU8, 7));
+  ASSERT_EQ(blob_version(good.data(), good.size()), kQdqFormatVersion);
+  BlobProgram back;
+  std::string why;
+  EXPECT_TRUE(decode(good.data(), good.size(), &back, &why)) << why;
+  std::vector<uint8_t> four = good;
+  four[4] = static_cast<uint8_t>(kInt8FormatVersion);
+  EXPECT_EQ(error_of(four), "dispatch 0: kernel 15 (qbinary) is format 5, the blob is format 4");
+  EXPECT_EQ(error_of(encode(program(BinaryOp::kSub, DType::kU8, 7))),
+            "dispatch 0 (qbinary): qbinary runs Add or Mul, not op 1");
+  EXPECT_EQ(error_of(encode(program(BinaryOp::kAdd, DType::kI8, 7))),
+            "dispatch 0 (qbinary): the types push constant 289 does not match a, b and y (u8 or i8)");
+  EXPECT_EQ(error_of(encode(program(BinaryOp::kMul, DType::kU8, 300))),
+            "dispatch 0 (qbinary): zero point 2 (300) is outside its type");
 }
 
 TEST(VulkanBlobFormat, Int8FeatureDecisionNamesWhatIsMissing) {

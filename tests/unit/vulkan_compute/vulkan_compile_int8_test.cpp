@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../cpu_simd/fixtures/ort_qlinear_binary.hpp"
 #include "compile_harness.hpp"
 #include "kernels/kernel.hpp"
 #include "loom/program.hpp"
@@ -694,6 +695,86 @@ TEST_P(VulkanInt8Conv, QLinearMatMulAndMatMulIntegerEqualTheReference) {
                              {2, 3, 5}, LOOM_DTYPE_I32, {}, 10);
   EXPECT_FALSE(r.claimed);
   EXPECT_NE(r.compile.find("vulkan-compute runs A of rank >= 2 with a 2-D B"), std::string::npos) << r.compile;
+}
+
+// DequantizeLinear x 2 -> Add / Mul -> QuantizeLinear fused into one
+// qbinary (format 5) gives ONNX Runtime's QLinearAdd / QLinearMul bytes:
+// every pair of bytes, in the 63 cases of the frozen peer fixture cpu-simd's
+// qadd is tested on (tests/unit/cpu_simd/fixtures: the outputs where ONNX
+// Runtime differs from the unfused steps; the others are the reference
+// kernels' unfused bytes), same shapes and broadcasts (vv, sb, sa).
+TEST_F(VulkanInt8, DequantizedAddAndMulAreOneQBinaryWithOnnxRuntimesBytes) {
+  LOOM_VK_REQUIRE_DEVICE();
+  const auto& cases = ::loom::cpu_simd::fixtures::ort_qlinear_binary_cases();
+  ASSERT_EQ(cases.size(), 63u);
+  std::vector<int64_t> rows(65536), cols(65536), col(256);
+  for (size_t k = 0; k < 65536; ++k) {
+    rows[k] = static_cast<int64_t>(k / 256);
+    cols[k] = static_cast<int64_t>(k % 256);
+  }
+  for (size_t k = 0; k < 256; ++k) col[k] = static_cast<int64_t>(k);
+  const QOperand full_i = qint({1, 256, 256}, LOOM_DTYPE_U8, rows, false);
+  const QOperand full_j = qint({1, 256, 256}, LOOM_DTYPE_U8, cols, false);
+  const QOperand column = qint({1, 256, 1}, LOOM_DTYPE_U8, col, false);
+  const Dims ys = {1, 256, 256};
+  size_t patched = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.op << " " << c.kind << " scales " << c.a_scale << " " << c.b_scale << " "
+                                      << c.y_scale << " zero points " << c.a_zero << " " << c.b_zero << " "
+                                      << c.y_zero);
+    const std::string kind = c.kind;
+    const QOperand& a = kind == "vv" ? full_i : kind == "sb" ? full_j : column;
+    const QOperand& b = kind == "sb" ? column : full_j;
+    const std::vector<QOperand> ops = {a, b, qf32({}, {c.a_scale}), qint({}, LOOM_DTYPE_U8, {c.a_zero}),
+                                       qf32({}, {c.b_scale}), qint({}, LOOM_DTYPE_U8, {c.b_zero}),
+                                       qf32({}, {c.y_scale}), qint({}, LOOM_DTYPE_U8, {c.y_zero})};
+    GraphBuilder g;
+    std::vector<int> t;
+    for (const QOperand& o : ops) {
+      const auto fb = static_cast<gfb::DType>(o.dtype);
+      t.push_back(o.constant ? g.constant(o.shape, fb, o.bytes.data(), o.bytes.size()) : g.input(o.shape, fb));
+    }
+    const int af = g.tensor(a.shape), bf = g.tensor(b.shape), yf = g.tensor(ys), yq = g.tensor(ys, gfb::DType::u8);
+    g.node("DequantizeLinear", {t[0], t[2], t[3]}, {af});
+    g.node("DequantizeLinear", {t[1], t[4], t[5]}, {bf});
+    g.node(c.op, {af, bf}, {yf});
+    g.node("QuantizeLinear", {yf, t[6], t[7]}, {yq});
+    g.output(yq);
+    std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
+    ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
+    EXPECT_TRUE(logged_since(logged, std::string("int8 (one qbinary on the bytes, ONNX Runtime's QLinear") + c.op));
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    ASSERT_EQ(prog.dispatches.size(), 1u);
+    EXPECT_EQ(prog.dispatches[0].kernel, Kernel::kQBinary);
+    // The unfused steps on the reference kernels, then ONNX Runtime's bytes
+    // where they differ.
+    std::vector<uint8_t> ra = reference("DequantizeLinear", {a, ops[2], ops[3]}, a.shape, LOOM_DTYPE_F32, {}, 13);
+    std::vector<uint8_t> rb = reference("DequantizeLinear", {b, ops[4], ops[5]}, b.shape, LOOM_DTYPE_F32, {}, 13);
+    QOperand fa{a.shape, LOOM_DTYPE_F32, ra, false}, fb{b.shape, LOOM_DTYPE_F32, rb, false};
+    std::vector<uint8_t> rs = reference(c.op, {fa, fb}, ys, LOOM_DTYPE_F32, {}, 13);
+    Outcome r;
+    r.format = blob_version(blob.data(), blob.size());
+    r.want = reference("QuantizeLinear", {QOperand{ys, LOOM_DTYPE_F32, rs, false}, ops[6], ops[7]}, ys, LOOM_DTYPE_U8,
+                       {}, 13);
+    for (const auto& [index, value] : c.differs) {
+      ASSERT_LT(index, r.want.size());
+      r.want[index] = value;
+    }
+    patched += c.differs.size();
+    run_on_device(blob, ops, {0, 1}, ys, LOOM_DTYPE_U8, &r);
+    size_t wrong = 0;
+    for (size_t k = 0; k < r.want.size(); ++k) {
+      if (r.got[k] != r.want[k] && wrong++ < 4) {
+        ADD_FAILURE() << "output (" << k / 256 << ", " << k % 256 << "): " << int(r.got[k]) << ", ONNX Runtime "
+                      << int(r.want[k]);
+      }
+    }
+    EXPECT_EQ(wrong, 0u);
+  }
+  EXPECT_EQ(patched, 835u);
 }
 
 TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {

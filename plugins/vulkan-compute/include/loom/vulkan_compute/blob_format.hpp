@@ -56,8 +56,9 @@ inline constexpr uint32_t kOpenFormatVersion = 3;
 inline constexpr uint32_t kInt8FormatVersion = 4;
 // Format 5 (2026-11-28): format 4 plus qconv's kQConvRoundFirst flag (the
 // fused DequantizeLinear -> Conv / MatMul / Gemm -> QuantizeLinear form,
-// which adds the output zero point after rounding, as QuantizeLinear does);
-// written only for programs that use it.
+// which adds the output zero point after rounding, as QuantizeLinear does)
+// and the qbinary kernel (DequantizeLinear x 2 -> Add / Mul ->
+// QuantizeLinear fused); written only for programs that use them.
 inline constexpr uint32_t kQdqFormatVersion = 5;
 // The newest format this plugin reads (the loader key's maximum).
 inline constexpr uint32_t kFormatVersion = kQdqFormatVersion;
@@ -105,18 +106,21 @@ enum class Kernel : uint32_t {
   kQuantize = 12,    // format 4: QuantizeLinear
   kDequantize = 13,  // format 4: DequantizeLinear
   kQConv = 14,       // format 4: QLinearConv and ConvInteger
+  kQBinary = 15,     // format 5: a quantized Add / Mul (the fused QDQ form)
   // Never in a blob: the plugin's own rewrite of kQConv when it loads a blob
   // on a device with shaderIntegerDotProduct (src/int8_dot.hpp).
-  kQPack = 15,
-  kQConvDot = 16,
-  kCount = 17,
+  kQPack = 16,
+  kQConvDot = 17,
+  kCount = 18,
 };
 
 // The kernels a blob may name: 0 .. kBlobKernels - 1.
-inline constexpr uint32_t kBlobKernels = 15;
+inline constexpr uint32_t kBlobKernels = 16;
 
 // A kernel of format 4 (the int8 kernels).
-inline bool is_int8_kernel(Kernel k) { return k == Kernel::kQuantize || k == Kernel::kDequantize || k == Kernel::kQConv; }
+inline bool is_int8_kernel(Kernel k) {
+  return k == Kernel::kQuantize || k == Kernel::kDequantize || k == Kernel::kQConv || k == Kernel::kQBinary;
+}
 
 // Element types of tensors (format 4; 0 is f32, the only type before).
 enum class DType : uint32_t { kF32 = 0, kU8 = 1, kI8 = 2, kI32 = 3, kCount = 4 };
@@ -216,7 +220,7 @@ inline bool rounds_first(const BlobDispatch& d) {
 // when a tensor is not f32 or a dispatch runs an int8 kernel, else 2.
 inline uint32_t program_format(const BlobProgram& program) {
   for (const BlobDispatch& d : program.dispatches) {
-    if (rounds_first(d)) return kQdqFormatVersion;
+    if (rounds_first(d) || d.kernel == Kernel::kQBinary) return kQdqFormatVersion;
   }
   for (const BlobTensor& t : program.tensors) {
     if (t.dtype != DType::kF32) return kInt8FormatVersion;
@@ -491,6 +495,9 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     }
     if (rounds_first(bd) && version < kQdqFormatVersion) {
       return fail(where + "qconv's round-first flag is format 5, the blob is format " + std::to_string(version));
+    }
+    if (bd.kernel == Kernel::kQBinary && version < kQdqFormatVersion) {
+      return fail(where + "kernel 15 (qbinary) is format 5, the blob is format " + std::to_string(version));
     }
   }
   prog.data_view = p + size - data_bytes;

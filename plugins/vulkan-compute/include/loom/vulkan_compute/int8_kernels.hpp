@@ -92,6 +92,31 @@ inline BlobDispatch make_qconv(const ConvParams& p, uint32_t x, uint32_t w, uint
   return d;
 }
 
+// qbinary (format 5): a quantized Add or Mul of two u8 / i8 tensors with
+// binary's broadcasting (its 21 push constants: count, op 0 Add or 2 Mul,
+// rank, dims, a and b strides), then types (a dtype | b dtype << 4 | y
+// dtype << 8, kQBinarySwap), the three zero points and three f32
+// parameters: Add u_ratio, w_ratio, fixed; Mul ratio (then unused, 0).
+// ONNX Runtime's QLinearAdd / QLinearMul arithmetic (qbinary.comp).
+inline constexpr uint32_t kQBinaryPush = 3 + 3 * kBinaryMaxRank + 7;
+inline constexpr uint32_t kQBinarySwap = 1u << 12;  // Add: u is b (a is constant along the last dimension)
+
+inline BlobDispatch make_qbinary(const BlobDispatch& binary, uint32_t a, uint32_t b, uint32_t y, DType at, DType bt,
+                                 DType yt, bool swap, int32_t a_zero, int32_t b_zero, int32_t y_zero,
+                                 const float params[3]) {
+  BlobDispatch d = binary;
+  d.kernel = Kernel::kQBinary;
+  d.bindings = {a, b, y};
+  d.push.resize(3 + 3 * kBinaryMaxRank);
+  d.push.push_back(static_cast<uint32_t>(at) | static_cast<uint32_t>(bt) << 4 | static_cast<uint32_t>(yt) << 8 |
+                   (swap ? kQBinarySwap : 0u));
+  d.push.push_back(static_cast<uint32_t>(a_zero));
+  d.push.push_back(static_cast<uint32_t>(b_zero));
+  d.push.push_back(static_cast<uint32_t>(y_zero));
+  for (int i = 0; i < 3; ++i) d.push.push_back(float_bits(params[i]));
+  return d;
+}
+
 // validate_dispatch for the int8 kernels: bindings, push constants, the
 // bound tensors' dtypes and sizes; `groups` gets the grid the kernel needs.
 inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& d, const std::string& where,

@@ -347,7 +347,8 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
   static const char* const kNames[] = {"unary",  "binary", "matmul",        "softmax",
                                        "conv",   "pool",   "reduce",        "layernorm",
                                        "copy",   "resize", "conv_transpose", "direct_conv",
-                                       "quantize", "dequantize", "qconv"};
+                                       "quantize", "dequantize", "qconv", "qbinary"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kBlobKernels, "a name for every kernel a blob may name");
   const std::string where = "dispatch " + std::to_string(index) + " (" +
                             kNames[static_cast<uint32_t>(d.kernel)] + "): ";
   auto fail = [&](const std::string& m) {
@@ -400,12 +401,36 @@ inline bool validate_dispatch(const BlobProgram& prog, size_t index, std::string
       linear_groups(count, groups);
       break;
     }
+    case Kernel::kQBinary:
     case Kernel::kBinary: {
-      if (!need(3, 3 + 3 * kBinaryMaxRank)) return false;
+      const bool quantized = d.kernel == Kernel::kQBinary;
+      if (!need(3, 3 + 3 * kBinaryMaxRank + (quantized ? 7 : 0))) return false;
       const uint64_t count = d.push[0];
       const uint32_t rank = d.push[2];
       if (d.push[1] >= static_cast<uint32_t>(BinaryOp::kCount)) {
         return fail("unknown binary op " + std::to_string(d.push[1]));
+      }
+      if (quantized) {
+        // Add or Mul of u8 / i8 tensors, the types and zero points theirs.
+        const uint32_t types = d.push[3 + 3 * kBinaryMaxRank];
+        auto is8 = [](DType t) { return t == DType::kU8 || t == DType::kI8; };
+        const DType ta = prog.tensors[d.bindings[0]].dtype, tb = prog.tensors[d.bindings[1]].dtype,
+                    ty = prog.tensors[d.bindings[2]].dtype;
+        if (d.push[1] != static_cast<uint32_t>(BinaryOp::kAdd) && d.push[1] != static_cast<uint32_t>(BinaryOp::kMul)) {
+          return fail("qbinary runs Add or Mul, not op " + std::to_string(d.push[1]));
+        }
+        if (!is8(ta) || !is8(tb) || !is8(ty) || (types & 15) != static_cast<uint32_t>(ta) ||
+            ((types >> 4) & 15) != static_cast<uint32_t>(tb) || ((types >> 8) & 15) != static_cast<uint32_t>(ty) ||
+            (types >> 13) != 0) {
+          return fail("the types push constant " + std::to_string(types) + " does not match a, b and y (u8 or i8)");
+        }
+        const DType zt[3] = {ta, tb, ty};
+        for (int z = 0; z < 3; ++z) {
+          const auto v = static_cast<int32_t>(d.push[4 + 3 * kBinaryMaxRank + z]);
+          if (zt[z] == DType::kU8 ? (v < 0 || v > 255) : (v < -128 || v > 127)) {
+            return fail("zero point " + std::to_string(z) + " (" + std::to_string(v) + ") is outside its type");
+          }
+        }
       }
       if (rank > kBinaryMaxRank) return fail("rank " + std::to_string(rank) + " exceeds 6");
       uint64_t product = 1, last_a = 0, last_b = 0;
