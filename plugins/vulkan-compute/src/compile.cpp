@@ -117,7 +117,7 @@ class Builder {
       }
     }
     if (mode_ == ShapeMode::kProbe) return Status();  // a check: no program
-    fuse_qdq_convs(&p_, consumers_, &labels_, notes_);
+    fuse_qdq(&p_, consumers_, &labels_, notes_);
     split_convolutions();
     // Intermediates a fusion left unused get no memory.
     std::vector<bool> used(p_.tensors.size(), false);

@@ -33,7 +33,7 @@ bool is8(DType t) { return t == DType::kU8 || t == DType::kI8; }
 
 }  // namespace
 
-size_t fuse_qdq_convs(BlobProgram* prog, const std::vector<uint32_t>& readers,
+size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
                       const std::vector<std::string>* labels, std::vector<std::string>* notes) {
   BlobProgram& p = *prog;
   const size_t n = p.dispatches.size();
