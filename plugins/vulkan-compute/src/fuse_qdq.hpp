@@ -32,7 +32,7 @@ namespace loom::vulkan {
 // reads. The result is QLinearConv's requantization of the exact integer
 // sum with the zero point added after rounding, as QuantizeLinear does
 // (kQConvRoundFirst, format 5), within 1 unit of the unfused f32 steps. Returns the number
-// of convolutions fused.
+// of nodes fused (convolutions, matmuls, Adds and Muls).
 // With `labels` (per dispatch, the graph node it came from) and `notes`:
 // for each convolution reading a dequantized x, a line saying whether it
 // became an int8 qconv or stays f32, and why.
