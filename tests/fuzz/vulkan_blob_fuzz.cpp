@@ -6,7 +6,7 @@
 // non-negative FLOPs and bytes, executed FLOPs at least the useful ones.
 // A format-3 blob (an open graph) goes through the plugin's own reader
 // (OpenGraph::make: head, graph.fbs verification, every node at the probe
-// binding) and is then bound at two bindings (every open dimension 1, then
+// binding, as on a device with the int8 kernels) and is then bound at two bindings (every open dimension 1, then
 // 7), as execute would: each binding either fails with a message or gives a
 // program that encodes and decodes.
 #include <cstddef>
@@ -26,7 +26,8 @@ namespace {
 void open_blob(const uint8_t* data, size_t size) {
   using namespace loom::vulkan;
   std::unique_ptr<OpenGraph> graph;
-  const loom::sdk::Status s = OpenGraph::make(data, size, &graph);
+  // A device that runs the int8 kernels: quantized nodes lower too.
+  const loom::sdk::Status s = OpenGraph::make(data, size, std::string(), &graph);
   if (!s.ok()) {
     if (s.message().empty()) loom::fuzz::fail("a refused open blob without a message");
     return;

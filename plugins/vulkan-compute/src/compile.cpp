@@ -408,7 +408,7 @@ Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavai
     const sdk::NodeView gn = g.node(n);
     const int32_t out = gn.output_count() > 0 && gn.has_output(0) ? gn.output_index(0) : -1;
     const Shape keep = out >= 0 ? probe[static_cast<size_t>(out)] : Shape();
-    const bool ok = lower_node(g, n, &node, &why, &probe);
+    const bool ok = lower_node(g, n, &node, &why, &probe, &int8_unavailable);
     if (out >= 0) probe[static_cast<size_t>(out)] = keep;
     if (ok) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
   }
@@ -422,16 +422,31 @@ Status compile_graph(const sdk::GraphView& g, const std::string& int8_unavailabl
   return b.build(out);
 }
 
-Status check_open_graph(const sdk::GraphView& g) {
+Status check_open_graph(const sdk::GraphView& g, const std::string& int8_unavailable) {
   std::vector<Shape> probe = probe_shapes(g);
-  Builder b(g, ShapeMode::kProbe, &probe);
+  Builder b(g, ShapeMode::kProbe, &probe, &int8_unavailable);
   BlobProgram ignored;
   return b.build(&ignored);
 }
 
-Status bind_graph(const sdk::GraphView& g, std::vector<Shape>* shapes, BlobProgram* out) {
-  Builder b(g, ShapeMode::kBound, shapes);
+Status bind_graph(const sdk::GraphView& g, const std::string& int8_unavailable, std::vector<Shape>* shapes,
+                  BlobProgram* out, std::vector<std::string>* notes) {
+  Builder b(g, ShapeMode::kBound, shapes, &int8_unavailable);
+  b.set_notes(notes);
   return b.build(out);
+}
+
+Status probe_binding_notes(const sdk::GraphView& g, const std::string& int8_unavailable,
+                           std::vector<std::string>* notes) {
+  std::vector<Shape> shapes(g.tensor_count());
+  for (size_t t = 0; t < shapes.size(); ++t) shapes[t] = g.tensor(t).shape();
+  const std::vector<Shape> probe = probe_shapes(g);
+  for (size_t i = 0; i < g.input_count(); ++i) {
+    const size_t t = static_cast<size_t>(g.input(i).index());
+    shapes[t] = probe[t];
+  }
+  BlobProgram ignored;
+  return bind_graph(g, int8_unavailable, &shapes, &ignored, notes);
 }
 
 }  // namespace loom::vulkan

@@ -35,7 +35,9 @@ Status compile_graph(const sdk::GraphView& graph, const std::string& int8_unavai
 // the declared one. check_open_graph: every node so, and the graph's
 // structure (f32 inputs, operands written before they are read, every
 // output written); INVALID_ARGUMENT naming the node otherwise.
-Status check_open_graph(const sdk::GraphView& graph);
+// `int8_unavailable` as for compile_supported: where the int8 kernels
+// cannot run (empty when they can), a quantized node fails the check.
+Status check_open_graph(const sdk::GraphView& graph, const std::string& int8_unavailable);
 
 // One binding of an open graph: `shapes` holds one shape per graph tensor,
 // the graph inputs' concrete (constants' are static); each node's output
@@ -43,7 +45,16 @@ Status check_open_graph(const sdk::GraphView& graph);
 // the kernels' limits, and written to `shapes`; then `*out` is the static
 // program for these shapes, exactly as compile_graph would make it for the
 // graph with these shapes. INVALID_ARGUMENT naming the node and why when a
-// rule fails at this binding.
-Status bind_graph(const sdk::GraphView& graph, std::vector<Shape>* shapes, BlobProgram* out);
+// rule fails at this binding. The quantized nodes lower onto the int8
+// kernels unless `int8_unavailable` says why they cannot run there, and the
+// QDQ groups fuse as in compile_graph (`notes` as there).
+Status bind_graph(const sdk::GraphView& graph, const std::string& int8_unavailable, std::vector<Shape>* shapes,
+                  BlobProgram* out, std::vector<std::string>* notes = nullptr);
+
+// The compile notes of an open graph: those of its binding with every open
+// input dimension at the probe size (the fusions do not depend on sizes);
+// the error when that binding fails a rule (the notes then stay unsaid).
+Status probe_binding_notes(const sdk::GraphView& graph, const std::string& int8_unavailable,
+                           std::vector<std::string>* notes);
 
 }  // namespace loom::vulkan

@@ -35,7 +35,13 @@ Status check_blob(const sdk::Blob& blob, const DeviceProperties& device, BlobPro
   }
   if (blob_version(blob.data, blob.size) == kOpenFormatVersion) {
     std::unique_ptr<OpenGraph> graph;
-    LOOM_SDK_RETURN_IF_ERROR(OpenGraph::make(blob.data, blob.size, &graph));
+    // The int8 kernels' device check happens node by node here (the
+    // quantized nodes lower only where the device runs them).
+    const std::string int8_unavailable =
+        device.int8_missing.empty()
+            ? std::string()
+            : device.uri + " (" + device.device_name + ") lacks " + device.int8_missing + ", which the int8 kernels need";
+    LOOM_SDK_RETURN_IF_ERROR(OpenGraph::make(blob.data, blob.size, int8_unavailable, &graph));
     if (open != nullptr) *open = std::move(graph);
     return Status();
   }

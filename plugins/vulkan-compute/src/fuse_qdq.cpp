@@ -34,7 +34,7 @@ bool is8(DType t) { return t == DType::kU8 || t == DType::kI8; }
 }  // namespace
 
 size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
-                      const std::vector<std::string>* labels, std::vector<std::string>* notes) {
+                const std::vector<std::string>* labels, std::vector<std::string>* notes) {
   BlobProgram& p = *prog;
   const size_t n = p.dispatches.size();
   // The dispatch writing each tensor (its last binding), and each tensor's
@@ -77,7 +77,7 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
     const std::string label =
         labels != nullptr && i < labels->size() ? (*labels)[i] : std::string(multiply ? "a Mul" : "an Add");
     auto stays = [&](const std::string& why) {
-      if (notes != nullptr) notes->push_back(label + ": f32 between DequantizeLinear and QuantizeLinear: " + why);
+      if (notes != nullptr) notes->push_back("f32: " + label + ": between DequantizeLinear and QuantizeLinear: " + why);
       return false;
     };
     QTable at, bt, yt;
@@ -119,7 +119,7 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
     d = make_qbinary(d, aq, bq, yq, p.tensors[aq].dtype, p.tensors[bq].dtype, p.tensors[yq].dtype, swap && !multiply,
                      static_cast<int32_t>(za), static_cast<int32_t>(zb), static_cast<int32_t>(zy), params);
     if (notes != nullptr) {
-      notes->push_back(label + ": int8 (one qbinary on the bytes, ONNX Runtime's QLinear" +
+      notes->push_back("int8: " + label + ": one qbinary on the bytes (ONNX Runtime's QLinear" +
                        (multiply ? "Mul" : "Add") + " arithmetic)");
     }
     return true;
@@ -139,7 +139,7 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
     const std::string label =
         labels != nullptr && i < labels->size() ? (*labels)[i] : std::string(conv ? "a Conv" : "a MatMul");
     auto stays = [&](const std::string& why) {
-      if (notes != nullptr) notes->push_back(label + ": f32 between DequantizeLinear and QuantizeLinear: " + why);
+      if (notes != nullptr) notes->push_back("f32: " + label + ": between DequantizeLinear and QuantizeLinear: " + why);
     };
     const uint32_t flags = conv ? d.push[16] : d.push[7];
     const bool has_bias = (flags & kMatMulBias) != 0;
@@ -261,7 +261,7 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
     d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout, /*round_first=*/true);
     ++fused;
     if (notes != nullptr) {
-      notes->push_back(label + ": int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)");
+      notes->push_back("int8: " + label + ": one qconv with its DequantizeLinear inputs and QuantizeLinear");
     }
   }
   if (fused == 0) return 0;

@@ -37,6 +37,6 @@ namespace loom::vulkan {
 // for each convolution reading a dequantized x, a line saying whether it
 // became an int8 qconv or stays f32, and why.
 size_t fuse_qdq(BlobProgram* p, const std::vector<uint32_t>& readers,
-                      const std::vector<std::string>* labels = nullptr, std::vector<std::string>* notes = nullptr);
+                const std::vector<std::string>* labels = nullptr, std::vector<std::string>* notes = nullptr);
 
 }  // namespace loom::vulkan

@@ -4,7 +4,6 @@
 // (2-D), QLinearMatMul and MatMulInteger (a 2-D B, as a 1x1 convolution). Declined, so that the node runs elsewhere, with the reason:
 //  - where the compile target cannot run the int8 kernels (its devices lack
 //    shaderInt8, storageBuffer8BitAccess or shaderFloat64, named);
-//  - open shapes;
 //  - 16-bit (or float 8 / int 4, which graph.fbs cannot hold) types, blocked
 //    quantization (block_size), output_dtype;
 //  - scales, zero points and biases that are not inline constants (the
@@ -42,7 +41,6 @@ bool one_element(const Shape& s) {
 bool quant_common(Lowering& l) {
   const std::string why = l.int8_unavailable();
   if (!why.empty()) return l.fail(why);
-  if (l.binding()) return l.fail("open shapes are not run by vulkan-compute's int8 kernels");
   return true;
 }
 

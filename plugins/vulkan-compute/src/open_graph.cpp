@@ -6,7 +6,8 @@
 
 namespace loom::vulkan {
 
-Status OpenGraph::make(const void* blob, size_t size, std::unique_ptr<OpenGraph>* out) {
+Status OpenGraph::make(const void* blob, size_t size, const std::string& int8_unavailable,
+                       std::unique_ptr<OpenGraph>* out) {
   const uint8_t* graph = nullptr;
   size_t graph_size = 0;
   std::string error;
@@ -18,7 +19,8 @@ Status OpenGraph::make(const void* blob, size_t size, std::unique_ptr<OpenGraph>
   g->bytes_.assign(graph, graph + graph_size);
   Status s = sdk::GraphView::open(g->bytes_.data(), g->bytes_.size(), &g->graph_, true);
   if (!s.ok()) return sdk::incompatible("vulkan-compute open blob rejected: " + s.message());
-  s = check_open_graph(g->graph_);
+  g->int8_unavailable_ = int8_unavailable;
+  s = check_open_graph(g->graph_, int8_unavailable);
   if (!s.ok()) return sdk::incompatible("vulkan-compute open blob rejected: " + s.message());
   *out = std::move(g);
   return Status();
@@ -60,7 +62,7 @@ Status OpenGraph::bind(const std::vector<Shape>& inputs, BlobProgram* program, s
   std::vector<Shape> shapes(graph_.tensor_count());
   for (size_t t = 0; t < shapes.size(); ++t) shapes[t] = graph_.tensor(t).shape();
   for (size_t i = 0; i < inputs.size(); ++i) shapes[static_cast<size_t>(graph_.input(i).index())] = inputs[i];
-  Status s = bind_graph(graph_, &shapes, program);
+  Status s = bind_graph(graph_, int8_unavailable_, &shapes, program);
   if (!s.ok()) return {s.code(), "execute: at binding " + binding_text(inputs) + ": " + s.message()};
   outputs->clear();
   for (size_t i = 0; i < graph_.output_count(); ++i) {

@@ -22,8 +22,11 @@ class OpenGraph {
   // Reads a format-3 blob: its head (decode_open), the graph
   // (sdk::GraphView::open with open dimensions allowed) and every node at
   // the probe binding (check_open_graph). INCOMPATIBLE naming what is wrong
-  // otherwise ("vulkan-compute open blob rejected: ...").
-  static Status make(const void* blob, size_t size, std::unique_ptr<OpenGraph>* out);
+  // otherwise ("vulkan-compute open blob rejected: ..."). `int8_unavailable`:
+  // why the loading device cannot run the int8 kernels (empty when it can);
+  // a graph with quantized nodes is then refused with it.
+  static Status make(const void* blob, size_t size, const std::string& int8_unavailable,
+                     std::unique_ptr<OpenGraph>* out);
   OpenGraph(const OpenGraph&) = delete;
   OpenGraph& operator=(const OpenGraph&) = delete;
 
@@ -48,6 +51,7 @@ class OpenGraph {
   OpenGraph() = default;
   std::vector<uint8_t> bytes_;
   sdk::GraphView graph_;
+  std::string int8_unavailable_;
 };
 
 }  // namespace loom::vulkan

@@ -64,7 +64,14 @@ class VulkanPlugin {
     if (graph.has_open_dims()) {
       // Format 3 only for a graph with open dimensions: the graph itself,
       // lowered per binding at execute. Static graphs stay format 2.
-      LOOM_SDK_RETURN_IF_ERROR(check_open_graph(graph));
+      LOOM_SDK_RETURN_IF_ERROR(check_open_graph(graph, int8_unavailable_));
+      // The fusions' notes, from the binding at the probe size.
+      std::vector<std::string> notes;
+      const Status probed = probe_binding_notes(graph, int8_unavailable_, &notes);
+      if (!probed.ok()) {
+        notes = {"the int8 fusions are decided per binding (the probe binding failed: " + probed.message() + ")"};
+      }
+      for (const std::string& note : notes) sdk::log(host_, LOOM_LOG_INFO, ("compile: " + note).c_str());
       out->bytes = encode_open(graph.buffer(), graph.buffer_size());
       out->loader_key = kLoaderKey;
       out->format_version = kOpenFormatVersion;

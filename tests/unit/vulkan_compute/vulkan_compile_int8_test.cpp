@@ -257,6 +257,26 @@ TEST_F(VulkanInt8, ADeviceWithoutTheFeaturesDeclinesAndRefusesInt8Blobs) {
             code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute://0 (" +
                 std::string(info.name).substr(0, std::string(info.name).find(" [")) +
                 ") lacks storageBuffer8BitAccess, shaderFloat64, which the blob's int8 kernels need");
+  // So is an open-shape blob (format 3, the graph itself) with a quantized
+  // node: its nodes lower only where the device runs the int8 kernels.
+  {
+    GraphBuilder g;
+    const int x = g.input({-1, 4});
+    const int scale = g.constant_f32({}, {0.5f});
+    const int y = g.tensor({-1, 4}, gfb::DType::u8);
+    g.node("QuantizeLinear", {x, scale}, {y}, {}, 13);
+    g.output(y);
+    const std::vector<uint8_t> graph = g.finish();
+    const std::vector<uint8_t> open = encode_open(graph.data(), graph.size());
+    const std::string refused = harness_.check(device_, kLoaderKey, kOpenFormatVersion, open.data(), open.size());
+    EXPECT_EQ(refused.rfind(code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute open blob rejected: ", 0), 0u)
+        << refused;
+    EXPECT_NE(refused.find("(QuantizeLinear) is not supported by vulkan-compute: vulkan-compute://0 ("), std::string::npos)
+        << refused;
+    EXPECT_NE(refused.find("lacks storageBuffer8BitAccess, shaderFloat64, which the int8 kernels need"),
+              std::string::npos)
+        << refused;
+  }
   // And a newer format than this plugin reads is refused by its number.
   EXPECT_EQ(harness_.check(device_, kLoaderKey, kFormatVersion + 1, blob.data(), blob.size()),
             code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute reads blob formats 1 to 5, the program records format 6");

@@ -6,6 +6,7 @@
 // ONNX Runtime's bytes, what stays f32 and the compile notes saying why.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,13 @@ class VulkanQdqBinary : public VulkanInt8 {};
 // tells apart: the zero points here are even (tests/onnx/vulkan_int8's
 // test_vulkan_int8_qdq_conv_fused has the ties). A bias of
 // another scale, a Relu between Conv and QuantizeLinear, or a Conv output
-// that is also a graph output keep the f32 steps.
+// that is also a graph output keep the f32 steps. `open_batch`: the graph
+// leaves the batch dimension open (-1) in x and every tensor after it.
 class QdqConv {
  public:
   enum class Variant { kFused, kBiasScaleOff, kRelu, kConvOutputKept };
   QdqConv(Dims xs, Dims ws, int64_t group, Dims strides, Dims pads, loom_dtype_t xt, loom_dtype_t yt, uint32_t seed,
-          Variant v = Variant::kFused)
+          Variant v = Variant::kFused, bool open_batch = false)
       : xt_(xt), yt_(yt), attrs_(conv_attrs(group, std::move(strides), {1, 1}, std::move(pads))) {
     const int64_t m = ws[0];
     const Dims& st = attrs_[1].ints;  // conv_attrs: group, strides, dilations, pads
@@ -63,18 +65,26 @@ class QdqConv {
       const auto fb = static_cast<gfb::DType>(o.dtype);
       return o.constant ? g_.constant(o.shape, fb, o.bytes.data(), o.bytes.size()) : g_.input(o.shape, fb);
     };
+    auto open = [&](Dims d) {
+      if (open_batch) d[0] = -1;
+      return d;
+    };
     std::vector<int> t;
-    for (const QOperand& o : ops_) t.push_back(add(o));
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      QOperand o = ops_[i];
+      if (i == 0) o.shape = open(o.shape);
+      t.push_back(add(o));
+    }
     const int bs = add(qf32({m}, b_scales));
-    const int xf = g_.tensor(xs), wf = g_.tensor(ws), bf = g_.tensor({m}), yf = g_.tensor(out_);
-    const int yq = g_.tensor(out_, static_cast<gfb::DType>(yt));
+    const int xf = g_.tensor(open(xs)), wf = g_.tensor(ws), bf = g_.tensor({m}), yf = g_.tensor(open(out_));
+    const int yq = g_.tensor(open(out_), static_cast<gfb::DType>(yt));
     g_.node("DequantizeLinear", {t[0], t[1], t[2]}, {xf});
     g_.node("DequantizeLinear", {t[3], t[4], t[5]}, {wf}, {attr_i("axis", 0)});
     g_.node("DequantizeLinear", {t[8], bs}, {bf}, {attr_i("axis", 0)});
     g_.node("Conv", {xf, wf, bf}, {yf}, attrs_);
     int q_in = yf;
     if (v == Variant::kRelu) {
-      q_in = g_.tensor(out_);
+      q_in = g_.tensor(open(out_));
       g_.node("Relu", {yf}, {q_in});
     }
     g_.node("QuantizeLinear", {q_in, t[6], t[7]}, {yq});
@@ -108,7 +118,7 @@ TEST_P(VulkanQdq, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
     std::vector<uint8_t> blob;
     const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
-    EXPECT_TRUE(logged_since(logged, "(Conv): int8 (one qconv with its DequantizeLinear inputs and QuantizeLinear)"));
+    EXPECT_TRUE(noted_since(logged, "int8", "(Conv): one qconv with its DequantizeLinear inputs and QuantizeLinear"));
     BlobProgram prog;
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
@@ -134,7 +144,7 @@ TEST_P(VulkanQdq, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
     std::vector<uint8_t> blob;
     const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, c.graph().finish(), &blob), "ok");
-    EXPECT_TRUE(logged_since(logged, std::string("(Conv): f32 between DequantizeLinear and QuantizeLinear: ") + why))
+    EXPECT_TRUE(noted_since(logged, "f32", std::string("(Conv): between DequantizeLinear and QuantizeLinear: ") + why))
         << why;
     BlobProgram prog;
     std::string error;
@@ -176,6 +186,47 @@ TEST_P(VulkanQdq, DequantizeConvQuantizeIsOneQConvEqualToQLinearConv) {
   }
 }
 
+// Exporters leave the batch open: the QDQ convolution of an open-shape
+// graph is claimed whole (the quantize and dequantizes too, not left to
+// the reference kernels), compiled into one format-3 blob, and fused into
+// one qconv at every binding, with the static program's bytes and notes.
+TEST_P(VulkanQdq, AnOpenBatchFusesAtEveryBinding) {
+  LOOM_VK_REQUIRE_INT8_DEVICE();
+  auto conv = [](int64_t batch, bool open) {
+    return QdqConv({batch, 8, 9, 9}, {16, 8, 3, 3}, 1, {1, 1}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_I8, 66,
+                   QdqConv::Variant::kFused, open);
+  };
+  const std::vector<uint8_t> graph = conv(1, true).graph().finish();
+  std::vector<bool> flags;
+  ASSERT_EQ(harness_.supported(plugin_, graph, 5, &flags), "ok");
+  ASSERT_EQ(flags.size(), 5u);
+  for (size_t n = 0; n < flags.size(); ++n) EXPECT_TRUE(flags[n]) << "node " << n;
+  std::vector<uint8_t> blob;
+  const size_t logged = harness_.recorder().logs().size();
+  ASSERT_EQ(compile_with(plugin_, graph, &blob), "ok");
+  EXPECT_EQ(blob_version(blob.data(), blob.size()), kOpenFormatVersion);
+  EXPECT_TRUE(noted_since(logged, "int8", "(Conv): one qconv with its DequantizeLinear inputs and QuantizeLinear"));
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const QdqConv c = conv(batch, false);
+    Outcome r;
+    r.format = kOpenFormatVersion;
+    r.want = reference("QLinearConv", c.operands(), c.out_shape(), c.y_dtype(), c.attrs(), 13);
+    run_on_device(blob, c.operands(), {0}, c.out_shape(), c.y_dtype(), &r);
+    EXPECT_EQ(r.got, r.want);
+    // One qconv (after its packing with dot products), nothing quantizing
+    // or dequantizing on its own (the trace has a begin and an end each).
+    const std::set<std::string> names(r.dispatches.begin(), r.dispatches.end());
+    size_t named = 0;
+    for (const std::string& name : names) {
+      named += name.size() >= want_dispatch_.size() &&
+               name.compare(name.size() - want_dispatch_.size(), want_dispatch_.size(), want_dispatch_) == 0;
+      EXPECT_EQ(name.find("Quantize"), std::string::npos) << name;
+    }
+    EXPECT_EQ(named, 1u) << want_dispatch_ << ::testing::PrintToString(r.dispatches);
+  }
+}
+
 // DequantizeLinear -> MatMul / Gemm -> QuantizeLinear, as quantizers write
 // them, fused the same way: a MatMul of rank-3 A and a per-column s8 B is
 // QLinearMatMul's bytes; a Gemm with transB and an i32 bias is a 1x1
@@ -208,7 +259,7 @@ TEST_P(VulkanQdq, DequantizeMatMulQuantizeIsOneQConvEqualToTheReference) {
     std::vector<uint8_t> blob;
     const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
-    EXPECT_TRUE(logged_since(logged, "(MatMul): int8 (one qconv"));
+    EXPECT_TRUE(noted_since(logged, "int8", "(MatMul): one qconv"));
     BlobProgram prog;
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
@@ -249,11 +300,11 @@ TEST_P(VulkanQdq, DequantizeMatMulQuantizeIsOneQConvEqualToTheReference) {
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
     if (alpha != 1.0f) {
-      EXPECT_TRUE(logged_since(logged, "(Gemm): f32 between DequantizeLinear and QuantizeLinear: alpha or beta"));
+      EXPECT_TRUE(noted_since(logged, "f32", "(Gemm): between DequantizeLinear and QuantizeLinear: alpha or beta"));
       EXPECT_GT(prog.dispatches.size(), 1u);
       continue;
     }
-    EXPECT_TRUE(logged_since(logged, "(Gemm): int8 (one qconv"));
+    EXPECT_TRUE(noted_since(logged, "int8", "(Gemm): one qconv"));
     ASSERT_EQ(prog.dispatches.size(), 1u);
     EXPECT_EQ(prog.dispatches[0].kernel, Kernel::kQConv);
     // The reference: QLinearConv of A as [5, 6, 1, 1] and B as [4, 6, 1, 1].
@@ -314,7 +365,7 @@ TEST_F(VulkanQdqBinary, DequantizedAddAndMulAreOneQBinaryWithOnnxRuntimesBytes) 
     std::vector<uint8_t> blob;
     const size_t logged = harness_.recorder().logs().size();
     ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
-    EXPECT_TRUE(logged_since(logged, std::string("int8 (one qbinary on the bytes, ONNX Runtime's QLinear") + c.op));
+    EXPECT_TRUE(noted_since(logged, "int8", std::string("one qbinary on the bytes (ONNX Runtime's QLinear") + c.op));
     BlobProgram prog;
     std::string error;
     ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;

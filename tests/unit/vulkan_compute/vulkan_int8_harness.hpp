@@ -127,6 +127,17 @@ class VulkanInt8 : public VulkanCompile {
     }
     return false;
   }
+  // A compile note of `kind` ("int8" or "f32", the prefix `loom compile`
+  // counts) logged since `from`, holding `text` after the prefix.
+  bool noted_since(size_t from, const std::string& kind, const std::string& text) {
+    const std::vector<std::string> lines = harness_.recorder().logs();
+    const std::string prefix = "compile: " + kind + ": ";
+    for (size_t i = from; i < lines.size(); ++i) {
+      const size_t at = lines[i].find(prefix);
+      if (at != std::string::npos && lines[i].find(text, at + prefix.size()) != std::string::npos) return true;
+    }
+    return false;
+  }
 
   // Compiles `graph` with `compiler` into *blob: "ok" or the error.
   std::string compile_with(loom_plugin_t* compiler, const std::vector<uint8_t>& graph, std::vector<uint8_t>* blob) {
