@@ -1,5 +1,5 @@
-// QLinearConv and ConvInteger (2-D, NCHW), one invocation per output
-// element, with the reference kernels' arithmetic bit for bit:
+// QLinearConv and ConvInteger (2-D, NCHW), and the fused QDQ form of
+// ConvTranspose (types bit 14), one invocation per output element, with the reference kernels' arithmetic bit for bit:
 //   acc = sum over the channels c of oc's group and the taps (kh, kw) of
 //         (x[n, c, ih, iw] - x_zero_point) * (w[oc, c, kh, kw] - w_zero_point[oc])
 // in i32 (wrapping like the reference's static_cast; w is read as [C, M]
@@ -32,7 +32,9 @@ layout(push_constant) uniform P {
   uint sh; uint sw; uint dh; uint dw; uint pt; uint pl; uint group;
   // types: x dtype | w dtype << 4 | y dtype << 8 (1 u8, 2 i8, 3 i32), bit 12:
   // w is a matmul's B, [C, M] (a 1x1 convolution of one group); bit 13: the
-  // zero point added after rounding (format 5, the fused QDQ form)
+  // zero point added after rounding (format 5, the fused QDQ form); bit 14:
+  // transposed (format 6: ConvTranspose's geometry, w [C, M/group, KH, KW],
+  // each output summing the taps that reach it, as conv_transpose.comp)
   int x_zero; int y_zero; uint types;
 } p;
 
@@ -67,6 +69,31 @@ void main() {
   uint xlen = uint(x.length());
   uint wlen = uint(w.length());
   int acc = 0;
+  if ((p.types & 16384u) != 0u) {
+    // Transposed: x[n, ic, ih, iw] reaches y[n, oc, oh, ow] through tap
+    // (kh, kw) where oh + pt - kh * dh = ih * sh (and so for w).
+    uint m = oc % Mg;
+    for (uint kh = 0u; kh < p.KH; ++kh) {
+      int sh_num = int(oh + p.pt) - int(kh * p.dh);
+      if (sh_num < 0 || uint(sh_num) % p.sh != 0u) continue;
+      uint ih = uint(sh_num) / p.sh;
+      if (ih >= p.H) continue;
+      for (uint kw = 0u; kw < p.KW; ++kw) {
+        int sw_num = int(ow + p.pl) - int(kw * p.dw);
+        if (sw_num < 0 || uint(sw_num) % p.sw != 0u) continue;
+        uint iw = uint(sw_num) / p.sw;
+        if (iw >= p.W) continue;
+        for (uint c = 0u; c < Cg; ++c) {
+          uint ic = g * Cg + c;
+          uint xi = ((n * p.C + ic) * p.H + ih) * p.W + iw;
+          uint wi = ((ic * Mg + m) * p.KH + kh) * p.KW + kw;
+          if (xi < xlen && wi < wlen) acc += (load8(x[xi], xs) - p.x_zero) * (load8(w[wi], ws) - wz);
+        }
+      }
+    }
+    y8[i] = uint8_t(requantize(acc, bias, intBitsToFloat(table[3u * oc + 2u]), p.y_zero, ytype, true));
+    return;
+  }
   int ih0 = int(oh * p.sh) - int(p.pt);
   int iw0 = int(ow * p.sw) - int(p.pl);
   for (uint c = 0u; c < Cg; ++c) {

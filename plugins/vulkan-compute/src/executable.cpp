@@ -301,7 +301,9 @@ Status VulkanExecutable::record(const sdk::ExecuteCallT<Fence>& call,
     set->slot->ticks.assign(size_t{dispatches} + 1, 0);
     for (uint32_t d = 0; d < dispatches; ++d) {
       set->slot->dispatch_names.push_back("dispatch #" + std::to_string(d) + " " +
-                                          kernel_name(program_.dispatches[d].kernel));
+                                          (qconv_transposed(program_.dispatches[d])
+                                               ? "QConvTranspose"
+                                               : kernel_name(program_.dispatches[d].kernel)));
     }
   }
   std::vector<VkDescriptorSet> sets(dispatches, VK_NULL_HANDLE);

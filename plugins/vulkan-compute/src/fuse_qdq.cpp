@@ -130,14 +130,18 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
       fused += fuse_binary(i) ? 1 : 0;
       continue;
     }
-    const bool conv = (d.kernel == Kernel::kConv || d.kernel == Kernel::kDirectConv) && d.push.size() == 17;
+    // ConvTranspose has conv's push layout (and no activation): a
+    // transposed qconv, w [C, M / group, KH, KW].
+    const bool deconv = d.kernel == Kernel::kConvTranspose && d.push.size() == 17;
+    const bool conv = ((d.kernel == Kernel::kConv || d.kernel == Kernel::kDirectConv) && d.push.size() == 17) || deconv;
     const bool matmul = d.kernel == Kernel::kMatMul && d.push.size() == 12;
     if (!conv && !matmul) continue;
     // Only a convolution or matmul of dequantized values gets a note.
     const BlobDispatch* dx = dequantize_of(d.bindings[0]);
     if (dx == nullptr) continue;
     const std::string label =
-        labels != nullptr && i < labels->size() ? (*labels)[i] : std::string(conv ? "a Conv" : "a MatMul");
+        labels != nullptr && i < labels->size() ? (*labels)[i]
+                                                 : std::string(deconv ? "a ConvTranspose" : conv ? "a Conv" : "a MatMul");
     auto stays = [&](const std::string& why) {
       if (notes != nullptr) notes->push_back("f32: " + label + ": between DequantizeLinear and QuantizeLinear: " + why);
     };
@@ -160,7 +164,10 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
       cp.kh = q[7]; cp.kw = q[8]; cp.sh = q[9]; cp.sw = q[10]; cp.dh = q[11]; cp.dw = q[12]; cp.pt = q[13];
       cp.pl = q[14]; cp.group = q[15];
       if (cp.group == 0 || cp.m % cp.group != 0 || cp.c % cp.group != 0) continue;
-      w_inner = uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
+      // A per-channel weight scale: axis 0 of [M, C / group, KH, KW], or
+      // axis 1 of ConvTranspose's [C, M / group, KH, KW] (M channels in
+      // one group only).
+      w_inner = deconv ? (cp.group == 1 ? uint64_t{cp.kh} * cp.kw : 0) : uint64_t{cp.c / cp.group} * cp.kh * cp.kw;
     } else {
       const uint32_t m = q[0], nn = q[1], k = q[2], batch = q[3];
       const bool trans_b = (flags & kMatMulTransB) != 0;
@@ -258,10 +265,12 @@ size_t fuse_qdq(BlobProgram* prog, const std::vector<uint32_t>& readers,
     if (single(wf) && read_by[wf].size() == 1) drop[writer[wf]] = true;
     if (has_bias && single(bf) && read_by[bf].size() == 1) drop[writer[bf]] = true;
     drop[qi] = true;
-    d = make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout, /*round_first=*/true);
+    d = deconv ? make_qconv_transpose(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype)
+               : make_qconv(cp, xq, wqi, ti, yq, xz, yz, x_dtype, w_dtype, yt_dtype, b_layout, /*round_first=*/true);
     ++fused;
     if (notes != nullptr) {
-      notes->push_back("int8: " + label + ": one qconv with its DequantizeLinear inputs and QuantizeLinear");
+      notes->push_back("int8: " + label + ": one " + (deconv ? "transposed qconv" : "qconv") +
+                       " with its DequantizeLinear inputs and QuantizeLinear");
     }
   }
   if (fused == 0) return 0;

@@ -31,8 +31,11 @@ namespace loom::vulkan {
 // quantize goes, and so does each dequantize whose output nothing else
 // reads. The result is QLinearConv's requantization of the exact integer
 // sum with the zero point added after rounding, as QuantizeLinear does
-// (kQConvRoundFirst, format 5), within 1 unit of the unfused f32 steps. Returns the number
-// of nodes fused (convolutions, matmuls, Adds and Muls).
+// (kQConvRoundFirst, format 5), within 1 unit of the unfused f32 steps.
+// A conv_transpose dispatch (ConvTranspose) fuses the same way into a
+// transposed qconv (kQConvTransposed, format 6; per output channel weight
+// scales on axis 1 with one group only). Returns the number of nodes fused
+// (convolutions, transposed ones, matmuls, Adds and Muls).
 // With `labels` (per dispatch, the graph node it came from) and `notes`:
 // for each convolution reading a dequantized x, a line saying whether it
 // became an int8 qconv or stays f32, and why.

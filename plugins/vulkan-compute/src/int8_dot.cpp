@@ -32,7 +32,8 @@ size_t use_integer_dot(BlobProgram* program, std::map<uint32_t, std::vector<uint
   const auto scratch = static_cast<uint32_t>(prog.tensors.size());  // the shared packed x, if any
   size_t rewritten = 0;
   for (const BlobDispatch& d : prog.dispatches) {
-    if (d.kernel != Kernel::kQConv || d.push.size() != kQConvPush || d.bindings.size() != 4) {
+    // (A transposed qconv gathers its taps: it stays on qconv.comp.)
+    if (d.kernel != Kernel::kQConv || d.push.size() != kQConvPush || d.bindings.size() != 4 || qconv_transposed(d)) {
       out.push_back(d);
       continue;
     }

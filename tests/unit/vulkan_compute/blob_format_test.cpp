@@ -394,7 +394,7 @@ TEST(VulkanBlobFormat, DtypesAndInt8KernelsNeedFormatFourAndMatchingTensors) {
   // A newer format than this reader's.
   bad = bytes;
   bad[4] = static_cast<uint8_t>(kFormatVersion + 1);
-  EXPECT_EQ(error_of(bad), "format version 6, this plugin reads 1 to 5");
+  EXPECT_EQ(error_of(bad), "format version 7, this plugin reads 1 to 6");
   // qconv's round-first flag (the fused QDQ form) is format 5: a format-4
   // blob with it is refused; encode writes format 5 for it.
   {
@@ -488,6 +488,51 @@ TEST(VulkanBlobFormat, QBinaryDispatchesAreFormatFiveAndCheckedAgainstTheirTenso
             "dispatch 0 (qbinary): the types push constant 289 does not match a, b and y (u8 or i8)");
   EXPECT_EQ(error_of(encode(program(BinaryOp::kMul, DType::kU8, 300))),
             "dispatch 0 (qbinary): zero point 2 (300) is outside its type");
+}
+
+// The fused DequantizeLinear -> ConvTranspose -> QuantizeLinear: a qconv
+// with the transposed flag, ConvTranspose's geometry and weight layout
+// [C, M / group, KH, KW]; format 6, rounding first, u8 / i8 y only.
+TEST(VulkanBlobFormat, TransposedQConvDispatchesAreFormatSixAndCheckedAgainstTheirTensors) {
+  // x [1, 4, 3, 3] -> y [1, 6, 6, 6]: kernel 4x4, stride 2, pads 1, two groups.
+  ConvParams cp;
+  cp.n = 1; cp.c = 4; cp.h = 3; cp.w = 3; cp.m = 6; cp.oh = 6; cp.ow = 6;
+  cp.kh = 4; cp.kw = 4; cp.sh = 2; cp.sw = 2; cp.dh = 1; cp.dw = 1; cp.pt = 1; cp.pl = 1; cp.group = 2;
+  auto program = [&](uint64_t weights, DType y_type, bool b_layout) {
+    BlobProgram p;
+    const uint32_t x = add_tensor(&p, TensorKind::kInput, {1, 4, 3, 3});
+    const uint32_t w = add_tensor(&p, TensorKind::kConstant, {static_cast<int64_t>(weights)});
+    const uint32_t t = add_tensor(&p, TensorKind::kConstant, {18});
+    const uint32_t y = add_tensor(&p, TensorKind::kOutput, {1, 6, 6, 6});
+    p.tensors[x].dtype = DType::kU8;
+    p.tensors[w].dtype = DType::kI8;
+    p.tensors[t].dtype = DType::kI32;
+    p.tensors[y].dtype = y_type;
+    p.tensors[t].data_offset = weights;
+    p.data.assign(weights + 18 * 4, 0);
+    p.inputs = {x};
+    p.outputs = {y};
+    BlobDispatch d = make_qconv_transpose(cp, x, w, t, y, 3, -2, DType::kU8, DType::kI8, y_type);
+    if (b_layout) d.push[kQConvTypesPush] |= kQConvBLayout;
+    p.dispatches.push_back(d);
+    return p;
+  };
+  const uint64_t weights = 4 * 3 * 16;  // C x M / group x KH x KW
+  const std::vector<uint8_t> good = encode(program(weights, DType::kI8, false));
+  ASSERT_EQ(blob_version(good.data(), good.size()), kQDeconvFormatVersion);
+  BlobProgram back;
+  std::string why;
+  ASSERT_TRUE(decode(good.data(), good.size(), &back, &why)) << why;
+  EXPECT_TRUE(qconv_transposed(back.dispatches[0]));
+  std::vector<uint8_t> five = good;
+  five[4] = static_cast<uint8_t>(kQdqFormatVersion);
+  EXPECT_EQ(error_of(five), "dispatch 0: qconv's transposed flag is format 6, the blob is format 5");
+  EXPECT_NE(error_of(encode(program(weights - 16, DType::kI8, false))).find("dispatch 0 (qconv): tensor sizes do not match"),
+            std::string::npos);
+  EXPECT_EQ(error_of(encode(program(weights, DType::kI8, true))),
+            "dispatch 0 (qconv): a matmul's B layout needs a 1x1 convolution of 1x1 images in one group");
+  EXPECT_EQ(error_of(encode(program(weights, DType::kI32, false))),
+            "dispatch 0 (qconv): a transposed qconv takes neither the B layout nor an i32 y, and rounds first");
 }
 
 TEST(VulkanBlobFormat, Int8FeatureDecisionNamesWhatIsMissing) {

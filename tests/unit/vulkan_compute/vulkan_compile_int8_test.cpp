@@ -279,7 +279,7 @@ TEST_F(VulkanInt8, ADeviceWithoutTheFeaturesDeclinesAndRefusesInt8Blobs) {
   }
   // And a newer format than this plugin reads is refused by its number.
   EXPECT_EQ(harness_.check(device_, kLoaderKey, kFormatVersion + 1, blob.data(), blob.size()),
-            code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute reads blob formats 1 to 5, the program records format 6");
+            code_prefix(LOOM_STATUS_INCOMPATIBLE) + "vulkan-compute reads blob formats 1 to 6, the program records format 7");
 }
 
 TEST_F(VulkanInt8, HideFeaturesOptionIsChecked) {

@@ -6,6 +6,8 @@
 // ONNX Runtime's bytes, what stays f32 and the compile notes saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -397,6 +399,141 @@ TEST_F(VulkanQdqBinary, DequantizedAddAndMulAreOneQBinaryWithOnnxRuntimesBytes) 
     EXPECT_EQ(wrong, 0u);
   }
   EXPECT_EQ(patched, 835u);
+}
+
+// DequantizeLinear (x), DequantizeLinear (s8 weights, per output channel
+// on axis 1 or per tensor), DequantizeLinear (i32 bias at x_scale *
+// w_scale) -> ConvTranspose -> QuantizeLinear: one transposed qconv (format
+// 6) whose bytes are the exact integer sum over the taps that reach each
+// output, requantized as the fused convolutions are (float(acc + bias) *
+// multiplier, rounded half to even, then the zero point), which is what
+// cpu-simd's int8 ConvTranspose computes; within 1 unit of the unfused f32
+// steps on the reference kernels.
+TEST_F(VulkanQdqBinary, DequantizeConvTransposeQuantizeIsOneTransposedQConv) {
+  LOOM_VK_REQUIRE_DEVICE();
+  struct Case {
+    Dims xs, ws;  // x [N, C, H, W]; w [C, M / group, KH, KW]
+    int64_t group;
+    Dims strides, pads;
+    loom_dtype_t xt, yt;
+    bool per_channel;
+  };
+  const Case cases[] = {
+      {{1, 6, 5, 5}, {6, 4, 4, 4}, 1, {2, 2}, {1, 1, 1, 1}, LOOM_DTYPE_U8, LOOM_DTYPE_I8, true},  // the detector's
+      {{2, 4, 4, 3}, {4, 3, 3, 3}, 2, {2, 3}, {1, 0, 0, 1}, LOOM_DTYPE_I8, LOOM_DTYPE_U8, false},
+  };
+  uint32_t seed = 80;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(seed - 80));
+    const int64_t n = c.xs[0], ch = c.xs[1], h = c.xs[2], w = c.xs[3], mg = c.ws[1], kh = c.ws[2], kw = c.ws[3];
+    const int64_t m = mg * c.group, cg = ch / c.group;
+    const int64_t oh = (h - 1) * c.strides[0] - c.pads[0] - c.pads[2] + kh;
+    const int64_t ow = (w - 1) * c.strides[1] - c.pads[1] - c.pads[3] + kw;
+    const Dims ys = {n, m, oh, ow};
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+    const float x_scale = 0.03f, y_scale = 0.07f;
+    const int64_t xz = c.xt == LOOM_DTYPE_U8 ? 131 : -5, yz = c.yt == LOOM_DTYPE_U8 ? 119 : 3;
+    std::vector<float> w_scales(c.per_channel ? static_cast<size_t>(m) : 1), b_scales(static_cast<size_t>(m));
+    for (float& v : w_scales) v = scale(rng);
+    std::vector<int64_t> bias(static_cast<size_t>(m));
+    for (size_t k = 0; k < bias.size(); ++k) {
+      b_scales[k] = x_scale * w_scales[c.per_channel ? k : 0];
+      bias[k] = static_cast<int64_t>(rng() % 4001) - 2000;
+    }
+    const QOperand x = qrandom8(c.xs, c.xt, seed + 1), wq = qrandom8(c.ws, LOOM_DTYPE_I8, seed + 2, true);
+    const Dims sd = c.per_channel ? Dims{m} : Dims{};
+    const std::vector<QOperand> ops = {x, qf32({}, {x_scale}), qint({}, c.xt, {xz}), wq, qf32(sd, w_scales),
+                                       qint(sd, LOOM_DTYPE_I8, std::vector<int64_t>(w_scales.size(), 0)),
+                                       qint({m}, LOOM_DTYPE_I32, bias), qf32({m}, b_scales), qf32({}, {y_scale}),
+                                       qint({}, c.yt, {yz})};
+    const std::vector<Attr> attrs = conv_attrs(c.group, c.strides, {1, 1}, c.pads);
+    GraphBuilder g;
+    std::vector<int> t;
+    for (const QOperand& o : ops) {
+      const auto fb = static_cast<gfb::DType>(o.dtype);
+      t.push_back(o.constant ? g.constant(o.shape, fb, o.bytes.data(), o.bytes.size()) : g.input(o.shape, fb));
+    }
+    const int xf = g.tensor(c.xs), wf = g.tensor(c.ws), bf = g.tensor({m}), yf = g.tensor(ys);
+    const int yq = g.tensor(ys, static_cast<gfb::DType>(c.yt));
+    g.node("DequantizeLinear", {t[0], t[1], t[2]}, {xf});
+    g.node("DequantizeLinear", {t[3], t[4], t[5]}, {wf}, {attr_i("axis", 1)});
+    g.node("DequantizeLinear", {t[6], t[7]}, {bf}, {attr_i("axis", 0)});
+    g.node("ConvTranspose", {xf, wf, bf}, {yf}, attrs);
+    g.node("QuantizeLinear", {yf, t[8], t[9]}, {yq});
+    g.output(yq);
+    std::vector<uint8_t> blob;
+    const size_t logged = harness_.recorder().logs().size();
+    ASSERT_EQ(compile_with(plugin_, g.finish(), &blob), "ok");
+    EXPECT_TRUE(noted_since(logged, "int8", "(ConvTranspose): one transposed qconv with its DequantizeLinear inputs"));
+    ASSERT_EQ(blob_version(blob.data(), blob.size()), kQDeconvFormatVersion);
+    BlobProgram prog;
+    std::string error;
+    ASSERT_TRUE(decode(blob.data(), blob.size(), &prog, &error)) << error;
+    ASSERT_EQ(prog.dispatches.size(), 1u);
+    EXPECT_TRUE(qconv_transposed(prog.dispatches[0]));
+    // The exact sum, requantized.
+    auto value = [](const QOperand& o, size_t i) {
+      return o.dtype == LOOM_DTYPE_U8 ? int64_t{o.bytes[i]} : int64_t{static_cast<int8_t>(o.bytes[i])};
+    };
+    Outcome r;
+    r.want.assign(static_cast<size_t>(n * m * oh * ow), 0);
+    for (int64_t in = 0; in < n; ++in) {
+      for (int64_t oc = 0; oc < m; ++oc) {
+        const int64_t grp = oc / mg, om = oc % mg;
+        const float ws = w_scales[c.per_channel ? static_cast<size_t>(oc) : 0];
+        const float multiplier = x_scale * ws / y_scale;
+        for (int64_t y0 = 0; y0 < oh; ++y0) {
+          for (int64_t x0 = 0; x0 < ow; ++x0) {
+            int64_t acc = 0;
+            for (int64_t a = 0; a < kh; ++a) {
+              const int64_t hn = y0 + c.pads[0] - a;
+              if (hn < 0 || hn % c.strides[0] != 0 || hn / c.strides[0] >= h) continue;
+              for (int64_t b = 0; b < kw; ++b) {
+                const int64_t wn = x0 + c.pads[1] - b;
+                if (wn < 0 || wn % c.strides[1] != 0 || wn / c.strides[1] >= w) continue;
+                for (int64_t k = 0; k < cg; ++k) {
+                  const int64_t ic = grp * cg + k;
+                  const auto xi = static_cast<size_t>(((in * ch + ic) * h + hn / c.strides[0]) * w + wn / c.strides[1]);
+                  const auto wi = static_cast<size_t>(((ic * mg + om) * kh + a) * kw + b);
+                  acc += (value(x, xi) - xz) * value(wq, wi);
+                }
+              }
+            }
+            const float scaled = static_cast<float>(static_cast<double>(acc + bias[static_cast<size_t>(oc)])) * multiplier;
+            const int64_t lo = c.yt == LOOM_DTYPE_U8 ? 0 : -128, hi = c.yt == LOOM_DTYPE_U8 ? 255 : 127;
+            const int64_t q = std::clamp(static_cast<int64_t>(std::nearbyint(scaled)) + yz, lo, hi);
+            r.want[static_cast<size_t>(((in * m + oc) * oh + y0) * ow + x0)] = static_cast<uint8_t>(q & 255);
+          }
+        }
+      }
+    }
+    r.format = kQDeconvFormatVersion;
+    run_on_device(blob, ops, {0}, ys, c.yt, &r);
+    EXPECT_EQ(r.got, r.want);
+    const std::set<std::string> names(r.dispatches.begin(), r.dispatches.end());
+    EXPECT_EQ(names, (std::set<std::string>{"dispatch #0 QConvTranspose"}));
+    // The unfused f32 steps on the reference kernels: within 1 unit.
+    auto f32_of = [](const Dims& shape, const std::vector<uint8_t>& bytes) {
+      QOperand o{shape, LOOM_DTYPE_F32, bytes, false};
+      return o;
+    };
+    const QOperand xd = f32_of(c.xs, reference("DequantizeLinear", {ops[0], ops[1], ops[2]}, c.xs, LOOM_DTYPE_F32, {}, 13));
+    const QOperand wd =
+        f32_of(c.ws, reference("DequantizeLinear", {ops[3], ops[4], ops[5]}, c.ws, LOOM_DTYPE_F32, {attr_i("axis", 1)}, 13));
+    const QOperand bd = f32_of({m}, reference("DequantizeLinear", {ops[6], ops[7]}, {m}, LOOM_DTYPE_F32, {attr_i("axis", 0)}, 13));
+    const QOperand yd = f32_of(ys, reference("ConvTranspose", {xd, wd, bd}, ys, LOOM_DTYPE_F32, attrs, 13));
+    const std::vector<uint8_t> unfused = reference("QuantizeLinear", {yd, ops[8], ops[9]}, ys, c.yt, {}, 13);
+    size_t differ = 0;
+    for (size_t i = 0; i < unfused.size(); ++i) {
+      const int a = c.yt == LOOM_DTYPE_U8 ? int{r.got[i]} : int{static_cast<int8_t>(r.got[i])};
+      const int b = c.yt == LOOM_DTYPE_U8 ? int{unfused[i]} : int{static_cast<int8_t>(unfused[i])};
+      EXPECT_LE(std::abs(a - b), 1) << "element " << i;
+      differ += a != b;
+    }
+    EXPECT_LT(differ, unfused.size() / 10);
+    ++seed;
+  }
 }
 
 }  // namespace

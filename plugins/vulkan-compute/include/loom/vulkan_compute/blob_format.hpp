@@ -60,12 +60,19 @@ inline constexpr uint32_t kInt8FormatVersion = 4;
 // and the qbinary kernel (DequantizeLinear x 2 -> Add / Mul ->
 // QuantizeLinear fused); written only for programs that use them.
 inline constexpr uint32_t kQdqFormatVersion = 5;
+// Format 6 (2026-11-29): format 5 plus qconv's kQConvTransposed flag (the
+// fused DequantizeLinear -> ConvTranspose -> QuantizeLinear form); written
+// only for programs that use it.
+inline constexpr uint32_t kQDeconvFormatVersion = 6;
 // The newest format this plugin reads (the loader key's maximum).
-inline constexpr uint32_t kFormatVersion = kQdqFormatVersion;
+inline constexpr uint32_t kFormatVersion = kQDeconvFormatVersion;
 // qconv's types push constant (int8_kernels.hpp): round half to even, then
 // add the output zero point (QuantizeLinear's order; QLinearConv adds it
 // first). Format 5.
 inline constexpr uint32_t kQConvRoundFirst = 1u << 13;
+// qconv's types push constant: a transposed convolution (ConvTranspose's
+// geometry and push constants, w as [C, M / group, KH, KW]). Format 6.
+inline constexpr uint32_t kQConvTransposed = 1u << 14;
 inline constexpr uint32_t kQConvTypesPush = 18;  // the types push constant's index
 inline constexpr uint32_t kMinFormatVersion = 1;
 // Format 3's head: magic, version, reserved, graph bytes.
@@ -105,7 +112,7 @@ enum class Kernel : uint32_t {
   kDirectConv = 11,  // format 2
   kQuantize = 12,    // format 4: QuantizeLinear
   kDequantize = 13,  // format 4: DequantizeLinear
-  kQConv = 14,       // format 4: QLinearConv and ConvInteger
+  kQConv = 14,       // format 4: QLinearConv and ConvInteger (format 6: transposed too)
   kQBinary = 15,     // format 5: a quantized Add / Mul (the fused QDQ form)
   // Never in a blob: the plugin's own rewrite of kQConv when it loads a blob
   // on a device with shaderIntegerDotProduct (src/int8_dot.hpp).
@@ -216,9 +223,19 @@ inline bool rounds_first(const BlobDispatch& d) {
          (d.push[kQConvTypesPush] & kQConvRoundFirst) != 0;
 }
 
-// The format encode() writes for `program`: 5 when a qconv rounds first, 4
-// when a tensor is not f32 or a dispatch runs an int8 kernel, else 2.
+// Whether `d` is a transposed qconv (format 6).
+inline bool qconv_transposed(const BlobDispatch& d) {
+  return d.kernel == Kernel::kQConv && d.push.size() > kQConvTypesPush &&
+         (d.push[kQConvTypesPush] & kQConvTransposed) != 0;
+}
+
+// The format encode() writes for `program`: 6 when a qconv is transposed,
+// 5 when a qconv rounds first or a qbinary runs, 4 when a tensor is not f32
+// or a dispatch runs an int8 kernel, else 2.
 inline uint32_t program_format(const BlobProgram& program) {
+  for (const BlobDispatch& d : program.dispatches) {
+    if (qconv_transposed(d)) return kQDeconvFormatVersion;
+  }
   for (const BlobDispatch& d : program.dispatches) {
     if (rounds_first(d) || d.kernel == Kernel::kQBinary) return kQdqFormatVersion;
   }
@@ -495,6 +512,9 @@ inline bool decode_structure(const void* blob, size_t size, BlobProgram* out, st
     }
     if (rounds_first(bd) && version < kQdqFormatVersion) {
       return fail(where + "qconv's round-first flag is format 5, the blob is format " + std::to_string(version));
+    }
+    if (qconv_transposed(bd) && version < kQDeconvFormatVersion) {
+      return fail(where + "qconv's transposed flag is format 6, the blob is format " + std::to_string(version));
     }
     if (bd.kernel == Kernel::kQBinary && version < kQdqFormatVersion) {
       return fail(where + "kernel 15 (qbinary) is format 5, the blob is format " + std::to_string(version));

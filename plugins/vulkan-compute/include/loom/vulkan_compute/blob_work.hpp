@@ -92,6 +92,12 @@ inline DispatchWork dispatch_work(const BlobProgram& program, size_t index) {
     }
     case Kernel::kDirectConv:  // one invocation per output: no padding
     case Kernel::kQConv: {     // (int8: counted as the f32 direct convolution)
+      if (qconv_transposed(d)) {  // as the f32 transposed convolution
+        const double group = q(15) == 0 ? 1 : q(15);
+        w.kind = WorkKind::kConv;
+        w.flops = 2 * q(0) * q(1) * q(2) * q(3) * (q(4) / group) * q(7) * q(8);
+        break;
+      }
       const double group = q(15) == 0 ? 1 : q(15);
       w.kind = WorkKind::kConv;
       w.flops = 2 * q(0) * q(4) * q(5) * q(6) * (q(1) / group) * q(7) * q(8);

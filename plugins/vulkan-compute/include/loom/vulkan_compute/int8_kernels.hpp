@@ -92,6 +92,18 @@ inline BlobDispatch make_qconv(const ConvParams& p, uint32_t x, uint32_t w, uint
   return d;
 }
 
+// A transposed qconv (format 6, kQConvTransposed): the fused
+// DequantizeLinear -> ConvTranspose -> QuantizeLinear. p as for
+// make_conv_transpose (ConvTranspose's geometry), w [C, M / group, KH, KW];
+// the sum is ConvTranspose's over the taps that reach each output, in i32,
+// requantized as make_qconv's round_first.
+inline BlobDispatch make_qconv_transpose(const ConvParams& p, uint32_t x, uint32_t w, uint32_t table, uint32_t y,
+                                         int32_t x_zero, int32_t y_zero, DType xt, DType wt, DType yt) {
+  BlobDispatch d = make_qconv(p, x, w, table, y, x_zero, y_zero, xt, wt, yt, false, true);
+  d.push[kQConvTypesPush] |= kQConvTransposed;
+  return d;
+}
+
 // qbinary (format 5): a quantized Add or Mul of two u8 / i8 tensors with
 // binary's broadcasting (its 21 push constants: count, op 0 Add or 2 Mul,
 // rank, dims, a and b strides), then types (a dtype | b dtype << 4 | y
@@ -176,7 +188,8 @@ inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& 
                 std::to_string(group) + " groups");
   }
   const uint32_t types = q[18];
-  if ((types >> 14) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
+  const bool transposed = (types & kQConvTransposed) != 0;
+  if ((types >> 15) != 0 || (types & 15) != static_cast<uint32_t>(tensor(0).dtype) ||
       ((types >> 4) & 15) != static_cast<uint32_t>(tensor(1).dtype) ||
       ((types >> 8) & 15) != static_cast<uint32_t>(tensor(3).dtype)) {
     return fail("the types push constant " + std::to_string(types) + " does not match x, w and y");
@@ -184,6 +197,9 @@ inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& 
   if ((types & kQConvBLayout) && (kh != 1 || kw != 1 || h != 1 || w != 1 || oh != 1 || ow != 1 || group != 1 ||
                                   q[13] != 0 || q[14] != 0)) {
     return fail("a matmul's B layout needs a 1x1 convolution of 1x1 images in one group");
+  }
+  if (transposed && ((types & kQConvBLayout) || !(types & kQConvRoundFirst) || static_cast<DType>((types >> 8) & 15) == DType::kI32)) {
+    return fail("a transposed qconv takes neither the B layout nor an i32 y, and rounds first");
   }
   if (!is8(tensor(0).dtype)) return type_fail("x", tensor(0).dtype);
   if (!is8(tensor(1).dtype)) return type_fail("w", tensor(1).dtype);
@@ -195,7 +211,8 @@ inline bool validate_int8_dispatch(const BlobProgram& prog, const BlobDispatch& 
   if (!in_range(x_zero, tensor(0).dtype)) return fail("x zero point " + std::to_string(x_zero) + " is outside x's type");
   if (yt != DType::kI32 && !in_range(y_zero, yt)) return fail("y zero point " + std::to_string(y_zero) + " is outside y's type");
   if (yt == DType::kI32 && y_zero != 0) return fail("an i32 y takes no zero point");
-  if (tensor(0).elements() != n * c * h * w || tensor(1).elements() != m * (c / group) * kh * kw ||
+  const uint64_t weights = transposed ? c * (m / group) * kh * kw : m * (c / group) * kh * kw;
+  if (tensor(0).elements() != n * c * h * w || tensor(1).elements() != weights ||
       tensor(3).elements() != n * m * oh * ow || tensor(2).elements() != 3 * m) {
     return fail("tensor sizes do not match N " + std::to_string(n) + ", C " + std::to_string(c) + ", H " +
                 std::to_string(h) + ", W " + std::to_string(w) + ", M " + std::to_string(m) + ", OH " +
