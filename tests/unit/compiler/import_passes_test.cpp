@@ -328,6 +328,35 @@ TEST(ImportPassesTest, BadQuantizationParametersAreCompileErrorsNamingTheNode) {
   EXPECT_NE(import_error(m).find("node 'dq_x' (DequantizeLinear, opset 13): DequantizeLinear: "
                                  "x_zero_point has dtype i8, expected u8"),
             std::string::npos) << import_error(m);
+  // A per-channel zero point whose length is not its scale's (ONNX: the
+  // zero point has the scale's shape).
+  m = qdq_conv_model(true);
+  init_f32(m, "ws2", {2}, {0.5f, 0.25f});
+  const std::vector<int8_t> z3 = {0, 0, 0};
+  fx::set_raw(fx::add_initializer(m, "wz3", TP::INT8, {3}), fx::bytes_of(z3));
+  m.mutable_graph()->mutable_node(1)->set_input(1, "ws2");
+  m.mutable_graph()->mutable_node(1)->add_input("wz3");
+  attr_int(*m.mutable_graph()->mutable_node(1), "axis", 0);
+  EXPECT_NE(import_error(m).find("node 'dq_w' (DequantizeLinear, opset 13): DequantizeLinear: "
+                                 "zero_point [3] must have the shape of scale [2]"),
+            std::string::npos) << import_error(m);
+  // One zero point for a scale per channel, on the output's QuantizeLinear.
+  m = qdq_conv_model(true);
+  init_f32(m, "ys2", {2}, {0.5f, 0.25f});
+  m.mutable_graph()->mutable_node(4)->set_input(1, "ys2");
+  EXPECT_NE(import_error(m).find("node 'q' (QuantizeLinear, opset 13): QuantizeLinear: "
+                                 "zero_point [] must have the shape of scale [2]"),
+            std::string::npos) << import_error(m);
+  // A zero point outside its type (300 for u8): the model's tensor is
+  // refused as it is read, by name.
+  m = qdq_conv_model(true);
+  {
+    auto& z = fx::add_initializer(m, "z300", TP::UINT8, {});
+    z.add_int32_data(300);
+    m.mutable_graph()->mutable_node(0)->set_input(2, "z300");
+  }
+  EXPECT_NE(import_error(m).find("tensor 'z300': int32_data[0] = 300 does not fit dtype u8"), std::string::npos)
+      << import_error(m);
   // An i32 bias whose zero point is not 0.
   m = qdq_conv_model(true);
   const std::vector<int32_t> bias = {1, 2}, bz = {5};

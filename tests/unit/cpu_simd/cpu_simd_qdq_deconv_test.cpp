@@ -3,7 +3,7 @@
 // QLinearConvTranspose node (blob format 12) whose bytes equal the exact
 // integer sum requantized as a QuantizeLinear does, on each of its paths
 // (oneDNN requantizing, or s32 products in one or two passes and the
-// plugin's loop; cpu_simd_plugin_test.table_avx2 and _baseline run it again
+// plugin's loop; cpu_simd_plugin_test.int8_avx2 and _baseline run it again
 // without VNNI, where full-range weights take two passes), and are within 1
 // unit of the unfused f32 graph. What does not fuse says why in the compile
 // notes; what a blob must hold is checked when it loads.

@@ -370,5 +370,65 @@ TEST_F(CpuSimdQdq, CompileNotesSayWhichGroupsRunInt8AndWhyTheOthersStayF32) {
                             "QuantizeLinear as its only reader"), std::string::npos) << unfused[0];
 }
 
+// Issue 27's "a Q/DQ pair between two int8 steps disappears": two groups in
+// a row, the second reading the first's QuantizeLinear through a
+// DequantizeLinear of the same parameters (as quantizers write a chain),
+// compile to two QLinearConv steps and nothing between them; the bytes are
+// the two groups' exact requantizations one after the other.
+TEST_F(CpuSimdQdq, TwoGroupsInARowAreTwoInt8StepsWithNoQuantizeOrDequantizeBetween) {
+  using ::loom::testing::attr_i;
+  using ::loom::testing::attr_ints;
+  std::mt19937 rng(34);
+  const QdqCase c1 = {"", 0, LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, true, 2, 0, false,
+                      {1, 3, 8, 8}, {6, 3, 3, 3}, {1, 6, 8, 8}, {1, 1}, {1, 1, 1, 1}};
+  const QdqCase c2 = {"", 0, LOOM_DTYPE_U8, LOOM_DTYPE_I8, LOOM_DTYPE_U8, true, 2, 0, false,
+                      {1, 6, 8, 8}, {4, 6, 1, 1}, {1, 4, 8, 8}, {1, 1}, {0, 0, 0, 0}};
+  const Data d1 = make_data(c1, rng);
+  Data d2 = make_data(c2, rng);
+  d2.xs = d1.ys;  // the pair between the groups: one scale and zero point
+  d2.xz = d1.yz;
+  d2.ys = exact({}, LOOM_DTYPE_F32, {0.08f});
+  ::loom::testing::GraphBuilder b;
+  auto constant = [&](const QTensor& t) { return b.constant(t.shape, qdq_fb(t.dtype), t.bytes.data(), t.bytes.size()); };
+  int x = b.input(c1.x_shape, qdq_fb(c1.x));
+  const QdqCase* cs[2] = {&c1, &c2};
+  const Data* ds[2] = {&d1, &d2};
+  for (int k = 0; k < 2; ++k) {
+    const QdqCase& c = *cs[k];
+    const Data& d = *ds[k];
+    std::vector<float> sb;
+    for (int64_t m = 0; m < d.channels; ++m) sb.push_back(f32_at(d.xs, 0) * f32_at(d.ws, static_cast<size_t>(m)));
+    const int xf = b.tensor(c.x_shape), wf = b.tensor(c.w_shape), bf = b.tensor({d.channels}), yf = b.tensor(c.y_shape);
+    const int yq = b.tensor(c.y_shape, qdq_fb(c.y));
+    b.node("DequantizeLinear", {x, constant(d.xs), constant(d.xz)}, {xf});
+    b.node("DequantizeLinear", {constant(d.wq), constant(d.ws), constant(d.wz)}, {wf}, {attr_i("axis", 0)});
+    b.node("DequantizeLinear", {constant(d.bias_i32), b.constant_f32({d.channels}, sb)}, {bf}, {attr_i("axis", 0)});
+    b.node("Conv", {xf, wf, bf}, {yf}, {attr_ints("strides", c.strides), attr_ints("pads", c.pads)});
+    b.node("QuantizeLinear", {yf, constant(d.ys), constant(d.yz)}, {yq});
+    x = yq;
+  }
+  b.output(x);
+  ::loom::testing::CompiledBlob compiled;
+  ASSERT_EQ(harness_.compile(plugin_, b.finish(), &compiled), "ok");
+  BlobGraph g;
+  std::string error;
+  ASSERT_TRUE(decode(compiled.bytes.data(), compiled.bytes.size(), &g, &error)) << error;
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op, Op::kQLinearConv);
+  EXPECT_EQ(g.nodes[1].op, Op::kQLinearConv);
+  EXPECT_EQ(g.nodes[1].inputs[0], g.nodes[0].outputs[0]) << "the second step reads the first's bytes";
+  loom_executable_t* exe = load(compiled.bytes, &error, compiled.format_version);
+  ASSERT_NE(exe, nullptr) << error;
+  QTensor xin = d1.xq;
+  xin.refresh();
+  QTensor y{c2.y_shape, c2.y, std::vector<uint8_t>(count_of(c2.y_shape), 0x5a)};
+  y.refresh();
+  EXPECT_EQ(execute(exe, {&xin.desc}, {&y.desc}), "ok");
+  api_->executable_destroy(exe);
+  Data second = d2;
+  second.xq = QTensor{c1.y_shape, c1.y, reference(c1, d1)};
+  EXPECT_EQ(y.bytes, reference(c2, second));
+}
+
 }  // namespace
 }  // namespace loom::cpu_simd

@@ -295,6 +295,29 @@ Status check_zero_point(std::string_view op, const TensorRef& zp, const TensorRe
   return Status();
 }
 
+// The same rule at compile time (the shapes the graph declares; a
+// dimension left open is checked when the kernel runs): a zero point has
+// its scale's shape, or both have one element.
+Status check_zero_point_shape(std::string_view op, const TensorType& zp,
+                              const TensorType& scale) {
+  if (zp.dtype == DType::kInvalid) return Status();  // left out
+  auto known = [](const auto& shape) {
+    return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  };
+  if (!known(zp.shape) || !known(scale.shape)) return Status();
+  auto elements = [](const auto& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  };
+  if (!std::equal(zp.shape.begin(), zp.shape.end(), scale.shape.begin(), scale.shape.end()) &&
+      !(elements(zp.shape) == 1 && elements(scale.shape) == 1)) {
+    return invalid_argument(std::string(op) + ": zero_point " + shape_to_string(zp.shape) +
+                            " must have the shape of scale " + shape_to_string(scale.shape));
+  }
+  return Status();
+}
+
 Status quantize_run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
                     const Attributes& attrs) {
   constexpr std::string_view op = "QuantizeLinear";
@@ -343,6 +366,7 @@ Result<std::vector<TensorType>> quantize_infer(std::span<const TensorType> input
   if (out != DType::kU8 && out != DType::kI8) return unsupported_dtype(op, "y_zero_point", out);
   LOOM_RETURN_IF_ERROR(check_infer_shape(op, "x", inputs[0].shape));
   LOOM_RETURN_IF_ERROR(quant_layout(op, inputs[0].shape, inputs[1].shape, attrs).status());
+  if (inputs.size() > 2) LOOM_RETURN_IF_ERROR(check_zero_point_shape(op, inputs[2], inputs[1]));
   if (inputs[1].value != nullptr) {
     LOOM_RETURN_IF_ERROR(check_scale_values(op, "y_scale", *inputs[1].value));
   }
@@ -407,6 +431,7 @@ Result<std::vector<TensorType>> dequantize_infer(std::span<const TensorType> inp
   }
   LOOM_RETURN_IF_ERROR(check_infer_shape(op, "x", inputs[0].shape));
   LOOM_RETURN_IF_ERROR(quant_layout(op, inputs[0].shape, inputs[1].shape, attrs).status());
+  if (inputs.size() > 2) LOOM_RETURN_IF_ERROR(check_zero_point_shape(op, inputs[2], inputs[1]));
   if (inputs[1].value != nullptr) {
     LOOM_RETURN_IF_ERROR(check_scale_values(op, "x_scale", *inputs[1].value));
   }
