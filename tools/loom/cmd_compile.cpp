@@ -201,13 +201,15 @@ void print_summary(const compiler::CompileReport& r, const CompileArgs& args,
 // another's), with a count of int8 steps and f32 fallbacks when there are any.
 void print_notes(const std::vector<std::string>& notes) {
   if (notes.empty()) return;
-  size_t int8 = 0, f32 = 0;
+  size_t int8 = 0, f32 = 0, declined = 0;
   for (const std::string& n : notes) {
     int8 += n.find(": compile: int8: ") != std::string::npos;
     f32 += n.find(": compile: f32: ") != std::string::npos;
+    declined += n.find(": compile: declined: ") != std::string::npos;
   }
-  std::printf("notes from the plugins (%zu int8 steps, %zu nodes in f32 on dequantized values):\n",
-              int8, f32);
+  std::printf("notes from the plugins (%zu int8 steps, %zu nodes in f32 on dequantized values, %zu reasons for "
+              "declining quantized nodes):\n",
+              int8, f32, declined);
   for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
 }
 
@@ -281,7 +283,8 @@ int run_compile(const CompileArgs& args) {
   std::vector<std::string> notes;
   runtime_options.log_sink = [&notes](LogLevel level, std::string_view line) {
     if (level == LogLevel::kInfo && line.find(": compile: ") != std::string_view::npos) {
-      notes.emplace_back(line);
+      // Once each: a plugin asked twice about one subgraph says it twice.
+      if (std::find(notes.begin(), notes.end(), line) == notes.end()) notes.emplace_back(line);
     } else if (level == LogLevel::kWarning || level == LogLevel::kError) {
       std::cerr << "loom: " << (level == LogLevel::kError ? "error" : "warning") << ": " << line << "\n";
     }

@@ -5,13 +5,19 @@
 
 namespace loom::cpu_simd {
 
-sdk::Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims) {
+sdk::Status compile_supported(const sdk::GraphView& g, sdk::Claims* claims, std::vector<std::string>* notes) {
+  sdk::DeclineNotes declined;
   for (size_t n = 0; n < g.node_count(); ++n) {
     std::vector<BlobNode> ignored;
     std::string why;
     bool invalid = false;
-    if (lower_node(g, n, &ignored, &why, &invalid) || invalid) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    if (lower_node(g, n, &ignored, &why, &invalid) || invalid) {
+      LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    } else if (sdk::is_quantized_op(g.node(n).op_type())) {
+      declined.add(g.node(n).label(), why);
+    }
   }
+  if (notes != nullptr) *notes = declined.lines();
   return sdk::Status();
 }
 

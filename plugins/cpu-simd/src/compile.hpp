@@ -36,7 +36,9 @@ bool lower_node(const sdk::GraphView& g, size_t index, std::vector<BlobNode>* ou
 
 // compile_supported: claims every node lower_node accepts, and the invalid
 // ones (so that compile names them in its error).
-sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims);
+// `notes`, when given: why quantized nodes were declined (sdk::DeclineNotes).
+sdk::Status compile_supported(const sdk::GraphView& view, sdk::Claims* claims,
+                              std::vector<std::string>* notes = nullptr);
 
 // compile: the blob graph of the whole subgraph (every node must lower).
 // `notes` (when given) receives quantized_notes of the graph.

@@ -179,7 +179,12 @@ class CpuSimdPlugin {
   // copies the blob into memory from the host's allocator afterwards.
   // Thread-safe: both only read the graph.
   Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
-    return cpu_simd::compile_supported(graph, claims);
+    // Why quantized nodes stay off cpu-simd, as info lines (`loom compile`
+    // prints them).
+    std::vector<std::string> notes;
+    LOOM_SDK_RETURN_IF_ERROR(cpu_simd::compile_supported(graph, claims, &notes));
+    for (const std::string& note : notes) sdk::log(host_, LOOM_LOG_INFO, ("compile: " + note).c_str());
+    return Status();
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     BlobGraph blob;

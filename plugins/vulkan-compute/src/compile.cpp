@@ -393,14 +393,20 @@ class Builder {
 
 }  // namespace
 
-Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavailable, sdk::Claims* claims) {
+Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavailable, sdk::Claims* claims,
+                         std::vector<std::string>* notes) {
   std::vector<Shape> probe;
   if (g.has_open_dims()) probe = probe_shapes(g);
+  sdk::DeclineNotes declined;
   for (size_t n = 0; n < g.node_count(); ++n) {
     Lowered node;
     std::string why;
     if (!g.has_open_dims()) {
-      if (lower_node(g, n, &node, &why, nullptr, &int8_unavailable)) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+      if (lower_node(g, n, &node, &why, nullptr, &int8_unavailable)) {
+        LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+      } else if (sdk::is_quantized_op(g.node(n).op_type())) {
+        declined.add(g.node(n).label(), why);
+      }
       continue;
     }
     // An open graph: the node's rule must hold at the probe and give a shape
@@ -410,8 +416,13 @@ Status compile_supported(const sdk::GraphView& g, const std::string& int8_unavai
     const Shape keep = out >= 0 ? probe[static_cast<size_t>(out)] : Shape();
     const bool ok = lower_node(g, n, &node, &why, &probe, &int8_unavailable);
     if (out >= 0) probe[static_cast<size_t>(out)] = keep;
-    if (ok) LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    if (ok) {
+      LOOM_SDK_RETURN_IF_ERROR(claims->claim(n));
+    } else if (sdk::is_quantized_op(gn.op_type())) {
+      declined.add(gn.label(), why + " (open dimensions probed at " + std::to_string(kOpenProbe) + ")");
+    }
   }
+  if (notes != nullptr) *notes = declined.lines();
   return Status();
 }
 

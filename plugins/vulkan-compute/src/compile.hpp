@@ -20,7 +20,9 @@ namespace loom::vulkan {
 // compile_supported: claims every node lower_node accepts.
 // `int8_unavailable`: why the plugin's devices cannot run the int8 kernels
 // (empty when they can): quantized nodes are declined with it.
-Status compile_supported(const sdk::GraphView& graph, const std::string& int8_unavailable, sdk::Claims* claims);
+// `notes`, when given: why quantized nodes were declined (sdk::DeclineNotes).
+Status compile_supported(const sdk::GraphView& graph, const std::string& int8_unavailable, sdk::Claims* claims,
+                         std::vector<std::string>* notes = nullptr);
 
 // compile: the blob program of the whole subgraph (every node must lower);
 // format 4 when it uses the int8 kernels, else format 2. `notes`, when

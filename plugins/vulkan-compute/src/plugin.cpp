@@ -58,7 +58,12 @@ class VulkanPlugin {
   // The compile side (compile.hpp), over the graph the SDK has verified.
   // Thread-safe: both only read the graph.
   Status compile_supported(const sdk::GraphView& graph, sdk::Claims* claims) {
-    return vulkan::compile_supported(graph, int8_unavailable_, claims);
+    // Why quantized nodes stay off this plugin, as info lines (`loom
+    // compile` prints them).
+    std::vector<std::string> notes;
+    LOOM_SDK_RETURN_IF_ERROR(vulkan::compile_supported(graph, int8_unavailable_, claims, &notes));
+    for (const std::string& note : notes) sdk::log(host_, LOOM_LOG_INFO, ("compile: " + note).c_str());
+    return Status();
   }
   Status compile(const sdk::GraphView& graph, const sdk::Options&, sdk::CompiledBlob* out) {
     if (graph.has_open_dims()) {

@@ -182,6 +182,22 @@ class SdkCompile : public ::testing::Test {
   std::vector<uint8_t> graph_;
 };
 
+TEST(SdkCompileEntries, DeclineNotesSayEachReasonOnceWithTheFirstNodeAndACount) {
+  EXPECT_TRUE(loom::sdk::is_quantized_op("QuantizeLinear"));
+  EXPECT_TRUE(loom::sdk::is_quantized_op("QLinearConv"));
+  EXPECT_TRUE(loom::sdk::is_quantized_op("MatMulInteger"));
+  EXPECT_FALSE(loom::sdk::is_quantized_op("Conv"));
+  EXPECT_FALSE(loom::sdk::is_quantized_op("Quantize"));
+  loom::sdk::DeclineNotes notes;
+  EXPECT_TRUE(notes.lines().empty());
+  notes.add("node a (QuantizeLinear)", "no device");
+  notes.add("node b (QLinearConv)", "x_scale is per row");
+  notes.add("node c (DequantizeLinear)", "no device");
+  notes.add("node d (DequantizeLinear)", "no device");
+  EXPECT_EQ(notes.lines(), (std::vector<std::string>{"declined: node a (QuantizeLinear) and 2 more: no device",
+                                                     "declined: node b (QLinearConv): x_scale is per row"}));
+}
+
 TEST(SdkCompileEntries, SetOnlyWhenThePluginHasTheMembers) {
   const loom_plugin_api_t* run_only = loom::sdk::make_api<Mini<RunOnlyPlugin>>();
   EXPECT_EQ(run_only->compile_supported, nullptr);

@@ -69,7 +69,15 @@ TEST_F(CompileQuant, BadScalesAndZeroPointsAreOneCompileErrorNamingTheNode) {
 
 TEST_F(CompileQuant, PerRowScalesOfAAreLeftToTheReferenceKernels) {
   const GraphBuilder b = qlinear_matmul({0.5f, 0.25f}, {0.25f});
+  const size_t logged = harness_.recorder().logs().size();
   EXPECT_EQ(supported(b), std::vector<bool>{false});
+  // The decline is a compile note with the reason (`loom compile` prints it).
+  const std::vector<std::string> logs = harness_.recorder().logs();
+  ASSERT_EQ(logs.size(), logged + 1);
+  EXPECT_EQ(logs.back().rfind("compile: declined: node ", 0), 0u) << logs.back();
+  EXPECT_NE(logs.back().find("(QLinearMatMul): x_scale [2] is per row or per channel, which cpu-simd does not run here"),
+            std::string::npos)
+      << logs.back();
   std::vector<std::byte> blob;
   const std::string s = compile(b.finish(), &blob);
   EXPECT_NE(s.find("x_scale [2] is per row or per channel, which cpu-simd does not run here"), std::string::npos) << s;

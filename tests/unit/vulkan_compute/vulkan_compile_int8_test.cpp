@@ -193,9 +193,14 @@ TEST_F(VulkanInt8, UnsupportedQuantizationIsDeclinedWithItsReason) {
   LOOM_VK_REQUIRE_DEVICE();
   const Dims shape = {2, 4};
   const std::vector<float> x(8, 1.0f);
+  // Each decline is also a compile note with its reason (`loom compile`
+  // prints them), logged by compile_supported.
+  size_t logged = harness_.recorder().logs().size();
   auto declined = [&](const Outcome& r, const std::string& reason) {
     EXPECT_FALSE(r.claimed) << reason;
     EXPECT_NE(r.compile.find(reason), std::string::npos) << r.compile;
+    EXPECT_TRUE(noted_since(logged, "declined", "Linear): " + reason)) << reason;
+    logged = harness_.recorder().logs().size();
   };
   // A 16-bit zero point (ONNX opset 21 allows u16/i16).
   declined(run_node("QuantizeLinear", {qf32(shape, x, false), qf32({}, {1.0f}), qint({}, LOOM_DTYPE_U16, {3})},

@@ -81,6 +81,48 @@ class Claims {
   size_t count_;
 };
 
+// Whether `op` (an ONNX op type) is one of the quantized operators, whose
+// declines DeclineNotes reports: QuantizeLinear, DequantizeLinear,
+// DynamicQuantizeLinear, ConvInteger, MatMulInteger and the QLinear* ones.
+inline bool is_quantized_op(const std::string& op) {
+  return op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear" ||
+         op == "ConvInteger" || op == "MatMulInteger" || op.rfind("QLinear", 0) == 0;
+}
+
+// Why compile_supported declined the nodes it did, as the info lines
+// `loom compile` prints under "notes from the plugins" ("declined: node q0
+// (QuantizeLinear): the scale is not an inline constant"): one line per
+// distinct reason, naming the first node and how many more it declined for
+// it, so that a plugin that runs no quantized node at all says so once.
+// Not thread-safe (one compile_supported call, one DeclineNotes).
+class DeclineNotes {
+ public:
+  void add(const std::string& label, const std::string& why) {
+    for (Reason& r : reasons_) {
+      if (r.why == why) {
+        ++r.more;
+        return;
+      }
+    }
+    reasons_.push_back({label, why, 0});
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    for (const Reason& r : reasons_) {
+      out.push_back("declined: " + r.first + (r.more == 0 ? "" : " and " + std::to_string(r.more) + " more") + ": " +
+                    r.why);
+    }
+    return out;
+  }
+
+ private:
+  struct Reason {
+    std::string first, why;
+    size_t more;
+  };
+  std::vector<Reason> reasons_;
+};
+
 // What compile produces. The plugin fills `bytes` (for example with
 // BlobWriter::finish from loom/sdk/blob.hpp), names the loader key (one of
 // those its info() lists) and the blob's format version (inside that key's
