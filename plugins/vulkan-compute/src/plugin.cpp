@@ -70,9 +70,14 @@ class VulkanPlugin {
       // Format 3 only for a graph with open dimensions: the graph itself,
       // lowered per binding at execute. Static graphs stay format 2.
       LOOM_SDK_RETURN_IF_ERROR(check_open_graph(graph, int8_unavailable_));
-      // The fusions' notes, from the binding at the probe size.
+      // The fusions' notes, from the binding at the probe size (only for a
+      // graph with quantized nodes: the binding lowers the whole graph).
       std::vector<std::string> notes;
-      const Status probed = probe_binding_notes(graph, int8_unavailable_, &notes);
+      bool quantized = false;
+      for (size_t n = 0; n < graph.node_count() && !quantized; ++n) {
+        quantized = sdk::is_quantized_op(graph.node(n).op_type());
+      }
+      const Status probed = quantized ? probe_binding_notes(graph, int8_unavailable_, &notes) : Status();
       if (!probed.ok()) {
         notes = {"the int8 fusions are decided per binding (the probe binding failed: " + probed.message() + ")"};
       }
