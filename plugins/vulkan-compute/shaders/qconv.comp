@@ -1,5 +1,6 @@
 // QLinearConv and ConvInteger (2-D, NCHW), and the fused QDQ form of
-// ConvTranspose (types bit 14), one invocation per output element, with the reference kernels' arithmetic bit for bit:
+// ConvTranspose (types bit 14), one invocation per output element, with
+// the reference kernels' arithmetic bit for bit:
 //   acc = sum over the channels c of oc's group and the taps (kh, kw) of
 //         (x[n, c, ih, iw] - x_zero_point) * (w[oc, c, kh, kw] - w_zero_point[oc])
 // in i32 (wrapping like the reference's static_cast; w is read as [C, M]

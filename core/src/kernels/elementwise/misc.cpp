@@ -284,38 +284,36 @@ Result<QuantLayout> quant_layout(std::string_view op, std::span<const int64_t> x
   return q;
 }
 
-Status check_zero_point(std::string_view op, const TensorRef& zp, const TensorRef& scale,
-                        DType want) {
-  LOOM_RETURN_IF_ERROR(check_operand(op, "zero_point", zp, want));
-  if (!std::equal(zp.shape.begin(), zp.shape.end(), scale.shape.begin(), scale.shape.end()) &&
-      !(count_of(zp) == 1 && count_of(scale) == 1)) {
-    return invalid_argument(std::string(op) + ": zero_point " + shape_to_string(zp.shape) +
-                            " must have the shape of scale " + shape_to_string(scale.shape));
-  }
-  return Status();
-}
-
-// The same rule at compile time (the shapes the graph declares; a
-// dimension left open is checked when the kernel runs): a zero point has
-// its scale's shape, or both have one element.
-Status check_zero_point_shape(std::string_view op, const TensorType& zp,
-                              const TensorType& scale) {
-  if (zp.dtype == DType::kInvalid) return Status();  // left out
-  auto known = [](const auto& shape) {
-    return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
-  };
-  if (!known(zp.shape) || !known(scale.shape)) return Status();
-  auto elements = [](const auto& shape) {
+// A zero point has its scale's shape, or both have one element. At run
+// time (check_zero_point) and at compile time (check_zero_point_shape, on
+// the shapes the graph declares; a dimension left open waits for the run).
+Status zero_point_shape_rule(std::string_view op, std::span<const int64_t> zp, std::span<const int64_t> scale) {
+  auto elements = [](std::span<const int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
   };
-  if (!std::equal(zp.shape.begin(), zp.shape.end(), scale.shape.begin(), scale.shape.end()) &&
-      !(elements(zp.shape) == 1 && elements(scale.shape) == 1)) {
-    return invalid_argument(std::string(op) + ": zero_point " + shape_to_string(zp.shape) +
-                            " must have the shape of scale " + shape_to_string(scale.shape));
+  if (!std::equal(zp.begin(), zp.end(), scale.begin(), scale.end()) &&
+      !(elements(zp) == 1 && elements(scale) == 1)) {
+    return invalid_argument(std::string(op) + ": zero_point " + shape_to_string(zp) +
+                            " must have the shape of scale " + shape_to_string(scale));
   }
   return Status();
+}
+
+Status check_zero_point(std::string_view op, const TensorRef& zp, const TensorRef& scale,
+                        DType want) {
+  LOOM_RETURN_IF_ERROR(check_operand(op, "zero_point", zp, want));
+  return zero_point_shape_rule(op, zp.shape, scale.shape);
+}
+
+Status check_zero_point_shape(std::string_view op, const TensorType& zp, const TensorType& scale) {
+  if (zp.dtype == DType::kInvalid) return Status();  // left out
+  auto known = [](const Shape& shape) {
+    return std::all_of(shape.begin(), shape.end(), [](int64_t d) { return d >= 0; });
+  };
+  if (!known(zp.shape) || !known(scale.shape)) return Status();
+  return zero_point_shape_rule(op, zp.shape, scale.shape);
 }
 
 Status quantize_run(std::span<const TensorRef> inputs, std::span<const TensorRef> outputs,
